@@ -1,0 +1,224 @@
+"""The Vulkan runtime on the real device (lavapipe in CI): patched Kompute behaviours included."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from vkgrad.runtime import (DeviceError, Dispatch, Executable, ShaderCompileError, compile_glsl,
+                            counters, get_device, list_devices)
+from vkgrad.runtime import shaders
+
+# out[i] = in[(i + 1) % n] + 1: each dispatch reads elements another workgroup of the previous
+# dispatch wrote, so an unordered chain gives a wrong answer on a GPU that overlaps dispatches.
+SHIFT_ADD = """
+#version 450
+layout(local_size_x = 64) in;
+layout(set = 0, binding = 0) readonly buffer In { float x[]; };
+layout(set = 0, binding = 1) writeonly buffer Out { float y[]; };
+layout(push_constant) uniform Push { uint n; } p;
+void main() {
+    uint i = gl_GlobalInvocationID.x;
+    if (i < p.n) y[i] = x[(i + 1u) % p.n] + 1.0;
+}
+"""
+
+ECHO_PUSH = """
+#version 450
+layout(local_size_x = 1) in;
+layout(set = 0, binding = 0) writeonly buffer Out { uint w[]; };
+layout(push_constant) uniform Push { uint u0; uint u1; int i0; int i1; float f0; float f1; } p;
+void main() {
+    w[0] = p.u0; w[1] = p.u1; w[2] = uint(p.i0); w[3] = uint(p.i1);
+    w[4] = floatBitsToUint(p.f0); w[5] = floatBitsToUint(p.f1);
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def dev():
+    return get_device()
+
+
+def shift_add(dev):
+    return dev.kernel(compile_glsl(SHIFT_ADD, name="shift_add"), bindings=2, push_words=1,
+                      name="shift_add")
+
+
+def test_devices():
+    devices = list_devices()
+    assert devices and all(d.name for d in devices)
+    assert any(d.type == "CPU" for d in devices) or any("GPU" in d.type for d in devices)
+    out = subprocess.run([sys.executable, "-m", "vkgrad", "devices"], capture_output=True,
+                         text=True, check=True).stdout
+    assert devices[0].name in out and "* " in out
+
+
+def test_dependent_chain(dev):
+    """200 dependent dispatches in ONE sequence (kp patch 0001 orders them)."""
+    n, steps = 1000, 200
+    x0 = np.random.default_rng(0).integers(-1000, 1000, n).astype(np.float32)  # exact sums
+    a, b = dev.buffer(n), dev.buffer(n)
+    k = shift_add(dev)
+    groups = ((n + 63) // 64, 1, 1)
+    chain = [Dispatch(k, (a, b) if s % 2 == 0 else (b, a), groups, (n,)) for s in range(steps)]
+    ex = Executable(dev, chain)
+    before = counters["submissions"]
+    ex.run(uploads=[(a, x0)], downloads=[a])
+    assert counters["submissions"] == before + 1
+    np.testing.assert_array_equal(a.read_staging(), np.roll(x0, -steps) + steps)
+
+
+def test_replay_new_inputs(dev):
+    n = 130
+    a, b = dev.buffer(n), dev.buffer(n)
+    ex = Executable(dev, [Dispatch(shift_add(dev), (a, b), (3, 1, 1), (n,))])
+    rec = counters["recordings"]
+    for seed in range(3):
+        x = np.random.default_rng(seed).standard_normal(n).astype(np.float32)
+        ex.run(uploads=[(a, x)], downloads=[b])
+        np.testing.assert_array_equal(b.read_staging(), np.roll(x, -1) + 1)
+    assert counters["recordings"] == rec + 1  # recorded once, replayed twice
+
+
+def test_transfer_choices_are_recorded_once_each(dev):
+    """Only what changed is uploaded; the buffers stay resident between runs."""
+    n = 64
+    a, b = dev.buffer(n), dev.buffer(n)
+    ex = Executable(dev, [Dispatch(shift_add(dev), (a, b), (1, 1, 1), (n,))])
+    x = np.arange(n, dtype=np.float32)
+    ex.run(uploads=[(a, x)])              # upload, no download
+    up = counters["uploads"]
+    ex.run(downloads=[b])                 # a is still on the device: no upload
+    assert counters["uploads"] == up
+    np.testing.assert_array_equal(b.read_staging(), np.roll(x, -1) + 1)
+    assert len(ex._recorded) == 2
+    ex.run(downloads=[b])
+    assert len(ex._recorded) == 2
+
+
+def test_rerecord_after_release(dev):
+    """Re-recording a used command buffer needs the pool's reset flag (kp patch 0002)."""
+    n = 64
+    a, b = dev.buffer(n), dev.buffer(n)
+    k = shift_add(dev)
+    seq = dev.manager.sequence()
+    import kp
+    op = kp.OpAlgoDispatch(k.algorithm, [a.tensor, b.tensor], (1, 1, 1), np.array([n], np.uint32))
+    a.upload(np.ones(n, np.float32))
+    seq.record(op).eval()
+    seq.rerecord()
+    seq.eval()
+    np.testing.assert_array_equal(b.download(), np.full(n, 2, np.float32))
+
+
+def test_push_constants_intact(dev):
+    """uint32 near 2^31, int32 negatives and float32 arrive bit-exact (kp patch 0003)."""
+    out = dev.buffer(6, np.uint32)
+    k = dev.kernel(compile_glsl(ECHO_PUSH, name="echo_push"), bindings=1, push_words=6,
+                   name="echo_push")
+    values = (2**31 + 5, 2**32 - 1, -7, -2**31, 1.5, -3.25e-5)
+    from vkgrad.runtime import pack_words
+    Executable(dev, [Dispatch(k, (out,), (1, 1, 1), tuple(pack_words(values)))]).run(downloads=[out])
+    w = out.read_staging()
+    assert w[0] == 2**31 + 5 and w[1] == 2**32 - 1
+    assert w[2:4].view(np.int32).tolist() == [-7, -2**31]
+    assert w[4:6].view(np.float32).tolist() == [1.5, np.float32(-3.25e-5)]
+    # Kompute's own entry point with plain lists: as numpy reads them (all ints -> int32 words,
+    # any float -> float32 words), never value-converted behind the user's back.
+    import kp
+    seq = dev.manager.sequence()
+    seq.record(kp.OpAlgoDispatch(k.algorithm, [out.tensor], (1, 1, 1), [7, 8, -9, -10, 11, 12]))
+    seq.eval()
+    w = out.download()
+    assert w[:2].tolist() == [7, 8] and w[2:4].view(np.int32).tolist() == [-9, -10]
+    assert w[4:6].tolist() == [11, 12]
+    seq.record(kp.OpAlgoDispatch(k.algorithm, [out.tensor], (1, 1, 1), [0.5, 2.0, 0, 0, 1, -1.5]))
+    seq.eval()
+    assert out.download().view(np.float32).tolist() == [0.5, 2.0, 0, 0, 1, -1.5]
+
+
+def test_one_pipeline_many_dispatches(dev):
+    """One pipeline serves dispatches on different buffers (kp patch 0005)."""
+    n = 100
+    bufs = [dev.buffer(n) for _ in range(4)]
+    k = shift_add(dev)
+    pipelines = counters["pipelines"]
+    k2 = shift_add(dev)
+    assert k2 is k and counters["pipelines"] == pipelines
+    x = np.linspace(-1, 1, n, dtype=np.float32)
+    ex = Executable(dev, [Dispatch(k, (bufs[i], bufs[i + 1]), (2, 1, 1), (n,)) for i in range(3)])
+    ex.run(uploads=[(bufs[0], x)], downloads=bufs[1:])
+    for i in (1, 2, 3):
+        np.testing.assert_allclose(bufs[i].read_staging(), np.roll(x, -i) + i, rtol=1e-6)
+
+
+def test_timestamps(dev):
+    n = 256
+    a, b = dev.buffer(n), dev.buffer(n)
+    k = shift_add(dev)
+    ex = Executable(dev, [Dispatch(k, (a, b), (4, 1, 1), (n,)), Dispatch(k, (b, a), (4, 1, 1), (n,))],
+                    timestamps=True)
+    ex.run(uploads=[(a, np.zeros(n, np.float32))], downloads=[a])
+    for _ in range(2):  # replays reset the query pool (kp patch 0001)
+        ex.run(uploads=[(a, np.zeros(n, np.float32))], downloads=[a])
+        labels = [label for label, _ in ex.last_timings_us]
+        assert labels == ["upload", "shift_add", "shift_add", "download"]
+        assert all(0 <= us < 1e7 for _, us in ex.last_timings_us)
+    np.testing.assert_array_equal(a.read_staging(), np.full(n, 2, np.float32))
+
+
+def test_broken_shader_shows_line():
+    bad = SHIFT_ADD.replace("+ 1.0;", "+ undefined_thing;")
+    with pytest.raises(ShaderCompileError) as e:
+        compile_glsl(bad, name="broken")
+    msg = str(e.value)
+    assert "broken" in msg and "undefined_thing" in msg
+    line = bad.splitlines().index(next(l for l in bad.splitlines() if "undefined_thing" in l)) + 1
+    assert f"line {line}:" in msg and f">{line:4d} |" in msg
+
+
+def test_spirv_disk_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("VKGRAD_CACHE", str(tmp_path))
+    src = SHIFT_ADD.replace("+ 1.0", "+ 2.0")
+    compiled = shaders.stats["compiled"]
+    spirv = compile_glsl(src, {"UNUSED": 3}, name="cached")
+    assert shaders.stats["compiled"] == compiled + 1 and spirv[:4] == b"\x03\x02\x23\x07"
+    assert len(list((tmp_path / "spirv").glob("*.spv"))) == 1
+    assert compile_glsl(src, {"UNUSED": 3}) is spirv            # memory hit
+    shaders._memory.clear()
+    hits = shaders.stats["disk_hits"]
+    assert compile_glsl(src, {"UNUSED": 3}) == spirv            # disk hit
+    assert shaders.stats["disk_hits"] == hits + 1
+    compile_glsl(src, {"UNUSED": 4})                            # other defines, other entry
+    assert len(list((tmp_path / "spirv").glob("*.spv"))) == 2
+
+
+def test_wrong_dispatch_shape_is_a_clear_error(dev):
+    k = shift_add(dev)
+    with pytest.raises(DeviceError, match="binds 2 buffers"):
+        Dispatch(k, (dev.buffer(4),), (1, 1, 1), (4,))
+    with pytest.raises(DeviceError, match="push"):
+        Dispatch(k, (dev.buffer(4), dev.buffer(4)), (1, 1, 1), ())
+
+
+def _run_cli(env_extra):
+    env = dict(os.environ, **env_extra)
+    return subprocess.run([sys.executable, "-m", "vkgrad", "devices"], capture_output=True,
+                          text=True, env=env)
+
+
+def test_out_of_range_device_index():
+    r = _run_cli({"VKGRAD_DEVICE": "57"})
+    assert r.returncode == 1
+    assert "VKGRAD_DEVICE=57 is out of range" in r.stderr and "Traceback" not in r.stderr
+    with pytest.raises(DeviceError, match="out of range"):
+        get_device(len(list_devices()))
+
+
+def test_no_vulkan_driver_is_a_clear_error():
+    r = _run_cli({"VK_DRIVER_FILES": "/nonexistent/icd.json", "VK_ICD_FILENAMES": "/nonexistent/icd.json"})
+    assert r.returncode == 1
+    assert "mesa-vulkan-drivers" in r.stderr and "Traceback" not in r.stderr

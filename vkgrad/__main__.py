@@ -1,0 +1,41 @@
+"""`python -m vkgrad` (also the `vkgrad` console script).
+
+  vkgrad devices          list the Vulkan devices and which one vkgrad uses by default
+  vkgrad dump FILE.py:FN  print a function's program at a compiler stage (see `vkgrad dump -h`)
+"""
+
+from __future__ import annotations
+
+import sys
+
+from .errors import VkgradError
+
+
+def devices(argv) -> int:
+    from .runtime import default_device_index, list_devices
+    default = default_device_index()
+    for d in list_devices():
+        mark = "*" if d.index == default else " "
+        print(f"{mark} {d.index}: {d.name} ({d.type}, Vulkan {'.'.join(map(str, d.api_version))})")
+    print("* = default (set VKGRAD_DEVICE=<index> to choose another)")
+    return 0
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    commands = {"devices": devices}
+    if argv and argv[0] == "dump":
+        from .dump import main as dump_main
+        commands["dump"] = dump_main
+    if not argv or argv[0] not in commands:
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    try:
+        return commands[argv[0]](argv[1:])
+    except VkgradError as e:
+        print(f"vkgrad: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

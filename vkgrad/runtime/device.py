@@ -1,0 +1,92 @@
+"""Which Vulkan devices exist, and which one vkgrad uses.
+
+Default: the first discrete GPU, else the first integrated (or virtual) GPU, else the CPU device
+(lavapipe). `VKGRAD_DEVICE=<index>` overrides, with indices as `python -m vkgrad devices` prints.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+
+from .errors import DeviceError
+
+_INSTALL_HINT = ("install a Vulkan driver: `apt-get install libvulkan1 mesa-vulkan-drivers` gives "
+                 "lavapipe, a Vulkan device on the CPU; a GPU needs its vendor's driver")
+
+# vk::to_string(VkPhysicalDeviceType) -> our name, in order of preference for the default.
+_TYPES = {"DiscreteGpu": "discrete GPU", "IntegratedGpu": "integrated GPU",
+          "VirtualGpu": "virtual GPU", "Cpu": "CPU", "Other": "other"}
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    index: int
+    name: str
+    type: str                 # one of _TYPES' values
+    api_version: tuple
+    timestamp_period_ns: float
+    max_shared_memory: int
+    max_workgroup_invocations: int
+    max_storage_buffer_range: int
+    timestamps: bool
+
+
+def kp_module():
+    """Import Kompute's `kp`, turning each way it can be missing into a DeviceError."""
+    try:
+        import kp
+    except ImportError as e:
+        if "libvulkan" in str(e):
+            raise DeviceError(f"the Vulkan loader (libvulkan.so.1) is missing: {_INSTALL_HINT}") from None
+        raise DeviceError("Kompute's Python module `kp` is not installed in this environment: run "
+                          "`make setup` (scripts/build_kp.sh builds it with vkgrad's patches)") from None
+    if not hasattr(kp, "list_physical_devices"):
+        raise DeviceError("this `kp` is an unpatched Kompute build: vkgrad needs its own (it orders "
+                          "dependent dispatches); run `make setup` to build it")
+    return kp
+
+
+@lru_cache(maxsize=1)
+def list_devices() -> tuple[DeviceInfo, ...]:
+    kp = kp_module()
+    try:
+        props = kp.list_physical_devices()
+    except RuntimeError as e:
+        raise DeviceError(f"no Vulkan driver could be loaded ({e}): {_INSTALL_HINT}") from None
+    if not props:
+        raise DeviceError(f"Vulkan is installed but reports no device: {_INSTALL_HINT}")
+    return tuple(
+        DeviceInfo(index=i, name=p["device_name"], type=_TYPES.get(p["device_type"], "other"),
+                   api_version=tuple(p["api_version"]), timestamp_period_ns=p["timestamp_period_ns"],
+                   max_shared_memory=p["max_compute_shared_memory_size"],
+                   max_workgroup_invocations=p["max_work_group_invocations"],
+                   max_storage_buffer_range=p["max_storage_buffer_range"],
+                   timestamps=p["timestamps_supported"])
+        for i, p in enumerate(props))
+
+
+def default_device_index() -> int:
+    devices = list_devices()
+    env = os.environ.get("VKGRAD_DEVICE")
+    if env is not None and env.strip() != "":
+        return check_index(env, devices, source="VKGRAD_DEVICE")
+    for wanted in _TYPES.values():
+        for d in devices:
+            if d.type == wanted:
+                return d.index
+    return 0
+
+
+def check_index(index, devices=None, source="device index") -> int:
+    devices = devices or list_devices()
+    names = "; ".join(f"{d.index}: {d.name} ({d.type})" for d in devices)
+    try:
+        i = int(index)
+    except (TypeError, ValueError):
+        raise DeviceError(f"{source}={index!r} is not a device index; the devices are {names}") from None
+    if not 0 <= i < len(devices):
+        raise DeviceError(f"{source}={i} is out of range: this machine has {len(devices)} Vulkan "
+                          f"device(s): {names}")
+    return i

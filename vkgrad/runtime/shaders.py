@@ -1,0 +1,116 @@
+"""GLSL -> SPIR-V with glslangValidator, cached in memory and on disk.
+
+The cache key hashes everything that changes the output: the compiler's version, the target
+environment, the source, the defines, and every header in the include directories. A shader that
+fails to compile raises ShaderCompileError with the compiler's messages and the offending lines.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+from typing import Mapping
+
+from .errors import ShaderCompileError
+
+KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels_glsl"
+# Subgroup operations need Vulkan 1.1 SPIR-V; every device we target has it.
+TARGET_ENV = "vulkan1.1"
+
+_memory: dict[str, bytes] = {}
+stats = {"compiled": 0, "disk_hits": 0}
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("VKGRAD_CACHE", Path.home() / ".cache" / "vkgrad")) / "spirv"
+
+
+@lru_cache(maxsize=1)
+def _glslang() -> tuple[str, str]:
+    exe = shutil.which("glslangValidator")
+    if exe is None:
+        raise ShaderCompileError(
+            "glslangValidator is not installed: vkgrad compiles its GLSL kernels with it. "
+            "Install it with `apt-get install glslang-tools` (or run `make setup`).")
+    version = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout
+    return exe, version
+
+
+def _headers_digest(include_dirs: tuple[Path, ...]) -> str:
+    h = hashlib.sha256()
+    for d in include_dirs:
+        for f in sorted(Path(d).glob("*.glsl")):
+            h.update(f.name.encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def compile_glsl(source: str, defines: Mapping[str, object] | None = None, *,
+                 name: str = "kernel", include_dirs: tuple[Path, ...] = (KERNELS_DIR,)) -> bytes:
+    """Compile a GLSL compute shader to SPIR-V words (as bytes). `defines` become -DNAME=VALUE."""
+    defines = dict(defines or {})
+    exe, version = _glslang()
+    define_args = [f"-D{k}={v}" for k, v in sorted(defines.items())]
+    key_src = "\0".join([version, TARGET_ENV, source, *define_args, _headers_digest(include_dirs)])
+    key = hashlib.sha256(key_src.encode()).hexdigest()[:32]
+    if key in _memory:
+        return _memory[key]
+    path = cache_dir() / f"{key}.spv"
+    if path.exists():
+        stats["disk_hits"] += 1
+        _memory[key] = path.read_bytes()
+        return _memory[key]
+
+    with tempfile.TemporaryDirectory(prefix="vkgrad-glsl-") as tmp:
+        src = Path(tmp) / f"{name}.comp"
+        out = Path(tmp) / f"{name}.spv"
+        src.write_text(source)
+        cmd = [exe, "-V", "--target-env", TARGET_ENV, *define_args,
+               *[f"-I{d}" for d in include_dirs], "-o", str(out), str(src)]
+        res = subprocess.run(cmd, capture_output=True, text=True)
+        if res.returncode != 0 or not out.exists():
+            raise ShaderCompileError(_explain(name, source, res.stdout + res.stderr, defines))
+        spirv = out.read_bytes()
+    stats["compiled"] += 1
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp_path = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp_path.write_bytes(spirv)
+    os.replace(tmp_path, path)  # atomic: parallel test processes never see half a file
+    _memory[key] = spirv
+    return spirv
+
+
+def compile_file(filename: str, defines: Mapping[str, object] | None = None) -> bytes:
+    """Compile one of vkgrad's own kernels, vkgrad/kernels_glsl/<filename>."""
+    path = KERNELS_DIR / filename
+    return compile_glsl(path.read_text(), defines, name=path.stem)
+
+
+_ERROR_LINE = re.compile(r"^ERROR: (?:[^:]*):(\d+): (.*)$")
+
+
+def _explain(name: str, source: str, log: str, defines: Mapping[str, object]) -> str:
+    lines = source.splitlines()
+    parts = [f"shader {name!r} failed to compile"
+             + (f" (defines: {', '.join(f'{k}={v}' for k, v in defines.items())})" if defines else "")
+             + ":"]
+    shown = False
+    for entry in log.splitlines():
+        m = _ERROR_LINE.match(entry.strip())
+        if not m:
+            continue
+        lineno, msg = int(m.group(1)), m.group(2)
+        parts.append(f"  line {lineno}: {msg}")
+        for i in range(max(1, lineno - 1), min(len(lines), lineno + 1) + 1):
+            marker = ">" if i == lineno else " "
+            parts.append(f"    {marker}{i:4d} | {lines[i - 1]}")
+        shown = True
+    if not shown:
+        parts.append("  " + "\n  ".join(l for l in log.splitlines() if l.strip()))
+    return "\n".join(parts)

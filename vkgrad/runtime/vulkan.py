@@ -1,0 +1,293 @@
+"""The Vulkan backend: buffers, kernels and executables on one device, through patched Kompute.
+
+A `Kernel` is one compiled pipeline (a SPIR-V module plus specialization constants), built once
+per process and device. A `Dispatch` runs a kernel on some buffers with a workgroup count and
+push constants. An `Executable` is an ordered list of dispatches recorded ONCE into a Kompute
+sequence and replayed: one submission per run. Which inputs to upload and which outputs to
+download can change between runs; each distinct choice is recorded once and then replayed.
+
+Measured (docs/runtime.md): a submission costs about 570 us on an H200 through stock kp 0.9.0,
+whatever it holds, so everything a training step does goes into one sequence.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import weakref
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from .device import DeviceInfo, check_index, default_device_index, kp_module, list_devices
+from .errors import DeviceError
+
+# What tests count: submissions per call, uploads after the first call, pipelines built.
+counters = {"submissions": 0, "uploads": 0, "upload_bytes": 0, "downloads": 0,
+            "download_bytes": 0, "pipelines": 0, "recordings": 0}
+
+# Storage dtypes on the device. bool lives as uint32 (GLSL has no 1-byte storage by default).
+_DEVICE_DTYPES = {np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.uint32)}
+
+
+def device_dtype(dtype) -> np.dtype:
+    dt = np.dtype(dtype)
+    if dt == np.bool_:
+        return np.dtype(np.uint32)
+    if dt not in _DEVICE_DTYPES:
+        raise DeviceError(f"{dt} arrays cannot live on a Vulkan device here; vkgrad stores float32, "
+                          "int32, uint32 and bool (as uint32)")
+    return dt
+
+
+def pack_words(values) -> np.ndarray:
+    """Push or specialization constants as 32-bit words: ints as int32/uint32, floats as float32."""
+    words = np.zeros(len(values), np.uint32)
+    for i, v in enumerate(values):
+        if isinstance(v, (np.floating, float)):
+            words[i] = np.float32(v).view(np.uint32)
+        elif isinstance(v, (bool, int, np.integer)):
+            v = int(v)
+            if not -2**31 <= v < 2**32:
+                raise DeviceError(f"constant {v} does not fit in 32 bits")
+            words[i] = v & 0xFFFFFFFF
+        else:
+            raise DeviceError(f"constant {v!r} is not a number")
+    return words
+
+
+class Buffer:
+    """A device-resident storage buffer of `size` elements.
+
+    kind "device": device-local memory with a host-visible staging copy, for what crosses to or
+    from the host (inputs, parameters, outputs); kind "scratch": device memory only, for
+    intermediates.
+    """
+
+    __slots__ = ("device", "tensor", "size", "dtype", "kind", "__weakref__")
+
+    def __init__(self, device: "Device", size: int, dtype, kind: str = "device"):
+        kp = kp_module()
+        self.device, self.size, self.dtype, self.kind = device, int(size), device_dtype(dtype), kind
+        nbytes = max(self.size, 1) * self.dtype.itemsize
+        if nbytes > device.info.max_storage_buffer_range:
+            raise DeviceError(
+                f"a buffer of {nbytes} bytes is larger than {device.info.name} can bind "
+                f"(maxStorageBufferRange = {device.info.max_storage_buffer_range} bytes)")
+        ttype = kp.TensorTypes.device if kind == "device" else kp.TensorTypes.storage
+        # kp copies the array into the staging memory; its contents are not uploaded.
+        self.tensor = device.manager.tensor_t(np.zeros(max(self.size, 1), self.dtype), ttype)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def write_staging(self, array) -> None:
+        """Copy host data into the staging memory; an upload op moves it to the device."""
+        src = np.ascontiguousarray(array).reshape(-1)
+        if src.size != self.size:
+            raise DeviceError(f"cannot upload {src.size} elements into a buffer of {self.size}")
+        if src.dtype != self.dtype:
+            src = src.astype(self.dtype)
+        np.copyto(self.tensor.data()[: self.size], src)
+
+    def read_staging(self) -> np.ndarray:
+        """A copy of the staging memory, valid after a download op ran."""
+        return np.array(self.tensor.data()[: self.size], copy=True)
+
+    def upload(self, array) -> None:
+        """Immediate upload: one submission of its own (executables batch theirs instead)."""
+        self.write_staging(array)
+        self.device.submit([("upload", [self])])
+
+    def download(self) -> np.ndarray:
+        self.device.submit([("download", [self])])
+        return self.read_staging()
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One compute pipeline: SPIR-V + specialization constants, with its binding and push sizes."""
+    name: str
+    algorithm: object
+    bindings: int
+    push_words: int
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    kernel: Kernel
+    buffers: tuple
+    groups: tuple
+    push: tuple = ()
+
+    def __post_init__(self):
+        if len(self.buffers) != self.kernel.bindings:
+            raise DeviceError(f"kernel {self.kernel.name} binds {self.kernel.bindings} buffers, "
+                              f"the dispatch gives {len(self.buffers)}")
+        if len(self.push) != self.kernel.push_words:
+            raise DeviceError(f"kernel {self.kernel.name} takes {self.kernel.push_words} push "
+                              f"constants, the dispatch gives {len(self.push)}")
+        if len(self.groups) != 3 or min(self.groups) < 1:
+            raise DeviceError(f"kernel {self.kernel.name}: workgroup count {self.groups} must be "
+                              "three positive numbers")
+
+
+class Device:
+    """One Vulkan device: a Kompute manager, the pipelines built on it, buffer allocation."""
+
+    def __init__(self, info: DeviceInfo):
+        kp = kp_module()
+        self.info = info
+        try:
+            self.manager = kp.Manager(info.index)
+        except RuntimeError as e:
+            raise DeviceError(f"could not open Vulkan device {info.index} ({info.name}): {e}") from None
+        self._kernels: dict[tuple, Kernel] = {}
+        self._transfer = self.manager.sequence()
+        # Pipelines are created against placeholder bindings; every dispatch binds its own
+        # buffers (kp patch 0005), so one pipeline serves all dispatches of a shader.
+        self._placeholder = self.manager.tensor_t(np.zeros(1, np.float32), kp.TensorTypes.storage)
+        self._executables: "weakref.WeakSet[Executable]" = weakref.WeakSet()
+
+    def __repr__(self):
+        return f"<vkgrad Device {self.info.index}: {self.info.name} ({self.info.type})>"
+
+    def buffer(self, size: int, dtype=np.float32, kind: str = "device") -> Buffer:
+        return Buffer(self, size, dtype, kind)
+
+    def kernel(self, spirv: bytes, *, bindings: int, push_words: int = 0, spec=(),
+               name: str = "kernel") -> Kernel:
+        spec_words = pack_words(spec)
+        key = (hashlib.sha256(spirv).digest(), bindings, push_words, spec_words.tobytes())
+        k = self._kernels.get(key)
+        if k is None:
+            algorithm = self.manager.algorithm([self._placeholder] * bindings, spirv, (1, 1, 1),
+                                               spec_words, np.zeros(push_words, np.uint32))
+            counters["pipelines"] += 1
+            k = self._kernels[key] = Kernel(name, algorithm, bindings, push_words)
+        return k
+
+    def submit(self, ops) -> None:
+        """Run a few transfer ops now, in one submission (not for the hot path)."""
+        kp = kp_module()
+        seq = self._transfer
+        seq.clear()
+        for kind, buffers in ops:
+            seq.record(_transfer_op(kp, kind, buffers))
+        _count(ops)
+        seq.eval()
+
+    def destroy(self) -> None:
+        for ex in list(self._executables):
+            ex.release()
+        self._kernels.clear()
+        self.manager.destroy()
+
+
+def _transfer_op(kp, kind, buffers):
+    tensors = [b.tensor for b in buffers]
+    if kind == "upload":
+        return kp.OpTensorSyncDevice(tensors)
+    if kind == "download":
+        return kp.OpTensorSyncLocal(tensors)
+    if kind == "copy":
+        return kp.OpTensorCopy(tensors)
+    raise ValueError(kind)
+
+
+def _count(ops) -> None:
+    counters["submissions"] += 1
+    for kind, buffers in ops:
+        if kind in ("upload", "download"):
+            counters[kind + "s"] += len(buffers)
+            counters[kind + "_bytes"] += sum(b.nbytes for b in buffers)
+
+
+class Executable:
+    """Dispatches recorded once into one sequence and replayed: one submission per run.
+
+    run(uploads=[(buffer, array)], downloads=[buffer], copies=[(src, dst)]) writes the uploads
+    into staging memory and submits [uploads, copies, dispatches, downloads]; afterwards
+    `buffer.read_staging()` holds each download. Each distinct (uploads, copies, downloads)
+    choice is recorded once, the first time it is used.
+    """
+
+    def __init__(self, device: Device, dispatches: Sequence[Dispatch], *, timestamps: bool = False,
+                 name: str = "program"):
+        kp = kp_module()
+        self.device, self.name = device, name
+        self.dispatches = list(dispatches)
+        self.timestamps = timestamps and device.info.timestamps
+        self._ops = [kp.OpAlgoDispatch(d.kernel.algorithm, [b.tensor for b in d.buffers],
+                                       d.groups, np.asarray(d.push, np.uint32))
+                     for d in self.dispatches]
+        self._recorded: dict[tuple, tuple] = {}
+        self.last_timings_us: list | None = None
+        device._executables.add(self)
+
+    def run(self, uploads=(), downloads=(), copies=()) -> None:
+        uploads = list(uploads)
+        for buf, array in uploads:
+            buf.write_staging(array)
+        transfers = ([("upload", [b for b, _ in uploads])] if uploads else []) + \
+                    [("copy", [s, d]) for s, d in copies]
+        tail = [("download", list(downloads))] if downloads else []
+        key = (tuple(id(b) for b, _ in uploads), tuple((id(s), id(d)) for s, d in copies),
+               tuple(id(b) for b in downloads))
+        rec = self._recorded.get(key)
+        if rec is None:
+            rec = self._recorded[key] = self._record(transfers, tail)
+        seq, labels, _keepalive = rec
+        _count(transfers + tail)
+        seq.eval()
+        if self.timestamps:
+            ticks = np.asarray(seq.get_timestamps(), np.float64)
+            us = np.diff(ticks) * self.device.info.timestamp_period_ns / 1000.0
+            self.last_timings_us = list(zip(labels, us.tolist()))
+
+    def _record(self, transfers, tail):
+        kp = kp_module()
+        n_ops = len(transfers) + len(self._ops) + len(tail)
+        seq = self.device.manager.sequence(0, n_ops if self.timestamps else 0)
+        labels, ops = [], []
+        for kind, buffers in transfers:
+            ops.append(_transfer_op(kp, kind, buffers))
+            labels.append(kind)
+        ops += self._ops
+        labels += [d.kernel.name for d in self.dispatches]
+        for kind, buffers in tail:
+            ops.append(_transfer_op(kp, kind, buffers))
+            labels.append(kind)
+        for op in ops:
+            seq.record(op)
+        counters["recordings"] += 1
+        return seq, labels, ops
+
+    def release(self) -> None:
+        """Free the recorded sequences (their ops hold descriptor sets)."""
+        for seq, _, _ in self._recorded.values():
+            seq.destroy()
+        self._recorded.clear()
+        self._ops.clear()
+
+
+_devices: dict[int, Device] = {}
+
+
+def get_device(index=None) -> Device:
+    """The Device for `index` (default: default_device_index()), opened once per process."""
+    i = default_device_index() if index is None else check_index(index)
+    if i not in _devices:
+        _devices[i] = Device(list_devices()[i])
+    return _devices[i]
+
+
+@atexit.register
+def _close_devices() -> None:
+    # Destroy sequences, pipelines and buffers while the VkDevice still exists, instead of in
+    # whatever order the interpreter tears objects down.
+    for d in list(_devices.values()):
+        d.destroy()
+    _devices.clear()
