@@ -120,7 +120,7 @@ class Dispatch:
     kernel: Kernel
     buffers: tuple
     groups: tuple
-    push: tuple = ()
+    push: tuple = ()   # numbers: ints travel as int32/uint32 words, floats as float32
 
     def __post_init__(self):
         if len(self.buffers) != self.kernel.bindings:
@@ -221,7 +221,7 @@ class Executable:
         self.dispatches = list(dispatches)
         self.timestamps = timestamps and device.info.timestamps
         self._ops = [kp.OpAlgoDispatch(d.kernel.algorithm, [b.tensor for b in d.buffers],
-                                       d.groups, np.asarray(d.push, np.uint32))
+                                       d.groups, pack_words(d.push))
                      for d in self.dispatches]
         self._recorded: dict[tuple, tuple] = {}
         self.last_timings_us: list | None = None
