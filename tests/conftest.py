@@ -1,0 +1,23 @@
+"""Shared test set-up: import vkgrad from this checkout, verify every program vkgrad produces,
+and keep hypothesis runs small and deterministic (the core suite must stay fast)."""
+
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+import vkgrad.ir.verifier as _verifier  # noqa: E402
+
+# Every trace, autodiff result and pass output is run through the verifier (verifier.checked).
+_verifier.VERIFY_ALL = True
+
+try:
+    from hypothesis import settings
+
+    settings.register_profile("vkgrad", max_examples=30, deadline=None, derandomize=True,
+                              print_blob=True)
+    settings.load_profile("vkgrad")
+except ImportError:  # pragma: no cover
+    pass

@@ -1,0 +1,161 @@
+"""Reads the printer's text format back into a Program (for golden-text pass tests).
+
+`parse_program(text)`; value names may be anything of the form %name (the printer renumbers).
+Params missing from an eqn take the printer's elided defaults. Consts printed as `const ...`
+(too large to print) need their arrays passed in `consts={"%5": array}`.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+import numpy as np
+
+from vkgrad.errors import IRError
+from vkgrad.ir.core import DTYPES, PRIMITIVES, Eqn, Literal, Params, Program, Var, np_dtype
+from vkgrad.ir.printer import BACKWARD_MARKER, param_defaults
+
+_TYPE = re.compile(r"^(f32|f64|i32|bool)\[([0-9,\s]*)\]$")
+_HEADER = re.compile(r"^program\s+([\w.]+)\s*\((.*)\)\s*->\s*(.*?)\s*\{$")
+_BINDING = re.compile(r"^(%\w+)\s*:\s*(.+)$")
+_LITERAL = re.compile(r"^(.+):(f32|f64|i32|bool)$")
+_PRIM = re.compile(r"^([A-Za-z_]\w*)")
+
+
+def split_top(s: str, sep: str = ",") -> list[str]:
+    """Split on `sep` outside (), [] ."""
+    parts, depth, cur = [], 0, []
+    for ch in s:
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        if ch == sep and depth == 0:
+            parts.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    tail = "".join(cur).strip()
+    if tail or parts:
+        parts.append(tail)
+    return [p for p in parts if p != ""]
+
+
+def parse_type(s: str) -> tuple[tuple, str]:
+    m = _TYPE.match(s.strip())
+    if not m:
+        raise IRError(f"bad type {s!r} (expected e.g. f32[3,4] or f32[])")
+    dims = tuple(int(d) for d in m.group(2).replace(" ", "").split(",") if d)
+    return dims, m.group(1)
+
+
+def _parse_scalar(text: str, dtype: str):
+    if dtype == "bool":
+        if text not in ("True", "False"):
+            raise IRError(f"bad bool literal {text!r}")
+        return text == "True"
+    if dtype == "i32":
+        return int(text)
+    return float(text)
+
+
+def _parse_param_value(text: str):
+    if text in DTYPES:
+        return text
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        raise IRError(f"bad parameter value {text!r}") from None
+
+
+def parse_program(text: str, consts: dict | None = None) -> Program:
+    consts = consts or {}
+    lines = [ln.strip() for ln in text.strip().splitlines()]
+    lines = [ln for ln in lines if ln]
+    m = _HEADER.match(lines[0]) if lines else None
+    if not m:
+        raise IRError(f"expected 'program NAME(...) -> TYPES {{', got {lines[:1]}")
+    name, ins_text, _ = m.groups()
+    env: dict[str, Var] = {}
+
+    def define(binding: str) -> Var:
+        bm = _BINDING.match(binding.strip())
+        if not bm:
+            raise IRError(f"bad binding {binding!r} (expected %name: type)")
+        if bm.group(1) in env:
+            raise IRError(f"{bm.group(1)} is defined twice")
+        shape, dtype = parse_type(bm.group(2))
+        env[bm.group(1)] = v = Var(shape, dtype)
+        return v
+
+    def atom(tok: str):
+        tok = tok.strip()
+        if tok.startswith("%"):
+            if tok not in env:
+                raise IRError(f"{tok} is used before it is defined")
+            return env[tok]
+        lm = _LITERAL.match(tok)
+        if not lm:
+            raise IRError(f"bad operand {tok!r}")
+        return Literal(_parse_scalar(lm.group(1), lm.group(2)), lm.group(2))
+
+    inputs = [define(b) for b in split_top(ins_text)]
+    eqns, const_pairs, outputs, phase = [], [], None, "fwd"
+    for ln in lines[1:]:
+        if ln == "}":
+            break
+        if ln.startswith("#"):
+            if ln == BACKWARD_MARKER:
+                phase = "bwd"
+            elif ln == "# ---- forward ----":
+                phase = "fwd"
+            continue
+        src = None
+        if " #" in ln:
+            ln, src = ln.split(" #", 1)
+            ln, src = ln.strip(), src.strip() or None
+        if ln.startswith("return"):
+            outputs = [atom(t) for t in split_top(ln[len("return"):])]
+            continue
+        if "=" not in ln:
+            raise IRError(f"cannot parse line {ln!r}")
+        lhs, rhs = ln.split("=", 1)
+        rhs = rhs.strip()
+        if rhs.startswith("const"):
+            v = define(lhs)
+            body = rhs[len("const"):].strip()
+            if body == "...":
+                key = lhs.split(":")[0].strip()
+                if key not in consts:
+                    raise IRError(f"const {key} was elided when printed; pass consts={{'{key}': "
+                                  "array}")
+                arr = np.asarray(consts[key], dtype=np_dtype(v.dtype))
+            else:
+                vals = [_parse_scalar(t, v.dtype) for t in split_top(body.strip("[]"))]
+                arr = np.array(vals, dtype=np_dtype(v.dtype)).reshape(v.shape)
+            const_pairs.append((v, arr))
+            continue
+        pm = _PRIM.match(rhs)
+        if not pm or pm.group(1) not in PRIMITIVES:
+            raise IRError(f"unknown primitive in {rhs!r}")
+        prim = PRIMITIVES[pm.group(1)]
+        rest = rhs[pm.end():]
+        params = dict(param_defaults.get(prim, {}))
+        if rest.startswith("["):
+            depth = 0
+            for i, ch in enumerate(rest):
+                depth += ch == "["
+                depth -= ch == "]"
+                if depth == 0:
+                    break
+            for kv in split_top(rest[1:i]):
+                k, v = kv.split("=", 1)
+                params[k.strip()] = _parse_param_value(v.strip())
+            rest = rest[i + 1:]
+        args = [atom(t) for t in split_top(rest)]
+        outs = [define(b) for b in split_top(lhs)]
+        eqns.append(Eqn(prim, args, Params(params), outs, src, phase))
+    if outputs is None:
+        raise IRError("program has no return line")
+    return Program(name, inputs, outputs, eqns, const_pairs)

@@ -1,0 +1,681 @@
+"""Every primitive of the IR, each defined once with its rules right below it.
+
+For each primitive, beside its definition:
+    abstract_eval_rules[p]   shape/dtype rule           (vkgrad.ir.core)
+    impls[p]                 numpy implementation       (vkgrad.ir.interpreter)
+    vjp_rules[p]             VJP rule                   (vkgrad.ir.autodiff)
+    glsl_elementwise[p]      GLSL expression template   (vkgrad.lowering.rules; elementwise only)
+    param_defaults[p]        params the printer elides  (vkgrad.ir.printer; where useful)
+
+The functions below the primitives (`add`, `matmul`, `reduce_sum`, ...) bind them: this is the
+lax-like layer that vkgrad.numpy (numpy semantics: promotion, keepdims, axis=-1, ...) is built
+on. Python scalars passed to them are weakly typed: they take the other operand's dtype.
+
+VJP rules have the signature `rule(g, ans, *inputs, **params) -> tuple` (one cotangent per
+input; None where the input gets none: integer operands, zero gradients). They are written with
+these same operations and run under the autodiff trace, so the backward pass is IR that prints,
+optimises and differentiates again. Comparisons produce bool and need no VJP rule: autodiff
+never sends a cotangent into an eqn whose outputs are not float.
+
+Elementwise primitives broadcast like numpy (rank-aligned from the right, size-1 dims stretch);
+their VJPs sum the cotangent back to each operand's shape (`_unbroadcast`): a bias added in the
+forward is a reduction in the backward.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from vkgrad.errors import DTypeError, ShapeError, VkgradIndexError
+from vkgrad.ir.autodiff import vjp_rules
+from vkgrad.ir.core import (ALL_DTYPES, FLOAT_DTYPES, NUMERIC_DTYPES, Primitive, TensorType,
+                            abstract_eval_rules, canonical_dtype, dtype_name, np_dtype)
+from vkgrad.ir.interpreter import impls
+from vkgrad.ir.printer import param_defaults
+from vkgrad.lowering.rules import glsl_elementwise
+from vkgrad.tracer.core import Tracer
+
+# ----------------------------------------------------------------------------------- helpers
+
+
+def _dt(x) -> str | None:
+    """dtype name of an operand; None for a (weakly typed) Python scalar."""
+    if isinstance(x, Tracer):
+        return x._var.dtype
+    if isinstance(x, (np.ndarray, np.generic)):
+        return canonical_dtype(x.dtype)
+    return None
+
+
+def _shape(x) -> tuple:
+    return x.shape if isinstance(x, Tracer) else np.shape(x)
+
+
+def _coerce(*xs):
+    """Give Python scalars the dtype of the first typed operand (weak typing)."""
+    dt = next((d for d in map(_dt, xs) if d is not None), None)
+    if dt is None:
+        return xs
+    return tuple(np_dtype(dt).type(x) if _dt(x) is None else x for x in xs)
+
+
+def broadcast_shapes(name: str, types) -> tuple:
+    """numpy's broadcasting of the operand shapes, or a ShapeError naming them."""
+    ndim = max((len(t.shape) for t in types), default=0)
+    padded = [(1,) * (ndim - len(t.shape)) + tuple(t.shape) for t in types]
+    out = []
+    for dims in zip(*padded):
+        sizes = {d for d in dims if d != 1}
+        if len(sizes) > 1:
+            raise ShapeError(f"{name}: operands {', '.join(str(t) for t in types)} cannot be "
+                             "broadcast together (numpy rules: aligned from the right, each "
+                             "dimension equal or 1)")
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
+
+
+def _check_dtypes(name, types, allowed):
+    dts = sorted({t.dtype for t in types})
+    if len(dts) > 1:
+        raise DTypeError(f"{name}: operands have different dtypes ({', '.join(map(str, types))});"
+                         " convert one with .astype()")
+    if dts and dts[0] not in allowed:
+        raise DTypeError(f"{name} is not defined for {dts[0]} operands "
+                         f"(it takes {', '.join(sorted(allowed))})")
+    return dts[0] if dts else None
+
+
+def _elementwise_rule(name, nargs, allowed, out_dtype=None):
+    def rule(*types):
+        if len(types) != nargs:
+            raise ShapeError(f"{name} takes {nargs} operand(s), got {len(types)}")
+        dt = _check_dtypes(name, types, allowed)
+        return TensorType(broadcast_shapes(name, types), out_dtype or dt)
+    return rule
+
+
+def _elementwise(name, nargs, impl, glsl, allowed=FLOAT_DTYPES, *, out_dtype=None, traits=()):
+    """Define an elementwise primitive: shape rule, numpy impl and GLSL template in one line."""
+    p = Primitive(name, ("pure", "elementwise", *traits))
+    abstract_eval_rules[p] = _elementwise_rule(name, nargs, allowed, out_dtype)
+    impls[p] = impl
+    glsl_elementwise[p] = glsl
+    return p
+
+
+def _unbroadcast(g, x):
+    """Sum g (the broadcast result's cotangent) back to x's shape: the backward of broadcasting."""
+    shape, gshape = tuple(_shape(x)), tuple(_shape(g))
+    if gshape == shape:
+        return g
+    lead = len(gshape) - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(shape)
+                                      if d == 1 and gshape[lead + i] != 1)
+    r = reduce_sum(g, axes) if axes else g
+    return reshape(r, shape) if tuple(_shape(r)) != shape else r
+
+
+def _keep_shape(shape, axes) -> tuple:
+    """`shape` with the reduced `axes` kept as size 1 (numpy's keepdims)."""
+    return tuple(1 if i in axes else d for i, d in enumerate(shape))
+
+
+def _zeros_like(x):
+    return broadcast_to(np_dtype(_dt(x)).type(0), _shape(x))
+
+
+# =================================================================================== elementwise
+# Binary arithmetic. Operands share a dtype (vkgrad.numpy promotes first).
+
+add_p = _elementwise("add", 2, np.add, "({0} + {1})", NUMERIC_DTYPES, traits=("commutative",))
+vjp_rules[add_p] = lambda g, ans, x, y: (_unbroadcast(g, x), _unbroadcast(g, y))
+
+mul_p = _elementwise("mul", 2, np.multiply, "({0} * {1})", NUMERIC_DTYPES,
+                     traits=("commutative",))
+vjp_rules[mul_p] = lambda g, ans, x, y: (_unbroadcast(mul(g, y), x), _unbroadcast(mul(g, x), y))
+
+div_p = _elementwise("div", 2, np.divide, "({0} / {1})")
+# d(x/y)/dy = -x/y^2 = -(x/y)/y
+vjp_rules[div_p] = lambda g, ans, x, y: (_unbroadcast(div(g, y), x),
+                                         _unbroadcast(neg(div(mul(g, ans), y)), y))
+
+pow_p = _elementwise(
+    "pow", 2, np.power,
+    # GLSL's pow is undefined for a negative base; numpy's is defined for integral exponents.
+    "((({0}) < 0.0 && ({1}) == floor({1})) ? (mod({1}, 2.0) == 0.0 ? pow(-({0}), {1}) "
+    ": -pow(-({0}), {1})) : pow({0}, {1}))")
+
+
+def _pow_vjp(g, ans, x, y):
+    dx = mul(g, mul(y, power(x, sub(y, 1))))
+    # d(x^y)/dy = x^y log x; where x == 0 the product is 0 (not 0 * -inf = nan)
+    safe_log = log(select(eq(x, 0), 1, x))
+    dy = mul(g, mul(ans, safe_log))
+    return _unbroadcast(dx, x), _unbroadcast(dy, y)
+
+
+vjp_rules[pow_p] = _pow_vjp
+
+max_p = _elementwise("max", 2, np.maximum, "max({0}, {1})", NUMERIC_DTYPES,
+                     traits=("commutative",))
+# The gradient goes to the larger operand; ties go to the first (relu: x >= 0 passes g).
+vjp_rules[max_p] = lambda g, ans, x, y: (_unbroadcast(select(le(y, x), g, 0), x),
+                                         _unbroadcast(select(le(y, x), 0, g), y))
+
+min_p = _elementwise("min", 2, np.minimum, "min({0}, {1})", NUMERIC_DTYPES,
+                     traits=("commutative",))
+vjp_rules[min_p] = lambda g, ans, x, y: (_unbroadcast(select(le(x, y), g, 0), x),
+                                         _unbroadcast(select(le(x, y), 0, g), y))
+
+# Unary.
+neg_p = _elementwise("neg", 1, np.negative, "(-{0})", NUMERIC_DTYPES)
+vjp_rules[neg_p] = lambda g, ans, x: (neg(g),)
+
+exp_p = _elementwise("exp", 1, np.exp, "exp({0})")
+vjp_rules[exp_p] = lambda g, ans, x: (mul(g, ans),)
+
+log_p = _elementwise("log", 1, np.log, "log({0})")
+vjp_rules[log_p] = lambda g, ans, x: (div(g, x),)
+
+log1p_p = _elementwise(
+    "log1p", 1, np.log1p,
+    # GLSL has no log1p; log(1 + x) loses all digits of a small x. Below |x| < 1e-2 a 4-term
+    # series is exact to ~x^5/5; it needs no (1+x)-1 trick that fast-math may reassociate.
+    "(abs({0}) < 1e-2 ? ({0}) * (1.0 - ({0}) * (0.5 - ({0}) * (1.0 / 3.0 - 0.25 * ({0})))) "
+    ": log(1.0 + ({0})))")
+vjp_rules[log1p_p] = lambda g, ans, x: (div(g, add(x, 1)),)
+
+tanh_p = _elementwise("tanh", 1, np.tanh,
+                      # some drivers compute tanh as a ratio of exps: inf/inf = nan past |x|~44
+                      "tanh(clamp({0}, -15.0, 15.0))")
+vjp_rules[tanh_p] = lambda g, ans, x: (mul(g, sub(1, mul(ans, ans))),)
+
+sin_p = _elementwise("sin", 1, np.sin, "sin({0})")
+vjp_rules[sin_p] = lambda g, ans, x: (mul(g, cos(x)),)
+
+cos_p = _elementwise("cos", 1, np.cos, "cos({0})")
+vjp_rules[cos_p] = lambda g, ans, x: (neg(mul(g, sin(x))),)
+
+abs_p = _elementwise("abs", 1, np.abs, "abs({0})", NUMERIC_DTYPES)
+vjp_rules[abs_p] = lambda g, ans, x: (mul(g, sign(x)),)
+
+sign_p = _elementwise("sign", 1, np.sign, "sign({0})", NUMERIC_DTYPES)
+vjp_rules[sign_p] = lambda g, ans, x: (None,)      # piecewise constant: zero gradient
+
+sqrt_p = _elementwise("sqrt", 1, np.sqrt, "sqrt({0})")
+vjp_rules[sqrt_p] = lambda g, ans, x: (div(g, mul(ans, 2)),)
+
+stop_gradient_p = _elementwise("stop_gradient", 1, lambda x: x, "{0}", ALL_DTYPES)
+vjp_rules[stop_gradient_p] = lambda g, ans, x: (None,)   # identity forward, zero backward
+
+# Comparisons produce bool (no VJP: nothing flows back through a bool). gt/ge swap operands.
+lt_p = _elementwise("lt", 2, np.less, "({0} < {1})", NUMERIC_DTYPES, out_dtype="bool")
+le_p = _elementwise("le", 2, np.less_equal, "({0} <= {1})", NUMERIC_DTYPES, out_dtype="bool")
+eq_p = _elementwise("eq", 2, np.equal, "({0} == {1})", ALL_DTYPES, out_dtype="bool",
+                    traits=("commutative",))
+ne_p = _elementwise("ne", 2, np.not_equal, "({0} != {1})", ALL_DTYPES, out_dtype="bool",
+                    traits=("commutative",))
+
+# select(cond, a, b): numpy's where, broadcasting all three.
+select_p = Primitive("select", ("pure", "elementwise"))
+
+
+def _select_rule(c, a, b):
+    if c.dtype != "bool":
+        raise DTypeError(f"select: the condition must be bool, got {c}")
+    _check_dtypes("select", [a, b], ALL_DTYPES)
+    return TensorType(broadcast_shapes("select", [c, a, b]), a.dtype)
+
+
+abstract_eval_rules[select_p] = _select_rule
+impls[select_p] = np.where
+glsl_elementwise[select_p] = "({0} ? {1} : {2})"
+vjp_rules[select_p] = lambda g, ans, c, a, b: (None, _unbroadcast(select(c, g, 0), a),
+                                               _unbroadcast(select(c, 0, g), b))
+
+# convert[dtype]: a cast (float -> int truncates, x -> bool is x != 0).
+convert_p = Primitive("convert", ("pure", "elementwise"))
+abstract_eval_rules[convert_p] = lambda x, *, dtype: TensorType(x.shape, dtype_name(dtype))
+impls[convert_p] = lambda x, *, dtype: np.asarray(x).astype(np_dtype(dtype))
+glsl_elementwise[convert_p] = "{T}({0})"   # {T}: the GLSL type of the result
+vjp_rules[convert_p] = lambda g, ans, x, *, dtype: (
+    (convert(g, _dt(x)),) if _dt(x) in FLOAT_DTYPES else (None,))
+
+# =================================================================================== reductions
+# reduce_*[axes]: axes is a sorted tuple; the reduced axes are dropped (vkgrad.numpy's keepdims
+# is a reshape after the reduction, so the primitive has one output shape rule).
+
+
+def _reduce_rule(name, allowed):
+    def rule(x, *, axes):
+        if any(not 0 <= a < x.ndim for a in axes) or list(axes) != sorted(set(axes)):
+            raise VkgradIndexError(f"{name}: axes {axes} are not sorted distinct axes of {x}")
+        _check_dtypes(name, [x], allowed)
+        return TensorType(tuple(d for i, d in enumerate(x.shape) if i not in axes), x.dtype)
+    return rule
+
+
+def _reduction(name, impl, allowed=NUMERIC_DTYPES):
+    p = Primitive(name, ("pure",))
+    abstract_eval_rules[p] = _reduce_rule(name, allowed)
+    impls[p] = lambda x, *, axes: impl(x, axis=tuple(axes)) if axes else x
+    return p
+
+
+reduce_sum_p = _reduction("reduce_sum", np.sum)
+vjp_rules[reduce_sum_p] = lambda g, ans, x, *, axes: (
+    broadcast_to(reshape(g, _keep_shape(x.shape, axes)), x.shape),)
+
+reduce_max_p = _reduction("reduce_max", np.max)
+reduce_min_p = _reduction("reduce_min", np.min)
+
+
+def _chooser_vjp(g, ans, x, *, axes):
+    """max/min: the gradient goes to the elements equal to the result, shared among ties."""
+    keep = _keep_shape(x.shape, axes)
+    hit = convert(eq(x, broadcast_to(reshape(ans, keep), x.shape)), _dt(x))
+    share = div(g, reduce_sum(hit, axes))
+    return (mul(broadcast_to(reshape(share, keep), x.shape), hit),)
+
+
+vjp_rules[reduce_max_p] = _chooser_vjp
+vjp_rules[reduce_min_p] = _chooser_vjp
+
+# =================================================================================== shapes
+
+# broadcast_to[shape]: numpy's broadcast_to (operand dims aligned with the result's last dims).
+broadcast_to_p = Primitive("broadcast_to")
+
+
+def _broadcast_to_rule(x, *, shape):
+    lead = len(shape) - x.ndim
+    if lead < 0 or any(d not in (1, shape[lead + i]) for i, d in enumerate(x.shape)):
+        raise ShapeError(f"broadcast_to: cannot broadcast {x} to shape {tuple(shape)} (numpy "
+                         "rules: aligned from the right, each dimension equal or 1)")
+    return TensorType(tuple(shape), x.dtype)
+
+
+abstract_eval_rules[broadcast_to_p] = _broadcast_to_rule
+impls[broadcast_to_p] = lambda x, *, shape: np.broadcast_to(x, shape)
+vjp_rules[broadcast_to_p] = lambda g, ans, x, *, shape: (_unbroadcast(g, x),)
+
+# reshape[shape]: row-major, same number of elements.
+reshape_p = Primitive("reshape")
+
+
+def _reshape_rule(x, *, shape):
+    if math.prod(shape) != x.size or any(d < 0 for d in shape):
+        raise ShapeError(f"reshape: cannot reshape {x} ({x.size} elements) to shape "
+                         f"{tuple(shape)}")
+    return TensorType(tuple(shape), x.dtype)
+
+
+abstract_eval_rules[reshape_p] = _reshape_rule
+impls[reshape_p] = lambda x, *, shape: np.reshape(x, shape)
+vjp_rules[reshape_p] = lambda g, ans, x, *, shape: (reshape(g, _shape(x)),)
+
+# transpose[perm]: result dim i is operand dim perm[i].
+transpose_p = Primitive("transpose")
+
+
+def _transpose_rule(x, *, perm):
+    if sorted(perm) != list(range(x.ndim)):
+        raise ShapeError(f"transpose: {tuple(perm)} is not a permutation of the axes of {x}")
+    return TensorType(tuple(x.shape[p] for p in perm), x.dtype)
+
+
+abstract_eval_rules[transpose_p] = _transpose_rule
+impls[transpose_p] = lambda x, *, perm: np.transpose(x, perm)
+vjp_rules[transpose_p] = lambda g, ans, x, *, perm: (transpose(g, tuple(np.argsort(perm))),)
+
+# slice[start, limit, step]: x[start:limit:step] per dimension, 0 <= start <= limit <= n, step >= 1.
+slice_p = Primitive("slice")
+
+
+def _slice_rule(x, *, start, limit, step):
+    if not len(start) == len(limit) == len(step) == x.ndim:
+        raise ShapeError(f"slice: start/limit/step need one entry per dimension of {x}")
+    for s, l, k, n in zip(start, limit, step, x.shape):
+        if not (0 <= s <= l <= n and k >= 1):
+            raise VkgradIndexError(f"slice: [{s}:{l}:{k}] is out of range for a dimension of "
+                                   f"size {n} in {x}")
+    return TensorType(tuple(max(0, -(-(l - s) // k)) for s, l, k in zip(start, limit, step)),
+                      x.dtype)
+
+
+abstract_eval_rules[slice_p] = _slice_rule
+impls[slice_p] = lambda x, *, start, limit, step: x[tuple(map(slice, start, limit, step))]
+
+
+def _slice_vjp(g, ans, x, *, start, limit, step):
+    if 0 in _shape(ans):
+        return (_zeros_like(x),)
+    # the cotangent lands at start, start+step, ...: pad with step-1 zeros between elements
+    high = [n - (s + (m - 1) * k + 1) for n, s, m, k in zip(_shape(x), start, _shape(ans), step)]
+    return (pad(g, start, high, [k - 1 for k in step]),)
+
+
+vjp_rules[slice_p] = _slice_vjp
+
+# pad[low, high, interior]: zeros before, after and between the elements of each dimension.
+pad_p = Primitive("pad")
+
+
+def _pad_rule(x, *, low, high, interior):
+    if not len(low) == len(high) == len(interior) == x.ndim or min((*low, *high, *interior),
+                                                                    default=0) < 0:
+        raise ShapeError(f"pad: low/high/interior need one non-negative entry per dimension "
+                         f"of {x}")
+    return TensorType(tuple(lo + hi + n + max(n - 1, 0) * i
+                            for lo, hi, i, n in zip(low, high, interior, x.shape)), x.dtype)
+
+
+def _pad_impl(x, *, low, high, interior):
+    out = np.zeros([lo + hi + n + max(n - 1, 0) * i
+                    for lo, hi, i, n in zip(low, high, interior, x.shape)], x.dtype)
+    out[tuple(slice(lo, lo + max(n - 1, 0) * (i + 1) + 1, i + 1)
+              for lo, i, n in zip(low, interior, x.shape))] = x
+    return out
+
+
+abstract_eval_rules[pad_p] = _pad_rule
+impls[pad_p] = _pad_impl
+vjp_rules[pad_p] = lambda g, ans, x, *, low, high, interior: (slice_(
+    g, low, [lo + max(n - 1, 0) * (i + 1) + (1 if n else 0)
+             for lo, i, n in zip(low, interior, _shape(x))], [i + 1 for i in interior]),)
+
+# concatenate[axis]: any number of operands of one dtype, equal except along axis.
+concatenate_p = Primitive("concatenate")
+
+
+def _concatenate_rule(*xs, axis):
+    if not xs:
+        raise ShapeError("concatenate needs at least one operand")
+    _check_dtypes("concatenate", xs, ALL_DTYPES)
+    nd = xs[0].ndim
+    if not 0 <= axis < nd or any(x.ndim != nd or any(a != b for i, (a, b) in
+                                                     enumerate(zip(x.shape, xs[0].shape))
+                                                     if i != axis) for x in xs):
+        raise ShapeError(f"concatenate along axis {axis}: operands "
+                         f"{', '.join(map(str, xs))} must match in every other dimension")
+    shape = list(xs[0].shape)
+    shape[axis] = sum(x.shape[axis] for x in xs)
+    return TensorType(tuple(shape), xs[0].dtype)
+
+
+def _concatenate_vjp(g, ans, *xs, axis):
+    out, off = [], 0
+    for x in xs:
+        shape = _shape(x)
+        start = [0] * len(shape)
+        start[axis] = off
+        limit = list(_shape(ans))
+        limit[axis] = off + shape[axis]
+        out.append(slice_(g, start, limit, [1] * len(shape)))
+        off += shape[axis]
+    return tuple(out)
+
+
+abstract_eval_rules[concatenate_p] = _concatenate_rule
+impls[concatenate_p] = lambda *xs, axis: np.concatenate(xs, axis=axis)
+vjp_rules[concatenate_p] = _concatenate_vjp
+
+# iota[shape, dimension, dtype]: the index along `dimension` (arange, one_hot, reversal).
+iota_p = Primitive("iota")
+
+
+def _iota_rule(*, shape, dimension, dtype):
+    if not 0 <= dimension < len(shape):
+        raise VkgradIndexError(f"iota: dimension {dimension} out of range for shape {shape}")
+    return TensorType(tuple(shape), dtype_name(dtype))
+
+
+def _iota_impl(*, shape, dimension, dtype):
+    r = np.arange(shape[dimension]).reshape([-1 if i == dimension else 1
+                                             for i in range(len(shape))])
+    return np.broadcast_to(r, shape).astype(np_dtype(dtype))
+
+
+abstract_eval_rules[iota_p] = _iota_rule
+impls[iota_p] = _iota_impl
+
+# =================================================================================== gathers
+# take[axis](x, idx): x.shape[:axis] + idx.shape + x.shape[axis+1:] (embeddings: axis=0).
+# Indices are clamped into [0, n) in the interpreter, as a GPU kernel does.
+take_p = Primitive("take")
+
+
+def _take_rule(x, idx, *, axis):
+    if idx.dtype != "i32":
+        raise DTypeError(f"take: indices must be i32, got {idx}")
+    if not 0 <= axis < x.ndim:
+        raise VkgradIndexError(f"take: axis {axis} out of range for {x}")
+    return TensorType(x.shape[:axis] + idx.shape + x.shape[axis + 1:], x.dtype)
+
+
+abstract_eval_rules[take_p] = _take_rule
+impls[take_p] = lambda x, idx, *, axis: np.take(x, np.clip(idx, 0, x.shape[axis] - 1), axis)
+vjp_rules[take_p] = lambda g, ans, x, idx, *, axis: (scatter_add(g, idx, axis, _shape(x)), None)
+
+# scatter_add[axis, shape](g, idx): zeros of `shape`, g's slices added at the indexed rows (the
+# transpose of take: repeated indices accumulate).
+scatter_add_p = Primitive("scatter_add")
+
+
+def _scatter_add_rule(g, idx, *, axis, shape):
+    if idx.dtype != "i32":
+        raise DTypeError(f"scatter_add: indices must be i32, got {idx}")
+    if not 0 <= axis < len(shape) or tuple(g.shape) != tuple(shape[:axis]) + idx.shape + \
+            tuple(shape[axis + 1:]):
+        raise ShapeError(f"scatter_add: updates {g} do not fit indices {idx} into shape "
+                         f"{tuple(shape)} along axis {axis}")
+    return TensorType(tuple(shape), g.dtype)
+
+
+def _scatter_add_impl(g, idx, *, axis, shape):
+    out = np.zeros(shape, g.dtype)
+    np.add.at(out, (slice(None),) * axis + (np.clip(idx, 0, shape[axis] - 1),), g)
+    return out
+
+
+abstract_eval_rules[scatter_add_p] = _scatter_add_rule
+impls[scatter_add_p] = _scatter_add_impl
+vjp_rules[scatter_add_p] = lambda ct, ans, g, idx, *, axis, shape: (take(ct, idx, axis), None)
+
+# =================================================================================== matmul
+# matmul[transpose_a, transpose_b](A, B) = op(A) @ op(B), op = swap of the last two dims when its
+# flag is set. 2-D, or 3-D with equal batch dims (vkgrad.numpy broadcasts batches first). The
+# flags let `A @ B.T` and the whole backward run without a transpose kernel (DESIGN.md).
+matmul_p = Primitive("matmul")
+param_defaults[matmul_p] = {"transpose_a": False, "transpose_b": False}
+
+
+def _matmul_rule(a, b, *, transpose_a, transpose_b):
+    flags = "".join([" (A transposed)" if transpose_a else "", " (B transposed)" if transpose_b
+                     else ""])
+    if a.ndim != b.ndim or a.ndim not in (2, 3) or (a.ndim == 3 and a.shape[0] != b.shape[0]):
+        raise ShapeError(f"matmul of {a} by {b}{flags}: needs two 2-D operands, or two 3-D "
+                         "operands with the same batch size")
+    m, k = a.shape[-2:][::-1] if transpose_a else a.shape[-2:]
+    k2, n = b.shape[-2:][::-1] if transpose_b else b.shape[-2:]
+    if k != k2:
+        raise ShapeError(f"matmul of {a} by {b}{flags}: inner dimensions differ ({k} vs {k2})")
+    _check_dtypes("matmul", [a, b], FLOAT_DTYPES)
+    return TensorType(a.shape[:-2] + (m, n), a.dtype)
+
+
+def _matmul_impl(a, b, *, transpose_a, transpose_b):
+    return np.matmul(np.swapaxes(a, -1, -2) if transpose_a else a,
+                     np.swapaxes(b, -1, -2) if transpose_b else b)
+
+
+def _matmul_vjp(g, ans, a, b, *, transpose_a, transpose_b):
+    ta, tb = transpose_a, transpose_b
+    # C = op(A) op(B): dop(A) = g op(B)^T, dop(B) = op(A)^T g -- expressed through the flags.
+    da = matmul(g, b, False, not tb) if not ta else matmul(b, g, tb, True)
+    db = matmul(a, g, not ta, False) if not tb else matmul(g, a, True, ta)
+    return da, db
+
+
+abstract_eval_rules[matmul_p] = _matmul_rule
+impls[matmul_p] = _matmul_impl
+vjp_rules[matmul_p] = _matmul_vjp
+
+# =================================================================================== softmax
+# softmax[axis], log_softmax[axis] over the LAST axis (axis == ndim-1; vkgrad.numpy transposes
+# other axes there), each with a backward primitive that a hand-written kernel can implement:
+#   softmax_bwd(y, g)     = y * (g - sum(g*y))            y = softmax(x)
+#   log_softmax_bwd(y, g) = g - exp(y) * sum(g)           y = log_softmax(x)
+# The backward primitives' own VJPs are compositions, so grad-of-grad works.
+
+
+def _last_axis_rule(name, nargs):
+    def rule(*xs, axis):
+        if len(xs) != nargs:
+            raise ShapeError(f"{name} takes {nargs} operand(s), got {len(xs)}")
+        x = xs[0]
+        _check_dtypes(name, xs, FLOAT_DTYPES)
+        if x.ndim == 0 or axis != x.ndim - 1 or any(y.shape != x.shape for y in xs):
+            raise ShapeError(f"{name}: works along the last axis (axis={x.ndim - 1}) of "
+                             f"equal-shaped operands, got axis={axis} for "
+                             f"{', '.join(map(str, xs))}")
+        return TensorType(x.shape, x.dtype)
+    return rule
+
+
+def _sum_last(x):
+    return np.sum(x, axis=-1, keepdims=True)
+
+
+def _softmax_impl(x, *, axis):
+    e = np.exp(x - np.max(x, axis=-1, keepdims=True))
+    return e / _sum_last(e)
+
+
+def _log_softmax_impl(x, *, axis):
+    s = x - np.max(x, axis=-1, keepdims=True)
+    return s - np.log(_sum_last(np.exp(s)))
+
+
+def _bsum(x, axis):
+    """sum over `axis`, broadcast back to x's shape (keepdims + broadcast)."""
+    shape = _shape(x)
+    return broadcast_to(reshape(reduce_sum(x, (axis,)), _keep_shape(shape, (axis,))), shape)
+
+
+softmax_p = Primitive("softmax")
+abstract_eval_rules[softmax_p] = _last_axis_rule("softmax", 1)
+impls[softmax_p] = _softmax_impl
+vjp_rules[softmax_p] = lambda g, ans, x, *, axis: (softmax_bwd(ans, g, axis),)
+
+log_softmax_p = Primitive("log_softmax")
+abstract_eval_rules[log_softmax_p] = _last_axis_rule("log_softmax", 1)
+impls[log_softmax_p] = _log_softmax_impl
+vjp_rules[log_softmax_p] = lambda g, ans, x, *, axis: (log_softmax_bwd(ans, g, axis),)
+
+softmax_bwd_p = Primitive("softmax_bwd")
+abstract_eval_rules[softmax_bwd_p] = _last_axis_rule("softmax_bwd", 2)
+impls[softmax_bwd_p] = lambda y, g, *, axis: y * (g - _sum_last(g * y))
+
+
+def _softmax_bwd_vjp(h, ans, y, g, *, axis):
+    # out = y*g - y*s, s = sum(g*y):  dy = h*(g - s) - g*sum(h*y);  dg = y*(h - sum(h*y))
+    t = _bsum(mul(h, y), axis)
+    dy = sub(mul(h, sub(g, _bsum(mul(g, y), axis))), mul(g, t))
+    return dy, softmax_bwd(y, h, axis)
+
+
+vjp_rules[softmax_bwd_p] = _softmax_bwd_vjp
+
+log_softmax_bwd_p = Primitive("log_softmax_bwd")
+abstract_eval_rules[log_softmax_bwd_p] = _last_axis_rule("log_softmax_bwd", 2)
+impls[log_softmax_bwd_p] = lambda y, g, *, axis: g - np.exp(y) * _sum_last(g)
+
+
+def _log_softmax_bwd_vjp(h, ans, y, g, *, axis):
+    # out = g - p*S, p = exp(y), S = sum(g):  dy = -h*p*S;  dg = h - sum(h*p)
+    p = exp(y)
+    dy = neg(mul(mul(h, p), _bsum(g, axis)))
+    return dy, sub(h, _bsum(mul(h, p), axis))
+
+
+vjp_rules[log_softmax_bwd_p] = _log_softmax_bwd_vjp
+
+# =================================================================================== the lax layer
+# One function per primitive (plus sub): what vkgrad.numpy and the VJP rules call.
+
+
+def add(x, y): return add_p.bind(*_coerce(x, y))
+def mul(x, y): return mul_p.bind(*_coerce(x, y))
+def div(x, y): return div_p.bind(*_coerce(x, y))
+def power(x, y): return pow_p.bind(*_coerce(x, y))
+def maximum(x, y): return max_p.bind(*_coerce(x, y))
+def minimum(x, y): return min_p.bind(*_coerce(x, y))
+def sub(x, y): return add(x, neg(y) if _dt(y) else -y)   # micrograd: a - b = a + (-b)
+def neg(x): return neg_p.bind(x)
+def exp(x): return exp_p.bind(x)
+def log(x): return log_p.bind(x)
+def log1p(x): return log1p_p.bind(x)
+def tanh(x): return tanh_p.bind(x)
+def sin(x): return sin_p.bind(x)
+def cos(x): return cos_p.bind(x)
+def absolute(x): return abs_p.bind(x)
+def sign(x): return sign_p.bind(x)
+def sqrt(x): return sqrt_p.bind(x)
+def stop_gradient(x): return stop_gradient_p.bind(x)
+def lt(x, y): return lt_p.bind(*_coerce(x, y))
+def le(x, y): return le_p.bind(*_coerce(x, y))
+def eq(x, y): return eq_p.bind(*_coerce(x, y))
+def ne(x, y): return ne_p.bind(*_coerce(x, y))
+def select(c, a, b): return select_p.bind(c, *_coerce(a, b))
+
+
+def convert(x, dtype):
+    dtype = dtype_name(dtype)
+    if _dt(x) is None:                       # a Python scalar: just a typed scalar
+        return np_dtype(dtype).type(x)
+    return x if _dt(x) == dtype else convert_p.bind(x, dtype=dtype)
+
+
+def reduce_sum(x, axes): return reduce_sum_p.bind(x, axes=tuple(sorted(axes)))
+def reduce_max(x, axes): return reduce_max_p.bind(x, axes=tuple(sorted(axes)))
+def reduce_min(x, axes): return reduce_min_p.bind(x, axes=tuple(sorted(axes)))
+def broadcast_to(x, shape): return broadcast_to_p.bind(x, shape=tuple(shape))
+def reshape(x, shape): return reshape_p.bind(x, shape=tuple(shape))
+def transpose(x, perm): return transpose_p.bind(x, perm=tuple(perm))
+
+
+def slice_(x, start, limit, step=None):
+    step = (1,) * len(start) if step is None else step
+    return slice_p.bind(x, start=tuple(start), limit=tuple(limit), step=tuple(step))
+
+
+def pad(x, low, high, interior=None):
+    interior = (0,) * len(low) if interior is None else interior
+    return pad_p.bind(x, low=tuple(low), high=tuple(high), interior=tuple(interior))
+
+
+def concatenate(xs, axis): return concatenate_p.bind(*xs, axis=int(axis))
+
+
+def iota(shape, dimension, dtype="i32"):
+    return iota_p.bind(shape=tuple(shape), dimension=int(dimension), dtype=dtype_name(dtype))
+
+
+def take(x, idx, axis): return take_p.bind(x, idx, axis=int(axis))
+
+
+def scatter_add(g, idx, axis, shape):
+    return scatter_add_p.bind(g, idx, axis=int(axis), shape=tuple(shape))
+
+
+def matmul(a, b, transpose_a=False, transpose_b=False):
+    return matmul_p.bind(a, b, transpose_a=bool(transpose_a), transpose_b=bool(transpose_b))
+
+
+def softmax(x, axis): return softmax_p.bind(x, axis=int(axis))
+def log_softmax(x, axis): return log_softmax_p.bind(x, axis=int(axis))
+def softmax_bwd(y, g, axis): return softmax_bwd_p.bind(y, g, axis=int(axis))
+def log_softmax_bwd(y, g, axis): return log_softmax_bwd_p.bind(y, g, axis=int(axis))
