@@ -1,0 +1,287 @@
+"""Hand-written reduction, softmax and take kernels (vkgrad/lowering/kernels.py) on the real
+Vulkan device (lavapipe in CI) against numpy, on awkward shapes.
+
+Outputs and temporaries are poisoned before each run (NaN, junk ints), so an element a kernel
+forgets to write, or a temporary it forgets to clear, shows up.
+"""
+
+import numpy as np
+import pytest
+
+from vkgrad.lowering.kernels import (MAX_GROUPS_X, OpPlan, bind, plan_reduce, plan_softmax,
+                                     plan_softmax_grad, plan_take, plan_take_grad)
+from vkgrad.runtime import Executable, get_device
+
+
+@pytest.fixture(scope="module")
+def dev():
+    return get_device()
+
+
+def run_plan(dev, plan: OpPlan, inputs: dict, outputs: dict) -> dict:
+    """Run `plan` with `inputs` {role: array} and `outputs` {role: size}; return the outputs."""
+    bufs, uploads = {}, []
+    for role, arr in inputs.items():
+        bufs[role] = dev.buffer(arr.size, arr.dtype)
+        uploads.append((bufs[role], arr))
+    for role, size in outputs.items():
+        bufs[role] = dev.buffer(size)
+        uploads.append((bufs[role], np.full(size, np.nan, np.float32)))
+    for t in plan.temps:
+        bufs[t.role] = dev.buffer(t.size, t.dtype)
+        junk = np.full(t.size, np.nan, np.float32) if t.dtype == "float32" else \
+            np.full(t.size, 12345, np.int32)
+        uploads.append((bufs[t.role], junk))
+    ex = Executable(dev, bind(dev, plan, bufs))
+    ex.run(uploads=uploads, downloads=[bufs[r] for r in outputs])
+    return {r: bufs[r].read_staging() for r in outputs}
+
+
+# ---------------------------------------------------------------- reductions
+
+NP_REDUCE = {"sum": np.sum, "max": np.max, "min": np.min}
+
+
+def check_reduce(dev, op, A, R, B, seed=0, **kw):
+    x = np.random.default_rng(seed).standard_normal((A, R, B)).astype(np.float32)
+    plan = plan_reduce(op, A, R, B, **kw)
+    out = run_plan(dev, plan, {"x": x}, {"out": A * B})["out"].reshape(A, B)
+    if op == "sum":
+        ref = x.astype(np.float64).sum(axis=1)
+        tol = 1e-6 * np.abs(x).astype(np.float64).sum(axis=1) + 1e-6
+        assert np.all(np.abs(out - ref) <= tol), (np.abs(out - ref) - tol).max()
+    else:
+        np.testing.assert_array_equal(out, NP_REDUCE[op](x, axis=1))
+    return plan
+
+
+@pytest.mark.parametrize("op, A, R, B", [
+    ("sum", 1, 1, 1),
+    ("max", 7, 33, 1),          # one workgroup per row, scalar loads
+    ("min", 130, 257, 1),
+    ("sum", 3, 3000, 1),        # rows much longer than the workgroup (vec4)
+    ("max", 2, 3001, 1),        # ... scalar loads, 256 threads
+    ("sum", 257, 7, 1),         # short rows: one thread per row
+    ("max", 130, 8, 1),         # ... vec4
+    ("sum", 7, 33, 130),        # B > 1: threads along B
+    ("max", 1, 257, 3),         # small B: many threads along R share a b
+    ("min", 3, 7, 257),
+    ("sum", 1, 130, 8),         # vec4 along B
+    ("min", 33, 1, 7),
+    ("sum", 130, 7, 3),         # short R, small B: a 64-thread workgroup
+])
+def test_reduce(dev, op, A, R, B):
+    plan = check_reduce(dev, op, A, R, B)
+    assert len(plan.steps) == 1
+
+
+@pytest.mark.parametrize("op, A, R, B, splits", [
+    ("sum", 3, 3000, 1, 5),     # vec4 rows, scalar partials
+    ("max", 2, 1001, 12, 7),    # vec4 along B
+    ("min", 1, 257, 130, 3),
+    ("sum", 2, 33, 7, 33),      # one R element per split
+])
+def test_reduce_two_pass(dev, op, A, R, B, splits):
+    plan = check_reduce(dev, op, A, R, B, splits=splits)
+    assert len(plan.steps) == 2 and plan.temps[0].role == "partials"
+
+
+@pytest.mark.parametrize("op, R", [("sum", 10**6), ("max", 300001)])
+def test_reduce_long_to_scalar(dev, op, R):
+    """A full reduction of a long vector splits R over many workgroups, then a final pass."""
+    plan = check_reduce(dev, op, 1, R, 1)
+    assert len(plan.steps) == 2
+    assert plan.steps[0][0].groups[0] > 100
+
+
+@pytest.mark.parametrize("op, A, R, B", [("sum", 7, 300, 1), ("max", 3, 130, 5)])
+def test_reduce_without_subgroups(dev, op, A, R, B):
+    check_reduce(dev, op, A, R, B, subgroups=False)
+    check_reduce(dev, op, A, R, B, subgroups=False, splits=3)
+
+
+def test_reduce_plans():
+    """Which path each view gets: no device needed."""
+    (launch, roles), = plan_reduce("sum", 4096, 4096, 1).steps       # a row per workgroup
+    assert roles == ("x", "out") and launch.groups == (4096, 1, 1)
+    assert dict(launch.defines)["HREDUCE"] == 1
+    first, second = plan_reduce("sum", 1, 4096, 4096).steps          # few outputs: split R
+    assert first[1] == ("x", "partials") and second[1] == ("partials", "out")
+    assert first[0].groups[0] >= 256
+    (launch, _), = plan_reduce("max", 10**6, 7, 1).steps             # a thread per row
+    assert launch.groups[0] * launch.groups[1] == 10**6 // 256 + 1
+
+
+def test_reduce_empty(dev):
+    out = run_plan(dev, plan_reduce("sum", 3, 0, 5), {"x": np.zeros(0, np.float32)},
+                   {"out": 15})["out"]
+    np.testing.assert_array_equal(out, np.zeros(15, np.float32))
+    assert plan_reduce("max", 0, 5, 3).steps == ()
+
+
+# ---------------------------------------------------------------- softmax
+
+def softmax64(x):
+    x = x.astype(np.float64)
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def log_softmax64(x):
+    x = x.astype(np.float64)
+    z = x - x.max(axis=-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+
+
+def check_softmax(dev, rows, cols, log, seed=0, **kw):
+    rng = np.random.default_rng(seed)
+    x = (3 * rng.standard_normal((rows, cols))).astype(np.float32)
+    if cols > 8:
+        x[0, :5] = -np.inf                     # masked entries, leading the row
+    plan = plan_softmax(rows, cols, log=log, **kw)
+    y = run_plan(dev, plan, {"x": x}, {"y": rows * cols})["y"].reshape(rows, cols)
+    ref = log_softmax64(x) if log else softmax64(x)
+    np.testing.assert_allclose(y, ref, rtol=2e-5, atol=1e-6)
+
+    # backward, from the float32 forward output
+    yf = ref.astype(np.float32)
+    g = rng.standard_normal((rows, cols)).astype(np.float32)
+    if log:
+        yf[~np.isfinite(yf)] = -1e30           # exp(-inf) is 0; keep the reference finite
+    y64, g64 = yf.astype(np.float64), g.astype(np.float64)
+    if log:
+        dref = g64 - np.exp(y64) * g64.sum(axis=-1, keepdims=True)
+    else:
+        dref = y64 * (g64 - (g64 * y64).sum(axis=-1, keepdims=True))
+    plan = plan_softmax_grad(rows, cols, log=log, **kw)
+    dx = run_plan(dev, plan, {"y": yf, "g": g}, {"dx": rows * cols})["dx"].reshape(rows, cols)
+    scale = np.abs(g64).sum(axis=-1, keepdims=True)
+    np.testing.assert_allclose(dx, dref, rtol=1e-5, atol=1e-6 * scale.max())
+
+
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+@pytest.mark.parametrize("rows, cols", [(1, 1), (3, 7), (2, 33), (5, 130), (3, 257), (2, 3000),
+                                        (1, 12), (2, 32768)])
+def test_softmax(dev, rows, cols, log):
+    check_softmax(dev, rows, cols, log)
+
+
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+@pytest.mark.parametrize("cols", [7, 3000, 4099])
+def test_softmax_streaming(dev, cols, log):
+    """Rows longer than the register cache: online max+sum, then the output pass."""
+    check_softmax(dev, 3, cols, log, stream=True)
+
+
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+def test_softmax_without_subgroups(dev, log):
+    check_softmax(dev, 3, 257, log, subgroups=False)
+
+
+def test_softmax_plans():
+    """Which variant each row length gets (registers vs streaming), and the row grid."""
+    defs = lambda plan: dict(plan.steps[0][0].defines)
+    assert defs(plan_softmax(4, 4096)) == {"MODE": 0, "VEC": 4, "NV": 4, "SUBGROUPS": 1}
+    assert plan_softmax(4, 4096).steps[0][0].spec == (256,)
+    assert defs(plan_softmax(4, 32768))["NV"] == 8
+    assert defs(plan_softmax(4, 32772))["NV"] == 0
+    assert defs(plan_softmax_grad(4, 16384, log=True))["NV"] == 4
+    assert defs(plan_softmax_grad(4, 16388))["NV"] == 0
+    x, y, _ = plan_softmax(200000, 8).steps[0][0].groups
+    assert x <= MAX_GROUPS_X and x * y >= 200000
+
+
+def test_softmax_many_rows(dev):
+    """More rows than one grid dimension holds."""
+    check_softmax(dev, MAX_GROUPS_X + 7, 3, log=False)
+
+
+# ---------------------------------------------------------------- take / take_grad
+
+@pytest.mark.parametrize("A, N, B, J", [(1, 7, 1, 33), (3, 130, 7, 257), (2, 33, 8, 130),
+                                        (1, 257, 130, 7), (7, 1, 3, 5)])
+def test_take(dev, A, N, B, J):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((A, N, B)).astype(np.float32)
+    idx = rng.integers(-3, N + 3, J).astype(np.int32)          # some out of range: clamped
+    out = run_plan(dev, plan_take(A, N, B, J), {"x": x, "idx": idx}, {"out": A * J * B})["out"]
+    np.testing.assert_array_equal(out.reshape(A, J, B), np.take(x, idx, axis=1, mode="clip"))
+
+
+def take_grad_ref(g, idx, N):
+    """Sequential float32 scatter-add in increasing j, the order the kernel sums in."""
+    A, J, B = g.shape
+    dx = np.zeros((A, N, B), np.float32)
+    np.add.at(dx, (slice(None), np.clip(idx, 0, N - 1)), g)
+    return dx
+
+
+def run_take_grad(dev, g, idx, N, **kw):
+    A, J, B = g.shape
+    plan = plan_take_grad(A, N, B, J, **kw)
+    out = run_plan(dev, plan, {"g": g, "idx": idx}, {"dx": A * N * B})["dx"]
+    return out.reshape(A, N, B)
+
+
+@pytest.mark.parametrize("A, N, B, J", [(1, 7, 1, 33), (3, 130, 7, 257), (2, 33, 8, 130),
+                                        (1, 257, 130, 1000), (2, 5000, 3, 600)])
+def test_take_grad(dev, A, N, B, J):
+    rng = np.random.default_rng(2)
+    g = rng.standard_normal((A, J, B)).astype(np.float32)
+    if J >= N:     # every index value used, repeated, in shuffled order, some out of range
+        idx = np.concatenate([np.arange(N), rng.integers(-2, N + 2, J - N)])
+        rng.shuffle(idx)
+    else:          # repeated indices, most values never used
+        idx = rng.integers(0, N, J)
+        idx[: J // 3] = idx[J // 3]
+    idx = idx.astype(np.int32)
+    dx = run_take_grad(dev, g, idx, N)
+    ref64 = np.zeros((A, N, B))
+    np.add.at(ref64, (slice(None), np.clip(idx, 0, N - 1)), g.astype(np.float64))
+    np.testing.assert_allclose(dx, ref64, rtol=1e-5, atol=1e-5)
+    # summed in increasing j: exactly the sequential float32 result
+    np.testing.assert_array_equal(dx, take_grad_ref(g, idx, N))
+
+
+def test_take_grad_deterministic(dev):
+    """Bucket order comes from int atomics; the sum order must not: two runs agree bitwise."""
+    rng = np.random.default_rng(3)
+    A, N, B, J = 1, 50, 4, 3000
+    g = (rng.standard_normal((A, J, B)) * 10.0 ** rng.integers(-4, 4, (A, J, 1))).astype(np.float32)
+    idx = rng.integers(0, N, J).astype(np.int32)
+    idx[::2] = 7                                               # one bucket of half of J
+    first = run_take_grad(dev, g, idx, N)
+    second = run_take_grad(dev, g, idx, N)
+    np.testing.assert_array_equal(first.view(np.uint32), second.view(np.uint32))
+    np.testing.assert_array_equal(first, take_grad_ref(g, idx, N))
+
+
+def test_take_grad_embedding_like(dev):
+    """A vocabulary-sized N (the scan loops over many chunks), no subgroups in the scan."""
+    rng = np.random.default_rng(4)
+    A, N, B, J = 1, 50000, 4, 4096
+    g = rng.standard_normal((A, J, B)).astype(np.float32)
+    idx = np.minimum(rng.zipf(1.3, J), N - 1).astype(np.int32)
+    for sub in (True, False):
+        np.testing.assert_array_equal(run_take_grad(dev, g, idx, N, subgroups=sub),
+                                      take_grad_ref(g, idx, N))
+
+
+def test_take_grad_no_indices(dev):
+    g = np.zeros((2, 0, 3), np.float32)
+    dx = run_take_grad(dev, g, np.zeros(0, np.int32), 5)
+    np.testing.assert_array_equal(dx, np.zeros((2, 5, 3), np.float32))
+
+
+def test_take_grad_plan():
+    plan = plan_take_grad(1, 50000, 512, 4096)
+    assert [launch.name for launch in plan.launches] == [
+        "take_grad_clear", "take_grad_hist", "take_grad_scan", "take_grad_fill",
+        "take_grad_rank", "take_grad_accum"]
+    assert {(t.role, t.size, t.dtype) for t in plan.temps} == {
+        ("counts", 50000, "int32"), ("offsets", 50001, "int32"), ("perm", 4096, "int32"),
+        ("order", 4096, "int32")}
+    for launch, roles in plan.steps:
+        assert launch.bindings == len(roles)
+    accum = plan.steps[-1][0]
+    assert dict(accum.defines)["VEC"] == 4 and accum.groups == (50000 * 128 // 256, 1, 1)

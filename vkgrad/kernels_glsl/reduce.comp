@@ -1,0 +1,144 @@
+#version 450
+// Reduction (sum / max / min) of an input viewed as [A, R, B] into [A, B]; planned by
+// vkgrad/lowering/kernels.py:plan_reduce, which documents the views it sends.
+//
+// Defines: OP (0 sum, 1 max, 2 min); VEC (1: float elements, 4: vec4 elements); HREDUCE (1: with
+// VEC 4, the 4 lanes of a vec4 are consecutive elements of R and are combined into one float
+// before the workgroup reduction); SUBGROUPS (see reduce_common.glsl).
+// Spec constant 0: the workgroup size WG (a power of two).
+//
+// A workgroup is a TB x TR grid of threads (TB * TR = WG, both powers of two): TB threads along
+// B, the fastest-moving index, so a subgroup's loads are contiguous in memory, and TR threads
+// striding along R. Each workgroup reduces one (a, tile of TB b's, chunk of R) and writes
+// y[(a * S + split) * B + b]: with S = 1 that is the output [A, B]; with S > 1 it is the partials
+// [A, S, B] that a second launch of this same shader reduces (R := S).
+// Element addresses are x[a * sA + r * sR + b * sB] (units of elements of type T), which also
+// lets the planner run small rows as one thread per row (b := row, sB := R).
+#extension GL_GOOGLE_include_directive : require
+layout(local_size_x_id = 0) in;
+#include "reduce_common.glsl"
+
+#ifndef OP
+#define OP 0
+#endif
+#ifndef VEC
+#define VEC 1
+#endif
+#ifndef HREDUCE
+#define HREDUCE 0
+#endif
+
+#if OP == 0
+#define COMBINE(a, b) ((a) + (b))
+#define IDENT 0.0
+#define SUBGROUP_OP subgroupAdd
+#elif OP == 1
+#define COMBINE(a, b) max(a, b)
+#define IDENT VKG_NEG_INF
+#define SUBGROUP_OP subgroupMax
+#elif OP == 2
+#define COMBINE(a, b) min(a, b)
+#define IDENT VKG_POS_INF
+#define SUBGROUP_OP subgroupMin
+#else
+#error "OP must be 0 (sum), 1 (max) or 2 (min)"
+#endif
+
+#if VEC == 4
+#define T vec4
+#elif VEC == 1
+#define T float
+#else
+#error "VEC must be 1 or 4"
+#endif
+
+#if HREDUCE
+#if VEC != 4
+#error "HREDUCE needs VEC 4"
+#endif
+#define AT float
+#define TO_AT(v) COMBINE(COMBINE((v).x, (v).y), COMBINE((v).z, (v).w))
+#else
+#define AT T
+#define TO_AT(v) (v)
+#endif
+
+layout(set = 0, binding = 0) readonly buffer X { T x[]; };
+layout(set = 0, binding = 1) writeonly buffer Y { AT y[]; };
+
+layout(push_constant) uniform Push {
+    uint R;       // reduced length (elements of T) of the whole row
+    uint sA;      // strides of a, r, b (elements of T)
+    uint sR;
+    uint sB;
+    uint B;       // b extent (elements of T); also the row length of y
+    uint chunk;   // R elements per split
+    uint S;       // splits
+    uint nbt;     // b tiles: ceil(B / TB)
+    uint TB;      // threads along b: a power of two dividing WG
+    uint total;   // workgroups that do work: A * S * nbt
+} p;
+
+shared AT sh[VKG_WG];
+
+void main() {
+    uint g = vkg_group_index();
+    if (g >= p.total) return;                         // uniform: the whole workgroup leaves
+    uint bt = g % p.nbt;
+    uint q = g / p.nbt;
+    uint split = q % p.S;
+    uint a = q / p.S;
+
+    uint tid = vkg_tid();
+    uint TB = p.TB;
+    uint lgTB = uint(findLSB(TB));
+    uint tb = tid & (TB - 1u);
+    uint tr = tid >> lgTB;
+    uint TR = VKG_WG >> lgTB;
+    uint b = bt * TB + tb;
+    uint r0 = split * p.chunk;
+    uint r1 = min(p.R, r0 + p.chunk);
+
+    // Four independent accumulators: four loads in flight per thread per iteration.
+    T acc0 = T(IDENT), acc1 = T(IDENT), acc2 = T(IDENT), acc3 = T(IDENT);
+    if (b < p.B) {
+        uint r = r0 + tr;
+        uint step = TR * p.sR;
+        uint i = a * p.sA + b * p.sB + r * p.sR;
+        for (; r + 3u * TR < r1; r += 4u * TR, i += 4u * step) {
+            T v0 = x[i], v1 = x[i + step], v2 = x[i + 2u * step], v3 = x[i + 3u * step];
+            acc0 = COMBINE(acc0, v0);
+            acc1 = COMBINE(acc1, v1);
+            acc2 = COMBINE(acc2, v2);
+            acc3 = COMBINE(acc3, v3);
+        }
+        for (; r < r1; r += TR, i += step) acc0 = COMBINE(acc0, x[i]);
+    }
+    AT acc = TO_AT(COMBINE(COMBINE(acc0, acc1), COMBINE(acc2, acc3)));
+
+    // Combine the TR threads of each b: first inside subgroups (threads tid and tid ^ m, m >= TB,
+    // share b), then a shared-memory tree over what is left.
+    uint n = VKG_WG;                                  // partials in sh, TB per row
+#if SUBGROUPS
+    uint W = vkg_subgroup_width();
+    if (TB < W) {
+        if (TB == 1u) {
+            acc = SUBGROUP_OP(acc);
+        } else {
+            for (uint m = TB; m < W; m <<= 1u) acc = COMBINE(acc, subgroupShuffleXor(acc, m));
+        }
+        n = gl_NumSubgroups * TB;
+        if (gl_SubgroupInvocationID < TB) sh[gl_SubgroupID * TB + gl_SubgroupInvocationID] = acc;
+    } else {
+        sh[tid] = acc;
+    }
+#else
+    sh[tid] = acc;
+#endif
+    barrier();
+    for (uint h = n >> 1u; h >= TB; h >>= 1u) {
+        if (tid < h) sh[tid] = COMBINE(sh[tid], sh[tid + h]);
+        barrier();
+    }
+    if (tid < TB && b < p.B) y[(a * p.S + split) * p.B + b] = sh[tid];
+}

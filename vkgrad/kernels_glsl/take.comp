@@ -1,0 +1,44 @@
+#version 450
+// take (gather along one axis): x viewed as [A, N, B], idx [J] (int32), out [A, J, B],
+// out[a, j, b] = x[a, clamp(idx[j], 0, N - 1), b]; planned by vkgrad/lowering/kernels.py:plan_take.
+// Out-of-range indices are CLAMPED (numpy's mode="clip"): negative ones read row 0, too large
+// ones row N - 1. Python-style negative indices must be wrapped by the caller beforehand.
+//
+// One thread per output element (a vec4 of them when VEC 4, i.e. B % 4 == 0): consecutive
+// threads write consecutive addresses and read one contiguous row of x per (a, j).
+// Defines: VEC (1 or 4). Spec constant 0: the workgroup size.
+// Bindings: 0: x, 1: idx, 2: out.
+#extension GL_GOOGLE_include_directive : require
+layout(local_size_x_id = 0) in;
+#include "reduce_common.glsl"
+
+#ifndef VEC
+#define VEC 1
+#endif
+#if VEC == 4
+#define T vec4
+#else
+#define T float
+#endif
+
+layout(set = 0, binding = 0) readonly buffer X { T x[]; };
+layout(set = 0, binding = 1) readonly buffer I { int idx[]; };
+layout(set = 0, binding = 2) writeonly buffer O { T o[]; };
+
+layout(push_constant) uniform Push {
+    uint N;
+    uint J;
+    uint B;        // row length in elements of T
+    uint total;    // A * J * B
+} p;
+
+void main() {
+    uint i = vkg_group_index() * VKG_WG + gl_LocalInvocationIndex;
+    if (i >= p.total) return;
+    uint row = i / p.B;
+    uint b = i - row * p.B;
+    uint a = row / p.J;
+    uint j = row - a * p.J;
+    uint n = uint(clamp(idx[j], 0, int(p.N) - 1));
+    o[i] = x[(a * p.N + n) * p.B + b];
+}

@@ -1,0 +1,332 @@
+"""Planners for the hand-written reduction, softmax and take kernels (vkgrad/kernels_glsl/).
+
+A planner is a pure function from shapes and params (and, optionally, the device's `DeviceInfo`,
+which only caps the workgroup size) to an `OpPlan`; it touches no device, so it is tested and
+printed without one.
+
+## The buffer convention
+
+An `OpPlan` holds
+- `steps`: `((Launch, roles), ...)`, to run in this order in one sequence (vkgrad's runtime puts a
+  barrier between dispatches). `roles[i]` names the buffer bound at binding i of that launch;
+- `temps`: `(Temp(role, size, dtype), ...)`, temporary buffers the plan needs besides the op's
+  operands, `size` in elements, dtype "float32" or "int32". Their contents on entry do not
+  matter (the plan clears what it counts in), and they are dead after the last step, so the
+  lowering may share them with other ops' temporaries ("scratch" buffers).
+
+Operand roles, all dense row-major with no offset (whole buffers):
+
+- plan_reduce:       reads "x" [A, R, B]; writes "out" [A, B]; two-pass plans add the temp
+                     "partials" float32 [A, S, B]
+- plan_softmax:      reads "x" [rows, cols]; writes "y" [rows, cols]
+- plan_softmax_grad: reads "y", "g" [rows, cols]; writes "dx" [rows, cols]
+- plan_take:         reads "x" [A, N, B], "idx" [J]; writes "out" [A, J, B]
+- plan_take_grad:    reads "g" [A, J, B], "idx" [J]; writes "dx" [A, N, B]; temps int32
+                     "counts" [N], "offsets" [N + 1], "perm" [J], "order" [J]
+
+`idx` is int32. `bind(device, plan, buffers)` turns a plan and a {role: Buffer} dict into
+Dispatches. A plan with no steps means the output is empty (nothing to run).
+
+Every kernel writes every element of its output, so outputs need no clearing; outputs must not
+alias inputs. Index math is 32-bit: each operand must hold fewer than 2**32 elements
+(maxStorageBufferRange limits us first). Pass `info=device.info` to cap workgroup sizes by the
+device (every size used is at most 1024, Vulkan's usual limit, and at least 32).
+
+What the lowering arranges before calling these: a reduction's reduced axes must be one
+contiguous block of a row-major array (else transpose first); mean is sum times 1/R afterwards;
+softmax is over the last axis; negative take indices are wrapped (idx + N) beforehand, and
+out-of-range ones are clamped; max/min of NaN follow GLSL's max/min (a NaN may be dropped),
+not numpy's propagation; sum over R == 0 gives 0 (max/min give -inf/+inf).
+
+## What to expect on a real GPU (designed for, not yet measured: measure on the H200)
+
+Everything here is memory-bound; the figure of merit is bytes moved / time against ~4 TB/s.
+- reduce: reads are coalesced in every path (threads along B when B > 1; along R when B == 1),
+  vec4 when B % 4 == 0 (or, for B == 1, R % 4 == 0), four loads in flight per thread.
+  When the outputs alone give fewer than TARGET_GROUPS workgroups, R is split over workgroups
+  and a second launch reduces the partials (a full sum of 10**6 elements: 245 workgroups, then
+  one). Expect near-copy bandwidth for large inputs; for small ones the launch (~2 us) dominates.
+  Measure: sum over axis 0/1/both of 4096x4096, and of 10**8 elements to a scalar.
+- softmax: one workgroup per row; rows up to 8192 vec4 (32768 floats, forward) or 4096 vec4
+  (backward) are held in registers, so each element is read once: 8 bytes per element forward,
+  12 backward, the minimum. Longer rows stream twice (forward: an online max+sum pass, then the
+  output: 12 bytes per element). The target is 3.5 TB/s on 4096x4096x5 (ggml: 2.1 TB/s).
+  Measure: 20480x4096, 4096x50257 (a vocabulary), and rows of 64 or 128 (one small workgroup per
+  row: if those are slow, pack several rows per workgroup).
+- take: a copy: one thread per output vec4, contiguous rows.
+- take_grad: O(J) index work in five small launches (histogram with int atomics, a one-workgroup
+  scan over N, bucket fill, per-bucket ranking by j: O(bucket size) per index, so O(J**2) only
+  when one index value takes most of J) and one O(A*N*B + A*J*B) accumulation writing dx once.
+  Embedding backward N=50k, J=4096, B=512: ~100 MB written, expected tens of microseconds plus
+  the scan (one workgroup, ~13 chunks of 4096 counts). Measure that case, and one where half the
+  tokens are the same index (the per-bucket rank and that dx row's serial sum are the risk).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .launch import Launch, dispatch
+
+# Workgroups that keep an H200 busy: 132 SMs x 8 resident 256-thread groups ~ 1056.
+TARGET_GROUPS = 1024
+# Below this many input elements a reduction is never split: the second launch (~2 us) would
+# cost more than the parallelism gains.
+SPLIT_MIN_ELEMENTS = 1 << 18
+# Loop iterations (vec4 or float loads) a thread should at least do in a split reduction.
+MIN_ITERS = 4
+# B == 1 rows up to this long are reduced by one thread each (instead of one workgroup each).
+SMALL_ROW = 32
+# A Vulkan dimension holds at least 65535 workgroups; larger counts use a (x, y) grid.
+MAX_GROUPS_X = 65535
+
+REDUCE_OPS = {"sum": 0, "max": 1, "min": 2}
+
+
+@dataclass(frozen=True)
+class Temp:
+    role: str
+    size: int          # elements
+    dtype: str         # "float32" | "int32"
+
+
+@dataclass(frozen=True)
+class OpPlan:
+    steps: tuple       # ((Launch, roles), ...): roles[i] is the buffer at binding i
+    temps: tuple = ()  # (Temp, ...)
+
+    @property
+    def launches(self) -> tuple:
+        return tuple(launch for launch, _ in self.steps)
+
+
+def bind(device, plan: OpPlan, buffers) -> list:
+    """Dispatches for `plan`, with `buffers` a {role: Buffer} holding operands and temps."""
+    missing = sorted({r for _, roles in plan.steps for r in roles} - set(buffers))
+    if missing:
+        raise KeyError(f"no buffer given for role(s) {missing}")
+    return [dispatch(device, launch, [buffers[r] for r in roles]) for launch, roles in plan.steps]
+
+
+# ---------------------------------------------------------------- helpers
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _pow2_ceil(n: int) -> int:
+    return 1 << max(0, (int(n) - 1).bit_length())
+
+
+def _grid(groups: int) -> tuple:
+    """A workgroup count for `groups` groups; shaders flatten (x, y) and skip the surplus."""
+    if groups <= MAX_GROUPS_X:
+        return (max(groups, 1), 1, 1)
+    y = _cdiv(groups, MAX_GROUPS_X)
+    return (_cdiv(groups, y), y, 1)
+
+
+def _wg(wanted: int, info=None) -> int:
+    """`wanted` (a power of two), capped by the device's largest workgroup."""
+    if info is not None:
+        cap = 1 << (int(info.max_workgroup_invocations).bit_length() - 1)
+        return min(wanted, cap)
+    return wanted
+
+
+def _defines(**kw) -> tuple:
+    return tuple(sorted((k, int(v)) for k, v in kw.items()))
+
+
+def _check_sizes(**sizes) -> None:
+    for k, v in sizes.items():
+        if int(v) != v or v < 0:
+            raise ValueError(f"{k} = {v!r} must be a non-negative integer")
+
+
+# ---------------------------------------------------------------- reductions
+
+def plan_reduce(op: str, A: int, R: int, B: int, *, info=None, splits: int | None = None,
+                subgroups: bool = True) -> OpPlan:
+    """out[a, b] = op over r of x[a, r, b], for op in "sum", "max", "min".
+
+    Roles: "x" (A*R*B floats), "out" (A*B floats); two-pass plans add the temp "partials".
+    `splits` forces how many workgroups share one row's R (None: chosen by size; 1: one pass).
+    R == 0 gives the identity (0, -inf, +inf).
+    """
+    if op not in REDUCE_OPS:
+        raise ValueError(f"reduce op {op!r} is not one of {sorted(REDUCE_OPS)}")
+    _check_sizes(A=A, R=R, B=B)
+    if A * B == 0:
+        return OpPlan(())
+    first, S = _reduce_pass(op, A, R, B, "x", "out", info, splits, subgroups)
+    if S == 1:
+        return OpPlan((first,))
+    tmp = Temp("partials", A * S * B, "float32")
+    first = (first[0], ("x", "partials"))
+    second, _ = _reduce_pass(op, A, S, B, "partials", "out", info, 1, subgroups)
+    return OpPlan((first, second), (tmp,))
+
+
+def _reduce_pass(op, A, R, B, src, dst, info, splits, subgroups):
+    """One launch of reduce.comp; returns ((Launch, roles), S) where S > 1 means it writes
+    partials [A, S, B] instead of [A, B]."""
+    wg = _wg(256, info)
+    if B == 1 and R <= SMALL_ROW:
+        # One thread per row: the workgroup's threads run along the rows (b := a).
+        vec = 4 if R % 4 == 0 and R > 0 else 1
+        Rv = R // vec
+        view = dict(A=1, R=Rv, sA=0, sR=1, sB=Rv, B=A)
+        hreduce = vec == 4
+        tb = min(_pow2_ceil(A), wg)
+        S = 1
+    elif B == 1:
+        vec = 4 if R % 4 == 0 else 1
+        Rv = R // vec
+        if Rv < 1024:
+            wg = _wg(64, info)
+        view = dict(A=A, R=Rv, sA=Rv, sR=1, sB=0, B=1)
+        hreduce = vec == 4
+        tb = 1
+        S = None
+    else:
+        vec = 4 if B % 4 == 0 else 1
+        Bv = B // vec
+        view = dict(A=A, R=R, sA=R * Bv, sR=Bv, sB=1, B=Bv)
+        hreduce = False
+        tb = min(_pow2_ceil(Bv), wg)
+        # Short R: fewer threads along R (at least 64 threads, a whole subgroup everywhere).
+        wg = min(wg, max(_wg(64, info), tb * _pow2_ceil(max(R, 1))))
+        S = None
+
+    nbt = _cdiv(view["B"], tb)
+    out_groups = view["A"] * nbt
+    Rv = view["R"]
+    if S is None:
+        if splits is not None:
+            S = max(1, min(int(splits), max(Rv, 1)))
+        elif out_groups >= TARGET_GROUPS or A * R * B < SPLIT_MIN_ELEMENTS:
+            S = 1
+        else:
+            tr = wg // tb
+            S = max(1, min(_cdiv(TARGET_GROUPS, out_groups), _cdiv(Rv, tr * MIN_ITERS)))
+    chunk = max(_cdiv(Rv, S), 1)
+    S = max(_cdiv(Rv, chunk), 1)
+    total = out_groups * S
+    push = (Rv, view["sA"], view["sR"], view["sB"], view["B"], chunk, S, nbt, tb, total)
+    name = f"reduce_{op}" + ("_partial" if S > 1 else "")
+    launch = Launch(name=name, shader="reduce.comp", bindings=2, groups=_grid(total), push=push,
+                    spec=(wg,), defines=_defines(OP=REDUCE_OPS[op], VEC=vec, HREDUCE=hreduce,
+                                                 SUBGROUPS=subgroups))
+    return (launch, (src, dst)), S
+
+
+# ---------------------------------------------------------------- softmax
+
+def _softmax_launch(name, mode, rows, cols, info, stream, subgroups, max_nv):
+    vec = 4 if cols % 4 == 0 else 1
+    C = cols // vec
+    wg_cap = _wg(1024, info)
+    wg = min(max(_pow2_ceil(_cdiv(C, 4)), 32), wg_cap)
+    nv = _pow2_ceil(_cdiv(C, wg))
+    if stream or nv > max_nv:
+        nv, wg = 0, wg_cap
+    return Launch(name=name, shader="softmax.comp", bindings=2 if mode < 2 else 3,
+                  groups=_grid(rows), push=(rows, C), spec=(wg,),
+                  defines=_defines(MODE=mode, VEC=vec, NV=nv, SUBGROUPS=subgroups))
+
+
+def plan_softmax(rows: int, cols: int, *, log: bool = False, info=None, stream: bool = False,
+                 subgroups: bool = True) -> OpPlan:
+    """y = softmax(x) (log=True: log_softmax(x)) over the last axis of [rows, cols].
+
+    Roles: "x", "y". `stream=True` forces the two-pass streaming variant (for tests).
+    """
+    _check_sizes(rows=rows, cols=cols)
+    if rows * cols == 0:
+        return OpPlan(())
+    name = "log_softmax" if log else "softmax"
+    launch = _softmax_launch(name, int(log), rows, cols, info, stream, subgroups, max_nv=8)
+    return OpPlan(((launch, ("x", "y")),))
+
+
+def plan_softmax_grad(rows: int, cols: int, *, log: bool = False, info=None,
+                      stream: bool = False, subgroups: bool = True) -> OpPlan:
+    """dx from y (the forward's output) and g = dL/dy, over the last axis of [rows, cols]:
+    softmax dx = y * (g - sum(g * y)); log_softmax dx = g - exp(y) * sum(g).
+
+    Roles: "y", "g", "dx".
+    """
+    _check_sizes(rows=rows, cols=cols)
+    if rows * cols == 0:
+        return OpPlan(())
+    name = "log_softmax_grad" if log else "softmax_grad"
+    # Backward keeps two values per element in registers: half as many as the forward.
+    launch = _softmax_launch(name, 2 + int(log), rows, cols, info, stream, subgroups, max_nv=4)
+    return OpPlan(((launch, ("y", "g", "dx")),))
+
+
+# ---------------------------------------------------------------- take and its gradient
+
+def plan_take(A: int, N: int, B: int, J: int, *, info=None) -> OpPlan:
+    """out[a, j, b] = x[a, clamp(idx[j], 0, N-1), b]. Roles: "x", "idx", "out".
+
+    Out-of-range indices are clamped (numpy's mode="clip"); Python-style negative indices must
+    be wrapped (idx + N) by the caller first.
+    """
+    _check_sizes(A=A, N=N, B=B, J=J)
+    if A * J * B == 0:
+        return OpPlan(())
+    if N == 0:
+        raise ValueError("take from an axis of length 0 with indices: nothing to clamp them to")
+    vec = 4 if B % 4 == 0 else 1
+    Bv = B // vec
+    wg = _wg(256, info)
+    total = A * J * Bv
+    launch = Launch(name="take", shader="take.comp", bindings=3,
+                    groups=_grid(_cdiv(total, wg)), push=(N, J, Bv, total), spec=(wg,),
+                    defines=_defines(VEC=vec))
+    return OpPlan(((launch, ("x", "idx", "out")),))
+
+
+_TAKE_GRAD_STAGES = (  # (stage, name, roles)
+    (0, "take_grad_clear", ("counts",)),
+    (1, "take_grad_hist", ("idx", "counts")),
+    (2, "take_grad_scan", ("counts", "offsets")),
+    (3, "take_grad_fill", ("idx", "offsets", "counts", "perm")),
+    (4, "take_grad_rank", ("idx", "offsets", "perm", "order")),
+    (5, "take_grad_accum", ("g", "offsets", "order", "dx")),
+)
+
+
+def plan_take_grad(A: int, N: int, B: int, J: int, *, info=None,
+                   subgroups: bool = True) -> OpPlan:
+    """dx[a, n, b] = sum over j with clamp(idx[j], 0, N-1) == n of g[a, j, b], summed in
+    increasing j (deterministic; no float atomics). Roles: "g", "idx", "dx"; int32 temps
+    "counts" [N], "offsets" [N+1], "perm" [J], "order" [J] (see take_grad.comp for the stages).
+    """
+    _check_sizes(A=A, N=N, B=B, J=J)
+    if A * N * B == 0:
+        return OpPlan(())
+    vec = 4 if B % 4 == 0 else 1
+    Bv = B // vec
+    wg = _wg(256, info)
+    total = A * N * Bv
+    threads = {0: N, 1: J, 3: J, 4: J, 5: total}
+    steps = []
+    for stage, name, roles in _TAKE_GRAD_STAGES:
+        if stage == 2:
+            swg, groups = _wg(1024, info), (1, 1, 1)     # one workgroup scans all of N
+        elif threads[stage] == 0:
+            continue                                    # J == 0: nothing to bucket
+        else:
+            swg, groups = wg, _grid(_cdiv(threads[stage], wg))
+        defines = dict(STAGE=stage, SUBGROUPS=subgroups)
+        if stage == 5:
+            defines["VEC"] = vec
+        steps.append((Launch(name=name, shader="take_grad.comp", bindings=len(roles),
+                             groups=groups, push=(N, J, Bv, total), spec=(swg,),
+                             defines=_defines(**defines)), roles))
+    temps = (Temp("counts", N, "int32"), Temp("offsets", N + 1, "int32"),
+             Temp("perm", max(J, 1), "int32"), Temp("order", max(J, 1), "int32"))
+    return OpPlan(tuple(steps), temps)
