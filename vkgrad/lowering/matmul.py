@@ -1,0 +1,177 @@
+"""Planner for the batched matmul kernel (vkgrad/kernels_glsl/matmul.comp).
+
+`plan_matmul` turns shapes and layout flags into a `Launch` binding three buffers (A, B, C, in
+that order): which tile variant, its specialization constants, push constants, workgroup count.
+Pure Python, no device: tested directly, and on lavapipe by tests/test_matmul.py.
+
+Variants (one shader; they differ only in specialization constants):
+
+| variant | block   | BK | per thread | K slices | threads | used for                          |
+| ------- | ------- | -- | ---------- | -------- | ------- | --------------------------------- |
+| large   | 128x128 |  8 | 16x8       | 1        | 128     | GPU, >= 192 workgroups of it      |
+| medium  | 128x64  | 16 | 8x8        | 1        | 128     | GPU, >= 96 workgroups of it       |
+| small   | 32x64   | 16 | 4x8        | 2        | 128     | GPU, smaller outputs (MLP layers) |
+| cpu     | 64x64   |  8 | 8x8        | 1        |  64     | lavapipe, where `large` would pad |
+
+Measured on an H200 (bench/NOTES_matmul.md, 2026-11-29, TFLOP/s vs cuBLAS fp32 in the same run):
+large 46.7 vs 49.9 at 4096^3 and 46.0 vs 48.5 at 2048^3; medium 36.0 vs 28.8 at 1024^3; small
+16-22 vs 11-16 on the MLP step's 256 x 784..1024 x 1024 products. On lavapipe the large tile is
+2-4x faster than small ones (fewer workgroups to switch between) and compiles in well under a
+second, so it is used there too unless its edge tiles would waste much work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .launch import Launch
+
+_MAX_GROUPS = 65535        # maxComputeWorkGroupCount: 65535 is what every target guarantees
+_U32 = 2**32
+
+
+@dataclass(frozen=True)
+class Tile:
+    bm: int
+    bn: int
+    bk: int
+    tm: int
+    tn: int
+    ks: int = 1         # K slices per workgroup (each slice: its own threads and tiles)
+    warp_x: int = 0     # 0: threads row-major over the TX x TY grid; else warp_x x 32/warp_x warps
+    phases: int = 1     # the next k step is prefetched in this many parts
+    always_prefetch: bool = False   # the last step prefetches too: a loop body without branches
+
+    @property
+    def threads(self) -> int:
+        return self.ks * self.slice_threads
+
+    @property
+    def slice_threads(self) -> int:
+        return (self.bm // self.tm) * (self.bn // self.tn)
+
+    @property
+    def shared_bytes(self) -> int:
+        tiles = self.ks * 2 * self.bk * (self.bm // 4 + 1 + self.bn // 4 + 1)
+        reduce = (self.ks - 1) * self.tm * self.tn // 4 * self.slice_threads
+        return 16 * max(tiles, reduce)
+
+    def check(self, max_shared: int = 32768) -> None:
+        t, tx, ty = self.slice_threads, self.bn // self.tn, self.bm // self.tm
+        ok = (self.tm % 4 == 0 and self.tn % 4 == 0 and self.bk % 4 == 0 and self.ks >= 1
+              and self.bm % self.tm == 0 and self.bn % self.tn == 0
+              and (self.bm * self.bk // 4) % t == 0 and (self.bn * self.bk // 4) % t == 0
+              and (self.bm * self.bk // 4) >= t and (self.bn * self.bk // 4) >= t)
+        ok = ok and self.phases >= 1 and self.bk % self.phases == 0 and \
+            (self.bm * self.bk // 4 // t) % self.phases == 0 and \
+            (self.bn * self.bk // 4 // t) % self.phases == 0
+        if ok and self.warp_x:
+            ok = (32 % self.warp_x == 0 and t % 32 == 0 and tx % self.warp_x == 0
+                  and ty % (32 // self.warp_x) == 0)
+        if not ok:
+            raise ValueError(f"matmul tile {self} is not valid: TM, TN, BK must be multiples of 4 "
+                             "dividing the block, each thread must load whole vec4s, and warps "
+                             "must tile the thread grid")
+        if self.shared_bytes > max_shared:
+            raise ValueError(f"matmul tile {self} needs {self.shared_bytes} bytes of shared "
+                             f"memory; the device has {max_shared}")
+
+
+VARIANTS = {
+    # 215 registers: 2 workgroups (8 warps) per multiprocessor. Without always_prefetch the same
+    # tile measured 41.3 TFLOP/s at 4096^3 (46.7 with it); the 8x8-per-thread, 256-thread tile
+    # of the usual recipe 39.4 (127 registers, the compiler's cap for 2 such workgroups).
+    "large": Tile(bm=128, bn=128, bk=8, tm=16, tn=8, always_prefetch=True),
+    # always_prefetch made this one slower (27 vs 39 TFLOP/s at 4096^3), so it is left off here.
+    "medium": Tile(bm=128, bn=64, bk=16, tm=8, tn=8),
+    # Few workgroups: two K slices per workgroup double the warps that hide memory latency
+    # (13.7 -> 20-22 TFLOP/s at 256x1024x1024 against one slice).
+    "small": Tile(bm=32, bn=64, bk=16, tm=4, tn=8, ks=2),
+    "cpu": Tile(bm=64, bn=64, bk=8, tm=8, tn=8),
+}
+
+# A GPU variant is used when it gives at least this many workgroups (about 1.5 and 0.75 waves on
+# a 132-multiprocessor H200); otherwise the next smaller one. The last is the fallback.
+_GPU_ORDER = (("large", 192), ("medium", 96), ("small", 0))
+
+
+def choose_variant(batch: int, m: int, n: int, device_info=None) -> str:
+    if device_info is not None and device_info.type == "CPU":
+        # lavapipe: bigger tiles run faster (fewer workgroups to switch between) but compute the
+        # padding of edge tiles too; use the large one only where it wastes little.
+        big = VARIANTS["large"]
+        padded = _ceil(m, big.bm) * big.bm * _ceil(n, big.bn) * big.bn
+        return "large" if padded <= 1.25 * max(m * n, 1) else "cpu"
+    for name, min_groups in _GPU_ORDER:
+        t = VARIANTS[name]
+        if _ceil(m, t.bm) * _ceil(n, t.bn) * batch >= min_groups:
+            return name
+    return _GPU_ORDER[-1][0]
+
+
+def plan_matmul(batch: int, m: int, k: int, n: int, transpose_a: bool, transpose_b: bool,
+                a_batch_stride: int, b_batch_stride: int, device_info=None, *,
+                variant: str | None = None, tile: Tile | None = None,
+                bake: bool = False, range_checks: bool | None = None) -> Launch:
+    """C[b] = op(A[b]) @ op(B[b]) for b < batch, fp32, row-major contiguous storage.
+
+    A is stored [m, k] ([k, m] if transpose_a), B [k, n] ([n, k] if transpose_b), C [batch, m, n].
+    Batch entry b of A starts at element b * a_batch_stride (0 broadcasts A), likewise B.
+    `variant` forces one of VARIANTS (tests, benchmarks), `tile` any valid Tile; `bake` compiles
+    the tile into the SPIR-V as defines instead of specialization constants. `range_checks`:
+    None leaves them out where m, n, k are multiples of the tile, True keeps them always.
+    """
+    for label, v in (("batch", batch), ("m", m), ("k", k), ("n", n)):
+        if int(v) != v or v < 0:
+            raise ValueError(f"matmul: {label} = {v!r} must be a non-negative integer")
+    if batch < 1:
+        raise ValueError(f"matmul: batch = {batch} must be at least 1")
+    for label, s in (("a_batch_stride", a_batch_stride), ("b_batch_stride", b_batch_stride)):
+        if int(s) != s or s < 0:
+            raise ValueError(f"matmul: {label} = {s!r} must be a non-negative integer")
+    last_a = (batch - 1) * a_batch_stride + m * k
+    last_b = (batch - 1) * b_batch_stride + k * n
+    if max(last_a, last_b, batch * m * n) >= _U32:
+        raise ValueError(f"matmul: operands of {max(last_a, last_b, batch * m * n)} elements "
+                         "exceed the kernel's 32-bit indexing")
+
+    name = variant or choose_variant(batch, m, n, device_info)
+    if tile is not None:
+        name = "custom"
+    else:
+        if name not in VARIANTS:
+            raise ValueError(f"matmul: unknown variant {name!r}; known: {', '.join(VARIANTS)}")
+        tile = VARIANTS[name]
+    tile.check(device_info.max_shared_memory if device_info is not None else 32768)
+
+    groups = (_ceil(n, tile.bn), _ceil(m, tile.bm), batch)
+    if max(groups) > _MAX_GROUPS:
+        raise ValueError(f"matmul: workgroup count {groups} exceeds {_MAX_GROUPS} in one "
+                         f"dimension (batch {batch}, m {m}, n {n})")
+    groups = tuple(max(1, g) for g in groups)
+
+    ta, tb = bool(transpose_a), bool(transpose_b)
+    # vec4 loads need the operand's contiguous dimension and its batch stride to be multiples
+    # of 4 (so every vec4 is aligned and either wholly in range or wholly out).
+    vec_a = (m if ta else k) % 4 == 0 and a_batch_stride % 4 == 0
+    vec_b = (k if tb else n) % 4 == 0 and b_batch_stride % 4 == 0
+    vec_c = n % 4 == 0
+    exact = m % tile.bm == 0 and n % tile.bn == 0 and k % (tile.bk * tile.ks) == 0 and k > 0
+    checks = True if range_checks else not exact
+    values = (tile.threads, tile.bm, tile.bn, tile.bk, tile.tm, tile.tn, ta, tb, vec_a, vec_b,
+              vec_c, tile.ks, tile.warp_x, tile.phases, checks, tile.always_prefetch)
+    if bake:
+        keys = ("MM_BM", "MM_BN", "MM_BK", "MM_TM", "MM_TN", "MM_TRANS_A", "MM_TRANS_B",
+                "MM_VEC_A", "MM_VEC_B", "MM_VEC_C", "MM_KS", "MM_WARP_X", "MM_PHASES", "MM_CHECK",
+                "MM_ALWAYS_PREFETCH")
+        defines = (("VKGRAD_BAKE_SPEC", 1),) + tuple(
+            (key, str(v).lower() if isinstance(v, bool) else v) for key, v in zip(keys, values[1:]))
+        spec = ()
+    else:
+        defines, spec = (), values
+    return Launch(name=f"matmul_{name}", shader="matmul.comp", bindings=3, groups=groups,
+                  push=(m, n, k, a_batch_stride, b_batch_stride), spec=spec, defines=defines)
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
