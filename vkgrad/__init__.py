@@ -30,3 +30,6 @@ __all__ = ["grad", "value_and_grad", "vjp", "jvp", "make_ir", "trace", "check_gr
            "VkgradError", "ArgumentError", "ConcretizationError", "DTypeError", "GradError",
            "GradientCheckError", "IRError", "LeakedTracerError", "MissingRuleError",
            "ShapeError", "VkgradIndexError"]
+
+from vkgrad.array import Array, DeletedArrayError  # noqa: E402
+from vkgrad.jit import default_backend, fallbacks, jit, profile  # noqa: E402

@@ -28,7 +28,7 @@ import numpy as _np
 from vkgrad.errors import DTypeError, ShapeError, VkgradIndexError
 from vkgrad.ir import primitives as P
 from vkgrad.ir.core import canonical_dtype, is_float, np_dtype, type_str
-from vkgrad.tracer.core import Tracer, user_source
+from vkgrad.tracer.core import ArrayOps, Tracer, user_source
 
 float32, float64, int32, bool_ = _np.float32, _np.float64, _np.int32, _np.bool_
 pi, e, inf, nan = _np.pi, _np.e, _np.inf, _np.nan
@@ -45,8 +45,8 @@ def _is_weak(x) -> bool:
 
 
 def _dtype_of(x) -> str | None:
-    if isinstance(x, Tracer):
-        return x._var.dtype
+    if isinstance(x, ArrayOps):   # a tracer, or a vkgrad.Array on a device
+        return x.aval.dtype
     if isinstance(x, (_np.ndarray, _np.generic)):
         return canonical_dtype(x.dtype)
     return None
@@ -82,7 +82,7 @@ def _to_dtype_name(dtype) -> str:
 def asarray(x, dtype=None):
     """An array for x: tracers stay tracers; Python data becomes a numpy array (float32 for
     Python floats); numpy arrays keep their dtype (other ints -> int32)."""
-    if isinstance(x, Tracer):
+    if isinstance(x, ArrayOps):
         out = x
     elif isinstance(x, (list, tuple)):
         if _contains_tracer(x):
@@ -117,20 +117,20 @@ def _leaves_of(x):
 
 
 def _contains_tracer(x) -> bool:
-    return builtins.any(isinstance(v, Tracer) for v in _leaves_of(x))
+    return builtins.any(isinstance(v, ArrayOps) for v in _leaves_of(x))
 
 
 def astype(x, dtype):
     dt = _to_dtype_name(dtype)
     x = asarray(x)
-    if isinstance(x, Tracer):
-        return P.convert(x, dt)
+    if isinstance(x, ArrayOps):
+        return x if x.aval.dtype == dt else P.convert(x, dt)
     return x if x.dtype == np_dtype(dt) else P.convert(x, dt)
 
 
 def _promote(x, dt: str):
     """x as dtype dt: tracers get a convert eqn, constants are cast now."""
-    if isinstance(x, Tracer):
+    if isinstance(x, ArrayOps):
         return P.convert(x, dt)
     if _is_weak(x):
         return np_dtype(dt).type(x)
@@ -139,7 +139,7 @@ def _promote(x, dt: str):
 
 
 def _args(*xs):
-    return [x if isinstance(x, Tracer) or _is_weak(x) else asarray(x) for x in xs]
+    return [x if isinstance(x, ArrayOps) or _is_weak(x) else asarray(x) for x in xs]
 
 
 def _binary(fn, x, y, floating=False, arith=True):
@@ -575,7 +575,7 @@ def _getitem(x, key):
     for k in key:
         if k is None or k is Ellipsis or isinstance(k, slice) or _is_int(k):
             entries.append(k)
-        elif isinstance(k, (Tracer, _np.ndarray, list)):
+        elif isinstance(k, (ArrayOps, _np.ndarray, list)):
             entries.append(("array", k))
         else:
             raise VkgradIndexError(f"unsupported index {k!r} of type {type(k).__name__}: use "

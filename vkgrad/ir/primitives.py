@@ -35,22 +35,22 @@ from vkgrad.ir.core import (ALL_DTYPES, FLOAT_DTYPES, NUMERIC_DTYPES, Primitive,
 from vkgrad.ir.interpreter import impls
 from vkgrad.ir.printer import param_defaults
 from vkgrad.lowering.rules import glsl_elementwise
-from vkgrad.tracer.core import Tracer
+from vkgrad.tracer.core import ArrayOps
 
 # ----------------------------------------------------------------------------------- helpers
 
 
 def _dt(x) -> str | None:
     """dtype name of an operand; None for a (weakly typed) Python scalar."""
-    if isinstance(x, Tracer):
-        return x._var.dtype
+    if isinstance(x, ArrayOps):   # a tracer, or a vkgrad.Array on a device
+        return x.aval.dtype
     if isinstance(x, (np.ndarray, np.generic)):
         return canonical_dtype(x.dtype)
     return None
 
 
 def _shape(x) -> tuple:
-    return x.shape if isinstance(x, Tracer) else np.shape(x)
+    return x.shape if isinstance(x, ArrayOps) else np.shape(x)
 
 
 def _coerce(*xs):

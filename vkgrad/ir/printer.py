@@ -61,7 +61,8 @@ def format_param(v) -> str:
 
 def format_params(prim, params) -> str:
     defaults = param_defaults.get(prim, {})
-    shown = [(k, v) for k, v in params.items() if not (k in defaults and defaults[k] == v)]
+    shown = [(k, v) for k, v in params.items()
+             if not (k in defaults and defaults[k] == v) and not isinstance(v, Program)]
     if not shown:
         return ""
     return "[" + ", ".join(f"{k}={format_param(v)}" for k, v in shown) + "]"
@@ -93,18 +94,30 @@ def print_program(program: Program, *, source: bool = False) -> str:
         vals = ("..." if arr.size > CONST_PRINT_LIMIT else
                 "[" + ", ".join(format_scalar(x, v.dtype) for x in arr.reshape(-1).tolist()) + "]")
         lines.append(f"  {name.define(v)}: {type_str(v.shape, v.dtype)} = const {vals}")
-    phase = "fwd"
-    for e in program.eqns:
-        if e.phase != phase:
-            lines.append("  " + (BACKWARD_MARKER if e.phase == "bwd" else "# ---- forward ----"))
-            phase = e.phase
-        args = ", ".join(name(x) for x in e.inputs)
-        lhs = ", ".join(f"{name.define(o)}: {type_str(o.shape, o.dtype)}" for o in e.outputs)
-        line = f"  {lhs} = {e.prim.name}{format_params(e.prim, e.params)}"
-        line += f" {args}" if args else ""
-        if source and e.source:
-            line = f"{line.ljust(_SOURCE_COLUMN)}  # {e.source}"
-        lines.append(line)
+    _print_eqns(program.eqns, name, lines, source, "  ")
     lines.append(f"  return {', '.join(name(o) for o in program.outputs)}")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _print_eqns(eqns, name: _Namer, lines: list, source: bool, indent: str) -> None:
+    """One line per eqn. An eqn with a sub-program (a `fused` body) is followed by the body's
+    eqns in braces, indented, in the same numbering: the body reads the outer values by their
+    names, and its results are the eqn's outputs."""
+    phase = "fwd"
+    for e in eqns:
+        if e.phase != phase:
+            lines.append(indent + (BACKWARD_MARKER if e.phase == "bwd" else "# ---- forward ----"))
+            phase = e.phase
+        args = ", ".join(name(x) for x in e.inputs)
+        lhs = ", ".join(f"{name.names.get(o) or name.define(o)}: {type_str(o.shape, o.dtype)}"
+                        for o in e.outputs)
+        line = f"{indent}{lhs} = {e.prim.name}{format_params(e.prim, e.params)}"
+        line += f" {args}" if args else ""
+        bodies = [v for _, v in e.params.items() if isinstance(v, Program)]
+        if source and e.source:
+            line = f"{line.ljust(_SOURCE_COLUMN)}  # {e.source}"
+        lines.append(line + (" {" if bodies else ""))
+        for body in bodies:
+            _print_eqns(body.eqns, name, lines, source, indent + "    ")
+            lines.append(indent + "}")

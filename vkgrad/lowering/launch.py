@@ -26,10 +26,15 @@ class Launch:
         return "\n" not in self.shader and self.shader.endswith(".comp")
 
 
-def dispatch(device, launch: Launch, buffers) -> Dispatch:
+def kernel_of(device, launch: Launch):
+    """The launch's pipeline on `device`: SPIR-V and pipeline are each built once and cached."""
     defines = dict(launch.defines)
     spirv = (compile_file(launch.shader, defines) if launch.is_file
              else compile_glsl(launch.shader, defines, name=launch.name))
-    kernel = device.kernel(spirv, bindings=launch.bindings, push_words=len(launch.push),
-                           spec=launch.spec, name=launch.name)
-    return Dispatch(kernel, tuple(buffers), tuple(int(g) for g in launch.groups), tuple(launch.push))
+    return device.kernel(spirv, bindings=launch.bindings, push_words=len(launch.push),
+                         spec=launch.spec, name=launch.name)
+
+
+def dispatch(device, launch: Launch, buffers) -> Dispatch:
+    return Dispatch(kernel_of(device, launch), tuple(buffers),
+                    tuple(int(g) for g in launch.groups), tuple(launch.push))

@@ -114,6 +114,8 @@ class Trace:
                 hit = (x, Var(x._var.shape, x._var.dtype))
                 self.captured[id(x)] = hit
             return hit[1]
+        if isinstance(x, ArrayOps):   # a concrete vkgrad.Array used inside a trace: a const
+            x = np.asarray(x)
         # numpy scalars first: np.float64 is a subclass of Python's float
         if isinstance(x, np.generic) or (isinstance(x, np.ndarray) and x.ndim == 0):
             return Literal(x.item(), canonical_dtype(x.dtype))
@@ -225,6 +227,8 @@ def eval_eager(prim, args, params):
 def _concrete(x):
     if isinstance(x, Tracer):
         raise leaked_error(x)
+    if isinstance(x, ArrayOps):   # a vkgrad.Array: the eager backend decides where it runs
+        return x
     if isinstance(x, (np.ndarray, np.generic)):   # before float: np.float64 is a float
         dt = canonical_dtype(x.dtype)
         return x if x.dtype == np_dtype(dt) else np.asarray(x, dtype=np_dtype(dt))
@@ -279,42 +283,29 @@ def _op(name, reflected=False):
     return method
 
 
-class Tracer:
-    """A value being traced: an abstract array (shape, dtype) standing for `_var` in `_trace`.
-    Behaves like a numpy array under operators, indexing and the common methods; asking for
-    its concrete value raises a ConcretizationError that says what to do instead."""
+class ArrayOps:
+    """What an array value does under Python's operators and numpy's method names, through
+    vkgrad.numpy: shared by Tracer (traced values) and vkgrad.Array (concrete device values).
+    Subclasses provide `aval` (a TensorType)."""
 
-    __slots__ = ("_trace", "_var", "_source")
-    __array_priority__ = 1000   # ndarray (op) Tracer defers to the Tracer
-
-    def __init__(self, trace: Trace, var: Var, source: str | None):
-        self._trace = trace
-        self._var = var
-        self._source = source
+    __slots__ = ()
 
     # --- the abstract value
     @property
-    def aval(self) -> TensorType:
-        return self._var.type
-
-    @property
     def shape(self) -> tuple:
-        return self._var.shape
+        return self.aval.shape
 
     @property
     def dtype(self) -> np.dtype:
-        return np_dtype(self._var.dtype)
+        return np_dtype(self.aval.dtype)
 
     @property
     def ndim(self) -> int:
-        return len(self._var.shape)
+        return len(self.aval.shape)
 
     @property
     def size(self) -> int:
-        return int(np.prod(self._var.shape, dtype=np.int64))
-
-    def __repr__(self) -> str:
-        return f"Traced<{type_str(self._var.shape, self._var.dtype)}>"
+        return int(np.prod(self.aval.shape, dtype=np.int64))
 
     # --- operators (numpy semantics, through vkgrad.numpy)
     __add__, __radd__ = _op("add"), _op("add", True)
@@ -347,12 +338,12 @@ class Tracer:
 
     def __len__(self) -> int:
         if not self.shape:
-            raise ArgumentError("len() of a 0-d traced value", source=user_source())
+            raise ArgumentError("len() of a 0-d array", source=user_source())
         return self.shape[0]
 
     def __iter__(self):
         if not self.shape:
-            raise ArgumentError("iteration over a 0-d traced value", source=user_source())
+            raise ArgumentError("iteration over a 0-d array", source=user_source())
         return (self[i] for i in range(self.shape[0]))
 
     # --- methods numpy arrays have
@@ -400,6 +391,27 @@ class Tracer:
 
     def dot(self, other):
         return _vnp().dot(self, other)
+
+
+class Tracer(ArrayOps):
+    """A value being traced: an abstract array (shape, dtype) standing for `_var` in `_trace`.
+    Behaves like a numpy array under operators, indexing and the common methods; asking for
+    its concrete value raises a ConcretizationError that says what to do instead."""
+
+    __slots__ = ("_trace", "_var", "_source")
+    __array_priority__ = 1000   # ndarray (op) Tracer defers to the Tracer
+
+    def __init__(self, trace: Trace, var: Var, source: str | None):
+        self._trace = trace
+        self._var = var
+        self._source = source
+
+    @property
+    def aval(self) -> TensorType:
+        return self._var.type
+
+    def __repr__(self) -> str:
+        return f"Traced<{type_str(self._var.shape, self._var.dtype)}>"
 
     # --- numpy interop: np.exp(tracer) works, np.asarray(tracer) cannot
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
@@ -470,7 +482,7 @@ class ShapeDtype:
 
 def abstract_leaf(x, where: str, allow_spec: bool = False) -> TensorType:
     """The type of an argument leaf, or an ArgumentError in the user's terms."""
-    if isinstance(x, Tracer):
+    if isinstance(x, ArrayOps):   # a tracer, or a vkgrad.Array
         return x.aval
     if isinstance(x, (np.ndarray, np.generic)):   # before float: np.float64 is a float
         try:

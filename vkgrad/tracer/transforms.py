@@ -26,7 +26,7 @@ from vkgrad.ir.autodiff import grad_program, jvp_program, vjp_program
 from vkgrad.ir.core import Program, is_float, np_dtype, type_str
 from vkgrad.ir.passes import optimize
 from vkgrad.ir.verifier import checked
-from vkgrad.tracer.core import (Tracer, abstract_leaf, current_trace, eval_program, new_trace,
+from vkgrad.tracer.core import (ArrayOps, Tracer, abstract_leaf, current_trace, eval_program, new_trace,
                                 user_source)
 from vkgrad.tracer.pytree import TreeDef, tree_flatten, tree_map, tree_unflatten
 
@@ -114,7 +114,7 @@ def _final() -> bool:
 
 
 def _to_user(x):
-    return x if isinstance(x, Tracer) or x is None else np.asarray(x)
+    return x if isinstance(x, ArrayOps) or x is None else np.asarray(x)
 
 
 def make_ir(fun, static_argnums=()):
@@ -236,7 +236,7 @@ def vjp(fun, *primals, has_aux=False):
                 raise ArgumentError(f"cotangent {j} for vjp_fn of {name} has shape "
                                     f"{tuple(np.shape(c))}, the result has "
                                     f"{type_str(o.shape, o.dtype)}", source=user_source())
-            ct_vals.append(c if isinstance(c, Tracer) and c._var.dtype == o.dtype else
+            ct_vals.append(c if isinstance(c, ArrayOps) and c.aval.dtype == o.dtype else
                            _cast(c, o.dtype))
         prog = optimize(joint, final=_final())
         res = eval_program(prog, tr.args + ct_vals)[len(tr.program.outputs):]
@@ -248,7 +248,7 @@ def vjp(fun, *primals, has_aux=False):
 
 
 def _cast(x, dtype):
-    if isinstance(x, Tracer):
+    if isinstance(x, ArrayOps):
         from vkgrad.ir.primitives import convert
         return convert(x, dtype)
     return np.asarray(x, dtype=np_dtype(dtype))

@@ -1,0 +1,260 @@
+"""Fused Program -> Lowered: the kernels to dispatch, in order, and the buffers they use.
+
+Each `fused` eqn becomes one generated kernel (vkgrad/lowering/elementwise.py); every other eqn
+goes through `kernel_rules[prim]`, which maps it onto a hand-written kernel's planner
+(matmul.py, kernels.py) and says which of its values play which role. A standalone `reshape` is
+an alias: a second name for its operand's buffer (the layout is row-major, so it is exact).
+
+Memory planning: every materialized value gets a buffer *slot*. Inputs, consts and what the
+program returns (through aliases) get their own slots; intermediates and kernel temporaries
+share scratch slots of equal size and dtype whenever their lifetimes (first write .. last read,
+in dispatch order) do not overlap.
+
+A program the kernels cannot run raises `Unsupported(reason)`; the jit then runs the WHOLE
+program on the numpy interpreter (never op by op) and counts the reason.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from vkgrad.errors import VkgradError
+from vkgrad.ir import primitives as P
+from vkgrad.ir.core import Literal, Program, Var
+from vkgrad.ir.passes.fuse import fused_p
+from vkgrad.lowering import elementwise
+from vkgrad.lowering.kernels import (OpPlan, plan_reduce, plan_softmax, plan_softmax_grad,
+                                     plan_take, plan_take_grad)
+from vkgrad.lowering.launch import Launch
+from vkgrad.lowering.matmul import plan_matmul
+
+
+class Unsupported(VkgradError):
+    """This program cannot run on the Vulkan kernels; `reason` says why in a few words."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+# ----------------------------------------------------------------------------- kernel rules
+# prim -> rule(eqn, device_info) -> (OpPlan, {role: Var}); roles not in the map are temps.
+
+def _need_f32(e, *xs):
+    for x in xs:
+        if x.dtype != "f32":
+            raise Unsupported(f"{e.prim.name} of {x.dtype} (the kernel computes in f32)")
+
+
+def _matmul(e, info):
+    a, b = e.inputs
+    c = e.out
+    _need_f32(e, a, b)
+    ta, tb = e.params["transpose_a"], e.params["transpose_b"]
+    batch = c.shape[0] if c.ndim == 3 else 1
+    m, n = c.shape[-2:]
+    k = a.shape[-2] if ta else a.shape[-1]
+    launch = plan_matmul(batch, m, k, n, ta, tb, m * k if a.ndim == 3 else 0,
+                         k * n if b.ndim == 3 else 0, info)
+    return OpPlan(((launch, ("a", "b", "c")),)), {"a": a, "b": b, "c": c}
+
+
+def _reduction(op):
+    def rule(e, info):
+        x = e.inputs[0]
+        _need_f32(e, x)
+        axes = e.params["axes"]
+        a0 = axes[0] if axes else x.ndim
+        a1 = a0 + len(axes)
+        plan = plan_reduce(op, math.prod(x.shape[:a0]), math.prod(x.shape[a0:a1]),
+                           math.prod(x.shape[a1:]), info=info)
+        return plan, {"x": x, "out": e.out}
+    return rule
+
+
+def _softmax(log):
+    def rule(e, info):
+        x = e.inputs[0]
+        _need_f32(e, x)
+        plan = plan_softmax(math.prod(x.shape[:-1]), x.shape[-1], log=log, info=info)
+        return plan, {"x": x, "y": e.out}
+    return rule
+
+
+def _softmax_bwd(log):
+    def rule(e, info):
+        y, g = e.inputs
+        _need_f32(e, y, g)
+        plan = plan_softmax_grad(math.prod(y.shape[:-1]), y.shape[-1], log=log, info=info)
+        return plan, {"y": y, "g": g, "dx": e.out}
+    return rule
+
+
+def _take(e, info):
+    x, idx = e.inputs
+    _need_f32(e, x)
+    ax = e.params["axis"]
+    plan = plan_take(math.prod(x.shape[:ax]), x.shape[ax], math.prod(x.shape[ax + 1:]),
+                     math.prod(idx.shape), info=info)
+    return plan, {"x": x, "idx": idx, "out": e.out}
+
+
+def _scatter_add(e, info):
+    g, idx = e.inputs
+    _need_f32(e, g)
+    ax, shape = e.params["axis"], e.params["shape"]
+    plan = plan_take_grad(math.prod(shape[:ax]), shape[ax], math.prod(shape[ax + 1:]),
+                          math.prod(idx.shape), info=info)
+    return plan, {"g": g, "idx": idx, "dx": e.out}
+
+
+kernel_rules = {
+    P.matmul_p: _matmul,
+    P.reduce_sum_p: _reduction("sum"),
+    P.reduce_max_p: _reduction("max"),
+    P.reduce_min_p: _reduction("min"),
+    P.softmax_p: _softmax(False),
+    P.log_softmax_p: _softmax(True),
+    P.softmax_bwd_p: _softmax_bwd(False),
+    P.log_softmax_bwd_p: _softmax_bwd(True),
+    P.take_p: _take,
+    P.scatter_add_p: _scatter_add,
+}
+
+
+# ----------------------------------------------------------------------------- the plan
+
+@dataclass
+class Slot:
+    size: int
+    dtype: str          # IR dtype name
+    kind: str           # "input" | "const" | "output" | "scratch"
+
+
+@dataclass
+class Step:
+    """One dispatch: a launch and the slot bound at each of its bindings."""
+    launch: Launch
+    slots: tuple
+    eqn: object                  # the eqn it computes (for profiles)
+    reads: tuple                 # slots read
+    writes: tuple                # slots written
+    in_place_ok: frozenset = frozenset()   # slots read only at the thread's own element
+
+
+@dataclass
+class Lowered:
+    program: Program             # the fused program this was lowered from
+    steps: list
+    slots: list                  # Slot per slot id
+    input_slots: list            # per program input
+    output_slots: list           # per program output: slot id, or None (a literal)
+    const_values: dict = field(default_factory=dict)   # slot id -> ndarray
+
+    def text(self) -> str:
+        """The lowered stage, one line per dispatch (what `as_text(stage="lowered")` shows)."""
+        lines = [f"lowered {self.program.name}: {len(self.steps)} dispatches, "
+                 f"{len(self.slots)} buffers"]
+        for i, s in enumerate(self.slots):
+            lines.append(f"  b{i}: {s.dtype}[{s.size}] {s.kind}")
+        for i, st in enumerate(self.steps):
+            g = "x".join(map(str, st.launch.groups))
+            lines.append(f"  k{i}: {st.launch.name:<14} ({', '.join(f'b{s}' for s in st.slots)})"
+                         f"  groups {g}")
+        outs = ", ".join("literal" if s is None else f"b{s}" for s in self.output_slots)
+        lines.append(f"  return {outs}")
+        return "\n".join(lines) + "\n"
+
+
+def lower(program: Program, info=None) -> Lowered:
+    for v in list(program.inputs) + [o for o in program.outputs if isinstance(o, Var)]:
+        if not elementwise.supports(v.dtype):
+            raise Unsupported(f"{v.dtype} values (the Vulkan kernels compute in f32, i32, bool)")
+    alias = {}                   # reshape output -> the value whose buffer it shares
+    for e in program.eqns:
+        if e.prim is P.reshape_p:
+            alias[e.out] = alias.get(e.inputs[0], e.inputs[0])
+    root = lambda v: alias.get(v, v)
+
+    slot_of: dict = {}
+    slots: list[Slot] = []
+
+    def new_slot(v, kind):
+        slots.append(Slot(max(1, math.prod(v.shape)), v.dtype, kind))
+        return len(slots) - 1
+
+    input_slots = [new_slot(v, "input") for v in program.inputs]
+    slot_of.update(zip(program.inputs, input_slots))
+    const_values = {}
+    for v, arr in program.consts:
+        slot_of[v] = new_slot(v, "const")
+        const_values[slot_of[v]] = arr
+    exposed = {root(o) for o in program.outputs if isinstance(o, Var)}
+    for v in exposed:
+        if v not in slot_of:
+            slot_of[v] = new_slot(v, "output")
+
+    # Steps, with values not yet given slots named by Var (scratch, planned below).
+    raw = []   # (launch, [Var | ("temp", n)], eqn, reads, writes, in_place)
+    n_temps = 0
+    temp_specs = {}
+    for e in program.eqns:
+        if e.prim is P.reshape_p:
+            continue
+        if e.prim is fused_p:
+            body = e.params["body"]
+            for v in (*body.inputs, *body.outputs, *(o for b in body.eqns for o in b.outputs)):
+                if not elementwise.supports(v.dtype):
+                    raise Unsupported(f"{v.dtype} values in an elementwise kernel")
+            launch, identity = elementwise.generate(body, f"fused_{len(raw)}")
+            ins = [root(x) for x in e.inputs]
+            raw.append((launch, ins + list(e.outputs), e, ins, list(e.outputs),
+                        {root(x) for x, ok in identity.items() if ok}))
+            continue
+        rule = kernel_rules.get(e.prim)
+        if rule is None:
+            raise Unsupported(f"no Vulkan kernel for '{e.prim.name}'")
+        plan, roles = rule(e, info)
+        local = {}
+        for t in plan.temps:
+            key = ("temp", n_temps)
+            n_temps += 1
+            temp_specs[key] = Var((t.size,), "f32" if t.dtype == "float32" else "i32")
+            local[t.role] = key
+        for launch, role_names in plan.steps:
+            refs = [root(roles[r]) if r in roles else local[r] for r in role_names]
+            ins = [root(x) for x in e.inputs if isinstance(x, Var)]
+            outs = list(e.outputs)
+            temps = [r for r in refs if isinstance(r, tuple)]
+            raw.append((launch, refs, e, ins + temps, outs + temps, set()))
+
+    # Liveness of scratch values: first and last step touching them.
+    first, last = {}, {}
+    for i, (_, refs, *_rest) in enumerate(raw):
+        for r in refs:
+            first.setdefault(r, i)
+            last[r] = i
+    free: dict = {}
+    release_at: dict = {}
+    for i, (_, refs, *_rest) in enumerate(raw):
+        for r in refs:
+            if r in slot_of or first[r] != i:
+                continue
+            v = temp_specs.get(r, r)
+            key = (max(1, math.prod(v.shape)), v.dtype)
+            if free.get(key):
+                slot_of[r] = free[key].pop()
+            else:
+                slot_of[r] = new_slot(v, "scratch")
+            release_at.setdefault(last[r], []).append((key, slot_of[r]))
+        for key, s in release_at.pop(i, []):
+            free.setdefault(key, []).append(s)
+
+    steps = []
+    for launch, refs, e, reads, writes, in_place in raw:
+        steps.append(Step(launch, tuple(slot_of[r] for r in refs), e,
+                          tuple(slot_of[r] for r in reads), tuple(slot_of[r] for r in writes),
+                          frozenset(slot_of[r] for r in in_place)))
+    output_slots = [None if isinstance(o, Literal) else slot_of[root(o)] for o in program.outputs]
+    return Lowered(program, steps, slots, input_slots, output_slots, const_values)
