@@ -254,12 +254,10 @@ class Compiled:
         if self.lowered:
             lw = self.lowered
             st.update(dispatches=len(lw.steps),
-                      fused_kernels=sum(1 for s in lw.steps if s.launch.name.startswith("fused")),
                       buffers=len(lw.slots),
                       scratch_bytes=sum(s.size * 4 for s in lw.slots if s.kind == "scratch"),
-                      kernels=dict(collections.Counter(s.launch.name.split("_")[0]
-                                                       if s.launch.name.startswith("fused")
-                                                       else s.launch.name for s in lw.steps)))
+                      # dispatches per primitive ("fused" = generated elementwise kernels)
+                      kernels=dict(collections.Counter(s.eqn.prim.name for s in lw.steps)))
         return st
 
 
@@ -307,6 +305,16 @@ class VulkanRunner:
             kernel_of(device, st.launch)
         self.donation = plan_donation(lowered, donated)
         self.donated = donated
+        # Small results (a loss) live in buffers of this program and come back to the host
+        # inside the call's submission: the returned Array is host data, so no live Array pins
+        # a device buffer and every call binds the same buffers (one recorded sequence).
+        self.host_outputs = set()
+        for slot in dict.fromkeys(lowered.output_slots):
+            s = lowered.slots[slot] if slot is not None else None
+            if s and s.kind == "output" and s.size <= EAGER_DOWNLOAD_ELEMENTS \
+                    and slot not in self.donation:
+                self.fixed[slot] = device.buffer(s.size, np_dtype(s.dtype), "device")
+                self.host_outputs.add(slot)
         self.variants: collections.OrderedDict = collections.OrderedDict()
         self.timestamps = False
 
@@ -362,7 +370,7 @@ class VulkanRunner:
         lw = self.lowered
         binding, uploads, owned_in, out_owned = self.bind(leaves, donate)
         ex = self.executable(binding, timestamps)
-        small = []
+        small = [self.fixed[s] for s in self.host_outputs]
         for slot, owned in out_owned.items():
             if lw.slots[slot].size <= EAGER_DOWNLOAD_ELEMENTS and owned.buffer not in small:
                 small.append(owned.buffer)
@@ -377,6 +385,9 @@ class VulkanRunner:
                 outs.append(Array(TensorType((), o.dtype), host=o.array()))
                 continue
             aval = TensorType(o.shape, o.dtype)
+            if slot in self.host_outputs:
+                outs.append(Array(aval, host=self.fixed[slot].read_staging()[: math.prod(o.shape)]))
+                continue
             if slot in self.fixed:   # a const returned as is
                 outs.append(Array(aval, host=lw.const_values[slot]))
                 continue
@@ -390,30 +401,43 @@ class VulkanRunner:
 def plan_donation(lowered: Lowered, donated: set) -> dict:
     """output slot -> donated input index whose buffer the output may overwrite: the output's
     first write comes after the input's last read, or in that same dispatch when it reads the
-    input only at the thread's own element (an elementwise update in place)."""
+    input only at the thread's own element (an elementwise update in place). A writer that
+    comes too early is moved after the last reader when nothing in between touches what it
+    reads or writes (lowered.steps is reordered in place; kernels of one fusion height are
+    independent, so this is common: the Adam step count is updated after the parameters)."""
     plan, taken = {}, set()
     steps = lowered.steps
     for i in sorted(donated):
         si = lowered.input_slots[i]
         if si in lowered.output_slots:
             continue
-        reads = [k for k, st in enumerate(steps) if si in st.reads]
-        last_read = max(reads, default=-1)
         for so in dict.fromkeys(lowered.output_slots):
             if so is None or so in taken or lowered.slots[so].kind != "output":
                 continue
             if (lowered.slots[so].size, lowered.slots[so].dtype) != \
                     (lowered.slots[si].size, lowered.slots[si].dtype):
                 continue
-            writes = [k for k, st in enumerate(steps) if so in st.writes]
-            if not writes:
+            last_read = max((k for k, st in enumerate(steps) if si in st.reads), default=-1)
+            w = next((k for k, st in enumerate(steps) if so in st.writes), None)
+            if w is None:
                 continue
-            w = writes[0]
+            if w < last_read and _can_move_after(steps, w, last_read):
+                steps.insert(last_read, steps.pop(w))
+                w = last_read
             if w > last_read or (w == last_read and si in steps[w].in_place_ok):
                 plan[so] = i
                 taken.add(so)
                 break
     return plan
+
+
+def _can_move_after(steps, w, r) -> bool:
+    """Can steps[w] run after steps[w+1..r] instead of before them?"""
+    mine = steps[w]
+    for st in steps[w + 1: r + 1]:
+        if set(mine.writes) & (set(st.reads) | set(st.writes)) or set(mine.reads) & set(st.writes):
+            return False
+    return True
 
 
 # ----------------------------------------------------------------------------- eager ops

@@ -9,9 +9,12 @@ The rule, as in XLA's loop fusion, with measured reason: a training step is memo
 its matmuls, so an intermediate that never leaves registers is the win (DESIGN.md):
   * a fusible value is *materialized* (written to memory) only when a kernel eqn reads it or the
     program returns it; otherwise it is recomputed inline by every fused kernel that needs it;
-  * materialized values of one shape that sit at the same *level* (1 + the deepest level of the
-    materialized values they read) share one kernel: equal levels cannot depend on each other,
-    so merging them never makes a cycle. An Adam update (new param, new m, new v) is one kernel.
+  * kernels run as late as possible: a kernel's *height* is 0 when no other kernel reads its
+    results, else one more than the highest kernel that does; they run in order of decreasing
+    height. Materialized values of one shape at the same height share one kernel: equal heights
+    cannot depend on each other, so merging never makes a cycle. An Adam update (new param,
+    new m, new v) is one kernel, and it runs after every read of the old parameter, so a
+    donated parameter can be updated in place.
   * a reshape of a value that is materialized anyway is an alias, not a kernel: it stays a plain
     `reshape` eqn, which the lowering turns into a second view of the same buffer.
 
@@ -57,31 +60,35 @@ class Fuse(Pass):
                    and (materialized(producer[r].inputs[0]) or producer[r].inputs[0] in roots)}
         roots = [r for r in roots if r not in aliases]
 
-        level: dict = {}   # materialized value -> level
+        # Height of each kernel: 0 if nothing reads its results from memory, else one more than
+        # the highest kernel that does (program order is topological, so walk it backwards).
+        # Reshape aliases are transparent: whoever reads the alias reads its source.
+        def source(v):
+            while v in aliases:
+                v = producer[v].inputs[0]
+            return v
 
-        def level_of(v):
-            if v in aliases:
-                return level_of(producer[v].inputs[0])
-            return level.get(v, 0)   # program inputs and consts: 0
-
-        cones = {}
-        position = {e: i for i, e in enumerate(eqns)}
-        for e in eqns:   # program order is topological, so operands' levels are known
+        need: dict = {}     # materialized value -> 1 + height of its highest reader
+        height: dict = {}   # kernel eqn (or root's eqn) -> height
+        cones, position = {}, {e: i for i, e in enumerate(eqns)}
+        for e in reversed(eqns):
+            if e in fusible and e.out not in roots:
+                continue
             if e in fusible:
-                if e.out in roots:
-                    cone, leaves = _cone(e, fusible, producer)
-                    cones[e.out] = cone
-                    level[e.out] = 1 + max((level_of(x) for x in leaves), default=0)
+                cone, leaves = _cone(e, fusible, producer)
+                cones[e.out] = cone
             else:
-                lv = 1 + max((level_of(x) for x in e.inputs if isinstance(x, Var)), default=0)
-                for o in e.outputs:
-                    level[o] = lv
+                leaves = [x for x in e.inputs if isinstance(x, Var)]
+            h = height[e] = max((need.get(o, 0) for o in e.outputs), default=0)
+            for x in leaves:
+                x = source(x)
+                need[x] = max(need.get(x, 0), h + 1)
 
         groups: dict = {}
         for r in roots:
-            groups.setdefault((level[r], r.shape), []).append(r)
-        scheduled = []   # (level, position, eqn)
-        for (lv, _), rs in groups.items():
+            groups.setdefault((height[producer[r]], r.shape), []).append(r)
+        scheduled = []   # (height, position, eqn)
+        for (h, _), rs in groups.items():
             body_eqns = sorted(set().union(*(cones[r] for r in rs)), key=position.__getitem__)
             defined = {o for e in body_eqns for o in e.outputs}
             inputs = []
@@ -93,13 +100,15 @@ class Fuse(Pass):
             first = producer[rs[0]]
             fe = Eqn(fused_p, tuple(inputs), Params(body=body), tuple(rs), first.source,
                      first.phase)
-            scheduled.append((lv, min(position[producer[r]] for r in rs), fe))
+            scheduled.append((h, min(position[producer[r]] for r in rs), fe))
         for e in eqns:
             if e not in fusible:
-                scheduled.append((level[e.outputs[0]], position[e], e))
-            elif e.out in aliases:
-                scheduled.append((level_of(e.out), position[e], e))
-        scheduled.sort(key=lambda t: (t[0], t[1]))
+                scheduled.append((height[e], position[e], e))
+            elif e.out in aliases:   # right after its source's kernel
+                src = producer.get(source(e.out))
+                scheduled.append((height.get(src, max(height.values(), default=0) + 1),
+                                  position[e], e))
+        scheduled.sort(key=lambda t: (-t[0], t[1]))
         return program.replace(eqns=tuple(e for _, _, e in scheduled))
 
 

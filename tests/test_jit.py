@@ -1,0 +1,213 @@
+"""vg.jit on Vulkan: training steps, residency, submission counts, the cache, donation, fallback."""
+
+import numpy as np
+import pytest
+
+import vkgrad as vg
+import vkgrad.numpy as vnp
+from vkgrad.runtime import counters
+
+RNG = np.random.default_rng(7)
+D_IN, D_H, D_OUT, BATCH = 20, 33, 7, 16
+
+
+def init_params(rng):
+    return {"w1": (rng.standard_normal((D_IN, D_H)) * 0.3).astype(np.float32),
+            "b1": np.zeros(D_H, np.float32),
+            "w2": (rng.standard_normal((D_H, D_OUT)) * 0.3).astype(np.float32),
+            "b2": np.zeros(D_OUT, np.float32)}
+
+
+def mlp_loss(params, x, y):
+    h = vnp.maximum(x @ params["w1"] + params["b1"], 0.0)
+    logits = h @ params["w2"] + params["b2"]
+    return -vnp.mean(vnp.sum(vnp.one_hot(y, D_OUT) * vnp.log_softmax(logits, axis=-1), axis=-1))
+
+
+def batch(rng):
+    x = rng.standard_normal((BATCH, D_IN)).astype(np.float32)
+    y = (np.abs(x[:, :D_OUT]).argmax(1)).astype(np.int32)   # learnable labels
+    return x, y
+
+
+def close(a, b, rtol=1e-4, atol=1e-5):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=rtol, atol=atol)
+
+
+def test_value_and_grad_of_mlp_matches_interpreter():
+    params, (x, y) = init_params(RNG), batch(RNG)
+    vg_fn = vg.value_and_grad(mlp_loss)
+    (loss, grads) = vg.jit(vg_fn, backend="vulkan")(params, x, y)
+    (loss_ref, grads_ref) = vg_fn(params, x, y)
+    close(loss, loss_ref)
+    assert set(grads) == set(params)
+    for k in params:
+        assert isinstance(grads[k], vg.Array) and grads[k].shape == params[k].shape
+        close(grads[k], grads_ref[k])
+
+
+def make_step(opt):
+    def step(params, opt_state, x, y):
+        loss, grads = vg.value_and_grad(mlp_loss)(params, x, y)
+        params, opt_state = opt.update(grads, opt_state, params)
+        return params, opt_state, loss
+    return step
+
+
+def test_training_step_adam_donated_one_submission_no_param_upload():
+    opt = vg.optim.adam(3e-2)
+    step = make_step(opt)
+    gpu = vg.jit(step, donate_argnums=(0, 1), backend="vulkan")
+    ref = vg.jit(step, backend="numpy")
+    rng = np.random.default_rng(0)
+    params = init_params(rng)
+    p_gpu, s_gpu = params, opt.init(params)
+    p_ref, s_ref = params, opt.init(params)
+    data = [batch(rng) for _ in range(2)]
+    batches = [data[i % 2] for i in range(20)]   # a small dataset, seen 10 times
+    losses, ref_losses = [], []
+    for i, (x, y) in enumerate(batches):
+        sub, up = counters["submissions"], counters["uploads"]
+        old = p_gpu
+        p_gpu, s_gpu, loss = gpu(p_gpu, s_gpu, x, y)
+        if i > 0:
+            assert counters["submissions"] == sub + 1, "one submission per training step"
+            assert counters["uploads"] == up + 2, "only the batch (x, y) is uploaded"
+            assert old["w1"].is_deleted()                      # donated: consumed
+        losses.append(float(loss))                             # small: read with no submission
+        if i > 0:
+            assert counters["submissions"] == sub + 1
+        p_ref, s_ref, l_ref = ref(p_ref, s_ref, x, y)
+        ref_losses.append(float(l_ref))
+    assert gpu.compiles == 1
+    assert losses[-1] < 0.5 * losses[0], losses
+    np.testing.assert_allclose(losses, ref_losses, rtol=2e-3, atol=1e-4)
+    for k in params:
+        close(p_gpu[k], p_ref[k], rtol=2e-3, atol=2e-4)
+    # the donated parameters were updated in place: one recorded buffer set for the whole loop
+    runner = gpu.lower(p_gpu, s_gpu, *batches[0]).runner
+    assert len(runner.variants) == 1
+
+
+def test_training_without_donation_keeps_old_arrays_valid():
+    opt = vg.optim.sgd(0.1, momentum=0.9)
+    step = vg.jit(make_step(opt), backend="vulkan")
+    params = init_params(np.random.default_rng(3))
+    state = opt.init(params)
+    x, y = batch(np.random.default_rng(4))
+    p1, s1, l1 = step(params, state, x, y)
+    w1_after_one = np.array(p1["w1"])
+    p2, s2, l2 = step(p1, s1, x, y)
+    p3, s3, l3 = step(p2, s2, x, y)
+    # p1 is still what it was: the later calls wrote other buffers
+    np.testing.assert_array_equal(np.asarray(p1["w1"]), w1_after_one)
+    assert float(l3) < float(l1)
+    assert len(step.lower(p3, s3, x, y).runner.variants) <= 3
+
+
+def test_one_submission_per_call_and_cache(capfd, monkeypatch):
+    monkeypatch.setenv("VKGRAD_LOG_COMPILES", "1")
+    f = vg.jit(lambda a, b: vnp.tanh(a @ b).sum(axis=0), backend="vulkan")
+    a, b = RNG.standard_normal((7, 5)).astype(np.float32), RNG.standard_normal((5, 3)).astype(np.float32)
+    f(a, b)
+    sub = counters["submissions"]
+    out = f(a, b)
+    assert counters["submissions"] == sub + 1 and f.compiles == 1
+    close(out, np.tanh(a @ b).sum(0))
+    f(np.ones((9, 5), np.float32), b)
+    assert f.compiles == 2
+    err = capfd.readouterr().err
+    assert "compiling lambda for vulkan (first call)" in err
+    assert "leaf 0: f32[7,5] -> f32[9,5]" in err
+
+
+def test_static_argnums_and_kwargs():
+    f = vg.jit(lambda x, n, scale=1.0: vnp.sum(x ** n) * scale, static_argnums=(1,), backend="vulkan")
+    x = RNG.uniform(0.5, 1.5, 33).astype(np.float32)
+    close(f(x, 2), np.sum(x ** 2))
+    close(f(x, 3, scale=2.0), 2 * np.sum(x ** 3))
+    assert f.compiles == 2
+
+
+def test_reading_a_donated_array_is_a_clear_error():
+    f = vg.jit(lambda x: x * 2.0, donate_argnums=0, backend="vulkan")
+    a = f(np.ones(4, np.float32))
+    b = f(a)
+    with pytest.raises(vg.DeletedArrayError, match="donated") as e:
+        np.asarray(a)
+    assert "test_jit.py" in str(e.value)
+    close(b, np.full(4, 4.0))
+
+
+def test_outputs_read_lazily_large_ones_on_demand():
+    f = vg.jit(lambda x: (x + 1.0, vnp.sum(x)), backend="vulkan")
+    x = np.arange(10_000, dtype=np.float32)
+    big, small = f(x)
+    down = counters["downloads"]
+    assert float(small) == pytest.approx(x.sum(), rel=1e-6)
+    assert counters["downloads"] == down          # came back inside the call's submission
+    close(big, x + 1.0)
+    assert counters["downloads"] == down + 1      # read on demand, once
+    close(big, x + 1.0)
+    assert counters["downloads"] == down + 1
+
+
+def test_fallback_whole_program_and_strict_mode(monkeypatch):
+    x = np.linspace(0, 1, 5)   # float64: no Vulkan kernel computes in f64
+    f = vg.jit(lambda x: vnp.exp(x) + 1.0, backend="vulkan")
+    before = vg.fallbacks()
+    out = f(x)
+    assert out.dtype == np.float64
+    close(out, np.exp(x) + 1.0)
+    after = vg.fallbacks()
+    assert sum(after.values()) == sum(before.values()) + 1
+    assert any("f64" in reason for reason in after)
+    monkeypatch.setenv("VKGRAD_STRICT", "1")
+    with pytest.raises(vg.VkgradError, match="VKGRAD_STRICT"):
+        vg.jit(lambda x: vnp.exp(x) * 2.0, backend="vulkan")(x)
+
+
+def test_eager_ops_on_arrays_run_on_the_device():
+    a = vg.jit(lambda x: x * 1.0, backend="vulkan")(np.arange(12, dtype=np.float32).reshape(3, 4))
+    b = vnp.exp(a) @ a.T + 1.0
+    assert isinstance(b, vg.Array)
+    an = np.arange(12, dtype=np.float32).reshape(3, 4)
+    close(b, np.exp(an) @ an.T + 1.0, rtol=1e-5)
+    g = vg.grad(lambda w: vnp.sum(vnp.tanh(w) * w))(a)   # the joint program, on the device
+    assert isinstance(g, vg.Array)
+    close(g, np.tanh(an) + an * (1 - np.tanh(an) ** 2), rtol=1e-5)
+
+
+def test_lower_stages_and_stats():
+    params, (x, y) = init_params(RNG), batch(RNG)
+    low = vg.jit(vg.value_and_grad(mlp_loss), backend="vulkan").lower(params, x, y)
+    assert "# ---- backward ----" in low.as_text("traced")
+    assert "fused" in low.as_text("fused")
+    text = low.as_text("lowered")
+    assert text.startswith("lowered ") and "matmul" in text and "log_softmax" in text
+    st = low.stats()
+    assert st["backend"] == "vulkan" and st["kernels"]["matmul"] == 5 and st["kernels"]["fused"] >= 3
+    # 2 forward + 3 backward matmuls (dW2, dh, dW1), and no transpose: the flags do it
+    assert " = transpose" not in low.as_text("optimized")
+    with pytest.raises(vg.VkgradError, match="stage"):
+        low.as_text("nonsense")
+
+
+def test_profile_table():
+    params, (x, y) = init_params(RNG), batch(RNG)
+    prof = vg.profile(vg.jit(vg.value_and_grad(mlp_loss), backend="vulkan"), params, x, y, runs=3)
+    text = str(prof)
+    assert "matmul" in text and "GPU us" in text and prof.total_us > 0
+    assert abs(sum(r.percent for r in prof.rows) - 100.0) < 1e-6
+    assert all(r.us >= 0 for r in prof.rows)
+
+
+def test_numpy_backend_and_default_backend(monkeypatch):
+    monkeypatch.setenv("VKGRAD_BACKEND", "numpy")
+    f = vg.jit(lambda x: x * 2.0)
+    out = f(np.ones(3, np.float32))
+    assert isinstance(out, vg.Array) and out.buffer is None
+    close(out, np.full(3, 2.0))
+    monkeypatch.setenv("VKGRAD_BACKEND", "cuda")
+    with pytest.raises(vg.VkgradError, match="VKGRAD_BACKEND"):
+        vg.jit(lambda x: x)(np.ones(3, np.float32))
