@@ -57,6 +57,8 @@ CASES = [
     ("max_min_mean", lambda x: vnp.max(x, axis=-1) + vnp.min(x, axis=0).sum() + vnp.mean(x),
      [arr((33, 130))]),
     ("var", lambda x: vnp.var(x, axis=0), [arr((130, 7))]),
+    ("argmax_argmin", lambda x: (vnp.argmax(x, axis=1), vnp.argmin(x, axis=0), vnp.argmax(x)),
+     [arr((7, 33))]),
     ("long_sum", lambda x: vnp.sum(x * x), [arr((300_000,))]),
     # layout
     ("transpose3", lambda x: vnp.transpose(x, (2, 0, 1)) * 2.0, [arr((7, 33, 5))]),

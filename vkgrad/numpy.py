@@ -302,6 +302,29 @@ def min(a, axis=None, out=None, keepdims=False):
 
 amax, amin = max, min
 
+
+def _arg_extreme(a, axis, keepdims, reduce):
+    """The first index of the max (min) along `axis`: the smallest index where a equals its
+    extreme. Built from eq, where and a min reduction (no primitive of its own); the indices are
+    float32 inside (exact below 2**24), so the float reduction kernels serve it."""
+    a = asarray(a)
+    if axis is None:
+        a, axis = reshape(a, (-1,)), 0
+    ax = _axes(axis, a.ndim)[0]
+    n = a.shape[ax]
+    hit = P.eq(a, reduce(a, axis=ax, keepdims=True))
+    pos = P.iota(a.shape, ax, "f32")
+    first = min(where(hit, pos, float(n)), axis=ax, keepdims=keepdims)
+    return astype(first, "i32")
+
+
+def argmax(a, axis=None, keepdims=False):
+    return _arg_extreme(a, axis, keepdims, max)
+
+
+def argmin(a, axis=None, keepdims=False):
+    return _arg_extreme(a, axis, keepdims, min)
+
 # ----------------------------------------------------------------------------------- shapes
 
 

@@ -1,0 +1,212 @@
+"""One MLP training step (784-1024-1024-10, batch 256, ReLU, cross-entropy, Adam, fp32):
+vkgrad's jitted step against JAX's jitted step (CUDA) and torch eager (CUDA), in one run.
+
+On the NVIDIA device machine, from the repo root (with .gpu carried):
+    source bench/gpu_env.sh && python3 bench/bench_mlp.py [--steps 300]
+Prints per-step medians and the ratios, vkgrad's per-kernel profile, and writes $OUT/mlp.json.
+--quick: a small model (runs on lavapipe, to check the script itself; no peers).
+
+What is timed: the wall time of one training step call until its results are ready (vkgrad:
+the call, which waits for its one submission; JAX: step + block_until_ready; torch: forward,
+backward, optimizer.step + cuda.synchronize). Every step gets a fresh batch from a pre-made set,
+so inputs are uploaded each step (as in training); parameters stay on the device everywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import vkgrad as vg  # noqa: E402
+import vkgrad.numpy as vnp  # noqa: E402
+
+LR = 1e-3
+
+
+def init(sizes, seed=0):
+    rng = np.random.default_rng(seed)
+    params = []
+    for a, b in zip(sizes[:-1], sizes[1:]):
+        params.append((rng.standard_normal((a, b)).astype(np.float32) * np.float32(np.sqrt(2 / a)),
+                       np.zeros(b, np.float32)))
+    return params
+
+
+def data(sizes, batch, n, seed=1):
+    rng = np.random.default_rng(seed)
+    xs = rng.standard_normal((n, batch, sizes[0])).astype(np.float32)
+    ys = rng.integers(0, sizes[-1], (n, batch)).astype(np.int32)
+    return xs, ys
+
+
+def vkgrad_step_fn(n_out):
+    opt = vg.optim.adam(LR)
+
+    def loss_fn(params, x, y):
+        h = x
+        for i, (w, b) in enumerate(params):
+            h = h @ w + b
+            if i < len(params) - 1:
+                h = vnp.maximum(h, 0.0)
+        logp = vnp.log_softmax(h, axis=-1)
+        return -vnp.mean(vnp.sum(vnp.one_hot(y, n_out) * logp, axis=-1))
+
+    def step(params, opt_state, x, y):
+        loss, grads = vg.value_and_grad(loss_fn)(params, x, y)
+        params, opt_state = opt.update(grads, opt_state, params)
+        return params, opt_state, loss
+
+    return opt, step
+
+
+def time_steps(run, n):
+    times = []
+    for i in range(n):
+        t0 = time.perf_counter()
+        run(i)
+        times.append((time.perf_counter() - t0) * 1e6)
+    return times
+
+
+def bench_vkgrad(sizes, batch, steps, xs, ys):
+    opt, step = vkgrad_step_fn(sizes[-1])
+    jstep = vg.jit(step, donate_argnums=(0, 1))
+    params = init(sizes)
+    state = {"p": params, "s": opt.init(params)}
+    losses = []
+
+    def run(i):
+        state["p"], state["s"], loss = jstep(state["p"], state["s"], xs[i % len(xs)], ys[i % len(ys)])
+        losses.append(loss)
+
+    for i in range(10):
+        run(i)
+    times = time_steps(run, steps)
+    prof = vg.profile(jstep, state["p"], state["s"], xs[0], ys[0], runs=20)
+    stats = jstep.lower(state["p"], state["s"], xs[0], ys[0]).stats()
+    return times, [float(l) for l in losses], prof, stats
+
+
+def bench_jax(sizes, batch, steps, xs, ys):
+    import jax
+    import jax.numpy as jnp
+
+    def loss_fn(params, x, y):
+        h = x
+        for i, (w, b) in enumerate(params):
+            h = h @ w + b
+            if i < len(params) - 1:
+                h = jnp.maximum(h, 0.0)
+        logp = jax.nn.log_softmax(h, axis=-1)
+        return -jnp.mean(jnp.sum(jax.nn.one_hot(y, sizes[-1]) * logp, axis=-1))
+
+    def step(params, m, v, t, x, y):   # Adam, as vg.optim.adam (optax.adam's update)
+        loss, g = jax.value_and_grad(loss_fn)(params, x, y)
+        t = t + 1.0
+        m = jax.tree_util.tree_map(lambda m, g: 0.9 * m + 0.1 * g, m, g)
+        v = jax.tree_util.tree_map(lambda v, g: 0.999 * v + 0.001 * g * g, v, g)
+        c1, c2 = 1.0 / (1.0 - 0.9 ** t), 1.0 / (1.0 - 0.999 ** t)
+        params = jax.tree_util.tree_map(
+            lambda p, m, v: p - LR * (m * c1) / (jnp.sqrt(v * c2) + 1e-8), params, m, v)
+        return params, m, v, t, loss
+
+    with jax.default_matmul_precision("float32"):   # no TF32: fp32 like the others
+        jstep = jax.jit(step, donate_argnums=(0, 1, 2, 3))
+        params = jax.tree_util.tree_map(jnp.asarray, init(sizes))
+        zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
+        st = {"p": params, "m": zeros, "v": jax.tree_util.tree_map(jnp.zeros_like, params),
+              "t": jnp.zeros((), jnp.float32)}
+        dx, dy = jax.device_put(xs), jax.device_put(ys)   # batches on device, as torch's
+        losses = []
+
+        def run(i):
+            st["p"], st["m"], st["v"], st["t"], loss = jstep(st["p"], st["m"], st["v"], st["t"],
+                                                             dx[i % len(xs)], dy[i % len(ys)])
+            loss.block_until_ready()
+            losses.append(loss)
+
+        for i in range(10):
+            run(i)
+        times = time_steps(run, steps)
+    return times, [float(l) for l in losses]
+
+
+def bench_torch(sizes, batch, steps, xs, ys):
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = False
+    dev = "cuda"
+    params = [(torch.tensor(w, device=dev, requires_grad=True),
+               torch.tensor(b, device=dev, requires_grad=True)) for w, b in init(sizes)]
+    flat = [t for pair in params for t in pair]
+    opt = torch.optim.Adam(flat, lr=LR, eps=1e-8)
+    dx, dy = torch.tensor(xs, device=dev), torch.tensor(ys, device=dev, dtype=torch.long)
+    losses = []
+
+    def run(i):
+        h = dx[i % len(xs)]
+        for j, (w, b) in enumerate(params):
+            h = h @ w + b
+            if j < len(params) - 1:
+                h = torch.relu(h)
+        loss = torch.nn.functional.cross_entropy(h, dy[i % len(ys)])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        torch.cuda.synchronize()
+        losses.append(loss.detach())
+
+    for i in range(10):
+        run(i)
+    times = time_steps(run, steps)
+    return times, [float(l) for l in losses]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    sizes, batch = ([32, 64, 64, 10], 16) if args.quick else ([784, 1024, 1024, 10], 256)
+    xs, ys = data(sizes, batch, 8)
+    from vkgrad.runtime import get_device
+    device = get_device().info.name
+    results = {"device": device, "date": time.strftime("%Y-%m-%d"), "sizes": sizes, "batch": batch}
+    t, losses, prof, stats = bench_vkgrad(sizes, batch, args.steps, xs, ys)
+    results["vkgrad"] = {"median_us": statistics.median(t), "p10_us": sorted(t)[len(t) // 10],
+                         "first_loss": losses[0], "last_loss": losses[-1], "stats": stats,
+                         "profile": [r.__dict__ for r in prof.rows], "gpu_total_us": prof.total_us}
+    print(prof)
+    print(f"vkgrad: {stats}")
+    peers = [] if args.quick else [("jax", bench_jax), ("torch_eager", bench_torch)]
+    for name, fn in peers:
+        try:
+            pt, pl = fn(sizes, batch, args.steps, xs, ys)
+            results[name] = {"median_us": statistics.median(pt), "p10_us": sorted(pt)[len(pt) // 10],
+                             "first_loss": pl[0], "last_loss": pl[-1]}
+        except Exception as e:   # a missing peer is reported, never hidden
+            results[name] = {"error": f"{type(e).__name__}: {e}"}
+    print(f"\nMLP step {sizes} batch {batch}, Adam, fp32, on {device}:")
+    v = results["vkgrad"]["median_us"]
+    for name in ["vkgrad"] + [p for p, _ in peers]:
+        r = results[name]
+        if "error" in r:
+            print(f"  {name:12s} error: {r['error']}")
+            continue
+        ratio = r["median_us"] / v
+        print(f"  {name:12s} {r['median_us']:9.1f} us/step (p10 {r['p10_us']:.1f})  "
+              f"loss {r['first_loss']:.4f} -> {r['last_loss']:.4f}   peer/vkgrad = {ratio:.2f}")
+    out = Path(os.environ.get("OUT", ".")) / "mlp.json"
+    out.write_text(json.dumps(results, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
