@@ -8,8 +8,10 @@ Prints per-step medians and the ratios, vkgrad's per-kernel profile, and writes 
 
 What is timed: the wall time of one training step call until its results are ready (vkgrad:
 the call, which waits for its one submission; JAX: step + block_until_ready; torch: forward,
-backward, optimizer.step + cuda.synchronize). Every step gets a fresh batch from a pre-made set,
-so inputs are uploaded each step (as in training); parameters stay on the device everywhere.
+backward, optimizer.step + cuda.synchronize). Parameters stay on the device everywhere. Batches
+cycle through 8 pre-made ones, in two modes, each framework alike:
+  host    the batch is a numpy array each step (uploaded by the step, as from a data loader)
+  device  the 8 batches were put on the device once (vg.device_put, jax.device_put, .cuda())
 """
 
 from __future__ import annotations
@@ -77,7 +79,9 @@ def time_steps(run, n):
     return times
 
 
-def bench_vkgrad(sizes, batch, steps, xs, ys):
+def bench_vkgrad(sizes, batch, steps, xs, ys, mode):
+    if mode == "device":
+        xs, ys = [vg.device_put(x) for x in xs], [vg.device_put(y) for y in ys]
     opt, step = vkgrad_step_fn(sizes[-1])
     jstep = vg.jit(step, donate_argnums=(0, 1))
     params = init(sizes)
@@ -96,7 +100,7 @@ def bench_vkgrad(sizes, batch, steps, xs, ys):
     return times, [float(l) for l in losses], prof, stats
 
 
-def bench_jax(sizes, batch, steps, xs, ys):
+def bench_jax(sizes, batch, steps, xs, ys, mode):
     import jax
     import jax.numpy as jnp
 
@@ -125,7 +129,10 @@ def bench_jax(sizes, batch, steps, xs, ys):
         zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
         st = {"p": params, "m": zeros, "v": jax.tree_util.tree_map(jnp.zeros_like, params),
               "t": jnp.zeros((), jnp.float32)}
-        dx, dy = jax.device_put(xs), jax.device_put(ys)   # batches on device, as torch's
+        if mode == "device":
+            dx, dy = [jax.device_put(x) for x in xs], [jax.device_put(y) for y in ys]
+        else:
+            dx, dy = list(xs), list(ys)
         losses = []
 
         def run(i):
@@ -140,7 +147,7 @@ def bench_jax(sizes, batch, steps, xs, ys):
     return times, [float(l) for l in losses]
 
 
-def bench_torch(sizes, batch, steps, xs, ys):
+def bench_torch(sizes, batch, steps, xs, ys, mode):
     import torch
     torch.backends.cuda.matmul.allow_tf32 = False
     dev = "cuda"
@@ -148,16 +155,23 @@ def bench_torch(sizes, batch, steps, xs, ys):
                torch.tensor(b, device=dev, requires_grad=True)) for w, b in init(sizes)]
     flat = [t for pair in params for t in pair]
     opt = torch.optim.Adam(flat, lr=LR, eps=1e-8)
-    dx, dy = torch.tensor(xs, device=dev), torch.tensor(ys, device=dev, dtype=torch.long)
+    if mode == "device":
+        dx = [torch.tensor(x, device=dev) for x in xs]
+        dy = [torch.tensor(y, device=dev, dtype=torch.long) for y in ys]
+    else:
+        dx, dy = list(xs), list(ys)
     losses = []
 
     def run(i):
-        h = dx[i % len(xs)]
+        h, y = dx[i % len(xs)], dy[i % len(ys)]
+        if mode == "host":
+            h = torch.from_numpy(h).to(dev)
+            y = torch.from_numpy(y).to(dev, dtype=torch.long)
         for j, (w, b) in enumerate(params):
             h = h @ w + b
             if j < len(params) - 1:
                 h = torch.relu(h)
-        loss = torch.nn.functional.cross_entropy(h, dy[i % len(ys)])
+        loss = torch.nn.functional.cross_entropy(h, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -180,30 +194,37 @@ def main():
     from vkgrad.runtime import get_device
     device = get_device().info.name
     results = {"device": device, "date": time.strftime("%Y-%m-%d"), "sizes": sizes, "batch": batch}
-    t, losses, prof, stats = bench_vkgrad(sizes, batch, args.steps, xs, ys)
-    results["vkgrad"] = {"median_us": statistics.median(t), "p10_us": sorted(t)[len(t) // 10],
-                         "first_loss": losses[0], "last_loss": losses[-1], "stats": stats,
-                         "profile": [r.__dict__ for r in prof.rows], "gpu_total_us": prof.total_us}
-    print(prof)
-    print(f"vkgrad: {stats}")
-    peers = [] if args.quick else [("jax", bench_jax), ("torch_eager", bench_torch)]
-    for name, fn in peers:
-        try:
-            pt, pl = fn(sizes, batch, args.steps, xs, ys)
-            results[name] = {"median_us": statistics.median(pt), "p10_us": sorted(pt)[len(pt) // 10],
-                             "first_loss": pl[0], "last_loss": pl[-1]}
-        except Exception as e:   # a missing peer is reported, never hidden
-            results[name] = {"error": f"{type(e).__name__}: {e}"}
-    print(f"\nMLP step {sizes} batch {batch}, Adam, fp32, on {device}:")
-    v = results["vkgrad"]["median_us"]
-    for name in ["vkgrad"] + [p for p, _ in peers]:
-        r = results[name]
-        if "error" in r:
-            print(f"  {name:12s} error: {r['error']}")
-            continue
-        ratio = r["median_us"] / v
-        print(f"  {name:12s} {r['median_us']:9.1f} us/step (p10 {r['p10_us']:.1f})  "
-              f"loss {r['first_loss']:.4f} -> {r['last_loss']:.4f}   peer/vkgrad = {ratio:.2f}")
+    frameworks = [("vkgrad", bench_vkgrad)] + \
+        ([] if args.quick else [("jax", bench_jax), ("torch_eager", bench_torch)])
+    for mode in ("host", "device"):
+        for name, fn in frameworks:
+            key = f"{name}/{mode}"
+            try:
+                out = fn(sizes, batch, args.steps, xs, ys, mode)
+            except Exception as e:   # a missing peer is reported, never hidden
+                results[key] = {"error": f"{type(e).__name__}: {e}"}
+                continue
+            t, losses = out[0], out[1]
+            results[key] = {"median_us": statistics.median(t), "p10_us": sorted(t)[len(t) // 10],
+                            "first_loss": losses[0], "last_loss": losses[-1]}
+            if name == "vkgrad":
+                prof, stats = out[2], out[3]
+                results[key].update(stats=stats, gpu_total_us=prof.total_us,
+                                    profile=[r.__dict__ for r in prof.rows])
+                if mode == "host":
+                    print(prof)
+                    print(f"vkgrad: {stats}")
+    print(f"\nMLP step {sizes} batch {batch}, Adam, fp32, on {device} ({results['date']}):")
+    for mode in ("host", "device"):
+        v = results[f"vkgrad/{mode}"]["median_us"]
+        for name, _ in frameworks:
+            r = results[f"{name}/{mode}"]
+            if "error" in r:
+                print(f"  {name:12s} {mode:6s} error: {r['error']}")
+                continue
+            print(f"  {name:12s} {mode:6s} {r['median_us']:8.1f} us/step (p10 {r['p10_us']:7.1f})  "
+                  f"loss {r['first_loss']:.4f} -> {r['last_loss']:.4f}  "
+                  f"{name}/vkgrad time = {r['median_us'] / v:.2f}")
     out = Path(os.environ.get("OUT", ".")) / "mlp.json"
     out.write_text(json.dumps(results, indent=1, default=str))
 

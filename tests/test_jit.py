@@ -211,3 +211,15 @@ def test_numpy_backend_and_default_backend(monkeypatch):
     monkeypatch.setenv("VKGRAD_BACKEND", "cuda")
     with pytest.raises(vg.VkgradError, match="VKGRAD_BACKEND"):
         vg.jit(lambda x: x)(np.ones(3, np.float32))
+
+
+def test_device_put_then_no_upload():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    a = vg.device_put(x)
+    f = vg.jit(lambda a: (a * 2.0).sum(axis=0), backend="vulkan")
+    f(a)
+    up = counters["uploads"]
+    close(f(a), (x * 2).sum(0))
+    assert counters["uploads"] == up                # bound where it lives: nothing uploaded
+    with pytest.raises(vg.VkgradError, match="float64"):
+        vg.device_put(np.ones(3))                    # no f64 storage on the device: said plainly

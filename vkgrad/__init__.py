@@ -32,4 +32,4 @@ __all__ = ["grad", "value_and_grad", "vjp", "jvp", "make_ir", "trace", "check_gr
            "ShapeError", "VkgradIndexError"]
 
 from vkgrad.array import Array, DeletedArrayError  # noqa: E402
-from vkgrad.jit import default_backend, fallbacks, jit, profile  # noqa: E402
+from vkgrad.jit import default_backend, device_put, fallbacks, jit, profile  # noqa: E402

@@ -50,8 +50,9 @@ BACKENDS = ("vulkan", "numpy")
 # Results up to this many elements are copied to the host inside the call's own submission:
 # reading a loss costs no second submission (about 15 us on the H200, docs/runtime.md).
 EAGER_DOWNLOAD_ELEMENTS = 4096
-# Recorded buffer sets kept per compiled program (a loop needs one or two).
-MAX_VARIANTS = 8
+# Recorded buffer sets kept per compiled program (a loop needs one or two; one per batch when
+# a data set lives on the device as separate Arrays).
+MAX_VARIANTS = 16
 
 _fallbacks: collections.Counter = collections.Counter()
 _warned_no_device = False
@@ -135,6 +136,8 @@ class Jitted:
         self.backend = backend
         self._cache: dict = {}
         self._last_key: _Key | None = None
+        self._argnums: dict = {}   # number of arguments -> (static, donated) positions
+        self._where = f"an argument of {_fun_name(fun)}"
         self.compiles = 0
 
     def __repr__(self):
@@ -146,12 +149,16 @@ class Jitted:
         if kwargs:   # keyword arguments are dynamic too: pass them as one more (pytree) argument
             fun = lambda *a: self.fun(*a[:-1], **a[-1])
             args = args + (kwargs,)
-        static = set(_normalize_argnums(self.static_argnums, len(args), "static_argnums")) \
-            if self.static_argnums != () else set()
-        donate = set(_normalize_argnums(self.donate_argnums, len(args), "donate_argnums")) \
-            if self.donate_argnums != () else set()
-        if static & donate:
-            raise ArgumentError("an argument cannot be both static and donated")
+        nums = self._argnums.get(len(args))
+        if nums is None:
+            static = set(_normalize_argnums(self.static_argnums, len(args), "static_argnums")) \
+                if self.static_argnums != () else set()
+            donate = set(_normalize_argnums(self.donate_argnums, len(args), "donate_argnums")) \
+                if self.donate_argnums != () else set()
+            if static & donate:
+                raise ArgumentError("an argument cannot be both static and donated")
+            nums = self._argnums[len(args)] = (static, donate)
+        static, donate = nums
         leaves, trees, donated, statics = [], [], [], []
         for i, a in enumerate(args):
             if i in static:
@@ -168,8 +175,8 @@ class Jitted:
                 donated += range(len(leaves), len(leaves) + len(ls))
             trees.append((i, tree))
             leaves += ls
-        avals = tuple(core.abstract_leaf(x, f"argument leaf {j} of {_fun_name(self.fun)}")
-                      for j, x in enumerate(leaves))
+        avals = tuple(x._aval if type(x) is Array else core.abstract_leaf(x, self._where)
+                      for x in leaves)
         key = _Key(tuple(trees), avals, tuple(statics), tuple(donated),
                    self.backend or default_backend())
         return fun, args, key, leaves
@@ -315,6 +322,7 @@ class VulkanRunner:
                     and slot not in self.donation:
                 self.fixed[slot] = device.buffer(s.size, np_dtype(s.dtype), "device")
                 self.host_outputs.add(slot)
+        self.small_downloads = [self.fixed[s] for s in sorted(self.host_outputs)]
         self.variants: collections.OrderedDict = collections.OrderedDict()
         self.timestamps = False
 
@@ -370,10 +378,7 @@ class VulkanRunner:
         lw = self.lowered
         binding, uploads, owned_in, out_owned = self.bind(leaves, donate)
         ex = self.executable(binding, timestamps)
-        small = [self.fixed[s] for s in self.host_outputs]
-        for slot, owned in out_owned.items():
-            if lw.slots[slot].size <= EAGER_DOWNLOAD_ELEMENTS and owned.buffer not in small:
-                small.append(owned.buffer)
+        small = self.small_downloads
         ex.run(uploads=uploads, downloads=small)
         self.last_run = ex
         for i in (self.donated if donate else ()):
@@ -392,9 +397,7 @@ class VulkanRunner:
                 outs.append(Array(aval, host=lw.const_values[slot]))
                 continue
             owned = out_owned.get(slot) or owned_in[lw.input_slots.index(slot)]
-            host = owned.buffer.read_staging()[: math.prod(o.shape)] \
-                if owned.buffer in small else None
-            outs.append(Array(aval, owned, host=host))
+            outs.append(Array(aval, owned))
         return outs
 
 
@@ -558,3 +561,23 @@ def profile(step, *args, runs: int = 10, **kwargs) -> Profile:
         rows.append(ProfileRow(st.launch.name, prims, shapes, float(us),
                                100.0 * float(us) / total if total else 0.0))
     return Profile(rows, total, float(np.median(walls)))
+
+
+def device_put(x, device=None):
+    """An Array holding `x` on the (default) Vulkan device: uploaded now, once (one submission).
+    Pytrees are mapped leaf by leaf."""
+    from vkgrad.runtime import get_device
+    from vkgrad.tracer.pytree import tree_map
+    dev = get_device(device)
+    pool = pool_of(dev)
+
+    def put(leaf):
+        if isinstance(leaf, Array) and leaf._owned is not None:
+            return leaf
+        aval = core.abstract_leaf(leaf, "device_put's argument")
+        host = np.asarray(leaf, dtype=np_dtype(aval.dtype))
+        owned = Owned(pool.take(max(1, host.size), aval.dtype), pool)
+        owned.buffer.upload(host.reshape(-1) if host.size else np.zeros(1, host.dtype))
+        return Array(aval, owned, host=host)
+
+    return tree_map(put, x)
