@@ -6,6 +6,8 @@ Program -> Program in `STAGES` (later issues append fusion and lowering stages):
     traced      the function as traced
     grad        the joint forward+backward program of its gradient (`--grad`), un-optimised
     optimized   after the pass pipeline (DCE, CSE, simplification, transpose folding)
+    fused       elementwise and layout eqns grouped into `fused` kernels (what runs on the GPU)
+    lowered     the dispatches and buffers vg.jit records for the default device
 
 Without --stage: 'optimized' with --grad, else 'traced'. `--stage grad` implies --grad; later
 stages apply to the gradient program with --grad and to the plain program without.
@@ -36,8 +38,26 @@ def _optimize_stage(program, opts):
     return optimize(program, final=True)
 
 
-# name -> fn(program, options) -> program, in pipeline order (the jit issue appends stages)
-STAGES: dict = {"traced": lambda p, opts: p, "grad": _grad_stage, "optimized": _optimize_stage}
+def _fuse_stage(program, opts):
+    from vkgrad.ir.passes.fuse import canonicalize_for_lowering, fuse
+    return checked(fuse.apply(canonicalize_for_lowering.apply(program)), "pass fuse")
+
+
+def _lower_stage(program, opts):
+    """The kernels and buffers vg.jit would run, planned for the default device (if any)."""
+    from vkgrad.errors import VkgradError
+    from vkgrad.lowering.lower import lower
+    try:
+        from vkgrad.runtime import get_device
+        info = get_device().info
+    except VkgradError:
+        info = None
+    return lower(program, info)
+
+
+# name -> fn(program, options) -> program, in pipeline order; the last one gives a Lowered
+STAGES: dict = {"traced": lambda p, opts: p, "grad": _grad_stage, "optimized": _optimize_stage,
+                "fused": _fuse_stage, "lowered": _lower_stage}
 
 
 def load_function(target: str):
@@ -100,5 +120,6 @@ def main(argv: list[str]) -> int:
     program = trace(fun, specs)
     for name in names[:names.index(stage) + 1]:
         program = STAGES[name](program, opts)
-    sys.stdout.write(print_program(program, source=opts.source))
+    sys.stdout.write(print_program(program, source=opts.source) if stage != "lowered"
+                     else program.text())
     return 0

@@ -4,7 +4,8 @@
 // Storage is row-major and contiguous per batch entry: A is [M][K] ([K][M] when TRANS_A), B is
 // [K][N] ([N][K] when TRANS_B), C is [M][N]. Batch entry b of A starts at b * a_batch_stride
 // (stride 0 broadcasts one A over the batch), likewise B; C's entries are packed (M * N apart).
-// Any M, N, K >= 0; the grid is (ceil(N / BN), ceil(M / BM), batch).
+// Any M, N, K >= 0; the grid is (ceil(N / BN), ceil(M / BM), batch), or (.., .., SPLITS * batch)
+// with split-K (below).
 //
 // Scheme (vkgrad/lowering/matmul.py picks the constants):
 // - a workgroup computes a BM x BN block of C; each of a slice's (BM/TM) * (BN/TN) threads holds
@@ -26,7 +27,14 @@
 // - global loads are vec4 where the operand's contiguous dimension and batch stride are
 //   multiples of 4 (VEC_A / VEC_B), else four scalar loads; C likewise (VEC_C). Out-of-range
 //   elements load as 0, so edge tiles need no special case in the inner loop; where M, N, K are
-//   multiples of the tile, CHECK = false leaves the range checks out.
+//   multiples of the tile, CHECK = false leaves the range checks out;
+// - SPLITS > 1 splits K across workgroups (split-K, for outputs of few workgroups): workgroup
+//   z = s * batch + b computes batch entry b's partial product over the s-th K slice,
+//   [s * CHUNK, min((s + 1) * CHUNK, K)) with CHUNK = ceil(ceil(K / (BK*KS)) / SPLITS) * BK*KS
+//   (whole k steps, so slices stay tile-aligned), and writes it to C[s][b] ([SPLITS, batch, M, N]);
+//   a second dispatch sums over s. The slice only moves the operands' start and the K the loop
+//   sees (Kl below): with SPLITS == 1 (a specialization constant) both fold to the unsplit
+//   values, so the other variants' code, inner loop included, is unchanged.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
@@ -76,6 +84,9 @@
 #ifndef MM_ALWAYS_PREFETCH
 #define MM_ALWAYS_PREFETCH false
 #endif
+#ifndef MM_SPLITS
+#define MM_SPLITS 1
+#endif
 
 #ifdef VKGRAD_BAKE_SPEC
 layout(local_size_x = MM_KS * (MM_BM / MM_TM) * (MM_BN / MM_TN)) in;
@@ -97,6 +108,7 @@ SPEC_CONST(12) uint WARP_X = MM_WARP_X;   // 0: threads row-major; else warps of
 SPEC_CONST(13) uint PHASES = MM_PHASES;   // the next step is prefetched in this many parts
 SPEC_CONST(14) bool CHECK = MM_CHECK;     // false: M, N, K are tile multiples: no range checks
 SPEC_CONST(15) bool ALWAYS_PREFETCH = MM_ALWAYS_PREFETCH;  // no branch around the prefetch
+SPEC_CONST(16) uint SPLITS = MM_SPLITS;   // K slices across workgroups (split-K); 1: off
 
 const uint TX = BN / TN, TY = BM / TM;
 const uint T1 = TX * TY;                  // threads per slice
@@ -162,7 +174,14 @@ void main() {
         tx = (warp % (TX / WARP_X)) * WARP_X + lane % WARP_X;
         ty = (warp / (TX / WARP_X)) * (32u / WARP_X) + lane / WARP_X;
     }
-    const uint n0 = gl_WorkGroupID.x * BN, m0 = gl_WorkGroupID.y * BM, batch = gl_WorkGroupID.z;
+    const uint n0 = gl_WorkGroupID.x * BN, m0 = gl_WorkGroupID.y * BM;
+    // Split-K: z = split * batches + batch; this workgroup's K slice starts at k_begin and is
+    // Kl long. Unsplit (SPLITS == 1): batch = z, k_begin = 0, Kl = K.
+    const uint batches = gl_NumWorkGroups.z / SPLITS;
+    const uint batch = SPLITS > 1u ? gl_WorkGroupID.z % batches : gl_WorkGroupID.z;
+    const uint chunk = ceil_div(ceil_div(p.K, BK * KS), SPLITS) * (BK * KS);
+    const uint k_begin = SPLITS > 1u ? (gl_WorkGroupID.z / batches) * chunk : 0u;
+    const uint Kl = SPLITS > 1u ? (k_begin < p.K ? min(chunk, p.K - k_begin) : 0u) : p.K;
     const bool a_kc = !TRANS_A, b_kc = TRANS_B;
     const uint a_ld = a_kc ? p.K : p.M, b_ld = b_kc ? p.K : p.N;   // leading dims of storage
     const uint a_kstep = a_kc ? 1u : a_ld, b_kstep = b_kc ? 1u : b_ld;
@@ -173,14 +192,14 @@ void main() {
     [[unroll]] for (uint l = 0; l < LA; l++) {
         tile_pos(stid, l, BM, a_kc, a_r[l], a_kk[l]);
         const uint gr = m0 + a_r[l];
-        a_base[l] = batch * p.a_batch_stride + (a_kc ? gr * a_ld : gr);
+        a_base[l] = batch * p.a_batch_stride + (a_kc ? gr * a_ld : gr) + k_begin * a_kstep;
         a_rv[l] = gr < p.M ? (a_kc ? 4 : min(4, int(p.M - gr))) : 0;
     }
     uint b_r[LB], b_kk[LB], b_base[LB]; int b_rv[LB];
     [[unroll]] for (uint l = 0; l < LB; l++) {
         tile_pos(stid, l, BN, b_kc, b_r[l], b_kk[l]);
         const uint gr = n0 + b_r[l];
-        b_base[l] = batch * p.b_batch_stride + (b_kc ? gr * b_ld : gr);
+        b_base[l] = batch * p.b_batch_stride + (b_kc ? gr * b_ld : gr) + k_begin * b_kstep;
         b_rv[l] = gr < p.N ? (b_kc ? 4 : min(4, int(p.N - gr))) : 0;
     }
 
@@ -190,18 +209,18 @@ void main() {
         [[unroll]] for (uint j = 0; j < TN / 4u; j++) acc[i][j] = vec4(0.0);
 
     // Global -> registers for the k step starting at k0 (zeros past K, so a slice whose step
-    // lies past the end contributes nothing).
+    // lies past the end contributes nothing). k0 and Kl are relative to this split's K slice.
 #define LOAD_TILES(k0, q)                                                                       \
     [[unroll]] for (uint l = (q) * (LA / PHASES); l < ((q) + 1u) * (LA / PHASES); l++) {        \
         const uint gk = (k0) + a_kk[l];                                                         \
         const int nv = !CHECK ? 4 :                                                             \
-            gk < p.K ? (a_kc ? min(a_rv[l], int(p.K - gk)) : a_rv[l]) : 0;                      \
+            gk < Kl ? (a_kc ? min(a_rv[l], int(Kl - gk)) : a_rv[l]) : 0;                        \
         areg[l] = fetch_a(a_base[l] + gk * a_kstep, nv);                                        \
     }                                                                                           \
     [[unroll]] for (uint l = (q) * (LB / PHASES); l < ((q) + 1u) * (LB / PHASES); l++) {        \
         const uint gk = (k0) + b_kk[l];                                                         \
         const int nv = !CHECK ? 4 :                                                             \
-            gk < p.K ? (b_kc ? min(b_rv[l], int(p.K - gk)) : b_rv[l]) : 0;                      \
+            gk < Kl ? (b_kc ? min(b_rv[l], int(Kl - gk)) : b_rv[l]) : 0;                        \
         breg[l] = fetch_b(b_base[l] + gk * b_kstep, nv);                                        \
     }
 
@@ -224,7 +243,7 @@ void main() {
         }                                                                                       \
     }
 
-    const uint iters = max(1u, ceil_div(ceil_div(p.K, BK), KS));
+    const uint iters = max(1u, ceil_div(ceil_div(Kl, BK), KS));
     const uint stage0 = slice * 2u;
     [[unroll]] for (uint q = 0; q < PHASES; q++) {
         LOAD_TILES(slice * BK, q)
@@ -238,7 +257,7 @@ void main() {
         // nobody reads any more), so the loop body has no branch.
         const bool more = ALWAYS_PREFETCH || s + 1u < iters;
         const uint k_next = (ALWAYS_PREFETCH && !CHECK)
-                          ? min(((s + 1u) * KS + slice) * BK, p.K - BK)
+                          ? min(((s + 1u) * KS + slice) * BK, Kl - BK)
                           : ((s + 1u) * KS + slice) * BK;
         const uint abase = cur * STAGE + ty, bbase = cur * STAGE + BK * SA + tx;
         [[unroll]] for (uint q = 0; q < PHASES; q++) {
@@ -273,7 +292,8 @@ void main() {
     }
 
     // Thread (tx, ty) owns rows m0 + i*4*TY + 4*ty + r and columns n0 + j*4*TX + 4*tx + c.
-    const uint c_off = batch * p.M * p.N;
+    // C is [batch][M][N], or with split-K [split][batch][M][N]: entry z either way.
+    const uint c_off = gl_WorkGroupID.z * p.M * p.N;
     [[unroll]] for (uint i = 0; i < TM / 4u; i++) {
         [[unroll]] for (uint r = 0; r < 4u; r++) {
             const uint row = m0 + i * 4u * TY + 4u * ty + r;

@@ -27,7 +27,7 @@ from vkgrad.lowering import elementwise
 from vkgrad.lowering.kernels import (OpPlan, plan_reduce, plan_softmax, plan_softmax_grad,
                                      plan_take, plan_take_grad)
 from vkgrad.lowering.launch import Launch
-from vkgrad.lowering.matmul import plan_matmul
+from vkgrad.lowering.matmul import plan_matmul_op
 
 
 class Unsupported(VkgradError):
@@ -55,9 +55,9 @@ def _matmul(e, info):
     batch = c.shape[0] if c.ndim == 3 else 1
     m, n = c.shape[-2:]
     k = a.shape[-2] if ta else a.shape[-1]
-    launch = plan_matmul(batch, m, k, n, ta, tb, m * k if a.ndim == 3 else 0,
-                         k * n if b.ndim == 3 else 0, info)
-    return OpPlan(((launch, ("a", "b", "c")),)), {"a": a, "b": b, "c": c}
+    plan = plan_matmul_op(batch, m, k, n, ta, tb, m * k if a.ndim == 3 else 0,
+                          k * n if b.ndim == 3 else 0, info)
+    return plan, {"a": a, "b": b, "c": c}
 
 
 def _reduction(op):

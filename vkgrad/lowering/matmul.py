@@ -2,7 +2,9 @@
 
 `plan_matmul` turns shapes and layout flags into a `Launch` binding three buffers (A, B, C, in
 that order): which tile variant, its specialization constants, push constants, workgroup count.
-Pure Python, no device: tested directly, and on lavapipe by tests/test_matmul.py.
+`plan_matmul_op` wraps it as an `OpPlan` (roles "a", "b", "c"; what the lowering calls) and adds
+split-K where the output is too small to fill a GPU (see `choose_splits`). Pure Python, no
+device: tested directly, and on lavapipe by tests/test_matmul.py.
 
 Variants (one shader; they differ only in specialization constants):
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .kernels import OpPlan, Temp, plan_reduce
 from .launch import Launch
 
 _MAX_GROUPS = 65535        # maxComputeWorkGroupCount: 65535 is what every target guarantees
@@ -94,6 +97,15 @@ VARIANTS = {
 # a 132-multiprocessor H200); otherwise the next smaller one. The last is the fallback.
 _GPU_ORDER = (("large", 192), ("medium", 96), ("small", 0))
 
+# Split-K (GPU only; see choose_splits). Designed from the H200's numbers (132 SMs, ~2-3 us per
+# extra dispatch, the `small` tile's k loop latency-bound at ~0.7-2.4 us per iteration when
+# there are few workgroups); not yet measured: bench/NOTES_matmul.md says what to measure.
+SPLIT_BELOW_GROUPS = 66     # split only outputs of fewer workgroups (half the H200's 132 SMs)
+SPLIT_TARGET_GROUPS = 132   # ... into about this many (one per SM)
+SPLIT_MIN_ITERS = 8         # ... and only when a workgroup would loop this many k steps (of BK*KS)
+SPLIT_SLICE_ITERS = 2       # each K slice keeps at least this many steps
+MAX_SPLITS = 64
+
 
 def choose_variant(batch: int, m: int, n: int, device_info=None) -> str:
     if device_info is not None and device_info.type == "CPU":
@@ -109,10 +121,85 @@ def choose_variant(batch: int, m: int, n: int, device_info=None) -> str:
     return _GPU_ORDER[-1][0]
 
 
+def split_count(k: int, tile: Tile, splits: int) -> int:
+    """How many K slices `splits` requested ones become: the shader cuts K into slices of
+    ceil(steps / splits) whole steps of BK*KS, so none is empty and each is tile-aligned."""
+    steps = _ceil(k, tile.bk * tile.ks)
+    if splits <= 1 or steps <= 1:
+        return 1
+    per = _ceil(steps, min(int(splits), steps))
+    return _ceil(steps, per)
+
+
+def choose_splits(batch: int, m: int, k: int, n: int, tile: Tile, device_info=None) -> int:
+    """K slices across workgroups for split-K; 1 means none.
+
+    GPU only (lavapipe's 2-4 threads are busy with any output): when `tile` gives fewer than
+    SPLIT_BELOW_GROUPS workgroups and each would loop at least SPLIT_MIN_ITERS k steps, split K
+    into enough slices for about SPLIT_TARGET_GROUPS workgroups, each slice SPLIT_SLICE_ITERS
+    steps or more. The partial products then cost a second dispatch (a sum over the slices).
+    """
+    if device_info is not None and device_info.type == "CPU":
+        return 1
+    groups = _ceil(m, tile.bm) * _ceil(n, tile.bn) * batch
+    steps = _ceil(k, tile.bk * tile.ks)
+    if groups == 0 or groups >= SPLIT_BELOW_GROUPS or steps < SPLIT_MIN_ITERS:
+        return 1
+    s = min(_ceil(SPLIT_TARGET_GROUPS, groups), steps // SPLIT_SLICE_ITERS, MAX_SPLITS,
+            _MAX_GROUPS // batch)
+    return split_count(k, tile, s)
+
+
+def plan_matmul_op(batch: int, m: int, k: int, n: int, transpose_a: bool, transpose_b: bool,
+                   a_batch_stride: int, b_batch_stride: int, device_info=None, *,
+                   splits: int | None = None, **options) -> OpPlan:
+    """The matmul as an OpPlan: roles "a", "b" (the operands) and "c" (the result), bound as
+    `plan_matmul`'s Launch binds them (0 = A, 1 = B, 2 = C); arguments as for `plan_matmul`.
+
+    Usually one launch. With split-K (`choose_splits`, or forced by `splits`: None chooses,
+    1 turns it off, S > 1 asks for S slices, fewer if K has fewer steps) it is two: the matmul
+    writes S partial products to the float32 temp "partials" [S, batch*m*n], then the reduction
+    kernel sums them into "c" (its own roles "x"/"out" renamed to those). `options` go to
+    `plan_matmul` (variant, tile, bake, range_checks).
+    """
+    launch = plan_matmul(batch, m, k, n, transpose_a, transpose_b, a_batch_stride,
+                         b_batch_stride, device_info, **options)
+    _, tile = _resolve_tile(batch, m, n, device_info, options.get("variant"), options.get("tile"))
+    if splits is None:
+        s = choose_splits(batch, m, k, n, tile, device_info)
+    else:
+        if int(splits) != splits or splits < 1:
+            raise ValueError(f"matmul: splits = {splits!r} must be a positive integer")
+        s = split_count(k, tile, int(splits))
+    if s == 1 or batch * m * n == 0:
+        return OpPlan(((launch, ("a", "b", "c")),))
+    partial = plan_matmul(batch, m, k, n, transpose_a, transpose_b, a_batch_stride,
+                          b_batch_stride, device_info, splits=s, **options)
+    total = batch * m * n
+    red = plan_reduce("sum", 1, s, total, info=device_info, splits=1)
+    rename = {"x": "partials", "out": "c", "partials": "reduce_partials"}
+    steps = ((partial, ("a", "b", "partials")),) + tuple(
+        (l, tuple(rename[r] for r in roles)) for l, roles in red.steps)
+    temps = (Temp("partials", s * total, "float32"),) + tuple(
+        Temp(rename[t.role], t.size, t.dtype) for t in red.temps)
+    return OpPlan(steps, temps)
+
+
+def _resolve_tile(batch, m, n, device_info, variant, tile) -> tuple[str, Tile]:
+    """(variant name, Tile) that plan_matmul uses for these arguments."""
+    if tile is not None:
+        return "custom", tile
+    name = variant or choose_variant(batch, m, n, device_info)
+    if name not in VARIANTS:
+        raise ValueError(f"matmul: unknown variant {name!r}; known: {', '.join(VARIANTS)}")
+    return name, VARIANTS[name]
+
+
 def plan_matmul(batch: int, m: int, k: int, n: int, transpose_a: bool, transpose_b: bool,
                 a_batch_stride: int, b_batch_stride: int, device_info=None, *,
                 variant: str | None = None, tile: Tile | None = None,
-                bake: bool = False, range_checks: bool | None = None) -> Launch:
+                bake: bool = False, range_checks: bool | None = None,
+                splits: int = 1) -> Launch:
     """C[b] = op(A[b]) @ op(B[b]) for b < batch, fp32, row-major contiguous storage.
 
     A is stored [m, k] ([k, m] if transpose_a), B [k, n] ([n, k] if transpose_b), C [batch, m, n].
@@ -120,6 +207,9 @@ def plan_matmul(batch: int, m: int, k: int, n: int, transpose_a: bool, transpose
     `variant` forces one of VARIANTS (tests, benchmarks), `tile` any valid Tile; `bake` compiles
     the tile into the SPIR-V as defines instead of specialization constants. `range_checks`:
     None leaves them out where m, n, k are multiples of the tile, True keeps them always.
+    `splits` > 1: the split-K partial product: K is cut into `splits` slices of whole k steps
+    (`split_count` must give `splits` back, so that none is empty) and C is [splits, batch, m, n],
+    slice s's partial product at C[s]; someone else sums them (`plan_matmul_op` does).
     """
     for label, v in (("batch", batch), ("m", m), ("k", k), ("n", n)):
         if int(v) != v or v < 0:
@@ -131,23 +221,23 @@ def plan_matmul(batch: int, m: int, k: int, n: int, transpose_a: bool, transpose
             raise ValueError(f"matmul: {label} = {s!r} must be a non-negative integer")
     last_a = (batch - 1) * a_batch_stride + m * k
     last_b = (batch - 1) * b_batch_stride + k * n
-    if max(last_a, last_b, batch * m * n) >= _U32:
-        raise ValueError(f"matmul: operands of {max(last_a, last_b, batch * m * n)} elements "
-                         "exceed the kernel's 32-bit indexing")
+    if int(splits) != splits or splits < 1:
+        raise ValueError(f"matmul: splits = {splits!r} must be a positive integer")
+    splits = int(splits)
+    if max(last_a, last_b, splits * batch * m * n) >= _U32:
+        raise ValueError(f"matmul: operands of {max(last_a, last_b, splits * batch * m * n)} "
+                         "elements exceed the kernel's 32-bit indexing")
 
-    name = variant or choose_variant(batch, m, n, device_info)
-    if tile is not None:
-        name = "custom"
-    else:
-        if name not in VARIANTS:
-            raise ValueError(f"matmul: unknown variant {name!r}; known: {', '.join(VARIANTS)}")
-        tile = VARIANTS[name]
+    name, tile = _resolve_tile(batch, m, n, device_info, variant, tile)
     tile.check(device_info.max_shared_memory if device_info is not None else 32768)
 
-    groups = (_ceil(n, tile.bn), _ceil(m, tile.bm), batch)
+    if splits > 1 and split_count(k, tile, splits) != splits:
+        raise ValueError(f"matmul: {splits} K slices of whole {tile.bk * tile.ks}-steps do not "
+                         f"divide k = {k} without an empty one (use split_count)")
+    groups = (_ceil(n, tile.bn), _ceil(m, tile.bm), batch * splits)
     if max(groups) > _MAX_GROUPS:
         raise ValueError(f"matmul: workgroup count {groups} exceeds {_MAX_GROUPS} in one "
-                         f"dimension (batch {batch}, m {m}, n {n})")
+                         f"dimension (batch {batch}, m {m}, n {n}, splits {splits})")
     groups = tuple(max(1, g) for g in groups)
 
     ta, tb = bool(transpose_a), bool(transpose_b)
@@ -160,15 +250,21 @@ def plan_matmul(batch: int, m: int, k: int, n: int, transpose_a: bool, transpose
     checks = True if range_checks else not exact
     values = (tile.threads, tile.bm, tile.bn, tile.bk, tile.tm, tile.tn, ta, tb, vec_a, vec_b,
               vec_c, tile.ks, tile.warp_x, tile.phases, checks, tile.always_prefetch)
+    # SPLITS (constant 16) is only given when > 1: unsplit launches keep the exact constants,
+    # and so the pipelines, they had before split-K existed.
+    if splits > 1:
+        values += (splits,)
     if bake:
         keys = ("MM_BM", "MM_BN", "MM_BK", "MM_TM", "MM_TN", "MM_TRANS_A", "MM_TRANS_B",
                 "MM_VEC_A", "MM_VEC_B", "MM_VEC_C", "MM_KS", "MM_WARP_X", "MM_PHASES", "MM_CHECK",
-                "MM_ALWAYS_PREFETCH")
+                "MM_ALWAYS_PREFETCH", "MM_SPLITS")
         defines = (("VKGRAD_BAKE_SPEC", 1),) + tuple(
             (key, str(v).lower() if isinstance(v, bool) else v) for key, v in zip(keys, values[1:]))
         spec = ()
     else:
         defines, spec = (), values
+    if splits > 1:
+        name += f"_splitk{splits}"
     return Launch(name=f"matmul_{name}", shader="matmul.comp", bindings=3, groups=groups,
                   push=(m, n, k, a_batch_stride, b_batch_stride), spec=spec, defines=defines)
 
