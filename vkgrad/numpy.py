@@ -44,12 +44,7 @@ def _is_weak(x) -> bool:
     return isinstance(x, (bool, int, float)) and not isinstance(x, _np.generic)
 
 
-def _dtype_of(x) -> str | None:
-    if isinstance(x, ArrayOps):   # a tracer, or a vkgrad.Array on a device
-        return x.aval.dtype
-    if isinstance(x, (_np.ndarray, _np.generic)):
-        return canonical_dtype(x.dtype)
-    return None
+_dtype_of = P.dtype_of
 
 
 def _weak_kind(x) -> str:

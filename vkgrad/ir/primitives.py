@@ -40,7 +40,7 @@ from vkgrad.tracer.core import ArrayOps
 # ----------------------------------------------------------------------------------- helpers
 
 
-def _dt(x) -> str | None:
+def dtype_of(x) -> str | None:
     """dtype name of an operand; None for a (weakly typed) Python scalar."""
     if isinstance(x, ArrayOps):   # a tracer, or a vkgrad.Array on a device
         return x.aval.dtype
@@ -55,10 +55,10 @@ def _shape(x) -> tuple:
 
 def _coerce(*xs):
     """Give Python scalars the dtype of the first typed operand (weak typing)."""
-    dt = next((d for d in map(_dt, xs) if d is not None), None)
+    dt = next((d for d in map(dtype_of, xs) if d is not None), None)
     if dt is None:
         return xs
-    return tuple(np_dtype(dt).type(x) if _dt(x) is None else x for x in xs)
+    return tuple(np_dtype(dt).type(x) if dtype_of(x) is None else x for x in xs)
 
 
 def broadcast_shapes(name: str, types) -> tuple:
@@ -123,7 +123,7 @@ def _keep_shape(shape, axes) -> tuple:
 
 
 def _zeros_like(x):
-    return broadcast_to(np_dtype(_dt(x)).type(0), _shape(x))
+    return broadcast_to(np_dtype(dtype_of(x)).type(0), _shape(x))
 
 
 # =================================================================================== elementwise
@@ -241,7 +241,7 @@ abstract_eval_rules[convert_p] = lambda x, *, dtype: TensorType(x.shape, dtype_n
 impls[convert_p] = lambda x, *, dtype: np.asarray(x).astype(np_dtype(dtype))
 glsl_elementwise[convert_p] = "{T}({0})"   # {T}: the GLSL type of the result
 vjp_rules[convert_p] = lambda g, ans, x, *, dtype: (
-    (convert(g, _dt(x)),) if _dt(x) in FLOAT_DTYPES else (None,))
+    (convert(g, dtype_of(x)),) if dtype_of(x) in FLOAT_DTYPES else (None,))
 
 # =================================================================================== reductions
 # reduce_*[axes]: axes is a sorted tuple; the reduced axes are dropped (vkgrad.numpy's keepdims
@@ -275,7 +275,7 @@ reduce_min_p = _reduction("reduce_min", np.min)
 def _chooser_vjp(g, ans, x, *, axes):
     """max/min: the gradient goes to the elements equal to the result, shared among ties."""
     keep = _keep_shape(x.shape, axes)
-    hit = convert(eq(x, broadcast_to(reshape(ans, keep), x.shape)), _dt(x))
+    hit = convert(eq(x, broadcast_to(reshape(ans, keep), x.shape)), dtype_of(x))
     share = div(g, reduce_sum(hit, axes))
     return (mul(broadcast_to(reshape(share, keep), x.shape), hit),)
 
@@ -613,7 +613,7 @@ def div(x, y): return div_p.bind(*_coerce(x, y))
 def power(x, y): return pow_p.bind(*_coerce(x, y))
 def maximum(x, y): return max_p.bind(*_coerce(x, y))
 def minimum(x, y): return min_p.bind(*_coerce(x, y))
-def sub(x, y): return add(x, neg(y) if _dt(y) else -y)   # micrograd: a - b = a + (-b)
+def sub(x, y): return add(x, neg(y) if dtype_of(y) else -y)   # micrograd: a - b = a + (-b)
 def neg(x): return neg_p.bind(x)
 def exp(x): return exp_p.bind(x)
 def log(x): return log_p.bind(x)
@@ -634,9 +634,9 @@ def select(c, a, b): return select_p.bind(c, *_coerce(a, b))
 
 def convert(x, dtype):
     dtype = dtype_name(dtype)
-    if _dt(x) is None:                       # a Python scalar: just a typed scalar
+    if dtype_of(x) is None:                       # a Python scalar: just a typed scalar
         return np_dtype(dtype).type(x)
-    return x if _dt(x) == dtype else convert_p.bind(x, dtype=dtype)
+    return x if dtype_of(x) == dtype else convert_p.bind(x, dtype=dtype)
 
 
 def reduce_sum(x, axes): return reduce_sum_p.bind(x, axes=tuple(sorted(axes)))
