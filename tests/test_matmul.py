@@ -5,6 +5,9 @@ Shapes are distinct in m, k, n (a square shape hides swapped operands) and awkwa
 variant the planner can pick is run, each at a shape with ragged edges and at one that is a
 multiple of its tile (the kernel then leaves out its range checks). The output buffer is
 poisoned with NaN first, so an element the kernel never writes fails the check.
+
+Split-K (`plan_matmul_op`: partial products over K slices into a temp, then a sum) is forced
+with `splits=` on lavapipe, where the planner itself never picks it; its temps are poisoned too.
 """
 
 import itertools
@@ -12,8 +15,10 @@ import itertools
 import numpy as np
 import pytest
 
+from vkgrad.lowering.kernels import bind
 from vkgrad.lowering.launch import dispatch
-from vkgrad.lowering.matmul import VARIANTS, Tile, choose_variant, plan_matmul
+from vkgrad.lowering.matmul import (VARIANTS, Tile, choose_splits, choose_variant, plan_matmul,
+                                    plan_matmul_op, split_count)
 from vkgrad.runtime import DeviceInfo, Executable, get_device
 
 TRANSPOSES = list(itertools.product((False, True), repeat=2))
@@ -50,6 +55,40 @@ def run_matmul(dev, rng, batch, m, k, n, ta=False, tb=False, sa=None, sb=None, *
         ref[i] = (ai.T if ta else ai) @ (bi.T if tb else bi)
     ex.release()
     return out, ref, launch
+
+
+def run_matmul_op(dev, rng, batch, m, k, n, ta=False, tb=False, sa=None, sb=None, info=None,
+                  **plan):
+    """Like run_matmul, through plan_matmul_op (roles a, b, c and temps); returns the OpPlan."""
+    sa = m * k if sa is None else sa
+    sb = k * n if sb is None else sb
+    a = rng.standard_normal(max((batch - 1) * sa + m * k, 1)).astype(np.float32)
+    b = rng.standard_normal(max((batch - 1) * sb + k * n, 1)).astype(np.float32)
+    op = plan_matmul_op(batch, m, k, n, ta, tb, sa, sb, info or dev.info, **plan)
+    bufs = {"a": dev.buffer(a.size), "b": dev.buffer(b.size),
+            "c": dev.buffer(max(batch * m * n, 1))}
+    uploads = [(bufs["a"], a), (bufs["b"], b),
+               (bufs["c"], np.full(bufs["c"].size, np.nan, np.float32))]
+    for t in op.temps:
+        assert t.dtype == "float32"
+        bufs[t.role] = dev.buffer(t.size)
+        uploads.append((bufs[t.role], np.full(t.size, np.nan, np.float32)))
+    ex = Executable(dev, bind(dev, op, bufs))
+    ex.run(uploads=uploads, downloads=[bufs["c"]])
+    out = bufs["c"].read_staging()[: batch * m * n].reshape(batch, m, n)
+    ref = np.empty((batch, m, n))
+    for i in range(batch):
+        ai = a[i * sa: i * sa + m * k].astype(np.float64).reshape((k, m) if ta else (m, k))
+        bi = b[i * sb: i * sb + k * n].astype(np.float64).reshape((n, k) if tb else (k, n))
+        ref[i] = (ai.T if ta else ai) @ (bi.T if tb else bi)
+    ex.release()
+    return out, ref, op
+
+
+def n_splits(op) -> int:
+    """K slices of an OpPlan's matmul launch (1: no split-K)."""
+    spec = op.launches[0].spec
+    return spec[16] if len(spec) > 16 else 1
 
 
 def assert_close(out, ref, what):
@@ -167,3 +206,129 @@ def test_planner_rejects_bad_input():
         plan_matmul(1, 4, 4, 4, False, False, 0, 0, gpu, tile=Tile(64, 64, 8, 6, 8))
     with pytest.raises(ValueError, match="shared memory"):
         plan_matmul(1, 4, 4, 4, False, False, 0, 0, gpu, tile=Tile(128, 128, 32, 8, 8))
+
+
+# ---- split-K on the device (forced: lavapipe's planner never picks it) ----
+
+@pytest.mark.parametrize("ta,tb", TRANSPOSES)
+@pytest.mark.parametrize("variant", [None, "small"])
+@pytest.mark.parametrize("m,k,n,splits", [(70, 300, 10, 4), (33, 257, 1, 3), (1, 130, 12, 5)])
+def test_split_k(dev, rng, m, k, n, splits, variant, ta, tb):
+    """Skinny outputs, every layout, the planner's lavapipe tile and the GPU's K-sliced one."""
+    out, ref, op = run_matmul_op(dev, rng, 1, m, k, n, ta, tb, splits=splits, variant=variant)
+    assert n_splits(op) == splits and len(op.steps) == 2
+    assert [r for _, r in op.steps] == [("a", "b", "partials"), ("partials", "c")]
+    assert op.temps[0].role == "partials" and op.temps[0].size == splits * m * n
+    assert_close(out, ref, f"split-K {splits} {variant} m={m} k={k} n={n} ta={ta} tb={tb}")
+
+
+@pytest.mark.parametrize("ta,tb", TRANSPOSES)
+def test_split_k_batched(dev, rng, ta, tb):
+    b, m, k, n = 3, 33, 200, 10
+    for sa, sb, what in [(None, None, "packed"), (m * k + 3, k * n + 5, "padded"),
+                         (0, None, "broadcast A"), (None, 0, "broadcast B")]:
+        for variant in (None, "small"):
+            out, ref, op = run_matmul_op(dev, rng, b, m, k, n, ta, tb, sa=sa, sb=sb, splits=3,
+                                         variant=variant)
+            assert n_splits(op) == 3 and op.launches[0].groups[2] == 3 * b
+            assert_close(out, ref, f"split-K {what} {variant} ta={ta} tb={tb}")
+
+
+def test_split_k_awkward_k(dev, rng):
+    """K slices are whole steps of BK*KS (32 for `small`): k not a multiple of the slices or of
+    the step, k shorter than splits * step (fewer slices than asked), one step (no split)."""
+    for k, asked, got in [(1000, 3, 3), (100, 7, 4), (40, 4, 2), (33, 8, 2), (20, 4, 1),
+                          (7, 3, 1)]:
+        out, ref, op = run_matmul_op(dev, rng, 2, 37, k, 10, True, False, splits=asked,
+                                     variant="small")
+        assert n_splits(op) == got and len(op.steps) == (2 if got > 1 else 1), (k, asked)
+        assert_close(out, ref, f"split-K k={k} splits={asked}")
+
+
+def test_split_k_exact_tiles_and_baked(dev, rng):
+    """Tile-multiple shapes (range checks compiled out; `large` also prefetches branch-free,
+    clamped to its slice), and the baked (defines) form of a split launch."""
+    for variant, (m, k, n) in [("large", (128, 512, 128)), ("small", (64, 256, 64)),
+                               ("cpu", (64, 96, 64))]:
+        for ta, tb in [(False, False), (True, True)]:
+            out, ref, op = run_matmul_op(dev, rng, 1, m, k, n, ta, tb, splits=4,
+                                         variant=variant)
+            assert op.launches[0].spec[14] is False, "exact shape: no range checks"
+            assert_close(out, ref, f"split-K exact {variant} ta={ta} tb={tb}")
+    out, ref, op = run_matmul_op(dev, rng, 2, 40, 300, 12, False, True, splits=5,
+                                 variant="small", bake=True)
+    assert ("MM_SPLITS", 5) in op.launches[0].defines and op.launches[0].spec == ()
+    assert_close(out, ref, "split-K baked")
+
+
+def test_split_k_as_planned_for_the_h200(dev, rng):
+    """The plans the planner makes for the H200 (MLP's last layer, forward and dW), run here."""
+    gpu = _info("discrete GPU")
+    for m, k, n, ta in [(256, 1024, 10, False), (1024, 256, 10, True)]:
+        out, ref, op = run_matmul_op(dev, rng, 1, m, k, n, ta, False, info=gpu)
+        assert n_splits(op) > 1
+        assert_close(out, ref, f"H200 plan m={m} k={k} n={n}")
+
+
+# ---- split-K planning (no device) ----
+
+def test_planner_split_k_on_gpu_only():
+    gpu, cpu = _info("discrete GPU"), _info("CPU")
+    # The MLP step's skinny products: h@W3 (8 workgroups of `small`), dW3 = h^T g (32).
+    for args in [(1, 256, 1024, 10, False, False, 0, 0), (1, 1024, 256, 10, True, False, 0, 0)]:
+        op = plan_matmul_op(*args, gpu)
+        s = n_splits(op)
+        assert s > 1 and len(op.steps) == 2, args
+        mm, red = op.launches
+        assert mm.name.startswith("matmul_small_splitk")
+        assert op.steps[0][1] == ("a", "b", "partials") and op.steps[1][1] == ("partials", "c")
+        assert red.shader == "reduce.comp" and red.name == "reduce_sum"
+        _, m, _, n = args[:4]
+        assert op.temps == (op.temps[0],) and op.temps[0].size == s * m * n
+        assert op.temps[0].dtype == "float32"
+        # about one workgroup per SM, each K slice at least two k steps
+        assert 64 <= mm.groups[0] * mm.groups[1] * mm.groups[2] <= 160
+        assert 4 <= s <= 16
+        # lavapipe keeps one launch
+        assert len(plan_matmul_op(*args, cpu).steps) == 1
+    assert n_splits(plan_matmul_op(1, 256, 1024, 10, False, False, 0, 0, gpu)) == 16
+    assert n_splits(plan_matmul_op(1, 1024, 256, 10, True, False, 0, 0, gpu)) == 4
+    # Enough workgroups already, or too little K to be worth a second dispatch: one launch,
+    # exactly what plan_matmul gives (so the pipelines of unsplit matmuls are unchanged).
+    for args in [(1, 256, 1024, 1024, False, False, 0, 0),   # 128 workgroups of `small`
+                 (1, 1024, 256, 1024, True, False, 0, 0),
+                 (1, 256, 10, 1024, False, True, 0, 0),      # dh = g W3^T: k = 10
+                 (1, 256, 128, 10, False, False, 0, 0),      # 4 k steps
+                 (1, 4096, 4096, 4096, False, False, 0, 0)]:
+        op = plan_matmul_op(*args, gpu)
+        assert op.steps == ((plan_matmul(*args, gpu), ("a", "b", "c")),) and op.temps == ()
+        assert len(op.launches[0].spec) == 16
+    # splits=1 turns it off; batched outputs count all their workgroups
+    assert len(plan_matmul_op(1, 256, 1024, 10, False, False, 0, 0, gpu, splits=1).steps) == 1
+    assert len(plan_matmul_op(16, 256, 1024, 10, False, False, 0, 0, gpu).steps) == 1
+    assert choose_splits(4, 256, 1024, 10, VARIANTS["small"], gpu) > 1
+
+
+def test_planner_split_count_never_leaves_a_slice_empty():
+    t = VARIANTS["small"]
+    step = t.bk * t.ks
+    for k in range(1, 40 * step, 7):
+        steps = -(-k // step)
+        for asked in range(1, 70):
+            s = split_count(k, t, asked)
+            assert 1 <= s <= min(asked, steps)
+            if s > 1:
+                per = -(-steps // s)                    # the shader's slice, in steps
+                assert per == -(-steps // asked) or asked > steps
+                assert (s - 1) * per < steps            # the last slice is not empty
+                plan_matmul(1, 8, k, 8, False, False, 0, 0, variant="small", splits=s)
+
+
+def test_planner_split_k_rejects_bad_input():
+    gpu = _info("discrete GPU")
+    with pytest.raises(ValueError, match="splits"):
+        plan_matmul_op(1, 4, 64, 4, False, False, 0, 0, gpu, splits=0)
+    with pytest.raises(ValueError, match="empty"):
+        plan_matmul(1, 4, 64, 4, False, False, 0, 0, gpu, variant="small", splits=3)
+    with pytest.raises(ValueError, match="32-bit"):
+        plan_matmul(1, 2**16, 256, 2**14, False, False, 0, 0, gpu, variant="small", splits=4)

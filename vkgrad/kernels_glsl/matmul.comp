@@ -176,12 +176,13 @@ void main() {
     }
     const uint n0 = gl_WorkGroupID.x * BN, m0 = gl_WorkGroupID.y * BM;
     // Split-K: z = split * batches + batch; this workgroup's K slice starts at k_begin and is
-    // Kl long. Unsplit (SPLITS == 1): batch = z, k_begin = 0, Kl = K.
+    // Kl long (Kl is set below, where K was first read before split-K: unsplit, the SPIR-V
+    // then matches the shader without split-K instruction for instruction).
+    // Unsplit (SPLITS == 1): batch = z, k_begin = 0, Kl = K.
     const uint batches = gl_NumWorkGroups.z / SPLITS;
     const uint batch = SPLITS > 1u ? gl_WorkGroupID.z % batches : gl_WorkGroupID.z;
     const uint chunk = ceil_div(ceil_div(p.K, BK * KS), SPLITS) * (BK * KS);
     const uint k_begin = SPLITS > 1u ? (gl_WorkGroupID.z / batches) * chunk : 0u;
-    const uint Kl = SPLITS > 1u ? (k_begin < p.K ? min(chunk, p.K - k_begin) : 0u) : p.K;
     const bool a_kc = !TRANS_A, b_kc = TRANS_B;
     const uint a_ld = a_kc ? p.K : p.M, b_ld = b_kc ? p.K : p.N;   // leading dims of storage
     const uint a_kstep = a_kc ? 1u : a_ld, b_kstep = b_kc ? 1u : b_ld;
@@ -243,6 +244,7 @@ void main() {
         }                                                                                       \
     }
 
+    const uint Kl = SPLITS > 1u ? (k_begin < p.K ? min(chunk, p.K - k_begin) : 0u) : p.K;
     const uint iters = max(1u, ceil_div(ceil_div(Kl, BK), KS));
     const uint stage0 = slice * 2u;
     [[unroll]] for (uint q = 0; q < PHASES; q++) {

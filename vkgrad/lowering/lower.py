@@ -24,7 +24,7 @@ from vkgrad.ir import primitives as P
 from vkgrad.ir.core import Literal, Program, Var
 from vkgrad.ir.passes.fuse import fused_p
 from vkgrad.lowering import elementwise
-from vkgrad.lowering.kernels import (OpPlan, plan_reduce, plan_softmax, plan_softmax_grad,
+from vkgrad.lowering.kernels import (plan_reduce, plan_softmax, plan_softmax_grad,
                                      plan_take, plan_take_grad)
 from vkgrad.lowering.launch import Launch
 from vkgrad.lowering.matmul import plan_matmul_op

@@ -98,7 +98,7 @@ VARIANTS = {
 _GPU_ORDER = (("large", 192), ("medium", 96), ("small", 0))
 
 # Split-K (GPU only; see choose_splits). Designed from the H200's numbers (132 SMs, ~2-3 us per
-# extra dispatch, the `small` tile's k loop latency-bound at ~0.7-2.4 us per iteration when
+# extra dispatch, the `small` tile's k loop latency-bound at ~1.5-2.4 us per step of BK*KS when
 # there are few workgroups); not yet measured: bench/NOTES_matmul.md says what to measure.
 SPLIT_BELOW_GROUPS = 66     # split only outputs of fewer workgroups (half the H200's 132 SMs)
 SPLIT_TARGET_GROUPS = 132   # ... into about this many (one per SM)
