@@ -36,7 +36,10 @@ def mlp_section(d) -> list[str]:
     sizes = "-".join(map(str, d["sizes"]))
     out = [f"## MLP training step ({sizes}, batch {d['batch']}, Adam, fp32)", "",
            f"{d['date']}, {d['device']}; `python3 bench/bench_mlp.py` (median wall time per step; "
-           "host: numpy batch each step, device: batches put on the device once)", "",
+           "host: numpy batch each step, device: batches put on the device once)", ""]
+    if d.get("label"):
+        out += [f"*{d['label']}*", ""]
+    out += [
            "| framework | batches | us/step | peer/vkgrad | loss first -> last |",
            "| --- | --- | ---: | ---: | --- |"]
     for mode in ("host", "device"):
@@ -51,7 +54,7 @@ def mlp_section(d) -> list[str]:
             out.append(f"| {name} | {mode} | {r['median_us']:.1f} | {r['median_us'] / v:.2f} | "
                        f"{r['first_loss']:.4f} -> {r['last_loss']:.4f} |")
     prof = d.get("vkgrad/host", {})
-    if prof.get("profile"):
+    if prof.get("profile") and not d.get("label"):
         out += ["", f"vkgrad's kernels in that step (`vg.profile`, GPU timestamps, median): "
                 f"{len(prof['profile'])} dispatches, {prof['gpu_total_us']:.1f} us of GPU time", "",
                 "| kernel | primitives | shapes | GPU us | % |", "| --- | --- | --- | ---: | ---: |"]
@@ -61,10 +64,31 @@ def mlp_section(d) -> list[str]:
     return out + [""]
 
 
+def targets(docs) -> list[str]:
+    """The issue's targets against what each run measured (computed, not typed)."""
+    out = ["## Targets (from the issues) against these runs", ""]
+    for d in docs:
+        if "rows" in d:
+            for r in d["rows"]:
+                if r["shape"] == "cube4096":
+                    ratio = r["vkgrad"]["planner"]["tflops"] / r["torch"]["tflops"]
+                    out.append(f"- matmul 4096^3 fp32 at >= 0.9x cuBLAS: {ratio:.2f}x "
+                               f"({'met' if ratio >= 0.9 else 'NOT met'}), {d['date']}")
+        else:
+            for mode in ("host", "device"):
+                v, j = d.get(f"vkgrad/{mode}", {}), d.get(f"jax/{mode}", {})
+                if "median_us" in v and "median_us" in j:
+                    ratio = j["median_us"] / v["median_us"]
+                    out.append(f"- MLP step no slower than JAX ({mode} batches): JAX/vkgrad time "
+                               f"= {ratio:.2f} ({'met' if ratio >= 1 else 'NOT met'}) in the run "
+                               f"of {d['date']}{' (' + d['label'].split(';')[0] + ')' if d.get('label') else ''}")
+    return out + [""]
+
+
 def main():
-    lines = [HEADER]
-    for path in sys.argv[1:]:
-        d = json.loads(Path(path).read_text())
+    docs = [json.loads(Path(p).read_text()) for p in sys.argv[1:]]
+    lines = [HEADER] + targets(docs)
+    for d in docs:
         lines += matmul_section(d) if "rows" in d else mlp_section(d)
     Path(__file__).resolve().parent.parent.joinpath("BENCHMARKS.md").write_text("\n".join(lines))
 
