@@ -223,3 +223,15 @@ def test_device_put_then_no_upload():
     assert counters["uploads"] == up                # bound where it lives: nothing uploaded
     with pytest.raises(vg.VkgradError, match="float64"):
         vg.device_put(np.ones(3))                    # no f64 storage on the device: said plainly
+
+
+def test_donating_a_shared_buffer_does_not_clobber_the_other_array():
+    keep = vg.jit(lambda x: x, backend="vulkan")          # returns its input: shares the buffer
+    a = vg.device_put(np.arange(6, dtype=np.float32))
+    b = keep(a)
+    assert b.buffer is a.buffer
+    step = vg.jit(lambda x: x * 10.0, donate_argnums=0, backend="vulkan")
+    c = step(a)                                           # a is consumed; b must keep its values
+    close(c, np.arange(6) * 10.0)
+    close(b, np.arange(6))
+    assert a.is_deleted() and not b.is_deleted()

@@ -26,11 +26,12 @@ class DeletedArrayError(ArgumentError):
 
 class Owned:
     """Holds a device buffer for the Arrays that share it; gives it back to the pool when the
-    last of them is gone."""
-    __slots__ = ("buffer", "pool", "__weakref__")
+    last of them is gone. `users` counts the live Arrays on it: a donated buffer may be
+    overwritten only when the donated Array is its only user."""
+    __slots__ = ("buffer", "pool", "users", "__weakref__")
 
     def __init__(self, buffer, pool):
-        self.buffer, self.pool = buffer, pool
+        self.buffer, self.pool, self.users = buffer, pool, 0
 
     def __del__(self):
         try:
@@ -67,6 +68,8 @@ class Array(ArrayOps):
         self._owned = owned
         self._host = None
         self._deleted = False
+        if owned is not None:
+            owned.users += 1
         if host is not None:
             self._set_host(host)
 
@@ -153,8 +156,14 @@ class Array(ArrayOps):
 
     def delete(self) -> None:
         self._deleted = True
+        if self._owned is not None:
+            self._owned.users -= 1
         self._owned = None
         self._host = None
+
+    def __del__(self):
+        if self._owned is not None:
+            self._owned.users -= 1
 
     def _consume(self) -> Owned | None:
         """Donation: hand the buffer over and become unusable."""

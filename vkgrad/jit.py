@@ -348,7 +348,8 @@ class VulkanRunner:
             if slot is None or slot in binding or slot in self.fixed or slot in out_owned:
                 continue
             i = self.donation.get(slot) if donate else None
-            if i is not None and shared[id(owned_in[i])] == 1:
+            # overwrite a donated buffer only if nothing else can still read it
+            if i is not None and shared[id(owned_in[i])] == 1 and owned_in[i].users <= 1:
                 out_owned[slot] = owned_in[i]        # write the result over the donated input
             else:
                 s = lw.slots[slot]
