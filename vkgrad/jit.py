@@ -283,8 +283,7 @@ class NumpyRunner:
             if i in self.donated and isinstance(x, Array):
                 x.delete()
         outs = run_program(self.program, *vals)
-        return [Array(o.type, host=v) if not isinstance(o, Literal) else
-                Array(TensorType((), o.dtype), host=v) for o, v in zip(self.program.outputs, outs)]
+        return [Array(o.type, host=v) for o, v in zip(self.program.outputs, outs)]
 
 
 _pools: dict = {}
