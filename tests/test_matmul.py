@@ -48,13 +48,19 @@ def run_matmul(dev, rng, batch, m, k, n, ta=False, tb=False, sa=None, sb=None, *
                     (bufs[2], np.full(bufs[2].size, np.nan, np.float32))],
            downloads=[bufs[2]])
     out = bufs[2].read_staging()[: batch * m * n].reshape(batch, m, n)
+    ref = reference(a, b, batch, m, k, n, ta, tb, sa, sb)
+    ex.release()
+    return out, ref, launch
+
+
+def reference(a, b, batch, m, k, n, ta, tb, sa, sb):
+    """float64 C[i] = op(A[i]) @ op(B[i]) from the flat, batch-strided operands."""
     ref = np.empty((batch, m, n))
     for i in range(batch):
         ai = a[i * sa: i * sa + m * k].astype(np.float64).reshape((k, m) if ta else (m, k))
         bi = b[i * sb: i * sb + k * n].astype(np.float64).reshape((n, k) if tb else (k, n))
         ref[i] = (ai.T if ta else ai) @ (bi.T if tb else bi)
-    ex.release()
-    return out, ref, launch
+    return ref
 
 
 def run_matmul_op(dev, rng, batch, m, k, n, ta=False, tb=False, sa=None, sb=None, info=None,
@@ -76,11 +82,7 @@ def run_matmul_op(dev, rng, batch, m, k, n, ta=False, tb=False, sa=None, sb=None
     ex = Executable(dev, bind(dev, op, bufs))
     ex.run(uploads=uploads, downloads=[bufs["c"]])
     out = bufs["c"].read_staging()[: batch * m * n].reshape(batch, m, n)
-    ref = np.empty((batch, m, n))
-    for i in range(batch):
-        ai = a[i * sa: i * sa + m * k].astype(np.float64).reshape((k, m) if ta else (m, k))
-        bi = b[i * sb: i * sb + k * n].astype(np.float64).reshape((n, k) if tb else (k, n))
-        ref[i] = (ai.T if ta else ai) @ (bi.T if tb else bi)
+    ref = reference(a, b, batch, m, k, n, ta, tb, sa, sb)
     ex.release()
     return out, ref, op
 
