@@ -28,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from vkgrad.lowering.launch import dispatch  # noqa: E402
+
 from vkgrad.lowering.matmul import VARIANTS, Tile, plan_matmul  # noqa: E402
 from vkgrad.runtime import Executable, get_device  # noqa: E402
 
@@ -95,7 +95,7 @@ def rel_err(out, ref, torch):
 
 
 def time_vkgrad(dev, launch, bufs, reps, rounds):
-    ex = Executable(dev, [dispatch(dev, launch, bufs)] * reps, timestamps=True, name="bench")
+    ex = Executable(dev, [dev.dispatch(launch, bufs)] * reps, timestamps=True, name="bench")
     ex.run()  # warm-up: first use of the pipeline
     per = []
     for _ in range(rounds):
@@ -197,7 +197,7 @@ def main():
                 else:
                     launch = plan_matmul(batch, m, k, n, ta, tb, sa, sb, dev.info, tile=tile)
                 # Correctness first: poison C, run once, compare with the float64 reference.
-                ex = Executable(dev, [dispatch(dev, launch, bufs)])
+                ex = Executable(dev, [dev.dispatch(launch, bufs)])
                 ex.run(uploads=[(bufs[2], np.full(batch * m * n, np.nan, np.float32))],
                        downloads=[bufs[2]])
                 out = bufs[2].read_staging().reshape(batch, m, n)

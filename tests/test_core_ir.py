@@ -12,16 +12,16 @@ import pytest
 import vkgrad as vg
 import vkgrad.numpy as vnp
 from vkgrad.errors import IRError
-from vkgrad.ir import primitives as P
-from vkgrad.ir.autodiff import grad_program
+from vkgrad import primitives as P
+from vkgrad.transforms.autodiff import grad_program
 from vkgrad.ir.core import Eqn, Literal, Params, Program, Var
 from vkgrad.ir.graph import program_graph
 from vkgrad.ir.interpreter import run_program
 from vkgrad.ir.parser import parse_program
-from vkgrad.ir.passes import PASSES, cse, dce, fold_transposes, optimize, simplify
-from vkgrad.ir.printer import print_program
+from vkgrad.passes import PASSES, cse, dce, fold_transposes, optimize, simplify
+from vkgrad.ir.core import print_program
 from vkgrad.ir.verifier import verify
-from vkgrad.lowering.rules import glsl_elementwise
+from vkgrad.ir.core import glsl_elementwise
 
 S = vg.ShapeDtype
 ARGS = (S((8, 6)), S((4, 6)), S((4,)), S((8,), "i32"))
@@ -226,7 +226,7 @@ def test_simplify_keeps_stop_gradient_when_asked():
 def test_simplify_rules_each_have_an_algebra_comment():
     import inspect
 
-    from vkgrad.ir.passes import simplify as mod
+    from vkgrad.passes import simplify as mod
     src = inspect.getsource(inspect.getmodule(mod))
     body = src[src.index("RULES = ["):src.index("\n]\n")]
     rows = body.count("Rule(")

@@ -24,8 +24,8 @@ import vkgrad.nn as nn
 import vkgrad.numpy as vnp
 from vkgrad.ir.interpreter import run_program
 from vkgrad.ir.parser import parse_program
-from vkgrad.ir.passes import optimize
-from vkgrad.ir.printer import print_program
+from vkgrad.passes import optimize
+from vkgrad.ir.core import print_program
 from vkgrad.tracer.pytree import tree_flatten
 
 

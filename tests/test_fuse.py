@@ -4,7 +4,7 @@ import numpy as np
 
 import vkgrad as vg
 from vkgrad.ir.parser import parse_program
-from vkgrad.ir.passes.fuse import canonicalize_for_lowering, fuse
+from vkgrad.passes.fuse import canonicalize_for_lowering, fuse
 from vkgrad.ir.verifier import verify
 
 SOURCE = """program f(%0: f32[4,5], %1: f32[5,6], %2: f32[6]) -> (f32[], f32[5,6]) {

@@ -8,7 +8,9 @@ forgets to write, or a temporary it forgets to clear, shows up.
 import numpy as np
 import pytest
 
-from vkgrad.lowering.kernels import (MAX_GROUPS_X, OpPlan, bind, plan_reduce, plan_softmax,
+from kernel_runs import run_plan
+from vkgrad.lowering.launch import MAX_GROUPS_X
+from vkgrad.lowering.kernels import (OpPlan, plan_reduce, plan_softmax,
                                      plan_softmax_grad, plan_take, plan_take_grad)
 from vkgrad.runtime import Executable, get_device
 
@@ -16,25 +18,6 @@ from vkgrad.runtime import Executable, get_device
 @pytest.fixture(scope="module")
 def dev():
     return get_device()
-
-
-def run_plan(dev, plan: OpPlan, inputs: dict, outputs: dict) -> dict:
-    """Run `plan` with `inputs` {role: array} and `outputs` {role: size}; return the outputs."""
-    bufs, uploads = {}, []
-    for role, arr in inputs.items():
-        bufs[role] = dev.buffer(arr.size, arr.dtype)
-        uploads.append((bufs[role], arr))
-    for role, size in outputs.items():
-        bufs[role] = dev.buffer(size)
-        uploads.append((bufs[role], np.full(size, np.nan, np.float32)))
-    for t in plan.temps:
-        bufs[t.role] = dev.buffer(t.size, t.dtype)
-        junk = np.full(t.size, np.nan, np.float32) if t.dtype == "float32" else \
-            np.full(t.size, 12345, np.int32)
-        uploads.append((bufs[t.role], junk))
-    ex = Executable(dev, bind(dev, plan, bufs))
-    ex.run(uploads=uploads, downloads=[bufs[r] for r in outputs])
-    return {r: bufs[r].read_staging() for r in outputs}
 
 
 # ---------------------------------------------------------------- reductions

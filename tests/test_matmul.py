@@ -15,8 +15,8 @@ import itertools
 import numpy as np
 import pytest
 
-from vkgrad.lowering.kernels import bind
-from vkgrad.lowering.launch import dispatch
+from kernel_runs import bind
+
 from vkgrad.lowering.matmul import (VARIANTS, Tile, choose_splits, choose_variant, plan_matmul,
                                     plan_matmul_op, split_count)
 from vkgrad.runtime import DeviceInfo, Executable, get_device
@@ -43,7 +43,7 @@ def run_matmul(dev, rng, batch, m, k, n, ta=False, tb=False, sa=None, sb=None, *
     b = rng.standard_normal(max((batch - 1) * sb + k * n, 1)).astype(np.float32)
     launch = plan_matmul(batch, m, k, n, ta, tb, sa, sb, dev.info, **plan)
     bufs = (dev.buffer(a.size), dev.buffer(b.size), dev.buffer(max(batch * m * n, 1)))
-    ex = Executable(dev, [dispatch(dev, launch, bufs)])
+    ex = Executable(dev, [dev.dispatch(launch, bufs)])
     ex.run(uploads=[(bufs[0], a), (bufs[1], b),
                     (bufs[2], np.full(bufs[2].size, np.nan, np.float32))],
            downloads=[bufs[2]])

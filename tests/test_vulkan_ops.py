@@ -10,7 +10,7 @@ import pytest
 
 import vkgrad as vg
 import vkgrad.numpy as vnp
-from vkgrad.ir import primitives as P
+from vkgrad import primitives as P
 
 RNG = np.random.default_rng(1234)
 
@@ -132,11 +132,11 @@ def test_op_on_vulkan_matches_interpreter(case, fn, args):
 def test_every_primitive_has_a_vulkan_lowering():
     """The table above reaches every primitive on the Vulkan path (fused or kernel)."""
     from vkgrad.ir.core import PRIMITIVES
-    from vkgrad.ir.passes.fuse import fused_p
+    from vkgrad.passes.fuse import fused_p
     seen = set()
     for case, fn, args in CASES:
         lw = vg.jit(fn, backend="vulkan").lower(*args)
-        for e in lw.fused.eqns:
+        for e in lw.stages["fused"].eqns:
             seen.add(e.prim)
             if e.prim is fused_p:
                 seen.update(b.prim for b in e.params["body"].eqns)

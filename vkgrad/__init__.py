@@ -8,28 +8,53 @@
 
     g = vg.grad(loss)(w, x, y)              # numpy arrays in, numpy arrays out
     print(vg.make_ir(vg.grad(loss))(w, x, y))   # the program, forward and backward
+    step = vg.jit(train_step)                # one Vulkan submission per call
 
-Transforms: grad, value_and_grad, vjp, jvp, make_ir, trace, check_grads. See docs/compiler.md.
+Transforms: grad, value_and_grad, vjp, jvp, make_ir, trace, check_grads (docs/compiler.md);
+jit, device_put, profile, Array (docs/jit.md).
+
+The package is layered (docs/compiler.md, "Layers"): importing it loads the compiler core
+(IR, tracer, primitives, transforms, vkgrad.numpy); the layers that talk to a device (lowering,
+runtime, the jit) load on first use of a name that needs them, so `import vkgrad` and the IR
+work without Vulkan.
 """
+
+import importlib
 
 from vkgrad.errors import (ArgumentError, ConcretizationError, DTypeError, GradError,
                            GradientCheckError, IRError, LeakedTracerError, MissingRuleError,
                            ShapeError, VkgradError, VkgradIndexError)
-from vkgrad.ir import primitives as _primitives  # noqa: F401  (defines every primitive)
+from vkgrad import primitives as _primitives  # noqa: F401  (defines every primitive)
 from vkgrad.ir.core import Eqn, Literal, Program, Var
 from vkgrad.ir.interpreter import run_program
 from vkgrad.tracer.core import ShapeDtype
-from vkgrad.tracer.transforms import (check_grads, grad, jvp, make_ir, trace, value_and_grad,
-                                      vjp)
+from vkgrad.transforms import (check_grads, grad, jvp, make_ir, trace, value_and_grad, vjp)
 from vkgrad import numpy, nn, optim  # noqa: E402,F401  (vg.numpy, vg.nn, vg.optim)
 
 __version__ = "0.1.0"
+
+# name -> module of the execution layer that defines it (imported on first use)
+_LAZY = {"jit": "vkgrad.execution.jit", "Array": "vkgrad.execution.array",
+         "DeletedArrayError": "vkgrad.execution.array",
+         "device_put": "vkgrad.execution.device_put", "profile": "vkgrad.execution.profile",
+         "fallbacks": "vkgrad.execution.compiled", "default_backend": "vkgrad.execution.compiled",
+         "StrictModeError": "vkgrad.execution.compiled"}
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "make_ir", "trace", "check_grads",
            "ShapeDtype", "Program", "Var", "Literal", "Eqn", "run_program", "numpy", "nn", "optim",
            "VkgradError", "ArgumentError", "ConcretizationError", "DTypeError", "GradError",
            "GradientCheckError", "IRError", "LeakedTracerError", "MissingRuleError",
-           "ShapeError", "VkgradIndexError"]
+           "ShapeError", "VkgradIndexError", *_LAZY]
 
-from vkgrad.array import Array, DeletedArrayError  # noqa: E402
-from vkgrad.jit import default_backend, device_put, fallbacks, jit, profile  # noqa: E402
+
+def __getattr__(name):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'vkgrad' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import sys
 
-from .errors import VkgradError
+from vkgrad.dump import main as dump_main
+from vkgrad.errors import VkgradError
+from vkgrad.runtime import default_device_index, list_devices
 
 
 def devices(argv) -> int:
-    from .runtime import default_device_index, list_devices
     default = default_device_index()
     for d in list_devices():
         mark = "*" if d.index == default else " "
@@ -23,10 +24,7 @@ def devices(argv) -> int:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    commands = {"devices": devices}
-    if argv and argv[0] == "dump":
-        from .dump import main as dump_main
-        commands["dump"] = dump_main
+    commands = {"devices": devices, "dump": dump_main}
     if not argv or argv[0] not in commands:
         print(__doc__.strip(), file=sys.stderr)
         return 2

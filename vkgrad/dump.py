@@ -1,13 +1,9 @@
 """`python -m vkgrad dump FILE.py:FUNCTION --args 'f32[64,784], i32[64]' [--grad] ...`
 
-Prints a function's program at one compiler stage. The stages run in order, each a function
-Program -> Program in `STAGES` (later issues append fusion and lowering stages):
+Prints a function's program at one compiler stage. The stages run in order; they are the same
+table `vg.jit(f).lower(...).as_text(stage)` uses (vkgrad/lowering/stages.py):
 
-    traced      the function as traced
-    grad        the joint forward+backward program of its gradient (`--grad`), un-optimised
-    optimized   after the pass pipeline (DCE, CSE, simplification, transpose folding)
-    fused       elementwise and layout eqns grouped into `fused` kernels (what runs on the GPU)
-    lowered     the dispatches and buffers vg.jit records for the default device
+{stages}
 
 Without --stage: 'optimized' with --grad, else 'traced'. `--stage grad` implies --grad; later
 stages apply to the gradient program with --grad and to the plain program without.
@@ -20,44 +16,12 @@ import importlib.util
 import os
 import sys
 
-from vkgrad.errors import ArgumentError
-from vkgrad.ir.autodiff import grad_program
+from vkgrad.errors import ArgumentError, VkgradError
 from vkgrad.ir.parser import parse_type, split_top
-from vkgrad.ir.passes import optimize
-from vkgrad.ir.printer import print_program
-from vkgrad.ir.verifier import checked
+from vkgrad.lowering.stages import STAGE_NAMES, Options, describe_stages, run_stages, stage_text
+from vkgrad.runtime import get_device
 from vkgrad.tracer.core import ShapeDtype
-from vkgrad.tracer.transforms import trace
-
-
-def _grad_stage(program, opts):
-    return checked(grad_program(program, opts.argnums), "autodiff") if opts.grad else program
-
-
-def _optimize_stage(program, opts):
-    return optimize(program, final=True)
-
-
-def _fuse_stage(program, opts):
-    from vkgrad.ir.passes.fuse import canonicalize_for_lowering, fuse
-    return checked(fuse.apply(canonicalize_for_lowering.apply(program)), "pass fuse")
-
-
-def _lower_stage(program, opts):
-    """The kernels and buffers vg.jit would run, planned for the default device (if any)."""
-    from vkgrad.errors import VkgradError
-    from vkgrad.lowering.lower import lower
-    try:
-        from vkgrad.runtime import get_device
-        info = get_device().info
-    except VkgradError:
-        info = None
-    return lower(program, info)
-
-
-# name -> fn(program, options) -> program, in pipeline order; the last one gives a Lowered
-STAGES: dict = {"traced": lambda p, opts: p, "grad": _grad_stage, "optimized": _optimize_stage,
-                "fused": _fuse_stage, "lowered": _lower_stage}
+from vkgrad.transforms.api import trace
 
 
 def load_function(target: str):
@@ -90,6 +54,9 @@ def parse_args_spec(text: str) -> list[ShapeDtype]:
             from None
 
 
+__doc__ = __doc__.format(stages=describe_stages())
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="vkgrad dump", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -98,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--grad", action="store_true", help="dump the gradient program")
     ap.add_argument("--argnums", default="0", help="arguments to differentiate, e.g. 0,1")
     ap.add_argument("--source", action="store_true", help="show the source line of each eqn")
-    ap.add_argument("--stage", choices=list(STAGES), help="the stage to stop after")
+    ap.add_argument("--stage", choices=list(STAGE_NAMES), help="the stage to stop after")
     return ap
 
 
@@ -108,7 +75,6 @@ def main(argv: list[str]) -> int:
         opts.argnums = tuple(int(a) for a in opts.argnums.split(",") if a.strip())
     except ValueError:
         raise ArgumentError(f"--argnums: expected e.g. 0,1, got {opts.argnums!r}") from None
-    names = list(STAGES)
     stage = opts.stage or ("optimized" if opts.grad else "traced")
     if stage == "grad":
         opts.grad = True
@@ -118,8 +84,16 @@ def main(argv: list[str]) -> int:
         if not 0 <= i < len(specs):
             raise ArgumentError(f"--argnums {i} is out of range for {len(specs)} arguments")
     program = trace(fun, specs)
-    for name in names[:names.index(stage) + 1]:
-        program = STAGES[name](program, opts)
-    sys.stdout.write(print_program(program, source=opts.source) if stage != "lowered"
-                     else program.text())
+    values = run_stages(program, stage, Options(grad=opts.grad, argnums=opts.argnums,
+                                                device_info=_device_info() if stage == "lowered"
+                                                else None))
+    sys.stdout.write(stage_text(values[stage], source=opts.source))
     return 0
+
+
+def _device_info():
+    """The default device's limits, for planning the `lowered` stage (None: no device)."""
+    try:
+        return get_device().info
+    except VkgradError:
+        return None

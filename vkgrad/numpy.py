@@ -26,9 +26,9 @@ import math
 import numpy as _np
 
 from vkgrad.errors import DTypeError, ShapeError, VkgradIndexError
-from vkgrad.ir import primitives as P
+from vkgrad import primitives as P
 from vkgrad.ir.core import canonical_dtype, is_float, np_dtype, type_str
-from vkgrad.tracer.core import ArrayOps, Tracer, user_source
+from vkgrad.tracer.core import ArrayOps, Tracer, concretization_error, user_source
 
 float32, float64, int32, bool_ = _np.float32, _np.float64, _np.int32, _np.bool_
 pi, e, inf, nan = _np.pi, _np.e, _np.inf, _np.nan
@@ -249,7 +249,7 @@ def _axes(axis, ndim) -> tuple:
 
 
 def _keepdims(r, shape, axes, keepdims):
-    return P.reshape(r, P._keep_shape(shape, axes)) if keepdims and axes else r
+    return P.reshape(r, P.keep_shape(shape, axes)) if keepdims and axes else r
 
 
 def sum(a, axis=None, dtype=None, out=None, keepdims=False):
@@ -659,3 +659,85 @@ def _getitem(x, key):
     for p in plan:
         out_shape += [1] if p[0] == "new" else [p[1]] if p[0] == "keep" else list(p[1])
     return P.reshape(y, out_shape) if tuple(out_shape) != tuple(y.shape) else y
+
+
+# ----------------------------------------------------------------------------------- array methods
+# What operators and numpy's method names mean on vkgrad's arrays (Tracer and vkgrad.Array share
+# ArrayOps): defined here, installed once on import, so the trace core needs no knowledge of them.
+
+def _operator(fn, reflected=False):
+    if reflected:
+        def method(self, other):
+            return fn(other, self)
+    else:
+        def method(self, other):
+            return fn(self, other)
+    return method
+
+
+def _method_reshape(self, *shape, order="C"):
+    return reshape(self, shape[0] if len(shape) == 1 else shape)
+
+
+def _method_transpose(self, *axes):
+    return transpose(self, (axes[0] if len(axes) == 1 else axes) or None)
+
+
+_OPERATORS = {"add": add, "sub": subtract, "mul": multiply, "truediv": divide, "pow": power,
+              "matmul": matmul, "and": logical_and, "or": logical_or}
+_COMPARISONS = {"lt": less, "le": less_equal, "gt": greater, "ge": greater_equal, "eq": equal,
+                "ne": not_equal}
+_METHODS = {
+    "__neg__": negative, "__pos__": lambda self: self, "__abs__": abs,
+    "__invert__": logical_not, "__getitem__": _getitem,
+    "T": property(lambda self: transpose(self)),
+    "reshape": _method_reshape, "transpose": _method_transpose, "astype": astype,
+    "swapaxes": swapaxes, "squeeze": lambda self, axis=None: squeeze(self, axis),
+    "ravel": ravel, "flatten": ravel, "dot": dot,
+    "sum": lambda self, axis=None, dtype=None, out=None, keepdims=False:
+        sum(self, axis=axis, dtype=dtype, keepdims=keepdims),
+    "mean": lambda self, axis=None, dtype=None, out=None, keepdims=False:
+        mean(self, axis=axis, dtype=dtype, keepdims=keepdims),
+    "var": lambda self, axis=None, dtype=None, out=None, ddof=0, keepdims=False:
+        var(self, axis=axis, ddof=ddof, keepdims=keepdims),
+    "max": lambda self, axis=None, out=None, keepdims=False: max(self, axis=axis,
+                                                                  keepdims=keepdims),
+    "min": lambda self, axis=None, out=None, keepdims=False: min(self, axis=axis,
+                                                                  keepdims=keepdims),
+    "clip": lambda self, min=None, max=None: clip(self, min, max),
+}
+
+
+def _tracer_array_ufunc(self, ufunc, method, *inputs, **kwargs):
+    """np.exp(tracer) works (it is vnp.exp); other ufunc methods need a concrete value."""
+    fn = globals().get(ufunc.__name__)
+    if method == "__call__" and not kwargs and callable(fn):
+        return fn(*inputs)
+    raise concretization_error(self, f"numpy's {ufunc.__name__}.{method}",
+                               f"use vkgrad.numpy.{ufunc.__name__} instead")
+
+
+def _tracer_array_function(self, func, types, args, kwargs):
+    fn = globals().get(func.__name__)
+    if not callable(fn) or func.__name__.startswith("_") or func.__name__ in ("asarray",
+                                                                               "array"):
+        instead = (f"use vkgrad.numpy.{func.__name__}" if callable(fn) else
+                   f"vkgrad.numpy has no {func.__name__} yet; compute it from the functions "
+                   "it has, or outside the traced function")
+        raise concretization_error(self, f"numpy.{func.__name__}", instead)
+    return fn(*args, **kwargs)
+
+
+def _install_array_methods() -> None:
+    for name, fn in _OPERATORS.items():
+        setattr(ArrayOps, f"__{name}__", _operator(fn))
+        setattr(ArrayOps, f"__r{name}__", _operator(fn, reflected=True))
+    for name, fn in _COMPARISONS.items():
+        setattr(ArrayOps, f"__{name}__", _operator(fn))
+    for name, fn in _METHODS.items():
+        setattr(ArrayOps, name, fn)
+    Tracer.__array_ufunc__ = _tracer_array_ufunc
+    Tracer.__array_function__ = _tracer_array_function
+
+
+_install_array_methods()

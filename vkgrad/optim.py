@@ -14,17 +14,13 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from .tracer.pytree import tree_map
+import vkgrad.numpy as vnp
+from vkgrad.tracer.pytree import tree_map
 
 
 class Optimizer(NamedTuple):
     init: Callable
     update: Callable
-
-
-def _vnp():
-    import vkgrad.numpy as vnp
-    return vnp
 
 
 def sgd(lr: float, momentum: float = 0.0) -> Optimizer:
@@ -34,7 +30,7 @@ def sgd(lr: float, momentum: float = 0.0) -> Optimizer:
     def init(params):
         if momentum == 0.0:
             return ()
-        return tree_map(lambda p: _vnp().zeros_like(p), params)
+        return tree_map(lambda p: vnp.zeros_like(p), params)
 
     def update(grads, state, params):
         if momentum == 0.0:
@@ -57,12 +53,10 @@ def adam(lr: float, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
     decoupled decay of AdamW: p <- p - lr * (update + weight_decay * p)."""
 
     def init(params):
-        vnp = _vnp()
         zeros = lambda p: vnp.zeros_like(p)
         return AdamState(np.zeros((), np.float32), tree_map(zeros, params), tree_map(zeros, params))
 
     def update(grads, state, params):
-        vnp = _vnp()
         count = state.count + 1.0
         mu = tree_map(lambda m, g: b1 * m + (1.0 - b1) * g, state.mu, grads)
         nu = tree_map(lambda v, g: b2 * v + (1.0 - b2) * (g * g), state.nu, grads)

@@ -1,7 +1,8 @@
-"""The IR (core.py), its primitives (primitives.py), the numpy interpreter, reverse mode
-(autodiff.py), printer/parser/verifier, the networkx view (graph.py) and passes (passes/).
+"""The IR as data: types, Var/Literal/Eqn/Program, the primitive registry and rule tables, the
+text form (core.py); the parser, the verifier, the numpy interpreter (the executable meaning of
+every primitive) and a networkx view (graph.py, imported on demand: it needs networkx).
 
-Kept import-light: vkgrad/__init__.py imports the pieces in dependency order.
+Nothing here imports any layer above it (see docs/compiler.md, "Layers").
 """
 
 from vkgrad.ir.core import (DTYPES, PRIMITIVES, Eqn, Literal, Params, Primitive, Program,

@@ -1,4 +1,5 @@
-"""The IR: plain, slotted, immutable data (JAX's jaxpr, minus everything we do not need).
+"""The IR: plain, slotted, immutable data (JAX's jaxpr, minus everything we do not need), and
+its text form.
 
     Var       a value; holds only its type (shape tuple + dtype name). Identity is the value.
     Literal   a scalar constant with a dtype (Python value, weakly typed at the source level).
@@ -8,17 +9,22 @@
               non-scalar arrays captured while tracing).
 
 Nothing here is mutated after construction: passes build new objects (`dataclasses.replace`).
-Names (%0, %1, ...) exist only in the printer, numbered in order of appearance.
+Names (%0, %1, ...) exist only in the printer (`print_program`, below), numbered in order of
+appearance. Dtypes are short names ('f32', 'f64', 'i32', 'bool'; vkgrad/dtypes.py).
 
-Dtypes are short names: 'f32', 'f64', 'i32', 'bool' (what the printer shows and the lowering
-switches on); `np_dtype(name)` gives numpy's.
+A `Primitive` is a name plus traits ('pure', 'elementwise', 'layout', 'commutative'). Rules about
+a primitive live in plain dicts keyed by it, defined here (and the numpy implementations in
+`interpreter.impls`) so that the module defining a primitive fills them in without importing any
+layer above the IR:
 
-A `Primitive` is a name plus traits ('pure', 'elementwise', 'commutative'). Rules about a
-primitive live in tables keyed by it, each owned by the module that uses it: the shape rules
-(`abstract_eval_rules`, here: the tracer and the verifier both need them), the numpy
-implementations (`interpreter.impls`), the VJP rules (`autodiff.vjp_rules`), the GLSL templates
-(`lowering.rules.glsl_elementwise`), the printer's elided defaults (`printer.param_defaults`).
-All of them are filled in beside each primitive's definition in `vkgrad/ir/primitives.py`.
+    abstract_eval_rules[p]   shape/dtype rule              (the tracer, the verifier)
+    impls[p]                 numpy implementation          (interpreter.py: the reference)
+    vjp_rules[p]             VJP rule                      (vkgrad.transforms.autodiff)
+    glsl_elementwise[p]      GLSL expression template      (vkgrad.lowering.elementwise)
+    param_defaults[p]        params the printer elides     (the printer, the parser)
+
+All of them are filled in beside each primitive's definition (vkgrad/primitives/). Hand-written
+kernels' planners register themselves in vkgrad/lowering/, keyed by primitive.
 """
 
 from __future__ import annotations
@@ -30,57 +36,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+from vkgrad.dtypes import (ALL_DTYPES, DTYPES, FLOAT_DTYPES, NUMERIC_DTYPES, canonical_dtype,  # noqa: F401
+                           dtype_name, is_float, np_dtype, type_str)
 from vkgrad.errors import DTypeError, IRError, MissingRuleError
-
-# ----------------------------------------------------------------------------------- dtypes
-
-DTYPES: dict[str, np.dtype] = {
-    "f32": np.dtype(np.float32),
-    "f64": np.dtype(np.float64),
-    "i32": np.dtype(np.int32),
-    "bool": np.dtype(np.bool_),
-}
-FLOAT_DTYPES = frozenset({"f32", "f64"})
-NUMERIC_DTYPES = frozenset({"f32", "f64", "i32"})
-ALL_DTYPES = frozenset(DTYPES)
-_NAME_OF = {v: k for k, v in DTYPES.items()}
-
-
-def dtype_name(dt) -> str:
-    """'f32' for 'f32', 'float32', np.float32, np.dtype('float32'); DTypeError otherwise."""
-    if isinstance(dt, str) and dt in DTYPES:
-        return dt
-    try:
-        d = np.dtype(dt)
-    except TypeError:
-        raise DTypeError(f"{dt!r} is not a dtype") from None
-    if d in _NAME_OF:
-        return _NAME_OF[d]
-    raise DTypeError(f"unsupported dtype {d}: vkgrad computes in float32, float64, int32 and bool")
-
-
-def canonical_dtype(dt) -> str:
-    """The dtype user data of dtype `dt` is stored in: other ints -> i32, float16 -> f32.
-
-    (int64 is numpy's default integer; indices and labels fit int32, which is what GPUs index
-    with, so we narrow rather than reject.)"""
-    d = np.dtype(dt)
-    if d in _NAME_OF:
-        return _NAME_OF[d]
-    if d.kind in "iu":
-        return "i32"
-    if d.kind == "f" and d.itemsize <= 4:
-        return "f32"
-    raise DTypeError(f"unsupported dtype {d}: vkgrad computes in float32, float64, int32 and bool")
-
-
-def np_dtype(name: str) -> np.dtype:
-    return DTYPES[name]
-
-
-def is_float(name: str) -> bool:
-    return name in FLOAT_DTYPES
-
 
 # ----------------------------------------------------------------------------------- types
 
@@ -100,10 +58,6 @@ class TensorType:
 
     def __str__(self) -> str:
         return type_str(self.shape, self.dtype)
-
-
-def type_str(shape, dtype) -> str:
-    return f"{dtype}[{','.join(str(d) for d in shape)}]"
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -226,13 +180,33 @@ class Params(Mapping):
 
 PRIMITIVES: dict[str, "Primitive"] = {}       # name -> primitive (the parser looks names up)
 abstract_eval_rules: dict["Primitive", Callable] = {}   # prim -> rule(*TensorType, **params)
+vjp_rules: dict["Primitive", Callable] = {}   # prim -> rule(g, ans, *inputs, **params) -> tuple
+param_defaults: dict["Primitive", dict] = {}  # prim -> {param: value the printer leaves out}
+
+glsl_elementwise: dict["Primitive", str] = {}
+"""prim -> a GLSL expression template over the operands `{0}`, `{1}`, ... (already converted to
+the result's GLSL type), e.g. `"exp({0})"`; a fused kernel renders these inside one shared
+template (vkgrad/lowering/elementwise.py). Conventions:
+* arithmetic operands share the result's type; comparisons (lt, le, eq, ne) take two operands of
+  one type and give `bool` (`"({0} < {1})"`); select's `{0}` is the bool condition;
+* `{T}` is the GLSL type of the result (`float`, `int`, `bool`): convert is `"{T}({0})"`;
+* a template may use an operand more than once (pow, log1p): operands are rendered as
+  identifiers or temporaries, never as expressions with side effects or large cost;
+* operands broadcast numpy-style; the template sees scalars, the kernel does the indexing;
+* GLSL 450 has no double-precision exp/log/sin/cos/tanh/pow, so those templates are float-only
+  (f64 programs run on the interpreter), and GLSL's min/max do not propagate NaN as numpy's do.
+"""
 
 
 class Primitive:
     """An operation of the IR. Traits drive the passes (never special cases):
        'pure'        no side effects: DCE may drop it, CSE may merge it
        'elementwise' numpy-broadcasting elementwise; has a GLSL expression template
+       'layout'      each output element is one operand element (or a constant) found by index
+                     arithmetic: broadcast, reshape, transpose, slice, pad, concatenate, iota
        'commutative' operands may be reordered (CSE canonicalises them)
+    Elementwise and layout eqns are *fusible*: a generated kernel computes them inline.
+    Applying a primitive to values is `vkgrad.tracer.core.bind(prim, *args, **params)`.
     """
     __slots__ = ("name", "traits", "multiple_results")
 
@@ -256,10 +230,9 @@ class Primitive:
     def commutative(self) -> bool:
         return "commutative" in self.traits
 
-    def bind(self, *args, **params):
-        """Apply the primitive: emitted into the innermost active trace, or evaluated now."""
-        from vkgrad.tracer.core import bind
-        return bind(self, args, params)
+    @property
+    def fusible(self) -> bool:
+        return "elementwise" in self.traits or "layout" in self.traits
 
     def abstract_eval(self, *in_types: TensorType, **params) -> list[TensorType]:
         """Output types from input types (the shape/dtype rule); always a list."""
@@ -326,8 +299,124 @@ class Program:
         return [v.type for v in self.outputs]
 
     def __str__(self) -> str:
-        from vkgrad.ir.printer import print_program
         return print_program(self)
 
     def __repr__(self) -> str:
         return f"<Program {self.name}: {len(self.inputs)} inputs, {len(self.eqns)} eqns>"
+
+
+# ----------------------------------------------------------------------------------- text form
+# The text format: stable, diffable, one eqn per line, values numbered in order of appearance.
+#
+#     program loss(%0: f32[64,784], %1: f32[784,10], %2: i32[64]) -> (f32[], f32[784,10]) {
+#       %3: f32[64,10] = matmul %0, %1                          # model.py:12
+#       %4: f32[64,10] = log_softmax[axis=1] %3                 # model.py:13
+#       ...
+#       # ---- backward ----
+#       %9: f32[784,10] = matmul[transpose_a=True] %0, %8       # model.py:12
+#       return %7, %9
+#     }
+#
+# * inputs are numbered first, then consts (`%5: f32[3] = const [1.0, 2.0, 3.0]`; arrays over
+#   16 elements print as `const ...`), then eqn outputs, in order;
+# * every binding has its type `dtype[d0,d1,...]` (a scalar is `f32[]`);
+# * params, sorted by name, in brackets; values are ints, bools, tuples `(3,4)` and dtype
+#   names; a param equal to its entry in `param_defaults[prim]` is left out
+#   (`matmul %0, %1` means both transpose flags are False);
+# * literals are `value:dtype` (`1.0:f32`, `0:i32`, `True:bool`), f32 values printed in the
+#   shortest form that reads back to the same float32;
+# * `# ---- backward ----` marks where the eqns made by autodiff begin;
+# * `source=True` appends `# file:line` of the user's code to each eqn.
+#
+# (`vkgrad.ir.parser.parse_program` reads this format back.)
+
+BACKWARD_MARKER = "# ---- backward ----"
+CONST_PRINT_LIMIT = 16
+_SOURCE_COLUMN = 60
+
+
+def format_scalar(value, dtype: str) -> str:
+    if dtype == "bool":
+        return "True" if value else "False"
+    if dtype == "i32":
+        return str(int(value))
+    if dtype == "f32":
+        return str(np.float32(value))
+    return repr(float(value))
+
+
+def format_literal(lit: Literal) -> str:
+    return f"{format_scalar(lit.value, lit.dtype)}:{lit.dtype}"
+
+
+def format_param(v) -> str:
+    if isinstance(v, tuple):
+        inner = ",".join(format_param(x) for x in v)
+        return f"({inner},)" if len(v) == 1 else f"({inner})"
+    if isinstance(v, float):
+        return repr(v)
+    return str(v)
+
+
+def format_params(prim, params) -> str:
+    defaults = param_defaults.get(prim, {})
+    shown = [(k, v) for k, v in params.items()
+             if not (k in defaults and defaults[k] == v) and not isinstance(v, Program)]
+    if not shown:
+        return ""
+    return "[" + ", ".join(f"{k}={format_param(v)}" for k, v in shown) + "]"
+
+
+class _Namer:
+    def __init__(self):
+        self.names: dict[Var, str] = {}
+
+    def define(self, v: Var) -> str:
+        self.names[v] = f"%{len(self.names)}"
+        return self.names[v]
+
+    def __call__(self, x) -> str:
+        if isinstance(x, Literal):
+            return format_literal(x)
+        if x not in self.names:        # ill-formed program: still print, the verifier complains
+            return self.define(x) + "?"
+        return self.names[x]
+
+
+def print_program(program: Program, *, source: bool = False) -> str:
+    name = _Namer()
+    ins = ", ".join(f"{name.define(v)}: {type_str(v.shape, v.dtype)}" for v in program.inputs)
+    outs = [type_str(o.shape, o.dtype) for o in program.outputs]
+    out_t = outs[0] if len(outs) == 1 else f"({', '.join(outs)})"
+    lines = [f"program {program.name}({ins}) -> {out_t} {{"]
+    for v, arr in program.consts:
+        vals = ("..." if arr.size > CONST_PRINT_LIMIT else
+                "[" + ", ".join(format_scalar(x, v.dtype) for x in arr.reshape(-1).tolist()) + "]")
+        lines.append(f"  {name.define(v)}: {type_str(v.shape, v.dtype)} = const {vals}")
+    _print_eqns(program.eqns, name, lines, source, "  ")
+    lines.append(f"  return {', '.join(name(o) for o in program.outputs)}")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _print_eqns(eqns, name: _Namer, lines: list, source: bool, indent: str) -> None:
+    """One line per eqn. An eqn with a sub-program (a `fused` body) is followed by the body's
+    eqns in braces, indented, in the same numbering: the body reads the outer values by their
+    names, and its results are the eqn's outputs."""
+    phase = "fwd"
+    for e in eqns:
+        if e.phase != phase:
+            lines.append(indent + (BACKWARD_MARKER if e.phase == "bwd" else "# ---- forward ----"))
+            phase = e.phase
+        args = ", ".join(name(x) for x in e.inputs)
+        lhs = ", ".join(f"{name.names.get(o) or name.define(o)}: {type_str(o.shape, o.dtype)}"
+                        for o in e.outputs)
+        line = f"{indent}{lhs} = {e.prim.name}{format_params(e.prim, e.params)}"
+        line += f" {args}" if args else ""
+        bodies = [v for _, v in e.params.items() if isinstance(v, Program)]
+        if source and e.source:
+            line = f"{line.ljust(_SOURCE_COLUMN)}  # {e.source}"
+        lines.append(line + (" {" if bodies else ""))
+        for body in bodies:
+            _print_eqns(body.eqns, name, lines, source, indent + "    ")
+            lines.append(indent + "}")

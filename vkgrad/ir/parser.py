@@ -13,8 +13,8 @@ import re
 import numpy as np
 
 from vkgrad.errors import IRError
-from vkgrad.ir.core import DTYPES, PRIMITIVES, Eqn, Literal, Params, Program, Var, np_dtype
-from vkgrad.ir.printer import BACKWARD_MARKER, param_defaults
+from vkgrad.ir.core import (BACKWARD_MARKER, DTYPES, PRIMITIVES, Eqn, Literal, Params, Program,
+                            Var, np_dtype, param_defaults)
 
 _TYPE = re.compile(r"^(f32|f64|i32|bool)\[([0-9,\s]*)\]$")
 _HEADER = re.compile(r"^program\s+([\w.]+)\s*\((.*)\)\s*->\s*(.*?)\s*\{$")

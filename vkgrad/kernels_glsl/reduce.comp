@@ -21,9 +21,6 @@ layout(local_size_x_id = 0) in;
 #ifndef OP
 #define OP 0
 #endif
-#ifndef VEC
-#define VEC 1
-#endif
 #ifndef HREDUCE
 #define HREDUCE 0
 #endif
@@ -44,13 +41,7 @@ layout(local_size_x_id = 0) in;
 #error "OP must be 0 (sum), 1 (max) or 2 (min)"
 #endif
 
-#if VEC == 4
-#define T vec4
-#elif VEC == 1
-#define T float
-#else
-#error "VEC must be 1 or 4"
-#endif
+#include "vec.glsl"
 
 #if HREDUCE
 #if VEC != 4

@@ -23,24 +23,11 @@ layout(local_size_x_id = 0) in;
 #ifndef MODE
 #define MODE 0
 #endif
-#ifndef VEC
-#define VEC 1
-#endif
 #ifndef NV
 #define NV 1
 #endif
 
-#if VEC == 4
-#define T vec4
-#define HSUM(v) (((v).x + (v).y) + ((v).z + (v).w))
-#define HMAX(v) max(max((v).x, (v).y), max((v).z, (v).w))
-#elif VEC == 1
-#define T float
-#define HSUM(v) (v)
-#define HMAX(v) (v)
-#else
-#error "VEC must be 1 or 4"
-#endif
+#include "vec.glsl"
 
 #define FORWARD (MODE == 0 || MODE == 1)
 

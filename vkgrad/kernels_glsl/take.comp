@@ -12,14 +12,7 @@
 layout(local_size_x_id = 0) in;
 #include "reduce_common.glsl"
 
-#ifndef VEC
-#define VEC 1
-#endif
-#if VEC == 4
-#define T vec4
-#else
-#define T float
-#endif
+#include "vec.glsl"
 
 layout(set = 0, binding = 0) readonly buffer X { T x[]; };
 layout(set = 0, binding = 1) readonly buffer I { int idx[]; };

@@ -25,9 +25,6 @@ layout(local_size_x_id = 0) in;
 #ifndef STAGE
 #error "STAGE must be defined (0..5)"
 #endif
-#ifndef VEC
-#define VEC 1
-#endif
 
 layout(push_constant) uniform Push {
     uint N;
@@ -136,11 +133,7 @@ void main() {
 }
 
 #elif STAGE == 5
-#if VEC == 4
-#define T vec4
-#else
-#define T float
-#endif
+#include "vec.glsl"
 layout(set = 0, binding = 0) readonly buffer G { T g[]; };
 layout(set = 0, binding = 1) readonly buffer Offsets { int offsets[]; };
 layout(set = 0, binding = 2) readonly buffer Order { int order[]; };

@@ -1,7 +1,7 @@
 """GLSL for a fused group: one thread per output element, every operand read by index arithmetic.
 
 A `fused` eqn's body holds elementwise eqns (each primitive's expression template is
-`rules.glsl_elementwise[prim]`, registered beside the primitive) and layout eqns (broadcast_to,
+`glsl_elementwise[prim]`, vkgrad.ir.core's table, registered beside the primitive) and layout eqns (broadcast_to,
 reshape, transpose, slice, pad, concatenate, iota), whose rules are in `index_rules` below: each
 says where an element of its output comes from in its operand. So `x.T + b` is one kernel that
 reads `x` transposed and `b` broadcast; nothing is materialized but the outputs.
@@ -16,20 +16,14 @@ import math
 
 import numpy as np
 
-from vkgrad.ir import primitives as P
-from vkgrad.ir.core import Literal, Program, Var
-from vkgrad.lowering.launch import Launch
-from vkgrad.lowering.rules import glsl_elementwise
+from vkgrad import primitives as P
+from vkgrad.ir.core import Literal, Program, Var, glsl_elementwise
+from vkgrad.lowering.launch import Launch, cdiv, grid
 
 WORKGROUP = 256
-MAX_GROUPS_X = 65535
 
 GLSL_TYPE = {"f32": "float", "i32": "int", "bool": "bool"}
 STORAGE_TYPE = {"f32": "float", "i32": "int", "bool": "uint"}   # bool lives as uint32
-
-
-def is_fusible(prim) -> bool:
-    return prim in glsl_elementwise or prim in index_rules
 
 
 def supports(dtype: str) -> bool:
@@ -69,8 +63,8 @@ class Index:
         return self.dims if self.flat is None else ("flat", self.flat, self.shape)
 
 
-class Kernel:
-    """Generates one fused kernel's source; see `generate`."""
+class FusedSource:
+    """Writes one fused kernel's GLSL source, line by line; see `generate`."""
 
     def __init__(self, body: Program):
         self.body = body
@@ -213,7 +207,7 @@ def generate(body: Program, name: str = "fused") -> tuple[Launch, dict]:
     it in place)."""
     out_shape = body.outputs[0].shape
     n = math.prod(out_shape)
-    k = Kernel(body)
+    k = FusedSource(body)
     it = Index(out_shape, [("0" if d == 1 else
                             (f"gid / {s}" if i == 0 else f"(gid / {s}) % {d}"))
                            for i, (d, s) in enumerate(zip(out_shape, strides(out_shape)))], "gid")
@@ -231,9 +225,7 @@ def generate(body: Program, name: str = "fused") -> tuple[Launch, dict]:
         v = k.value(o, it)
         stores.append(f"    out{j}[gid] = {'uint(' + v + ')' if o.dtype == 'bool' else v};")
 
-    groups = max(1, -(-n // WORKGROUP))
-    gx = min(groups, MAX_GROUPS_X)
-    gy = -(-groups // gx)
+    gx, gy, _ = grid(max(1, cdiv(n, WORKGROUP)))
     decl = []
     for i, v in enumerate(body.inputs):
         decl.append(f"layout(std430, set = 0, binding = {i}) readonly buffer In{i} "

@@ -24,8 +24,7 @@ Operand roles, all dense row-major with no offset (whole buffers):
 - plan_take_grad:    reads "g" [A, J, B], "idx" [J]; writes "dx" [A, N, B]; temps int32
                      "counts" [N], "offsets" [N + 1], "perm" [J], "order" [J]
 
-`idx` is int32. `bind(device, plan, buffers)` turns a plan and a {role: Buffer} dict into
-Dispatches. A plan with no steps means the output is empty (nothing to run).
+`idx` is int32. A plan with no steps means the output is empty (nothing to run).
 
 Every kernel writes every element of its output, so outputs need no clearing; outputs must not
 alias inputs. Index math is 32-bit: each operand must hold fewer than 2**32 elements
@@ -66,7 +65,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .launch import Launch, dispatch
+from vkgrad.lowering.launch import Launch, cdiv, grid
 
 # Workgroups that keep an H200 busy: 132 SMs x 8 resident 256-thread groups ~ 1056.
 TARGET_GROUPS = 1024
@@ -77,8 +76,6 @@ SPLIT_MIN_ELEMENTS = 1 << 18
 MIN_ITERS = 4
 # B == 1 rows up to this long are reduced by one thread each (instead of one workgroup each).
 SMALL_ROW = 32
-# A Vulkan dimension holds at least 65535 workgroups; larger counts use a (x, y) grid.
-MAX_GROUPS_X = 65535
 
 REDUCE_OPS = {"sum": 0, "max": 1, "min": 2}
 
@@ -100,30 +97,10 @@ class OpPlan:
         return tuple(launch for launch, _ in self.steps)
 
 
-def bind(device, plan: OpPlan, buffers) -> list:
-    """Dispatches for `plan`, with `buffers` a {role: Buffer} holding operands and temps."""
-    missing = sorted({r for _, roles in plan.steps for r in roles} - set(buffers))
-    if missing:
-        raise KeyError(f"no buffer given for role(s) {missing}")
-    return [dispatch(device, launch, [buffers[r] for r in roles]) for launch, roles in plan.steps]
-
-
 # ---------------------------------------------------------------- helpers
-
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
 
 def _pow2_ceil(n: int) -> int:
     return 1 << max(0, (int(n) - 1).bit_length())
-
-
-def _grid(groups: int) -> tuple:
-    """A workgroup count for `groups` groups; shaders flatten (x, y) and skip the surplus."""
-    if groups <= MAX_GROUPS_X:
-        return (max(groups, 1), 1, 1)
-    y = _cdiv(groups, MAX_GROUPS_X)
-    return (_cdiv(groups, y), y, 1)
 
 
 def _wg(wanted: int, info=None) -> int:
@@ -199,7 +176,7 @@ def _reduce_pass(op, A, R, B, src, dst, info, splits, subgroups):
         wg = min(wg, max(_wg(64, info), tb * _pow2_ceil(max(R, 1))))
         S = None
 
-    nbt = _cdiv(view["B"], tb)
+    nbt = cdiv(view["B"], tb)
     out_groups = view["A"] * nbt
     Rv = view["R"]
     if S is None:
@@ -209,13 +186,13 @@ def _reduce_pass(op, A, R, B, src, dst, info, splits, subgroups):
             S = 1
         else:
             tr = wg // tb
-            S = max(1, min(_cdiv(TARGET_GROUPS, out_groups), _cdiv(Rv, tr * MIN_ITERS)))
-    chunk = max(_cdiv(Rv, S), 1)
-    S = max(_cdiv(Rv, chunk), 1)
+            S = max(1, min(cdiv(TARGET_GROUPS, out_groups), cdiv(Rv, tr * MIN_ITERS)))
+    chunk = max(cdiv(Rv, S), 1)
+    S = max(cdiv(Rv, chunk), 1)
     total = out_groups * S
     push = (Rv, view["sA"], view["sR"], view["sB"], view["B"], chunk, S, nbt, tb, total)
     name = f"reduce_{op}" + ("_partial" if S > 1 else "")
-    launch = Launch(name=name, shader="reduce.comp", bindings=2, groups=_grid(total), push=push,
+    launch = Launch(name=name, shader="reduce.comp", bindings=2, groups=grid(total), push=push,
                     spec=(wg,), defines=_defines(OP=REDUCE_OPS[op], VEC=vec, HREDUCE=hreduce,
                                                  SUBGROUPS=subgroups))
     return (launch, (src, dst)), S
@@ -227,12 +204,12 @@ def _softmax_launch(name, mode, rows, cols, info, stream, subgroups, max_nv):
     vec = 4 if cols % 4 == 0 else 1
     C = cols // vec
     wg_cap = _wg(1024, info)
-    wg = min(max(_pow2_ceil(_cdiv(C, 4)), 32), wg_cap)
-    nv = _pow2_ceil(_cdiv(C, wg))
+    wg = min(max(_pow2_ceil(cdiv(C, 4)), 32), wg_cap)
+    nv = _pow2_ceil(cdiv(C, wg))
     if stream or nv > max_nv:
         nv, wg = 0, wg_cap
     return Launch(name=name, shader="softmax.comp", bindings=2 if mode < 2 else 3,
-                  groups=_grid(rows), push=(rows, C), spec=(wg,),
+                  groups=grid(rows), push=(rows, C), spec=(wg,),
                   defines=_defines(MODE=mode, VEC=vec, NV=nv, SUBGROUPS=subgroups))
 
 
@@ -284,7 +261,7 @@ def plan_take(A: int, N: int, B: int, J: int, *, info=None) -> OpPlan:
     wg = _wg(256, info)
     total = A * J * Bv
     launch = Launch(name="take", shader="take.comp", bindings=3,
-                    groups=_grid(_cdiv(total, wg)), push=(N, J, Bv, total), spec=(wg,),
+                    groups=grid(cdiv(total, wg)), push=(N, J, Bv, total), spec=(wg,),
                     defines=_defines(VEC=vec))
     return OpPlan(((launch, ("x", "idx", "out")),))
 
@@ -320,7 +297,7 @@ def plan_take_grad(A: int, N: int, B: int, J: int, *, info=None,
         elif threads[stage] == 0:
             continue                                    # J == 0: nothing to bucket
         else:
-            swg, groups = wg, _grid(_cdiv(threads[stage], wg))
+            swg, groups = wg, grid(cdiv(threads[stage], wg))
         defines = dict(STAGE=stage, SUBGROUPS=subgroups)
         if stage == 5:
             defines["VEC"] = vec

@@ -1,14 +1,19 @@
 """A `Launch` says how to run one kernel, without a device: which shader, how to specialize it,
 how many buffers it binds, its push constants and its workgroup count. Kernel planners are pure
-functions from shapes and params to a Launch, so they are tested without a GPU; `dispatch` turns a
-Launch plus buffers into a runtime Dispatch (compiling and building the pipeline once).
+functions from shapes and params to Launches, so they are tested without a GPU; the runtime
+turns a Launch plus buffers into a dispatch (`Device.dispatch`, compiling and building the
+pipeline once).
+
+Also the helpers every planner shares: `cdiv`, and `grid` for workgroup counts above what one
+dimension of a dispatch holds.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..runtime import Dispatch, compile_file, compile_glsl
+# maxComputeWorkGroupCount[0..2]: 65535 is what every Vulkan device guarantees.
+MAX_GROUPS_X = 65535
 
 
 @dataclass(frozen=True)
@@ -26,15 +31,16 @@ class Launch:
         return "\n" not in self.shader and self.shader.endswith(".comp")
 
 
-def kernel_of(device, launch: Launch):
-    """The launch's pipeline on `device`: SPIR-V and pipeline are each built once and cached."""
-    defines = dict(launch.defines)
-    spirv = (compile_file(launch.shader, defines) if launch.is_file
-             else compile_glsl(launch.shader, defines, name=launch.name))
-    return device.kernel(spirv, bindings=launch.bindings, push_words=len(launch.push),
-                         spec=launch.spec, name=launch.name)
+def cdiv(a: int, b: int) -> int:
+    """ceil(a / b) for non-negative integers."""
+    return -(-a // b)
 
 
-def dispatch(device, launch: Launch, buffers) -> Dispatch:
-    return Dispatch(kernel_of(device, launch), tuple(buffers),
-                    tuple(int(g) for g in launch.groups), tuple(launch.push))
+def grid(groups: int) -> tuple:
+    """A workgroup count for `groups` groups in one flat index space: (groups, 1, 1) when it fits
+    one dimension, else an (x, y) grid whose surplus groups the shader skips (it flattens
+    gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x)."""
+    if groups <= MAX_GROUPS_X:
+        return (max(groups, 1), 1, 1)
+    y = cdiv(groups, MAX_GROUPS_X)
+    return (cdiv(groups, y), y, 1)

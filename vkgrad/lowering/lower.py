@@ -20,9 +20,9 @@ import math
 from dataclasses import dataclass, field
 
 from vkgrad.errors import VkgradError
-from vkgrad.ir import primitives as P
+from vkgrad import primitives as P
 from vkgrad.ir.core import Literal, Program, Var
-from vkgrad.ir.passes.fuse import fused_p
+from vkgrad.passes.fuse import fused_p
 from vkgrad.lowering import elementwise
 from vkgrad.lowering.kernels import (plan_reduce, plan_softmax, plan_softmax_grad,
                                      plan_take, plan_take_grad)

@@ -26,10 +26,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .kernels import OpPlan, Temp, plan_reduce
-from .launch import Launch
+from vkgrad.lowering.kernels import OpPlan, Temp, plan_reduce
+from vkgrad.lowering.launch import MAX_GROUPS_X, Launch, cdiv
 
-_MAX_GROUPS = 65535        # maxComputeWorkGroupCount: 65535 is what every target guarantees
 _U32 = 2**32
 
 
@@ -112,11 +111,11 @@ def choose_variant(batch: int, m: int, n: int, device_info=None) -> str:
         # lavapipe: bigger tiles run faster (fewer workgroups to switch between) but compute the
         # padding of edge tiles too; use the large one only where it wastes little.
         big = VARIANTS["large"]
-        padded = _ceil(m, big.bm) * big.bm * _ceil(n, big.bn) * big.bn
+        padded = cdiv(m, big.bm) * big.bm * cdiv(n, big.bn) * big.bn
         return "large" if padded <= 1.25 * max(m * n, 1) else "cpu"
     for name, min_groups in _GPU_ORDER:
         t = VARIANTS[name]
-        if _ceil(m, t.bm) * _ceil(n, t.bn) * batch >= min_groups:
+        if cdiv(m, t.bm) * cdiv(n, t.bn) * batch >= min_groups:
             return name
     return _GPU_ORDER[-1][0]
 
@@ -124,11 +123,11 @@ def choose_variant(batch: int, m: int, n: int, device_info=None) -> str:
 def split_count(k: int, tile: Tile, splits: int) -> int:
     """How many K slices `splits` requested ones become: the shader cuts K into slices of
     ceil(steps / splits) whole steps of BK*KS, so none is empty and each is tile-aligned."""
-    steps = _ceil(k, tile.bk * tile.ks)
+    steps = cdiv(k, tile.bk * tile.ks)
     if splits <= 1 or steps <= 1:
         return 1
-    per = _ceil(steps, min(int(splits), steps))
-    return _ceil(steps, per)
+    per = cdiv(steps, min(int(splits), steps))
+    return cdiv(steps, per)
 
 
 def choose_splits(batch: int, m: int, k: int, n: int, tile: Tile, device_info=None) -> int:
@@ -141,12 +140,12 @@ def choose_splits(batch: int, m: int, k: int, n: int, tile: Tile, device_info=No
     """
     if device_info is not None and device_info.type == "CPU":
         return 1
-    groups = _ceil(m, tile.bm) * _ceil(n, tile.bn) * batch
-    steps = _ceil(k, tile.bk * tile.ks)
+    groups = cdiv(m, tile.bm) * cdiv(n, tile.bn) * batch
+    steps = cdiv(k, tile.bk * tile.ks)
     if groups == 0 or groups >= SPLIT_BELOW_GROUPS or steps < SPLIT_MIN_ITERS:
         return 1
-    s = min(_ceil(SPLIT_TARGET_GROUPS, groups), steps // SPLIT_SLICE_ITERS, MAX_SPLITS,
-            _MAX_GROUPS // batch)
+    s = min(cdiv(SPLIT_TARGET_GROUPS, groups), steps // SPLIT_SLICE_ITERS, MAX_SPLITS,
+            MAX_GROUPS_X // batch)
     return split_count(k, tile, s)
 
 
@@ -234,9 +233,9 @@ def plan_matmul(batch: int, m: int, k: int, n: int, transpose_a: bool, transpose
     if splits > 1 and split_count(k, tile, splits) != splits:
         raise ValueError(f"matmul: {splits} K slices of whole {tile.bk * tile.ks}-steps do not "
                          f"divide k = {k} without an empty one (use split_count)")
-    groups = (_ceil(n, tile.bn), _ceil(m, tile.bm), batch * splits)
-    if max(groups) > _MAX_GROUPS:
-        raise ValueError(f"matmul: workgroup count {groups} exceeds {_MAX_GROUPS} in one "
+    groups = (cdiv(n, tile.bn), cdiv(m, tile.bm), batch * splits)
+    if max(groups) > MAX_GROUPS_X:
+        raise ValueError(f"matmul: workgroup count {groups} exceeds {MAX_GROUPS_X} in one "
                          f"dimension (batch {batch}, m {m}, n {n}, splits {splits})")
     groups = tuple(max(1, g) for g in groups)
 
@@ -267,7 +266,3 @@ def plan_matmul(batch: int, m: int, k: int, n: int, transpose_a: bool, transpose
         name += f"_splitk{splits}"
     return Launch(name=f"matmul_{name}", shader="matmul.comp", bindings=3, groups=groups,
                   push=(m, n, k, a_batch_stride, b_batch_stride), spec=spec, defines=defines)
-
-
-def _ceil(a: int, b: int) -> int:
-    return -(-a // b)

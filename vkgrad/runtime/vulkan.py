@@ -22,6 +22,7 @@ import numpy as np
 
 from .device import DeviceInfo, check_index, default_device_index, kp_module, list_devices
 from .errors import DeviceError
+from .shaders import compile_file, compile_glsl
 
 # What tests count: submissions per call, uploads after the first call, pipelines built.
 counters = {"submissions": 0, "uploads": 0, "upload_bytes": 0, "downloads": 0,
@@ -169,6 +170,20 @@ class Device:
             k = self._kernels[key] = Kernel(name, algorithm, bindings, push_words)
         return k
 
+    def pipeline(self, launch) -> Kernel:
+        """The pipeline of a lowering `Launch` (vkgrad/lowering/launch.py): its SPIR-V and its
+        pipeline are each built once and cached."""
+        defines = dict(launch.defines)
+        spirv = (compile_file(launch.shader, defines) if launch.is_file
+                 else compile_glsl(launch.shader, defines, name=launch.name))
+        return self.kernel(spirv, bindings=launch.bindings, push_words=len(launch.push),
+                           spec=launch.spec, name=launch.name)
+
+    def dispatch(self, launch, buffers) -> Dispatch:
+        """A Dispatch of `launch` on `buffers` (one per binding, in order)."""
+        return Dispatch(self.pipeline(launch), tuple(buffers),
+                        tuple(int(g) for g in launch.groups), tuple(launch.push))
+
     def submit(self, ops) -> None:
         """Run a few transfer ops now, in one submission (not for the hot path)."""
         kp = kp_module()
@@ -192,8 +207,6 @@ def _transfer_op(kp, kind, buffers):
         return kp.OpTensorSyncDevice(tensors)
     if kind == "download":
         return kp.OpTensorSyncLocal(tensors)
-    if kind == "copy":
-        return kp.OpTensorCopy(tensors)
     raise ValueError(kind)
 
 
@@ -208,9 +221,9 @@ def _count(ops) -> None:
 class Executable:
     """Dispatches recorded once into one sequence and replayed: one submission per run.
 
-    run(uploads=[(buffer, array)], downloads=[buffer], copies=[(src, dst)]) writes the uploads
-    into staging memory and submits [uploads, copies, dispatches, downloads]; afterwards
-    `buffer.read_staging()` holds each download. Each distinct (uploads, copies, downloads)
+    run(uploads=[(buffer, array)], downloads=[buffer]) writes the uploads into staging memory
+    and submits [uploads, dispatches, downloads]; afterwards `buffer.read_staging()` holds each
+    download. Each distinct (uploads, downloads)
     choice is recorded once, the first time it is used.
     """
 
@@ -227,15 +240,13 @@ class Executable:
         self.last_timings_us: list | None = None
         device._executables.add(self)
 
-    def run(self, uploads=(), downloads=(), copies=()) -> None:
+    def run(self, uploads=(), downloads=()) -> None:
         uploads = list(uploads)
         for buf, array in uploads:
             buf.write_staging(array)
-        transfers = ([("upload", [b for b, _ in uploads])] if uploads else []) + \
-                    [("copy", [s, d]) for s, d in copies]
+        transfers = [("upload", [b for b, _ in uploads])] if uploads else []
         tail = [("download", list(downloads))] if downloads else []
-        key = (tuple(id(b) for b, _ in uploads), tuple((id(s), id(d)) for s, d in copies),
-               tuple(id(b) for b in downloads))
+        key = (tuple(id(b) for b, _ in uploads), tuple(id(b) for b in downloads))
         rec = self._recorded.get(key)
         if rec is None:
             rec = self._recorded[key] = self._record(transfers, tail)

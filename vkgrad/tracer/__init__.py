@@ -1,5 +1,1 @@
-"""Tracers, the trace stack and `bind` (core.py), pytrees (pytree.py), and the transforms users
-call (transforms.py: grad, value_and_grad, vjp, jvp, make_ir, check_grads, trace).
-
-Kept import-light: vkgrad/__init__.py imports the pieces in dependency order.
-"""
+"""The trace core: `bind`, the trace stack, Tracer and ArrayOps (core.py), pytrees (pytree.py)."""

@@ -4,9 +4,9 @@ One kind of trace exists: a `Trace` records every primitive applied to its trace
 and, when finished, is a `Program`. Every transform is Program -> Program, so nesting is just a
 stack of such traces:
 
-* `bind(prim, args, params)` is the ONE entry point of every operation. With no active trace
-  it evaluates now through `eval_eager` (numpy today; the jit issue redirects it to the device
-  through `eager_backend`). Otherwise it emits an Eqn into the innermost (top) trace.
+* `bind(prim, *args, **params)` is the ONE entry point of every operation. With no active
+  trace it evaluates now through `eval_eager` (on the interpreter, or on the device of the
+  vkgrad.Arrays among the arguments). Otherwise it emits an Eqn into the innermost trace.
 * The top trace lifts each argument: its own tracers are Vars; Python and numpy scalars become
   Literals; numpy arrays become consts; a tracer of an OUTER active trace (a closure, as in
   `grad(lambda x: grad(lambda y: x * y)(x))`) becomes an extra input of the inner program,
@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import sys
 from contextlib import contextmanager
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -192,18 +192,14 @@ def abstract_eval(prim, in_types, params, source) -> list[TensorType]:
 
 # ----------------------------------------------------------------------------------- bind
 
-eager_backend: Callable | None = None
-"""If set, `fn(prim, values, params, out_types) -> list[array]` evaluates eager ops instead of
-the numpy interpreter (the jit issue points this at the Vulkan device)."""
-
-eager_program_backend: Callable | None = None
-"""If set, `fn(program, args) -> list[array]` runs a WHOLE program that `eval_program` would
-otherwise evaluate op by op with no trace active (e.g. the joint program of an eager `grad`):
-the hook for running a transform's result as one device submission."""
+def bind(prim, *args, **params):
+    """Apply `prim` to `args` (the ONE entry point of every operation; JAX's `prim.bind`):
+    emitted into the innermost trace, or evaluated now when none is active."""
+    return bind_eqn(prim, args, params)
 
 
-def bind(prim, args, params, *, source: str | None = None, phase: str | None = None):
-    """Apply `prim`: emit into the innermost trace, or evaluate concretely with none active."""
+def bind_eqn(prim, args, params, *, source: str | None = None, phase: str | None = None):
+    """`bind` with an explicit source line and phase (replaying an eqn of another program)."""
     params = params if isinstance(params, Params) else Params(params)
     trace = current_trace()
     if trace is None:
@@ -215,13 +211,24 @@ def bind(prim, args, params, *, source: str | None = None, phase: str | None = N
 
 
 def eval_eager(prim, args, params):
-    """Evaluate one primitive on concrete values now: the single eager path."""
+    """Evaluate one primitive on concrete values now: the single eager path. Values of a
+    concrete array class (vkgrad.Array) run where that class says (their device); numpy values
+    run on the interpreter."""
     vals = [_concrete(a) for a in args]
     types = [TensorType(v.shape, dtype_name(v.dtype)) for v in vals]
     out_types = abstract_eval(prim, types, params, None)
-    run = eager_backend or interpreter.apply
-    outs = run(prim, vals, params, out_types)
+    owner = _array_owner(vals)
+    outs = (owner._eager_apply(prim, vals, params, out_types) if owner is not None
+            else interpreter.apply(prim, vals, params, out_types))
     return outs if prim.multiple_results else outs[0]
+
+
+def _array_owner(values):
+    """The concrete array class (vkgrad.Array) of the first such value, or None."""
+    for v in values:
+        if isinstance(v, ArrayOps) and not isinstance(v, Tracer):
+            return type(v)
+    return None
 
 
 def _concrete(x):
@@ -249,9 +256,12 @@ def leaked_error(t: "Tracer") -> LeakedTracerError:
 
 def eval_program(program: Program, args) -> list:
     """Run `program` by binding each eqn: into the enclosing trace if one is active (keeping
-    each eqn's source line and backward marker), else concretely through `eval_eager`."""
-    if eager_program_backend is not None and current_trace() is None:
-        return list(eager_program_backend(program, list(args)))
+    each eqn's source line and backward marker), else concretely through `eval_eager`. With no
+    trace active and a vkgrad.Array among the arguments, the WHOLE program runs where that
+    Array lives (the joint program of an eager `grad`: one device submission)."""
+    owner = _array_owner(args) if current_trace() is None else None
+    if owner is not None:
+        return list(owner._eager_program(program, list(args)))
     env: dict[Var, Any] = dict(zip(program.inputs, args))
     env.update(program.consts)
 
@@ -259,38 +269,26 @@ def eval_program(program: Program, args) -> list:
         return x.array() if isinstance(x, Literal) else env[x]
 
     for e in program.eqns:
-        outs = bind(e.prim, [read(x) for x in e.inputs], e.params, source=e.source,
-                    phase=e.phase)
+        outs = bind_eqn(e.prim, [read(x) for x in e.inputs], e.params, source=e.source,
+                        phase=e.phase)
         env.update(zip(e.outputs, outs if e.prim.multiple_results else [outs]))
     return [read(o) for o in program.outputs]
 
 
 # ----------------------------------------------------------------------------------- tracers
 
-def _vnp():
-    from vkgrad import numpy as vnp
-    return vnp
-
-
-def _op(name, reflected=False):
-    if reflected:
-        def method(self, other):
-            return getattr(_vnp(), name)(other, self)
-    else:
-        def method(self, other):
-            return getattr(_vnp(), name)(self, other)
-    method.__name__ = f"__{'r' if reflected else ''}{name}__"
-    return method
-
-
 class ArrayOps:
-    """What an array value does under Python's operators and numpy's method names, through
-    vkgrad.numpy: shared by Tracer (traced values) and vkgrad.Array (concrete device values).
-    Subclasses provide `aval` (a TensorType)."""
+    """What every array value of vkgrad shares: Tracer (a traced value) and vkgrad.Array (a
+    concrete value on a backend). Subclasses provide `aval` (a TensorType). Python's operators
+    and numpy's method names (`x + y`, `x @ w`, `x[i]`, `x.sum()`, `x.T`, ...) are installed on
+    this class by vkgrad.numpy, which defines what they mean; this layer only knows shapes.
+
+    A concrete subclass runs operations on its own values: `_eager_apply(prim, values, params,
+    out_types)` and `_eager_program(program, values)` (see `eval_eager` and `eval_program`)."""
 
     __slots__ = ()
+    __hash__ = None   # == is elementwise, as in numpy; internal maps key on id()
 
-    # --- the abstract value
     @property
     def shape(self) -> tuple:
         return self.aval.shape
@@ -307,35 +305,6 @@ class ArrayOps:
     def size(self) -> int:
         return int(np.prod(self.aval.shape, dtype=np.int64))
 
-    # --- operators (numpy semantics, through vkgrad.numpy)
-    __add__, __radd__ = _op("add"), _op("add", True)
-    __sub__, __rsub__ = _op("subtract"), _op("subtract", True)
-    __mul__, __rmul__ = _op("multiply"), _op("multiply", True)
-    __truediv__, __rtruediv__ = _op("divide"), _op("divide", True)
-    __pow__, __rpow__ = _op("power"), _op("power", True)
-    __matmul__, __rmatmul__ = _op("matmul"), _op("matmul", True)
-    __lt__, __le__ = _op("less"), _op("less_equal")
-    __gt__, __ge__ = _op("greater"), _op("greater_equal")
-    __eq__, __ne__ = _op("equal"), _op("not_equal")
-    __and__, __rand__ = _op("logical_and"), _op("logical_and", True)
-    __or__, __ror__ = _op("logical_or"), _op("logical_or", True)
-    __hash__ = None   # == is elementwise, as in numpy; internal maps key on id()
-
-    def __neg__(self):
-        return _vnp().negative(self)
-
-    def __pos__(self):
-        return self
-
-    def __abs__(self):
-        return _vnp().abs(self)
-
-    def __invert__(self):
-        return _vnp().logical_not(self)
-
-    def __getitem__(self, key):
-        return _vnp()._getitem(self, key)
-
     def __len__(self) -> int:
         if not self.shape:
             raise ArgumentError("len() of a 0-d array", source=user_source())
@@ -345,52 +314,6 @@ class ArrayOps:
         if not self.shape:
             raise ArgumentError("iteration over a 0-d array", source=user_source())
         return (self[i] for i in range(self.shape[0]))
-
-    # --- methods numpy arrays have
-    @property
-    def T(self):
-        return _vnp().transpose(self)
-
-    def reshape(self, *shape, order="C"):
-        return _vnp().reshape(self, shape[0] if len(shape) == 1 else shape)
-
-    def astype(self, dtype):
-        return _vnp().astype(self, dtype)
-
-    def transpose(self, *axes):
-        return _vnp().transpose(self, (axes[0] if len(axes) == 1 else axes) or None)
-
-    def swapaxes(self, a, b):
-        return _vnp().swapaxes(self, a, b)
-
-    def squeeze(self, axis=None):
-        return _vnp().squeeze(self, axis)
-
-    def ravel(self):
-        return _vnp().reshape(self, (-1,))
-
-    flatten = ravel
-
-    def sum(self, axis=None, dtype=None, out=None, keepdims=False):
-        return _vnp().sum(self, axis=axis, dtype=dtype, keepdims=keepdims)
-
-    def mean(self, axis=None, dtype=None, out=None, keepdims=False):
-        return _vnp().mean(self, axis=axis, dtype=dtype, keepdims=keepdims)
-
-    def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
-        return _vnp().var(self, axis=axis, ddof=ddof, keepdims=keepdims)
-
-    def max(self, axis=None, out=None, keepdims=False):
-        return _vnp().max(self, axis=axis, keepdims=keepdims)
-
-    def min(self, axis=None, out=None, keepdims=False):
-        return _vnp().min(self, axis=axis, keepdims=keepdims)
-
-    def clip(self, min=None, max=None):
-        return _vnp().clip(self, min, max)
-
-    def dot(self, other):
-        return _vnp().dot(self, other)
 
 
 class Tracer(ArrayOps):
@@ -412,21 +335,6 @@ class Tracer(ArrayOps):
 
     def __repr__(self) -> str:
         return f"Traced<{type_str(self._var.shape, self._var.dtype)}>"
-
-    # --- numpy interop: np.exp(tracer) works, np.asarray(tracer) cannot
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        fn = getattr(_vnp(), ufunc.__name__, None)
-        if method == "__call__" and not kwargs and fn is not None:
-            return fn(*inputs)
-        raise concretization_error(self, f"numpy's {ufunc.__name__}.{method}",
-                                   f"use vkgrad.numpy.{ufunc.__name__} instead")
-
-    def __array_function__(self, func, types, args, kwargs):
-        fn = getattr(_vnp(), func.__name__, None)
-        if fn is None or func.__name__ in ("asarray", "array"):
-            raise concretization_error(self, f"numpy.{func.__name__}",
-                                       "use the vkgrad.numpy function of that name")
-        return fn(*args, **kwargs)
 
     # --- concretization: Python needs a value the trace does not have
     def __array__(self, *a, **k):

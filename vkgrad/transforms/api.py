@@ -3,7 +3,7 @@
 Each one is the same three steps:
   1. trace `fun` on abstract versions of its (flattened pytree) arguments into a Program, in a
      fresh trace pushed on top of whatever is active (`_trace`);
-  2. transform the Program (vkgrad.ir.autodiff) and optimise it (vkgrad.ir.passes);
+  2. transform the Program (vkgrad.transforms.autodiff) and optimise it (vkgrad.passes);
   3. evaluate the result with `eval_program`, which binds each eqn: concretely (numpy) when no
      trace is active, or into the enclosing trace when the transform was called on tracers
      (grad of grad, grad inside a traced function). Values the function closed over from an
@@ -22,10 +22,11 @@ import re
 import numpy as np
 
 from vkgrad.errors import ArgumentError, GradError, GradientCheckError
-from vkgrad.ir.autodiff import grad_program, jvp_program, vjp_program
 from vkgrad.ir.core import Program, is_float, np_dtype, type_str
-from vkgrad.ir.passes import optimize
 from vkgrad.ir.verifier import checked
+from vkgrad.passes import optimize
+from vkgrad.primitives import broadcast_to, convert
+from vkgrad.transforms.autodiff import grad_program, jvp_program, vjp_program
 from vkgrad.tracer.core import (ArrayOps, Tracer, abstract_leaf, current_trace, eval_program, new_trace,
                                 user_source)
 from vkgrad.tracer.pytree import TreeDef, tree_flatten, tree_map, tree_unflatten
@@ -249,7 +250,6 @@ def vjp(fun, *primals, has_aux=False):
 
 def _cast(x, dtype):
     if isinstance(x, ArrayOps):
-        from vkgrad.ir.primitives import convert
         return convert(x, dtype)
     return np.asarray(x, dtype=np_dtype(dtype))
 
@@ -259,7 +259,7 @@ def _cast(x, dtype):
 def jvp(fun, primals, tangents):
     """`jvp(fun, primals, tangents) -> (out, tangent_out)`: forward mode, J u.
 
-    Implemented by the double-VJP trick (vkgrad.ir.autodiff.jvp_program): no JVP rule table.
+    Implemented by the double-VJP trick (vkgrad.transforms.autodiff.jvp_program): no JVP rule table.
     Tangents of integer primals are ignored; integer results get zero tangents."""
     name = _fun_name(fun)
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)) or \
@@ -283,7 +283,6 @@ def jvp(fun, primals, tangents):
                                     f"{type_str(v.shape, v.dtype)}", source=user_source())
             wrt.append(k)
     prog = optimize(checked(jvp_program(tr.program, wrt), f"jvp of {name}"), final=_final())
-    from vkgrad.ir.primitives import broadcast_to
     float_outs = [j for j, o in enumerate(tr.program.outputs) if is_float(o.dtype)]
     zero_cts = [broadcast_to(np_dtype(o.dtype).type(0), o.shape)
                 for o in (tr.program.outputs[j] for j in float_outs)]

@@ -15,8 +15,9 @@ nothing else uses becomes the swapped matmul, since (op(A) op(B))^T = op(B)^T op
 from __future__ import annotations
 
 from vkgrad.ir.core import Program, Var
-from vkgrad.ir.passes.base import Pass
-from vkgrad.ir.passes.dce import dce
+from vkgrad.passes.base import Pass
+from vkgrad.passes.dce import dce
+from vkgrad.primitives import matmul_p, transpose_p
 
 
 def _swaps_last_two(perm) -> bool:
@@ -28,7 +29,6 @@ class FoldTransposes(Pass):
     name = "fold_transposes"
 
     def apply(self, program: Program) -> Program:
-        from vkgrad.ir.primitives import matmul_p, transpose_p
         producer = {o: e for e in program.eqns for o in e.outputs}
         uses: dict = {}
         for e in program.eqns:

@@ -1,9 +1,9 @@
 """Fusion grouping: elementwise and layout eqns become `fused` eqns, one GPU kernel each.
 
-An eqn is *fusible* when the GLSL lowering can compute one element of its output from elements
-of its operands (`vkgrad.lowering.elementwise.is_fusible`: elementwise primitives, broadcast_to,
-reshape, transpose, slice, pad, concatenate, iota). Everything else (matmul, reductions, softmax,
-take, scatter_add) is a *kernel* eqn with a hand-written shader.
+An eqn is *fusible* when a generated kernel can compute one element of its output from elements
+of its operands: its primitive has the 'elementwise' or the 'layout' trait (broadcast_to,
+reshape, transpose, slice, pad, concatenate, iota; `Primitive.fusible`). Everything else
+(matmul, reductions, softmax, take, scatter_add) is a *kernel* eqn with a hand-written shader.
 
 The rule, as in XLA's loop fusion, with measured reason: a training step is memory-bound outside
 its matmuls, so an intermediate that never leaves registers is the win (DESIGN.md):
@@ -25,20 +25,15 @@ kernels take.
 
 from __future__ import annotations
 
+from vkgrad import primitives as P
 from vkgrad.ir.core import Eqn, Literal, Params, Primitive, Program, Var, abstract_eval_rules
 from vkgrad.ir.interpreter import impls, run_program
-from vkgrad.ir.passes.base import Pass
-from vkgrad.ir import primitives as P
+from vkgrad.passes.base import Pass
 
 # fused[body](*inputs) -> body's outputs: a sub-program of fusible eqns run as ONE kernel.
 fused_p = Primitive("fused", ("pure",), multiple_results=True)
 abstract_eval_rules[fused_p] = lambda *types, body: [o.type for o in body.outputs]
 impls[fused_p] = lambda *arrays, body: run_program(body, *arrays)
-
-
-def _is_fusible(prim) -> bool:
-    from vkgrad.lowering.elementwise import is_fusible
-    return is_fusible(prim)
 
 
 class Fuse(Pass):
@@ -47,7 +42,7 @@ class Fuse(Pass):
     def apply(self, program: Program) -> Program:
         program = _materialize_kernel_literals(program)
         eqns = program.eqns
-        fusible = {e for e in eqns if _is_fusible(e.prim)}
+        fusible = {e for e in eqns if e.prim.fusible}
         producer = {o: e for e in eqns for o in e.outputs}
         returned = {o for o in program.outputs if isinstance(o, Var)}
         kernel_read = {x for e in eqns if e not in fusible for x in e.inputs if isinstance(x, Var)}
@@ -135,7 +130,7 @@ def _materialize_kernel_literals(program: Program) -> Program:
     """A kernel eqn reads buffers: give a literal operand its own (fused) value first."""
     out = []
     for e in program.eqns:
-        if not _is_fusible(e.prim) and any(isinstance(x, Literal) for x in e.inputs):
+        if not e.prim.fusible and any(isinstance(x, Literal) for x in e.inputs):
             ins = []
             for x in e.inputs:
                 if isinstance(x, Literal):

@@ -1,11 +1,13 @@
-"""Every primitive of the IR, each defined once with its rules right below it.
+"""The basic primitives (elementwise, reductions, layout, gathers, matmul, softmax), each
+defined once with its rules right below it.
 
-For each primitive, beside its definition:
-    abstract_eval_rules[p]   shape/dtype rule           (vkgrad.ir.core)
-    impls[p]                 numpy implementation       (vkgrad.ir.interpreter)
-    vjp_rules[p]             VJP rule                   (vkgrad.ir.autodiff)
-    glsl_elementwise[p]      GLSL expression template   (vkgrad.lowering.rules; elementwise only)
-    param_defaults[p]        params the printer elides  (vkgrad.ir.printer; where useful)
+For each primitive, beside its definition (the tables are vkgrad.ir.core's, except `impls`,
+vkgrad.ir.interpreter's):
+    abstract_eval_rules[p]   shape/dtype rule
+    impls[p]                 numpy implementation
+    vjp_rules[p]             VJP rule
+    glsl_elementwise[p]      GLSL expression template (elementwise only)
+    param_defaults[p]        params the printer elides (where useful)
 
 The functions below the primitives (`add`, `matmul`, `reduce_sum`, ...) bind them: this is the
 lax-like layer that vkgrad.numpy (numpy semantics: promotion, keepdims, axis=-1, ...) is built
@@ -28,14 +30,13 @@ import math
 
 import numpy as np
 
+from vkgrad.dtypes import (ALL_DTYPES, FLOAT_DTYPES, NUMERIC_DTYPES, canonical_dtype, dtype_name,
+                           np_dtype)
 from vkgrad.errors import DTypeError, ShapeError, VkgradIndexError
-from vkgrad.ir.autodiff import vjp_rules
-from vkgrad.ir.core import (ALL_DTYPES, FLOAT_DTYPES, NUMERIC_DTYPES, Primitive, TensorType,
-                            abstract_eval_rules, canonical_dtype, dtype_name, np_dtype)
+from vkgrad.ir.core import (Primitive, TensorType, abstract_eval_rules, glsl_elementwise,
+                            param_defaults, vjp_rules)
 from vkgrad.ir.interpreter import impls
-from vkgrad.ir.printer import param_defaults
-from vkgrad.lowering.rules import glsl_elementwise
-from vkgrad.tracer.core import ArrayOps
+from vkgrad.tracer.core import ArrayOps, bind
 
 # ----------------------------------------------------------------------------------- helpers
 
@@ -117,7 +118,7 @@ def _unbroadcast(g, x):
     return reshape(r, shape) if tuple(_shape(r)) != shape else r
 
 
-def _keep_shape(shape, axes) -> tuple:
+def keep_shape(shape, axes) -> tuple:
     """`shape` with the reduced `axes` kept as size 1 (numpy's keepdims)."""
     return tuple(1 if i in axes else d for i, d in enumerate(shape))
 
@@ -266,7 +267,7 @@ def _reduction(name, impl, allowed=NUMERIC_DTYPES):
 
 reduce_sum_p = _reduction("reduce_sum", np.sum)
 vjp_rules[reduce_sum_p] = lambda g, ans, x, *, axes: (
-    broadcast_to(reshape(g, _keep_shape(x.shape, axes)), x.shape),)
+    broadcast_to(reshape(g, keep_shape(x.shape, axes)), x.shape),)
 
 reduce_max_p = _reduction("reduce_max", np.max)
 reduce_min_p = _reduction("reduce_min", np.min)
@@ -274,7 +275,7 @@ reduce_min_p = _reduction("reduce_min", np.min)
 
 def _chooser_vjp(g, ans, x, *, axes):
     """max/min: the gradient goes to the elements equal to the result, shared among ties."""
-    keep = _keep_shape(x.shape, axes)
+    keep = keep_shape(x.shape, axes)
     hit = convert(eq(x, broadcast_to(reshape(ans, keep), x.shape)), dtype_of(x))
     share = div(g, reduce_sum(hit, axes))
     return (mul(broadcast_to(reshape(share, keep), x.shape), hit),)
@@ -286,7 +287,7 @@ vjp_rules[reduce_min_p] = _chooser_vjp
 # =================================================================================== shapes
 
 # broadcast_to[shape]: numpy's broadcast_to (operand dims aligned with the result's last dims).
-broadcast_to_p = Primitive("broadcast_to")
+broadcast_to_p = Primitive("broadcast_to", ("pure", "layout"))
 
 
 def _broadcast_to_rule(x, *, shape):
@@ -302,7 +303,7 @@ impls[broadcast_to_p] = lambda x, *, shape: np.broadcast_to(x, shape)
 vjp_rules[broadcast_to_p] = lambda g, ans, x, *, shape: (_unbroadcast(g, x),)
 
 # reshape[shape]: row-major, same number of elements.
-reshape_p = Primitive("reshape")
+reshape_p = Primitive("reshape", ("pure", "layout"))
 
 
 def _reshape_rule(x, *, shape):
@@ -317,7 +318,7 @@ impls[reshape_p] = lambda x, *, shape: np.reshape(x, shape)
 vjp_rules[reshape_p] = lambda g, ans, x, *, shape: (reshape(g, _shape(x)),)
 
 # transpose[perm]: result dim i is operand dim perm[i].
-transpose_p = Primitive("transpose")
+transpose_p = Primitive("transpose", ("pure", "layout"))
 
 
 def _transpose_rule(x, *, perm):
@@ -331,7 +332,7 @@ impls[transpose_p] = lambda x, *, perm: np.transpose(x, perm)
 vjp_rules[transpose_p] = lambda g, ans, x, *, perm: (transpose(g, tuple(np.argsort(perm))),)
 
 # slice[start, limit, step]: x[start:limit:step] per dimension, 0 <= start <= limit <= n, step >= 1.
-slice_p = Primitive("slice")
+slice_p = Primitive("slice", ("pure", "layout"))
 
 
 def _slice_rule(x, *, start, limit, step):
@@ -360,7 +361,7 @@ def _slice_vjp(g, ans, x, *, start, limit, step):
 vjp_rules[slice_p] = _slice_vjp
 
 # pad[low, high, interior]: zeros before, after and between the elements of each dimension.
-pad_p = Primitive("pad")
+pad_p = Primitive("pad", ("pure", "layout"))
 
 
 def _pad_rule(x, *, low, high, interior):
@@ -387,7 +388,7 @@ vjp_rules[pad_p] = lambda g, ans, x, *, low, high, interior: (slice_(
              for lo, i, n in zip(low, interior, _shape(x))], [i + 1 for i in interior]),)
 
 # concatenate[axis]: any number of operands of one dtype, equal except along axis.
-concatenate_p = Primitive("concatenate")
+concatenate_p = Primitive("concatenate", ("pure", "layout"))
 
 
 def _concatenate_rule(*xs, axis):
@@ -423,7 +424,7 @@ impls[concatenate_p] = lambda *xs, axis: np.concatenate(xs, axis=axis)
 vjp_rules[concatenate_p] = _concatenate_vjp
 
 # iota[shape, dimension, dtype]: the index along `dimension` (arange, one_hot, reversal).
-iota_p = Primitive("iota")
+iota_p = Primitive("iota", ("pure", "layout"))
 
 
 def _iota_rule(*, shape, dimension, dtype):
@@ -562,7 +563,7 @@ def _log_softmax_impl(x, *, axis):
 def _bsum(x, axis):
     """sum over `axis`, broadcast back to x's shape (keepdims + broadcast)."""
     shape = _shape(x)
-    return broadcast_to(reshape(reduce_sum(x, (axis,)), _keep_shape(shape, (axis,))), shape)
+    return broadcast_to(reshape(reduce_sum(x, (axis,)), keep_shape(shape, (axis,))), shape)
 
 
 softmax_p = Primitive("softmax")
@@ -607,75 +608,75 @@ vjp_rules[log_softmax_bwd_p] = _log_softmax_bwd_vjp
 # One function per primitive (plus sub): what vkgrad.numpy and the VJP rules call.
 
 
-def add(x, y): return add_p.bind(*_coerce(x, y))
-def mul(x, y): return mul_p.bind(*_coerce(x, y))
-def div(x, y): return div_p.bind(*_coerce(x, y))
-def power(x, y): return pow_p.bind(*_coerce(x, y))
-def maximum(x, y): return max_p.bind(*_coerce(x, y))
-def minimum(x, y): return min_p.bind(*_coerce(x, y))
+def add(x, y): return bind(add_p, *_coerce(x, y))
+def mul(x, y): return bind(mul_p, *_coerce(x, y))
+def div(x, y): return bind(div_p, *_coerce(x, y))
+def power(x, y): return bind(pow_p, *_coerce(x, y))
+def maximum(x, y): return bind(max_p, *_coerce(x, y))
+def minimum(x, y): return bind(min_p, *_coerce(x, y))
 def sub(x, y): return add(x, neg(y) if dtype_of(y) else -y)   # micrograd: a - b = a + (-b)
-def neg(x): return neg_p.bind(x)
-def exp(x): return exp_p.bind(x)
-def log(x): return log_p.bind(x)
-def log1p(x): return log1p_p.bind(x)
-def tanh(x): return tanh_p.bind(x)
-def sin(x): return sin_p.bind(x)
-def cos(x): return cos_p.bind(x)
-def absolute(x): return abs_p.bind(x)
-def sign(x): return sign_p.bind(x)
-def sqrt(x): return sqrt_p.bind(x)
-def stop_gradient(x): return stop_gradient_p.bind(x)
-def lt(x, y): return lt_p.bind(*_coerce(x, y))
-def le(x, y): return le_p.bind(*_coerce(x, y))
-def eq(x, y): return eq_p.bind(*_coerce(x, y))
-def ne(x, y): return ne_p.bind(*_coerce(x, y))
-def select(c, a, b): return select_p.bind(c, *_coerce(a, b))
+def neg(x): return bind(neg_p, x)
+def exp(x): return bind(exp_p, x)
+def log(x): return bind(log_p, x)
+def log1p(x): return bind(log1p_p, x)
+def tanh(x): return bind(tanh_p, x)
+def sin(x): return bind(sin_p, x)
+def cos(x): return bind(cos_p, x)
+def absolute(x): return bind(abs_p, x)
+def sign(x): return bind(sign_p, x)
+def sqrt(x): return bind(sqrt_p, x)
+def stop_gradient(x): return bind(stop_gradient_p, x)
+def lt(x, y): return bind(lt_p, *_coerce(x, y))
+def le(x, y): return bind(le_p, *_coerce(x, y))
+def eq(x, y): return bind(eq_p, *_coerce(x, y))
+def ne(x, y): return bind(ne_p, *_coerce(x, y))
+def select(c, a, b): return bind(select_p, c, *_coerce(a, b))
 
 
 def convert(x, dtype):
     dtype = dtype_name(dtype)
     if dtype_of(x) is None:                       # a Python scalar: just a typed scalar
         return np_dtype(dtype).type(x)
-    return x if dtype_of(x) == dtype else convert_p.bind(x, dtype=dtype)
+    return x if dtype_of(x) == dtype else bind(convert_p, x, dtype=dtype)
 
 
-def reduce_sum(x, axes): return reduce_sum_p.bind(x, axes=tuple(sorted(axes)))
-def reduce_max(x, axes): return reduce_max_p.bind(x, axes=tuple(sorted(axes)))
-def reduce_min(x, axes): return reduce_min_p.bind(x, axes=tuple(sorted(axes)))
-def broadcast_to(x, shape): return broadcast_to_p.bind(x, shape=tuple(shape))
-def reshape(x, shape): return reshape_p.bind(x, shape=tuple(shape))
-def transpose(x, perm): return transpose_p.bind(x, perm=tuple(perm))
+def reduce_sum(x, axes): return bind(reduce_sum_p, x, axes=tuple(sorted(axes)))
+def reduce_max(x, axes): return bind(reduce_max_p, x, axes=tuple(sorted(axes)))
+def reduce_min(x, axes): return bind(reduce_min_p, x, axes=tuple(sorted(axes)))
+def broadcast_to(x, shape): return bind(broadcast_to_p, x, shape=tuple(shape))
+def reshape(x, shape): return bind(reshape_p, x, shape=tuple(shape))
+def transpose(x, perm): return bind(transpose_p, x, perm=tuple(perm))
 
 
 def slice_(x, start, limit, step=None):
     step = (1,) * len(start) if step is None else step
-    return slice_p.bind(x, start=tuple(start), limit=tuple(limit), step=tuple(step))
+    return bind(slice_p, x, start=tuple(start), limit=tuple(limit), step=tuple(step))
 
 
 def pad(x, low, high, interior=None):
     interior = (0,) * len(low) if interior is None else interior
-    return pad_p.bind(x, low=tuple(low), high=tuple(high), interior=tuple(interior))
+    return bind(pad_p, x, low=tuple(low), high=tuple(high), interior=tuple(interior))
 
 
-def concatenate(xs, axis): return concatenate_p.bind(*xs, axis=int(axis))
+def concatenate(xs, axis): return bind(concatenate_p, *xs, axis=int(axis))
 
 
 def iota(shape, dimension, dtype="i32"):
-    return iota_p.bind(shape=tuple(shape), dimension=int(dimension), dtype=dtype_name(dtype))
+    return bind(iota_p, shape=tuple(shape), dimension=int(dimension), dtype=dtype_name(dtype))
 
 
-def take(x, idx, axis): return take_p.bind(x, idx, axis=int(axis))
+def take(x, idx, axis): return bind(take_p, x, idx, axis=int(axis))
 
 
 def scatter_add(g, idx, axis, shape):
-    return scatter_add_p.bind(g, idx, axis=int(axis), shape=tuple(shape))
+    return bind(scatter_add_p, g, idx, axis=int(axis), shape=tuple(shape))
 
 
 def matmul(a, b, transpose_a=False, transpose_b=False):
-    return matmul_p.bind(a, b, transpose_a=bool(transpose_a), transpose_b=bool(transpose_b))
+    return bind(matmul_p, a, b, transpose_a=bool(transpose_a), transpose_b=bool(transpose_b))
 
 
-def softmax(x, axis): return softmax_p.bind(x, axis=int(axis))
-def log_softmax(x, axis): return log_softmax_p.bind(x, axis=int(axis))
-def softmax_bwd(y, g, axis): return softmax_bwd_p.bind(y, g, axis=int(axis))
-def log_softmax_bwd(y, g, axis): return log_softmax_bwd_p.bind(y, g, axis=int(axis))
+def softmax(x, axis): return bind(softmax_p, x, axis=int(axis))
+def log_softmax(x, axis): return bind(log_softmax_p, x, axis=int(axis))
+def softmax_bwd(y, g, axis): return bind(softmax_bwd_p, y, g, axis=int(axis))
+def log_softmax_bwd(y, g, axis): return bind(log_softmax_bwd_p, y, g, axis=int(axis))

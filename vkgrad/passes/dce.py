@@ -6,7 +6,7 @@ Removability comes from the primitive's 'pure' trait, never from a list of names
 from __future__ import annotations
 
 from vkgrad.ir.core import Program, Var
-from vkgrad.ir.passes.base import Pass
+from vkgrad.passes.base import Pass
 
 
 class DeadCodeElimination(Pass):

@@ -1,62 +1,31 @@
-"""vkgrad.Array: a concrete array that lives on a backend, resident between calls.
+"""vkgrad.Array: a concrete array that lives on a backend, resident between calls; and `call`,
+which runs a compiled program on Arrays and host data and returns Arrays.
 
-On Vulkan an Array is a view (shape, dtype) of a device buffer; its host copy is made only when
-someone reads it (np.asarray, .item(), printing) and kept. Small results of a jitted call (the
-loss) are copied to the host inside the call's own submission, so reading them costs nothing
-more. On the numpy backend an Array just holds its numpy value.
+On Vulkan an Array is a view (shape, dtype) of a device buffer (an `Owned`, shared by the Arrays
+that view it); its host copy is made only when someone reads it (np.asarray, .item(), printing)
+and kept. Small results of a jitted call (the loss) are copied to the host inside the call's own
+submission, so reading them costs nothing more. On the numpy backend an Array just holds its
+numpy value. Arrays are immutable.
 
-Arrays are immutable. A buffer can be shared by several Arrays (a reshape, an output that is an
-input); it returns to its device's pool when the last of them is gone, and the next call that
-needs a buffer of that size takes it from there (so a training loop reuses the same few buffers,
-and its recorded sequences with them).
+vnp operations on Arrays run where the Arrays live (`_eager_apply`; the trace core asks the
+array's class): on a device, as a compiled one-eqn program (vkgrad/execution/eager.py).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from vkgrad.dtypes import dtype_name, np_dtype, type_str
 from vkgrad.errors import ArgumentError
-from vkgrad.ir.core import TensorType, np_dtype, type_str
+from vkgrad.execution import eager
+from vkgrad.ir.core import TensorType
+from vkgrad.ir.interpreter import apply as interpret, run_program
+from vkgrad.runtime.pool import Owned
 from vkgrad.tracer.core import ArrayOps, user_source
 
 
 class DeletedArrayError(ArgumentError):
     """An Array was read after a jitted call consumed (donated) its buffer, or after delete()."""
-
-
-class Owned:
-    """Holds a device buffer for the Arrays that share it; gives it back to the pool when the
-    last of them is gone. `users` counts the live Arrays on it: a donated buffer may be
-    overwritten only when the donated Array is its only user."""
-    __slots__ = ("buffer", "pool", "users", "__weakref__")
-
-    def __init__(self, buffer, pool):
-        self.buffer, self.pool, self.users = buffer, pool, 0
-
-    def __del__(self):
-        try:
-            self.pool.put(self.buffer)
-        except Exception:   # interpreter shutdown: the pool may be gone already
-            pass
-
-
-class BufferPool:
-    """Free device buffers by (size, dtype), last in first out."""
-
-    def __init__(self, device):
-        self.device = device
-        self.free: dict = {}
-
-    def take(self, size: int, dtype: str):
-        """A buffer for `size` elements of IR dtype `dtype` (bool is stored as uint32)."""
-        from vkgrad.runtime.vulkan import device_dtype
-        stack = self.free.get((size, device_dtype(np_dtype(dtype))))
-        if stack:
-            return stack.pop()
-        return self.device.buffer(size, np_dtype(dtype), "device")
-
-    def put(self, buffer) -> None:
-        self.free.setdefault((buffer.size, buffer.dtype), []).append(buffer)
 
 
 class Array(ArrayOps):
@@ -165,8 +134,47 @@ class Array(ArrayOps):
         if self._owned is not None:
             self._owned.users -= 1
 
-    def _consume(self) -> Owned | None:
-        """Donation: hand the buffer over and become unusable."""
-        owned = self._owned
-        self.delete()
-        return owned
+    # --- operations on concrete values (the trace core calls these; see tracer/core.py)
+    @staticmethod
+    def _eager_apply(prim, values, params, out_types) -> list:
+        """One vnp operation outside any trace: on the device of the Arrays among `values`, as a
+        compiled one-eqn program; on the interpreter when none is on a device."""
+        if not _on_device(values):
+            outs = interpret(prim, [np.asarray(v) for v in values], params, out_types)
+            return [Array(t, host=o) for t, o in zip(out_types, outs)]
+        types = [v.aval if isinstance(v, ArrayOps) else TensorType(v.shape, dtype_name(v.dtype))
+                 for v in values]
+        return call(eager.compiled_eqn(prim, params, tuple(types), tuple(out_types)), values)
+
+    @staticmethod
+    def _eager_program(program, values) -> list:
+        """A whole program outside any trace: ONE compiled submission on the device of the
+        Arrays among `values`, or the interpreter when none is on a device."""
+        if not _on_device(values):
+            return run_program(program, *[np.asarray(v) for v in values])
+        return call(eager.compiled_program(program), values)
+
+
+def _on_device(values) -> bool:
+    return any(isinstance(v, Array) and v._owned is not None for v in values)
+
+
+def call(compiled, leaves, *, donated=(), timestamps=False) -> list:
+    """Run `compiled` on `leaves` (Arrays, numpy data, scalars): an Array already on the
+    runner's device is bound as is, anything else is host data; each donated Array is consumed.
+    Returns one Array per program output."""
+    runner = compiled.runner
+    inputs = []
+    for x in leaves:
+        if runner.device is not None and isinstance(x, Array) and x._owned is not None \
+                and not x._deleted and x._owned.buffer.device is runner.device:
+            inputs.append(x._owned)
+        else:
+            inputs.append(np.asarray(x))
+    outs = runner.run(inputs, donate=bool(donated), timestamps=timestamps)
+    for i in donated:
+        if isinstance(leaves[i], Array):
+            leaves[i].delete()
+    program_outputs = compiled.stages["optimized"].outputs
+    return [Array(o.type, x) if isinstance(x, Owned) else Array(o.type, host=x)
+            for o, x in zip(program_outputs, outs)]

@@ -1,7 +1,8 @@
 """Reverse mode as a program transform: Program -> joint Program (forward, then backward).
 
-`vjp_rules[prim]` (filled in beside each primitive, vkgrad/ir/primitives.py) is
-`rule(g, ans, *inputs, **params) -> tuple of cotangents` (None: no cotangent).
+`vjp_rules[prim]` (vkgrad.ir.core's table, filled in beside each primitive in
+vkgrad/primitives/) is `rule(g, ans, *inputs, **params) -> tuple of cotangents` (None: no
+cotangent).
 
 How the joint program is built (`_joint`):
   1. Open a fresh trace whose inputs are the program's inputs (plus cotangent inputs for vjp).
@@ -26,11 +27,10 @@ works, and every primitive needs only one derivative rule.
 
 from __future__ import annotations
 
+from vkgrad import primitives as P
 from vkgrad.errors import GradError, IRError, MissingRuleError
-from vkgrad.ir.core import Literal, Program, Var, is_float, type_str
-from vkgrad.tracer.core import new_trace, source_context, bind
-
-vjp_rules: dict = {}   # Primitive -> rule(g, ans, *inputs, **params) -> tuple
+from vkgrad.ir.core import Literal, Program, Var, is_float, type_str, vjp_rules
+from vkgrad.tracer.core import bind_eqn, new_trace, source_context
 
 
 def grad_program(program: Program, wrt, out_index: int = 0, name: str | None = None) -> Program:
@@ -71,8 +71,6 @@ def _joint(program, wrt, seed_one, ct_outputs, name):
         if not is_float(v.dtype):
             raise GradError(f"cannot differentiate with respect to input {i} of type "
                             f"{type_str(v.shape, v.dtype)}: only float inputs have gradients")
-    from vkgrad.ir import primitives as P
-
     with new_trace(name or program.name) as t:
         args = [t.new_arg(v.shape, v.dtype) for v in program.inputs]
         cts_in = [t.new_arg(program.outputs[j].shape, program.outputs[j].dtype)
@@ -84,7 +82,7 @@ def _joint(program, wrt, seed_one, ct_outputs, name):
             return x.array() if isinstance(x, Literal) else env[x]
 
         for e in program.eqns:                                    # 2. forward replay
-            outs = bind(e.prim, [read(x) for x in e.inputs], e.params, source=e.source)
+            outs = bind_eqn(e.prim, [read(x) for x in e.inputs], e.params, source=e.source)
             env.update(zip(e.outputs, outs if e.prim.multiple_results else [outs]))
 
         active = {program.inputs[i] for i in wrt}                 # 3. activity

@@ -17,11 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from vkgrad.ir import primitives as P
+from vkgrad import primitives as P
 from vkgrad.ir.core import Eqn, Literal, Params, Program, Var
 from vkgrad.ir.interpreter import apply as interpret
-from vkgrad.ir.passes.base import Pass, resolve, substitute_outputs
-from vkgrad.ir.passes.dce import dce
+from vkgrad.passes.base import Pass, resolve, substitute_outputs
+from vkgrad.passes.dce import dce
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ Operands of a 'commutative' primitive are put in a canonical order first, so `ad
 from __future__ import annotations
 
 from vkgrad.ir.core import Literal, Program
-from vkgrad.ir.passes.base import Pass, resolve, substitute_outputs
+from vkgrad.passes.base import Pass, resolve, substitute_outputs
 
 
 class CommonSubexpressionElimination(Pass):

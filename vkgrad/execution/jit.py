@@ -1,0 +1,145 @@
+"""vg.jit: a traced program compiled to Vulkan kernels, run as ONE submission per call.
+
+    step = vg.jit(fun, static_argnums=(), donate_argnums=(), backend=None)
+    out = step(*args)                      # pytree of vg.Array, resident on the device
+    step.lower(*args).as_text(stage="lowered")
+
+Pipeline (each stage printable, each executable by the numpy interpreter; the stage table is
+vkgrad/lowering/stages.py):
+    trace -> optimize (simplify, transpose folding, CSE, DCE) -> canonicalize -> fuse
+          -> lower (kernels + memory plan) -> one recorded Kompute sequence, replayed.
+
+Compiled programs are cached on (argument structure, shapes and dtypes, static values,
+donation, backend); VKGRAD_LOG_COMPILES=1 logs each compile and what changed in the key.
+
+A call binds its arguments' device buffers directly (an Array from an earlier call is never
+copied or uploaded again), uploads host arrays, and writes outputs into pooled buffers, or, for
+a donated argument, into the argument's own buffer when the memory plan shows that is safe
+(vkgrad/runtime/runners.py). A program the kernels cannot run falls back WHOLE to the
+interpreter (vkgrad/execution/compiled.py).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from vkgrad.errors import ArgumentError
+from vkgrad.execution.array import Array, call
+from vkgrad.execution.compiled import BACKENDS, Compiled, default_backend, log
+from vkgrad.tracer import core
+from vkgrad.tracer.pytree import tree_flatten, tree_unflatten
+from vkgrad.transforms.api import _fun_name, _normalize_argnums, _trace
+
+
+def jit(fun=None, *, static_argnums=(), donate_argnums=(), backend=None):
+    """Compile `fun` for the default (or given) backend; see the module docstring."""
+    if fun is None:
+        return functools.partial(jit, static_argnums=static_argnums,
+                                 donate_argnums=donate_argnums, backend=backend)
+    return Jitted(fun, static_argnums, donate_argnums, backend)
+
+
+@dataclass(frozen=True)
+class _Key:
+    structure: object      # treedefs of the dynamic arguments
+    avals: tuple           # TensorType per leaf
+    static: tuple          # static argument values
+    donated: tuple         # donated leaf indices
+    backend: str
+
+    def describe_change(self, old: "_Key") -> str:
+        if old.backend != self.backend:
+            return f"backend {old.backend} -> {self.backend}"
+        if old.structure != self.structure:
+            return "argument structure changed"
+        if old.static != self.static:
+            return f"static arguments {old.static!r} -> {self.static!r}"
+        if len(old.avals) != len(self.avals):
+            return f"{len(old.avals)} -> {len(self.avals)} array arguments"
+        diffs = [f"leaf {i}: {a} -> {b}" for i, (a, b) in enumerate(zip(old.avals, self.avals))
+                 if a != b]
+        if diffs:
+            return "shapes/dtypes changed: " + "; ".join(diffs[:4]) + (" ..." if len(diffs) > 4 else "")
+        return "donation changed"
+
+
+class Jitted:
+    def __init__(self, fun, static_argnums, donate_argnums, backend):
+        if backend is not None and backend not in BACKENDS:
+            raise ArgumentError(f"backend={backend!r}: choose one of {', '.join(BACKENDS)}")
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.static_argnums = static_argnums
+        self.donate_argnums = donate_argnums
+        self.backend = backend
+        self._cache: dict = {}
+        self._last_key: _Key | None = None
+        self._argnums: dict = {}   # number of arguments -> (static, donated) positions
+        self._where = f"an argument of {_fun_name(fun)}"
+        self.compiles = 0
+
+    def __repr__(self):
+        return f"<vkgrad.jit of {_fun_name(self.fun)}>"
+
+    # --- the cache key and the arguments' leaves
+    def _prepare(self, args, kwargs):
+        fun = self.fun
+        if kwargs:   # keyword arguments are dynamic too: pass them as one more (pytree) argument
+            fun = lambda *a: self.fun(*a[:-1], **a[-1])
+            args = args + (kwargs,)
+        nums = self._argnums.get(len(args))
+        if nums is None:
+            static = set(_normalize_argnums(self.static_argnums, len(args), "static_argnums")) \
+                if self.static_argnums != () else set()
+            donate = set(_normalize_argnums(self.donate_argnums, len(args), "donate_argnums")) \
+                if self.donate_argnums != () else set()
+            if static & donate:
+                raise ArgumentError("an argument cannot be both static and donated")
+            nums = self._argnums[len(args)] = (static, donate)
+        static, donate = nums
+        leaves, trees, donated, statics = [], [], [], []
+        for i, a in enumerate(args):
+            if i in static:
+                try:
+                    hash(a)
+                except TypeError:
+                    raise ArgumentError(f"static argument {i} of {_fun_name(self.fun)} is a "
+                                        f"{type(a).__name__}, which is not hashable: static "
+                                        "values are part of the compile cache key") from None
+                statics.append((i, a))
+                continue
+            ls, tree = tree_flatten(a)
+            if i in donate:
+                donated += range(len(leaves), len(leaves) + len(ls))
+            trees.append((i, tree))
+            leaves += ls
+        avals = tuple(x._aval if type(x) is Array else core.abstract_leaf(x, self._where)
+                      for x in leaves)
+        key = _Key(tuple(trees), avals, tuple(statics), tuple(donated),
+                   self.backend or default_backend())
+        return fun, args, key, leaves
+
+    def _compiled(self, args, kwargs):
+        fun, args, key, leaves = self._prepare(args, kwargs)
+        entry = self._cache.get(key)
+        if entry is None:
+            why = "first call" if self._last_key is None else key.describe_change(self._last_key)
+            log(f"compiling {_fun_name(self.fun)} for {key.backend} ({why})")
+            traced = _trace(fun, args, self.static_argnums)
+            entry = self._cache[key] = Compiled(traced.program, traced.out_tree, key.backend,
+                                                set(key.donated))
+            self.compiles += 1
+        self._last_key = key
+        return entry, leaves
+
+    def __call__(self, *args, **kwargs):
+        if core.current_trace() is not None:   # inside another transform: inline
+            return self.fun(*args, **kwargs)
+        entry, leaves = self._compiled(args, kwargs)
+        return tree_unflatten(entry.out_tree, call(entry, leaves, donated=entry.donated))
+
+    def lower(self, *args, **kwargs) -> "Compiled":
+        """The compiled program for these arguments (compiling it if needed): .as_text(stage),
+        .stats(), .compile()."""
+        return self._compiled(args, kwargs)[0]

@@ -1,0 +1,55 @@
+"""Donation planning: which program outputs may be written over a donated input's buffer.
+
+`plan_donation(lowered, donated) -> (lowered', plan)` is a pure function: `plan` maps an output
+slot to the donated input (by index) whose buffer it may overwrite, and `lowered'` is `lowered`
+with its steps possibly reordered to make that legal.
+
+An output may take a donated input's buffer when its first write comes after the input's last
+read, or in that same dispatch when that dispatch reads the input only at the thread's own
+element (an elementwise update in place: the Adam step). A writer that comes too early is moved
+after the last reader when nothing in between touches what it reads or writes; kernels of one
+fusion height are independent (vkgrad/passes/fuse.py), so this is common: the Adam step count
+is updated after the parameters.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from vkgrad.lowering.lower import Lowered
+
+
+def plan_donation(lowered: Lowered, donated) -> tuple[Lowered, dict]:
+    plan, taken = {}, set()
+    steps = list(lowered.steps)
+    for i in sorted(donated):
+        si = lowered.input_slots[i]
+        if si in lowered.output_slots:
+            continue
+        for so in dict.fromkeys(lowered.output_slots):
+            if so is None or so in taken or lowered.slots[so].kind != "output":
+                continue
+            if (lowered.slots[so].size, lowered.slots[so].dtype) != \
+                    (lowered.slots[si].size, lowered.slots[si].dtype):
+                continue
+            last_read = max((k for k, st in enumerate(steps) if si in st.reads), default=-1)
+            w = next((k for k, st in enumerate(steps) if so in st.writes), None)
+            if w is None:
+                continue
+            if w < last_read and _can_move_after(steps, w, last_read):
+                steps.insert(last_read, steps.pop(w))
+                w = last_read
+            if w > last_read or (w == last_read and si in steps[w].in_place_ok):
+                plan[so] = i
+                taken.add(so)
+                break
+    return dataclasses.replace(lowered, steps=steps), plan
+
+
+def _can_move_after(steps, w, r) -> bool:
+    """Can steps[w] run after steps[w+1..r] instead of before them?"""
+    mine = steps[w]
+    for st in steps[w + 1: r + 1]:
+        if set(mine.writes) & (set(st.reads) | set(st.writes)) or set(mine.reads) & set(st.writes):
+            return False
+    return True
