@@ -1,7 +1,4 @@
-"""Neural-network helpers built from vkgrad.numpy (no primitives of their own).
-
-Attention, scan, norms and their hand-written kernels arrive with later issues.
-"""
+"""Neural-network helpers built from vkgrad.numpy (no primitives of their own)."""
 
 from __future__ import annotations
 
