@@ -2,10 +2,14 @@
 functions that bind them (`add`, `matmul`, `reduce_sum`, ...: what vkgrad.numpy and the VJP
 rules are written with).
 
-    lax.py    the basic set: elementwise, comparisons, select, convert, reductions, layout
-              (broadcast, reshape, transpose, slice, pad, concatenate, iota), take/scatter_add,
-              matmul, softmax/log_softmax and their backward primitives
+    lax.py        the basic set: elementwise, comparisons, select, convert, reductions, layout
+                  (broadcast, reshape, transpose, slice, pad, concatenate, iota), take and
+                  scatter_add, matmul, softmax/log_softmax and their backward primitives
+    attention.py  flash_attention and flash_attention_bwd
 """
 
 from vkgrad.primitives.lax import *  # noqa: F401,F403
 from vkgrad.primitives.lax import _unbroadcast, dtype_of  # noqa: F401
+from vkgrad.primitives.attention import (FLASH_HEAD_DIMS, flash_attention,  # noqa: F401
+                                         flash_attention_bwd, flash_attention_bwd_p,
+                                         flash_attention_p)
