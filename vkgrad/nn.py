@@ -1,5 +1,6 @@
-"""Neural-network building blocks, written with vkgrad.numpy; attention runs on the
-flash-attention primitive (vkgrad/primitives/attention.py).
+"""Neural-network building blocks, written with vkgrad.numpy; attention and Mamba's selective
+scan run on their own primitives (vkgrad/primitives/attention.py, scan.py), each a hand-written
+kernel pair (forward, backward) on Vulkan.
 
 Layers are plain functions of a params pytree (dicts of arrays) and inputs, as in JAX: the
 `init_*` functions make the params from a numpy Generator (float32), the apply functions are
@@ -19,7 +20,8 @@ from vkgrad.numpy import log_softmax, logsumexp, one_hot, softmax  # noqa: F401
 
 __all__ = ["relu", "sigmoid", "silu", "gelu", "softmax", "log_softmax", "logsumexp", "one_hot",
            "cross_entropy", "mse", "layer_norm", "rms_norm", "embedding", "linear",
-           "flash_attention", "attention_block", "init_attention_block"]
+           "flash_attention", "attention_block", "init_attention_block", "selective_scan",
+           "causal_conv1d", "mamba_block", "init_mamba_block"]
 
 
 def relu(x):
@@ -135,3 +137,73 @@ def attention_block(params, x, heads: int, causal: bool = True):
     x = x + linear(params["proj"], vnp.transpose(a, (0, 2, 1, 3)).reshape(b, length, d))
     h = layer_norm(x, params["ln2"]["w"], params["ln2"]["b"])
     return x + linear(params["out"], gelu(linear(params["fc"], h)))
+
+
+# ----------------------------------------------------------------------------------- Mamba
+
+def selective_scan(u, delta, A, B, C, D=None, z=None, delta_bias=None,
+                   delta_softplus: bool = False):
+    """Mamba's selective scan, exactly `selective_scan_ref` of state-spaces/mamba:
+        dt = delta + delta_bias, softplus'd if delta_softplus
+        h_t = exp(dt_t A) h_{t-1} + dt_t B_t u_t;  y_t = C_t . h_t + D u_t;  out = y * silu(z)
+    u, delta, z: [batch, dim, L]; A: [dim, N]; B, C: [batch, N, L] (input-dependent) or
+    [dim, N] (fixed); D, delta_bias: [dim]. Returns out [batch, dim, L]. N (d_state) in
+    (1, 2, 4, 8, 16, 32, 64)."""
+    args = [vnp.asarray(x) if x is not None else None
+            for x in (u, delta, A, B, C, D, z, delta_bias)]
+    out, _ = P.selective_scan(*args[:5], D=args[5], z=args[6], delta_bias=args[7],
+                              softplus=delta_softplus)
+    return out
+
+
+def causal_conv1d(x, weight, bias=None):
+    """Depthwise causal convolution along the middle axis of x [batch, L, channels] with
+    weight [channels, K]: y[:, t] = sum_k weight[:, k] * x[:, t - K + 1 + k] (zeros before the
+    start), as Mamba's short convolution. One fused kernel: K shifted reads of x."""
+    b, length, c = x.shape
+    k = weight.shape[1]
+    xp = P.pad(vnp.asarray(x), (0, k - 1, 0), (0, 0, 0)) if k > 1 else x
+    y = sum(xp[:, i:i + length, :] * weight[:, i] for i in range(k))
+    return y + bias if bias is not None else y
+
+
+def init_mamba_block(rng: np.random.Generator, d_model: int, d_state: int = 16,
+                     expand: int = 2, d_conv: int = 4, dt_rank: int | None = None):
+    """Params of a Mamba block (Gu & Dao 2023, mamba_simple.py's layout and initialisation)."""
+    d_inner = expand * d_model
+    dt_rank = dt_rank or -(-d_model // 16)
+    w = lambda i, o: (rng.standard_normal((i, o)) / math.sqrt(i)).astype(np.float32)
+    # dt's bias: softplus^-1 of a log-uniform dt in [1e-3, 1e-1], as mamba initialises it
+    dt = np.exp(rng.uniform(np.log(1e-3), np.log(1e-1), d_inner))
+    return {"norm": {"w": np.ones(d_model, np.float32)},
+            "in_proj": {"w": w(d_model, 2 * d_inner)},
+            "conv": {"w": (rng.standard_normal((d_inner, d_conv)) / math.sqrt(d_conv))
+                     .astype(np.float32), "b": np.zeros(d_inner, np.float32)},
+            "x_proj": {"w": w(d_inner, dt_rank + 2 * d_state)},
+            "dt_proj": {"w": w(dt_rank, d_inner),
+                        "b": (dt + np.log(-np.expm1(-dt))).astype(np.float32)},
+            "A_log": np.log(np.tile(np.arange(1, d_state + 1, dtype=np.float32), (d_inner, 1))),
+            "D": np.ones(d_inner, np.float32),
+            "out_proj": {"w": w(d_inner, d_model)}}
+
+
+def mamba_block(params, x):
+    """One pre-norm residual Mamba block on x [batch, L, d_model]: rms_norm, in_proj to
+    (x, z), causal depthwise conv + silu, x_proj to (dt, B, C), dt_proj, the selective scan
+    with D, z gating and softplus(dt + bias), out_proj, residual add."""
+    b, length, _ = x.shape
+    d_inner = params["D"].shape[0]
+    d_state = params["A_log"].shape[1]
+    dt_rank = params["dt_proj"]["w"].shape[0]
+    h = rms_norm(x, params["norm"]["w"])
+    xz = h @ params["in_proj"]["w"]
+    xi, z = xz[..., :d_inner], xz[..., d_inner:]
+    xi = silu(causal_conv1d(xi, params["conv"]["w"], params["conv"]["b"]))
+    dbc = xi @ params["x_proj"]["w"]
+    dt = dbc[..., :dt_rank] @ params["dt_proj"]["w"]                    # [b, L, d_inner]
+    B = vnp.transpose(dbc[..., dt_rank:dt_rank + d_state], (0, 2, 1))    # [b, N, L]
+    C = vnp.transpose(dbc[..., dt_rank + d_state:], (0, 2, 1))
+    to_bdl = lambda t: vnp.transpose(t, (0, 2, 1))
+    y = selective_scan(to_bdl(xi), to_bdl(dt), -vnp.exp(params["A_log"]), B, C, D=params["D"],
+                       z=to_bdl(z), delta_bias=params["dt_proj"]["b"], delta_softplus=True)
+    return x + to_bdl(y) @ params["out_proj"]["w"]

@@ -6,6 +6,7 @@ rules are written with).
                   (broadcast, reshape, transpose, slice, pad, concatenate, iota), take and
                   scatter_add, matmul, softmax/log_softmax and their backward primitives
     attention.py  flash_attention and flash_attention_bwd
+    scan.py       selective_scan and selective_scan_bwd (Mamba)
 """
 
 from vkgrad.primitives.lax import *  # noqa: F401,F403
@@ -13,3 +14,5 @@ from vkgrad.primitives.lax import _unbroadcast, dtype_of  # noqa: F401
 from vkgrad.primitives.attention import (FLASH_HEAD_DIMS, flash_attention,  # noqa: F401
                                          flash_attention_bwd, flash_attention_bwd_p,
                                          flash_attention_p)
+from vkgrad.primitives.scan import (SCAN_STATE_SIZES, scan_chunk, selective_scan,  # noqa: F401
+                                    selective_scan_bwd_p, selective_scan_p)
