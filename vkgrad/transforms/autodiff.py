@@ -117,8 +117,11 @@ def _joint(program, wrt, seed_one, ct_outputs, name):
                 continue
             rule = vjp_rules.get(e.prim)
             if rule is None:
+                why = (" (it is the backward of another primitive: a second derivative, or "
+                       "forward mode, which vkgrad derives from the backward, needs its VJP)"
+                       if e.phase == "bwd" or e.prim.name.endswith("_bwd") else "")
                 raise MissingRuleError(
-                    f"cannot differentiate '{e.prim.name}': it has no VJP rule",
+                    f"cannot differentiate '{e.prim.name}': it has no VJP rule{why}",
                     primitive=e.prim.name, stage="autodiff", source=e.source)
             ins = [read(x) for x in e.inputs]
             outs = [read(o) for o in e.outputs]
