@@ -24,10 +24,13 @@ from vkgrad import primitives as P
 from vkgrad.ir.core import Literal, Program, Var
 from vkgrad.passes.fuse import fused_p
 from vkgrad.lowering import elementwise
+from vkgrad.lowering.attention import plan_flash_attention, plan_flash_attention_bwd
 from vkgrad.lowering.kernels import (plan_reduce, plan_softmax, plan_softmax_grad,
                                      plan_take, plan_take_grad)
 from vkgrad.lowering.launch import Launch
 from vkgrad.lowering.matmul import plan_matmul_op
+from vkgrad.lowering.scan import plan_selective_scan, plan_selective_scan_bwd
+from vkgrad.primitives.scan import operand_names as scan_operand_names
 
 
 class Unsupported(VkgradError):
@@ -109,6 +112,42 @@ def _scatter_add(e, info):
     return plan, {"g": g, "idx": idx, "dx": e.out}
 
 
+def _flash_attention(backward):
+    def rule(e, info):
+        _need_f32(e, *e.inputs)
+        q, k = e.inputs[0], e.inputs[1]
+        b, h, lq, d = q.shape
+        kw = dict(causal=e.params["causal"], scale=e.params["scale"], info=info)
+        if backward:
+            roles = dict(zip(("q", "k", "v", "o", "lse", "do", "dlse"), e.inputs))
+            roles.update(zip(("dq", "dk", "dv"), e.outputs))
+            return plan_flash_attention_bwd(b * h, lq, k.shape[2], d, **kw), roles
+        roles = dict(zip(("q", "k", "v"), e.inputs))
+        roles.update(o=e.outputs[0], lse=e.outputs[1])
+        return plan_flash_attention(b * h, lq, k.shape[2], d, **kw), roles
+    return rule
+
+
+def _selective_scan(backward):
+    def rule(e, info):
+        _need_f32(e, *e.inputs)
+        p = e.params
+        names = scan_operand_names(p["has_D"], p["has_z"], p["has_bias"])
+        roles = dict(zip(names, e.inputs))
+        batch, dim, L = roles["u"].shape
+        kw = dict(variable_B=roles["B"].ndim == 3, variable_C=roles["C"].ndim == 3,
+                  has_D=p["has_D"], has_z=p["has_z"], has_bias=p["has_bias"],
+                  softplus=p["softplus"], info=info, chunk=p["chunk"])
+        N = roles["A"].shape[1]
+        if backward:
+            roles.update(states=e.inputs[-2], dout=e.inputs[-1])
+            roles.update(zip(["d" + n for n in names], e.outputs))
+            return plan_selective_scan_bwd(batch, dim, L, N, **kw), roles
+        roles.update(out=e.outputs[0], states=e.outputs[1])
+        return plan_selective_scan(batch, dim, L, N, **kw), roles
+    return rule
+
+
 kernel_rules = {
     P.matmul_p: _matmul,
     P.reduce_sum_p: _reduction("sum"),
@@ -120,6 +159,10 @@ kernel_rules = {
     P.log_softmax_bwd_p: _softmax_bwd(True),
     P.take_p: _take,
     P.scatter_add_p: _scatter_add,
+    P.flash_attention_p: _flash_attention(False),
+    P.flash_attention_bwd_p: _flash_attention(True),
+    P.selective_scan_p: _selective_scan(False),
+    P.selective_scan_bwd_p: _selective_scan(True),
 }
 
 

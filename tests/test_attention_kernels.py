@@ -1,0 +1,315 @@
+"""Flash attention forward and backward (vkgrad/lowering/attention.py, flash_attention.comp) on
+the real Vulkan device (lavapipe in CI) against a float64 numpy reference.
+
+Each case runs the forward plan, then the backward plan on the forward's own o and lse (as a
+training step would). Outputs and the "delta" temp are poisoned with NaN first, so an element
+a kernel forgets to write fails the check. Shapes are awkward (1, 7, 130, 257 rows; Lq != Lk
+both ways; fully masked causal rows when Lq > Lk) and the scale is not 1/sqrt(D), so a swapped
+operand or a mis-folded constant shows. Pipelines compile lazily on lavapipe (about a second
+each), so the cases share a few tile configurations: the planner's own lavapipe tiles, plus
+forced ones for the GPU's code paths (register prefetch, unrolled loops, threads per row wider
+than lavapipe's 8-lane subgroups, which takes the shared-memory reduction path).
+"""
+
+import numpy as np
+import pytest
+
+from vkgrad.lowering.attention import (SUPPORTED_HEAD_DIMS, TILES, FlashTile, choose_tile,
+                                       plan_flash_attention, plan_flash_attention_bwd)
+from kernel_runs import bind
+from vkgrad.lowering.kernels import OpPlan
+from vkgrad.runtime import DeviceInfo, Executable, get_device
+
+RTOL = 1e-4     # of the sum of absolute terms (error_bounds): exp() turns an error of ~1e-7 |s| in
+                # a score s into a relative error of P, seen up to 2e-5 with scores ~15 (scale 1.7)
+
+
+@pytest.fixture(scope="module")
+def dev():
+    return get_device()
+
+
+# ---------------------------------------------------------------- float64 reference
+
+def _mask(Lq, Lk, causal):
+    """True where query i may NOT attend key j (bottom-right aligned causal mask)."""
+    if not causal:
+        return np.zeros((Lq, Lk), bool)
+    return np.arange(Lk)[None, :] > np.arange(Lq)[:, None] + (Lk - Lq)
+
+
+def _probabilities(q, k, causal, scale):
+    """float64 P [BH, Lq, Lk] and lse [BH, Lq]; rows with no allowed key: P = 0, lse = -inf."""
+    s = scale * np.einsum("bqd,bkd->bqk", q.astype(np.float64), k.astype(np.float64))
+    s = np.where(_mask(q.shape[1], k.shape[1], causal)[None], -np.inf, s)
+    m = s.max(axis=-1, initial=-np.inf, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    e = np.exp(s - m)
+    l = e.sum(axis=-1, keepdims=True)
+    p = np.divide(e, l, out=np.zeros_like(e), where=l > 0)
+    with np.errstate(divide="ignore"):
+        lse = np.log(l[..., 0]) + m[..., 0]          # log(0) = -inf for rows with no key
+    return p, lse
+
+
+def attention_reference(q, k, v, causal, scale):
+    """float64 (o [BH, Lq, D], lse [BH, Lq]) of softmax(scale q k^T + mask) v."""
+    p, lse = _probabilities(q, k, causal, scale)
+    return p @ v.astype(np.float64), lse
+
+
+def attention_reference_bwd(q, k, v, do, causal, scale, dlse=None):
+    """float64 (dq, dk, dv) for the upstream gradients do = dL/do and dlse = dL/dlse (lse's
+    cotangent: d lse_i / d s_ij = P_ij adds dlse_i P_ij to dS)."""
+    p, _ = _probabilities(q, k, causal, scale)
+    do64, v64 = do.astype(np.float64), v.astype(np.float64)
+    dv = np.einsum("bqk,bqd->bkd", p, do64)
+    dp = np.einsum("bqd,bkd->bqk", do64, v64)
+    delta = (dp * p).sum(axis=-1, keepdims=True)
+    if dlse is not None:
+        delta = delta - dlse.astype(np.float64)[..., None]
+    ds = p * (dp - delta)
+    dq = scale * ds @ k.astype(np.float64)
+    dk = scale * np.einsum("bqk,bqd->bkd", ds, q.astype(np.float64))
+    return dq, dk, dv
+
+
+# ---------------------------------------------------------------- running plans
+
+def run_plan(dev, plan: OpPlan, inputs: dict, outputs: dict) -> dict:
+    """Run `plan` with `inputs` {role: array} and `outputs` {role: elements}; outputs and temps
+    start as NaN. Returns {role: flat float32 array}."""
+    bufs, uploads = {}, []
+    for role, arr in inputs.items():
+        bufs[role] = dev.buffer(max(arr.size, 1))
+        uploads.append((bufs[role], arr.reshape(-1) if arr.size else np.zeros(1, np.float32)))
+    for role, size in list(outputs.items()) + [(t.role, t.size) for t in plan.temps]:
+        bufs[role] = dev.buffer(max(size, 1))
+        uploads.append((bufs[role], np.full(max(size, 1), np.nan, np.float32)))
+    ex = Executable(dev, bind(dev, plan, bufs))
+    ex.run(uploads=uploads, downloads=[bufs[r] for r in outputs])
+    result = {r: bufs[r].read_staging()[:n] for r, n in outputs.items()}
+    ex.release()
+    return result
+
+
+def operands(BH, Lq, Lk, D, seed=0):
+    rng = np.random.default_rng(seed)
+    f = lambda *s: rng.standard_normal(s).astype(np.float32)   # noqa: E731
+    return f(BH, Lq, D), f(BH, Lk, D), f(BH, Lk, D), f(BH, Lq, D)
+
+
+def run_attention(dev, BH, Lq, Lk, D, causal, scale, seed=0, info="device", dlse=None,
+                  **tiles):
+    """Forward then backward on the device: (o, lse, dq, dk, dv, operands). `info` "device"
+    plans for this device; None plans as for an unknown GPU (unrolled loops, prefetch)."""
+    info = dev.info if info == "device" else info
+    q, k, v, do = operands(BH, Lq, Lk, D, seed)
+    fwd = plan_flash_attention(BH, Lq, Lk, D, causal=causal, scale=scale, info=info,
+                               tile=tiles.get("tile"))
+    out = run_plan(dev, fwd, {"q": q, "k": k, "v": v}, {"o": BH * Lq * D, "lse": BH * Lq})
+    o, lse = out["o"].reshape(BH, Lq, D), out["lse"].reshape(BH, Lq)
+    bwd = plan_flash_attention_bwd(BH, Lq, Lk, D, causal=causal, scale=scale, info=info,
+                                   dq_tile=tiles.get("dq_tile"), dkdv_tile=tiles.get("dkdv_tile"))
+    dlse = np.zeros((BH, Lq), np.float32) if dlse is None else dlse
+    g = run_plan(dev, bwd, {"q": q, "k": k, "v": v, "o": o, "lse": lse, "do": do, "dlse": dlse},
+                 {"dq": BH * Lq * D, "dk": BH * Lk * D, "dv": BH * Lk * D})
+    return (o, lse, g["dq"].reshape(BH, Lq, D), g["dk"].reshape(BH, Lk, D),
+            g["dv"].reshape(BH, Lk, D), (q, k, v, do))
+
+
+def assert_close(out, ref, bound, what):
+    """|out - ref| <= RTOL * bound elementwise, where `bound` is the same sum as the reference's
+    taken over absolute values (what fp32 rounding scales with: an output that is ~0 by
+    cancellation, like dq when a query sees one key, may keep rounding of its terms' size)."""
+    assert np.isfinite(out).all(), f"{what}: {np.isnan(out).sum()} NaN / inf (unwritten?)"
+    err = np.abs(out - ref)
+    bad = err > RTOL * bound + 1e-30
+    assert not bad.any(), (f"{what}: {bad.sum()} elements off, worst {err.max():.3g} "
+                           f"(relative to the bound {(err / (bound + 1e-30)).max():.3g})")
+
+
+def error_bounds(q, k, v, do, causal, scale):
+    """The reference's sums taken over absolute values, which fp32 rounding scales with: P |V|
+    for o; for the gradients dS -> P (|dO| |V|^T + rowsum(|dO| P |V|)), every operand in
+    absolute value (dP and delta are dot products that may cancel; their rounding does not)."""
+    p, _ = _probabilities(q, k, causal, scale)
+    a = lambda x: np.abs(x.astype(np.float64))   # noqa: E731
+    o_abs = p @ a(v)
+    dp_abs = np.einsum("bqd,bkd->bqk", a(do), a(v))
+    ds = p * (dp_abs + (a(do) * o_abs).sum(axis=-1, keepdims=True))
+    return (o_abs, abs(scale) * ds @ a(k), abs(scale) * np.einsum("bqk,bqd->bkd", ds, a(q)),
+            np.einsum("bqk,bqd->bkd", p, a(do)))
+
+
+def check_attention(dev, BH, Lq, Lk, D, causal, scale, **kw):
+    o, lse, dq, dk, dv, (q, k, v, do) = run_attention(dev, BH, Lq, Lk, D, causal, scale, **kw)
+    ro, rlse = attention_reference(q, k, v, causal, scale)
+    rdq, rdk, rdv = attention_reference_bwd(q, k, v, do, causal, scale, kw.get("dlse"))
+    bo, bdq, bdk, bdv = error_bounds(q, k, v, do, causal, scale)
+    case = f"BH={BH} Lq={Lq} Lk={Lk} D={D} causal={causal} scale={scale} {sorted(kw)}"
+    assert_close(o, ro, bo, "o " + case)
+    np.testing.assert_array_equal(np.isneginf(lse), np.isneginf(rlse), "lse -inf rows " + case)
+    fin = np.isfinite(rlse)
+    lse_scale = max(np.abs(rlse[fin]).max(initial=0), 1)
+    assert np.abs(lse[fin] - rlse[fin]).max(initial=0) <= 1e-5 * lse_scale, "lse " + case
+    dead = np.isneginf(rlse)                     # queries that see no key: exactly zero
+    assert (o[dead] == 0).all() and (dq[dead] == 0).all(), "masked rows " + case
+    assert_close(dq, rdq, bdq, "dq " + case)
+    assert_close(dk, rdk, bdk, "dk " + case)
+    assert_close(dv, rdv, bdv, "dv " + case)
+    return lse
+
+
+# ---------------------------------------------------------------- cases
+
+def test_lse_cotangent_shifts_delta(dev):
+    """A second derivative sends a cotangent into lse too (vkgrad/primitives/attention.py): the
+    dQ kernel subtracts it from delta."""
+    dlse = np.random.default_rng(5).standard_normal((2, 33)).astype(np.float32)
+    check_attention(dev, 2, 33, 20, 16, True, 0.5, dlse=dlse)
+
+
+# (BH, Lq, Lk, D, causal, scale): every head dim, both masks, awkward lengths both ways.
+CASES = [
+    (2, 7, 7, 16, False, 0.5),
+    (1, 33, 20, 16, True, 0.5),         # Lq > Lk: 13 fully masked rows
+    (3, 130, 7, 32, False, 0.25),
+    (2, 7, 130, 32, True, 0.25),        # Lq < Lk: the diagonal starts at key 123
+    (1, 1, 1, 64, False, 0.3),
+    (1, 1, 257, 64, True, 0.3),         # one query that sees every key
+    (2, 257, 1, 64, True, 0.3),         # one key: only the last query sees it
+    (3, 130, 257, 64, False, 1.7),      # large scale: peaked softmax
+    (2, 257, 130, 64, True, 0.125),     # Lq > Lk: 127 fully masked rows
+    (1, 130, 130, 64, True, 0.125),
+    (2, 66, 33, 128, False, 0.2),
+    (1, 33, 66, 128, True, 0.2),
+]
+
+
+@pytest.mark.parametrize("BH, Lq, Lk, D, causal, scale", CASES)
+def test_attention(dev, BH, Lq, Lk, D, causal, scale):
+    lse = check_attention(dev, BH, Lq, Lk, D, causal, scale)
+    if causal and Lq > Lk:
+        assert np.isneginf(lse[:, : Lq - Lk]).all() and np.isfinite(lse[:, Lq - Lk:]).all()
+
+
+# The GPU's code paths, at tiles that fit lavapipe's 32 KiB and compile fast there (LLVM's time
+# grows quickly with unrolled code and live registers): unrolled step loops with register
+# prefetch (info=None plans as for a GPU), blocks of 8 rows per thread (two row slots), and 16
+# threads per row group, wider than lavapipe's 8-lane subgroups (the shared-memory reduction).
+def _tiles(**kw):
+    return dict(tile=FlashTile(**kw), dq_tile=FlashTile(**kw), dkdv_tile=FlashTile(**kw))
+
+
+FORCED = {
+    "gpu-style": dict(info=None, **_tiles(br=16, bc=8, tx=4, always_prefetch=True)),
+    "tr8": _tiles(br=32, bc=16, tr=8),
+    "tx16": _tiles(br=16, bc=16, tx=16, prefetch=True),
+}
+
+
+@pytest.mark.parametrize("name", FORCED)
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_tiles(dev, name, causal):
+    D = {"gpu-style": 16, "tr8": 32, "tx16": 64}[name]
+    check_attention(dev, 2, 130, 75, D, causal, 0.3, **FORCED[name])
+
+
+def test_two_dimensional_grid(dev, monkeypatch):
+    """Workgroup counts past a grid dimension's limit become an (x, y) grid whose surplus groups
+    leave at once. Vulkan's limit (65535) takes 70000 workgroups to reach, too slow on lavapipe,
+    so the planner's grid is cut at 4 per row here: the shader's side is the same."""
+    from vkgrad.lowering import attention
+
+    def small_grid(groups):
+        y = -(-groups // 4)
+        return (-(-groups // y), y, 1)
+
+    monkeypatch.setattr(attention, "grid", small_grid)
+    assert plan_flash_attention(3, 130, 75, 64, causal=False, scale=0.3,
+                                info=dev.info).launches[0].groups == (4, 4, 1)   # 15 + 1 spare
+    for causal in (False, True):
+        check_attention(dev, 3, 130, 75, 64, causal, 0.3)
+
+
+def test_deterministic(dev):
+    """The same inputs give bit-identical results: no atomics, every sum in a fixed order."""
+    first = run_attention(dev, 2, 130, 257, 64, True, 0.3)[:5]
+    again = run_attention(dev, 2, 130, 257, 64, True, 0.3)[:5]
+    for a, b in zip(first, again):
+        assert a.tobytes() == b.tobytes()
+
+
+def test_empty_sequences(dev):
+    """Lk == 0: o = 0, lse = -inf, dq = 0. Lq == 0: dk = dv = 0. BH == 0: nothing to run."""
+    o, lse, dq, dk, dv, _ = run_attention(dev, 2, 5, 0, 64, False, 0.3)
+    assert (o == 0).all() and np.isneginf(lse).all() and (dq == 0).all() and dk.size == 0
+    o, lse, dq, dk, dv, _ = run_attention(dev, 2, 0, 6, 64, True, 0.3)
+    assert o.size == 0 and (dk == 0).all() and (dv == 0).all() and dk.shape == (2, 6, 64)
+    assert plan_flash_attention(2, 0, 6, 64, causal=False, scale=1.0).steps == ()
+    assert plan_flash_attention_bwd(0, 5, 6, 64, causal=False, scale=1.0).steps == ()
+
+
+# ---------------------------------------------------------------- the planner alone (no device)
+
+def _info(shared, kind="discrete GPU"):
+    return DeviceInfo(index=0, name="x", type=kind, api_version=(1, 3, 0), timestamp_period_ns=1.0,
+                      max_shared_memory=shared, max_workgroup_invocations=1024,
+                      max_storage_buffer_range=2**31, timestamps=True)
+
+
+def test_planner_fits_the_device():
+    for shared in (49152, 32768):
+        for mode in TILES:
+            for D in SUPPORTED_HEAD_DIMS:
+                tile = choose_tile(mode, D, _info(shared))
+                assert tile.shared_bytes(mode, D) <= shared and tile.threads <= 1024
+                assert tile.problem(mode, D, _info(shared)) is None
+    # The H200 (48 KiB) at D = 64: the tiles its sweep chose (vkgrad/lowering/attention.py).
+    gpu = _info(49152)
+    assert choose_tile("fwd", 64, gpu) == FlashTile(64, 32, unroll=0)
+    assert choose_tile("dq", 64, gpu) == FlashTile(64, 16)
+    assert choose_tile("dkdv", 64, gpu) == FlashTile(64, 8)
+    # lavapipe: no prefetch (nothing to hide on a CPU), rolled step loops.
+    cpu = _info(32768, "CPU")
+    assert not choose_tile("fwd", 64, cpu).prefetch
+    (launch, _), = plan_flash_attention(2, 10, 10, 64, causal=False, scale=1.0, info=cpu).steps
+    assert dict(launch.defines)["UNROLL_STEPS"] == 0
+
+
+def test_plan_layout():
+    gpu = _info(49152)
+    (fwd, roles), = plan_flash_attention(32, 1024, 1000, 64, causal=True, scale=0.125,
+                                         info=gpu).steps
+    assert roles == ("q", "k", "v", "o", "lse") and fwd.bindings == 5
+    assert fwd.groups == (32 * 16, 1, 1)                     # BH * ceil(1024 / 64)
+    assert fwd.push[:5] == (1024, 1000, 32, 16, 32 * 16) and fwd.push[7] == 1
+    assert abs(fwd.push[5] - 0.125 * np.log2(np.e)) < 1e-12 and fwd.push[6] == 0.125
+    # threads, BR, BC, TR, TX, PREFETCH, ALWAYS_PREFETCH
+    assert fwd.spec == (128, 64, 32, 4, 8, True, False)
+    assert dict(fwd.defines) == {"HEAD_DIM": 64, "MODE": 0, "UNROLL_STEPS": 0}   # rolled
+    bwd = plan_flash_attention_bwd(32, 1024, 1000, 64, causal=False, scale=0.125, info=gpu)
+    (dq, dq_roles), (dkdv, dkdv_roles) = bwd.steps
+    assert dq_roles == ("q", "k", "v", "o", "lse", "do", "dq", "delta", "dlse")
+    assert dkdv_roles == ("q", "k", "v", "lse", "do", "delta", "dk", "dv")
+    assert dq.groups == (32 * 16, 1, 1)                      # 1024 queries / 64
+    assert dkdv.groups == (32 * 16, 1, 1)                    # 1000 keys / 64 -> 16
+    assert [(t.role, t.size, t.dtype) for t in bwd.temps] == [("delta", 32 * 1024, "float32")]
+    big = plan_flash_attention(4096, 1024, 1024, 64, causal=False, scale=1.0, info=gpu)
+    groups = big.launches[0].groups
+    assert groups[0] <= 65535 and groups[0] * groups[1] >= 4096 * 16   # a 2-D grid
+
+
+def test_planner_rejects_bad_input():
+    with pytest.raises(ValueError, match="16, 32, 64, 128"):
+        plan_flash_attention(1, 8, 8, 48, causal=False, scale=1.0)
+    with pytest.raises(ValueError, match="non-negative"):
+        plan_flash_attention_bwd(1, -1, 8, 64, causal=False, scale=1.0)
+    with pytest.raises(ValueError, match="shared memory"):
+        plan_flash_attention(1, 8, 8, 64, causal=False, scale=1.0, info=_info(32768),
+                             tile=FlashTile(64, 32))
+    with pytest.raises(ValueError, match="TX"):
+        plan_flash_attention(1, 8, 8, 16, causal=False, scale=1.0, tile=FlashTile(32, 32, tx=8))
+    with pytest.raises(ValueError, match="no tile fits"):
+        choose_tile("dkdv", 128, _info(16384))

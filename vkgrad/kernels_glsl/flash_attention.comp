@@ -1,0 +1,401 @@
+#version 450
+// Flash attention, fp32, for q [BH][Lq][D], k and v [BH][Lk][D] (dense, row-major):
+//   o = softmax(scale q k^T + mask) v,  lse = log(sum exp(scale q k^T + mask)) per query row,
+// and its backward, after FlashAttention-2 (Dao 2023, Algorithms 1 and 2): scores are never
+// stored; the backward recomputes them from q, k and the saved lse. Planned by
+// vkgrad/lowering/attention.py, which documents the tile variants and what they cost.
+//
+// MODE (define):
+//   0 forward    rows = a query tile; streams K/V tiles: S = Q K^T, online softmax (running max
+//                and sum per row, accumulator rescaled by exp2(m_old - m_new)), O += P V.
+//                Writes o and lse (natural log; -inf for a row with no allowed key, whose o is 0).
+//   1 dQ         rows = a query tile; first delta = rowsum(dO * O) for its rows (written to
+//                `delta` for MODE 2), then streams K/V tiles: S = Q K^T, P = exp(S - lse),
+//                dP = dO V^T, dS = P (dP - delta), dQ += dS K. Writes dq. Run it before MODE 2.
+//   2 dK/dV      rows = a key tile; streams Q/dO tiles (with lse and delta): S^T = K Q^T,
+//                P^T = exp(S^T - lse), dP^T = V dO^T, dS^T = P^T (dP^T - delta),
+//                dV += P^T dO, dK += dS^T Q. Writes dk, dv.
+// dQ has its own kernel (a workgroup per query tile looping over key tiles, as in Triton's
+// fused-attention tutorial) instead of FlashAttention-2's atomic adds: no float atomics, every
+// sum in a fixed order, so results are bit-identical from run to run.
+// HEAD_DIM (define): D, a multiple of 4 with D / 4 a multiple of TX.
+// Specialization constants: see flash_common.glsl (tile sizes, PREFETCH, ALWAYS_PREFETCH); the
+// causal flag is a push constant.
+//
+// Causal masking is bottom-right aligned (flash-attn >= 2.1): query i sees key j iff
+// j <= i + Lk - Lq. Fully masked tiles are never visited; only tiles crossing the diagonal or
+// the key range's end evaluate the mask. Scores are kept in base 2: s * scale * log2(e), exp2.
+//
+// Each loop step: [prefetch the next column tile into registers] -> dot products -> block to
+// shared memory -> barrier -> outer product -> barrier -> store the prefetched tiles -> barrier.
+// A column tile that only the dot products read (the forward's K, the dQ kernel's V) is stored
+// right after the first barrier instead, and the forward, whose other tile (V) is first read
+// after the next step's first barrier, needs no third barrier. PREFETCH = false copies global ->
+// shared at the store points instead (fewer registers; on a CPU there is no latency to hide).
+//
+// Bindings: MODE 0: q, k, v, o, lse.  MODE 1: q, k, v, o, lse, do, dq, delta, dlse.
+//           MODE 2: q, k, v, lse, do, delta, dk, dv.
+#extension GL_GOOGLE_include_directive : require
+
+#ifndef MODE
+#define MODE 0
+#endif
+#ifndef HEAD_DIM
+#define HEAD_DIM 64
+#endif
+
+#include "flash_common.glsl"
+
+layout(std430, binding = 0) readonly buffer Qb { vec4 q_v[]; };
+layout(std430, binding = 1) readonly buffer Kb { vec4 k_v[]; };
+layout(std430, binding = 2) readonly buffer Vb { vec4 v_v[]; };
+
+#if MODE == 0
+layout(std430, binding = 3) writeonly buffer Ob { vec4 o_v[]; };
+layout(std430, binding = 4) writeonly buffer Lb { float lse_out[]; };
+// Shared: Q [BR][RS] | K [BC][RS] | V [BC][RS] | P^T [BC][PSR]
+const uint A_OFF = 0u, X_OFF = BR * RS, Y_OFF = X_OFF + BC * RS, P_OFF = Y_OFF + BC * RS;
+shared vec4 sm[P_OFF + BC * PSR];
+
+#elif MODE == 1
+layout(std430, binding = 3) readonly buffer Ob { vec4 o_v[]; };
+layout(std430, binding = 4) readonly buffer Lb { float lse_in[]; };
+layout(std430, binding = 5) readonly buffer dOb { vec4 do_v[]; };
+layout(std430, binding = 6) writeonly buffer dQb { vec4 dq_v[]; };
+layout(std430, binding = 7) writeonly buffer Db { float delta_out[]; };
+layout(std430, binding = 8) readonly buffer dLb { float dlse_in[]; };
+// Shared: Q [BR][RS] | dO [BR][RS] | K [BC][RS] | V [BC][RS] | dS^T [BC][PSR]
+const uint A_OFF = 0u, B_OFF = BR * RS, X_OFF = 2u * BR * RS, Y_OFF = X_OFF + BC * RS;
+const uint P_OFF = Y_OFF + BC * RS;
+shared vec4 sm[P_OFF + BC * PSR];
+
+#elif MODE == 2
+layout(std430, binding = 3) readonly buffer Lb { float lse_in[]; };
+layout(std430, binding = 4) readonly buffer dOb { vec4 do_v[]; };
+layout(std430, binding = 5) readonly buffer Db { float delta_in[]; };
+layout(std430, binding = 6) writeonly buffer dKb { vec4 dk_v[]; };
+layout(std430, binding = 7) writeonly buffer dVb { vec4 dv_v[]; };
+// Shared: K [BR][RS] | V [BR][RS] | Q [BC][RS] | dO [BC][RS] | P^T [BC][PSR] | dS^T [BC][PSR],
+// and the column tile's lse * log2(e) and delta.
+const uint A_OFF = 0u, B_OFF = BR * RS, X_OFF = 2u * BR * RS, Y_OFF = X_OFF + BC * RS;
+const uint P_OFF = Y_OFF + BC * RS, S_OFF = P_OFF + BC * PSR;
+shared vec4 sm[S_OFF + BC * PSR];
+shared float stat[2u * BC];
+const uint NLS = (BC + T - 1u) / T;       // lse/delta loads per thread
+#else
+#error "MODE must be 0 (forward), 1 (dQ) or 2 (dK/dV)"
+#endif
+
+#if MODE == 0 || MODE == 1
+// Key tiles a query tile [q0, q0 + BR) visits: all of them, or with the causal mask those up to
+// the last key its last valid query sees (none when even that query sees no key).
+uint key_tiles(uint q0, int off) {
+    uint kend = p.Lk;
+    if (CAUSAL) kend = uint(clamp(int(min(q0 + BR, p.Lq)) + off, 0, int(p.Lk)));
+    return ceil_div(kend, BC);
+}
+#endif
+
+void main() {
+    const uint g = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+    if (g >= p.groups) return;                     // uniform: the whole workgroup leaves
+    const uint tid = fa_tid(), tx = tid % TX, ty = tid / TX;
+    const int off = int(p.Lk) - int(p.Lq);         // query i sees key j iff j <= i + off
+    uint bh, t;
+    fa_tile_of(g, MODE != 2, bh, t);
+    const uint qbase = bh * p.Lq * DV, kbase = bh * p.Lk * DV;   // vec4 offsets of this head
+
+#if MODE == 0
+    const uint q0 = t * BR;
+    const uint ntiles = key_tiles(q0, off);
+    COPY_TILE(q_v, A_OFF, BR, NLR, qbase, q0, p.Lq)
+    if (ntiles > 0u) {
+        COPY_TILE(k_v, X_OFF, BC, NLC, kbase, 0u, p.Lk)
+        COPY_TILE(v_v, Y_OFF, BC, NLC, kbase, 0u, p.Lk)
+    }
+    barrier();
+    vec4 xr[NLC], yr[NLC];           // the next K and V tiles (PREFETCH)
+
+    float mrun[TR], lrun[TR];        // running max (base 2) and this thread's share of the sum
+    vec4 acc[TR][TDV];
+    [[unroll]] for (uint m = 0u; m < TR; m++) {
+        mrun[m] = NEG_INF;
+        lrun[m] = 0.0;
+        [[unroll]] for (uint j = 0u; j < TDV; j++) acc[m][j] = vec4(0.0);
+    }
+
+    for (uint jt = 0u; jt < ntiles; jt++) {
+        const uint kv0 = jt * BC;
+        // ALWAYS_PREFETCH: the last step reloads its own tile into buffers nobody reads any
+        // more, so the step has no branch around the prefetch.
+        const bool more = ALWAYS_PREFETCH || jt + 1u < ntiles;
+        const uint nxt = jt + 1u < ntiles ? kv0 + BC : kv0;
+        if (PREFETCH && more) {
+            LOAD_TILE(xr, k_v, BC, NLC, kbase, nxt, p.Lk)
+            LOAD_TILE(yr, v_v, BC, NLC, kbase, nxt, p.Lk)
+        }
+        float s[TR][TC];
+        [[unroll]] for (uint m = 0u; m < TR; m++)
+            [[unroll]] for (uint c = 0u; c < TC; c++) s[m][c] = 0.0;
+        DOT_BLOCK(s, A_OFF, X_OFF)
+
+        // Scale; mask (one uniform branch: only tiles past the key range's end or crossing the
+        // diagonal); row max.
+        [[unroll]] for (uint m = 0u; m < TR; m++)
+            [[unroll]] for (uint c = 0u; c < TC; c++) s[m][c] *= p.scale_log2;
+        if (kv0 + BC > p.Lk || (CAUSAL && int(kv0 + BC) - 1 > int(q0) + off)) {
+            [[unroll]] for (uint m = 0u; m < TR; m++) {
+                const int lim = int(q0 + ty + TY * m) + off;
+                [[unroll]] for (uint c = 0u; c < TC; c++) {
+                    const uint k = kv0 + tx + TX * c;
+                    if (k >= p.Lk || (CAUSAL && int(k) > lim)) s[m][c] = NEG_INF;
+                }
+            }
+        }
+        float mx[TR];
+        [[unroll]] for (uint m = 0u; m < TR; m++) {
+            mx[m] = s[m][0];
+            [[unroll]] for (uint c = 1u; c < TC; c++) mx[m] = max(mx[m], s[m][c]);
+        }
+        ROW_REDUCE(mx, max, P_OFF)
+        [[unroll]] for (uint m = 0u; m < TR; m++) {
+            const float mnew = max(mrun[m], mx[m]);
+            // A row with every key so far masked keeps m = -inf; subtracting 0 instead keeps
+            // exp2 away from (-inf) - (-inf) and gives p = 0, alpha = 0.
+            const float mu = mnew == NEG_INF ? 0.0 : mnew;
+            const float alpha = exp2(mrun[m] - mu);
+            mrun[m] = mnew;
+            float ls = 0.0;
+            [[unroll]] for (uint c = 0u; c < TC; c++) {
+                s[m][c] = exp2(s[m][c] - mu);
+                ls += s[m][c];
+            }
+            lrun[m] = lrun[m] * alpha + ls;
+            [[unroll]] for (uint j = 0u; j < TDV; j++) acc[m][j] *= alpha;
+        }
+        WRITE_BLOCK_T(s, P_OFF)
+        barrier();
+        if (more) {                                   // K is read only by the dot products
+            if (PREFETCH) { STORE_TILE(xr, X_OFF, BC, NLC) }
+            else { COPY_TILE(k_v, X_OFF, BC, NLC, kbase, nxt, p.Lk) }
+        }
+        OUTER_ACC(acc, P_OFF, Y_OFF)
+        barrier();
+        if (more) {                                   // visible after the next step's barrier
+            if (PREFETCH) { STORE_TILE(yr, Y_OFF, BC, NLC) }
+            else { COPY_TILE(v_v, Y_OFF, BC, NLC, kbase, nxt, p.Lk) }
+        }
+    }
+
+    ROW_REDUCE(lrun, fa_add, P_OFF)
+    [[unroll]] for (uint m = 0u; m < TR; m++) {
+        const uint row = q0 + ty + TY * m;
+        if (row >= p.Lq) continue;
+        const float inv = lrun[m] > 0.0 ? 1.0 / lrun[m] : 0.0;
+        [[unroll]] for (uint j = 0u; j < TDV; j++) o_v[qbase + row * DV + tx + TX * j] = acc[m][j] * inv;
+        if (tx == 0u)
+            lse_out[bh * p.Lq + row] = lrun[m] > 0.0 ? (mrun[m] + log2(lrun[m])) * LN2 : NEG_INF;
+    }
+
+#elif MODE == 1
+    const uint q0 = t * BR;
+    const uint ntiles = key_tiles(q0, off);
+    COPY_TILE(q_v, A_OFF, BR, NLR, qbase, q0, p.Lq)
+    COPY_TILE(do_v, B_OFF, BR, NLR, qbase, q0, p.Lq)
+    if (ntiles > 0u) {
+        COPY_TILE(k_v, X_OFF, BC, NLC, kbase, 0u, p.Lk)
+        COPY_TILE(v_v, Y_OFF, BC, NLC, kbase, 0u, p.Lk)
+    }
+    barrier();
+    vec4 xr[NLC], yr[NLC];           // the next K and V tiles (PREFETCH)
+
+    // This thread's rows: lse in base 2, and delta = rowsum(dO * O) (dO from shared memory, O
+    // from global; each of the TX threads of a row sums its vec4 columns, then they combine).
+    float lse2[TR], dl[TR];
+    [[unroll]] for (uint m = 0u; m < TR; m++) {
+        const uint row = q0 + ty + TY * m;
+        lse2[m] = 0.0;
+        dl[m] = 0.0;
+        if (row < p.Lq) {
+            lse2[m] = lse_in[bh * p.Lq + row] * LOG2E;
+            [[unroll]] for (uint j = 0u; j < TDV; j++) {
+                const vec4 a = sm[B_OFF + (ty + TY * m) * RS + tx + TX * j];
+                const vec4 b = o_v[qbase + row * DV + tx + TX * j];
+                dl[m] = fma(a.w, b.w, fma(a.z, b.z, fma(a.y, b.y, fma(a.x, b.x, dl[m]))));
+            }
+        }
+    }
+    ROW_REDUCE(dl, fa_add, P_OFF)
+    // lse's own cotangent shifts delta: d lse_i / d s_ij = P_ij, so dS = P (dP - delta + dlse).
+    // It is zero in a first derivative and not in a second (vkgrad/primitives/attention.py).
+    [[unroll]] for (uint m = 0u; m < TR; m++) {
+        const uint row = q0 + ty + TY * m;
+        if (row < p.Lq) dl[m] -= dlse_in[bh * p.Lq + row];
+    }
+    if (tx == 0u) {
+        [[unroll]] for (uint m = 0u; m < TR; m++) {
+            const uint row = q0 + ty + TY * m;
+            if (row < p.Lq) delta_out[bh * p.Lq + row] = dl[m];
+        }
+    }
+
+    vec4 acc[TR][TDV];
+    [[unroll]] for (uint m = 0u; m < TR; m++)
+        [[unroll]] for (uint j = 0u; j < TDV; j++) acc[m][j] = vec4(0.0);
+
+    for (uint jt = 0u; jt < ntiles; jt++) {
+        const uint kv0 = jt * BC;
+        // ALWAYS_PREFETCH: the last step reloads its own tile into buffers nobody reads any
+        // more, so the step has no branch around the prefetch.
+        const bool more = ALWAYS_PREFETCH || jt + 1u < ntiles;
+        const uint nxt = jt + 1u < ntiles ? kv0 + BC : kv0;
+        if (PREFETCH && more) {
+            LOAD_TILE(xr, k_v, BC, NLC, kbase, nxt, p.Lk)
+            LOAD_TILE(yr, v_v, BC, NLC, kbase, nxt, p.Lk)
+        }
+        float s[TR][TC], dp[TR][TC];
+        [[unroll]] for (uint m = 0u; m < TR; m++)
+            [[unroll]] for (uint c = 0u; c < TC; c++) { s[m][c] = 0.0; dp[m][c] = 0.0; }
+        DOT_BLOCK(s, A_OFF, X_OFF)
+        DOT_BLOCK(dp, B_OFF, Y_OFF)
+
+        // dS = P (dP - delta), P = 0 where masked. Keys past Lk are zero rows of K and V and
+        // would add nothing to dQ, but are masked too: a row's lse may be -inf (no allowed key)
+        // and exp2 of +inf times 0 is NaN.
+        [[unroll]] for (uint m = 0u; m < TR; m++)
+            [[unroll]] for (uint c = 0u; c < TC; c++) s[m][c] = exp2(fma(s[m][c], p.scale_log2, -lse2[m]));
+        if (kv0 + BC > p.Lk || (CAUSAL && int(kv0 + BC) - 1 > int(q0) + off)) {
+            [[unroll]] for (uint m = 0u; m < TR; m++) {
+                const int lim = int(q0 + ty + TY * m) + off;
+                [[unroll]] for (uint c = 0u; c < TC; c++) {
+                    const uint k = kv0 + tx + TX * c;
+                    if (k >= p.Lk || (CAUSAL && int(k) > lim)) s[m][c] = 0.0;
+                }
+            }
+        }
+        [[unroll]] for (uint m = 0u; m < TR; m++)
+            [[unroll]] for (uint c = 0u; c < TC; c++) s[m][c] *= dp[m][c] - dl[m];
+        WRITE_BLOCK_T(s, P_OFF)
+        barrier();
+        if (more) {                                   // V is read only by the dot products
+            if (PREFETCH) { STORE_TILE(yr, Y_OFF, BC, NLC) }
+            else { COPY_TILE(v_v, Y_OFF, BC, NLC, kbase, nxt, p.Lk) }
+        }
+        OUTER_ACC(acc, P_OFF, X_OFF)
+        barrier();
+        if (more) {
+            if (PREFETCH) { STORE_TILE(xr, X_OFF, BC, NLC) }
+            else { COPY_TILE(k_v, X_OFF, BC, NLC, kbase, nxt, p.Lk) }
+            barrier();
+        }
+    }
+
+    [[unroll]] for (uint m = 0u; m < TR; m++) {
+        const uint row = q0 + ty + TY * m;
+        if (row >= p.Lq) continue;
+        [[unroll]] for (uint j = 0u; j < TDV; j++) dq_v[qbase + row * DV + tx + TX * j] = acc[m][j] * p.scale;
+    }
+
+#else  // MODE == 2
+    const uint kv0 = t * BR;
+    const uint nq = ceil_div(p.Lq, BC);
+    // Causal: key kv0 is seen by queries from kv0 - off on; earlier query tiles are skipped.
+    uint i0 = 0u;
+    if (CAUSAL) {
+        const int qs = max(int(kv0) - off, 0);
+        i0 = qs >= int(p.Lq) ? nq : uint(qs) / BC;
+    }
+    COPY_TILE(k_v, A_OFF, BR, NLR, kbase, kv0, p.Lk)
+    COPY_TILE(v_v, B_OFF, BR, NLR, kbase, kv0, p.Lk)
+    // Query columns past Lq load as zero rows of Q and dO with lse = delta = 0: their P is
+    // finite and every term they add (P dO, dS Q with dS = P (0 - 0)) is zero.
+    vec4 xr[NLC], yr[NLC];           // the next Q and dO tiles (PREFETCH)
+    float lr[NLS], dr[NLS];          // ... and their lse * log2(e), delta
+#define LOAD_STATS(q0_)                                                                        \
+    [[unroll]] for (uint l = 0u; l < NLS; l++) {                                                \
+        const uint q = (q0_) + tid + l * T;                                                     \
+        lr[l] = 0.0;                                                                            \
+        dr[l] = 0.0;                                                                            \
+        if (tid + l * T < BC && q < p.Lq) {                                                     \
+            lr[l] = lse_in[bh * p.Lq + q] * LOG2E;                                              \
+            dr[l] = delta_in[bh * p.Lq + q];                                                    \
+        }                                                                                       \
+    }
+#define STORE_STATS()                                                                          \
+    [[unroll]] for (uint l = 0u; l < NLS; l++) {                                                \
+        if (tid + l * T < BC) {                                                                 \
+            stat[tid + l * T] = lr[l];                                                          \
+            stat[BC + tid + l * T] = dr[l];                                                     \
+        }                                                                                       \
+    }
+#define COPY_COLS(q0_)                                                                         \
+    COPY_TILE(q_v, X_OFF, BC, NLC, qbase, q0_, p.Lq)                                            \
+    COPY_TILE(do_v, Y_OFF, BC, NLC, qbase, q0_, p.Lq)                                           \
+    LOAD_STATS(q0_)                                                                             \
+    STORE_STATS()
+    if (i0 < nq) { COPY_COLS(i0 * BC) }
+    barrier();
+
+    vec4 dk[TR][TDV], dv[TR][TDV];
+    [[unroll]] for (uint m = 0u; m < TR; m++)
+        [[unroll]] for (uint j = 0u; j < TDV; j++) { dk[m][j] = vec4(0.0); dv[m][j] = vec4(0.0); }
+
+    for (uint it = i0; it < nq; it++) {
+        const uint q0 = it * BC;
+        const bool more = ALWAYS_PREFETCH || it + 1u < nq;
+        const uint nxt = it + 1u < nq ? q0 + BC : q0;
+        if (PREFETCH && more) {
+            LOAD_TILE(xr, q_v, BC, NLC, qbase, nxt, p.Lq)
+            LOAD_TILE(yr, do_v, BC, NLC, qbase, nxt, p.Lq)
+            LOAD_STATS(nxt)
+        }
+        float s[TR][TC], dp[TR][TC];
+        [[unroll]] for (uint m = 0u; m < TR; m++)
+            [[unroll]] for (uint c = 0u; c < TC; c++) { s[m][c] = 0.0; dp[m][c] = 0.0; }
+        DOT_BLOCK(s, A_OFF, X_OFF)
+        DOT_BLOCK(dp, B_OFF, Y_OFF)
+
+        // P^T and dS^T; causal pairs (key k, query q) with k > q + off are zero. A query row
+        // with no allowed key (lse = -inf) lies only in tiles that evaluate the mask.
+        float l2[TC], dl[TC];
+        [[unroll]] for (uint c = 0u; c < TC; c++) {
+            l2[c] = stat[tx + TX * c];
+            dl[c] = stat[BC + tx + TX * c];
+        }
+        [[unroll]] for (uint m = 0u; m < TR; m++)
+            [[unroll]] for (uint c = 0u; c < TC; c++) s[m][c] = exp2(fma(s[m][c], p.scale_log2, -l2[c]));
+        if (CAUSAL && int(kv0 + BR) - 1 > int(q0) + off) {
+            [[unroll]] for (uint m = 0u; m < TR; m++)
+                [[unroll]] for (uint c = 0u; c < TC; c++)
+                    if (int(kv0 + ty + TY * m) > int(q0 + tx + TX * c) + off) s[m][c] = 0.0;
+        }
+        [[unroll]] for (uint m = 0u; m < TR; m++)
+            [[unroll]] for (uint c = 0u; c < TC; c++) dp[m][c] = s[m][c] * (dp[m][c] - dl[c]);
+        WRITE_BLOCK_T(s, P_OFF)
+        WRITE_BLOCK_T(dp, S_OFF)
+        barrier();
+        OUTER_ACC(dv, P_OFF, Y_OFF)
+        OUTER_ACC(dk, S_OFF, X_OFF)
+        barrier();
+        if (more) {
+            if (PREFETCH) {
+                STORE_TILE(xr, X_OFF, BC, NLC)
+                STORE_TILE(yr, Y_OFF, BC, NLC)
+                STORE_STATS()
+            } else {
+                COPY_COLS(nxt)
+            }
+            barrier();
+        }
+    }
+
+    [[unroll]] for (uint m = 0u; m < TR; m++) {
+        const uint row = kv0 + ty + TY * m;
+        if (row >= p.Lk) continue;
+        [[unroll]] for (uint j = 0u; j < TDV; j++) {
+            dk_v[kbase + row * DV + tx + TX * j] = dk[m][j] * p.scale;
+            dv_v[kbase + row * DV + tx + TX * j] = dv[m][j];
+        }
+    }
+#endif
+}

@@ -1,0 +1,253 @@
+"""Planners for flash attention, forward and backward (vkgrad/kernels_glsl/flash_attention.comp).
+
+Pure Python, no device: shapes, scale and the mask in, an `OpPlan` out (see kernels.py for the
+buffer convention). All operands are dense row-major float32, whole buffers:
+
+- plan_flash_attention:     reads "q" [BH, Lq, D], "k", "v" [BH, Lk, D];
+                            writes "o" [BH, Lq, D], "lse" [BH, Lq]
+- plan_flash_attention_bwd: reads "q", "k", "v", "o", "lse", "do" ([BH, Lq, D] like o),
+                            "dlse" [BH, Lq] (lse's cotangent: zero in a first derivative);
+                            writes "dq" [BH, Lq, D], "dk", "dv" [BH, Lk, D];
+                            temp "delta" float32 [BH, Lq] (rowsum(do * o) - dlse)
+
+o = softmax(scale * q k^T + mask) v per (batch*head); lse is the natural-log log-sum-exp of each
+query row's scaled scores over its allowed keys, saved for the backward. `causal` masks bottom-
+right aligned, as flash-attn >= 2.1: query i sees key j iff j <= i + (Lk - Lq). A query row
+that sees no key (causal with Lq > Lk) gets o = 0, lse = -inf, dq = 0, and adds nothing to
+dk, dv. Empty sizes: Lk == 0 gives o = 0, lse = -inf (and dq = 0); Lq == 0 gives dk = dv = 0;
+a plan with no steps means there is nothing to write.
+
+## Kernels and tiles
+
+The forward is one launch (a workgroup per query tile, streaming key tiles with the online
+softmax); the backward is two: the dQ kernel (a workgroup per query tile, streaming key tiles;
+it also computes and writes delta), then the dK/dV kernel (a workgroup per key tile, streaming
+query tiles, reading delta). No float atomics: results are bit-identical run to run.
+
+A `FlashTile` says how a workgroup works: BR rows (queries; keys for dK/dV) per workgroup, BC
+columns (keys; queries for dK/dV) per streamed tile, TR rows and BC/TX columns per thread, TX
+threads per row group, so (BR/TR)*TX threads; flash_common.glsl draws the layout. Every product
+is register-tiled: per vec4 of D the dot products (S, dP) load TR + BC/TX vec4s from shared
+memory for 4*TR*BC/TX fmas; per column the outer products (O, dQ, dK, dV) load TR/4 + D/(4 TX)
+vec4s for TR*D/TX fmas. Shared memory holds the row tiles and the streamed column tiles
+([*][D], rows padded to D/4+1 vec4s) and the transposed P or dS block ([BC][BR/4+1] vec4s); it
+is what limits the tiles: the H200's Vulkan driver, like most, offers 48 KiB per workgroup,
+lavapipe 32 KiB. The planner takes the first tile of TILES[mode] that fits (TX capped at D/4):
+
+| mode | BR x BC | TR | TX | thr | shared bytes, D = 16 / 32 / 64 / 128 | 48 KiB: D | 32 KiB: D |
+| ---- | ------- | -- | -- | --- | ------------------------------------ | --------- | --------- |
+| fwd  | 64 x 32 |  4 |  8 | 128 | 18944 / 27136 / 43520 / 76288        | 16,32,64  | 16,32     |
+| fwd  | 32 x 32 |  4 |  8 |  64 |   -   /   -   / 30720 / 55296        |           | 64        |
+| fwd  | 32 x 16 |  4 |  8 |  64 |   -   /   -   /   -   / 36096        | 128       |           |
+| fwd  | 16 x 16 |  4 |  8 |  32 |   -   /   -   /   -   / 26624        |           | 128       |
+| dq   | 32 x 32 |  4 |  8 |  64 | 14848 / 23040 / 39424 / 72192        | 16,32,64  | 16,32     |
+| dq   | 32 x 16 |  4 |  8 |  64 |   -   /   -   / 28416 / 52992        |           | 64        |
+| dq   | 16 x 16 |  4 |  8 |  32 |   -   /   -   /   -   / 35072        | 128       |           |
+| dq   | 16 x 8  |  4 |  8 |  32 |   -   /   -   /   -   / 25984        |           | 128       |
+| dkdv | 32 x 32 |  4 |  8 |  64 | 19712 / 27904 / 44288 / 77056        | 16,32,64  | 16,32     |
+| dkdv | 32 x 16 |  4 |  8 |  64 |   -   /   -   / 30848 / 55424        |           | 64        |
+| dkdv | 16 x 16 |  4 |  8 |  32 |   -   /   -   /   -   / 36480        | 128       |           |
+| dkdv | 16 x 8  |  4 |  8 |  32 |   -   /   -   /   -   / 26688        |           | 128       |
+
+(TX is 4 at D = 16.) Why these, for D = 64 on the H200 (designed from the matmul's measured
+behaviour, NOT yet measured here: `bench/bench_attention.py --sweep --stats` times every
+variant of ALTERNATIVES and prints the driver's register counts):
+- per thread, the forward holds a 4x4 S block and a 4x8 O block, the dQ kernel 4x4 S and dP
+  blocks and a 4x8 dQ block, the dK/dV kernel 4x4 S and dP and 4x8 dK and dV blocks: about
+  130 / 175 / 200 registers with the prefetch, i.e. 3 / 5 / 5 workgroups = 12 / 10 / 10 warps
+  per multiprocessor (the matmul's best tile ran 8 warps of 215 registers at 70% of peak);
+- a 64-query forward tile is the largest that leaves room for 32-key K and V tiles and the P
+  block in 48 KiB (64 keys would need 68 KiB); the backward kernels hold two row tiles (Q and
+  dO, or K and V) and two column tiles, so at 48 KiB they drop to 32 x 32;
+- every shared load is a broadcast or consecutive vec4s in padded rows (conflict-free; a warp's
+  load is one 128-byte wavefront), about one per 8 to 10 fmas: shared memory should run near
+  half its bandwidth, so the fma pipe, not shared memory, is meant to be the limit;
+- PREFETCH loads the next column tile into registers before the dot products, hiding global
+  latency behind them; on a CPU (lavapipe) it is off: nothing to hide, and rolled copies
+  compile faster there (as do rolled step loops, UNROLL_STEPS = 0).
+Fully masked causal tiles are skipped, and causal workgroups are ordered longest first.
+
+Cost model: the forward does 4*BH*Lq*Lk*D flops (about half with the causal mask); the backward
+does 7/2 of that here (S and dP are recomputed by both backward kernels: the price of a dQ
+without atomics) where FlashAttention-2 counts 5/2; the benchmark reports the conventional
+count.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass, replace
+
+from vkgrad.lowering.kernels import OpPlan, Temp, _check_sizes
+from vkgrad.lowering.launch import Launch, cdiv, grid
+from vkgrad.primitives.attention import FLASH_HEAD_DIMS as SUPPORTED_HEAD_DIMS
+
+MODES = {"fwd": 0, "dq": 1, "dkdv": 2}
+_NAMES = {"fwd": "flash_attn_fwd", "dq": "flash_attn_bwd_dq", "dkdv": "flash_attn_bwd_dkdv"}
+_ROLES = {
+    "fwd": ("q", "k", "v", "o", "lse"),
+    "dq": ("q", "k", "v", "o", "lse", "do", "dq", "delta", "dlse"),
+    "dkdv": ("q", "k", "v", "lse", "do", "delta", "dk", "dv"),
+}
+_LOG2E = 1.4426950408889634
+_DEFAULT_SHARED = 32768      # without a DeviceInfo: lavapipe's limit (and matmul's default)
+_DEFAULT_INVOCATIONS = 1024
+
+
+@dataclass(frozen=True)
+class FlashTile:
+    br: int                 # rows per workgroup (queries; keys in dkdv)
+    bc: int                 # columns per streamed tile (keys; queries in dkdv)
+    tr: int = 4             # rows per thread, a multiple of 4
+    tx: int = 8             # threads per row group, a power of two
+    prefetch: bool = True   # the next column tile loads into registers during the products
+    always_prefetch: bool = False   # ... on every step (the last reloads its own): no branch
+    unroll: int | None = None   # step loops: 1 unrolled, 0 rolled, 2 the driver's choice;
+                                # None: 1, or 0 on a CPU device (LLVM compiles rolled ones fast)
+
+    @property
+    def threads(self) -> int:
+        return (self.br // self.tr) * self.tx
+
+    def shared_bytes(self, mode: str, d: int) -> int:
+        rs, psr = d // 4 + 1, self.br // 4 + 1            # padded row strides, in vec4s
+        vec4s = {"fwd": self.br * rs + 2 * self.bc * rs + self.bc * psr,
+                 "dq": 2 * self.br * rs + 2 * self.bc * rs + self.bc * psr,
+                 "dkdv": 2 * self.br * rs + 2 * self.bc * rs + 2 * self.bc * psr}[mode]
+        return 16 * vec4s + (8 * self.bc if mode == "dkdv" else 0)
+
+    def problem(self, mode: str, d: int, info=None) -> str | None:
+        """Why this tile cannot run `mode` at head dim d on the device, or None."""
+        tx = self.tx
+        if not (self.tr >= 4 and self.tr % 4 == 0 and self.br % self.tr == 0):
+            return f"TR = {self.tr} must be a multiple of 4 dividing BR = {self.br}"
+        if tx < 1 or tx & (tx - 1) or self.bc % tx or (d // 4) % tx:
+            return f"TX = {tx} must be a power of two dividing BC = {self.bc} and D/4 = {d // 4}"
+        if self.unroll not in (None, 0, 1, 2):
+            return f"unroll = {self.unroll!r} must be None, 0, 1 or 2"
+        shared = _DEFAULT_SHARED if info is None else int(info.max_shared_memory)
+        limit = _DEFAULT_INVOCATIONS if info is None else int(info.max_workgroup_invocations)
+        if self.shared_bytes(mode, d) > shared:
+            return (f"needs {self.shared_bytes(mode, d)} bytes of shared memory; "
+                    f"the device has {shared}")
+        if self.threads > limit:
+            return f"needs {self.threads} threads per workgroup; the device allows {limit}"
+        return None
+
+
+# Best first; the planner takes the first that fits the device (TX capped at D/4).
+# Measured on the H200 (B4 H8 L1024/4096 D64, bench/results/attention_sweep_2026-11-30.json):
+# occupancy decides. The forward with rolled step loops (156 registers instead of 176) ran
+# 5664 us instead of 6085 at L4096; dQ with 64 x 16 tiles (146 registers, 4 warps) 7138 us
+# instead of 18325 with 32 x 32 (238 registers); dK/dV with 64 x 8 tiles (165 registers) 11773 us
+# instead of 23623 with 32 x 32 (254 registers).
+TILES = {
+    "fwd": (FlashTile(64, 32, unroll=0), FlashTile(32, 32), FlashTile(32, 16),
+            FlashTile(16, 16), FlashTile(16, 8)),
+    "dq": (FlashTile(64, 16), FlashTile(32, 16), FlashTile(16, 16), FlashTile(16, 8)),
+    "dkdv": (FlashTile(64, 8), FlashTile(32, 16), FlashTile(16, 16), FlashTile(16, 8)),
+}
+
+# What bench/bench_attention.py --sweep also times (D=64 on a 48 KiB device), each for a reason:
+ALTERNATIVES = {
+    "fwd": {
+        "64x32_4x8_noprefetch": FlashTile(64, 32, prefetch=False),   # registers vs latency
+        "64x32_8x8": FlashTile(64, 32, tr=8),                       # S 8x4, O 8x8: 2 warps
+        "64x16_4x4": FlashTile(64, 16, tx=4),                       # O 4x16, BC 16: 2 warps
+        "32x32_4x8": FlashTile(32, 32),                             # twice the workgroups
+        "64x32_8x4": FlashTile(64, 32, tr=8, tx=4),                 # S 8x8, O 8x16: 1 warp
+    },
+    "dq": {
+        "32x32_4x8_noprefetch": FlashTile(32, 32, prefetch=False),
+        "64x16_4x8": FlashTile(64, 16),                             # 47.9 KiB, 4 warps
+        "64x16_4x4": FlashTile(64, 16, tx=4),                       # S 4x4, dQ 4x16
+        "32x32_8x8": FlashTile(32, 32, tr=8),                       # S 8x4, dQ 8x8: 1 warp
+        "32x16_4x8": FlashTile(32, 16),
+    },
+    "dkdv": {
+        "32x32_4x8_noprefetch": FlashTile(32, 32, prefetch=False),
+        "32x32_8x8": FlashTile(32, 32, tr=8),                       # dK, dV 8x8: 1 warp
+        "32x32_4x4": FlashTile(32, 32, tx=4),                       # S 4x8, dK, dV 4x16
+        "32x16_4x8": FlashTile(32, 16),
+        "64x8_4x8": FlashTile(64, 8),                               # 43.5 KiB, 4 warps
+    },
+}
+
+
+def choose_tile(mode: str, d: int, info=None) -> FlashTile:
+    """The first tile of TILES[mode] that runs at head dim d on the device. On a CPU device
+    (lavapipe) without PREFETCH: there is no memory latency to hide there, and the direct copies
+    are rolled loops, which LLVM compiles faster."""
+    cpu = info is not None and info.type == "CPU"
+    reasons = []
+    for tile in TILES[mode]:
+        tile = replace(tile, tx=min(tile.tx, d // 4), prefetch=tile.prefetch and not cpu)
+        why = tile.problem(mode, d, info)
+        if why is None:
+            return tile
+        reasons.append(f"{tile}: {why}")
+    raise ValueError(f"flash attention {mode}: no tile fits this device at D = {d}: "
+                     + "; ".join(reasons))
+
+
+def _launch(mode, BH, Lq, Lk, D, causal, scale, info, tile) -> Launch:
+    if tile is None:
+        tile = choose_tile(mode, D, info)
+    else:
+        why = tile.problem(mode, D, info)
+        if why is not None:
+            raise ValueError(f"flash attention {mode}: tile {tile} cannot run at D = {D}: {why}")
+    unroll = tile.unroll
+    if unroll is None:
+        unroll = 0 if info is not None and info.type == "CPU" else 1
+    rows = Lk if mode == "dkdv" else Lq
+    tiles = cdiv(rows, tile.br)
+    groups = BH * tiles
+    return Launch(name=_NAMES[mode], shader="flash_attention.comp", bindings=len(_ROLES[mode]),
+                  groups=grid(groups),
+                  push=(Lq, Lk, BH, tiles, groups, float(scale * _LOG2E), float(scale),
+                        int(bool(causal))),
+                  spec=(tile.threads, tile.br, tile.bc, tile.tr, tile.tx, bool(tile.prefetch),
+                        bool(tile.always_prefetch)),
+                  defines=(("HEAD_DIM", D), ("MODE", MODES[mode]),
+                           ("UNROLL_STEPS", int(unroll))))
+
+
+def _check(BH, Lq, Lk, D, scale):
+    _check_sizes(BH=BH, Lq=Lq, Lk=Lk, D=D)
+    if D not in SUPPORTED_HEAD_DIMS:
+        raise ValueError(f"flash attention: head dim D = {D} is not supported; supported: "
+                         f"{', '.join(map(str, SUPPORTED_HEAD_DIMS))}")
+    if BH * max(Lq, Lk) * D >= 2**32:
+        raise ValueError(f"flash attention: {BH * max(Lq, Lk) * D} elements per operand exceed "
+                         "the kernel's 32-bit indexing")
+    if not isinstance(scale, numbers.Real) or not math.isfinite(scale):
+        raise ValueError(f"flash attention: scale = {scale!r} must be a finite number")
+
+
+def plan_flash_attention(BH: int, Lq: int, Lk: int, D: int, *, causal: bool, scale: float,
+                         info=None, tile: FlashTile | None = None) -> OpPlan:
+    """The forward: roles "q", "k", "v" -> "o", "lse". `tile` forces a FlashTile (tests, the
+    benchmark's sweep)."""
+    _check(BH, Lq, Lk, D, scale)
+    if BH * Lq == 0:
+        return OpPlan(())
+    launch = _launch("fwd", BH, Lq, Lk, D, causal, scale, info, tile)
+    return OpPlan(((launch, _ROLES["fwd"]),))
+
+
+def plan_flash_attention_bwd(BH: int, Lq: int, Lk: int, D: int, *, causal: bool, scale: float,
+                             info=None, dq_tile: FlashTile | None = None,
+                             dkdv_tile: FlashTile | None = None) -> OpPlan:
+    """The backward: roles "q", "k", "v", "o", "lse", "do" -> "dq", "dk", "dv", with the temp
+    "delta". Two launches: dQ (which also writes delta), then dK/dV (which reads it)."""
+    _check(BH, Lq, Lk, D, scale)
+    steps = []
+    if BH * Lq:
+        steps.append((_launch("dq", BH, Lq, Lk, D, causal, scale, info, dq_tile), _ROLES["dq"]))
+    if BH * Lk:
+        steps.append((_launch("dkdv", BH, Lq, Lk, D, causal, scale, info, dkdv_tile),
+                      _ROLES["dkdv"]))
+    temps = (Temp("delta", BH * Lq, "float32"),) if steps else ()
+    return OpPlan(tuple(steps), temps)
