@@ -256,7 +256,7 @@ def test_empty_sequences(dev):
 def _info(shared, kind="discrete GPU"):
     return DeviceInfo(index=0, name="x", type=kind, api_version=(1, 3, 0), timestamp_period_ns=1.0,
                       max_shared_memory=shared, max_workgroup_invocations=1024,
-                      max_storage_buffer_range=2**31, timestamps=True)
+                      max_storage_buffer_range=2**31, max_storage_buffers=32, timestamps=True)
 
 
 def test_planner_fits_the_device():

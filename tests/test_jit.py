@@ -6,6 +6,7 @@ import pytest
 import vkgrad as vg
 import vkgrad.numpy as vnp
 from vkgrad.runtime import counters
+from vkgrad.tracer.pytree import tree_flatten
 
 RNG = np.random.default_rng(7)
 D_IN, D_H, D_OUT, BATCH = 20, 33, 7, 16
@@ -235,3 +236,26 @@ def test_donating_a_shared_buffer_does_not_clobber_the_other_array():
     close(c, np.arange(6) * 10.0)
     close(b, np.arange(6))
     assert a.is_deleted() and not b.is_deleted()
+
+
+def test_kernels_bind_no_more_buffers_than_the_device_allows():
+    """Adam over many parameters of one shape is one fused group of 7 buffers per parameter;
+    past the device's limit per kernel (lavapipe: 32) the lowering splits it, where binding
+    them all crashed the driver."""
+    from vkgrad.runtime import get_device
+    params = {f"p{i}": np.full(33, i, np.float32) for i in range(8)}
+    opt = vg.optim.adam(0.1)
+
+    def step(params, state):
+        grads = vg.grad(lambda p: sum(vnp.sum(v * v) for v in p.values()))(params)
+        return opt.update(grads, state, params)
+
+    state = opt.init(params)
+    fast = vg.jit(step, backend="vulkan")
+    lowered = fast.lower(params, state)
+    limit = get_device().info.max_storage_buffers
+    assert max(st.launch.bindings for st in lowered.lowered.steps) <= limit
+    got = fast(params, state)
+    want = vg.jit(step, backend="numpy")(params, state)
+    for a, b in zip(tree_flatten(got)[0], tree_flatten(want)[0]):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-5, atol=1e-6)

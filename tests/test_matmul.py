@@ -165,7 +165,7 @@ def test_empty_k_gives_zeros(dev, rng):
 def _info(kind):
     return DeviceInfo(index=0, name="x", type=kind, api_version=(1, 3, 0), timestamp_period_ns=1.0,
                       max_shared_memory=49152, max_workgroup_invocations=1024,
-                      max_storage_buffer_range=2**31, timestamps=True)
+                      max_storage_buffer_range=2**31, max_storage_buffers=32, timestamps=True)
 
 
 def test_planner_layout():

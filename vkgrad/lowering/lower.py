@@ -210,10 +210,55 @@ class Lowered:
         return "\n".join(lines) + "\n"
 
 
+# Buffers one kernel may bind when the device is not known: lavapipe's
+# maxPerStageDescriptorStorageBuffers (NVIDIA and AMD allow far more; binding more than the
+# device allows crashes the driver rather than failing cleanly).
+DEFAULT_MAX_BUFFERS = 32
+
+
+def split_bindings(body: Program, limit: int) -> list:
+    """`body` (a fused kernel's program) as sub-programs that each bind at most `limit` buffers
+    (inputs + outputs): outputs are grouped greedily, each group with the eqns and inputs it
+    needs (an eqn two groups need is computed by both). An Adam update of many same-shaped
+    parameters is one fused group of 7 buffers per parameter, past lavapipe's 32."""
+    if len(body.inputs) + len(body.outputs) <= limit:
+        return [body]
+    producer = {o: e for e in body.eqns for o in e.outputs}
+    external = set(body.inputs)
+
+    def cone(out):
+        eqns, ins, stack = set(), set(), [out]
+        while stack:
+            v = stack.pop()
+            if v in external:
+                ins.add(v)
+            elif v in producer and producer[v] not in eqns:
+                eqns.add(producer[v])
+                stack += [x for x in producer[v].inputs if isinstance(x, Var)]
+        return eqns, ins
+
+    groups = []                           # [(outputs, eqns, inputs)]
+    for o in body.outputs:
+        eqns, ins = cone(o) if isinstance(o, Var) else (set(), set())
+        if len(ins) + 1 > limit:
+            raise Unsupported(f"an elementwise kernel output reads {len(ins)} buffers; the "
+                              f"device allows {limit} per kernel")
+        if groups and len(groups[-1][2] | ins) + len(groups[-1][0]) + 1 <= limit:
+            outs, g_eqns, g_ins = groups[-1]
+            groups[-1] = (outs + [o], g_eqns | eqns, g_ins | ins)
+        else:
+            groups.append(([o], eqns, ins))
+    order = {e: i for i, e in enumerate(body.eqns)}
+    return [Program(f"{body.name}_{i}", tuple(v for v in body.inputs if v in ins), tuple(outs),
+                    tuple(sorted(eqns, key=order.__getitem__)))
+            for i, (outs, eqns, ins) in enumerate(groups)]
+
+
 def lower(program: Program, info=None) -> Lowered:
     for v in list(program.inputs) + [o for o in program.outputs if isinstance(o, Var)]:
         if not elementwise.supports(v.dtype):
             raise Unsupported(f"{v.dtype} values (the Vulkan kernels compute in f32, i32, bool)")
+    max_buffers = getattr(info, "max_storage_buffers", None) or DEFAULT_MAX_BUFFERS
     alias = {}                   # reshape output -> the value whose buffer it shares
     for e in program.eqns:
         if e.prim is P.reshape_p:
@@ -250,15 +295,20 @@ def lower(program: Program, info=None) -> Lowered:
             for v in (*body.inputs, *body.outputs, *(o for b in body.eqns for o in b.outputs)):
                 if not elementwise.supports(v.dtype):
                     raise Unsupported(f"{v.dtype} values in an elementwise kernel")
-            launch, identity = elementwise.generate(body, f"fused_{len(raw)}")
-            ins = [root(x) for x in e.inputs]
-            raw.append((launch, ins + list(e.outputs), e, ins, list(e.outputs),
-                        {root(x) for x, ok in identity.items() if ok}))
+            for part in split_bindings(body, max_buffers):
+                launch, identity = elementwise.generate(part, f"fused_{len(raw)}")
+                ins = [root(x) for x in part.inputs]
+                raw.append((launch, ins + list(part.outputs), e, ins, list(part.outputs),
+                            {root(x) for x, ok in identity.items() if ok}))
             continue
         rule = kernel_rules.get(e.prim)
         if rule is None:
             raise Unsupported(f"no Vulkan kernel for '{e.prim.name}'")
         plan, roles = rule(e, info)
+        for launch, _ in plan.steps:
+            if launch.bindings > max_buffers:
+                raise Unsupported(f"{launch.name} binds {launch.bindings} buffers; the device "
+                                  f"allows {max_buffers} per kernel")
         local = {}
         for t in plan.temps:
             key = ("temp", n_temps)

@@ -30,6 +30,7 @@ class DeviceInfo:
     max_shared_memory: int
     max_workgroup_invocations: int
     max_storage_buffer_range: int
+    max_storage_buffers: int      # per shader stage: the most buffers one kernel may bind
     timestamps: bool
 
 
@@ -63,6 +64,7 @@ def list_devices() -> tuple[DeviceInfo, ...]:
                    max_shared_memory=p["max_compute_shared_memory_size"],
                    max_workgroup_invocations=p["max_work_group_invocations"],
                    max_storage_buffer_range=p["max_storage_buffer_range"],
+                   max_storage_buffers=p["max_storage_buffers_per_stage"],
                    timestamps=p["timestamps_supported"])
         for i, p in enumerate(props))
 

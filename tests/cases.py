@@ -1,0 +1,505 @@
+"""The one table of cases (minitorch's style): one row per function over vkgrad.numpy, checked
+every way that applies to it.
+
+    tests/test_core_table.py   the traced program, and its optimised form, run on the numpy
+                               interpreter equal the eager evaluation (float32), and numpy's own
+                               function where the row gives one (shape, dtype, values);
+                               print -> parse -> print is the identity; derivatives against
+                               central finite differences in float64 (vg.check_grads, order 1
+                               and 2) and forward mode against reverse mode.
+    tests/test_vulkan_ops.py   vg.jit on Vulkan against vg.jit on the interpreter (float32), with
+                               no fallback to the interpreter.
+
+Both files also check completeness: every primitive is run by some row's program on the
+interpreter, on Vulkan, and (where it has a VJP rule) under a gradient check. A new primitive
+fails those until it has rows here.
+
+A row:
+    name     unique; seeds its arguments (the same values on every run and in every check)
+    fun      the function, over vkgrad.numpy
+    args     argument makers, rng -> float64 or int32 array (or a pytree of them). Float arrays
+             are made float64 (gradient checks) and cast to float32 for the other checks.
+    numpy    numpy's own function, for rows that check vkgrad.numpy's numpy semantics
+    grad     the highest derivative order checked: 2 by default; 1 for the awkward-size rows
+             (their second derivatives are the small rows'); 0 where there is nothing to
+             differentiate (integer or boolean results, integer arguments only) or where finite
+             differences cannot see the derivative (say why beside the row)
+    tol      check_grads tolerances (atol, rtol, eps)
+    modes    the modes checked: ("fwd", "rev"), or ("rev",) where forward mode cannot run (it
+             is derived from the backward, so it needs the backward primitive's own VJP);
+             forward mode against reverse mode is checked where both run
+    vulkan   True (the default): run on Vulkan, within vk_rtol (atol: vk_rtol / 10, times the
+             result's largest magnitude). Or the name of a row whose Vulkan run already covers
+             this one's lowering (the same kernels and layout primitives, other sizes; checked
+             by test_vulkan_ops). Each row on Vulkan compiles a shader or two: running all 105
+             rows of the interpreter's tables there compiled 117 more shaders, +42 s on a cold
+             cache on a 2-core machine (+3 s warm), so a row runs there when it adds something.
+             False where Vulkan cannot run it (say why).
+
+Shapes: gradient rows use small distinct sizes (m != k != n), so a swapped operand cannot pass by
+accident; Vulkan rows use awkward sizes (1, 7, 33, 130, 257: not multiples of a workgroup or a
+tile, a single row or column) to hit every edge of the kernels' tiling.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+import vkgrad as vg
+import vkgrad.nn as nn
+import vkgrad.numpy as vnp
+from vkgrad.tracer.pytree import tree_map
+
+
+# ----------------------------------------------------------------------------- argument makers
+# Each returns a function of an rng: a float64 array (or int32 for indices).
+
+def F(*shape):                       # standard normal
+    return lambda r: r.standard_normal(shape)
+
+
+def U(*shape, lo=-2.0, hi=2.0):      # uniform: the Vulkan rows' values
+    return lambda r: r.uniform(lo, hi, shape)
+
+
+def Pos(*shape, lo=0.5, hi=2.0):     # positive: log, sqrt, fractional powers
+    return lambda r: r.uniform(lo, hi, shape)
+
+
+def NZ(*shape):                      # |x| in [0.5, 1.5): away from the kinks of abs, relu, sign
+    return lambda r: r.choice([-1.0, 1.0], shape) * r.uniform(0.5, 1.5, shape)
+
+
+def Few(*shape, k=3):                # floats from {0, ..., k-1}: equal elements, ties
+    return lambda r: r.integers(0, k, shape).astype(np.float64)
+
+
+def I(*shape, lo=0, hi):             # int32 indices / labels / integers in [lo, hi)
+    return lambda r: r.integers(lo, hi, shape).astype(np.int32)
+
+
+def Const(value, dtype=None):        # a fixed array (indices chosen by hand)
+    a = np.asarray(value, dtype)
+    return lambda r: a.copy()
+
+
+@dataclass
+class Case:
+    name: str
+    fun: Callable
+    args: list
+    numpy: Callable | None = None
+    grad: int = 2
+    tol: dict = field(default_factory=dict)
+    modes: tuple = ("fwd", "rev")
+    vulkan: bool | str = True
+    vk_rtol: float = 2e-5
+
+    def make_args(self) -> list:
+        """The arguments, float64 (and int32)."""
+        rng = np.random.default_rng(zlib.crc32(self.name.encode()))
+        return [a(rng) for a in self.args]
+
+    def args32(self) -> list:
+        """The arguments with float arrays cast to float32: the eager, interpreter, numpy and
+        Vulkan runs."""
+        return [to_float32(a) for a in self.make_args()]
+
+    def __repr__(self) -> str:
+        return f"Case({self.name})"
+
+
+def to_float32(tree):
+    return tree_map(lambda x: np.asarray(x, np.float32) if np.asarray(x).dtype.kind == "f"
+                    else x, tree)
+
+
+NOGRAD = dict(grad=0)   # integer or boolean results, or integer arguments only
+
+
+# ----------------------------------------------------------------------------- functions
+
+def _mlp(params, x, labels):
+    (w1, b1), (w2, b2) = params["l1"], params["l2"]
+    h = nn.relu(x @ w1 + b1)
+    return nn.cross_entropy(h @ w2 + b2, labels)
+
+
+def _attention(q, k, v):
+    d = q.shape[-1]
+    s = q @ k.T / d ** 0.5           # a Python float: weakly typed, float32 stays float32
+    i, j = vnp.arange(q.shape[0])[:, None], vnp.arange(k.shape[0])[None, :]
+    s = vnp.where(j <= i, s, -1e9)                       # causal mask
+    return vnp.softmax(s, axis=-1) @ v
+
+
+def _layernorm(x, g, b):
+    mu = vnp.mean(x, axis=-1, keepdims=True)
+    var = vnp.var(x, axis=-1, keepdims=True)
+    return (x - mu) / vnp.sqrt(var + 1e-5) * g + b
+
+
+def _np_softmax(x, axis):
+    e = np.exp(x)
+    return e / e.sum(axis, keepdims=True)
+
+
+# ----------------------------------------------------------------------------- the table
+
+CASES = [
+    # --- elementwise arithmetic
+    Case("add_mul", lambda x, y: x * y + x, [F(3, 4), F(3, 4)], vulkan="sub_mul_div"),
+    Case("sub_div", lambda x, y: (x - y) / (y * y + 1.0), [F(3, 4), F(3, 4)], vulkan="sub_mul_div"),
+    Case("sub_mul_div", lambda x, y: (x - y) * x / (y * y + 1.0), [U(257), U(257)], grad=1),
+    Case("div_positive", lambda x, p: x / p - p / x.sum(), [Pos(2, 3), Pos(2, 3)],
+         vulkan="max_min_mean"),
+    Case("neg_neg", lambda x: -(-x) * 3.0 - x, [F(3)], vulkan="unary"),
+    Case("python_scalars", lambda x: 2.0 * x + 1 - x / 4 + 3 ** x, [F(2, 3)]),
+    Case("scalar_math", lambda x: x * 3.0 + 1.0, [Const(2.5)], grad=1),
+    # --- powers
+    Case("int_powers", lambda x, z: x ** 2 + x ** 3 + z ** -1, [F(5), NZ(5)]),
+    Case("float_powers", lambda p: p ** 1.5 + p ** 0.5, [Pos(4, 2)], vulkan="pow"),
+    Case("pow_both", lambda p, y: p ** y, [Pos(3, 2), F(3, 2)], vulkan="pow"),
+    Case("rpow", lambda x: 2.0 ** x, [F(4)], vulkan="python_scalars"),
+    Case("pow", lambda x, y: x ** y, [Pos(33, lo=0.1, hi=3.0), U(33)], grad=1),
+    Case("pow_int_exponent", lambda x: x ** 3.0 + x ** 2, [U(130)], grad=1),
+    Case("power_int", lambda x: x ** 3 - x ** -2, [F(3, 4)], numpy=lambda x: x ** 3 - x ** -2.0,
+         vulkan="int_powers"),
+    # --- unary functions
+    Case("exp_log_log1p", lambda x, p: vnp.log(vnp.exp(x) + 1.0) + vnp.log1p(p),
+         [F(2, 5), Pos(2, 5)], vulkan="log_sqrt_log1p"),
+    Case("log_sqrt_log1p", lambda x: vnp.log(x) + vnp.sqrt(x) + vnp.log1p(x) + vnp.log1p(x * 1e-4),
+         [Pos(130, lo=0.1, hi=3.0)], grad=1),
+    Case("trig", lambda x: vnp.tanh(x) * vnp.sin(x) + vnp.cos(2 * x), [F(3, 3)], vulkan="unary"),
+    Case("unary", lambda x: vnp.exp(-x) + vnp.tanh(x) + vnp.sin(x) * vnp.cos(x) + vnp.abs(x)
+         + vnp.sign(x) - x, [U(33, 7)], grad=1),
+    Case("tanh_large", lambda x: vnp.tanh(x * 100.0), [U(33)], grad=1),
+    Case("sigmoid", lambda x: nn.sigmoid(x), [F(2, 4)], vulkan="unary"),
+    Case("sqrt_square", lambda p, x: vnp.sqrt(p) * vnp.square(x), [Pos(6), F(6)],
+         vulkan="log_sqrt_log1p"),
+    Case("square_sqrt", lambda x: vnp.sqrt(vnp.square(x)), [F(3, 4)],
+         numpy=lambda x: np.sqrt(np.square(x)), vulkan="log_sqrt_log1p"),
+    Case("abs_sign", lambda z: vnp.abs(z) + vnp.sign(z) * z, [NZ(2, 3)], vulkan="unary"),
+    Case("abs_sign_int", lambda i: vnp.abs(i - 1) * vnp.sign(i - 1), [Const([2, 0, 1], np.int32)],
+         numpy=lambda i: np.abs(i - 1) * np.sign(i - 1), **NOGRAD),
+    # stop_gradient: finite differences see the identity, not the zero derivative, so the row
+    # that runs it on Vulkan is not gradient-checked; logsumexp's rows check it under grad.
+    Case("stop_gradient", lambda x: vnp.stop_gradient(x) * 2.0, [U(7)], **NOGRAD),
+    # --- maximum, minimum, clip, relu
+    Case("maximum_minimum", lambda x, y: vnp.maximum(x, y) - vnp.minimum(x, 0.3),
+         [NZ(4, 3), NZ(4, 3)], vulkan="max_min"),
+    Case("max_min", lambda x, y: vnp.maximum(x, y) - vnp.minimum(x, 0.5), [U(7), U(1)], grad=1),
+    Case("relu", lambda z: nn.relu(z), [NZ(3, 5)], vulkan="clip_relu"),
+    Case("clip", lambda z: vnp.clip(z * 0.4, -0.5, 0.5) + vnp.clip(z, None, 0.0), [NZ(7)],
+         vulkan="clip_relu"),
+    Case("clip_vs_numpy", lambda x: vnp.clip(x, -0.5, 0.5), [F(3, 4)],
+         numpy=lambda x: np.clip(x, -0.5, 0.5), vulkan="clip_relu"),
+    Case("clip_relu", lambda x: vnp.clip(x, -0.5, 0.7) + vnp.maximum(x, 0.0), [U(257, 1)], grad=1),
+    # --- comparisons, logic, where
+    Case("greater", lambda x, y: x > y, [F(3, 4), F(3, 4)], numpy=np.greater, **NOGRAD,
+         vulkan="compare_where"),
+    Case("less_equal_scalar", lambda x: x <= 0.1, [F(3, 4)],
+         numpy=lambda x: x <= np.float32(0.1), **NOGRAD, vulkan="compare_where"),
+    Case("equal_not_equal", lambda x, y: (x == y) | (x != x), [Few(3, 4), Few(3, 4)],
+         numpy=lambda x, y: (x == y) | (x != x), **NOGRAD, vulkan="compare_where"),
+    Case("bool_output", lambda x: x > 0.25, [U(33)], **NOGRAD),
+    Case("logical", lambda x: vnp.logical_not((x > 0) & (x < 1)) | (x > 2), [F(3, 4)],
+         numpy=lambda x: ~((x > 0) & (x < 1)) | (x > 2), **NOGRAD),
+    Case("logical_mask", lambda x, y: vnp.where((x > 0) & (y < 0), x, y * 2), [NZ(5), NZ(5)],
+         vulkan="logical"),
+    Case("where", lambda z: vnp.where(z > 0, z * z, -z), [NZ(4, 2)], vulkan="compare_where"),
+    Case("where_bool", lambda x: vnp.where(x > 0, 1.0, -1.0), [F(3, 4)],   # zero gradient
+         numpy=lambda x: np.where(x > 0, 1.0, -1.0).astype(np.float32), vulkan="compare_where"),
+    Case("where_int_cond", lambda i: vnp.where(i, 3, 4), [Const([2, 0, 1], np.int32)],
+         numpy=lambda i: np.where(i, 3, 4).astype(np.int32), **NOGRAD),
+    Case("compare_where", lambda x, y: vnp.where((x < y) | (x == 0.5), x, y * 2.0)
+         + vnp.where(x >= y, 1.0, 0.0) + (x != y).astype(np.float32), [U(7, 130), U(130)], grad=1),
+    # --- dtypes: integer arithmetic, conversions
+    Case("int_ops", lambda i, j: (i * j + i - 3) * (i < j) + vnp.maximum(i, j),
+         [I(33, lo=-5, hi=6), I(33, lo=-5, hi=6)], **NOGRAD),
+    Case("convert", lambda x, i: x.astype(np.int32) + i + (x > 0).astype(np.int32),
+         [U(130), I(130, lo=-5, hi=6)], **NOGRAD),
+    Case("int_to_float", lambda i: i.astype(np.float32) * 0.5, [I(7, 7, lo=-5, hi=6)], **NOGRAD),
+    Case("astype", lambda x: (x * 10).astype(vnp.int32), [F(3, 4)],
+         numpy=lambda x: (x * 10).astype(np.int32), **NOGRAD, vulkan="convert"),
+    Case("astype_bool", lambda x: x.astype(bool), [F(3, 4)], numpy=lambda x: x.astype(bool),
+         **NOGRAD),
+    # --- broadcasting, both ways (forward broadcast = backward reduction)
+    Case("bias_row", lambda x, b: x + b, [F(3, 4), F(4)], vulkan="add_bcast"),
+    Case("scale_col", lambda x, c: x * c, [F(3, 4), F(3, 1)], vulkan="add_bcast_col"),
+    Case("outer", lambda a, b: a * b, [F(3, 1), F(1, 4)], vulkan="add_bcast_col"),
+    Case("scalar_array", lambda x, s: x * s + s, [F(2, 3), F()]),
+    Case("broadcast_3d", lambda x, y, z: x + y - z, [F(2, 3, 4), F(3, 1), F(4)]),
+    Case("add_bcast", lambda x, y: x + y, [U(7, 33), U(33)], grad=1),
+    Case("add_bcast_col", lambda x, y: x + y, [U(130, 1), U(1, 257)], grad=1),
+    Case("broadcast_to", lambda b, x: vnp.broadcast_to(b, (3, 4)) * x, [F(4), F(3, 4)],
+         vulkan="broadcast_to_awkward"),
+    Case("broadcast_to_awkward", lambda x: vnp.broadcast_to(x, (7, 130)) * 1.5, [U(130)], grad=1),
+    # --- reductions: every axis, keepdims, non-adjacent axes
+    Case("sum_all", lambda x: vnp.sum(x * x), [F(3, 4)], vulkan="sum_all_awkward"),
+    Case("sum_all_awkward", lambda x: vnp.sum(x), [U(130, 33)], grad=1),
+    Case("long_sum", lambda x: vnp.sum(x * x), [U(300_000)], grad=1),
+    Case("sum_axis0", lambda x: vnp.sum(x, axis=0), [F(3, 4)], vulkan="sum_axis0_awkward"),
+    Case("sum_axis0_awkward", lambda x: vnp.sum(x, axis=0), [U(257, 7)], grad=1),
+    Case("sum_axis1_keepdims", lambda x: vnp.sum(x, axis=1, keepdims=True) * x, [F(3, 4)],
+         vulkan="sum_axis1_keep"),
+    Case("sum_axis1_keep", lambda x: vnp.sum(x, axis=1, keepdims=True), [U(33, 257)], grad=1),
+    Case("sum_middle", lambda x: vnp.sum(x, axis=1), [U(7, 33, 5)], grad=1),
+    Case("sum_axes_0_2", lambda x: vnp.sum(x, axis=(0, 2)), [F(2, 3, 4)], vulkan="sum_outer_axes"),
+    Case("sum_outer_axes", lambda x: vnp.sum(x, axis=(0, 2)), [U(7, 33, 5)], grad=1),
+    Case("sum_axis_neg", lambda x: x.sum(axis=-1), [F(2, 3, 4)], vulkan="sum_axis1_keep"),
+    Case("mean_axis0", lambda x: vnp.mean(x, axis=0) + x.mean(), [F(3, 4)], vulkan="max_min_mean"),
+    Case("mean_int", lambda i: vnp.mean(i), [Const([2, 0, 1], np.int32)],
+         numpy=lambda i: np.float32(np.mean(i)), **NOGRAD, vulkan="sum_all_awkward"),
+    Case("var", lambda x: vnp.var(x, axis=1) + vnp.var(x), [F(3, 5)], vulkan="var_awkward"),
+    Case("var_awkward", lambda x: vnp.var(x, axis=0), [U(130, 7)], grad=1),
+    Case("var_ddof_std", lambda x: vnp.var(x, axis=0, ddof=1) + vnp.std(x), [F(3, 4)],
+         numpy=lambda x: np.var(x, axis=0, ddof=1) + np.std(x), vulkan="var_awkward"),
+    Case("max_axis1", lambda x: vnp.max(x, axis=1), [F(3, 4)], vulkan="max_min_mean"),
+    Case("min_axis0_keepdims", lambda x: vnp.min(x, axis=0, keepdims=True) * x, [F(3, 4)]),
+    Case("max_all", lambda x: x.max() - x.min(axis=(0, 2)), [F(2, 3, 4)]),
+    Case("max_min_mean", lambda x: vnp.max(x, axis=-1) + vnp.min(x, axis=0).sum() + vnp.mean(x),
+         [U(33, 130)], grad=1),
+    Case("max_int_keepdims", lambda i: vnp.max(i, keepdims=True),
+         [Const([[0, 2], [1, 1]], np.int32)], numpy=lambda i: np.max(i, keepdims=True), **NOGRAD,
+         vulkan=False),   # falls back: the reduction kernels compute in f32
+    Case("argmax_argmin", lambda x: (vnp.argmax(x, axis=1), vnp.argmin(x, axis=0), vnp.argmax(x)),
+         [U(7, 33)], **NOGRAD),
+    # --- matmul: every transpose combination, batched, vectors (the awkward grid is below)
+    Case("matmul_nn", lambda a, b: a @ b, [F(3, 4), F(4, 5)], vulkan="matmul_33x130x7_NN"),
+    Case("matmul_nt", lambda a, b: a @ b.T, [F(3, 4), F(5, 4)], vulkan="matmul_33x130x7_NT"),
+    Case("matmul_tn", lambda a, b: a.T @ b, [F(4, 3), F(4, 5)], vulkan="matmul_33x130x7_TN"),
+    Case("matmul_tt", lambda a, b: a.T @ b.T, [F(4, 3), F(5, 4)], vulkan="matmul_33x130x7_TT"),
+    Case("matmul_batched", lambda a, b: a @ b, [F(2, 3, 4), F(2, 4, 5)],
+         vulkan="matmul_batched_awkward"),
+    Case("matmul_batched_awkward", lambda a, b: a @ b, [U(3, 7, 33), U(3, 33, 5)], grad=1),
+    Case("matmul_batched_TT", lambda a, b: vnp.swapaxes(a, 1, 2) @ vnp.swapaxes(b, 1, 2),
+         [U(2, 33, 7), U(2, 5, 33)], grad=1),
+    Case("matmul_batched_by_2d", lambda a, w: a @ w, [F(2, 3, 4), F(4, 5)],
+         vulkan="matmul_bcast_batch"),
+    Case("matmul_bcast_batch", lambda a, b: a @ b, [U(4, 7, 33), U(33, 5)], grad=1),
+    Case("matmul_batch_broadcast", lambda a, b: vnp.matmul(a, b), [F(2, 1, 3, 4), F(3, 4, 5)]),
+    Case("matmul_batched_nt", lambda a, b: a @ b.swapaxes(-1, -2), [F(2, 3, 4), F(2, 5, 4)],
+         vulkan="matmul_batched_TT"),
+    Case("matmul_batched_4d", lambda x: vnp.matmul(x[:, None], x.transpose(0, 2, 1)), [F(2, 3, 4)],
+         numpy=lambda x: np.matmul(x[:, None], x.transpose(0, 2, 1))),
+    Case("matvec", lambda a, v: a @ v, [F(3, 4), F(4)], vulkan="matvec_awkward"),
+    Case("matvec_awkward", lambda a, v: a @ v, [U(33, 130), U(130)], grad=1),
+    Case("vecmat", lambda v, a: v @ a, [F(3), F(3, 4)]),
+    Case("dot_vectors", lambda u, v: vnp.dot(u, v), [F(4), F(4)]),
+    Case("matmul_vectors", lambda x: vnp.matmul(x[0], x[1]), [F(3, 4)],
+         numpy=lambda x: np.matmul(x[0], x[1]), vulkan="transpose_to_matmul"),
+    Case("dot_matrix", lambda x, y: vnp.dot(x, y.T), [F(3, 4), F(3, 4)],
+         numpy=lambda x, y: np.dot(x, y.T), vulkan="matmul_33x130x7_NT"),
+    Case("transpose_to_matmul", lambda x, w: vnp.transpose(x, (1, 0, 2))[0] @ w,
+         [U(7, 5, 33), U(33, 7)], grad=1),
+    # --- softmax family
+    Case("softmax_last", lambda x: vnp.softmax(x, axis=-1), [F(3, 5)], vulkan="softmax"),
+    Case("softmax_axis0", lambda x: vnp.softmax(x, axis=0), [F(3, 5)], vulkan="softmax_3d_middle"),
+    Case("softmax_3d_middle", lambda x: vnp.softmax(x, axis=1), [F(2, 3, 4)]),
+    Case("softmax", lambda x: vnp.softmax(x, axis=-1), [U(7, 257)], grad=1),
+    Case("softmax_vs_numpy", lambda x: vnp.softmax(x, axis=1), [F(2, 3, 4)],
+         numpy=lambda x: _np_softmax(x, 1), vulkan="softmax_3d_middle"),
+    Case("long_row_softmax", lambda x: vnp.softmax(x, axis=-1), [U(3, 3000)], grad=1),
+    Case("log_softmax", lambda x: vnp.log_softmax(x), [F(4, 3)], vulkan="log_softmax_grad"),
+    Case("log_softmax_axis0", lambda x: vnp.log_softmax(x, axis=0), [U(130, 7)], grad=1),
+    Case("log_softmax_vs_numpy", lambda x: vnp.log_softmax(x, axis=0), [F(3, 4)],
+         numpy=lambda x: x - np.log(np.exp(x).sum(0, keepdims=True)), vulkan="log_softmax_axis0"),
+    Case("logsumexp", lambda x: vnp.logsumexp(x, axis=1), [U(33, 130)], grad=1),
+    Case("logsumexp_axis1", lambda x: vnp.logsumexp(x, axis=1), [F(3, 5)], vulkan="logsumexp"),
+    Case("logsumexp_all_keepdims", lambda x: vnp.logsumexp(x, keepdims=True) * x, [F(2, 3)],
+         vulkan="logsumexp"),
+    Case("logsumexp_vs_numpy", lambda x: vnp.logsumexp(x, axis=(0, 2)), [F(2, 3, 4)],
+         numpy=lambda x: np.log(np.exp(x).sum((0, 2)))),
+    # --- indexing and slicing
+    Case("index_int", lambda x: x[1] * 2 + x[-1], [F(4, 3)], vulkan="index_neg"),
+    Case("index_neg", lambda x: x[-1] + x[:, -2], [U(7, 7)], grad=1),
+    Case("index_slices", lambda x: x[:, 1:3].sum() + (x[::2, ::2] ** 2).sum() + x[-2:, 3],
+         [F(4, 5)]),
+    Case("slice_step", lambda x: x[1:6:2, ::3] * 2.0, [U(7, 33)], grad=1),
+    Case("index_negative_step", lambda x, w: x[::-1] * w + x[1:, ::-2].sum(), [F(4, 3), F(3)]),
+    Case("index_newaxis_ellipsis", lambda x, y: x[..., None] * y[None, None, :], [F(3, 4), F(2)],
+         vulkan="matmul_batched_4d"),
+    Case("index_mixed", lambda x: x[1:, None, ..., ::-2], [F(2, 3, 4)],
+         numpy=lambda x: x[1:, None, ..., ::-2]),
+    Case("index_int_slice", lambda x: x[-1, 1:3, 2], [F(2, 3, 4)], numpy=lambda x: x[-1, 1:3, 2],
+         vulkan="index_neg"),
+    Case("index_empty_slice", lambda x: x[2:1], [F(3, 4)], numpy=lambda x: x[2:1]),
+    Case("index_int_array", lambda x: x[np.array([2, 0, 2])] + x[:, [1, 1, 0]].T[:, :3],
+         [F(3, 3)]),
+    Case("index_array_middle", lambda x: x[:, np.array([3, -1, 0])], [F(3, 4)],
+         numpy=lambda x: x[:, np.array([3, -1, 0])], vulkan="index_int_array"),
+    Case("index_traced_array", lambda x, i: x[i], [F(3, 4), Const([[0, 2], [1, 1]], np.int32)],
+         numpy=lambda x, i: x[i], vulkan="take_rows"),
+    # --- gathers (integer arguments get no gradient; check_grads holds them fixed)
+    Case("take_embedding", lambda e, ids: vnp.take(e, ids, axis=0) ** 2,
+         [F(10, 4), I(6, hi=10)], vulkan="take_rows"),
+    Case("take_rows", lambda e, i: vnp.take(e, i, axis=0),
+         [U(130, 33), Const([[3, 0], [129, 3]], np.int32)], grad=1),
+    Case("take_axis1", lambda x, idx: vnp.take(x, idx, axis=1), [F(3, 5), I(2, 2, hi=5)],
+         vulkan="take_axis1_awkward"),
+    Case("take_axis1_awkward", lambda e, i: vnp.take(e, i, axis=1) * 2.0,
+         [U(7, 33, 5), Const([1, 32, 1], np.int32)], grad=1),
+    Case("take_flat", lambda x: vnp.take(x, [0, 5, 11]), [F(3, 4)],
+         numpy=lambda x: np.take(x, [0, 5, 11])),
+    Case("take_negative_concrete", lambda x: vnp.take(x, np.array([-1, 0]), axis=1), [F(3, 4)],
+         numpy=lambda x: np.take(x, [-1, 0], axis=1), vulkan="index_int_array"),
+    Case("one_hot_weighted", lambda x, lbl: vnp.sum(vnp.one_hot(lbl, 4) * x, axis=1),
+         [F(5, 4), I(5, hi=4)], vulkan="mlp_cross_entropy"),
+    # --- concatenate, stack
+    Case("concatenate", lambda x, y: vnp.concatenate([x, y], axis=0).sum(axis=1) +
+         vnp.concatenate([x, y[:2] * 2], axis=-1).sum(), [F(2, 3), F(4, 3)]),
+    Case("concatenate_awkward", lambda x, y: vnp.concatenate([x, y * 2.0, x], axis=1),
+         [U(7, 5), U(7, 33)], grad=1),
+    Case("concatenate_none", lambda x, y: vnp.concatenate([x, y], axis=None), [F(3, 4), F(3, 4)],
+         numpy=lambda x, y: np.concatenate([x, y], axis=None), vulkan="stack_neg_axis"),
+    Case("stack", lambda x, y: vnp.stack([x, y, x * y], axis=1), [F(2, 3), F(2, 3)],
+         vulkan="stack_awkward"),
+    Case("stack_awkward", lambda x, y: vnp.stack([x, y], axis=0) + 1.0, [U(33), U(33)], grad=1),
+    Case("stack_neg_axis", lambda x, y: vnp.stack([x, y], axis=-1), [F(3, 4), F(3, 4)],
+         numpy=lambda x, y: np.stack([x, y], -1)),
+    # --- shape ops
+    Case("reshape", lambda x: x.reshape(33, 7).T + 1.0, [U(7, 33)], grad=1),
+    Case("reshape_transpose", lambda x, w: x.reshape(6, 4).T @ w, [F(2, 3, 4), F(6, 2)],
+         vulkan="transpose_to_matmul"),
+    Case("reshape_ravel", lambda x: x.reshape(4, -1).ravel()[::5], [F(2, 3, 4)],
+         numpy=lambda x: x.reshape(4, -1).ravel()[::5], vulkan="index_slices"),
+    Case("transpose_perm", lambda x, y: vnp.transpose(x, (2, 0, 1)) * y, [F(2, 3, 4), F(3)],
+         vulkan="transpose3"),
+    Case("transpose3", lambda x: vnp.transpose(x, (2, 0, 1)) * 2.0, [U(7, 33, 5)], grad=1),
+    Case("moveaxis_transpose", lambda x: vnp.moveaxis(x, 0, -1).transpose(1, 0, 2), [F(2, 3, 4)],
+         numpy=lambda x: np.moveaxis(x, 0, -1).transpose(1, 0, 2), vulkan="transpose3"),
+    Case("swap_expand_squeeze",
+         lambda x: vnp.squeeze(vnp.swapaxes(vnp.expand_dims(x, 0), 0, 2), axis=2) * 2,
+         [F(3, 4)], vulkan="reshape"),
+    Case("expand_squeeze", lambda x: vnp.squeeze(vnp.expand_dims(x, (0, 3)), 0), [F(3, 4)],
+         numpy=lambda x: np.squeeze(np.expand_dims(x, (0, 3)), 0), vulkan="reshape"),
+    # --- creation: arange, full, one_hot
+    Case("arange", lambda: vnp.arange(5), [], numpy=lambda: np.arange(5, dtype=np.int32),
+         **NOGRAD),
+    Case("arange_float", lambda: vnp.arange(1.0, 2.0, 0.25), [],
+         numpy=lambda: np.arange(1.0, 2.0, 0.25, dtype=np.float32), **NOGRAD, vulkan="arange"),
+    Case("arange_step", lambda: vnp.arange(2, 11, 3), [],
+         numpy=lambda: np.arange(2, 11, 3, dtype=np.int32), **NOGRAD, vulkan="arange"),
+    Case("one_hot", lambda l: vnp.one_hot(l, 4), [Const([2, 0, 1], np.int32)],
+         numpy=lambda l: np.eye(4, dtype=np.float32)[l], **NOGRAD, vulkan="arange_onehot"),
+    Case("arange_onehot", lambda i: vnp.one_hot(i, 7) * vnp.arange(7, dtype=np.float32),
+         [Const([0, 3, 6, 6, 1], np.int32)], **NOGRAD),
+    # vnp.add, not +: eagerly, + on two numpy arrays is numpy's (int32 + float32 -> float64).
+    # The result does not depend on x: its gradient is checked to be zero.
+    Case("full_zeros_ones",
+         lambda x: vnp.add(vnp.add(vnp.full((2, 3), 7), vnp.zeros_like(x)[:2, :3]),
+                           vnp.ones(3, vnp.int32)), [F(3, 4)],
+         numpy=lambda x: np.full((2, 3), 8, np.float32)),
+    # --- derivatives inside the program: the backward primitives run forward (and are
+    # differentiated again by the gradient checks)
+    Case("pad_via_slice_grad", lambda x: vg.grad(lambda y: vnp.sum(y[1:6:2] ** 2))(x), [U(7, 5)],
+         grad=1),
+    Case("take_grad", lambda e, i: vg.grad(lambda e: vnp.sum(vnp.take(e, i, axis=0) ** 2))(e),
+         [U(33, 7), Const([3, 3, 0, 32, 3, 5, 5], np.int32)], grad=1),
+    Case("softmax_grad", lambda x: vg.grad(lambda x: vnp.sum(vnp.softmax(x, axis=-1) * x))(x),
+         [U(7, 33)], grad=1),
+    Case("log_softmax_grad",
+         lambda x: vg.grad(lambda x: vnp.sum(vnp.log_softmax(x, axis=-1)[:, 0]))(x), [U(130, 7)],
+         grad=1),
+    # --- small models
+    Case("mlp_cross_entropy", _mlp,
+         [lambda r: {"l1": (r.standard_normal((6, 5)), r.standard_normal(5)),
+                     "l2": (r.standard_normal((5, 3)), r.standard_normal(3))},
+          F(8, 6), I(8, hi=3)]),
+    Case("attention", _attention, [F(4, 3), F(4, 3), F(4, 2)]),
+    Case("layernorm", _layernorm, [F(3, 6), F(6), F(6)]),
+]
+
+# --- hand-written kernels of whole layers: flash attention, Mamba's selective scan
+
+
+def _flash(q, k, v):          # q [1, 2, 5, 16], k and v [1, 2, 7, 16]: the mask is aligned at
+    return nn.flash_attention(q, k, v, causal=True)       # the bottom right (Lq < Lk)
+
+
+def _scan(u, delta, A, B, C, D, z, bias):
+    return nn.selective_scan(u, delta, A, B, C, D, z, bias, delta_softplus=True)
+
+
+def _decay(*shape):           # A < 0: each state decays
+    return lambda r: -r.uniform(0.5, 2.0, shape)
+
+
+CASES += [
+    Case("flash_attention", _flash, [F(1, 2, 5, 16), F(1, 2, 7, 16), F(1, 2, 7, 16)]),
+    # BLHD layout, more queries than keys: the first two see no key (output 0, no gradient)
+    Case("flash_attention_blhd_more_queries",
+         lambda q, k, v: nn.flash_attention(q, k, v, causal=True, scale=0.3, layout="BLHD"),
+         [F(2, 7, 1, 16), F(2, 5, 1, 16), F(2, 5, 1, 16)]),
+    # the backward primitive run forward; its own VJP checked at order 1 (3rd derivatives of
+    # attention are slow for nothing)
+    Case("flash_attention_grad",
+         lambda q, k, v: vg.grad(lambda *a: vnp.sum(_flash(*a) ** 2), argnums=(0, 1, 2))(q, k, v),
+         [F(1, 2, 5, 16), F(1, 2, 7, 16), F(1, 2, 7, 16)], grad=1),
+    # selective_scan_bwd has no VJP: first derivatives, reverse mode only. L = 20 > 16 steps
+    # per saved state: the backward restarts from a saved state.
+    Case("selective_scan", _scan,
+         [F(2, 3, 20), F(2, 3, 20), _decay(3, 4), F(2, 4, 20), F(2, 4, 20), F(3), F(2, 3, 20),
+          F(3)], grad=1, modes=("rev",)),
+    Case("selective_scan_fixed_BC", lambda u, dt, A, B, C: nn.selective_scan(u, dt, A, B, C),
+         [F(1, 2, 6), Pos(1, 2, 6, lo=0.1, hi=1.0), _decay(2, 4), F(2, 4), F(2, 4)],
+         grad=1, modes=("rev",)),
+    Case("selective_scan_grad",     # no gradient check: selective_scan_bwd has no VJP rule
+         lambda u, dt, A, B, C: vg.grad(lambda *a: vnp.sum(nn.selective_scan(*a) ** 2),
+                                        argnums=(0, 1, 2, 3, 4))(u, dt, A, B, C),
+         [F(1, 2, 6), Pos(1, 2, 6, lo=0.1, hi=1.0), _decay(2, 4), F(1, 4, 6), F(1, 4, 6)],
+         **NOGRAD),
+]
+
+# --- matmul on Vulkan: every transpose combination on awkward shapes (one row, one column,
+# sizes off every tile boundary). Not gradient-checked: matmul's derivatives are the small
+# matmul_* rows' (every transpose combination); checking these 20 too took 3.5 s (measured).
+MATMUL_SHAPES = [(1, 7, 33), (7, 33, 1), (33, 130, 7), (130, 257, 33), (257, 1, 130)]
+for (m, k, n) in MATMUL_SHAPES:
+    for ta in (False, True):
+        for tb in (False, True):
+            CASES.append(Case(
+                f"matmul_{m}x{k}x{n}_{'T' if ta else 'N'}{'T' if tb else 'N'}",
+                (lambda ta, tb: lambda a, b: (a.T if ta else a) @ (b.T if tb else b))(ta, tb),
+                [U(k, m) if ta else U(m, k), U(n, k) if tb else U(k, n)], grad=0))
+
+BY_NAME = {c.name: c for c in CASES}
+assert len(BY_NAME) == len(CASES), "case names must be unique (they seed the arguments)"
+
+GRAD_CASES = [c for c in CASES if c.grad >= 1]
+VULKAN_CASES = [c for c in CASES if c.vulkan is True]
+
+
+def ids(cases):
+    return [c.name for c in cases]
+
+
+# ----------------------------------------------------------------------------- completeness
+
+def primitives_in(program) -> set:
+    """Names of the primitives a program's eqns bind, looking inside fused bodies."""
+    from vkgrad.ir.core import Program
+    seen = set()
+    for e in program.eqns:
+        seen.add(e.prim.name)
+        for v in e.params.values():
+            if isinstance(v, Program):
+                seen |= primitives_in(v)
+    return seen
+
+
+def all_primitives() -> set:
+    """Every primitive defined now (looked up when called, so a primitive added later counts),
+    except `fused` (made by the fusion pass) and test-only ones."""
+    from vkgrad.ir.core import PRIMITIVES
+    return {n for n in PRIMITIVES if n != "fused" and not n.endswith("_for_test")}
+
+
+def differentiable_primitives() -> set:
+    from vkgrad.ir.core import vjp_rules
+    return {p.name for p in vjp_rules} & all_primitives()
