@@ -149,9 +149,15 @@ TILES = {
     "dkdv": (FlashTile(64, 8), FlashTile(32, 16), FlashTile(16, 16), FlashTile(16, 8)),
 }
 
-# What bench/bench_attention.py --sweep also times (D=64 on a 48 KiB device), each for a reason:
+# What bench/bench_attention.py --sweep also times (D=64 on a 48 KiB device), each for a reason.
+# The first sweep's lesson: fewer registers (more warps) beat larger per-thread blocks, and
+# rolled step loops cut the forward's registers 176 -> 156; so rolled variants of the chosen
+# tiles, and a 128-row forward tile (more reuse of each streamed tile) with rolled loops.
 ALTERNATIVES = {
     "fwd": {
+        "64x16_4x8_rolled": FlashTile(64, 16, unroll=0),
+        "128x8_4x8_rolled": FlashTile(128, 8, unroll=0),
+        "64x32_4x8_rolled_noprefetch": FlashTile(64, 32, unroll=0, prefetch=False),
         "64x32_4x8_noprefetch": FlashTile(64, 32, prefetch=False),   # registers vs latency
         "64x32_8x8": FlashTile(64, 32, tr=8),                       # S 8x4, O 8x8: 2 warps
         "64x16_4x4": FlashTile(64, 16, tx=4),                       # O 4x16, BC 16: 2 warps
@@ -159,6 +165,9 @@ ALTERNATIVES = {
         "64x32_8x4": FlashTile(64, 32, tr=8, tx=4),                 # S 8x8, O 8x16: 1 warp
     },
     "dq": {
+        "64x16_4x8_rolled": FlashTile(64, 16, unroll=0),
+        "64x8_4x8": FlashTile(64, 8),
+        "64x8_4x8_rolled": FlashTile(64, 8, unroll=0),
         "32x32_4x8_noprefetch": FlashTile(32, 32, prefetch=False),
         "64x16_4x8": FlashTile(64, 16),                             # 47.9 KiB, 4 warps
         "64x16_4x4": FlashTile(64, 16, tx=4),                       # S 4x4, dQ 4x16
@@ -166,6 +175,8 @@ ALTERNATIVES = {
         "32x16_4x8": FlashTile(32, 16),
     },
     "dkdv": {
+        "64x8_4x8_rolled": FlashTile(64, 8, unroll=0),
+        "64x8_4x8_noprefetch": FlashTile(64, 8, prefetch=False),
         "32x32_4x8_noprefetch": FlashTile(32, 32, prefetch=False),
         "32x32_8x8": FlashTile(32, 32, tr=8),                       # dK, dV 8x8: 1 warp
         "32x32_4x4": FlashTile(32, 32, tx=4),                       # S 4x8, dK, dV 4x16
