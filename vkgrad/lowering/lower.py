@@ -217,41 +217,55 @@ DEFAULT_MAX_BUFFERS = 32
 
 
 def split_bindings(body: Program, limit: int) -> list:
-    """`body` (a fused kernel's program) as sub-programs that each bind at most `limit` buffers
-    (inputs + outputs): outputs are grouped greedily, each group with the eqns and inputs it
-    needs (an eqn two groups need is computed by both). An Adam update of many same-shaped
-    parameters is one fused group of 7 buffers per parameter, past lavapipe's 32."""
+    """`body` (a fused kernel's program) as sub-programs, in dependency order, that each bind
+    at most `limit` buffers (inputs + outputs). An output whose expression reads too many
+    buffers (a sum of 40 reductions: a global gradient norm) first gets intermediates written to
+    memory, each the widest sub-expression that fits; then outputs are grouped greedily, each
+    group with the eqns and inputs it needs (an eqn two groups need is computed by both). An
+    Adam update of many same-shaped parameters is one fused group of 7 buffers per parameter,
+    past lavapipe's 32."""
     if len(body.inputs) + len(body.outputs) <= limit:
         return [body]
     producer = {o: e for e in body.eqns for o in e.outputs}
-    external = set(body.inputs)
+    leaves = dict.fromkeys(body.inputs)        # values read from memory (ordered)
 
     def cone(out):
         eqns, ins, stack = set(), set(), [out]
         while stack:
             v = stack.pop()
-            if v in external:
+            if v in leaves:
                 ins.add(v)
             elif v in producer and producer[v] not in eqns:
                 eqns.add(producer[v])
                 stack += [x for x in producer[v].inputs if isinstance(x, Var)]
         return eqns, ins
 
-    groups = []                           # [(outputs, eqns, inputs)]
+    order = {e: i for i, e in enumerate(body.eqns)}
+
+    def part(outs, eqns, ins):
+        return Program(f"{body.name}_{len(parts)}", tuple(v for v in leaves if v in ins),
+                       tuple(outs), tuple(sorted(eqns, key=order.__getitem__)))
+
+    parts = []
+    for o in body.outputs:                     # 1. narrow the outputs that read too much
+        while isinstance(o, Var) and len(cone(o)[1]) + 1 > limit:
+            fits = [(len(cone(v)[1]), v) for e in cone(o)[0] for v in e.outputs
+                    if v is not o and len(cone(v)[1]) + 1 <= limit]
+            if not fits:
+                raise Unsupported(f"an elementwise kernel's element reads {len(cone(o)[1])} "
+                                  f"buffers; the device allows {limit} per kernel")
+            v = max(fits, key=lambda t: (t[0], -order[producer[t[1]]]))[1]
+            parts.append(part([v], *cone(v)))
+            leaves[v] = None                   # written to memory: read from there now
+    groups = []                                # 2. [(outputs, eqns, inputs)], greedily
     for o in body.outputs:
         eqns, ins = cone(o) if isinstance(o, Var) else (set(), set())
-        if len(ins) + 1 > limit:
-            raise Unsupported(f"an elementwise kernel output reads {len(ins)} buffers; the "
-                              f"device allows {limit} per kernel")
         if groups and len(groups[-1][2] | ins) + len(groups[-1][0]) + 1 <= limit:
             outs, g_eqns, g_ins = groups[-1]
             groups[-1] = (outs + [o], g_eqns | eqns, g_ins | ins)
         else:
             groups.append(([o], eqns, ins))
-    order = {e: i for i, e in enumerate(body.eqns)}
-    return [Program(f"{body.name}_{i}", tuple(v for v in body.inputs if v in ins), tuple(outs),
-                    tuple(sorted(eqns, key=order.__getitem__)))
-            for i, (outs, eqns, ins) in enumerate(groups)]
+    return parts + [part(*g) for g in groups]
 
 
 def lower(program: Program, info=None) -> Lowered:
