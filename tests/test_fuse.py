@@ -93,3 +93,33 @@ def test_dump_fused_and_lowered_stages(capsys):
     assert main(args + ["--stage", "lowered"]) == 0
     text = capsys.readouterr().out
     assert text.startswith("lowered loss: ") and "matmul" in text and "return" in text
+
+
+def _bindings(fused_program):
+    return [len(e.inputs) + len(e.outputs) for e in fused_program.eqns if e.prim.name == "fused"]
+
+
+def test_kernels_stay_within_the_binding_limit():
+    """A kernel binds each value it reads or writes as a storage buffer, and lavapipe allows 32
+    per kernel (a 57-binding Adam kernel crashed the process): a sum of many materialized values
+    gets intermediates materialized, and an update of many same-shaped parameters is cut into
+    several kernels; the results do not change."""
+    from vkgrad.passes.fuse import Fuse
+    import vkgrad.numpy as vnp
+
+    def many(xs, ys):
+        total = sum(vnp.sum(x * x) for x in xs)               # one root reading 20 sums
+        return total, [x - 0.1 * y * total for x, y in zip(xs, ys)]   # 20 roots of one shape
+
+    rng = np.random.default_rng(1)
+    xs = [rng.standard_normal(3).astype(np.float32) for _ in range(20)]
+    ys = [rng.standard_normal(3).astype(np.float32) for _ in range(20)]
+    p = canonicalize_for_lowering.apply(vg.make_ir(many)(xs, ys))
+    assert max(_bindings(Fuse(max_bindings=10 ** 6).apply(p))) > 40
+    fused = Fuse(max_bindings=8).apply(p)
+    verify(fused)
+    assert max(_bindings(fused)) <= 8
+    flat = xs + ys
+    for a, b in zip(vg.run_program(p, *flat), vg.run_program(fused, *flat)):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+    assert max(_bindings(fuse.apply(p))) <= 32   # the default

@@ -6,6 +6,7 @@ import pytest
 import vkgrad as vg
 import vkgrad.numpy as vnp
 from vkgrad.runtime import counters
+from vkgrad.tracer.pytree import tree_leaves
 
 RNG = np.random.default_rng(7)
 D_IN, D_H, D_OUT, BATCH = 20, 33, 7, 16
@@ -235,3 +236,28 @@ def test_donating_a_shared_buffer_does_not_clobber_the_other_array():
     close(c, np.arange(6) * 10.0)
     close(b, np.arange(6))
     assert a.is_deleted() and not b.is_deleted()
+
+
+def test_a_step_over_many_parameters_runs_within_the_binding_limit():
+    """AdamW with clipping by global norm over 24 parameters of one shape: unfused by the
+    binding limit (vkgrad/passes/fuse.py), one kernel would bind ~170 buffers, which crashed
+    lavapipe (it allows 32)."""
+    rng = np.random.default_rng(2)
+    params = [rng.standard_normal(5).astype(np.float32) for _ in range(24)]
+    opt = vg.optim.adam(vg.optim.warmup_cosine(1e-2, 2, 10), weight_decay=0.1)
+
+    def step(params, opt_state, x):
+        loss, grads = vg.value_and_grad(lambda ps: sum(vnp.sum(vnp.tanh(p * x)) for p in ps))(params)
+        grads, norm = vg.optim.clip_by_global_norm(grads, 1.0)
+        params, opt_state = opt.update(grads, opt_state, params)
+        return params, opt_state, loss, norm
+
+    x = rng.standard_normal(5).astype(np.float32)
+    on_gpu = vg.jit(step, backend="vulkan")
+    lw = on_gpu.lower(params, opt.init(params), x)
+    assert lw.fallback_reason is None
+    assert max(s.launch.bindings for s in lw.lowered.steps) <= 32
+    got = on_gpu(params, opt.init(params), x)
+    want = vg.jit(step, backend="numpy")(params, opt.init(params), x)
+    for g, w in zip(tree_leaves(got), tree_leaves(want)):
+        close(g, w)

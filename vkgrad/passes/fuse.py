@@ -17,6 +17,11 @@ its matmuls, so an intermediate that never leaves registers is the win (DESIGN.m
     donated parameter can be updated in place.
   * a reshape of a value that is materialized anyway is an alias, not a kernel: it stays a plain
     `reshape` eqn, which the lowering turns into a second view of the same buffer.
+  * a kernel binds each value it reads or writes as one storage buffer, and a device allows only
+    so many per kernel (maxPerStageDescriptorStorageBuffers: 32 on lavapipe, where a kernel
+    over the limit crashed the process). A kernel that would read more values than that gets a
+    fusible intermediate of its own materialized first (the widest one that fits); a group of
+    one shape and height is cut into several kernels where it would bind more.
 
 Also `canonicalize_for_lowering`: reductions over non-adjacent axes become a transpose (fused
 into the producer's kernel) and a reduction over trailing-adjacent axes, the form the reduction
@@ -36,8 +41,17 @@ abstract_eval_rules[fused_p] = lambda *types, body: [o.type for o in body.output
 impls[fused_p] = lambda *arrays, body: run_program(body, *arrays)
 
 
+# Storage buffers one generated kernel may bind (inputs + outputs): lavapipe's
+# maxPerStageDescriptorStorageBuffers, the smallest among the devices vkgrad runs on (NVIDIA's
+# and AMD's are in the millions). A 2-layer transformer's Adam step had kernels of 57 and 127.
+MAX_BINDINGS = 32
+
+
 class Fuse(Pass):
     name = "fuse"
+
+    def __init__(self, max_bindings: int = MAX_BINDINGS):
+        self.max_bindings = max_bindings
 
     def apply(self, program: Program) -> Program:
         program = _materialize_kernel_literals(program)
@@ -54,6 +68,8 @@ class Fuse(Pass):
         aliases = {r for r in roots if producer[r].prim is P.reshape_p
                    and (materialized(producer[r].inputs[0]) or producer[r].inputs[0] in roots)}
         roots = [r for r in roots if r not in aliases]
+        position = {e: i for i, e in enumerate(eqns)}
+        stop = _split_wide(roots, fusible, producer, position, self.max_bindings - 1)
 
         # Height of each kernel: 0 if nothing reads its results from memory, else one more than
         # the highest kernel that does (program order is topological, so walk it backwards).
@@ -65,13 +81,13 @@ class Fuse(Pass):
 
         need: dict = {}     # materialized value -> 1 + height of its highest reader
         height: dict = {}   # kernel eqn (or root's eqn) -> height
-        cones, position = {}, {e: i for i, e in enumerate(eqns)}
+        cones, cone_leaves = {}, {}
         for e in reversed(eqns):
             if e in fusible and e.out not in roots:
                 continue
             if e in fusible:
-                cone, leaves = _cone(e, fusible, producer)
-                cones[e.out] = cone
+                cone, leaves = _cone(e, fusible, producer, stop)
+                cones[e.out], cone_leaves[e.out] = cone, leaves
             else:
                 leaves = [x for x in e.inputs if isinstance(x, Var)]
             h = height[e] = max((need.get(o, 0) for o in e.outputs), default=0)
@@ -83,7 +99,7 @@ class Fuse(Pass):
         for r in roots:
             groups.setdefault((height[producer[r]], r.shape), []).append(r)
         scheduled = []   # (height, position, eqn)
-        for (h, _), rs in groups.items():
+        for h, rs in _chunks(groups, cone_leaves, self.max_bindings):
             body_eqns = sorted(set().union(*(cones[r] for r in rs)), key=position.__getitem__)
             defined = {o for e in body_eqns for o in e.outputs}
             inputs = []
@@ -107,8 +123,9 @@ class Fuse(Pass):
         return program.replace(eqns=tuple(e for _, _, e in scheduled))
 
 
-def _cone(root_eqn, fusible, producer):
-    """The fusible eqns `root_eqn` needs (itself included), and the values they read from memory."""
+def _cone(root_eqn, fusible, producer, stop=frozenset()):
+    """The fusible eqns `root_eqn` needs (itself included), and the values they read from memory
+    (those of non-fusible eqns, and the fusible values in `stop`, which are materialized)."""
     cone, leaves, stack = set(), set(), [root_eqn]
     while stack:
         e = stack.pop()
@@ -119,11 +136,56 @@ def _cone(root_eqn, fusible, producer):
             if not isinstance(x, Var):
                 continue
             p = producer.get(x)
-            if p is not None and p in fusible:
+            if p is not None and p in fusible and x not in stop:
                 stack.append(p)
             else:
                 leaves.add(x)
     return cone, leaves
+
+
+def _split_wide(roots: list, fusible, producer, position, limit: int) -> set:
+    """Materialize intermediates until no root's kernel reads more than `limit` values: each
+    time, the fusible value inside the cone that reads the most values while still fitting a
+    kernel of its own. Appends the new roots to `roots`; returns them (the cones stop there)."""
+    stop: set = set()
+    work = list(roots)
+    while work:
+        root = work.pop()
+        while True:
+            cone, leaves = _cone(producer[root], fusible, producer, stop)
+            if len(leaves) <= limit:
+                break
+            reads: dict = {}   # value in the cone -> the values its computation reads
+            best = None
+            for e in sorted(cone, key=position.__getitem__):
+                r = set()
+                for x in e.inputs:
+                    if isinstance(x, Var):
+                        r |= reads.get(x, {x})
+                reads[e.out] = r
+                if e.out is not root and 2 <= len(r) <= limit and \
+                        (best is None or len(r) > len(reads[best])):
+                    best = e.out
+            if best is None:
+                break   # one eqn reads too many values: nothing to split
+            stop.add(best)
+            roots.append(best)
+            work.append(best)
+    return stop
+
+
+def _chunks(groups: dict, cone_leaves: dict, max_bindings: int):
+    """(height, roots) per kernel: each group of roots of one height and shape, cut where the
+    kernel would bind more than max_bindings buffers (its inputs and outputs)."""
+    for (h, _), rs in groups.items():
+        chunk, reads = [], set()
+        for r in rs:
+            if chunk and len(reads | cone_leaves[r]) + len(chunk) + 1 > max_bindings:
+                yield h, chunk
+                chunk, reads = [], set()
+            chunk.append(r)
+            reads |= cone_leaves[r]
+        yield h, chunk
 
 
 def _materialize_kernel_literals(program: Program) -> Program:
