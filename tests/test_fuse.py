@@ -109,7 +109,9 @@ def test_kernels_stay_within_the_binding_limit():
 
     def many(xs, ys):
         total = sum(vnp.sum(x * x) for x in xs)               # one root reading 20 sums
-        return total, [x - 0.1 * y * total for x, y in zip(xs, ys)]   # 20 roots of one shape
+        part = sum(vnp.sum(y) for y in ys[:6])                # a root inside total2's cone
+        total2 = total + part + sum(vnp.sum(y * y) for y in ys)
+        return total, part, total2, [x - 0.1 * y * total for x, y in zip(xs, ys)]
 
     rng = np.random.default_rng(1)
     xs = [rng.standard_normal(3).astype(np.float32) for _ in range(20)]

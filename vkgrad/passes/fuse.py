@@ -146,7 +146,8 @@ def _cone(root_eqn, fusible, producer, stop=frozenset()):
 def _split_wide(roots: list, fusible, producer, position, limit: int) -> set:
     """Materialize intermediates until no root's kernel reads more than `limit` values: each
     time, the fusible value inside the cone that reads the most values while still fitting a
-    kernel of its own. Appends the new roots to `roots`; returns them (the cones stop there)."""
+    kernel of its own. Appends the new roots to `roots`; returns the values that cones now read
+    from memory instead of recomputing (new roots, and roots they used to recompute)."""
     stop: set = set()
     work = list(roots)
     while work:
@@ -169,8 +170,9 @@ def _split_wide(roots: list, fusible, producer, position, limit: int) -> set:
             if best is None:
                 break   # one eqn reads too many values: nothing to split
             stop.add(best)
-            roots.append(best)
-            work.append(best)
+            if best not in roots:   # a root already is materialized: now also read, not redone
+                roots.append(best)
+                work.append(best)
     return stop
 
 
