@@ -49,11 +49,13 @@ from vkgrad.tracer.pytree import tree_leaves
 VOCAB = 256
 CHECKPOINT = "checkpoint.safetensors"
 
-# Sizes and schedules per model and preset. tiny: 200 steps in about a minute on lavapipe (2 CPU
-# cores); small and medium are for a real GPU (bench/bench_lm.py runs small on the H200).
+# Sizes and schedules per model and preset. small and medium are for a real GPU
+# (bench/bench_lm.py runs small on the H200). tiny is what a 2-core machine without a GPU can
+# train in minutes: lavapipe ran the tiny transformer's matmuls at 0.2-0.4 GFLOP/s (a loaded
+# machine; numpy's BLAS: ~50), and a step at batch 8 x 64 bytes is ~0.35 GFLOP.
 PRESETS = {
     "transformer": {
-        "tiny": dict(d_model=64, layers=2, heads=4, seq=64, batch=16, steps=200, lr=3e-3,
+        "tiny": dict(d_model=64, layers=2, heads=4, seq=64, batch=8, steps=200, lr=3e-3,
                      warmup=20, eval_every=50),
         "small": dict(d_model=256, layers=4, heads=8, seq=256, batch=32, steps=2000, lr=1e-3,
                       warmup=100, eval_every=250),
@@ -61,7 +63,7 @@ PRESETS = {
                        warmup=200, eval_every=500),
     },
     "mamba": {
-        "tiny": dict(d_model=64, layers=2, d_state=16, seq=64, batch=16, steps=200, lr=3e-3,
+        "tiny": dict(d_model=64, layers=2, d_state=16, seq=64, batch=8, steps=200, lr=3e-3,
                      warmup=20, eval_every=50),
         "small": dict(d_model=256, layers=4, d_state=16, seq=256, batch=32, steps=2000, lr=1e-3,
                       warmup=100, eval_every=250),
@@ -294,7 +296,6 @@ def train(cfg: dict, out, *, eval_every: int, resume: bool = False, data=None,
     steps are done, after the checkpoint of that step if one is due."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    train_data, val_data = data if data is not None else load_text()
     params = init_params(cfg)
     opt_state = optimizer(cfg).init(params)
     start = 0
@@ -303,6 +304,7 @@ def train(cfg: dict, out, *, eval_every: int, resume: bool = False, data=None,
         log(f"resuming from {out / CHECKPOINT} at step {start}")
     elif (out / CHECKPOINT).exists():
         log(f"note: starting over in {out} (its checkpoint is replaced; --resume continues it)")
+    train_data, val_data = data if data is not None else load_text()
     records = read_log(out, start) if resume else []
     with open(out / "log.jsonl", "w") as f:
         f.writelines(json.dumps(r) + "\n" for r in records)
