@@ -391,8 +391,9 @@ def parse_args(argv=None):
     ap.add_argument("--resume", action="store_true",
                     help="continue from --out's checkpoint (same options as the run that wrote it)")
     ap.add_argument("--eval-every", type=int, help="validate and checkpoint every K steps")
-    ap.add_argument("--sample", type=int, default=200, metavar="N",
-                    help="bytes to sample from the model at the end (0: none; default 200)")
+    ap.add_argument("--sample", type=int, default=120, metavar="N",
+                    help="bytes to sample after each of three prompts at the end (0: none; "
+                         "default 120)")
     ap.add_argument("--temperature", type=float, default=0.8, help="sampling temperature")
     return ap.parse_args(argv)
 
