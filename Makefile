@@ -1,13 +1,18 @@
-# make test   set up if needed, then run every test
-# make demo   set up if needed, then run the main job on the default device
+# make test       set up if needed, then run every test
+# make demo       set up if needed, then train the tiny transformer LM on the default device
+#                 (examples/train_lm.py; outputs in runs/demo)
+# make demo-mlp   the MLP classifier demo (examples/demo.py)
 PY := .venv/bin/python
 SETUP := .venv/.vkgrad-setup
 
-.PHONY: test demo setup clean
+.PHONY: test demo demo-mlp setup clean
 test: $(SETUP)
 	$(PY) -m pytest tests
 
 demo: $(SETUP)
+	$(PY) examples/train_lm.py --model transformer --preset tiny --out runs/demo
+
+demo-mlp: $(SETUP)
 	$(PY) examples/demo.py
 
 setup: $(SETUP)
@@ -17,4 +22,4 @@ $(SETUP): pyproject.toml scripts/setup.sh scripts/build_kp.sh $(wildcard third_p
 	touch $@
 
 clean:
-	rm -rf .venv build *.egg-info
+	rm -rf .venv build *.egg-info runs

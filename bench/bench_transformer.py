@@ -75,29 +75,10 @@ def jax_step(heads):
     import jax.numpy as jnp
     jax.config.update("jax_default_matmul_precision", "highest")
 
-    def ln(x, w, b):
-        mu = jnp.mean(x, -1, keepdims=True)
-        d = x - mu
-        return d / jnp.sqrt(jnp.mean(d * d, -1, keepdims=True) + 1e-5) * w + b
-
-    def lin(p, x):
-        return x @ p["w"] + p["b"]
-
-    def gelu(x):
-        return 0.5 * x * (1.0 + jnp.tanh(0.7978845608028654 * (x + 0.044715 * x ** 3)))
+    from jax_nn import attention_block   # vkgrad.nn.attention_block in jax.numpy
 
     def block(params, x):
-        b, length, d = x.shape
-        hd = d // heads
-        h = ln(x, params["ln1"]["w"], params["ln1"]["b"])
-        qkv = lin(params["qkv"], h).reshape(b, length, 3, heads, hd)
-        q, k, v = (jnp.transpose(qkv[:, :, i], (0, 2, 1, 3)) for i in range(3))
-        s = (q @ jnp.swapaxes(k, -1, -2)) / math.sqrt(hd)
-        mask = jnp.arange(length)[None, :] <= jnp.arange(length)[:, None]
-        a = jax.nn.softmax(jnp.where(mask, s, -1e30), axis=-1) @ v
-        x = x + lin(params["proj"], jnp.transpose(a, (0, 2, 1, 3)).reshape(b, length, d))
-        h = ln(x, params["ln2"]["w"], params["ln2"]["b"])
-        return x + lin(params["out"], gelu(lin(params["fc"], h)))
+        return attention_block(params, x, heads)
 
     def loss_fn(params, x, y):
         return jnp.mean(jnp.square(block(params, x) - y))

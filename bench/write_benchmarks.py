@@ -1,6 +1,7 @@
 """BENCHMARKS.md from the JSON the benchmarks wrote on the device machine (bench/results/).
 
-    python bench/write_benchmarks.py bench/results/matmul_*.json bench/results/mlp_*.json
+    python bench/write_benchmarks.py bench/results/matmul_*.json bench/results/mlp_*.json \
+        bench/results/lm_*.json
 
 Every number in BENCHMARKS.md comes from these files: nothing is typed in by hand.
 """
@@ -64,11 +65,52 @@ def mlp_section(d) -> list[str]:
     return out + [""]
 
 
+def lm_section(d) -> list[str]:
+    """bench/bench_lm.py's JSON: tokens/s of each LM against JAX, and the losses both reach."""
+    out = [f"## Language models, `{d['preset']}` preset: training step against JAX", "",
+           f"{d['date']}, {d['device']}; `python3 bench/bench_lm.py` ({d['rounds']} interleaved "
+           f"rounds of {d['steps_per_round']} steps after {d['warmup_steps']} warm-up steps; "
+           "tokens/s median and range over rounds; both sides take the same steps on the same "
+           "batches from the same parameters, so the losses at the end show both learn alike)",
+           "", "| model | parameters | tokens/step | framework | tokens/s (median) | range | "
+           "ms/step | vkgrad/JAX | loss at step 1 | train loss at the end | val loss at the end |",
+           "| --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for model in ("transformer", "mamba"):
+        m = d.get(model)
+        if m is None:
+            continue
+        for name in ("vkgrad", "jax"):
+            r = m.get(name)
+            if r is None or "tokens_per_s" not in r:
+                why = (r or {}).get("fallback") or "not run"
+                out.append(f"| {model} | | | {name} | {why} | | | | | | |")
+                continue
+            tp = r["tokens_per_s"]
+            ratio = m.get("vkgrad_over_jax_tokens_per_s") if name == "vkgrad" else None
+            out.append(f"| {model} | {m['parameters']:,} | {m['tokens_per_step']} | {name} | "
+                       f"{tp['median']:,.0f} | {tp['min']:,.0f}-{tp['max']:,.0f} | "
+                       f"{r['step_ms_median']:.2f} | {f'{ratio:.2f}' if ratio else ''} | "
+                       f"{r['train_loss_curve'][0]:.4f} | {r['train_loss_curve'][-1]:.4f} | "
+                       f"{r['val_loss']:.4f} |")
+    for model in ("transformer", "mamba"):
+        v = d.get(model, {}).get("vkgrad", {})
+        if "gpu_us_per_step" in v:
+            out.append(f"\nvkgrad {model}: {v['dispatches']} dispatches, "
+                       f"{v['gpu_us_per_step']:.0f} us of GPU time per step (`vg.profile`).")
+    return out + [""]
+
+
 def targets(docs) -> list[str]:
     """The issue's targets against what each run measured (computed, not typed)."""
     out = ["## Targets (from the issues) against these runs", ""]
     for d in docs:
-        if "rows" in d:
+        if "preset" in d:
+            for model in ("transformer", "mamba"):
+                ratio = d.get(model, {}).get("vkgrad_over_jax_tokens_per_s")
+                if ratio is not None:
+                    out.append(f"- {model} LM ({d['preset']}) tokens/s against JAX: "
+                               f"vkgrad/JAX = {ratio:.2f} in the run of {d['date']}")
+        elif "rows" in d:
             for r in d["rows"]:
                 if r["shape"] == "cube4096":
                     ratio = r["vkgrad"]["planner"]["tflops"] / r["torch"]["tflops"]
@@ -89,7 +131,8 @@ def main():
     docs = [json.loads(Path(p).read_text()) for p in sys.argv[1:]]
     lines = [HEADER] + targets(docs)
     for d in docs:
-        lines += matmul_section(d) if "rows" in d else mlp_section(d)
+        lines += (lm_section(d) if "preset" in d else matmul_section(d) if "rows" in d
+                  else mlp_section(d))
     Path(__file__).resolve().parent.parent.joinpath("BENCHMARKS.md").write_text("\n".join(lines))
 
 

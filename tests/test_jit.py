@@ -6,7 +6,7 @@ import pytest
 import vkgrad as vg
 import vkgrad.numpy as vnp
 from vkgrad.runtime import counters
-from vkgrad.tracer.pytree import tree_flatten
+from vkgrad.tracer.pytree import tree_flatten, tree_leaves
 
 RNG = np.random.default_rng(7)
 D_IN, D_H, D_OUT, BATCH = 20, 33, 7, 16
@@ -259,3 +259,60 @@ def test_kernels_bind_no_more_buffers_than_the_device_allows():
     want = vg.jit(step, backend="numpy")(params, state)
     for a, b in zip(tree_flatten(got)[0], tree_flatten(want)[0]):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-5, atol=1e-6)
+def test_a_step_over_many_parameters_runs_within_the_binding_limit():
+    """AdamW with clipping by global norm over 24 parameters of one shape: unsplit, one kernel
+    would bind ~170 buffers, and the norm's sum one element of 24 reductions, which crashed
+    lavapipe (it allows 32); the lowering splits them (vkgrad/lowering/lower.py)."""
+    rng = np.random.default_rng(2)
+    params = [rng.standard_normal(5).astype(np.float32) for _ in range(24)]
+    opt = vg.optim.adam(vg.optim.warmup_cosine(1e-2, 2, 10), weight_decay=0.1)
+
+    def step(params, opt_state, x):
+        loss, grads = vg.value_and_grad(lambda ps: sum(vnp.sum(vnp.tanh(p * x)) for p in ps))(params)
+        grads, norm = vg.optim.clip_by_global_norm(grads, 1.0)
+        params, opt_state = opt.update(grads, opt_state, params)
+        return params, opt_state, loss, norm
+
+    x = rng.standard_normal(5).astype(np.float32)
+    on_gpu = vg.jit(step, backend="vulkan")
+    lw = on_gpu.lower(params, opt.init(params), x)
+    assert lw.fallback_reason is None
+    assert max(s.launch.bindings for s in lw.lowered.steps) <= 32
+    got = on_gpu(params, opt.init(params), x)
+    want = vg.jit(step, backend="numpy")(params, opt.init(params), x)
+    for g, w in zip(tree_leaves(got), tree_leaves(want)):
+        close(g, w)
+
+
+def test_split_bindings_keeps_every_part_within_the_limit():
+    """A sum of many materialized values gets intermediates written to memory, an update of
+    many same-shaped values is cut into several kernels; the parts compute the same."""
+    from vkgrad.ir.verifier import verify
+    from vkgrad.lowering.lower import split_bindings
+    from vkgrad.passes.fuse import canonicalize_for_lowering, fuse
+
+    def many(xs, ys):
+        total = sum(vnp.sum(x * x) for x in xs)               # one element reading 20 sums
+        part = sum(vnp.sum(y) for y in ys[:6])                # a root inside total2's cone
+        total2 = total + part + sum(vnp.sum(y * y) for y in ys)
+        return total, part, total2, [x - 0.1 * y * total for x, y in zip(xs, ys)]
+
+    rng = np.random.default_rng(1)
+    xs = [rng.standard_normal(3).astype(np.float32) for _ in range(20)]
+    ys = [rng.standard_normal(3).astype(np.float32) for _ in range(20)]
+    program = fuse.apply(canonicalize_for_lowering.apply(vg.make_ir(many)(xs, ys)))
+    bodies = [e.params["body"] for e in program.eqns if e.prim.name == "fused"]
+    assert max(len(b.inputs) + len(b.outputs) for b in bodies) > 40
+    for body in bodies:
+        parts = split_bindings(body, 8)
+        assert max(len(p.inputs) + len(p.outputs) for p in parts) <= 8
+        for p in parts:
+            verify(p)
+        # run the parts in order, each reading what earlier ones wrote
+        rng2 = np.random.default_rng(2)
+        env = {v: rng2.standard_normal(v.shape).astype(np.float32) for v in body.inputs}
+        for p in parts:
+            env.update(zip(p.outputs, vg.run_program(p, *[env[v] for v in p.inputs])))
+        want = vg.run_program(body, *[env[v] for v in body.inputs])
+        for o, w in zip(body.outputs, want):
+            np.testing.assert_allclose(env[o], w, rtol=1e-5)

@@ -2,7 +2,7 @@
 
 Layers, bottom to top (docs/compiler.md, "Layers"):
     1 errors, dtypes        2 the IR as data         3 the trace core
-    4 primitives            5 transforms, passes, vkgrad.numpy, nn, optim
+    4 primitives            5 transforms, passes, vkgrad.numpy, nn, optim, checkpoint
     6 lowering              7 runtime                8 execution (jit, Array, ...), dump, CLI
 
 An import of a vkgrad module inside a function is refused too: it is how a cycle hides.
@@ -24,7 +24,7 @@ LAYERS = {
     "vkgrad.tracer": 3,
     "vkgrad.primitives": 4,
     "vkgrad.transforms": 5, "vkgrad.passes": 5, "vkgrad.numpy": 5, "vkgrad.nn": 5,
-    "vkgrad.optim": 5,
+    "vkgrad.optim": 5, "vkgrad.checkpoint": 5,
     "vkgrad.lowering": 6,
     "vkgrad.runtime": 7,
     "vkgrad.execution": 8, "vkgrad.dump": 8, "vkgrad.__main__": 8,

@@ -11,7 +11,8 @@
     step = vg.jit(train_step)                # one Vulkan submission per call
 
 Transforms: grad, value_and_grad, vjp, jvp, make_ir, trace, check_grads (docs/compiler.md);
-jit, device_put, profile, Array (docs/jit.md).
+jit, device_put, profile, Array (docs/jit.md); save, load, load_metadata: pytrees of arrays as
+safetensors files (vkgrad/checkpoint.py).
 
 The package is layered (docs/compiler.md, "Layers"): importing it loads the compiler core
 (IR, tracer, primitives, transforms, vkgrad.numpy); the layers that talk to a device (lowering,
@@ -21,15 +22,16 @@ work without Vulkan.
 
 import importlib
 
-from vkgrad.errors import (ArgumentError, ConcretizationError, DTypeError, GradError,
-                           GradientCheckError, IRError, LeakedTracerError, MissingRuleError,
-                           ShapeError, VkgradError, VkgradIndexError)
+from vkgrad.errors import (ArgumentError, CheckpointError, ConcretizationError, DTypeError,
+                           GradError, GradientCheckError, IRError, LeakedTracerError,
+                           MissingRuleError, ShapeError, VkgradError, VkgradIndexError)
 from vkgrad import primitives as _primitives  # noqa: F401  (defines every primitive)
 from vkgrad.ir.core import Eqn, Literal, Program, Var
 from vkgrad.ir.interpreter import run_program
 from vkgrad.tracer.core import ShapeDtype
 from vkgrad.transforms import (check_grads, grad, jvp, make_ir, trace, value_and_grad, vjp)
 from vkgrad import numpy, nn, optim  # noqa: E402,F401  (vg.numpy, vg.nn, vg.optim)
+from vkgrad.checkpoint import load, load_metadata, save  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -42,7 +44,9 @@ _LAZY = {"jit": "vkgrad.execution.jit", "Array": "vkgrad.execution.array",
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "make_ir", "trace", "check_grads",
            "ShapeDtype", "Program", "Var", "Literal", "Eqn", "run_program", "numpy", "nn", "optim",
-           "VkgradError", "ArgumentError", "ConcretizationError", "DTypeError", "GradError",
+           "save", "load", "load_metadata",
+           "VkgradError", "ArgumentError", "CheckpointError", "ConcretizationError", "DTypeError",
+           "GradError",
            "GradientCheckError", "IRError", "LeakedTracerError", "MissingRuleError",
            "ShapeError", "VkgradIndexError", *_LAZY]
 

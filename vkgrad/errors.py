@@ -93,3 +93,9 @@ class IRError(VkgradError):
 
 class GradientCheckError(VkgradError, AssertionError):
     """`check_grads` found a derivative that disagrees with finite differences."""
+
+
+class CheckpointError(VkgradError, ValueError):
+    """A checkpoint file that cannot be read (truncated, corrupt, not safetensors) or that does
+    not hold what the caller expects (other names, shapes or dtypes); the message names the file
+    and what is wrong."""

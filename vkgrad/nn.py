@@ -5,6 +5,11 @@ kernel pair (forward, backward) on Vulkan.
 Layers are plain functions of a params pytree (dicts of arrays) and inputs, as in JAX: the
 `init_*` functions make the params from a numpy Generator (float32), the apply functions are
 traced, differentiated and jitted like any other vnp code.
+
+Two language models close the file (token ids in, next-token logits out): a pre-norm
+transformer and a Mamba LM, each a dozen lines over the blocks above. They live here rather than
+in an example so that examples/train_lm.py, its tests and bench/bench_lm.py train one
+definition, and a user can build on them.
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ from vkgrad.numpy import log_softmax, logsumexp, one_hot, softmax  # noqa: F401
 __all__ = ["relu", "sigmoid", "silu", "gelu", "softmax", "log_softmax", "logsumexp", "one_hot",
            "cross_entropy", "mse", "layer_norm", "rms_norm", "embedding", "linear",
            "flash_attention", "attention_block", "init_attention_block", "selective_scan",
-           "causal_conv1d", "mamba_block", "init_mamba_block"]
+           "causal_conv1d", "mamba_block", "init_mamba_block", "init_transformer_lm",
+           "transformer_lm", "init_mamba_lm", "mamba_lm"]
 
 
 def relu(x):
@@ -207,3 +213,62 @@ def mamba_block(params, x):
     y = selective_scan(to_bdl(xi), to_bdl(dt), -vnp.exp(params["A_log"]), B, C, D=params["D"],
                        z=to_bdl(z), delta_bias=params["dt_proj"]["b"], delta_softplus=True)
     return x + to_bdl(y) @ params["out_proj"]["w"]
+
+
+# ----------------------------------------------------------------------------------- language models
+
+def _init_lm(rng: np.random.Generator, vocab: int, d_model: int, blocks: list, norm: dict,
+             tied: bool) -> dict:
+    # GPT-2's 0.02: a tied table is also the output projection, so the first logits stay small
+    params = {"embed": (0.02 * rng.standard_normal((vocab, d_model))).astype(np.float32),
+              "blocks": blocks, "norm_f": norm}
+    if not tied:
+        params["head"] = {"w": (rng.standard_normal((d_model, vocab)) / math.sqrt(d_model))
+                          .astype(np.float32)}
+    return params
+
+
+def _lm_head(params, x):
+    """Logits from the final hidden states: the embedding table transposed when tied (one
+    matmul with a transpose flag), else the head's own matrix."""
+    return x @ params["head"]["w"] if "head" in params else x @ params["embed"].T
+
+
+def init_transformer_lm(rng: np.random.Generator, vocab: int, d_model: int, layers: int,
+                        max_len: int, d_ff: int | None = None, tied: bool = True) -> dict:
+    """Params of `transformer_lm`: token and learned position embeddings, `layers` pre-norm
+    blocks (init_attention_block), the final layer norm, and an output head unless tied."""
+    blocks = [init_attention_block(rng, d_model, d_ff) for _ in range(layers)]
+    params = _init_lm(rng, vocab, d_model, blocks, {"w": np.ones(d_model, np.float32),
+                                                   "b": np.zeros(d_model, np.float32)}, tied)
+    params["pos"] = (0.02 * rng.standard_normal((max_len, d_model))).astype(np.float32)
+    return params
+
+
+def transformer_lm(params, ids, heads: int):
+    """Next-token logits [batch, L, vocab] of a GPT-style model on integer ids [batch, L]
+    (L <= max_len): embeddings + positions, causal flash-attention blocks, layer norm, head."""
+    length = ids.shape[1]
+    x = embedding(params["embed"], ids) + params["pos"][:length]
+    for block in params["blocks"]:
+        x = attention_block(block, x, heads, causal=True)
+    return _lm_head(params, layer_norm(x, params["norm_f"]["w"], params["norm_f"]["b"]))
+
+
+def init_mamba_lm(rng: np.random.Generator, vocab: int, d_model: int, layers: int,
+                  d_state: int = 16, expand: int = 2, d_conv: int = 4,
+                  tied: bool = True) -> dict:
+    """Params of `mamba_lm`: the embedding, `layers` Mamba blocks (init_mamba_block), the final
+    rms norm, and an output head unless tied (MambaLMHeadModel ties them)."""
+    blocks = [init_mamba_block(rng, d_model, d_state, expand, d_conv) for _ in range(layers)]
+    return _init_lm(rng, vocab, d_model, blocks, {"w": np.ones(d_model, np.float32)}, tied)
+
+
+def mamba_lm(params, ids):
+    """Next-token logits [batch, L, vocab] of a Mamba LM on integer ids [batch, L]: embedding,
+    residual Mamba blocks (each rms_norm first), rms_norm, head. No positions: the causal
+    convolution and the scan see the order."""
+    x = embedding(params["embed"], ids)
+    for block in params["blocks"]:
+        x = mamba_block(block, x)
+    return _lm_head(params, rms_norm(x, params["norm_f"]["w"]))

@@ -5,17 +5,23 @@
     params, opt_state = update(grads, opt_state, params)
 
 The step count lives in the state as a float32 array, not a Python int, so a jitted step sees
-the same input types every call and never recompiles because the count changed.
+the same input types every call and never recompiles because the count changed. A learning-rate
+schedule is a function of that count written with vnp (`warmup_cosine`), so it is computed
+inside the step, on the device, from the count: still no recompile.
+
+    opt = vg.optim.adam(vg.optim.warmup_cosine(1e-3, 100, 2000), weight_decay=0.1)   # AdamW
+    grads, norm = vg.optim.clip_by_global_norm(grads, 1.0)
 """
 
 from __future__ import annotations
 
+import math
 from typing import Callable, NamedTuple
 
 import numpy as np
 
 import vkgrad.numpy as vnp
-from vkgrad.tracer.pytree import tree_map
+from vkgrad.tracer.pytree import tree_leaves, tree_map
 
 
 class Optimizer(NamedTuple):
@@ -47,10 +53,12 @@ class AdamState(NamedTuple):
     nu: object      # second moments
 
 
-def adam(lr: float, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
+def adam(lr: float | Callable, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
          weight_decay: float = 0.0) -> Optimizer:
     """Adam with bias correction (Kingma & Ba; optax.adam's update). weight_decay > 0 is the
-    decoupled decay of AdamW: p <- p - lr * (update + weight_decay * p)."""
+    decoupled decay of AdamW: p <- p - lr * (update + weight_decay * p), on every parameter.
+    lr: a number, or a schedule: a function of the steps taken before this one (an f32 scalar)
+    written with vnp, such as `warmup_cosine(...)`."""
 
     def init(params):
         zeros = lambda p: vnp.zeros_like(p)
@@ -63,13 +71,39 @@ def adam(lr: float, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
         # Bias corrections as scalars: two scalar ops per step, not two per parameter element.
         c1 = 1.0 / (1.0 - b1 ** count)
         c2 = 1.0 / (1.0 - b2 ** count)
+        rate = lr(state.count) if callable(lr) else lr
 
         def step(p, m, v):
             u = (m * c1) / (vnp.sqrt(v * c2) + eps)
             if weight_decay:
                 u = u + weight_decay * p
-            return p - lr * u
+            return p - rate * u
 
         return tree_map(step, params, mu, nu), AdamState(count, mu, nu)
 
     return Optimizer(init, update)
+
+
+def warmup_cosine(peak: float, warmup_steps: int, total_steps: int, final: float = 0.0):
+    """A schedule for `adam(lr=...)`: the rate for the step after `count` steps rises linearly
+    to `peak` over the first `warmup_steps` steps (peak * (count + 1) / warmup_steps), then
+    falls along half a cosine to `final` at `total_steps`, and stays there. Written with vnp:
+    inside a jitted step it is a few scalar ops on the device-resident count; on a number
+    (np.float32(step)) it computes at once, so a training loop can log the same rate."""
+
+    def schedule(count):
+        warm = peak * (count + 1.0) / max(1, warmup_steps)
+        t = vnp.clip((count - warmup_steps) / max(1, total_steps - warmup_steps), 0.0, 1.0)
+        decay = final + (peak - final) * 0.5 * (1.0 + vnp.cos(math.pi * t))
+        return vnp.where(count < warmup_steps, warm, decay)
+
+    return schedule
+
+
+def clip_by_global_norm(grads, max_norm: float):
+    """(grads scaled to a global norm of at most max_norm, the global norm before clipping):
+    norm = sqrt(sum of every leaf's squares); leaves are multiplied by max_norm / norm when
+    norm > max_norm (optax.clip_by_global_norm's rule)."""
+    norm = vnp.sqrt(sum(vnp.sum(g * g) for g in tree_leaves(grads)))
+    scale = vnp.where(norm < max_norm, 1.0, max_norm / norm)
+    return tree_map(lambda g: g * scale, grads), norm

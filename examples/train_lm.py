@@ -1,0 +1,449 @@
+"""Train a byte-level language model on real text on the default Vulkan device: a pre-norm
+transformer (causal flash attention) or a Mamba LM (selective scan).
+
+    python examples/train_lm.py --model transformer|mamba --preset tiny|small|medium
+        [--steps N] [--batch B] [--seq L] [--lr LR] [--out DIR] [--resume] [--sample N]
+        [--seed S] [--eval-every K] [--temperature T]
+    make demo        # the transformer at the tiny preset
+
+Data: the Python standard library's own source files, which every machine with Python has
+(sysconfig's "stdlib" folder, site-packages left out), read in sorted order; every tenth file is
+validation, the rest training. Bytes are the tokens (vocabulary 256): no tokenizer. The batch of
+step i is random windows drawn by numpy's Generator seeded with (seed, i), so a resumed run sees
+exactly the batches an uninterrupted one would.
+
+The training step is ONE jitted program: forward, backward, clipping by global norm, AdamW
+whose warm-up + cosine learning rate is computed inside the step from the step counter in the
+optimizer state (vg.optim.warmup_cosine): one submission per step, parameters and optimizer
+state donated, so they stay on the device and the step never recompiles.
+
+Written to --out: log.jsonl (one object per step: step, loss, lr, tokens_per_s, grad_norm,
+val_loss every K steps), loss.png, and checkpoint.safetensors (params and optimizer state; the
+step and the config in its metadata) every K steps and at the end, atomically (vg.save).
+--resume continues from it; a checkpoint of another model or config is refused, naming the
+difference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import sysconfig
+import time
+from pathlib import Path
+
+import numpy as np
+
+import vkgrad as vg
+import vkgrad.nn as nn
+import vkgrad.numpy as vnp
+from vkgrad.runtime import get_device
+from vkgrad.tracer.pytree import tree_leaves
+
+# tqdm and matplotlib (the `examples` extra) are imported where they are used: bench/bench_lm.py
+# imports this module for the presets, data and step on a machine that has neither.
+
+VOCAB = 256
+CHECKPOINT = "checkpoint.safetensors"
+
+# Sizes and schedules per model and preset. small and medium are for a real GPU
+# (bench/bench_lm.py runs small on the H200). tiny is what a 2-core machine without a GPU can
+# train in minutes: lavapipe ran the tiny transformer's matmuls at 0.2-0.4 GFLOP/s (a loaded
+# machine; numpy's BLAS: ~50), and a step at batch 8 x 64 bytes is ~0.35 GFLOP.
+PRESETS = {
+    "transformer": {
+        "tiny": dict(d_model=64, layers=2, heads=4, seq=64, batch=8, steps=200, lr=3e-3,
+                     warmup=20, eval_every=50),
+        "small": dict(d_model=256, layers=4, heads=8, seq=256, batch=32, steps=2000, lr=1e-3,
+                      warmup=100, eval_every=250),
+        "medium": dict(d_model=512, layers=8, heads=8, seq=512, batch=32, steps=5000, lr=6e-4,
+                       warmup=200, eval_every=500),
+    },
+    "mamba": {
+        "tiny": dict(d_model=64, layers=2, d_state=16, seq=64, batch=8, steps=200, lr=3e-3,
+                     warmup=20, eval_every=50),
+        "small": dict(d_model=256, layers=4, d_state=16, seq=256, batch=32, steps=2000, lr=1e-3,
+                      warmup=100, eval_every=250),
+        "medium": dict(d_model=512, layers=8, d_state=16, seq=512, batch=32, steps=5000,
+                       lr=6e-4, warmup=200, eval_every=500),
+    },
+}
+# The same for every preset: AdamW (b2 0.95, as GPT-style LMs train), decay 0.1, clip 1.0, the
+# cosine ends at a tenth of the peak; validation on a fixed set of batches.
+COMMON = dict(weight_decay=0.1, clip=1.0, final_lr_frac=0.1, b1=0.9, b2=0.95, val_batches=4,
+              seed=0, tied=True)
+
+
+def make_config(model: str, preset: str, **overrides) -> dict:
+    """The run's config: everything that decides its trajectory (so a resume must match it).
+    Overrides that are None are left at the preset's value."""
+    cfg = dict(model=model, preset=preset, vocab=VOCAB, **COMMON, **PRESETS[model][preset])
+    cfg.update({k: v for k, v in overrides.items() if v is not None})
+    cfg.pop("eval_every")   # when to validate and save changes nothing the model learns
+    return cfg
+
+
+# ----------------------------------------------------------------------------------- data
+
+def stdlib_files() -> list[Path]:
+    """The standard library's .py files in sorted order (site-packages left out)."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    files = [p for p in root.rglob("*.py")
+             if not {"site-packages", "dist-packages", "__pycache__"} & set(p.parts)]
+    return sorted(files, key=lambda p: p.relative_to(root).as_posix())
+
+
+def load_text(max_bytes: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(train, validation) bytes as uint8 arrays: every tenth file is validation. max_bytes:
+    stop reading once both have that many (the tests' quick start)."""
+    parts: dict = {"train": [], "val": []}
+    size = {"train": 0, "val": 0}
+    for i, path in enumerate(stdlib_files()):
+        part = "val" if i % 10 == 9 else "train"
+        parts[part].append(path.read_bytes())
+        size[part] += len(parts[part][-1])
+        if max_bytes and min(size.values()) >= max_bytes:
+            break
+    train, val = (np.frombuffer(b"".join(parts[k]), np.uint8) for k in ("train", "val"))
+    return (train[:max_bytes], val[:max_bytes]) if max_bytes else (train, val)
+
+
+def get_batch(data: np.ndarray, batch: int, seq: int, seed) -> tuple[np.ndarray, np.ndarray]:
+    """`batch` random windows of seq + 1 bytes: inputs and the next byte at each position."""
+    rng = np.random.default_rng(seed)
+    starts = rng.integers(0, len(data) - seq - 1, batch)
+    w = data[starts[:, None] + np.arange(seq + 1)].astype(np.int32)
+    return w[:, :-1], w[:, 1:]
+
+
+def train_batch(data, cfg, step):
+    return get_batch(data, cfg["batch"], cfg["seq"], (cfg["seed"], 0, step))
+
+
+def val_batches(data, cfg):
+    return [get_batch(data, cfg["batch"], cfg["seq"], (cfg["seed"], 1, i))
+            for i in range(cfg["val_batches"])]
+
+
+# ----------------------------------------------------------------------------------- model and step
+
+def init_params(cfg: dict):
+    rng = np.random.default_rng(cfg["seed"])
+    if cfg["model"] == "transformer":
+        return nn.init_transformer_lm(rng, cfg["vocab"], cfg["d_model"], cfg["layers"],
+                                      cfg["seq"], tied=cfg["tied"])
+    return nn.init_mamba_lm(rng, cfg["vocab"], cfg["d_model"], cfg["layers"],
+                            d_state=cfg["d_state"], tied=cfg["tied"])
+
+
+def logits_fn(cfg: dict):
+    """params, ids [batch, L] -> logits [batch, L, vocab]."""
+    if cfg["model"] == "transformer":
+        return lambda params, ids: nn.transformer_lm(params, ids, cfg["heads"])
+    return nn.mamba_lm
+
+
+def schedule(cfg: dict):
+    return vg.optim.warmup_cosine(cfg["lr"], cfg["warmup"], cfg["steps"],
+                                  cfg["lr"] * cfg["final_lr_frac"])
+
+
+def optimizer(cfg: dict):
+    return vg.optim.adam(schedule(cfg), b1=cfg["b1"], b2=cfg["b2"],
+                         weight_decay=cfg["weight_decay"])
+
+
+def make_steps(cfg: dict):
+    """(train_step, loss) jitted: train_step(params, opt_state, x, y) -> (params, opt_state,
+    loss, grad_norm) with params and opt_state donated; loss(params, x, y) for validation."""
+    forward, opt = logits_fn(cfg), optimizer(cfg)
+
+    def loss_fn(params, x, y):
+        return nn.cross_entropy(forward(params, x), y)
+
+    def train_step(params, opt_state, x, y):
+        loss, grads = vg.value_and_grad(loss_fn)(params, x, y)
+        grads, grad_norm = vg.optim.clip_by_global_norm(grads, cfg["clip"])
+        params, opt_state = opt.update(grads, opt_state, params)
+        return params, opt_state, loss, grad_norm
+
+    return vg.jit(train_step, donate_argnums=(0, 1)), vg.jit(loss_fn)
+
+
+def make_sampler(cfg: dict):
+    """A jitted step: (params, ids [n, L], pos [n], inverse temperature) -> the next-byte
+    probabilities [n, vocab] after position pos of each row. The window has the training
+    length L, so it compiles once; a context shorter than L sits at the left, and causality
+    makes whatever follows pos irrelevant."""
+    forward = logits_fn(cfg)
+
+    def next_probs(params, ids, pos, inv_temp):
+        n, length = ids.shape
+        logits = forward(params, ids).reshape(n * length, cfg["vocab"])
+        last = vnp.take(logits, pos + vnp.arange(n) * length, axis=0)
+        return vnp.softmax(last * inv_temp, axis=-1)
+
+    return vg.jit(next_probs)
+
+
+def sample(cfg, params, prompts: list[bytes], n_bytes: int, temperature: float, seed: int,
+           sampler=None) -> list[bytes]:
+    """Continue each prompt by n_bytes sampled bytes. The draw happens on the host from the
+    downloaded probabilities with a seeded numpy Generator (vkgrad has no random numbers on the
+    device yet); the forward pass is the jitted `make_sampler` step."""
+    sampler = sampler or make_sampler(cfg)
+    rng = np.random.default_rng((seed, 2))
+    length = cfg["seq"]
+    texts = [bytearray(p) for p in prompts]
+    inv_temp = np.float32(1.0 / temperature)
+    for _ in range(n_bytes):
+        ids = np.zeros((len(texts), length), np.int32)
+        pos = np.zeros(len(texts), np.int32)
+        for r, t in enumerate(texts):
+            window = t[-length:]
+            ids[r, :len(window)] = np.frombuffer(bytes(window), np.uint8)
+            pos[r] = len(window) - 1
+        probs = np.asarray(sampler(params, ids, pos, inv_temp), np.float64)
+        for r, p in enumerate(probs):
+            texts[r].append(int(rng.choice(cfg["vocab"], p=p / p.sum())))
+    return [bytes(t) for t in texts]
+
+
+# ----------------------------------------------------------------------------------- checkpoints
+
+class ResumeError(Exception):
+    """--resume cannot continue from this directory's checkpoint (the message says why)."""
+
+
+def save_checkpoint(out: Path, cfg: dict, step: int, params, opt_state) -> None:
+    vg.save(out / CHECKPOINT, {"params": params, "opt_state": opt_state},
+            metadata={"step": str(step), "config": json.dumps(cfg, sort_keys=True),
+                      "writer": "vkgrad examples/train_lm.py"})
+
+
+def load_checkpoint(out: Path, cfg: dict, params, opt_state):
+    """(step, params, opt_state) from out's checkpoint, which must be of this config."""
+    path = out / CHECKPOINT
+    if not path.exists():
+        raise ResumeError(f"--resume: {path} does not exist (run without --resume to start)")
+    meta = vg.load_metadata(path)        # a corrupt file: vg.CheckpointError, naming it
+    try:
+        saved, step = json.loads(meta["config"]), int(meta["step"])
+    except (KeyError, ValueError):
+        raise ResumeError(f"--resume: {path} is not a checkpoint of examples/train_lm.py "
+                          "(its metadata has no config and step)") from None
+    diff = [f"{k}: {saved.get(k, '(none)')} in the checkpoint, {cfg.get(k, '(none)')} now"
+            for k in sorted(set(saved) | set(cfg)) if saved.get(k) != cfg.get(k)]
+    if diff:
+        raise ResumeError(f"--resume: {path} is from another run, refusing it:\n  "
+                          + "\n  ".join(diff)
+                          + "\nresume with the same options, or train into another --out")
+    state = vg.load(path, like={"params": params, "opt_state": opt_state})
+    return step, state["params"], state["opt_state"]
+
+
+def read_log(out: Path, upto: int) -> list[dict]:
+    """log.jsonl's records of steps <= upto (those after the checkpoint are redone)."""
+    path = out / "log.jsonl"
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            r = json.loads(line)
+        except ValueError:
+            break    # a line torn by the interruption
+        if r.get("step", upto + 1) <= upto:
+            records.append(r)
+    return records
+
+
+def plot(out: Path, records: list[dict], title: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")   # headless: no display needed
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
+    steps = [r["step"] for r in records]
+    ax.plot(steps, [r["loss"] for r in records], lw=0.8, alpha=0.8, label="train")
+    val = [(r["step"], r["val_loss"]) for r in records if "val_loss" in r]
+    if val:
+        ax.plot(*zip(*val), "o-", lw=1.5, label="validation")
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss (nats per byte)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    tmp = out / "loss.png.tmp"
+    fig.savefig(tmp, format="png")
+    plt.close(fig)
+    os.replace(tmp, out / "loss.png")
+
+
+# ----------------------------------------------------------------------------------- training
+
+def device_name() -> str:
+    try:
+        return get_device().info.name
+    except vg.VkgradError as e:
+        return f"no Vulkan device ({e})"
+
+
+def train(cfg: dict, out, *, eval_every: int, resume: bool = False, data=None,
+          stop_after: int | None = None, progress: bool = True, log=print) -> dict:
+    """Train per `cfg` into `out`; returns {"params", "opt_state", "records", "backend",
+    "fallback", "compile_s", "step_s"}. stop_after: stop (as if interrupted) once that many
+    steps are done, after the checkpoint of that step if one is due."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    params = init_params(cfg)
+    opt_state = optimizer(cfg).init(params)
+    start = 0
+    if resume:
+        start, params, opt_state = load_checkpoint(out, cfg, params, opt_state)
+        log(f"resuming from {out / CHECKPOINT} at step {start}")
+    elif (out / CHECKPOINT).exists():
+        log(f"note: starting over in {out} (its checkpoint is replaced; --resume continues it)")
+    train_data, val_data = data if data is not None else load_text()
+    records = read_log(out, start) if resume else []
+    with open(out / "log.jsonl", "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in records)
+
+    step_fn, loss_fn = make_steps(cfg)
+    vals = val_batches(val_data, cfg)
+    lr_at = schedule(cfg)
+    x, y = train_batch(train_data, cfg, start)
+    t0 = time.perf_counter()
+    compiled = step_fn.lower(params, opt_state, x, y)   # compile before the clock starts
+    compile_s = time.perf_counter() - t0
+    fallback = compiled.fallback_reason
+    log(f"{cfg['model']} {cfg['preset']}: {n_params(params):,} parameters; step compiled in "
+        f"{compile_s:.1f} s for {compiled.backend}"
+        + (f" (interpreter fallback: {fallback})" if fallback else ""))
+
+    tokens = cfg["batch"] * cfg["seq"]
+    title = f"{cfg['model']} {cfg['preset']} on " + (
+        f"{device_name()}" if not fallback else "the numpy interpreter (fallback)")
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(total=cfg["steps"], initial=start, unit="step", dynamic_ncols=True,
+                   desc=f"{cfg['model']} {cfg['preset']}", file=sys.stdout)
+    say = bar.write if bar is not None else log
+    times = []
+    logf = open(out / "log.jsonl", "a")
+    try:
+        for step in range(start, cfg["steps"]):
+            x, y = train_batch(train_data, cfg, step)
+            t = time.perf_counter()
+            params, opt_state, loss, grad_norm = step_fn(params, opt_state, x, y)
+            loss = float(loss)   # copied to the host inside the step's own submission
+            dt = time.perf_counter() - t
+            times.append(dt)
+            done = step + 1
+            rec = {"step": done, "loss": loss, "lr": float(lr_at(np.float32(step))),
+                   "tokens_per_s": tokens / dt, "grad_norm": float(grad_norm)}
+            if done % eval_every == 0 or done == cfg["steps"]:
+                rec["val_loss"] = float(np.mean([float(loss_fn(params, vx, vy))
+                                                 for vx, vy in vals]))
+                say(f"step {done:5d}  train loss {loss:.4f}  val loss {rec['val_loss']:.4f}")
+            records.append(rec)
+            logf.write(json.dumps(rec) + "\n")
+            logf.flush()
+            if bar is not None:
+                bar.set_postfix_str(f"loss {loss:.3f}, {tokens / dt:,.0f} tok/s, "
+                                    f"{dt * 1e3:.0f} ms/step", refresh=False)
+                bar.update(1)
+            if "val_loss" in rec:
+                save_checkpoint(out, cfg, done, params, opt_state)
+                plot(out, records, title)
+            if stop_after is not None and done >= stop_after:
+                break
+    finally:
+        logf.close()
+        if bar is not None:
+            bar.close()
+    return {"params": params, "opt_state": opt_state, "records": records,
+            "backend": compiled.backend, "fallback": fallback, "compile_s": compile_s,
+            "step_s": float(np.median(times)) if times else None}
+
+
+def n_params(params) -> int:
+    return sum(int(np.size(p)) for p in tree_leaves(params))
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(
+        description="Train a byte-level transformer or Mamba LM on the Python standard "
+                    "library's source, on the default Vulkan device (VKGRAD_DEVICE picks one).",
+        epilog="Writes log.jsonl, loss.png and checkpoint.safetensors to --out. Options left "
+               "out take the preset's values: " + "; ".join(
+                   f"{m} {p}: " + ", ".join(f"{k} {v}" for k, v in c.items())
+                   for m in PRESETS for p, c in PRESETS[m].items() if p == "tiny"))
+    ap.add_argument("--model", choices=sorted(PRESETS), default="transformer")
+    ap.add_argument("--preset", choices=["tiny", "small", "medium"], default="tiny")
+    ap.add_argument("--steps", type=int, help="training steps (the cosine ends there)")
+    ap.add_argument("--batch", type=int, help="sequences per step")
+    ap.add_argument("--seq", type=int, help="bytes per sequence (context length)")
+    ap.add_argument("--lr", type=float, help="peak learning rate")
+    ap.add_argument("--seed", type=int, help="seed of the init, the batches and the sample")
+    ap.add_argument("--out", default=None, help="output folder (default runs/<model>-<preset>)")
+    ap.add_argument("--resume", action="store_true",
+                    help="continue from --out's checkpoint (same options as the run that wrote it)")
+    ap.add_argument("--eval-every", type=int, help="validate and checkpoint every K steps")
+    ap.add_argument("--sample", type=int, default=120, metavar="N",
+                    help="bytes to sample after each of three prompts at the end (0: none; "
+                         "default 120)")
+    ap.add_argument("--temperature", type=float, default=0.8, help="sampling temperature")
+    return ap.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    cfg = make_config(args.model, args.preset, steps=args.steps, batch=args.batch,
+                      seq=args.seq, lr=args.lr, seed=args.seed)
+    eval_every = args.eval_every or PRESETS[args.model][args.preset]["eval_every"]
+    out = Path(args.out or f"runs/{args.model}-{args.preset}")
+    dev = device_name()
+    print(f"device: {dev}; data: {sysconfig.get_paths()['stdlib']} (*.py, bytes)")
+    try:
+        t0 = time.perf_counter()
+        res = train(cfg, out, eval_every=eval_every, resume=args.resume)
+    except (ResumeError, vg.CheckpointError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"\ninterrupted; {out / CHECKPOINT} holds the last checkpoint: continue with "
+              "the same command and --resume", file=sys.stderr)
+        return 130
+    wall = time.perf_counter() - t0
+    recs = res["records"]
+    if args.sample:
+        prompts = [b"def ", b"import ", b"class "]
+        t = time.perf_counter()
+        texts = sample(cfg, res["params"], prompts, args.sample, args.temperature, cfg["seed"])
+        print(f"\nsampled {args.sample} bytes after each prompt at temperature "
+              f"{args.temperature} ({time.perf_counter() - t:.1f} s):")
+        for text in texts:
+            print("-" * 72)
+            print(text.decode("utf-8", errors="replace"))
+        print("-" * 72)
+    last = recs[-1] if recs else {}
+    val = next((r["val_loss"] for r in reversed(recs) if "val_loss" in r), float("nan"))
+    where = res["backend"] + (f", interpreter fallback: {res['fallback']}"
+                              if res["fallback"] else "")
+    step_s = res["step_s"] or float("nan")
+    print(f"{cfg['model']} {cfg['preset']} on {dev} ({where}): {last.get('step', 0)} steps, "
+          f"train loss {last.get('loss', float('nan')):.3f}, val loss {val:.3f}, "
+          f"{cfg['batch'] * cfg['seq'] / step_s:,.0f} tokens/s ({step_s * 1e3:.0f} ms/step, "
+          f"median), compile {res['compile_s']:.1f} s, total {wall:.0f} s")
+    print(f"wrote {out / 'log.jsonl'}, {out / 'loss.png'}, {out / CHECKPOINT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,303 @@
+"""vg.save / vg.load: pytrees of arrays in the safetensors format (the ecosystem's weight format).
+
+    vg.save("ckpt.safetensors", {"params": params, "opt_state": opt_state},
+            metadata={"step": "100"})
+    tree = vg.load("ckpt.safetensors")                  # numpy arrays, the saved structure
+    tree = vg.load("ckpt.safetensors", like=template)   # checked against template's structure
+    vg.load_metadata("ckpt.safetensors")                 # {"step": "100"}, without the data
+
+The format (read and written here by hand, so the library needs no extra package; the tests
+check that the `safetensors` package reads our files and that we read its files):
+
+    8 bytes   N, the header's length, unsigned little-endian
+    N bytes   JSON: {name: {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}, ...,
+                     "__metadata__": {str: str}}, padded with spaces to a multiple of 8
+    the rest  every tensor's raw little-endian bytes, C order, back to back; offsets count from
+              the end of the header and cover the rest exactly
+
+How a pytree is stored: each leaf is one tensor, named by its key path joined with "."
+(dict keys, list and tuple indices, namedtuple field names): {"params": {"blocks": [{"qkv":
+{"w": ...}}]}} holds "params.blocks.0.qkv.w". Any safetensors reader sees those flat names. The
+structure itself (which nodes are dicts, lists, tuples, namedtuples, None) is JSON in the
+metadata key "vkgrad.tree": a leaf is its tensor name, a dict {"dict": {key: node}}, a list
+{"list": [node, ...]}, a tuple {"tuple": [...]}, a namedtuple {"namedtuple": class name,
+"fields": {field: node}}, None null. `load` rebuilds that structure (a namedtuple as a fresh
+namedtuple class of the same name and fields; pass `like=` to get the caller's own classes); a
+file without it (written by another program) loads as a flat {name: array} dict.
+
+Leaves are anything numpy can read (vg.Array downloads, numpy arrays); Python scalars are stored
+with vkgrad's dtypes (float -> F32, int -> I32). `save` is atomic: it writes a temporary file
+beside `path`, flushes it to disk, then renames it over `path`, so an interrupted save never
+leaves a torn file. Every problem with a file is a CheckpointError naming the file and what is
+wrong, never an exception from deep inside json or numpy.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import math
+import os
+import struct
+import tempfile
+
+import numpy as np
+
+from vkgrad.errors import ArgumentError, CheckpointError
+from vkgrad.tracer.pytree import TreeDef, tree_flatten, tree_unflatten
+
+__all__ = ["save", "load", "load_metadata"]
+
+# safetensors dtype names <-> numpy dtypes (little-endian). BF16 has no numpy dtype: it is read
+# into float32 (exact: a bf16 is the top half of an f32) and never written.
+_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4", "I16": "<i2",
+           "I8": "i1", "U64": "<u8", "U32": "<u4", "U16": "<u2", "U8": "u1", "BOOL": "?"}
+_NAME_OF = {np.dtype(v): k for k, v in _DTYPES.items()}
+TREE_KEY = "vkgrad.tree"
+# The safetensors package refuses headers over 100 MB; a length beyond that is a corrupt file.
+MAX_HEADER = 100_000_000
+ROOT_NAME = "value"   # the tensor name of a tree that is a single array
+
+
+# ----------------------------------------------------------------------------------- writing
+
+def save(path, tree, metadata: dict | None = None) -> None:
+    """Write `tree` (a pytree of arrays) to `path` in the safetensors format, atomically.
+    metadata: extra str -> str pairs for the header (read back by `load_metadata`)."""
+    path = os.fspath(path)
+    meta = dict(metadata or {})
+    for k, v in meta.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise ArgumentError(f"save({path!r}): metadata must map str to str (safetensors "
+                                f"stores only strings), got {k!r}: {type(v).__name__}")
+    if TREE_KEY in meta:
+        raise ArgumentError(f"save({path!r}): metadata key {TREE_KEY!r} is vkgrad's own")
+    leaves, treedef = tree_flatten(tree)
+    named: list = []
+    meta[TREE_KEY] = json.dumps(_encode(treedef, iter(leaves), (), named),
+                                separators=(",", ":"))
+    header, chunks = {}, []
+    # Widest dtype first, as the safetensors package orders them: with the header padded to 8
+    # bytes, every tensor then starts at an offset its element size divides.
+    arrays = [(name, _host(leaf, name)) for name, leaf in named]
+    offset = 0
+    for name, a in sorted(arrays, key=lambda na: -na[1].dtype.itemsize):
+        header[name] = {"dtype": _NAME_OF[a.dtype], "shape": list(a.shape),
+                        "data_offsets": [offset, offset + a.nbytes]}
+        offset += a.nbytes
+        chunks.append(a)
+    header["__metadata__"] = meta
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(struct.pack("<Q", len(text)))
+            f.write(text)
+            for a in chunks:
+                f.write(np.ascontiguousarray(a).data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _encode(td: TreeDef, leaves, path: tuple, named: list):
+    """The structure JSON of `td`, appending (name, leaf) for each leaf in order."""
+    if td.kind == "leaf":
+        name = ".".join(path) if path else ROOT_NAME
+        if any(name == n for n, _ in named):
+            raise ArgumentError(f"save: two leaves are both named {name!r} (a dict key with a "
+                                "'.' in it collides with a nested path)")
+        named.append((name, next(leaves)))
+        return name
+    if td.kind == "none":
+        return None
+    if td.kind in ("list", "tuple"):
+        return {td.kind: [_encode(c, leaves, path + (str(i),), named)
+                          for i, c in enumerate(td.children)]}
+    if td.kind == "namedtuple":
+        fields = td.meta._fields
+        return {"namedtuple": td.meta.__name__,
+                "fields": {f: _encode(c, leaves, path + (f,), named)
+                           for f, c in zip(fields, td.children)}}
+    bad = [k for k in td.meta if not isinstance(k, str)]
+    if bad:
+        raise ArgumentError(f"save: dict keys must be strings to name tensors, got {bad[0]!r} "
+                            f"at {'.'.join(path) or 'the root'}")
+    return {"dict": {k: _encode(c, leaves, path + (k,), named)
+                     for k, c in zip(td.meta, td.children)}}
+
+
+def _host(leaf, name: str) -> np.ndarray:
+    if isinstance(leaf, bool):
+        return np.asarray(leaf)
+    if isinstance(leaf, int):
+        return np.asarray(leaf, np.int32)
+    if isinstance(leaf, float):
+        return np.asarray(leaf, np.float32)
+    a = np.asarray(leaf)
+    if a.dtype.newbyteorder("<") in _NAME_OF:
+        return a.astype(a.dtype.newbyteorder("<"), copy=False)
+    raise ArgumentError(f"save: {name} has dtype {a.dtype}, which safetensors cannot hold")
+
+
+# ----------------------------------------------------------------------------------- reading
+
+def load(path, like=None):
+    """The pytree saved at `path`, as numpy arrays. With `like` (a pytree whose leaves have
+    .shape and .dtype, e.g. freshly initialised params), the file must hold exactly like's
+    names, shapes and dtypes, and the result has like's structure; a mismatch is a
+    CheckpointError listing the differences."""
+    path = os.fspath(path)
+    header, data = _read(path)
+    meta = header.pop("__metadata__", {})
+    arrays = {name: _tensor(path, name, info, data) for name, info in header.items()}
+    if like is not None:
+        return _like(path, arrays, like)
+    if TREE_KEY not in meta:
+        return arrays
+    try:
+        structure = json.loads(meta[TREE_KEY])
+        used: set = set()
+        tree = _decode(structure, arrays, used)
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise CheckpointError(f"{path}: the tree structure in its metadata is corrupt "
+                              f"({type(e).__name__}: {e})") from None
+    if used != set(arrays):
+        raise CheckpointError(f"{path}: the tree structure in its metadata does not name every "
+                              f"tensor (e.g. {sorted(set(arrays) - used)[:3]})")
+    return tree
+
+
+def load_metadata(path) -> dict:
+    """The str -> str metadata saved with the tree (vkgrad's own structure key left out)."""
+    path = os.fspath(path)
+    header, _ = _read(path, header_only=True)
+    meta = dict(header.get("__metadata__", {}))
+    meta.pop(TREE_KEY, None)
+    return meta
+
+
+def _read(path: str, header_only: bool = False):
+    """(header dict, data bytes) of a safetensors file, validated."""
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(8)
+            if len(head) < 8:
+                raise CheckpointError(f"{path}: truncated or empty ({size} bytes): a safetensors "
+                                      "file starts with an 8-byte header length")
+            (n,) = struct.unpack("<Q", head)
+            if n > min(MAX_HEADER, size - 8):
+                raise CheckpointError(f"{path}: not a safetensors file, or truncated: its header "
+                                      f"length says {n} bytes but {size - 8} follow")
+            text = f.read(n)
+            data = b"" if header_only else f.read()
+    except OSError as e:
+        raise CheckpointError(f"{path}: cannot read it ({e.strerror or e})") from None
+    try:
+        header = json.loads(text.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise CheckpointError(f"{path}: corrupt header, not valid JSON ({e})") from None
+    if not isinstance(header, dict):
+        raise CheckpointError(f"{path}: corrupt header, a JSON {type(header).__name__} where "
+                              "an object of tensors belongs")
+    meta = header.get("__metadata__", {})
+    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
+        raise CheckpointError(f"{path}: corrupt header: __metadata__ must map str to str")
+    spans = []
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        ok = (isinstance(info, dict) and isinstance(info.get("shape"), list)
+              and all(type(d) is int and d >= 0 for d in info["shape"])
+              and isinstance(info.get("data_offsets"), list) and len(info["data_offsets"]) == 2
+              and all(type(o) is int for o in info["data_offsets"]))
+        if not ok:
+            raise CheckpointError(f"{path}: corrupt header entry for tensor {name!r}: {info!r}")
+        if info.get("dtype") not in _DTYPES and info.get("dtype") != "BF16":
+            raise CheckpointError(f"{path}: tensor {name!r} has dtype {info.get('dtype')!r}, "
+                                  f"which vkgrad cannot read (it reads {', '.join(_DTYPES)}, BF16)")
+        begin, end = info["data_offsets"]
+        itemsize = 2 if info["dtype"] == "BF16" else np.dtype(_DTYPES[info["dtype"]]).itemsize
+        if end - begin != math.prod(info["shape"]) * itemsize:
+            raise CheckpointError(f"{path}: corrupt header: tensor {name!r} of shape "
+                                  f"{info['shape']} {info['dtype']} spans {end - begin} bytes")
+        spans.append((begin, end, name))
+    expected = size - 8 - n
+    at = 0
+    for begin, end, name in sorted(spans):
+        if begin != at:
+            raise CheckpointError(f"{path}: corrupt header: tensor {name!r} starts at byte "
+                                  f"{begin} of the data, where {at} was expected")
+        at = end
+    if at != expected:
+        what = "truncated" if at > expected else "corrupt"
+        raise CheckpointError(f"{path}: {what}: its header describes {at} bytes of tensor data "
+                              f"but the file holds {expected}")
+    return header, data
+
+
+def _tensor(path: str, name: str, info: dict, data: bytes) -> np.ndarray:
+    begin, end = info["data_offsets"]
+    if info["dtype"] == "BF16":
+        bits = np.frombuffer(data, "<u2", (end - begin) // 2, begin).astype(np.uint32) << 16
+        return bits.view(np.float32).reshape(info["shape"])
+    a = np.frombuffer(data, _DTYPES[info["dtype"]], math.prod(info["shape"]), begin)
+    return a.astype(a.dtype.newbyteorder("="), copy=True).reshape(info["shape"])
+
+
+def _decode(node, arrays: dict, used: set):
+    if node is None:
+        return None
+    if isinstance(node, str):
+        used.add(node)
+        return arrays[node]
+    if "dict" in node:
+        return {k: _decode(v, arrays, used) for k, v in node["dict"].items()}
+    if "list" in node:
+        return [_decode(v, arrays, used) for v in node["list"]]
+    if "tuple" in node:
+        return tuple(_decode(v, arrays, used) for v in node["tuple"])
+    fields = node["fields"]
+    cls = collections.namedtuple(node["namedtuple"], list(fields))
+    return cls(*(_decode(v, arrays, used) for v in fields.values()))
+
+
+def _like(path: str, arrays: dict, like):
+    leaves, treedef = tree_flatten(like)
+    named: list = []
+    _encode(treedef, iter(leaves), (), named)
+    want = {name: leaf for name, leaf in named}
+    problems = []
+    missing = [n for n in want if n not in arrays]
+    extra = [n for n in arrays if n not in want]
+    if missing:
+        problems.append(f"missing {_some(missing)}")
+    if extra:
+        problems.append(f"unexpected {_some(extra)}")
+    for name, leaf in named:
+        if name in arrays:
+            got = arrays[name]
+            shape, dtype = ((), _host(leaf, name).dtype) if isinstance(leaf, (bool, int, float)) \
+                else (tuple(leaf.shape), np.dtype(leaf.dtype))
+            if got.shape != shape or got.dtype != dtype:
+                problems.append(f"{name}: {_type(got.shape, got.dtype)} in the file, "
+                                f"{_type(shape, dtype)} expected")
+    if problems:
+        shown = problems[:6] + ([f"... {len(problems) - 6} more"] if len(problems) > 6 else [])
+        raise CheckpointError(f"{path} does not hold the expected tree:\n  " + "\n  ".join(shown))
+    return tree_unflatten(treedef, [arrays[n] for n, _ in named])
+
+
+def _some(names: list) -> str:
+    return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+
+
+def _type(shape, dtype) -> str:
+    return f"{np.dtype(dtype).name}[{','.join(map(str, shape))}]"
