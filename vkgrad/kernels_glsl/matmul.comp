@@ -37,6 +37,13 @@
 //   values, so the other variants' code, inner loop included, is unchanged.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+// VKGRAD_FUSION_HOOKS
+// Fusion (fusion.glsl; all of it is compiled out when the lowering defines none of these):
+// VKG_LOAD_B0 / VKG_LOAD_B1 compute A's / B's elements (a fused producer, e.g. relu(x + b) or a
+// transpose); VKG_STORE_B2 stores C through a fused epilogue; VKG_ONES_ROW gives op(A) an extra
+// row M of ones, so C gets an extra row M = the column sums of op(B) (a bias gradient next to
+// its weight gradient, in one pass over the gradient). With it C is [M + 1, N] (batch 1), and
+// its stores must go through VKG_STORE_B2, which puts row M where it belongs.
 
 // Defaults come from defines so that a baked variant (VKGRAD_BAKE_SPEC) can set them too.
 #ifndef MM_BM
@@ -146,9 +153,20 @@ void tile_pos(uint stid, uint l, uint BR, bool kc, out uint r, out uint kk) {
     else    { kk = idx / (BR / 4u); r = (idx % (BR / 4u)) * 4u; }
 }
 
+#ifdef VKG_ONES_ROW
+#define MROWS (p.M + 1u)
+#else
+#define MROWS p.M
+#endif
+
 // The four elements at storage index i; `nv` of them (0..4) are in range.
 vec4 fetch_a(uint i, int nv) {
     if (nv <= 0) return vec4(0.0);
+#ifdef VKG_LOAD_B0
+    vec4 u = vec4(0.0);
+    [[unroll]] for (int c = 0; c < 4; c++) if (c < nv) u[c] = VKG_LOAD_B0(i + uint(c));
+    return u;
+#endif
     if (VEC_A) return a_v[i >> 2];
     vec4 v = vec4(0.0);
     [[unroll]] for (int c = 0; c < 4; c++) if (c < nv) v[c] = a_f[i + uint(c)];
@@ -157,6 +175,11 @@ vec4 fetch_a(uint i, int nv) {
 
 vec4 fetch_b(uint i, int nv) {
     if (nv <= 0) return vec4(0.0);
+#ifdef VKG_LOAD_B1
+    vec4 u = vec4(0.0);
+    [[unroll]] for (int c = 0; c < 4; c++) if (c < nv) u[c] = VKG_LOAD_B1(i + uint(c));
+    return u;
+#endif
     if (VEC_B) return b_v[i >> 2];
     vec4 v = vec4(0.0);
     [[unroll]] for (int c = 0; c < 4; c++) if (c < nv) v[c] = b_f[i + uint(c)];
@@ -205,6 +228,17 @@ void main() {
     }
 
     vec4 areg[LA], breg[LB];
+#ifdef VKG_ONES_ROW
+    // op(A)'s row M is ones (for k inside this slice); A's storage has no such row.
+#define ONES_ROW_FIX(l, gk)                                                                     \
+    if (a_kc) {                                                                                 \
+        if (m0 + a_r[l] == p.M) areg[l] = vec4(lessThan(uvec4(gk) + uvec4(0u, 1u, 2u, 3u), uvec4(Kl))); \
+    } else if (m0 + a_r[l] <= p.M && p.M < m0 + a_r[l] + 4u) {                                   \
+        areg[l][p.M - m0 - a_r[l]] = (gk) < Kl ? 1.0 : 0.0;                                     \
+    }
+#else
+#define ONES_ROW_FIX(l, gk)
+#endif
     vec4 acc[TM][TN / 4u];
     [[unroll]] for (uint i = 0; i < TM; i++)
         [[unroll]] for (uint j = 0; j < TN / 4u; j++) acc[i][j] = vec4(0.0);
@@ -217,6 +251,7 @@ void main() {
         const int nv = !CHECK ? 4 :                                                             \
             gk < Kl ? (a_kc ? min(a_rv[l], int(Kl - gk)) : a_rv[l]) : 0;                        \
         areg[l] = fetch_a(a_base[l] + gk * a_kstep, nv);                                        \
+        ONES_ROW_FIX(l, gk)                                                                     \
     }                                                                                           \
     [[unroll]] for (uint l = (q) * (LB / PHASES); l < ((q) + 1u) * (LB / PHASES); l++) {        \
         const uint gk = (k0) + b_kk[l];                                                         \
@@ -295,15 +330,20 @@ void main() {
 
     // Thread (tx, ty) owns rows m0 + i*4*TY + 4*ty + r and columns n0 + j*4*TX + 4*tx + c.
     // C is [batch][M][N], or with split-K [split][batch][M][N]: entry z either way.
-    const uint c_off = gl_WorkGroupID.z * p.M * p.N;
+    const uint c_off = gl_WorkGroupID.z * MROWS * p.N;
     [[unroll]] for (uint i = 0; i < TM / 4u; i++) {
         [[unroll]] for (uint r = 0; r < 4u; r++) {
             const uint row = m0 + i * 4u * TY + 4u * ty + r;
-            if (row >= p.M) continue;
+            if (row >= MROWS) continue;
             [[unroll]] for (uint j = 0; j < TN / 4u; j++) {
                 const uint col = n0 + j * 4u * TX + 4u * tx;
                 const uint at = c_off + row * p.N + col;
                 const vec4 v = acc[i * 4u + r][j];
+#ifdef VKG_STORE_B2
+                [[unroll]] for (uint c = 0; c < 4u; c++)
+                    if (col + c < p.N) VKG_STORE_B2(at + c, v[c]);
+                continue;
+#endif
                 if (VEC_C) {
                     if (col < p.N) c_v[at >> 2] = v;
                 } else {

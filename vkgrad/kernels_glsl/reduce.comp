@@ -17,6 +17,7 @@
 #extension GL_GOOGLE_include_directive : require
 layout(local_size_x_id = 0) in;
 #include "reduce_common.glsl"
+// VKGRAD_FUSION_HOOKS
 
 #ifndef OP
 #define OP 0
@@ -56,6 +57,24 @@ layout(local_size_x_id = 0) in;
 
 layout(set = 0, binding = 0) readonly buffer X { T x[]; };
 layout(set = 0, binding = 1) writeonly buffer Y { AT y[]; };
+
+// Loads of x and stores of y, through fused producers / epilogues when the lowering made them
+// (fusion.glsl).
+#include "fusion.glsl"
+#ifdef VKG_LOAD_B0
+#define LOAD_X(i) VKG_LOAD_T(VKG_LOAD_B0, i)
+#else
+#define LOAD_X(i) x[i]
+#endif
+#ifdef VKG_STORE_B1
+#if HREDUCE
+#define STORE_Y(i, v) VKG_STORE_B1(i, v)
+#else
+#define STORE_Y(i, v) VKG_STORE_T(VKG_STORE_B1, i, v)
+#endif
+#else
+#define STORE_Y(i, v) y[i] = (v)
+#endif
 
 layout(push_constant) uniform Push {
     uint R;       // reduced length (elements of T) of the whole row
@@ -97,13 +116,14 @@ void main() {
         uint step = TR * p.sR;
         uint i = a * p.sA + b * p.sB + r * p.sR;
         for (; r + 3u * TR < r1; r += 4u * TR, i += 4u * step) {
-            T v0 = x[i], v1 = x[i + step], v2 = x[i + 2u * step], v3 = x[i + 3u * step];
+            T v0 = LOAD_X(i), v1 = LOAD_X(i + step), v2 = LOAD_X(i + 2u * step),
+              v3 = LOAD_X(i + 3u * step);
             acc0 = COMBINE(acc0, v0);
             acc1 = COMBINE(acc1, v1);
             acc2 = COMBINE(acc2, v2);
             acc3 = COMBINE(acc3, v3);
         }
-        for (; r < r1; r += TR, i += step) acc0 = COMBINE(acc0, x[i]);
+        for (; r < r1; r += TR, i += step) acc0 = COMBINE(acc0, LOAD_X(i));
     }
     AT acc = TO_AT(COMBINE(COMBINE(acc0, acc1), COMBINE(acc2, acc3)));
 
@@ -131,5 +151,5 @@ void main() {
         if (tid < h) sh[tid] = COMBINE(sh[tid], sh[tid + h]);
         barrier();
     }
-    if (tid < TB && b < p.B) y[(a * p.S + split) * p.B + b] = sh[tid];
+    if (tid < TB && b < p.B) STORE_Y((a * p.S + split) * p.B + b, sh[tid]);
 }
