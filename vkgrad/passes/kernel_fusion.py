@@ -84,9 +84,32 @@ def cost(e: Eqn) -> int:
     return OP_COST.get(e.prim, 1)
 
 
+def toposort(eqns) -> list:
+    """`eqns` (each once) in an order where every value is defined before it is used, as close
+    to the given order as that allows (bodies merged from two kernels share eqns)."""
+    eqns = list(dict.fromkeys(eqns))
+    producer = {o: e for e in eqns for o in e.outputs}
+    done, out = set(), []
+
+    def visit(e):
+        if e in done:
+            return
+        for x in e.inputs:
+            p = producer.get(x) if isinstance(x, Var) else None
+            if p is not None and p not in done and p is not e:
+                visit(p)
+        done.add(e)
+        out.append(e)
+
+    for e in eqns:
+        visit(e)
+    return out
+
+
 def make_fused(body_eqns, outputs, kind_: str, like: Eqn) -> Eqn:
-    """A fused eqn computing `outputs` with `body_eqns` (in a valid order); its inputs are
+    """A fused eqn computing `outputs` with `body_eqns` (put in a valid order); its inputs are
     whatever those eqns read and do not define, in order of first use."""
+    body_eqns = toposort(body_eqns)
     defined = {o for e in body_eqns for o in e.outputs}
     inputs = []
     for e in body_eqns:
