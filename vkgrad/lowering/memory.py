@@ -2,14 +2,14 @@
 
 Inputs, consts and what the program returns get slots of their own (arguments and results
 live beyond the call). Every other value, and every kernel temporary, is *scratch*: it lives
-from the dispatch that first writes it to the last one that reads it, and scratch slots are
-shared by values whose lives do not overlap:
-  * in place first: a dispatch that reads a dying scratch value only at the element each thread
-    writes (an elementwise kernel, a fused epilogue) writes a result of the same size over it;
-  * else the smallest free slot that fits; else the largest free slot, grown (a slot is sized
-    for the largest value it ever holds, and every slot exists for the whole call, so growing
-    one costs less than adding one);
-  * else a new slot.
+from the dispatch that first writes it to the last one that reads it, and values whose lives
+do not overlap share a slot, sized for the largest of them. Every slot exists for the whole
+call, so the scratch memory is the sum of the slot sizes; the assignment is greedy by size, as
+TensorFlow Lite's arena planner does: largest value first, each into the smallest slot that
+holds it and is free for its whole life, else a new slot. Two values may share a slot in the
+dispatch where one dies and the other is born when that dispatch reads the dying one only at
+the element each thread writes (an elementwise kernel, a fused epilogue): in place.
+
 A slot's bytes do not depend on the dtype: f32, i32 and bool (stored as uint32) are 4 bytes.
 `reuse=False` (VKGRAD_DISABLE_PASSES=memory) gives every value its own slot.
 """
@@ -66,37 +66,39 @@ def plan_memory(program, raw, temps: dict, exposed, *, reuse: bool = True):
         if r in first:
             slots[s].values.append((r, first[r], last[r]))
 
-    free: list[int] = []
-    release: dict = {}
-    for i, (_, refs, _, reads, writes, in_place) in enumerate(raw):
-        taken = set()
-        for r in dict.fromkeys((*writes, *refs)):
-            if r in slot_of or first.get(r) != i:
-                continue
-            v = temps.get(r, r)
-            need = _elements(v)
-            s = None
-            if reuse:
-                for x in in_place:     # a dying operand read only at the element written
-                    sx = slot_of.get(x)
-                    if sx is not None and last.get(x) == i and sx not in taken and \
-                            slots[sx].kind == "scratch" and _elements(temps.get(x, x)) == need:
-                        s = sx
-                        break
-                if s is None and free:
-                    fits = [f for f in free if slots[f].size >= need]
-                    s = min(fits, key=lambda f: slots[f].size) if fits else \
-                        max(free, key=lambda f: slots[f].size)
-                    free.remove(s)
-                    slots[s].size = max(slots[s].size, need)
-            if s is None:
-                s = new_slot(v, "scratch")
-            taken.add(s)
-            slot_of[r] = s
-            slots[s].values.append((r, first[r], last[r]))
-            release.setdefault(last[r], []).append(r)
-        for r in release.pop(i, []):
-            s = slot_of[r]
-            if reuse and s not in free and all(end <= i for _, _, end in slots[s].values):
-                free.append(s)
+    scratch = [r for r in first if r not in slot_of]
+    in_place = set()            # (dying, born): may share a slot although both live at step i
+    for i, (_, refs, _, reads, writes, ip) in enumerate(raw):
+        for x in ip:
+            for o in writes:
+                if last.get(x) == i and first.get(o) == i and x in scratch and \
+                        _elements(temps.get(x, x)) == _elements(temps.get(o, o)):
+                    in_place.add((x, o))
+
+    def clash(a, b) -> bool:
+        if last[a] < first[b] or last[b] < first[a]:
+            return False
+        return (a, b) not in in_place and (b, a) not in in_place
+
+    held: dict = {}             # scratch slot -> the values in it
+    order = sorted(scratch, key=lambda r: (-_elements(temps.get(r, r)), first[r]))
+    for r in order:
+        v = temps.get(r, r)
+        need = _elements(v)
+        s = None
+        if reuse:
+            free = [k for k, vs in held.items() if not any(clash(r, u) for u in vs)]
+            fits = [k for k in free if slots[k].size >= need]
+            if fits:
+                s = min(fits, key=lambda k: slots[k].size)
+            elif free:
+                s = max(free, key=lambda k: slots[k].size)
+                slots[s].size = need
+        if s is None:
+            s = new_slot(v, "scratch")
+            held[s] = []
+        held[s].append(r)
+        slot_of[r] = s
+    for k, vs in held.items():
+        slots[k].values = sorted(((r, first[r], last[r]) for r in vs), key=lambda t: t[1])
     return slots, slot_of
