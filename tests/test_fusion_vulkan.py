@@ -80,6 +80,18 @@ def test_sibling_max_sum_with_fused_loads():
     check(lambda x: (vnp.max(vnp.abs(x) * 2.0, axis=1), vnp.min(x - 1.0, axis=0)), x)
 
 
+@pytest.mark.parametrize("shape,axes", [((6, 10), 1), ((4096, 64), 0), ((3, 5, 8), (0, 1))])
+def test_sibling_reductions_in_one_pass(shape, axes):
+    """Sums of g * w and g over the same axes (a layer norm's gradients): one kernel, with
+    per-output partials when the reduction splits (the [4096, 64] case)."""
+    g, w = f32(*shape), f32(*shape[-1:])
+    fused, lw = check(lambda g, w: (vnp.sum(g * w, axis=axes), vnp.sum(g, axis=axes) * 2.0,
+                                    vnp.max(g * g, axis=axes)), g, w, kinds=("multi_output",),
+                      rtol=3e-4, atol=1e-4)
+    reductions = [s for s in lw.steps if s.launch.name.startswith("reduce")]
+    assert any("NOUT" in dict(s.launch.defines) for s in reductions)
+
+
 # ------------------------------------------------------------------ softmax
 
 @pytest.mark.parametrize("cols", [16, 13, 40000])      # vec4, scalar, streamed rows

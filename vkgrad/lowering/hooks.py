@@ -84,6 +84,42 @@ class HookWriter:
         self._absorb(k, load=True)
         self.hooked.append(binding)
 
+    def load_many(self, binding: int, values) -> None:
+        """VKG_LOADN_B{binding}(i, v): element i of each of `values` (one shape) into v[0..]:
+        the operands of a multi-output reduction, computed together (shared loads and
+        subexpressions)."""
+        k = FusedSource(self.body, _LazyArrays(self), own_size=math.prod(values[0].shape))
+        it = k.own_index(values[0].shape)
+        outs = [k.value(v, it) for v in values]
+        fn = f"vkg_loadn_b{binding}"
+        self.funcs.append("\n".join([f"void {fn}(uint e, out float v[{len(values)}]) {{",
+                                     "    int gid = int(e);", *k.lines,
+                                     *(f"    v[{o}] = {x};" for o, x in enumerate(outs)), "}"]))
+        self.funcs.append(f"#define VKG_LOADN_B{binding}(i, v) {fn}(i, v)")
+        self._absorb(k, load=True)
+        self.hooked.append(binding)
+
+    def store_many(self, binding: int, results, outputs) -> None:
+        """VKG_STOREN_B{binding}(o, i, v): element i of result o (of a multi-output reduction),
+        and its `outputs[o]` (the result itself and its epilogue's outputs)."""
+        fn = f"vkg_storen_b{binding}"
+        lines = [f"void {fn}(uint o, uint e, float v) {{", "    int gid = int(e);"]
+        for n, (res, outs) in enumerate(zip(results, outputs)):
+            k = FusedSource(self.body, _LazyArrays(self), own={res: "v"},
+                            own_size=math.prod(res.shape), tmp_prefix=f"p{n}_")
+            stores = []
+            for o in outs:
+                it = k.own_index(o.shape, prefix=f"p{n}_i{len(stores)}_")
+                val = "v" if o is res else k.value(o, it)
+                stores.append(f"    {self._bind(o, True)}[gid] = {k.store_expr(val, o.dtype)};")
+            self._absorb(k, load=False)
+            lines += [f"    if (o == {n}u) {{", *("    " + ln for ln in k.lines + stores),
+                      "        return;", "    }"]
+        lines.append("}")
+        self.funcs.append("\n".join(lines))
+        self.funcs.append(f"#define VKG_STOREN_B{binding}(o, i, v) {fn}(o, i, v)")
+        self.hooked.append(binding)
+
     def store(self, binding: int, parts) -> None:
         """VKG_STORE_B{binding}(i, v): the kernel stores element i of its result, v. `parts` is
         [(result Var, offset, [outputs])]: element i belongs to the part with offset <= i <

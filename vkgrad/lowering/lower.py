@@ -71,7 +71,28 @@ def _matmul(e, info, column_sum=None):
     k = a.shape[-2] if ta else a.shape[-1]
     plan = plan_matmul_op(batch, m, k, n, ta, tb, m * k if a.ndim == 3 else 0,
                           k * n if b.ndim == 3 else 0, info, ones_row=column_sum is not None)
-    return plan, {"a": a, "b": b, "c": c if column_sum is None else (c, column_sum.out)}
+    return plan, {"a": a, "b": b, "c": c if column_sum is None else Concat((c, column_sum.out))}
+
+
+class Concat(tuple):
+    """A kernel result holding several values one after the other (C and its column sums)."""
+
+
+class Each(tuple):
+    """A kernel role that is one value per output of a multi-output reduction."""
+
+
+def _reductions(es, info):
+    """Sibling reductions of one shape, axes and op: one pass (kernels.plan_reduce's nout)."""
+    x = es[0].inputs[0]
+    _need_f32(es[0], *(e.inputs[0] for e in es))
+    axes = es[0].params["axes"]
+    a0 = axes[0] if axes else x.ndim
+    a1 = a0 + len(axes)
+    plan = plan_reduce(REDUCTION_OPS[es[0].prim], math.prod(x.shape[:a0]),
+                       math.prod(x.shape[a0:a1]), math.prod(x.shape[a1:]), info=info,
+                       nout=len(es))
+    return plan, {"x": Each(e.inputs[0] for e in es), "out": Each(e.out for e in es)}
 
 
 def _reduction(op):
@@ -122,6 +143,8 @@ def _scatter_add(e, info):
                           math.prod(idx.shape), info=info)
     return plan, {"g": g, "idx": idx, "dx": e.out}
 
+
+REDUCTION_OPS = {P.reduce_sum_p: "sum", P.reduce_max_p: "max", P.reduce_min_p: "min"}
 
 kernel_rules = {
     P.matmul_p: _matmul,
@@ -251,6 +274,10 @@ class _Builder:
         anc = [b for b in body.eqns if not b.prim.fusible]
         if len(anc) == 1 and anc[0].prim in kernel_rules:
             plan, roles = kernel_rules[anc[0].prim](anc[0], self.info)
+        elif len(anc) > 1 and all(a.prim is anc[0].prim and a.prim in REDUCTION_OPS and
+                                  a.inputs[0].shape == anc[0].inputs[0].shape and
+                                  a.params == anc[0].params for a in anc):
+            plan, roles = _reductions(anc, self.info)
         elif len(anc) == 2 and {a.prim for a in anc} == {P.matmul_p, P.reduce_sum_p}:
             mm, red = sorted(anc, key=lambda a: a.prim is not P.matmul_p)
             if self.root(mm.inputs[1]) is not self.root(red.inputs[0]) and \
@@ -278,9 +305,16 @@ class _Builder:
                     writes.append(local[r])
                     continue
                 v = roles[r]
-                if isinstance(v, tuple) or v in results:
-                    vs = v if isinstance(v, tuple) else (v,)
-                    if isinstance(v, tuple) or v not in body.outputs or epilogue[v] or \
+                if isinstance(v, Each):
+                    if v[0] in results:
+                        hw.store_many(i, v, [([y] if y in body.outputs else []) + epilogue[y]
+                                             for y in v])
+                    else:
+                        hw.load_many(i, v)
+                    refs.append(_UNUSED)
+                elif isinstance(v, Concat) or v in results:
+                    vs = v if isinstance(v, Concat) else (v,)
+                    if isinstance(v, Concat) or v not in body.outputs or epilogue[v] or \
                             v in readers:
                         parts, off = [], 0
                         for y in vs:

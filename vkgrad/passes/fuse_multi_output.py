@@ -1,6 +1,11 @@
-"""Multi-output fusion: two reductions over the same operand and axes share one pass over it.
+"""Multi-output fusion: reductions over the same operand and axes share one pass over it.
 
-The case that matters in training: a layer's bias gradient is the column sum of the gradient
+Sibling reductions: up to MAX_SIBLINGS reductions of one shape, axes and op that read some of
+the same memory and do not depend on each other become one reduction kernel keeping an
+accumulator each (the sums of a layer norm's backward, g * w and g * w * xhat, over each row;
+its weight and bias gradients over the batch); the loads they share happen once.
+
+The matmul case, which matters most in training: a layer's bias gradient is the column sum of the gradient
 g that its weight gradient `x^T @ g` contracts over the same (batch) axis. The matmul already
 streams all of g through its tiles, so it computes the sum too: op(A) gets a virtual row of
 ones (`ones_row` in vkgrad/lowering/matmul.py), and its result's extra row is the bias
@@ -13,7 +18,8 @@ earlier one's results.
 
 Conditions: a 2-D matmul whose B operand (not computed in its loads) is, up to a reshape, the
 operand of a `reduce_sum` over the axes that B's contraction runs along; the reduction has no
-producer fused into it (it reads that operand from memory).
+producer fused into it (it reads that operand from memory). Column sums are paired with their
+matmuls first; siblings are grouped from what is left.
 """
 
 from __future__ import annotations
@@ -21,9 +27,13 @@ from __future__ import annotations
 import math
 
 from vkgrad import primitives as P
-from vkgrad.ir.core import Program
+from vkgrad.ir.core import Program, Var
 from vkgrad.passes.base import Pass
 from vkgrad.passes.kernel_fusion import Schedule, anchors, body_of, kind, make_fused
+
+REDUCTIONS = (P.reduce_sum_p, P.reduce_max_p, P.reduce_min_p)
+# Operands one reduction kernel accumulates at once (registers: four accumulators each).
+MAX_SIBLINGS = 4
 
 
 def column_sum_of(mm, red, root) -> bool:
@@ -48,11 +58,66 @@ class MultiOutputFusion(Pass):
     name = "fuse_multi_output"
 
     def apply(self, program: Program) -> Program:
-        while True:
-            merged = self.merge_one(program)
-            if merged is None:
-                return program
-            program = merged
+        for step in (self.merge_one, self.merge_siblings):
+            while True:
+                merged = step(program)
+                if merged is None:
+                    break
+                program = merged
+        return program
+
+    @staticmethod
+    def _reduction(e):
+        """(anchor, body) of a reduction kernel eqn (with fused loads or stores), else None."""
+        if kind(e) not in ("kernel", "input", "output", "multi_output"):
+            return None
+        b = body_of(e)
+        anc = anchors(b)
+        if not anc or any(a.prim not in REDUCTIONS or a.prim is not anc[0].prim or
+                          a.params != anc[0].params or
+                          a.inputs[0].shape != anc[0].inputs[0].shape for a in anc):
+            return None
+        return anc, b
+
+    def merge_siblings(self, program: Program) -> Program | None:
+        sched = Schedule(program)
+        eqns = sched.eqns
+        found = [(i, self._reduction(e)) for i, e in enumerate(eqns)]
+        found = [(i, r) for i, r in found if r is not None]
+        for x, (i, (ai, bi)) in enumerate(found):
+            for j, (aj, bj) in found[x + 1:]:
+                if aj[0].prim is not ai[0].prim or aj[0].params != ai[0].params or \
+                        aj[0].inputs[0].shape != ai[0].inputs[0].shape or \
+                        len(ai) + len(aj) > MAX_SIBLINGS:
+                    continue
+                if not {sched.root(v) for v in bi.inputs} & {sched.root(v) for v in bj.inputs}:
+                    continue                       # nothing read twice: nothing to share
+                if self._depends(sched, i, j):
+                    continue
+                if not sched.reads_between(i, j - 1, eqns[i].outputs):
+                    at, gone = j, i                # run both where the later one ran
+                elif all(sched.producer.get(v, -1) < i for v in bj.inputs):
+                    at, gone = i, j                # ... or where the earlier one ran
+                else:
+                    continue
+                body_eqns = list(bi.eqns) + list(bj.eqns)
+                eqns[at] = make_fused(body_eqns, list(eqns[i].outputs) + list(eqns[j].outputs),
+                                      "multi_output", like=eqns[i])
+                del eqns[gone]
+                return program.replace(eqns=tuple(eqns))
+        return None
+
+    @staticmethod
+    def _depends(sched, i, j) -> bool:
+        """Does eqn j read (through anything in between) what eqn i computes?"""
+        tainted = {sched.root(o) for o in sched.eqns[i].outputs}
+        for k in range(i + 1, j + 1):
+            e = sched.eqns[k]
+            if any(isinstance(x, Var) and sched.root(x) in tainted for x in e.inputs):
+                if k == j:
+                    return True
+                tainted |= {sched.root(o) for o in e.outputs}
+        return False
 
     def merge_one(self, program: Program) -> Program | None:
         sched = Schedule(program)
