@@ -193,3 +193,14 @@ def test_a_kernel_with_more_buffers_than_a_device_binds_is_split():
         return tuple(x * float(i) + 1.0 for i, x in enumerate(xs))
     fused, lw = check(f, *xs)
     assert len(lw.steps) == 2 and all(s.launch.bindings <= 32 for s in lw.steps)
+
+
+@pytest.mark.parametrize("info", [None, "gpu"])
+def test_bias_gradient_row_in_a_block_row_of_its_own(info):
+    """M a multiple of the tile's rows: the column sums get workgroups of their own (the
+    weight gradient's tiles stay exact, without range checks)."""
+    k = 512 if info else 40
+    x, g, b = f32(k, 64), f32(k, 12), f32(12)
+    fused, lw = check(lambda x, g, b: (vnp.matmul(x.T, vnp.maximum(g + b, 0.0)),
+                                       vnp.sum(vnp.maximum(g + b, 0.0), axis=0)),
+                      x, g, b, info=gpu_info() if info else None, rtol=3e-4, atol=1e-4)

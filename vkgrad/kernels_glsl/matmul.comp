@@ -43,7 +43,8 @@
 // transpose); VKG_STORE_B2 stores C through a fused epilogue; VKG_ONES_ROW gives op(A) an extra
 // row M of ones, so C gets an extra row M = the column sums of op(B) (a bias gradient next to
 // its weight gradient, in one pass over the gradient). With it C is [M + 1, N] (batch 1), and
-// its stores must go through VKG_STORE_B2, which puts row M where it belongs.
+// its stores must go through VKG_STORE_B2, which puts row M where it belongs. Row M is in the
+// tiles of the last block row, or (M a multiple of BM) the only row of a block row of its own.
 
 // Defaults come from defines so that a baked variant (VKGRAD_BAKE_SPEC) can set them too.
 #ifndef MM_BM
@@ -173,6 +174,14 @@ vec4 fetch_a(uint i, int nv) {
     return v;
 }
 
+float load_b1(uint i) {
+#ifdef VKG_LOAD_B1
+    return VKG_LOAD_B1(i);
+#else
+    return b_f[i];
+#endif
+}
+
 vec4 fetch_b(uint i, int nv) {
     if (nv <= 0) return vec4(0.0);
 #ifdef VKG_LOAD_B1
@@ -209,6 +218,25 @@ void main() {
     const bool a_kc = !TRANS_A, b_kc = TRANS_B;
     const uint a_ld = a_kc ? p.K : p.M, b_ld = b_kc ? p.K : p.N;   // leading dims of storage
     const uint a_kstep = a_kc ? 1u : a_ld, b_kstep = b_kc ? 1u : b_ld;
+#ifdef VKG_ONES_ROW
+    // When M is a multiple of BM the ones row has workgroups of its own: they only sum columns
+    // of op(B) over their K slice (no A, no tiles; the other workgroups keep exact tiles).
+    if (m0 >= p.M) {
+        const uint kl = SPLITS > 1u ? (k_begin < p.K ? min(chunk, p.K - k_begin) : 0u) : p.K;
+        const uint c_row = gl_WorkGroupID.z * MROWS * p.N + p.M * p.N;
+        for (uint c = gl_LocalInvocationID.x; c < BN && n0 + c < p.N; c += KS * T1) {
+            const uint base = batch * p.b_batch_stride + (b_kc ? (n0 + c) * b_ld : n0 + c);
+            float sum = 0.0;
+            for (uint k = k_begin; k < k_begin + kl; k++) sum += load_b1(base + k * b_kstep);
+#ifdef VKG_STORE_B2
+            VKG_STORE_B2(c_row + n0 + c, sum);
+#else
+            c_f[c_row + n0 + c] = sum;                // split-K: into this slice's partials
+#endif
+        }
+        return;
+    }
+#endif
 
     // Per loaded vec4, what does not change along K: its place in the tile, its storage index at
     // k = 0, and how many of its elements are in range along M (or N).

@@ -252,7 +252,8 @@ def plan_matmul(batch: int, m: int, k: int, n: int, transpose_a: bool, transpose
     vec_a = (m if ta else k) % 4 == 0 and a_batch_stride % 4 == 0
     vec_b = (k if tb else n) % 4 == 0 and b_batch_stride % 4 == 0
     vec_c = n % 4 == 0
-    exact = rows % tile.bm == 0 and n % tile.bn == 0 and k % (tile.bk * tile.ks) == 0 and k > 0
+    # (the ones row, when m is a multiple of BM, is a block row of its own: the others stay exact)
+    exact = m % tile.bm == 0 and n % tile.bn == 0 and k % (tile.bk * tile.ks) == 0 and k > 0
     checks = True if range_checks else not exact
     values = (tile.threads, tile.bm, tile.bn, tile.bk, tile.tm, tile.tn, ta, tb, vec_a, vec_b,
               vec_c, tile.ks, tile.warp_x, tile.phases, checks, tile.always_prefetch)
