@@ -255,9 +255,8 @@ def max_bindings(info) -> int:
 
 
 def split_bindings(body: Program, cap: int) -> list[Program]:
-    """`body` as one or more bodies of at most `cap` bindings (inputs + outputs) each, its
-    outputs kept in order: a kernel per part."""
-    parts, outs = [], []
+    """`body` as one or more bodies of at most `cap` bindings (inputs + outputs) each: whole
+    segments (outputs of one shape: a parameter's update) stay together where they fit."""
 
     def sub(outputs):
         producer = {o: e for e in body.eqns for o in e.outputs}
@@ -271,14 +270,24 @@ def split_bindings(body: Program, cap: int) -> list[Program]:
         ins = [v for v in body.inputs if v in outputs or any(v in e.inputs for e in eqns)]
         return body.replace(inputs=tuple(ins), outputs=tuple(outputs), eqns=tuple(eqns))
 
-    for o in body.outputs:
-        trial = sub(outs + [o])
-        if outs and len(trial.inputs) + len(trial.outputs) > cap:
-            parts.append(sub(outs))
+    def size(outputs):
+        b = sub(outputs)
+        return len(b.inputs) + len(b.outputs)
+
+    if size(list(body.outputs)) <= cap:
+        return [body]
+    parts, outs = [], []
+    for seg in segments_of(body):
+        if outs and size(outs + seg) > cap:
+            parts.append(outs)
             outs = []
-        outs.append(o)
-    parts.append(sub(outs))
-    return parts
+        for o in seg:                      # a segment too large for one kernel is cut
+            if outs and size(outs + [o]) > cap:
+                parts.append(outs)
+                outs = []
+            outs.append(o)
+    parts.append(outs)
+    return [sub(p) for p in parts]
 
 
 def segments_of(body: Program) -> list[list]:

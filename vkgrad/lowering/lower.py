@@ -171,6 +171,7 @@ class Step:
     reads: tuple                 # slots read
     writes: tuple                # slots written
     in_place_ok: frozenset = frozenset()   # slots read only at the thread's own element
+    index: int = 0               # its place in the memory plan's order (before any reordering)
 
     @property
     def phase(self) -> str:
@@ -248,10 +249,13 @@ class _Builder:
             if not elementwise.supports(v.dtype):
                 raise Unsupported(f"{v.dtype} values in an elementwise kernel")
         # more buffers than a kernel may bind: a dispatch per part (the parts are independent)
-        for part in elementwise.split_bindings(body, elementwise.max_bindings(self.info)):
+        parts = elementwise.split_bindings(body, elementwise.max_bindings(self.info))
+        for part in parts:
             launch, identity = elementwise.generate(part, f"fused_{len(self.raw)}")
             ins = [self.root(x) for x in part.inputs]
-            self.add(launch, ins + list(part.outputs), e, ins, list(part.outputs),
+            pe = e if len(parts) == 1 else e.replace(
+                inputs=part.inputs, outputs=part.outputs, params=e.params.replace(body=part))
+            self.add(launch, ins + list(part.outputs), pe, ins, list(part.outputs),
                      {self.root(x) for x, ok in identity.items() if ok})
 
     def kernel(self, e):
@@ -405,10 +409,10 @@ def lower(program: Program, info=None, *, reuse: bool = True) -> Lowered:
     exposed = [root(o) for o in program.outputs if isinstance(o, Var)]
     slots, slot_of = plan_memory(program, b.raw, b.temps, exposed, reuse=reuse)
     steps = []
-    for launch, refs, e, reads, writes, in_place in b.raw:
+    for i, (launch, refs, e, reads, writes, in_place) in enumerate(b.raw):
         steps.append(Step(launch, tuple(slot_of[r] for r in refs), e,
                           tuple(slot_of[r] for r in reads), tuple(slot_of[r] for r in writes),
-                          frozenset(slot_of[r] for r in in_place)))
+                          frozenset(slot_of[r] for r in in_place), i))
     input_slots = [slot_of[v] for v in program.inputs]
     output_slots = [None if isinstance(o, Literal) else slot_of[root(o)] for o in program.outputs]
     const_values = {slot_of[v]: arr for v, arr in program.consts}

@@ -55,6 +55,9 @@ def plan_text(lw, donation: dict | None = None) -> str:
                      f"({', '.join(f'b{s}' for s in st.slots)})")
     lines.append("buffers (elements, bytes, kind, the values each holds and the dispatches "
                  "from first write to last read):")
+    # lifetimes are in the memory plan's order; the runner may have moved a dispatch since
+    # (donation), so they are shown in the order the dispatches run
+    at = {st.index: i for i, st in enumerate(lw.steps)}
     inputs = {s: i for i, s in enumerate(lw.input_slots)}
     outputs = {}
     for j, s in enumerate(lw.output_slots):
@@ -67,7 +70,9 @@ def plan_text(lw, donation: dict | None = None) -> str:
             kind = f"{kind}, result {outputs[i]}" if s.kind != "output" else f"result {outputs[i]}"
         if donation and i in donation:
             kind += f" (over argument {donation[i]})"
-        held = ", ".join(f"{n(v)} k{a}" + (f"-k{b}" if b != a else "") for v, a, b in s.values)
+        spans = [(n(v), min(at.get(a, a), at.get(b, b)), max(at.get(a, a), at.get(b, b)))
+                 for v, a, b in s.values]
+        held = ", ".join(f"{v} k{a}" + (f"-k{b}" if b != a else "") for v, a, b in spans)
         lines.append(f"  b{i:<3} {s.dtype}[{s.size}]".ljust(22) +
                      f" {fmt_bytes(s.nbytes):>10}  {kind:<22} {held}")
     if lw.saved:
