@@ -105,15 +105,7 @@ class HookWriter:
         fn = f"vkg_storen_b{binding}"
         lines = [f"void {fn}(uint o, uint e, float v) {{", "    int gid = int(e);"]
         for n, (res, outs) in enumerate(zip(results, outputs)):
-            k = FusedSource(self.body, _LazyArrays(self), own={res: "v"},
-                            own_size=math.prod(res.shape), tmp_prefix=f"p{n}_")
-            stores = []
-            for o in outs:
-                it = k.own_index(o.shape, prefix=f"p{n}_i{len(stores)}_")
-                val = "v" if o is res else k.value(o, it)
-                stores.append(f"    {self._bind(o, True)}[gid] = {k.store_expr(val, o.dtype)};")
-            self._absorb(k, load=False)
-            lines += [f"    if (o == {n}u) {{", *("    " + ln for ln in k.lines + stores),
+            lines += [f"    if (o == {n}u) {{", *("    " + ln for ln in self._epilogue(n, res, outs)),
                       "        return;", "    }"]
         lines.append("}")
         self.funcs.append("\n".join(lines))
@@ -130,16 +122,8 @@ class HookWriter:
         lines = [f"void {fn}(uint e, float v) {{"]
         for n, (res, offset, outs) in enumerate(parts):
             size = math.prod(res.shape)
-            k = FusedSource(self.body, _LazyArrays(self), own={res: "v"}, own_size=size,
-                            tmp_prefix=f"p{n}_")
-            stores = []
-            for o in outs:
-                it = k.own_index(o.shape, prefix=f"p{n}_i{len(stores)}_")
-                val = "v" if o is res else k.value(o, it)
-                stores.append(f"    {self._bind(o, True)}[gid] = {k.store_expr(val, o.dtype)};")
-            self._absorb(k, load=False)
             body = ["    int gid = int(e)" + (f" - {offset}" if offset else "") + ";",
-                    *k.lines, *stores]
+                    *self._epilogue(n, res, outs)]
             if len(parts) == 1:
                 lines += body
             else:
@@ -150,6 +134,18 @@ class HookWriter:
         self.funcs.append("\n".join(lines))
         self.funcs.append(f"#define VKG_STORE_B{binding}(i, v) {fn}(i, v)")
         self.hooked.append(binding)
+
+    def _epilogue(self, n: int, res, outs) -> list:
+        """Lines writing `outs` at element `gid` of kernel result `res` (whose value is `v`)."""
+        k = FusedSource(self.body, _LazyArrays(self), own={res: "v"},
+                        own_size=math.prod(res.shape), tmp_prefix=f"p{n}_")
+        stores = []
+        for o in outs:
+            it = k.own_index(o.shape, prefix=f"p{n}_i{len(stores)}_")
+            val = "v" if o is res else k.value(o, it)
+            stores.append(f"    {self._bind(o, True)}[gid] = {k.store_expr(val, o.dtype)};")
+        self._absorb(k, load=False)
+        return k.lines + stores
 
     def in_place_inputs(self) -> set:
         """Inputs read only at the element being stored, and by no load: an epilogue output of

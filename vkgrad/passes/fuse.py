@@ -96,12 +96,7 @@ class Fuse(Pass):
         scheduled = []   # (height, position, eqn)
         for (h, _), rs in groups.items():
             body_eqns = sorted(set().union(*(cones[r] for r in rs)), key=position.__getitem__)
-            defined = {o for e in body_eqns for o in e.outputs}
-            inputs = []
-            for e in body_eqns:
-                for x in e.inputs:
-                    if isinstance(x, Var) and x not in defined and x not in inputs:
-                        inputs.append(x)
+            inputs = body_inputs(body_eqns)
             body = Program(f"fused_{len(scheduled)}", tuple(inputs), tuple(rs), tuple(body_eqns))
             first = producer[rs[0]]
             fe = Eqn(fused_p, tuple(inputs), Params(kind="loop", body=body), tuple(rs),
@@ -116,6 +111,17 @@ class Fuse(Pass):
                                   position[e], e))
         scheduled.sort(key=lambda t: (-t[0], t[1]))
         return program.replace(eqns=tuple(e for _, _, e in scheduled))
+
+
+def body_inputs(eqns) -> list:
+    """What `eqns` read and do not define, in order of first use: a body's inputs."""
+    defined = {o for e in eqns for o in e.outputs}
+    inputs = []
+    for e in eqns:
+        for x in e.inputs:
+            if isinstance(x, Var) and x not in defined and x not in inputs:
+                inputs.append(x)
+    return inputs
 
 
 def _cone(root_eqn, fusible, producer):

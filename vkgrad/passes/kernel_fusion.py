@@ -13,7 +13,7 @@ import math
 
 from vkgrad import primitives as P
 from vkgrad.ir.core import Eqn, Params, Program, Var
-from vkgrad.passes.fuse import fused_p
+from vkgrad.passes.fuse import body_inputs, fused_p
 from vkgrad.passes.remat import save_p
 
 # Operands whose loads a kernel can compute (a fused producer), by position. These are the
@@ -110,12 +110,7 @@ def make_fused(body_eqns, outputs, kind_: str, like: Eqn) -> Eqn:
     """A fused eqn computing `outputs` with `body_eqns` (put in a valid order); its inputs are
     whatever those eqns read and do not define, in order of first use."""
     body_eqns = toposort(body_eqns)
-    defined = {o for e in body_eqns for o in e.outputs}
-    inputs = []
-    for e in body_eqns:
-        for x in e.inputs:
-            if isinstance(x, Var) and x not in defined and x not in inputs:
-                inputs.append(x)
+    inputs = body_inputs(body_eqns)
     body = Program(f"fused_{kind_}", tuple(inputs), tuple(outputs), tuple(body_eqns))
     return Eqn(fused_p, tuple(inputs), Params(kind=kind_, body=body), tuple(outputs),
                like.source, like.phase)
