@@ -274,6 +274,12 @@ class _Builder:
 
     def fused_kernel(self, e):
         """A hand-written kernel with fused loads and stores (lowering/hooks.py)."""
+        try:
+            self._fused_kernel(e)
+        except ValueError as err:      # an access pattern the hooks cannot generate
+            raise Unsupported(f"fused {e.params.get('kind')} kernel: {err}") from None
+
+    def _fused_kernel(self, e):
         body = e.params["body"]
         anc = [b for b in body.eqns if not b.prim.fusible]
         if len(anc) == 1 and anc[0].prim in kernel_rules:
@@ -345,8 +351,10 @@ class _Builder:
                 refs += [self.root(x) for x in hw.extra]
                 reads += [self.root(x) for x in hw.extra if x not in hw.written]
                 writes += list(hw.written)
+            # in place only over what nothing but the store hook reads (never a kernel operand)
+            plain = {r for r in refs[:len(role_names)] if r is not _UNUSED}
             self.add(launch, refs, e, reads, writes,
-                     {self.root(x) for x in hw.in_place_inputs()} if hw else ())
+                     {self.root(x) for x in hw.in_place_inputs()} - plain if hw else ())
 
 
 def _epilogue_outputs(body, results) -> dict:
