@@ -5,8 +5,9 @@ fusion alone (the plan before it, via the disable switch) and against no fusion 
     (vg.profile, per kernel), wall time per step, peak bytes, saved bytes, equal results;
   * transformer block step (d_model 512, 8 heads, L 1024, batch 4, causal, plain softmax
     attention, examples/train_steps.py): the same;
-  * compile time, trace to SPIR-V and pipelines, of both steps: cold (empty SPIR-V cache) and
-    warm (cache on disk), with the time in the passes apart.
+  * compile time, trace to SPIR-V and pipelines, of both steps: cold (empty SPIR-V cache, no
+    pipeline built yet) and warm (SPIR-V from the disk cache; the pipelines, cached per process,
+    are built already), with the time in the trace and the passes apart.
 
 On the NVIDIA device machine, from the repo root (with .gpu carried):
     source bench/gpu_env.sh && python3 bench/bench_fusion.py
