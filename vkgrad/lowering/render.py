@@ -6,6 +6,7 @@ forward and backward in separate clusters), rendered to SVG by the `dot` program
 
 from __future__ import annotations
 
+import math
 import shutil
 import subprocess
 
@@ -80,17 +81,10 @@ def plan_text(lw, donation: dict | None = None) -> str:
                      "shape, source line):")
         for slot, v, src in lw.saved:
             lines.append(f"  b{slot:<3} {n(v):<6} {type_str(v.shape, v.dtype):<16} "
-                         f"{fmt_bytes(4 * max(1, _size(v))):>10}  {src or '?'}")
+                         f"{fmt_bytes(4 * max(1, math.prod(v.shape))):>10}  {src or '?'}")
     outs = ", ".join("literal" if s is None else f"b{s}" for s in lw.output_slots)
     lines.append(f"return {outs}")
     return "\n".join(lines) + "\n"
-
-
-def _size(v) -> int:
-    out = 1
-    for d in v.shape:
-        out *= d
-    return out
 
 
 def glsl_text(lw) -> str:

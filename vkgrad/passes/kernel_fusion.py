@@ -62,10 +62,6 @@ def is_loop(e: Eqn) -> bool:
     return kind(e) == "loop"
 
 
-def is_kernel(e: Eqn) -> bool:
-    return kind(e) in ("kernel", "input", "output", "multi_output")
-
-
 def body_of(e: Eqn) -> Program:
     """The eqn as a body: a fused eqn's own, or a one-eqn program around a kernel eqn."""
     if e.prim is fused_p:
@@ -165,14 +161,6 @@ class Schedule:
         while v in self.alias_of:
             v = self.alias_of[v]
         return v
-
-    def views(self, v) -> list:
-        """v and every alias of it (their eqns are the ones to fold into a reader)."""
-        out = [v]
-        for a, src in self.alias_of.items():
-            if self.root(src) is v or src is v:
-                out.append(a)
-        return out
 
     def alias_path(self, x) -> list:
         """The alias eqns from a root value to x (empty when x is the root)."""
