@@ -29,18 +29,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import vkgrad as vg  # noqa: E402
-import vkgrad.numpy as vnp  # noqa: E402
+from examples import train_steps as ts  # noqa: E402
 
 LR = 1e-3
 
 
-def init(sizes, seed=0):
-    rng = np.random.default_rng(seed)
-    params = []
-    for a, b in zip(sizes[:-1], sizes[1:]):
-        params.append((rng.standard_normal((a, b)).astype(np.float32) * np.float32(np.sqrt(2 / a)),
-                       np.zeros(b, np.float32)))
-    return params
+init = ts.mlp_params                 # the same parameters as the fusion bench and the tests
 
 
 def data(sizes, batch, n, seed=1):
@@ -51,23 +45,8 @@ def data(sizes, batch, n, seed=1):
 
 
 def vkgrad_step_fn(n_out):
-    opt = vg.optim.adam(LR)
-
-    def loss_fn(params, x, y):
-        h = x
-        for i, (w, b) in enumerate(params):
-            h = h @ w + b
-            if i < len(params) - 1:
-                h = vnp.maximum(h, 0.0)
-        logp = vnp.log_softmax(h, axis=-1)
-        return -vnp.mean(vnp.sum(vnp.one_hot(y, n_out) * logp, axis=-1))
-
-    def step(params, opt_state, x, y):
-        loss, grads = vg.value_and_grad(loss_fn)(params, x, y)
-        params, opt_state = opt.update(grads, opt_state, params)
-        return params, opt_state, loss
-
-    return opt, step
+    """(optimizer, step): the MLP step of examples/train_steps.py (ReLU, cross-entropy, Adam)."""
+    return ts.mlp_step(LR)
 
 
 def time_steps(run, n):

@@ -1,7 +1,7 @@
 """BENCHMARKS.md from the JSON the benchmarks wrote on the device machine (bench/results/).
 
     python bench/write_benchmarks.py bench/results/matmul_*.json bench/results/mlp_*.json \
-        bench/results/lm_*.json
+        bench/results/lm_*.json bench/results/fusion_*.json
 
 Every number in BENCHMARKS.md comes from these files: nothing is typed in by hand.
 """
@@ -98,6 +98,76 @@ def lm_section(d) -> list[str]:
             out.append(f"\nvkgrad {model}: {v['dispatches']} dispatches, "
                        f"{v['gpu_us_per_step']:.0f} us of GPU time per step (`vg.profile`).")
     return out + [""]
+def _mb(n) -> str:
+    return f"{n / 2**20:.1f}"
+
+
+def fusion_section(d) -> list[str]:
+    where = d["device"] + (" (`--quick`: small models, a check of the script, not the "
+                           "issue's sizes)" if d.get("quick") else "")
+    out = [f"## Fusion (issue 9): the training steps fused vs loop fusion alone vs nothing fused",
+           "", f"{d['date']}, {where}; `python3 bench/bench_fusion.py` (plans switched by "
+           "`disable_passes`, in one process; GPU time: `vg.profile`, median; wall: median per "
+           "step, device-resident batches)", ""]
+    names = {"fused": "all passes", "loop_fusion_only": "loop fusion only (the plan before)",
+             "nothing_fused": "nothing fused"}
+    for step in ("mlp", "transformer"):
+        r = d.get(step)
+        if not r:
+            continue
+        cfg = ", ".join(f"{k} {v}" for k, v in r["config"].items())
+        out += [f"**{step}** ({cfg})", "",
+                "| plan | dispatches | GPU us | wall us/step | peak MB | saved MB |",
+                "| --- | ---: | ---: | ---: | ---: | ---: |"]
+        for plan, label in names.items():
+            p = r[plan]
+            gpu = f"{p['gpu_total_us']:.1f}" if "gpu_total_us" in p else "-"
+            wall = f"{p['wall_median_us']:.1f}" if "wall_median_us" in p else "-"
+            out.append(f"| {label} | {p['dispatches']} | {gpu} | {wall} | "
+                       f"{_mb(p['peak_bytes'])} | {_mb(p['saved_bytes'])} |")
+        if "gpu_time_ratio" in r:
+            out += ["", f"GPU time fused / loop fusion only: {r['gpu_time_ratio']:.2f}; losses "
+                    f"equal: {r['losses_equal']}; largest parameter difference after the same "
+                    f"steps: {r['max_param_diff']:.2e}"]
+        prof = r["fused"].get("profile")
+        if prof:
+            out += ["", "| kernel | primitives | shapes | GPU us | % |",
+                    "| --- | --- | --- | ---: | ---: |"]
+            out += [f"| {k['kernel']} | {k['primitives']} | {k['shapes']} | {k['us']:.1f} | "
+                    f"{k['percent']:.1f} |" for k in prof]
+        out.append("")
+    comp = d.get("compile", {})
+    if comp:
+        out += ["Compile time, trace to recorded pipelines (jit's first `lower`), of the fused "
+                "plans: cold = empty SPIR-V cache, warm = cache on disk", "",
+                "| step | cold s | SPIR-V compiled | warm s | trace s | passes to plan s |",
+                "| --- | ---: | ---: | ---: | ---: | ---: |"]
+        for step, c in comp.items():
+            out.append(f"| {step} | {c['cold']['total_s']:.2f} | {c['cold']['spirv_compiled']} | "
+                       f"{c['warm']['total_s']:.2f} | {c['warm']['trace_s']:.2f} | "
+                       f"{c['warm']['passes_and_plan_s']:.2f} |")
+        out.append("")
+    return out
+
+
+def fusion_targets(d) -> list[str]:
+    out = []
+    tag = f"{d['date']}{' (--quick)' if d.get('quick') else ''}"
+    m = d.get("mlp", {})
+    if m:
+        on, off = m["fused"], m["nothing_fused"]
+        out.append(f"- fusion: MLP step dispatches {on['dispatches']} <= a third of "
+                   f"{off['dispatches']} with the passes off "
+                   f"({'met' if 3 * on['dispatches'] <= off['dispatches'] else 'NOT met'}), "
+                   f"peak {_mb(on['peak_bytes'])} <= {_mb(off['peak_bytes'])} MB "
+                   f"({'met' if on['peak_bytes'] <= off['peak_bytes'] else 'NOT met'}), {tag}")
+        if "gpu_time_ratio" in m and not d.get("quick"):
+            r = m["gpu_time_ratio"]
+            out.append(f"- fusion: MLP 784-1024-1024-10 GPU time down by a third: "
+                       f"{m['loop_fusion_only']['gpu_total_us']:.1f} -> "
+                       f"{m['fused']['gpu_total_us']:.1f} us = {r:.2f}x "
+                       f"({'met' if r <= 2 / 3 else 'NOT met'}), {tag}")
+    return out
 
 
 def targets(docs) -> list[str]:
@@ -110,6 +180,8 @@ def targets(docs) -> list[str]:
                 if ratio is not None:
                     out.append(f"- {model} LM ({d['preset']}) tokens/s against JAX: "
                                f"vkgrad/JAX = {ratio:.2f} in the run of {d['date']}")
+        elif "compile" in d:
+            out += fusion_targets(d)
         elif "rows" in d:
             for r in d["rows"]:
                 if r["shape"] == "cube4096":
@@ -131,8 +203,8 @@ def main():
     docs = [json.loads(Path(p).read_text()) for p in sys.argv[1:]]
     lines = [HEADER] + targets(docs)
     for d in docs:
-        lines += (lm_section(d) if "preset" in d else matmul_section(d) if "rows" in d
-                  else mlp_section(d))
+        lines += (lm_section(d) if "preset" in d else fusion_section(d) if "compile" in d
+                  else matmul_section(d) if "rows" in d else mlp_section(d))
     Path(__file__).resolve().parent.parent.joinpath("BENCHMARKS.md").write_text("\n".join(lines))
 
 

@@ -495,9 +495,10 @@ def primitives_in(program) -> set:
 
 def all_primitives() -> set:
     """Every primitive defined now (looked up when called, so a primitive added later counts),
-    except `fused` (made by the fusion pass) and test-only ones."""
+    except the compiler's own (`fused` made by the fusion pass, `save` by remat) and test-only
+    ones."""
     from vkgrad.ir.core import PRIMITIVES
-    return {n for n in PRIMITIVES if n != "fused" and not n.endswith("_for_test")}
+    return {n for n in PRIMITIVES if n not in ("fused", "save") and not n.endswith("_for_test")}
 
 
 def differentiable_primitives() -> set:

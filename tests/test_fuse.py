@@ -84,12 +84,12 @@ def test_reduction_over_outer_axes_is_canonicalized():
     np.testing.assert_allclose(vg.run_program(c, x)[0], x.sum((0, 2)))
 
 
-def test_dump_fused_and_lowered_stages(capsys):
+def test_dump_fused_and_plan_stages(capsys):
     from vkgrad.dump import main
     args = ["examples/model.py:loss", "--args", "f32[784,10], f32[64,784], i32[64]", "--grad"]
     assert main(args + ["--stage", "fused"]) == 0
     text = capsys.readouterr().out
-    assert " = fused " in text and "log_softmax" in text
-    assert main(args + ["--stage", "lowered"]) == 0
+    assert " = fused" in text and "log_softmax" in text
+    assert main(args + ["--stage", "plan"]) == 0
     text = capsys.readouterr().out
-    assert text.startswith("lowered loss: ") and "matmul" in text and "return" in text
+    assert text.startswith("plan loss: ") and "matmul" in text and "return" in text

@@ -184,10 +184,12 @@ def test_lower_stages_and_stats():
     low = vg.jit(vg.value_and_grad(mlp_loss), backend="vulkan").lower(params, x, y)
     assert "# ---- backward ----" in low.as_text("traced")
     assert "fused" in low.as_text("fused")
-    text = low.as_text("lowered")
-    assert text.startswith("lowered ") and "matmul" in text and "log_softmax" in text
+    text = low.as_text("plan")
+    assert text.startswith("plan ") and "matmul" in text and "log_softmax" in text
+    assert low.as_text("lowered") == text          # the stage's older name
     st = low.stats()
-    assert st["backend"] == "vulkan" and st["kernels"]["matmul"] == 5 and st["kernels"]["fused"] >= 3
+    assert st["backend"] == "vulkan"
+    assert sum(n for k, n in st["kernels"].items() if "matmul" in k) == 5
     # 2 forward + 3 backward matmuls (dW2, dh, dW1), and no transpose: the flags do it
     assert " = transpose" not in low.as_text("optimized")
     with pytest.raises(vg.VkgradError, match="stage"):
@@ -288,7 +290,7 @@ def test_split_bindings_keeps_every_part_within_the_limit():
     """A sum of many materialized values gets intermediates written to memory, an update of
     many same-shaped values is cut into several kernels; the parts compute the same."""
     from vkgrad.ir.verifier import verify
-    from vkgrad.lowering.lower import split_bindings
+    from vkgrad.lowering.elementwise import split_bindings
     from vkgrad.passes.fuse import canonicalize_for_lowering, fuse
 
     def many(xs, ys):

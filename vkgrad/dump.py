@@ -7,6 +7,8 @@ table `vg.jit(f).lower(...).as_text(stage)` uses (vkgrad/lowering/stages.py):
 
 Without --stage: 'optimized' with --grad, else 'traced'. `--stage grad` implies --grad; later
 stages apply to the gradient program with --grad and to the plain program without.
+--format dot prints Graphviz DOT (kernels coloured, forward and backward apart), svg renders
+it with Graphviz's `dot`. --disable (or VKGRAD_DISABLE_PASSES) switches passes off by name.
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ import sys
 
 from vkgrad.errors import ArgumentError, VkgradError
 from vkgrad.ir.parser import parse_type, split_top
-from vkgrad.lowering.stages import STAGE_NAMES, Options, describe_stages, run_stages, stage_text
+from vkgrad.lowering.render import dot_svg
+from vkgrad.lowering.stages import (ALIASES, FORMATS, STAGE_NAMES, Options, describe_stages,
+                                    run_stages, stage_dot, stage_name, stage_text)
+from vkgrad.passes import disabled_passes
 from vkgrad.runtime import get_device
 from vkgrad.tracer.core import ShapeDtype
 from vkgrad.transforms.api import trace
@@ -65,7 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--grad", action="store_true", help="dump the gradient program")
     ap.add_argument("--argnums", default="0", help="arguments to differentiate, e.g. 0,1")
     ap.add_argument("--source", action="store_true", help="show the source line of each eqn")
-    ap.add_argument("--stage", choices=list(STAGE_NAMES), help="the stage to stop after")
+    ap.add_argument("--stage", choices=list(STAGE_NAMES) + list(ALIASES),
+                    help="the stage to stop after")
+    ap.add_argument("--format", choices=FORMATS, default="text",
+                    help="text (default), dot (Graphviz) or svg (needs Graphviz's dot)")
+    ap.add_argument("--disable", default=None,
+                    help="passes to switch off, e.g. fuse,remat (default: VKGRAD_DISABLE_PASSES)")
     return ap
 
 
@@ -75,7 +85,7 @@ def main(argv: list[str]) -> int:
         opts.argnums = tuple(int(a) for a in opts.argnums.split(",") if a.strip())
     except ValueError:
         raise ArgumentError(f"--argnums: expected e.g. 0,1, got {opts.argnums!r}") from None
-    stage = opts.stage or ("optimized" if opts.grad else "traced")
+    stage = stage_name(opts.stage or ("optimized" if opts.grad else "traced"))
     if stage == "grad":
         opts.grad = True
     fun = load_function(opts.target)
@@ -84,15 +94,21 @@ def main(argv: list[str]) -> int:
         if not 0 <= i < len(specs):
             raise ArgumentError(f"--argnums {i} is out of range for {len(specs)} arguments")
     program = trace(fun, specs)
+    late = STAGE_NAMES.index(stage) >= STAGE_NAMES.index("plan")
     values = run_stages(program, stage, Options(grad=opts.grad, argnums=opts.argnums,
-                                                device_info=_device_info() if stage == "lowered"
-                                                else None))
-    sys.stdout.write(stage_text(values[stage], source=opts.source))
+                                                device_info=_device_info() if late else None,
+                                                disabled=disabled_passes(opts.disable)))
+    value = values[stage]
+    if opts.format == "text":
+        sys.stdout.write(stage_text(value, source=opts.source))
+    else:
+        dot = stage_dot(value)
+        sys.stdout.write(dot if opts.format == "dot" else dot_svg(dot))
     return 0
 
 
 def _device_info():
-    """The default device's limits, for planning the `lowered` stage (None: no device)."""
+    """The default device's limits, for planning the `plan` stage (None: no device)."""
     try:
         return get_device().info
     except VkgradError:

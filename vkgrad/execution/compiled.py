@@ -1,6 +1,6 @@
 """A compiled program: its stages (vkgrad/lowering/stages.py) and the runner that runs it.
 
-On the Vulkan backend the program goes through every stage to `lowered` and runs on a
+On the Vulkan backend the program goes through every stage to `plan` and runs on a
 `VulkanRunner`; a program the kernels cannot run (`Unsupported`) falls back WHOLE to the
 interpreter (`fallbacks()` counts the reasons; VKGRAD_STRICT=1 makes it an error).
 """
@@ -14,7 +14,9 @@ import warnings
 
 from vkgrad.errors import ArgumentError, VkgradError
 from vkgrad.lowering.lower import Unsupported
-from vkgrad.lowering.stages import STAGE_NAMES, Options, run_stages, stage_text
+from vkgrad.lowering.render import dot_svg
+from vkgrad.lowering.stages import (FORMATS, Options, run_stages, stage_dot, stage_name,
+                                    stage_text)
 from vkgrad.runtime import get_device
 from vkgrad.runtime.runners import NumpyRunner, VulkanRunner
 
@@ -62,18 +64,20 @@ def log(msg: str) -> None:
 class Compiled:
     """One compiled program: `stages` ({name: value}), `runner`, and the output structure."""
 
-    def __init__(self, program, out_tree, backend: str, donated):
+    def __init__(self, program, out_tree, backend: str, donated, disabled=frozenset()):
         self.out_tree = out_tree
         self.donated = tuple(sorted(donated))   # leaf indices whose Arrays a call consumes
         self.stages: dict = {}
+        self.options = Options(disabled=frozenset(disabled))
         self.fallback_reason = None
         self.runner = None
         if backend == "vulkan":
             try:
                 device = get_device()
-                run_stages(program, "lowered", Options(device_info=device.info), self.stages)
-                self.runner = VulkanRunner(device, self.stages["lowered"], donated)
-                self.stages["lowered"] = self.runner.lowered   # in the order it runs
+                self.options = Options(device_info=device.info, disabled=frozenset(disabled))
+                run_stages(program, "plan", self.options, self.stages)
+                self.runner = VulkanRunner(device, self.stages["plan"], donated)
+                self.stages["plan"] = self.runner.lowered   # in the order it runs
             except Unsupported as u:
                 self.stages.pop("fused", None)
                 self.fallback_reason = u.reason
@@ -83,7 +87,7 @@ class Compiled:
                                           "(VKGRAD_STRICT=1 forbids the interpreter fallback)")
                 log(f"{program.name} falls back to the numpy interpreter: {u.reason}")
         if self.runner is None:
-            run_stages(program, "optimized", values=self.stages)
+            run_stages(program, "optimized", self.options, values=self.stages)
             self.runner = NumpyRunner(self.stages["optimized"])
 
     @property
@@ -92,29 +96,63 @@ class Compiled:
 
     @property
     def lowered(self):
-        return self.stages.get("lowered")
+        """The plan (vkgrad.lowering.lower.Lowered), or None on the interpreter."""
+        return self.stages.get("plan")
 
     def compile(self) -> "Compiled":
         return self
 
-    def as_text(self, stage: str = "lowered") -> str:
-        """The program at `stage` (see `python -m vkgrad dump --help` for the stages)."""
-        if stage not in STAGE_NAMES:
-            raise ArgumentError(f"stage={stage!r}: choose one of {', '.join(STAGE_NAMES)}")
+    def _donation(self) -> dict:
+        return getattr(self.runner, "donation", {}) or {}
+
+    def as_text(self, stage: str = "plan", format: str = "text") -> str:
+        """The program at `stage`, as text, Graphviz DOT or SVG (`format`); the stages are
+        those of `python -m vkgrad dump --stage` (vkgrad/lowering/stages.py)."""
+        stage = stage_name(stage)
+        if format not in FORMATS:
+            raise ArgumentError(f"format={format!r}: choose one of {', '.join(FORMATS)}")
+        if stage == "glsl" and "plan" in self.stages:
+            run_stages(None, "glsl", self.options, self.stages)
         if stage not in self.stages:
             return (f"# {stage}: not lowered to Vulkan "
                     f"({self.fallback_reason or 'numpy backend'})\n")
-        return stage_text(self.stages[stage])
+        value = self.stages[stage]
+        if format == "text":
+            return stage_text(value, donation=self._donation())
+        dot = stage_dot(value)
+        return dot if format == "dot" else dot_svg(dot)
 
     def stats(self) -> dict:
         st = {"backend": self.backend, "traced_eqns": len(self.stages["traced"].eqns),
               "optimized_eqns": len(self.stages["optimized"].eqns),
-              "fallback": self.fallback_reason}
+              "eqns": len(self.stages["optimized"].eqns),
+              "fallback": self.fallback_reason,
+              "disabled_passes": sorted(self.options.disabled)}
         lw = self.lowered
         if lw is not None:
+            mem = lw.memory(self._donation())
             st.update(dispatches=len(lw.steps),
                       buffers=len(lw.slots),
-                      scratch_bytes=sum(s.size * 4 for s in lw.slots if s.kind == "scratch"),
-                      # dispatches per primitive ("fused" = generated elementwise kernels)
-                      kernels=dict(collections.Counter(s.eqn.prim.name for s in lw.steps)))
+                      peak_bytes=mem["peak"],
+                      scratch_bytes=mem["scratch"],
+                      saved_bytes=lw.saved_bytes(),
+                      # dispatches per primitive ("fused" = generated elementwise kernels;
+                      # a kernel with fused loads/stores counts as its own primitive)
+                      kernels=dict(collections.Counter(_kernel_name(s.eqn) for s in lw.steps)))
         return st
+
+    def _repr_markdown_(self) -> str:
+        """A notebook shows the plan (or, on the interpreter, the optimized program)."""
+        st = self.stats()
+        head = ", ".join(f"{k} {st[k]}" for k in ("backend", "eqns", "dispatches", "buffers",
+                                                  "peak_bytes", "saved_bytes") if k in st)
+        stage = "plan" if self.lowered is not None else "optimized"
+        return f"**{head}**\n\n```\n{self.as_text(stage)}```\n"
+
+
+def _kernel_name(eqn) -> str:
+    if eqn.prim.name != "fused":
+        return eqn.prim.name
+    body = eqn.params["body"]
+    anchors = [b.prim.name for b in body.eqns if not b.prim.fusible]
+    return "+".join(anchors) if anchors else "fused"

@@ -1,13 +1,16 @@
 """vg.jit: a traced program compiled to Vulkan kernels, run as ONE submission per call.
 
-    step = vg.jit(fun, static_argnums=(), donate_argnums=(), backend=None)
+    step = vg.jit(fun, static_argnums=(), donate_argnums=(), backend=None, disable_passes=None)
     out = step(*args)                      # pytree of vg.Array, resident on the device
-    step.lower(*args).as_text(stage="lowered")
+    step.lower(*args).as_text(stage="plan")
 
 Pipeline (each stage printable, each executable by the numpy interpreter; the stage table is
 vkgrad/lowering/stages.py):
-    trace -> optimize (simplify, transpose folding, CSE, DCE) -> canonicalize -> fuse
-          -> lower (kernels + memory plan) -> one recorded Kompute sequence, replayed.
+    trace -> optimize (simplify, transpose folding, CSE, DCE) -> remat -> fuse (loops, then
+          into kernels' loads and stores, multi-output, horizontal) -> plan (kernels + memory)
+          -> one recorded Kompute sequence, replayed.
+`disable_passes` ("fuse,remat" or a list; default VKGRAD_DISABLE_PASSES) switches passes off
+by name (vkgrad/passes/__init__.py).
 
 Compiled programs are cached on (argument structure, shapes and dtypes, static values,
 donation, backend); VKGRAD_LOG_COMPILES=1 logs each compile and what changed in the key.
@@ -27,17 +30,19 @@ from dataclasses import dataclass
 from vkgrad.errors import ArgumentError
 from vkgrad.execution.array import Array, call
 from vkgrad.execution.compiled import BACKENDS, Compiled, default_backend, log
+from vkgrad.passes import disabled_passes
 from vkgrad.tracer import core
 from vkgrad.tracer.pytree import tree_flatten, tree_unflatten
 from vkgrad.transforms.api import _fun_name, _normalize_argnums, _trace
 
 
-def jit(fun=None, *, static_argnums=(), donate_argnums=(), backend=None):
+def jit(fun=None, *, static_argnums=(), donate_argnums=(), backend=None, disable_passes=None):
     """Compile `fun` for the default (or given) backend; see the module docstring."""
     if fun is None:
         return functools.partial(jit, static_argnums=static_argnums,
-                                 donate_argnums=donate_argnums, backend=backend)
-    return Jitted(fun, static_argnums, donate_argnums, backend)
+                                 donate_argnums=donate_argnums, backend=backend,
+                                 disable_passes=disable_passes)
+    return Jitted(fun, static_argnums, donate_argnums, backend, disable_passes)
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,7 @@ class _Key:
     static: tuple          # static argument values
     donated: tuple         # donated leaf indices
     backend: str
+    disabled: frozenset = frozenset()   # passes switched off
 
     def describe_change(self, old: "_Key") -> str:
         if old.backend != self.backend:
@@ -61,13 +67,17 @@ class _Key:
                  if a != b]
         if diffs:
             return "shapes/dtypes changed: " + "; ".join(diffs[:4]) + (" ..." if len(diffs) > 4 else "")
+        if old.disabled != self.disabled:
+            return f"disabled passes {sorted(old.disabled)} -> {sorted(self.disabled)}"
         return "donation changed"
 
 
 class Jitted:
-    def __init__(self, fun, static_argnums, donate_argnums, backend):
+    def __init__(self, fun, static_argnums, donate_argnums, backend, disable_passes=None):
         if backend is not None and backend not in BACKENDS:
             raise ArgumentError(f"backend={backend!r}: choose one of {', '.join(BACKENDS)}")
+        self.disable_passes = None if disable_passes is None else \
+            disabled_passes(disable_passes)
         functools.update_wrapper(self, fun)
         self.fun = fun
         self.static_argnums = static_argnums
@@ -117,7 +127,8 @@ class Jitted:
         avals = tuple(x._aval if type(x) is Array else core.abstract_leaf(x, self._where)
                       for x in leaves)
         key = _Key(tuple(trees), avals, tuple(statics), tuple(donated),
-                   self.backend or default_backend())
+                   self.backend or default_backend(),
+                   disabled_passes() if self.disable_passes is None else self.disable_passes)
         return fun, args, key, leaves
 
     def _compiled(self, args, kwargs):
@@ -128,7 +139,7 @@ class Jitted:
             log(f"compiling {_fun_name(self.fun)} for {key.backend} ({why})")
             traced = _trace(fun, args, self.static_argnums)
             entry = self._cache[key] = Compiled(traced.program, traced.out_tree, key.backend,
-                                                set(key.donated))
+                                                set(key.donated), key.disabled)
             self.compiles += 1
         self._last_key = key
         return entry, leaves

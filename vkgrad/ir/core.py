@@ -304,6 +304,10 @@ class Program:
     def __repr__(self) -> str:
         return f"<Program {self.name}: {len(self.inputs)} inputs, {len(self.eqns)} eqns>"
 
+    def _repr_markdown_(self) -> str:
+        """How a notebook shows a program: its text, with source lines."""
+        return f"```\n{print_program(self, source=True)}```\n"
+
 
 # ----------------------------------------------------------------------------------- text form
 # The text format: stable, diffable, one eqn per line, values numbered in order of appearance.
@@ -397,6 +401,27 @@ def print_program(program: Program, *, source: bool = False) -> str:
     lines.append(f"  return {', '.join(name(o) for o in program.outputs)}")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def value_names(program: Program) -> dict:
+    """{Var: '%n'}: the names `print_program` gives (for other views of the same program,
+    such as the plan and the graph, to name values as the printed program does)."""
+    name = _Namer()
+    for v in program.inputs:
+        name.define(v)
+    for v, _ in program.consts:
+        name.define(v)
+    _print_eqns(program.eqns, name, [], False, "")
+    return dict(name.names)
+
+
+def format_eqns(eqns, names: dict, indent: str = "", source: bool = False) -> list:
+    """Eqn lines as `print_program` writes them, naming values by `names` (value_names)."""
+    namer = _Namer()
+    namer.names = dict(names)
+    lines: list = []
+    _print_eqns(eqns, namer, lines, source, indent)
+    return lines
 
 
 def _print_eqns(eqns, name: _Namer, lines: list, source: bool, indent: str) -> None:

@@ -61,8 +61,8 @@ def _parse_scalar(text: str, dtype: str):
 
 
 def _parse_param_value(text: str):
-    if text in DTYPES:
-        return text
+    if text in DTYPES or text.isidentifier() and text not in ("True", "False", "None"):
+        return text          # dtype names and words (fused[kind=output]) are strings
     try:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):
@@ -78,33 +78,61 @@ def parse_program(text: str, consts: dict | None = None) -> Program:
         raise IRError(f"expected 'program NAME(...) -> TYPES {{', got {lines[:1]}")
     name, ins_text, _ = m.groups()
     env: dict[str, Var] = {}
+    inputs = [_define(env, b) for b in split_top(ins_text)]
+    pos, eqns, const_pairs, outputs = _parse_block(lines, 1, env, consts, None)
+    if outputs is None:
+        raise IRError("program has no return line")
+    return Program(name, inputs, outputs, eqns, const_pairs)
 
-    def define(binding: str) -> Var:
-        bm = _BINDING.match(binding.strip())
-        if not bm:
-            raise IRError(f"bad binding {binding!r} (expected %name: type)")
-        if bm.group(1) in env:
-            raise IRError(f"{bm.group(1)} is defined twice")
-        shape, dtype = parse_type(bm.group(2))
-        env[bm.group(1)] = v = Var(shape, dtype)
+
+def _define(env: dict, binding: str, pending: dict | None = None, local: set | None = None) -> Var:
+    """Bind `%name: type` in `env`. A name in `pending` (the results of the eqn whose body is
+    being read) is bound to that Var: the body defines the eqn's outputs. Inside a body a name
+    may shadow an outer one (`local` holds the names the body itself defined)."""
+    bm = _BINDING.match(binding.strip())
+    if not bm:
+        raise IRError(f"bad binding {binding!r} (expected %name: type)")
+    key = bm.group(1)
+    shape, dtype = parse_type(bm.group(2))
+    if pending and key in pending:
+        v = pending.pop(key)
+        if v.shape != shape or v.dtype != dtype:
+            raise IRError(f"{key} is typed {bm.group(2)} in the body, {v.type} outside")
+        env[key] = v
         return v
+    if key in (env if local is None else local):
+        raise IRError(f"{key} is defined twice")
+    if local is not None:
+        local.add(key)
+    env[key] = v = Var(shape, dtype)
+    return v
 
-    def atom(tok: str):
-        tok = tok.strip()
-        if tok.startswith("%"):
-            if tok not in env:
-                raise IRError(f"{tok} is used before it is defined")
-            return env[tok]
-        lm = _LITERAL.match(tok)
-        if not lm:
-            raise IRError(f"bad operand {tok!r}")
-        return Literal(_parse_scalar(lm.group(1), lm.group(2)), lm.group(2))
 
-    inputs = [define(b) for b in split_top(ins_text)]
+def _atom(env: dict, tok: str):
+    tok = tok.strip()
+    if tok.startswith("%"):
+        if tok not in env:
+            raise IRError(f"{tok} is used before it is defined")
+        return env[tok]
+    lm = _LITERAL.match(tok)
+    if not lm:
+        raise IRError(f"bad operand {tok!r}")
+    return Literal(_parse_scalar(lm.group(1), lm.group(2)), lm.group(2))
+
+
+def _parse_block(lines, pos, env, consts, pending):
+    """Eqns from lines[pos] up to the closing `}`: (position after it, eqns, consts, outputs).
+
+    A line ending in `{` is an eqn with a body (a `fused` eqn): the indented eqns up to its `}`
+    are the body, whose inputs are the eqn's operands and whose results are the eqn's outputs.
+    Names defined inside a body are local to it (two bodies may recompute the same value)."""
     eqns, const_pairs, outputs, phase = [], [], None, "fwd"
-    for ln in lines[1:]:
+    local = None if pending is None else set()
+    while pos < len(lines):
+        ln = lines[pos]
+        pos += 1
         if ln == "}":
-            break
+            return pos, eqns, const_pairs, outputs
         if ln.startswith("#"):
             if ln == BACKWARD_MARKER:
                 phase = "bwd"
@@ -116,14 +144,14 @@ def parse_program(text: str, consts: dict | None = None) -> Program:
             ln, src = ln.split(" #", 1)
             ln, src = ln.strip(), src.strip() or None
         if ln.startswith("return"):
-            outputs = [atom(t) for t in split_top(ln[len("return"):])]
+            outputs = [_atom(env, t) for t in split_top(ln[len("return"):])]
             continue
         if "=" not in ln:
             raise IRError(f"cannot parse line {ln!r}")
         lhs, rhs = ln.split("=", 1)
         rhs = rhs.strip()
         if rhs.startswith("const"):
-            v = define(lhs)
+            v = _define(env, lhs, pending, local)
             body = rhs[len("const"):].strip()
             if body == "...":
                 key = lhs.split(":")[0].strip()
@@ -136,6 +164,9 @@ def parse_program(text: str, consts: dict | None = None) -> Program:
                 arr = np.array(vals, dtype=np_dtype(v.dtype)).reshape(v.shape)
             const_pairs.append((v, arr))
             continue
+        has_body = rhs.endswith("{")
+        if has_body:
+            rhs = rhs[:-1].rstrip()
         pm = _PRIM.match(rhs)
         if not pm or pm.group(1) not in PRIMITIVES:
             raise IRError(f"unknown primitive in {rhs!r}")
@@ -153,9 +184,19 @@ def parse_program(text: str, consts: dict | None = None) -> Program:
                 k, v = kv.split("=", 1)
                 params[k.strip()] = _parse_param_value(v.strip())
             rest = rest[i + 1:]
-        args = [atom(t) for t in split_top(rest)]
-        outs = [define(b) for b in split_top(lhs)]
+        args = [_atom(env, t) for t in split_top(rest)]
+        outs = [_define(env, b, pending, local) for b in split_top(lhs)]
+        if has_body:
+            inner = dict(env)
+            pend = {k: v for k, v in inner.items() if any(v is o for o in outs)}
+            for k in pend:
+                del inner[k]
+            pos, body_eqns, _, _ = _parse_block(lines, pos, inner, consts, pend)
+            if pend:
+                raise IRError(f"the body of {prim.name} does not define {', '.join(sorted(pend))}")
+            params["body"] = Program(f"{prim.name}_body", [a for a in args if isinstance(a, Var)],
+                                     outs, body_eqns)
         eqns.append(Eqn(prim, args, Params(params), outs, src, phase))
-    if outputs is None:
-        raise IRError("program has no return line")
-    return Program(name, inputs, outputs, eqns, const_pairs)
+    if pending is not None:
+        raise IRError("a body ends without its closing '}'")
+    return pos, eqns, const_pairs, outputs

@@ -3,7 +3,8 @@
 Checks: each Var is defined once (an input, a const or one eqn output) and before it is used;
 literals are scalars of a known dtype; consts match their Var's type; params are Params; each
 eqn's output types are exactly what its primitive's shape rule computes from its input types;
-phases are 'fwd'/'bwd'.
+phases are 'fwd'/'bwd'; a body (a `fused` eqn's sub-program) is well-formed itself and has the
+eqn's operands as inputs and the eqn's results as outputs.
 
 Tests turn on `VERIFY_ALL` (tests/conftest.py) so every transform and pass verifies what it
 produces (`checked(program, stage)`); VKGRAD_VERIFY=1 does the same outside tests.
@@ -77,6 +78,14 @@ def verify(program: Program) -> Program:
                  f"{', '.join(map(str, want))}", e)
         for o in e.outputs:
             define(o, e)
+        for body in (v for _, v in e.params.items() if isinstance(v, Program)):
+            try:                  # a `fused` eqn's body is a program of its own
+                verify(body)
+            except IRError as err:
+                fail(f"body: {err.message}", e)
+            if tuple(body.outputs) != tuple(e.outputs) or \
+                    [v for v in e.inputs if isinstance(v, Var)] != list(body.inputs):
+                fail("the body's inputs and outputs must be the eqn's", e)
     for o in program.outputs:
         use(o)
     return program

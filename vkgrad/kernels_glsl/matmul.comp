@@ -37,6 +37,14 @@
 //   values, so the other variants' code, inner loop included, is unchanged.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+// VKGRAD_FUSION_HOOKS
+// Fusion (fusion.glsl; all of it is compiled out when the lowering defines none of these):
+// VKG_LOAD_B0 / VKG_LOAD_B1 compute A's / B's elements (a fused producer, e.g. relu(x + b) or a
+// transpose); VKG_STORE_B2 stores C through a fused epilogue; VKG_ONES_ROW gives op(A) an extra
+// row M of ones, so C gets an extra row M = the column sums of op(B) (a bias gradient next to
+// its weight gradient, in one pass over the gradient). With it C is [M + 1, N] (batch 1), and
+// its stores must go through VKG_STORE_B2, which puts row M where it belongs. Row M is in the
+// tiles of the last block row, or (M a multiple of BM) the only row of a block row of its own.
 
 // Defaults come from defines so that a baked variant (VKGRAD_BAKE_SPEC) can set them too.
 #ifndef MM_BM
@@ -146,17 +154,41 @@ void tile_pos(uint stid, uint l, uint BR, bool kc, out uint r, out uint kk) {
     else    { kk = idx / (BR / 4u); r = (idx % (BR / 4u)) * 4u; }
 }
 
+#ifdef VKG_ONES_ROW
+#define MROWS (p.M + 1u)
+#else
+#define MROWS p.M
+#endif
+
 // The four elements at storage index i; `nv` of them (0..4) are in range.
 vec4 fetch_a(uint i, int nv) {
     if (nv <= 0) return vec4(0.0);
+#ifdef VKG_LOAD_B0
+    vec4 u = vec4(0.0);
+    [[unroll]] for (int c = 0; c < 4; c++) if (c < nv) u[c] = VKG_LOAD_B0(i + uint(c));
+    return u;
+#endif
     if (VEC_A) return a_v[i >> 2];
     vec4 v = vec4(0.0);
     [[unroll]] for (int c = 0; c < 4; c++) if (c < nv) v[c] = a_f[i + uint(c)];
     return v;
 }
 
+float load_b1(uint i) {
+#ifdef VKG_LOAD_B1
+    return VKG_LOAD_B1(i);
+#else
+    return b_f[i];
+#endif
+}
+
 vec4 fetch_b(uint i, int nv) {
     if (nv <= 0) return vec4(0.0);
+#ifdef VKG_LOAD_B1
+    vec4 u = vec4(0.0);
+    [[unroll]] for (int c = 0; c < 4; c++) if (c < nv) u[c] = VKG_LOAD_B1(i + uint(c));
+    return u;
+#endif
     if (VEC_B) return b_v[i >> 2];
     vec4 v = vec4(0.0);
     [[unroll]] for (int c = 0; c < 4; c++) if (c < nv) v[c] = b_f[i + uint(c)];
@@ -186,6 +218,25 @@ void main() {
     const bool a_kc = !TRANS_A, b_kc = TRANS_B;
     const uint a_ld = a_kc ? p.K : p.M, b_ld = b_kc ? p.K : p.N;   // leading dims of storage
     const uint a_kstep = a_kc ? 1u : a_ld, b_kstep = b_kc ? 1u : b_ld;
+#ifdef VKG_ONES_ROW
+    // When M is a multiple of BM the ones row has workgroups of its own: they only sum columns
+    // of op(B) over their K slice (no A, no tiles; the other workgroups keep exact tiles).
+    if (m0 >= p.M) {
+        const uint kl = SPLITS > 1u ? (k_begin < p.K ? min(chunk, p.K - k_begin) : 0u) : p.K;
+        const uint c_row = gl_WorkGroupID.z * MROWS * p.N + p.M * p.N;
+        for (uint c = gl_LocalInvocationID.x; c < BN && n0 + c < p.N; c += KS * T1) {
+            const uint base = batch * p.b_batch_stride + (b_kc ? (n0 + c) * b_ld : n0 + c);
+            float sum = 0.0;
+            for (uint k = k_begin; k < k_begin + kl; k++) sum += load_b1(base + k * b_kstep);
+#ifdef VKG_STORE_B2
+            VKG_STORE_B2(c_row + n0 + c, sum);
+#else
+            c_f[c_row + n0 + c] = sum;                // split-K: into this slice's partials
+#endif
+        }
+        return;
+    }
+#endif
 
     // Per loaded vec4, what does not change along K: its place in the tile, its storage index at
     // k = 0, and how many of its elements are in range along M (or N).
@@ -205,6 +256,17 @@ void main() {
     }
 
     vec4 areg[LA], breg[LB];
+#ifdef VKG_ONES_ROW
+    // op(A)'s row M is ones (for k inside this slice); A's storage has no such row.
+#define ONES_ROW_FIX(l, gk)                                                                     \
+    if (a_kc) {                                                                                 \
+        if (m0 + a_r[l] == p.M) areg[l] = vec4(lessThan(uvec4(gk) + uvec4(0u, 1u, 2u, 3u), uvec4(Kl))); \
+    } else if (m0 + a_r[l] <= p.M && p.M < m0 + a_r[l] + 4u) {                                   \
+        areg[l][p.M - m0 - a_r[l]] = (gk) < Kl ? 1.0 : 0.0;                                     \
+    }
+#else
+#define ONES_ROW_FIX(l, gk)
+#endif
     vec4 acc[TM][TN / 4u];
     [[unroll]] for (uint i = 0; i < TM; i++)
         [[unroll]] for (uint j = 0; j < TN / 4u; j++) acc[i][j] = vec4(0.0);
@@ -217,6 +279,7 @@ void main() {
         const int nv = !CHECK ? 4 :                                                             \
             gk < Kl ? (a_kc ? min(a_rv[l], int(Kl - gk)) : a_rv[l]) : 0;                        \
         areg[l] = fetch_a(a_base[l] + gk * a_kstep, nv);                                        \
+        ONES_ROW_FIX(l, gk)                                                                     \
     }                                                                                           \
     [[unroll]] for (uint l = (q) * (LB / PHASES); l < ((q) + 1u) * (LB / PHASES); l++) {        \
         const uint gk = (k0) + b_kk[l];                                                         \
@@ -295,15 +358,20 @@ void main() {
 
     // Thread (tx, ty) owns rows m0 + i*4*TY + 4*ty + r and columns n0 + j*4*TX + 4*tx + c.
     // C is [batch][M][N], or with split-K [split][batch][M][N]: entry z either way.
-    const uint c_off = gl_WorkGroupID.z * p.M * p.N;
+    const uint c_off = gl_WorkGroupID.z * MROWS * p.N;
     [[unroll]] for (uint i = 0; i < TM / 4u; i++) {
         [[unroll]] for (uint r = 0; r < 4u; r++) {
             const uint row = m0 + i * 4u * TY + 4u * ty + r;
-            if (row >= p.M) continue;
+            if (row >= MROWS) continue;
             [[unroll]] for (uint j = 0; j < TN / 4u; j++) {
                 const uint col = n0 + j * 4u * TX + 4u * tx;
                 const uint at = c_off + row * p.N + col;
                 const vec4 v = acc[i * 4u + r][j];
+#ifdef VKG_STORE_B2
+                [[unroll]] for (uint c = 0; c < 4u; c++)
+                    if (col + c < p.N) VKG_STORE_B2(at + c, v[c]);
+                continue;
+#endif
                 if (VEC_C) {
                     if (col < p.N) c_v[at >> 2] = v;
                 } else {

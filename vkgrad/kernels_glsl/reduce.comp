@@ -4,7 +4,10 @@
 //
 // Defines: OP (0 sum, 1 max, 2 min); VEC (1: float elements, 4: vec4 elements); HREDUCE (1: with
 // VEC 4, the 4 lanes of a vec4 are consecutive elements of R and are combined into one float
-// before the workgroup reduction); SUBGROUPS (see reduce_common.glsl).
+// before the workgroup reduction); SUBGROUPS (see reduce_common.glsl); NOUT (default 1): reduce
+// NOUT operands of one shape in the same pass (a multi-output fusion: each thread loads element
+// i of all of them through the generated VKG_LOADN_B0 and keeps NOUT accumulators; VEC 1 then).
+// NOUT > 1 without hooks reads/writes output o at o * XSTRIDE / o * YSTRIDE (split partials).
 // Spec constant 0: the workgroup size WG (a power of two).
 //
 // A workgroup is a TB x TR grid of threads (TB * TR = WG, both powers of two): TB threads along
@@ -15,8 +18,10 @@
 // Element addresses are x[a * sA + r * sR + b * sB] (units of elements of type T), which also
 // lets the planner run small rows as one thread per row (b := row, sB := R).
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 layout(local_size_x_id = 0) in;
 #include "reduce_common.glsl"
+// VKGRAD_FUSION_HOOKS
 
 #ifndef OP
 #define OP 0
@@ -57,6 +62,47 @@ layout(local_size_x_id = 0) in;
 layout(set = 0, binding = 0) readonly buffer X { T x[]; };
 layout(set = 0, binding = 1) writeonly buffer Y { AT y[]; };
 
+// Loads of x and stores of y, through fused producers / epilogues when the lowering made them
+// (fusion.glsl).
+#include "fusion.glsl"
+#ifdef VKG_LOAD_B0
+#define LOAD_X(i) VKG_LOAD_T(VKG_LOAD_B0, i)
+#else
+#define LOAD_X(i) x[i]
+#endif
+#ifdef VKG_STORE_B1
+#if HREDUCE
+#define STORE_Y(i, v) VKG_STORE_B1(i, v)
+#else
+#define STORE_Y(i, v) VKG_STORE_T(VKG_STORE_B1, i, v)
+#endif
+#else
+#define STORE_Y(i, v) y[i] = (v)
+#endif
+
+// LOADN(i, v): element i of each of the NOUT operands into v[o]; STOREN(o, i, v): result o.
+#ifndef NOUT
+#define NOUT 1
+#endif
+#if NOUT == 1
+#define LOADN(i, v) v[0] = LOAD_X(i)
+#define STOREN(o, i, v) STORE_Y(i, v)
+#else
+#if VEC != 1
+#error "NOUT > 1 needs VEC 1"
+#endif
+#ifdef VKG_LOADN_B0
+#define LOADN(i, v) VKG_LOADN_B0(i, v)
+#else
+#define LOADN(i, v) [[unroll]] for (uint o_ = 0u; o_ < NOUT; ++o_) v[o_] = x[o_ * XSTRIDE + (i)]
+#endif
+#ifdef VKG_STOREN_B1
+#define STOREN(o, i, v) VKG_STOREN_B1(o, i, v)
+#else
+#define STOREN(o, i, v) y[(o) * YSTRIDE + (i)] = (v)
+#endif
+#endif
+
 layout(push_constant) uniform Push {
     uint R;       // reduced length (elements of T) of the whole row
     uint sA;      // strides of a, r, b (elements of T)
@@ -90,46 +136,58 @@ void main() {
     uint r0 = split * p.chunk;
     uint r1 = min(p.R, r0 + p.chunk);
 
-    // Four independent accumulators: four loads in flight per thread per iteration.
-    T acc0 = T(IDENT), acc1 = T(IDENT), acc2 = T(IDENT), acc3 = T(IDENT);
+    // Four independent accumulators (per operand): four loads in flight per thread per iteration.
+    T acc0[NOUT], acc1[NOUT], acc2[NOUT], acc3[NOUT];
+    [[unroll]] for (uint o = 0u; o < NOUT; ++o) {
+        acc0[o] = T(IDENT); acc1[o] = T(IDENT); acc2[o] = T(IDENT); acc3[o] = T(IDENT);
+    }
     if (b < p.B) {
         uint r = r0 + tr;
         uint step = TR * p.sR;
         uint i = a * p.sA + b * p.sB + r * p.sR;
+        T v0[NOUT], v1[NOUT], v2[NOUT], v3[NOUT];
         for (; r + 3u * TR < r1; r += 4u * TR, i += 4u * step) {
-            T v0 = x[i], v1 = x[i + step], v2 = x[i + 2u * step], v3 = x[i + 3u * step];
-            acc0 = COMBINE(acc0, v0);
-            acc1 = COMBINE(acc1, v1);
-            acc2 = COMBINE(acc2, v2);
-            acc3 = COMBINE(acc3, v3);
+            LOADN(i, v0); LOADN(i + step, v1); LOADN(i + 2u * step, v2); LOADN(i + 3u * step, v3);
+            [[unroll]] for (uint o = 0u; o < NOUT; ++o) {
+                acc0[o] = COMBINE(acc0[o], v0[o]);
+                acc1[o] = COMBINE(acc1[o], v1[o]);
+                acc2[o] = COMBINE(acc2[o], v2[o]);
+                acc3[o] = COMBINE(acc3[o], v3[o]);
+            }
         }
-        for (; r < r1; r += TR, i += step) acc0 = COMBINE(acc0, x[i]);
+        for (; r < r1; r += TR, i += step) {
+            LOADN(i, v0);
+            [[unroll]] for (uint o = 0u; o < NOUT; ++o) acc0[o] = COMBINE(acc0[o], v0[o]);
+        }
     }
-    AT acc = TO_AT(COMBINE(COMBINE(acc0, acc1), COMBINE(acc2, acc3)));
+    [[unroll]] for (uint o = 0u; o < NOUT; ++o) {
+        AT acc = TO_AT(COMBINE(COMBINE(acc0[o], acc1[o]), COMBINE(acc2[o], acc3[o])));
 
-    // Combine the TR threads of each b: first inside subgroups (threads tid and tid ^ m, m >= TB,
-    // share b), then a shared-memory tree over what is left.
-    uint n = VKG_WG;                                  // partials in sh, TB per row
+        // Combine the TR threads of each b: first inside subgroups (threads tid and tid ^ m,
+        // m >= TB, share b), then a shared-memory tree over what is left.
+        uint n = VKG_WG;                                  // partials in sh, TB per row
 #if SUBGROUPS
-    uint W = vkg_subgroup_width();
-    if (TB < W) {
-        if (TB == 1u) {
-            acc = SUBGROUP_OP(acc);
+        uint W = vkg_subgroup_width();
+        if (TB < W) {
+            if (TB == 1u) {
+                acc = SUBGROUP_OP(acc);
+            } else {
+                for (uint m = TB; m < W; m <<= 1u) acc = COMBINE(acc, subgroupShuffleXor(acc, m));
+            }
+            n = gl_NumSubgroups * TB;
+            if (gl_SubgroupInvocationID < TB) sh[gl_SubgroupID * TB + gl_SubgroupInvocationID] = acc;
         } else {
-            for (uint m = TB; m < W; m <<= 1u) acc = COMBINE(acc, subgroupShuffleXor(acc, m));
+            sh[tid] = acc;
         }
-        n = gl_NumSubgroups * TB;
-        if (gl_SubgroupInvocationID < TB) sh[gl_SubgroupID * TB + gl_SubgroupInvocationID] = acc;
-    } else {
-        sh[tid] = acc;
-    }
 #else
-    sh[tid] = acc;
+        sh[tid] = acc;
 #endif
-    barrier();
-    for (uint h = n >> 1u; h >= TB; h >>= 1u) {
-        if (tid < h) sh[tid] = COMBINE(sh[tid], sh[tid + h]);
         barrier();
+        for (uint h = n >> 1u; h >= TB; h >>= 1u) {
+            if (tid < h) sh[tid] = COMBINE(sh[tid], sh[tid + h]);
+            barrier();
+        }
+        if (tid < TB && b < p.B) STOREN(o, (a * p.S + split) * p.B + b, sh[tid]);
+        if (NOUT > 1) barrier();                          // sh is the next operand's
     }
-    if (tid < TB && b < p.B) y[(a * p.S + split) * p.B + b] = sh[tid];
 }

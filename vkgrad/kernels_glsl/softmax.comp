@@ -19,6 +19,7 @@
 #extension GL_EXT_control_flow_attributes : require
 layout(local_size_x_id = 0) in;
 #include "reduce_common.glsl"
+// VKGRAD_FUSION_HOOKS
 
 #ifndef MODE
 #define MODE 0
@@ -40,6 +41,34 @@ layout(set = 0, binding = 1) readonly buffer G { T g[]; };
 layout(set = 0, binding = 2) writeonly buffer DX { T dx[]; };
 #endif
 
+// Every access goes through these: a fused producer or epilogue replaces it (fusion.glsl).
+#include "fusion.glsl"
+#ifdef VKG_LOAD_B0
+#define LOAD_B0(i) VKG_LOAD_T(VKG_LOAD_B0, i)
+#elif FORWARD
+#define LOAD_B0(i) x[i]
+#else
+#define LOAD_B0(i) y[i]
+#endif
+#if FORWARD
+#ifdef VKG_STORE_B1
+#define STORE_OUT(i, v) VKG_STORE_T(VKG_STORE_B1, i, v)
+#else
+#define STORE_OUT(i, v) y[i] = (v)
+#endif
+#else
+#ifdef VKG_LOAD_B1
+#define LOAD_G(i) VKG_LOAD_T(VKG_LOAD_B1, i)
+#else
+#define LOAD_G(i) g[i]
+#endif
+#ifdef VKG_STORE_B2
+#define STORE_OUT(i, v) VKG_STORE_T(VKG_STORE_B2, i, v)
+#else
+#define STORE_OUT(i, v) dx[i] = (v)
+#endif
+#endif
+
 layout(push_constant) uniform Push {
     uint rows;
     uint C;        // row length in elements of T
@@ -57,7 +86,7 @@ void main() {
     float m = VKG_NEG_INF;
     [[unroll]] for (uint i = 0u; i < NV; ++i) {
         uint c = t + i * VKG_WG;
-        v[i] = c < p.C ? x[base + c] : T(VKG_NEG_INF);
+        v[i] = c < p.C ? LOAD_B0(base + c) : T(VKG_NEG_INF);
         m = max(m, HMAX(v[i]));
     }
     m = vkg_wg_max(m);
@@ -74,21 +103,21 @@ void main() {
     float inv = 1.0 / s;
     [[unroll]] for (uint i = 0u; i < NV; ++i) {
         uint c = t + i * VKG_WG;
-        if (c < p.C) y[base + c] = v[i] * inv;
+        if (c < p.C) STORE_OUT(base + c, v[i] * inv);
     }
 #else
     float ls = log(s);
     [[unroll]] for (uint i = 0u; i < NV; ++i) {
         uint c = t + i * VKG_WG;
-        if (c < p.C) y[base + c] = (v[i] - m) - ls;
+        if (c < p.C) STORE_OUT(base + c, (v[i] - m) - ls);
     }
 #endif
 #else  // NV == 0: online max and sum (Milakov & Gimelshein 2018), then one output pass
     float m = VKG_NEG_INF, s = 0.0;
     uint c = t;
     for (; c + 3u * VKG_WG < p.C; c += 4u * VKG_WG) {
-        T x0 = x[base + c], x1 = x[base + c + VKG_WG];
-        T x2 = x[base + c + 2u * VKG_WG], x3 = x[base + c + 3u * VKG_WG];
+        T x0 = LOAD_B0(base + c), x1 = LOAD_B0(base + c + VKG_WG);
+        T x2 = LOAD_B0(base + c + 2u * VKG_WG), x3 = LOAD_B0(base + c + 3u * VKG_WG);
         float mn = max(m, max(max(HMAX(x0), HMAX(x1)), max(HMAX(x2), HMAX(x3))));
         if (mn != VKG_NEG_INF) {                      // else every value so far is -inf: s stays 0
             s = s * exp(m - mn) + HSUM(exp(x0 - mn) + exp(x1 - mn) + exp(x2 - mn) + exp(x3 - mn));
@@ -96,7 +125,7 @@ void main() {
         }
     }
     for (; c < p.C; c += VKG_WG) {
-        T x0 = x[base + c];
+        T x0 = LOAD_B0(base + c);
         float mn = max(m, HMAX(x0));
         if (mn != VKG_NEG_INF) {
             s = s * exp(m - mn) + HSUM(exp(x0 - mn));
@@ -107,10 +136,10 @@ void main() {
     s = vkg_wg_sum(m == VKG_NEG_INF ? 0.0 : s * exp(m - M));
 #if MODE == 0
     float inv = 1.0 / s;
-    for (c = t; c < p.C; c += VKG_WG) y[base + c] = exp(x[base + c] - M) * inv;
+    for (c = t; c < p.C; c += VKG_WG) STORE_OUT(base + c, exp(LOAD_B0(base + c) - M) * inv);
 #else
     float ls = log(s);
-    for (c = t; c < p.C; c += VKG_WG) y[base + c] = (x[base + c] - M) - ls;
+    for (c = t; c < p.C; c += VKG_WG) STORE_OUT(base + c, (LOAD_B0(base + c) - M) - ls);
 #endif
 #endif
 
@@ -130,20 +159,21 @@ void main() {
     float d = 0.0;
     [[unroll]] for (uint i = 0u; i < NV; ++i) {
         uint c = t + i * VKG_WG;
-        yv[i] = c < p.C ? y[base + c] : T(0.0);
-        gv[i] = c < p.C ? g[base + c] : T(0.0);
+        yv[i] = c < p.C ? LOAD_B0(base + c) : T(0.0);
+        gv[i] = c < p.C ? LOAD_G(base + c) : T(0.0);
         d += DOT_TERM(yv[i], gv[i]);
     }
     d = vkg_wg_sum(d);
     [[unroll]] for (uint i = 0u; i < NV; ++i) {
         uint c = t + i * VKG_WG;
-        if (c < p.C) dx[base + c] = GRAD(yv[i], gv[i], d);
+        if (c < p.C) STORE_OUT(base + c, GRAD(yv[i], gv[i], d));
     }
 #else
     float d = 0.0;
-    for (uint c = t; c < p.C; c += VKG_WG) d += DOT_TERM(y[base + c], g[base + c]);
+    for (uint c = t; c < p.C; c += VKG_WG) d += DOT_TERM(LOAD_B0(base + c), LOAD_G(base + c));
     d = vkg_wg_sum(d);
-    for (uint c = t; c < p.C; c += VKG_WG) dx[base + c] = GRAD(y[base + c], g[base + c], d);
+    for (uint c = t; c < p.C; c += VKG_WG)
+        STORE_OUT(base + c, GRAD(LOAD_B0(base + c), LOAD_G(base + c), d));
 #endif
 #endif
 }

@@ -11,12 +11,30 @@
 #extension GL_GOOGLE_include_directive : require
 layout(local_size_x_id = 0) in;
 #include "reduce_common.glsl"
+// VKGRAD_FUSION_HOOKS
 
 #include "vec.glsl"
 
 layout(set = 0, binding = 0) readonly buffer X { T x[]; };
 layout(set = 0, binding = 1) readonly buffer I { int idx[]; };
 layout(set = 0, binding = 2) writeonly buffer O { T o[]; };
+
+#include "fusion.glsl"
+#ifdef VKG_LOAD_B0
+#define LOAD_X(i) VKG_LOAD_T(VKG_LOAD_B0, i)
+#else
+#define LOAD_X(i) x[i]
+#endif
+#ifdef VKG_LOAD_B1
+#define LOAD_IDX(j) VKG_LOAD_B1(j)
+#else
+#define LOAD_IDX(j) idx[j]
+#endif
+#ifdef VKG_STORE_B2
+#define STORE_O(i, v) VKG_STORE_T(VKG_STORE_B2, i, v)
+#else
+#define STORE_O(i, v) o[i] = (v)
+#endif
 
 layout(push_constant) uniform Push {
     uint N;
@@ -32,6 +50,6 @@ void main() {
     uint b = i - row * p.B;
     uint a = row / p.J;
     uint j = row - a * p.J;
-    uint n = uint(clamp(idx[j], 0, int(p.N) - 1));
-    o[i] = x[(a * p.N + n) * p.B + b];
+    uint n = uint(clamp(LOAD_IDX(j), 0, int(p.N) - 1));
+    STORE_O(i, LOAD_X((a * p.N + n) * p.B + b));
 }

@@ -64,18 +64,31 @@ class Index:
 
 
 class FusedSource:
-    """Writes one fused kernel's GLSL source, line by line; see `generate`."""
+    """Writes the GLSL that computes values of a body element by element, line by line.
 
-    def __init__(self, body: Program):
+    `arrays` names the GLSL array each body input is read from (`in0`, ... in a generated
+    kernel); `own` gives values known at the thread's own element (a kernel's result in a store
+    epilogue, lowering/hooks.py), which may be read only there: `own_size` is the size of the
+    element space whose flat index is `gid`. `identity_reads[v]` ends up True when every read of
+    input v was the thread's own element (then a result may overwrite v in place)."""
+
+    def __init__(self, body: Program, arrays: dict | None = None, own: dict | None = None,
+                 own_size: int | None = None, tmp_prefix: str = "t"):
         self.body = body
         self.producer = {o: e for e in body.eqns for o in e.outputs}
-        self.binding = {v: i for i, v in enumerate(body.inputs)}
+        self.arrays = arrays if arrays is not None else \
+            {v: f"in{i}" for i, v in enumerate(body.inputs)}
+        self.own = own or {}
+        self.own_size = own_size if own_size is not None else \
+            math.prod(body.outputs[0].shape) if body.outputs else 1
+        self.prefix = tmp_prefix
         self.lines: list[str] = []
         self.memo: dict = {}
-        self.identity_reads: dict[Var, bool] = {v: True for v in body.inputs}
+        self.identity_reads: dict[Var, bool] = {v: True for v in self.arrays}
+        self.reads: set = set()
 
     def tmp(self, gtype: str, expr: str) -> str:
-        name = f"t{len(self.memo) + len(self.lines)}"
+        name = f"{self.prefix}{len(self.memo) + len(self.lines)}"
         self.lines.append(f"    {gtype} {name} = {expr};")
         return name
 
@@ -90,17 +103,26 @@ class FusedSource:
         """A GLSL expression (identifier or literal) for element `idx` of `x`."""
         if isinstance(x, Literal):
             return glsl_literal(x.value, x.dtype)
+        if x in self.own:
+            if self.flat_of(idx) != "gid" or math.prod(x.shape) != self.own_size:
+                raise ValueError(f"a fused epilogue reads the kernel's result {x.type} at another "
+                                 "element than the one being stored")
+            return self.own[x]
         key = (x, idx.key())
         if key in self.memo:
             return self.memo[key]
-        if x in self.binding:
+        if x in self.arrays:
             flat = self.flat_of(idx)
-            if flat != "gid" or x.shape != self.body.outputs[0].shape:
+            self.reads.add(x)
+            if flat != "gid" or math.prod(x.shape) != self.own_size:
                 self.identity_reads[x] = False
-            load = f"in{self.binding[x]}[{flat}]"
+            load = f"{self.arrays[x]}[{flat}]"
             expr = f"({load} != 0u)" if x.dtype == "bool" else load
         else:
-            e = self.producer[x]
+            e = self.producer.get(x)
+            if e is None or (e.prim not in index_rules and e.prim not in glsl_elementwise):
+                raise ValueError(f"{x.type} ({e.prim.name if e else 'not in this body'}) cannot be "
+                                 "computed element by element here")
             if e.prim in index_rules:
                 expr = index_rules[e.prim](self, e, idx)
             else:
@@ -109,6 +131,23 @@ class FusedSource:
         name = self.tmp(GLSL_TYPE[x.dtype], expr)
         self.memo[key] = name
         return name
+
+    def own_index(self, shape, prefix: str = "i") -> Index:
+        """The thread's own element of a value of `shape` (flat index `gid`), naming the index of
+        each dimension once."""
+        dims = []
+        for i, (d, s) in enumerate(zip(shape, strides(shape))):
+            if d == 1:
+                dims.append("0")
+                continue
+            name = f"{prefix}{i}"
+            expr = f"gid / {s}" if i == 0 else f"(gid / {s}) % {d}"
+            self.lines.append(f"    int {name} = {expr};")
+            dims.append(name)
+        return Index(shape, dims, "gid")
+
+    def store_expr(self, v: str, dtype: str) -> str:
+        return f"uint({v})" if dtype == "bool" else v
 
 
 def broadcast_index(idx: Index, shape) -> Index:
@@ -201,29 +240,121 @@ index_rules = {
 
 # ------------------------------------------------------------------ the kernel
 
+# Storage buffers one kernel may bind when the device is not known: lavapipe's
+# maxPerStageDescriptorStorageBuffers (32). The device reports its own (DeviceInfo; NVIDIA and
+# AMD allow far more). Binding more than the device allows crashed lavapipe, so a fused kernel
+# with more is split.
+DEFAULT_MAX_BINDINGS = 32
+
+
+def max_bindings(info) -> int:
+    return getattr(info, "max_storage_buffers", None) or DEFAULT_MAX_BINDINGS
+
+
+def split_bindings(body: Program, cap: int) -> list[Program]:
+    """`body` as sub-bodies, in dependency order, of at most `cap` bindings (inputs + outputs)
+    each. An output whose element reads too many buffers (a sum of 40 reductions: a global
+    gradient norm) first gets intermediates written to memory, each the widest sub-expression
+    that fits; then whole segments (outputs of one shape: a parameter's update) stay together
+    where they fit. Raises ValueError when one operation alone reads too many."""
+    producer = {o: e for e in body.eqns for o in e.outputs}
+    leaves = dict.fromkeys(body.inputs)        # values read from memory (ordered)
+    order = {e: i for i, e in enumerate(body.eqns)}
+
+    def cone(outputs):
+        eqns, ins, stack = set(), set(), list(outputs)
+        while stack:
+            v = stack.pop()
+            if v in leaves:
+                ins.add(v)
+            elif v in producer and producer[v] not in eqns:
+                eqns.add(producer[v])
+                stack += [x for x in producer[v].inputs if isinstance(x, Var)]
+        return eqns, ins
+
+    def sub(outputs):
+        eqns, ins = cone(outputs)
+        return body.replace(inputs=tuple(v for v in leaves if v in ins),
+                            outputs=tuple(outputs),
+                            eqns=tuple(sorted(eqns, key=order.__getitem__)))
+
+    def size(outputs):
+        return len(cone(outputs)[1]) + len(outputs)
+
+    if size(list(body.outputs)) <= cap:
+        return [body]
+    narrowed = []
+    for o in body.outputs:                     # 1. narrow the elements that read too much
+        while o in producer and size([o]) > cap:
+            fits = [v for e in cone([o])[0] for v in e.outputs if v is not o and
+                    size([v]) <= cap]
+            if not fits:
+                raise ValueError(f"an element reads {size([o]) - 1} buffers; the device "
+                                 f"allows {cap} per kernel")
+            v = max(fits, key=lambda v: (size([v]), -order[producer[v]]))
+            narrowed.append(sub([v]))
+            leaves[v] = None                   # written to memory: read from there now
+    parts, outs = [], []                       # 2. group outputs, segment by segment
+    for seg in segments_of(body):
+        if outs and size(outs + seg) > cap:
+            parts.append(outs)
+            outs = []
+        for o in seg:                          # a segment too large for one kernel is cut
+            if outs and size(outs + [o]) > cap:
+                parts.append(outs)
+                outs = []
+            outs.append(o)
+    parts.append(outs)
+    return narrowed + [sub(p) for p in parts]
+
+
+def segments_of(body: Program) -> list[list]:
+    """The body's outputs grouped by shape, in order: one segment of a kernel's index space each
+    (a horizontal fusion has several)."""
+    segs: dict = {}
+    for o in body.outputs:
+        segs.setdefault(tuple(o.shape), []).append(o)
+    return list(segs.values())
+
+
 def generate(body: Program, name: str = "fused") -> tuple[Launch, dict]:
     """The Launch of one fused kernel (bindings: body inputs, then body outputs), and for each
     input whether every read of it is the thread's own element (then an output may overwrite
-    it in place)."""
-    out_shape = body.outputs[0].shape
-    n = math.prod(out_shape)
-    k = FusedSource(body)
-    it = Index(out_shape, [("0" if d == 1 else
-                            (f"gid / {s}" if i == 0 else f"(gid / {s}) % {d}"))
-                           for i, (d, s) in enumerate(zip(out_shape, strides(out_shape)))], "gid")
-    # name the index of each dimension once
-    dims = []
-    for i, d in enumerate(it.dims):
-        if d == "0":
-            dims.append("0")
-        else:
-            k.lines.append(f"    int i{i} = {d};")
-            dims.append(f"i{i}")
-    it = Index(out_shape, dims, "gid")
-    stores = []
-    for j, o in enumerate(body.outputs):
-        v = k.value(o, it)
-        stores.append(f"    out{j}[gid] = {'uint(' + v + ')' if o.dtype == 'bool' else v};")
+    it in place).
+
+    Outputs of one shape: one thread per element. Outputs of several shapes (a horizontal
+    fusion): one dispatch over the concatenated index space, each shape a segment of it."""
+    segments = segments_of(body)
+    slot = {o: j for j, o in enumerate(body.outputs)}
+    sizes = [math.prod(seg[0].shape) for seg in segments]
+    n = sum(sizes)
+    arrays = {v: f"in{i}" for i, v in enumerate(body.inputs)}
+    blocks, identity, seen = [], {v: True for v in body.inputs}, {}
+    offset = 0
+    for seg, size in zip(segments, sizes):
+        k = FusedSource(body, arrays, own_size=size)
+        it = k.own_index(seg[0].shape)
+        stores = []
+        for o in seg:
+            v = k.value(o, it)
+            stores.append(f"    out{slot[o]}[gid] = {k.store_expr(v, o.dtype)};")
+        for v in k.reads:
+            seen[v] = seen.get(v, 0) + 1
+            identity[v] = identity[v] and k.identity_reads[v]
+        blocks.append((offset, size, k.lines + stores))
+        offset += size
+    for v, count in seen.items():   # read by two segments: another thread reads it too
+        if count > 1:
+            identity[v] = False
+    # An output may overwrite an input read only at the thread's own element, and the memory
+    # plan pairs them by size: if two segments have the same size, the output could belong to
+    # the other segment, whose thread for that element is not the one reading it.
+    shared_size = {s for s in sizes if sizes.count(s) > 1}
+    for seg, size in zip(segments, sizes):
+        if size in shared_size:
+            for v in body.inputs:
+                if v in seen and math.prod(v.shape) == size:
+                    identity[v] = False
 
     gx, gy, _ = grid(max(1, cdiv(n, WORKGROUP)))
     decl = []
@@ -233,19 +364,27 @@ def generate(body: Program, name: str = "fused") -> tuple[Launch, dict]:
     for j, o in enumerate(body.outputs):
         decl.append(f"layout(std430, set = 0, binding = {len(body.inputs) + j}) writeonly "
                     f"buffer Out{j} {{ {STORAGE_TYPE[o.dtype]} out{j}[]; }};")
+    index = f"int(gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * {gx * WORKGROUP}u)"
+    if len(blocks) == 1:
+        main = [f"    int gid = {index};", f"    if (gid >= {n}) return;", *blocks[0][2]]
+    else:
+        main = [f"    int g = {index};", f"    if (g >= {n}) return;"]
+        for offset, size, lines in blocks:
+            main.append(f"    if (g < {offset + size}) {{   // segment [{offset}, {offset + size})")
+            main.append(f"        int gid = g - {offset};" if offset else "        int gid = g;")
+            main += ["    " + ln for ln in lines]
+            main += ["        return;", "    }"]
+    shapes = ", ".join(str(o.type) for o in body.outputs)
     src = "\n".join([
         "#version 450",
-        f"// {name}: {len(body.eqns)} eqns, {', '.join(str(o.type) for o in body.outputs)}",
+        f"// {name}: {len(body.eqns)} eqns, {shapes}",
         f"layout(local_size_x = {WORKGROUP}) in;",
         *decl,
         "void main() {",
-        f"    int gid = int(gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * {gx * WORKGROUP}u);",
-        f"    if (gid >= {n}) return;",
-        *k.lines,
-        *stores,
+        *main,
         "}",
         "",
     ])
     launch = Launch(name=name, shader=src, bindings=len(body.inputs) + len(body.outputs),
                     groups=(gx, gy, 1))
-    return launch, k.identity_reads
+    return launch, identity

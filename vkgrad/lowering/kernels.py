@@ -63,6 +63,7 @@ Everything here is memory-bound; the figure of merit is bytes moved / time again
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from vkgrad.lowering.launch import Launch, cdiv, grid
@@ -124,41 +125,48 @@ def _check_sizes(**sizes) -> None:
 # ---------------------------------------------------------------- reductions
 
 def plan_reduce(op: str, A: int, R: int, B: int, *, info=None, splits: int | None = None,
-                subgroups: bool = True) -> OpPlan:
+                subgroups: bool = True, nout: int = 1) -> OpPlan:
     """out[a, b] = op over r of x[a, r, b], for op in "sum", "max", "min".
 
     Roles: "x" (A*R*B floats), "out" (A*B floats); two-pass plans add the temp "partials".
     `splits` forces how many workgroups share one row's R (None: chosen by size; 1: one pass).
-    R == 0 gives the identity (0, -inf, +inf).
+    R == 0 gives the identity (0, -inf, +inf). `nout` > 1 reduces that many operands of this
+    shape in one pass (a multi-output fusion): "x" and "out" are then read and written only
+    through fusion hooks (lowering/hooks.py), float by float (no vec4), and "partials" holds
+    nout blocks of [A, S, B].
     """
     if op not in REDUCE_OPS:
         raise ValueError(f"reduce op {op!r} is not one of {sorted(REDUCE_OPS)}")
     _check_sizes(A=A, R=R, B=B)
     if A * B == 0:
         return OpPlan(())
-    first, S = _reduce_pass(op, A, R, B, "x", "out", info, splits, subgroups)
+    first, S = _reduce_pass(op, A, R, B, "x", "out", info, splits, subgroups, nout)
     if S == 1:
         return OpPlan((first,))
-    tmp = Temp("partials", A * S * B, "float32")
-    first = (first[0], ("x", "partials"))
-    second, _ = _reduce_pass(op, A, S, B, "partials", "out", info, 1, subgroups)
+    tmp = Temp("partials", nout * A * S * B, "float32")
+    stride = (("YSTRIDE", A * S * B),) if nout > 1 else ()
+    first = (dataclasses.replace(first[0], defines=first[0].defines + stride), ("x", "partials"))
+    second, _ = _reduce_pass(op, A, S, B, "partials", "out", info, 1, subgroups, nout)
+    stride = (("XSTRIDE", A * S * B),) if nout > 1 else ()
+    second = (dataclasses.replace(second[0], defines=second[0].defines + stride), second[1])
     return OpPlan((first, second), (tmp,))
 
 
-def _reduce_pass(op, A, R, B, src, dst, info, splits, subgroups):
+def _reduce_pass(op, A, R, B, src, dst, info, splits, subgroups, nout=1):
     """One launch of reduce.comp; returns ((Launch, roles), S) where S > 1 means it writes
     partials [A, S, B] instead of [A, B]."""
     wg = _wg(256, info)
+    vec_ok = nout == 1
     if B == 1 and R <= SMALL_ROW:
         # One thread per row: the workgroup's threads run along the rows (b := a).
-        vec = 4 if R % 4 == 0 and R > 0 else 1
+        vec = 4 if R % 4 == 0 and R > 0 and vec_ok else 1
         Rv = R // vec
         view = dict(A=1, R=Rv, sA=0, sR=1, sB=Rv, B=A)
         hreduce = vec == 4
         tb = min(_pow2_ceil(A), wg)
         S = 1
     elif B == 1:
-        vec = 4 if R % 4 == 0 else 1
+        vec = 4 if R % 4 == 0 and vec_ok else 1
         Rv = R // vec
         if Rv < 1024:
             wg = _wg(64, info)
@@ -167,7 +175,7 @@ def _reduce_pass(op, A, R, B, src, dst, info, splits, subgroups):
         tb = 1
         S = None
     else:
-        vec = 4 if B % 4 == 0 else 1
+        vec = 4 if B % 4 == 0 and vec_ok else 1
         Bv = B // vec
         view = dict(A=A, R=R, sA=R * Bv, sR=Bv, sB=1, B=Bv)
         hreduce = False
@@ -192,9 +200,10 @@ def _reduce_pass(op, A, R, B, src, dst, info, splits, subgroups):
     total = out_groups * S
     push = (Rv, view["sA"], view["sR"], view["sB"], view["B"], chunk, S, nbt, tb, total)
     name = f"reduce_{op}" + ("_partial" if S > 1 else "")
+    more = {"NOUT": nout} if nout > 1 else {}
     launch = Launch(name=name, shader="reduce.comp", bindings=2, groups=grid(total), push=push,
                     spec=(wg,), defines=_defines(OP=REDUCE_OPS[op], VEC=vec, HREDUCE=hreduce,
-                                                 SUBGROUPS=subgroups))
+                                                 SUBGROUPS=subgroups, **more))
     return (launch, (src, dst)), S
 
 

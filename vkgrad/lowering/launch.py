@@ -25,6 +25,8 @@ class Launch:
     push: tuple = ()                # push constants: ints -> int32/uint32 words, floats -> float32
     spec: tuple = ()                # specialization constants, constant_id 0, 1, ...
     defines: tuple = field(default=())  # (("NAME", value), ...) for glslang -D
+    hooks: str = ""                 # generated loads/stores spliced into a hand-written shader
+    base: str = ""                  # ... that shader's file (the `shader` is then the source)
 
     @property
     def is_file(self) -> bool:

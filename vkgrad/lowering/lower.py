@@ -1,14 +1,16 @@
 """Fused Program -> Lowered: the kernels to dispatch, in order, and the buffers they use.
 
-Each `fused` eqn becomes one generated kernel (vkgrad/lowering/elementwise.py); every other eqn
-goes through `kernel_rules[prim]`, which maps it onto a hand-written kernel's planner
-(matmul.py, kernels.py) and says which of its values play which role. A standalone `reshape` is
-an alias: a second name for its operand's buffer (the layout is row-major, so it is exact).
+Each `fused` loop or horizontal eqn becomes one generated kernel (lowering/elementwise.py);
+every other eqn goes through `kernel_rules[prim]`, which maps it onto a hand-written kernel's
+planner (matmul.py, kernels.py) and says which of its values play which role. A fused kernel
+eqn (kind input/output/multi_output) is its anchor's kernel with generated loads and stores
+(lowering/hooks.py). A standalone `reshape` or `save` is an alias: a second name for its
+operand's buffer (the layout is row-major, so it is exact).
 
-Memory planning: every materialized value gets a buffer *slot*. Inputs, consts and what the
-program returns (through aliases) get their own slots; intermediates and kernel temporaries
-share scratch slots of equal size and dtype whenever their lifetimes (first write .. last read,
-in dispatch order) do not overlap.
+Memory (lowering/memory.py): every materialized value gets a buffer *slot*. Inputs, consts and
+what the program returns (through aliases) get their own slots; intermediates and kernel
+temporaries share scratch slots by liveness (first write .. last read, in dispatch order), in
+place where a kernel reads a dying value only at the element it writes.
 
 A program the kernels cannot run raises `Unsupported(reason)`; the jit then runs the WHOLE
 program on the numpy interpreter (never op by op) and counts the reason.
@@ -19,18 +21,28 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import dataclasses
+from pathlib import Path
+
 from vkgrad.errors import VkgradError
 from vkgrad import primitives as P
 from vkgrad.ir.core import Literal, Program, Var
 from vkgrad.passes.fuse import fused_p
+from vkgrad.passes.remat import save_p
 from vkgrad.lowering import elementwise
 from vkgrad.lowering.attention import plan_flash_attention, plan_flash_attention_bwd
+from vkgrad.lowering.hooks import HookWriter, splice
 from vkgrad.lowering.kernels import (plan_reduce, plan_softmax, plan_softmax_grad,
                                      plan_take, plan_take_grad)
 from vkgrad.lowering.launch import Launch
 from vkgrad.lowering.matmul import plan_matmul_op
 from vkgrad.lowering.scan import plan_selective_scan, plan_selective_scan_bwd
 from vkgrad.primitives.scan import operand_names as scan_operand_names
+from vkgrad.lowering.memory import Slot, plan_memory  # noqa: F401  (Slot: part of a plan)
+from vkgrad.lowering.render import plan_text
+
+KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels_glsl"
+ALIASES = (P.reshape_p, save_p)
 
 
 class Unsupported(VkgradError):
@@ -50,7 +62,9 @@ def _need_f32(e, *xs):
             raise Unsupported(f"{e.prim.name} of {x.dtype} (the kernel computes in f32)")
 
 
-def _matmul(e, info):
+def _matmul(e, info, column_sum=None):
+    """`column_sum`: a reduce_sum eqn summing B over the contracted axis (multi_output fusion):
+    C gets an extra row for it, and "c" stands for both results."""
     a, b = e.inputs
     c = e.out
     _need_f32(e, a, b)
@@ -59,8 +73,29 @@ def _matmul(e, info):
     m, n = c.shape[-2:]
     k = a.shape[-2] if ta else a.shape[-1]
     plan = plan_matmul_op(batch, m, k, n, ta, tb, m * k if a.ndim == 3 else 0,
-                          k * n if b.ndim == 3 else 0, info)
-    return plan, {"a": a, "b": b, "c": c}
+                          k * n if b.ndim == 3 else 0, info, ones_row=column_sum is not None)
+    return plan, {"a": a, "b": b, "c": c if column_sum is None else Concat((c, column_sum.out))}
+
+
+class Concat(tuple):
+    """A kernel result holding several values one after the other (C and its column sums)."""
+
+
+class Each(tuple):
+    """A kernel role that is one value per output of a multi-output reduction."""
+
+
+def _reductions(es, info):
+    """Sibling reductions of one shape, axes and op: one pass (kernels.plan_reduce's nout)."""
+    x = es[0].inputs[0]
+    _need_f32(es[0], *(e.inputs[0] for e in es))
+    axes = es[0].params["axes"]
+    a0 = axes[0] if axes else x.ndim
+    a1 = a0 + len(axes)
+    plan = plan_reduce(REDUCTION_OPS[es[0].prim], math.prod(x.shape[:a0]),
+                       math.prod(x.shape[a0:a1]), math.prod(x.shape[a1:]), info=info,
+                       nout=len(es))
+    return plan, {"x": Each(e.inputs[0] for e in es), "out": Each(e.out for e in es)}
 
 
 def _reduction(op):
@@ -147,6 +182,7 @@ def _selective_scan(backward):
         return plan_selective_scan(batch, dim, L, N, **kw), roles
     return rule
 
+REDUCTION_OPS = {P.reduce_sum_p: "sum", P.reduce_max_p: "max", P.reduce_min_p: "min"}
 
 kernel_rules = {
     P.matmul_p: _matmul,
@@ -169,13 +205,6 @@ kernel_rules = {
 # ----------------------------------------------------------------------------- the plan
 
 @dataclass
-class Slot:
-    size: int
-    dtype: str          # IR dtype name
-    kind: str           # "input" | "const" | "output" | "scratch"
-
-
-@dataclass
 class Step:
     """One dispatch: a launch and the slot bound at each of its bindings."""
     launch: Launch
@@ -184,6 +213,11 @@ class Step:
     reads: tuple                 # slots read
     writes: tuple                # slots written
     in_place_ok: frozenset = frozenset()   # slots read only at the thread's own element
+    index: int = 0               # its place in the memory plan's order (before any reordering)
+
+    @property
+    def phase(self) -> str:
+        return self.eqn.phase
 
 
 @dataclass
@@ -194,174 +228,279 @@ class Lowered:
     input_slots: list            # per program input
     output_slots: list           # per program output: slot id, or None (a literal)
     const_values: dict = field(default_factory=dict)   # slot id -> ndarray
+    saved: tuple = ()            # (slot, Var, source): forward values the backward reads
 
-    def text(self) -> str:
-        """The lowered stage, one line per dispatch (what `as_text(stage="lowered")` shows)."""
-        lines = [f"lowered {self.program.name}: {len(self.steps)} dispatches, "
-                 f"{len(self.slots)} buffers"]
+    def memory(self, donation: dict | None = None) -> dict:
+        """Device bytes of one call: arguments, outputs (those not written over a donated
+        argument), consts, scratch, and their sum, `peak` (every buffer of a call exists for
+        all of it)."""
+        donation = donation or {}
+        out = {"arguments": 0, "outputs": 0, "consts": 0, "scratch": 0}
+        key = {"input": "arguments", "output": "outputs", "const": "consts", "scratch": "scratch"}
         for i, s in enumerate(self.slots):
-            lines.append(f"  b{i}: {s.dtype}[{s.size}] {s.kind}")
-        for i, st in enumerate(self.steps):
-            g = "x".join(map(str, st.launch.groups))
-            lines.append(f"  k{i}: {st.launch.name:<14} ({', '.join(f'b{s}' for s in st.slots)})"
-                         f"  groups {g}")
-        outs = ", ".join("literal" if s is None else f"b{s}" for s in self.output_slots)
-        lines.append(f"  return {outs}")
-        return "\n".join(lines) + "\n"
+            if s.kind == "output" and i in donation:
+                continue
+            out[key[s.kind]] += s.nbytes
+        out["peak"] = sum(out.values())
+        return out
+
+    def saved_bytes(self) -> int:
+        """Bytes of the forward values the backward reads from memory."""
+        return sum(4 * max(1, math.prod(v.shape)) for _, v, _ in self.saved)
+
+    def text(self, donation: dict | None = None) -> str:
+        """The plan stage (what `as_text(stage="plan")` shows; lowering/render.py)."""
+        return plan_text(self, donation)
+
+    def _repr_markdown_(self) -> str:
+        return f"```\n{self.text()}```\n"
 
 
-# Buffers one kernel may bind when the device is not known: lavapipe's
-# maxPerStageDescriptorStorageBuffers (NVIDIA and AMD allow far more; binding more than the
-# device allows crashes the driver rather than failing cleanly).
-DEFAULT_MAX_BUFFERS = 32
+_UNUSED = ("unused",)   # a hooked binding: bound to some other buffer, never accessed
 
 
-def split_bindings(body: Program, limit: int) -> list:
-    """`body` (a fused kernel's program) as sub-programs, in dependency order, that each bind
-    at most `limit` buffers (inputs + outputs). An output whose expression reads too many
-    buffers (a sum of 40 reductions: a global gradient norm) first gets intermediates written to
-    memory, each the widest sub-expression that fits; then outputs are grouped greedily, each
-    group with the eqns and inputs it needs (an eqn two groups need is computed by both). An
-    Adam update of many same-shaped parameters is one fused group of 7 buffers per parameter,
-    past lavapipe's 32."""
-    if len(body.inputs) + len(body.outputs) <= limit:
-        return [body]
-    producer = {o: e for e in body.eqns for o in e.outputs}
-    leaves = dict.fromkeys(body.inputs)        # values read from memory (ordered)
+class _Builder:
+    """Collects the dispatches of a program; values not yet given slots are named by Var, and
+    kernel temporaries by ("temp", n) keys with their Var-like spec in `temps`."""
 
-    def cone(out):
-        eqns, ins, stack = set(), set(), [out]
-        while stack:
-            v = stack.pop()
-            if v in leaves:
-                ins.add(v)
-            elif v in producer and producer[v] not in eqns:
-                eqns.add(producer[v])
-                stack += [x for x in producer[v].inputs if isinstance(x, Var)]
-        return eqns, ins
+    def __init__(self, info, root):
+        self.info, self.root = info, root
+        self.raw = []      # (launch, refs, eqn, reads, writes, in_place)
+        self.temps = {}
 
-    order = {e: i for i, e in enumerate(body.eqns)}
+    def temp_refs(self, plan) -> dict:
+        local = {}
+        for t in plan.temps:
+            key = ("temp", len(self.temps))
+            self.temps[key] = Var((t.size,), "f32" if t.dtype == "float32" else "i32")
+            local[t.role] = key
+        return local
 
-    def part(outs, eqns, ins):
-        return Program(f"{body.name}_{len(parts)}", tuple(v for v in leaves if v in ins),
-                       tuple(outs), tuple(sorted(eqns, key=order.__getitem__)))
+    def add(self, launch, refs, e, reads, writes, in_place=()):
+        cap = elementwise.max_bindings(self.info)
+        if launch.bindings > cap:      # binding more than the device allows crashes a driver
+            raise Unsupported(f"{launch.name} binds {launch.bindings} buffers; the device "
+                              f"allows {cap} per kernel")
+        real = [r for r in refs if r is not _UNUSED]
+        fill = real[0] if real else None
+        refs = [fill if r is _UNUSED else r for r in refs]
+        if any(r is None for r in refs):
+            raise Unsupported(f"{e.prim.name}: a fused kernel with no buffer to bind")
+        self.raw.append((launch, refs, e, list(dict.fromkeys(reads)),
+                         list(dict.fromkeys(writes)), set(in_place)))
 
-    parts = []
-    for o in body.outputs:                     # 1. narrow the outputs that read too much
-        while isinstance(o, Var) and len(cone(o)[1]) + 1 > limit:
-            fits = [(len(cone(v)[1]), v) for e in cone(o)[0] for v in e.outputs
-                    if v is not o and len(cone(v)[1]) + 1 <= limit]
-            if not fits:
-                raise Unsupported(f"an elementwise kernel's element reads {len(cone(o)[1])} "
-                                  f"buffers; the device allows {limit} per kernel")
-            v = max(fits, key=lambda t: (t[0], -order[producer[t[1]]]))[1]
-            parts.append(part([v], *cone(v)))
-            leaves[v] = None                   # written to memory: read from there now
-    groups = []                                # 2. [(outputs, eqns, inputs)], greedily
-    for o in body.outputs:
-        eqns, ins = cone(o) if isinstance(o, Var) else (set(), set())
-        if groups and len(groups[-1][2] | ins) + len(groups[-1][0]) + 1 <= limit:
-            outs, g_eqns, g_ins = groups[-1]
-            groups[-1] = (outs + [o], g_eqns | eqns, g_ins | ins)
-        else:
-            groups.append(([o], eqns, ins))
-    return parts + [part(*g) for g in groups]
+    def loop(self, e):
+        body = e.params["body"]
+        for v in (*body.inputs, *body.outputs, *(o for b in body.eqns for o in b.outputs)):
+            if not elementwise.supports(v.dtype):
+                raise Unsupported(f"{v.dtype} values in an elementwise kernel")
+        # more buffers than a kernel may bind: a dispatch per part (in order: a part may read
+        # an intermediate an earlier one wrote)
+        try:
+            parts = elementwise.split_bindings(body, elementwise.max_bindings(self.info))
+        except ValueError as err:
+            raise Unsupported(f"an elementwise kernel: {err}") from None
+        for part in parts:
+            launch, identity = elementwise.generate(part, f"fused_{len(self.raw)}")
+            ins = [self.root(x) for x in part.inputs]
+            pe = e if len(parts) == 1 else e.replace(
+                inputs=part.inputs, outputs=part.outputs, params=e.params.replace(body=part))
+            self.add(launch, ins + list(part.outputs), pe, ins, list(part.outputs),
+                     {self.root(x) for x, ok in identity.items() if ok})
 
-
-def lower(program: Program, info=None) -> Lowered:
-    for v in list(program.inputs) + [o for o in program.outputs if isinstance(o, Var)]:
-        if not elementwise.supports(v.dtype):
-            raise Unsupported(f"{v.dtype} values (the Vulkan kernels compute in f32, i32, bool)")
-    max_buffers = getattr(info, "max_storage_buffers", None) or DEFAULT_MAX_BUFFERS
-    alias = {}                   # reshape output -> the value whose buffer it shares
-    for e in program.eqns:
-        if e.prim is P.reshape_p:
-            alias[e.out] = alias.get(e.inputs[0], e.inputs[0])
-    root = lambda v: alias.get(v, v)
-
-    slot_of: dict = {}
-    slots: list[Slot] = []
-
-    def new_slot(v, kind):
-        slots.append(Slot(max(1, math.prod(v.shape)), v.dtype, kind))
-        return len(slots) - 1
-
-    input_slots = [new_slot(v, "input") for v in program.inputs]
-    slot_of.update(zip(program.inputs, input_slots))
-    const_values = {}
-    for v, arr in program.consts:
-        slot_of[v] = new_slot(v, "const")
-        const_values[slot_of[v]] = arr
-    exposed = {root(o) for o in program.outputs if isinstance(o, Var)}
-    for v in exposed:
-        if v not in slot_of:
-            slot_of[v] = new_slot(v, "output")
-
-    # Steps, with values not yet given slots named by Var (scratch, planned below).
-    raw = []   # (launch, [Var | ("temp", n)], eqn, reads, writes, in_place)
-    n_temps = 0
-    temp_specs = {}
-    for e in program.eqns:
-        if e.prim is P.reshape_p:
-            continue
-        if e.prim is fused_p:
-            body = e.params["body"]
-            for v in (*body.inputs, *body.outputs, *(o for b in body.eqns for o in b.outputs)):
-                if not elementwise.supports(v.dtype):
-                    raise Unsupported(f"{v.dtype} values in an elementwise kernel")
-            for part in split_bindings(body, max_buffers):
-                launch, identity = elementwise.generate(part, f"fused_{len(raw)}")
-                ins = [root(x) for x in part.inputs]
-                raw.append((launch, ins + list(part.outputs), e, ins, list(part.outputs),
-                            {root(x) for x, ok in identity.items() if ok}))
-            continue
+    def kernel(self, e):
         rule = kernel_rules.get(e.prim)
         if rule is None:
             raise Unsupported(f"no Vulkan kernel for '{e.prim.name}'")
-        plan, roles = rule(e, info)
-        for launch, _ in plan.steps:
-            if launch.bindings > max_buffers:
-                raise Unsupported(f"{launch.name} binds {launch.bindings} buffers; the device "
-                                  f"allows {max_buffers} per kernel")
-        local = {}
-        for t in plan.temps:
-            key = ("temp", n_temps)
-            n_temps += 1
-            temp_specs[key] = Var((t.size,), "f32" if t.dtype == "float32" else "i32")
-            local[t.role] = key
+        plan, roles = rule(e, self.info)
+        local = self.temp_refs(plan)
+        ins = {x for x in e.inputs if isinstance(x, Var)}
         for launch, role_names in plan.steps:
-            refs = [root(roles[r]) if r in roles else local[r] for r in role_names]
-            ins = [root(x) for x in e.inputs if isinstance(x, Var)]
-            outs = list(e.outputs)
+            refs = [self.root(roles[r]) if r in roles else local[r] for r in role_names]
             temps = [r for r in refs if isinstance(r, tuple)]
-            raw.append((launch, refs, e, ins + temps, outs + temps, set()))
+            reads = [self.root(roles[r]) for r in role_names if r in roles and roles[r] in ins]
+            writes = [roles[r] for r in role_names if r in roles and roles[r] in e.outputs]
+            self.add(launch, refs, e, reads + temps, writes + temps)
 
-    # Liveness of scratch values: first and last step touching them.
-    first, last = {}, {}
-    for i, (_, refs, *_rest) in enumerate(raw):
-        for r in refs:
-            first.setdefault(r, i)
-            last[r] = i
-    free: dict = {}
-    release_at: dict = {}
-    for i, (_, refs, *_rest) in enumerate(raw):
-        for r in refs:
-            if r in slot_of or first[r] != i:
-                continue
-            v = temp_specs.get(r, r)
-            key = (max(1, math.prod(v.shape)), v.dtype)
-            if free.get(key):
-                slot_of[r] = free[key].pop()
-            else:
-                slot_of[r] = new_slot(v, "scratch")
-            release_at.setdefault(last[r], []).append((key, slot_of[r]))
-        for key, s in release_at.pop(i, []):
-            free.setdefault(key, []).append(s)
+    def fused_kernel(self, e):
+        """A hand-written kernel with fused loads and stores (lowering/hooks.py)."""
+        try:
+            self._fused_kernel(e)
+        except ValueError as err:      # an access pattern the hooks cannot generate
+            raise Unsupported(f"fused {e.params.get('kind')} kernel: {err}") from None
 
+    def _fused_kernel(self, e):
+        body = e.params["body"]
+        anc = [b for b in body.eqns if not b.prim.fusible]
+        if len(anc) == 1 and anc[0].prim in kernel_rules:
+            plan, roles = kernel_rules[anc[0].prim](anc[0], self.info)
+        elif len(anc) > 1 and all(a.prim is anc[0].prim and a.prim in REDUCTION_OPS and
+                                  a.inputs[0].shape == anc[0].inputs[0].shape and
+                                  a.params == anc[0].params for a in anc):
+            plan, roles = _reductions(anc, self.info)
+        elif len(anc) == 2 and {a.prim for a in anc} == {P.matmul_p, P.reduce_sum_p}:
+            mm, red = sorted(anc, key=lambda a: a.prim is not P.matmul_p)
+            if self.root(mm.inputs[1]) is not self.root(red.inputs[0]) and \
+                    red.inputs[0] is not mm.inputs[1]:
+                raise Unsupported("a column sum fused with a matmul over another operand")
+            plan, roles = _matmul(mm, self.info, column_sum=red)
+        else:
+            raise Unsupported("a fused kernel of " + ", ".join(a.prim.name for a in anc))
+        for v in (*body.inputs, *body.outputs, *(o for b in body.eqns for o in b.outputs)):
+            if not elementwise.supports(v.dtype):
+                raise Unsupported(f"{v.dtype} values in a fused kernel")
+        results = [o for a in anc for o in a.outputs]
+        computed = {o for b in body.eqns for o in b.outputs}
+        epilogue = _epilogue_outputs(body, results)
+        readers = {x for b in body.eqns if b not in anc for x in b.inputs}
+        local = self.temp_refs(plan)
+        source = None
+        for launch, role_names in plan.steps:
+            hw = HookWriter(body, len(role_names))
+            refs, reads, writes = [], [], []
+            for i, r in enumerate(role_names):
+                if r not in roles:
+                    refs.append(local[r])
+                    reads.append(local[r])
+                    writes.append(local[r])
+                    continue
+                v = roles[r]
+                if isinstance(v, Each):
+                    if v[0] in results:
+                        hw.store_many(i, v, [([y] if y in body.outputs else []) + epilogue[y]
+                                             for y in v])
+                    else:
+                        hw.load_many(i, v)
+                    refs.append(_UNUSED)
+                elif isinstance(v, Concat) or v in results:
+                    vs = v if isinstance(v, Concat) else (v,)
+                    if isinstance(v, Concat) or v not in body.outputs or epilogue[v] or \
+                            v in readers:
+                        parts, off = [], 0
+                        for y in vs:
+                            parts.append((y, off, ([y] if y in body.outputs else []) + epilogue[y]))
+                            off += math.prod(y.shape)
+                        hw.store(i, parts)
+                        refs.append(_UNUSED)
+                    else:
+                        refs.append(v)
+                        writes.append(v)
+                elif v in computed:
+                    hw.load(i, v)
+                    refs.append(_UNUSED)
+                else:
+                    refs.append(self.root(v))
+                    reads.append(self.root(v))
+            if hw:
+                if source is None:
+                    source = (KERNELS_DIR / launch.shader).read_text()
+                hooks = hw.text()
+                launch = dataclasses.replace(launch, shader=splice(source, hooks), hooks=hooks,
+                                             base=launch.shader,
+                                             bindings=len(role_names) + len(hw.extra))
+                refs += [self.root(x) for x in hw.extra]
+                reads += [self.root(x) for x in hw.extra if x not in hw.written]
+                writes += list(hw.written)
+            # in place only over what nothing but the store hook reads (never a kernel operand)
+            plain = {r for r in refs[:len(role_names)] if r is not _UNUSED}
+            self.add(launch, refs, e, reads, writes,
+                     {self.root(x) for x in hw.in_place_inputs()} - plain if hw else ())
+
+
+def _epilogue_outputs(body, results) -> dict:
+    """{kernel result: the body outputs its store computes}: each output that is not a result
+    goes with the result it is computed from (or, computed from none, with the first result of
+    its size: the loss scaling next to a count update)."""
+    producer = {o: b for b in body.eqns for o in b.outputs}
+    out = {y: [] for y in results}
+
+    def depends(v, seen):
+        if v in results:
+            return v
+        b = producer.get(v)
+        if b is None or v in seen:
+            return None
+        seen.add(v)
+        for x in b.inputs:
+            if isinstance(x, Var):
+                d = depends(x, seen)
+                if d is not None:
+                    return d
+        return None
+
+    for o in body.outputs:
+        if o in results:
+            continue
+        y = depends(o, set())
+        if y is None:
+            y = next((r for r in results if math.prod(r.shape) == math.prod(o.shape)), None)
+        if y is None:
+            raise Unsupported(f"a fused output {o.type} that no kernel result stores")
+        out[y].append(o)
+    return out
+
+
+def lower(program: Program, info=None, *, reuse: bool = True) -> Lowered:
+    """The plan of `program` (a fused program); `reuse=False` gives every value its own buffer
+    (VKGRAD_DISABLE_PASSES=memory)."""
+    for v in list(program.inputs) + [o for o in program.outputs if isinstance(o, Var)]:
+        if not elementwise.supports(v.dtype):
+            raise Unsupported(f"{v.dtype} values (the Vulkan kernels compute in f32, i32, bool)")
+    alias = {}                   # reshape/save output -> the value whose buffer it shares
+    for e in program.eqns:
+        if e.prim in ALIASES:
+            alias[e.out] = alias.get(e.inputs[0], e.inputs[0])
+    root = lambda v: alias.get(v, v)
+
+    b = _Builder(info, root)
+    for e in program.eqns:
+        if e.prim in ALIASES:
+            continue
+        k = e.params.get("kind", "loop") if e.prim is fused_p else None
+        if k in ("loop", "horizontal"):
+            b.loop(e)
+        elif k is not None:
+            b.fused_kernel(e)
+        else:
+            b.kernel(e)
+
+    exposed = [root(o) for o in program.outputs if isinstance(o, Var)]
+    slots, slot_of = plan_memory(program, b.raw, b.temps, exposed, reuse=reuse)
     steps = []
-    for launch, refs, e, reads, writes, in_place in raw:
+    for i, (launch, refs, e, reads, writes, in_place) in enumerate(b.raw):
         steps.append(Step(launch, tuple(slot_of[r] for r in refs), e,
                           tuple(slot_of[r] for r in reads), tuple(slot_of[r] for r in writes),
-                          frozenset(slot_of[r] for r in in_place)))
+                          frozenset(slot_of[r] for r in in_place), i))
+    input_slots = [slot_of[v] for v in program.inputs]
     output_slots = [None if isinstance(o, Literal) else slot_of[root(o)] for o in program.outputs]
-    return Lowered(program, steps, slots, input_slots, output_slots, const_values)
+    const_values = {slot_of[v]: arr for v, arr in program.consts}
+    saved = tuple((slot_of[v], v, src) for v, src in saved_values(program, root)
+                  if v in slot_of)
+    return Lowered(program, steps, slots, input_slots, output_slots, const_values, saved)
+
+
+def saved_values(program: Program, root) -> list:
+    """(value, source line) of each forward value a backward computation reads from memory:
+    what crosses from the forward to the backward of a training step."""
+    phase, source = {}, {}
+    for e in program.eqns:
+        if e.prim in ALIASES:
+            continue
+        body = e.params["body"] if e.prim is fused_p else None
+        inner = {o: b for b in body.eqns for o in b.outputs} if body is not None else {}
+        for o in e.outputs:
+            b = inner.get(o, e)
+            phase[o], source[o] = b.phase, b.source
+    out = {}
+    for e in program.eqns:
+        if e.prim in ALIASES:
+            continue
+        users = e.params["body"].eqns if e.prim is fused_p else (e,)
+        top = {x for x in e.inputs if isinstance(x, Var)}
+        for b in users:
+            if b.phase != "bwd":
+                continue
+            for x in b.inputs:
+                if isinstance(x, Var) and x in top and phase.get(root(x)) == "fwd":
+                    out.setdefault(root(x), source.get(root(x)))
+    return list(out.items())

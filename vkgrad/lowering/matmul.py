@@ -151,7 +151,7 @@ def choose_splits(batch: int, m: int, k: int, n: int, tile: Tile, device_info=No
 
 def plan_matmul_op(batch: int, m: int, k: int, n: int, transpose_a: bool, transpose_b: bool,
                    a_batch_stride: int, b_batch_stride: int, device_info=None, *,
-                   splits: int | None = None, **options) -> OpPlan:
+                   splits: int | None = None, ones_row: bool = False, **options) -> OpPlan:
     """The matmul as an OpPlan: roles "a", "b" (the operands) and "c" (the result), bound as
     `plan_matmul`'s Launch binds them (0 = A, 1 = B, 2 = C); arguments as for `plan_matmul`.
 
@@ -159,10 +159,11 @@ def plan_matmul_op(batch: int, m: int, k: int, n: int, transpose_a: bool, transp
     1 turns it off, S > 1 asks for S slices, fewer if K has fewer steps) it is two: the matmul
     writes S partial products to the float32 temp "partials" [S, batch*m*n], then the reduction
     kernel sums them into "c" (its own roles "x"/"out" renamed to those). `options` go to
-    `plan_matmul` (variant, tile, bake, range_checks).
+    `plan_matmul` (variant, tile, bake, range_checks). `ones_row`: C gets an extra row M holding
+    the column sums of op(B) (see `plan_matmul`); "c" is then [m + 1, n].
     """
     launch = plan_matmul(batch, m, k, n, transpose_a, transpose_b, a_batch_stride,
-                         b_batch_stride, device_info, **options)
+                         b_batch_stride, device_info, ones_row=ones_row, **options)
     _, tile = _resolve_tile(batch, m, n, device_info, options.get("variant"), options.get("tile"))
     if splits is None:
         s = choose_splits(batch, m, k, n, tile, device_info)
@@ -173,8 +174,8 @@ def plan_matmul_op(batch: int, m: int, k: int, n: int, transpose_a: bool, transp
     if s == 1 or batch * m * n == 0:
         return OpPlan(((launch, ("a", "b", "c")),))
     partial = plan_matmul(batch, m, k, n, transpose_a, transpose_b, a_batch_stride,
-                          b_batch_stride, device_info, splits=s, **options)
-    total = batch * m * n
+                          b_batch_stride, device_info, splits=s, ones_row=ones_row, **options)
+    total = batch * (m + int(ones_row)) * n
     red = plan_reduce("sum", 1, s, total, info=device_info, splits=1)
     rename = {"x": "partials", "out": "c", "partials": "reduce_partials"}
     steps = ((partial, ("a", "b", "partials")),) + tuple(
@@ -198,7 +199,7 @@ def plan_matmul(batch: int, m: int, k: int, n: int, transpose_a: bool, transpose
                 a_batch_stride: int, b_batch_stride: int, device_info=None, *,
                 variant: str | None = None, tile: Tile | None = None,
                 bake: bool = False, range_checks: bool | None = None,
-                splits: int = 1) -> Launch:
+                splits: int = 1, ones_row: bool = False) -> Launch:
     """C[b] = op(A[b]) @ op(B[b]) for b < batch, fp32, row-major contiguous storage.
 
     A is stored [m, k] ([k, m] if transpose_a), B [k, n] ([n, k] if transpose_b), C [batch, m, n].
@@ -209,7 +210,13 @@ def plan_matmul(batch: int, m: int, k: int, n: int, transpose_a: bool, transpose
     `splits` > 1: the split-K partial product: K is cut into `splits` slices of whole k steps
     (`split_count` must give `splits` back, so that none is empty) and C is [splits, batch, m, n],
     slice s's partial product at C[s]; someone else sums them (`plan_matmul_op` does).
+    `ones_row` (batch 1): op(A) gets a virtual row M of ones, so C is [m + 1, n] and its last row
+    is the column sums of op(B): a bias gradient computed in the same pass as the weight
+    gradient. Its stores must go through a fusion hook (lowering/hooks.py), which splits C.
     """
+    if ones_row and batch != 1:
+        raise ValueError("matmul: ones_row needs batch 1")
+    rows = m + int(ones_row)
     for label, v in (("batch", batch), ("m", m), ("k", k), ("n", n)):
         if int(v) != v or v < 0:
             raise ValueError(f"matmul: {label} = {v!r} must be a non-negative integer")
@@ -223,8 +230,8 @@ def plan_matmul(batch: int, m: int, k: int, n: int, transpose_a: bool, transpose
     if int(splits) != splits or splits < 1:
         raise ValueError(f"matmul: splits = {splits!r} must be a positive integer")
     splits = int(splits)
-    if max(last_a, last_b, splits * batch * m * n) >= _U32:
-        raise ValueError(f"matmul: operands of {max(last_a, last_b, splits * batch * m * n)} "
+    if max(last_a, last_b, splits * batch * rows * n) >= _U32:
+        raise ValueError(f"matmul: operands of {max(last_a, last_b, splits * batch * rows * n)} "
                          "elements exceed the kernel's 32-bit indexing")
 
     name, tile = _resolve_tile(batch, m, n, device_info, variant, tile)
@@ -233,7 +240,7 @@ def plan_matmul(batch: int, m: int, k: int, n: int, transpose_a: bool, transpose
     if splits > 1 and split_count(k, tile, splits) != splits:
         raise ValueError(f"matmul: {splits} K slices of whole {tile.bk * tile.ks}-steps do not "
                          f"divide k = {k} without an empty one (use split_count)")
-    groups = (cdiv(n, tile.bn), cdiv(m, tile.bm), batch * splits)
+    groups = (cdiv(n, tile.bn), cdiv(rows, tile.bm), batch * splits)
     if max(groups) > MAX_GROUPS_X:
         raise ValueError(f"matmul: workgroup count {groups} exceeds {MAX_GROUPS_X} in one "
                          f"dimension (batch {batch}, m {m}, n {n}, splits {splits})")
@@ -245,6 +252,7 @@ def plan_matmul(batch: int, m: int, k: int, n: int, transpose_a: bool, transpose
     vec_a = (m if ta else k) % 4 == 0 and a_batch_stride % 4 == 0
     vec_b = (k if tb else n) % 4 == 0 and b_batch_stride % 4 == 0
     vec_c = n % 4 == 0
+    # (the ones row, when m is a multiple of BM, is a block row of its own: the others stay exact)
     exact = m % tile.bm == 0 and n % tile.bn == 0 and k % (tile.bk * tile.ks) == 0 and k > 0
     checks = True if range_checks else not exact
     values = (tile.threads, tile.bm, tile.bn, tile.bk, tile.tm, tile.tn, ta, tb, vec_a, vec_b,
@@ -264,5 +272,7 @@ def plan_matmul(batch: int, m: int, k: int, n: int, transpose_a: bool, transpose
         defines, spec = (), values
     if splits > 1:
         name += f"_splitk{splits}"
+    if ones_row:
+        defines += (("VKG_ONES_ROW", 1),)
     return Launch(name=f"matmul_{name}", shader="matmul.comp", bindings=3, groups=groups,
                   push=(m, n, k, a_batch_stride, b_batch_stride), spec=spec, defines=defines)

@@ -1,8 +1,9 @@
 """The compiler's stages, in order: ONE table for `vg.jit(f).lower(...).as_text(stage)` and
 `python -m vkgrad dump --stage`, so a stage name means the same thing in both.
 
-Each stage is a function (value of the previous stage, options) -> value; every value is a
-Program until `lowered`, which is a `Lowered` (dispatches and buffers).
+Each stage is a function (value of the previous stage, options) -> value: a Program up to
+`fused`, then the `Lowered` plan (dispatches and buffers), then the GLSL listing (text).
+Each prints as text (`stage_text`) and as Graphviz DOT (`stage_dot`; not `glsl`).
 """
 
 from __future__ import annotations
@@ -10,11 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from vkgrad.errors import ArgumentError
 from vkgrad.ir.core import Program, print_program
 from vkgrad.ir.verifier import checked
-from vkgrad.lowering.lower import lower
-from vkgrad.passes import optimize
-from vkgrad.passes.fuse import canonicalize_for_lowering, fuse
+from vkgrad.lowering.lower import Lowered, lower
+from vkgrad.lowering.render import glsl_text, plan_graph, program_graph, to_dot
+from vkgrad.passes import fuse_program, optimize
 from vkgrad.transforms.autodiff import grad_program
 
 
@@ -22,7 +24,8 @@ from vkgrad.transforms.autodiff import grad_program
 class Options:
     grad: bool = False               # `grad` stage: differentiate (the dump's --grad)
     argnums: tuple = (0,)            # ... with respect to these inputs
-    device_info: object = None       # `lowered` stage: plan for this device (None: generic)
+    device_info: object = None       # `plan` stage: plan for this device (None: generic)
+    disabled: frozenset = frozenset()   # passes switched off (vkgrad.passes.disabled_passes)
 
 
 @dataclass(frozen=True)
@@ -36,42 +39,69 @@ def _grad(program: Program, opts: Options) -> Program:
     return checked(grad_program(program, opts.argnums), "autodiff") if opts.grad else program
 
 
-def _fuse(program: Program, opts: Options) -> Program:
-    return checked(fuse.apply(canonicalize_for_lowering.apply(program)), "pass fuse")
-
-
 STAGES = (
     Stage("traced", "the function as traced (a vg.grad inside it is already differentiated)",
           lambda p, opts: p),
-    Stage("grad", "with --grad, the joint forward+backward program of its gradient, before "
-          "optimization (otherwise the traced program)", _grad),
-    Stage("optimized", "after the pass pipeline: simplify, fold_transposes, cse, dce",
-          lambda p, opts: optimize(p, final=True)),
-    Stage("fused", "elementwise and layout eqns grouped into `fused` eqns, one generated GPU "
-          "kernel each (what runs on the GPU)", _fuse),
-    Stage("lowered", "the dispatches and buffers vg.jit records for the device",
-          lambda p, opts: lower(p, opts.device_info)),
+    Stage("grad", "with --grad, the joint forward+backward program of its gradient (without, "
+          "the traced program), before optimization", _grad),
+    Stage("optimized", "after simplify, fold_transposes, cse, dce",
+          lambda p, opts: optimize(p, final=True, disabled=opts.disabled)),
+    Stage("fused", "after remat (save or recompute) and fusion: each top-level eqn is one GPU "
+          "kernel (`fused` ones: generated, or a hand-written kernel with fused loads/stores)",
+          lambda p, opts: fuse_program(p, opts.disabled)),
+    Stage("plan", "the dispatches in order (kernel, shapes, workgroups), buffers with sizes and "
+          "lifetimes, peak bytes, the saved residuals: what vg.jit records",
+          lambda p, opts: lower(p, opts.device_info, reuse="memory" not in opts.disabled)),
+    Stage("glsl", "the shader of every dispatch, headed by the eqns it computes",
+          lambda lw, opts: glsl_text(lw)),
 )
 STAGE_NAMES = tuple(s.name for s in STAGES)
+# Older names, still accepted: `lowered` was the plan's name before it showed memory.
+ALIASES = {"lowered": "plan"}
+FORMATS = ("text", "dot", "svg")
+
+
+def stage_name(name: str) -> str:
+    """The stage `name` (or an alias of it) stands for; an unknown one is an ArgumentError."""
+    name = ALIASES.get(name, name)
+    if name not in STAGE_NAMES:
+        raise ArgumentError(f"stage={name!r}: choose one of {', '.join(STAGE_NAMES)}")
+    return name
 
 
 def run_stages(program: Program, until: str, opts: Options | None = None,
                values: dict | None = None) -> dict:
     """{stage name: value} for every stage up to and including `until`, filled into `values`
-    as they complete (so a caller that catches a later stage's error keeps the earlier ones)."""
+    as they complete (so a caller that catches a later stage's error keeps the earlier ones;
+    stages already in `values` are not run again)."""
     opts = opts or Options()
-    if until not in STAGE_NAMES:
-        raise ValueError(f"unknown stage {until!r}")
+    until = stage_name(until)
     values = {} if values is None else values
     value = program
     for st in STAGES[: STAGE_NAMES.index(until) + 1]:
+        if st.name in values:
+            value = values[st.name]
+            continue
         value = values[st.name] = st.run(value, opts)
     return values
 
 
-def stage_text(value, *, source: bool = False) -> str:
+def stage_text(value, *, source: bool = False, donation: dict | None = None) -> str:
     """The printed form of a stage's value."""
-    return print_program(value, source=source) if isinstance(value, Program) else value.text()
+    if isinstance(value, Program):
+        return print_program(value, source=source)
+    if isinstance(value, Lowered):
+        return value.text(donation)
+    return value
+
+
+def stage_dot(value) -> str:
+    """Graphviz DOT of a stage's value (a program's eqns, or the plan's dispatches)."""
+    if isinstance(value, Program):
+        return to_dot(program_graph(value))
+    if isinstance(value, Lowered):
+        return to_dot(plan_graph(value))
+    raise ArgumentError("the glsl stage has no graph; use --format text")
 
 
 def describe_stages() -> str:

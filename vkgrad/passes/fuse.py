@@ -26,14 +26,25 @@ kernels take.
 from __future__ import annotations
 
 from vkgrad import primitives as P
-from vkgrad.ir.core import Eqn, Literal, Params, Primitive, Program, Var, abstract_eval_rules
+from vkgrad.ir.core import (Eqn, Literal, Params, Primitive, Program, Var, abstract_eval_rules,
+                            param_defaults)
 from vkgrad.ir.interpreter import impls, run_program
 from vkgrad.passes.base import Pass
 
-# fused[body](*inputs) -> body's outputs: a sub-program of fusible eqns run as ONE kernel.
+# fused[kind, body](*inputs) -> body's outputs: a sub-program run as ONE kernel. Its meaning is
+# its body (the interpreter runs it), so every stage after fusion still runs on numpy. Kinds:
+#   loop         elementwise and layout eqns, outputs of one shape (this file)
+#   horizontal   the same, outputs of several shapes: one dispatch over their concatenated
+#                index space (fuse_horizontal.py)
+#   input        one hand-written kernel eqn whose operands are computed in its loads
+#                (fuse_producers.py)
+#   output       ... and/or whose results go through an epilogue at its store (fuse_epilogues.py)
+#   multi_output two kernel eqns sharing one pass over an operand (fuse_multi_output.py)
+FUSED_KINDS = ("loop", "horizontal", "input", "output", "multi_output")
 fused_p = Primitive("fused", ("pure",), multiple_results=True)
-abstract_eval_rules[fused_p] = lambda *types, body: [o.type for o in body.outputs]
-impls[fused_p] = lambda *arrays, body: run_program(body, *arrays)
+param_defaults[fused_p] = {"kind": "loop"}
+abstract_eval_rules[fused_p] = lambda *types, body, kind="loop": [o.type for o in body.outputs]
+impls[fused_p] = lambda *arrays, body, kind="loop": run_program(body, *arrays)
 
 
 class Fuse(Pass):
@@ -85,16 +96,11 @@ class Fuse(Pass):
         scheduled = []   # (height, position, eqn)
         for (h, _), rs in groups.items():
             body_eqns = sorted(set().union(*(cones[r] for r in rs)), key=position.__getitem__)
-            defined = {o for e in body_eqns for o in e.outputs}
-            inputs = []
-            for e in body_eqns:
-                for x in e.inputs:
-                    if isinstance(x, Var) and x not in defined and x not in inputs:
-                        inputs.append(x)
+            inputs = body_inputs(body_eqns)
             body = Program(f"fused_{len(scheduled)}", tuple(inputs), tuple(rs), tuple(body_eqns))
             first = producer[rs[0]]
-            fe = Eqn(fused_p, tuple(inputs), Params(body=body), tuple(rs), first.source,
-                     first.phase)
+            fe = Eqn(fused_p, tuple(inputs), Params(kind="loop", body=body), tuple(rs),
+                     first.source, first.phase)
             scheduled.append((h, min(position[producer[r]] for r in rs), fe))
         for e in eqns:
             if e not in fusible:
@@ -105,6 +111,17 @@ class Fuse(Pass):
                                   position[e], e))
         scheduled.sort(key=lambda t: (-t[0], t[1]))
         return program.replace(eqns=tuple(e for _, _, e in scheduled))
+
+
+def body_inputs(eqns) -> list:
+    """What `eqns` read and do not define, in order of first use: a body's inputs."""
+    defined = {o for e in eqns for o in e.outputs}
+    inputs = []
+    for e in eqns:
+        for x in e.inputs:
+            if isinstance(x, Var) and x not in defined and x not in inputs:
+                inputs.append(x)
+    return inputs
 
 
 def _cone(root_eqn, fusible, producer):
@@ -143,6 +160,25 @@ def _materialize_kernel_literals(program: Program) -> Program:
     return program.replace(eqns=tuple(out))
 
 
+class FuseNothing(Pass):
+    """What runs instead of `fuse` when fusion is switched off (VKGRAD_DISABLE_PASSES=fuse):
+    every elementwise or layout eqn is a kernel of its own and every value is written to
+    memory (a reshape stays an alias of its operand's buffer). The baseline fusion is
+    measured against."""
+    name = "fuse_nothing"
+
+    def apply(self, program: Program) -> Program:
+        out = []
+        for e in _materialize_kernel_literals(program).eqns:
+            if e.prim.fusible and e.prim is not P.reshape_p:
+                body = Program(f"fused_{len(out)}", tuple(dict.fromkeys(
+                    x for x in e.inputs if isinstance(x, Var))), e.outputs, (e,))
+                e = Eqn(fused_p, body.inputs, Params(kind="loop", body=body), e.outputs,
+                        e.source, e.phase)
+            out.append(e)
+        return program.replace(eqns=tuple(out))
+
+
 class CanonicalizeForLowering(Pass):
     """reduce_*[axes] over non-adjacent axes -> transpose the reduced axes to the end first."""
     name = "canonicalize_for_lowering"
@@ -166,4 +202,5 @@ class CanonicalizeForLowering(Pass):
 
 
 fuse = Fuse()
+fuse_nothing = FuseNothing()
 canonicalize_for_lowering = CanonicalizeForLowering()

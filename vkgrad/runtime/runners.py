@@ -27,6 +27,7 @@ from vkgrad.ir.interpreter import run_program
 from vkgrad.lowering.donation import plan_donation
 from vkgrad.lowering.lower import Lowered
 from vkgrad.runtime.pool import Owned, pool_of
+from vkgrad.runtime.shaders import compile_all
 from vkgrad.runtime.vulkan import Executable
 
 # Results up to this many elements are copied to the host inside the call's own submission:
@@ -62,7 +63,8 @@ class VulkanRunner:
             elif s.kind == "const":
                 self.fixed[i] = device.buffer(s.size, np_dtype(s.dtype), "device")
                 self.fixed[i].upload(lowered.const_values[i].reshape(-1))
-        # Compile every kernel now, not on the first call's critical path.
+        # Compile every kernel now, not on the first call's critical path (in parallel).
+        compile_all(st.launch for st in lowered.steps)
         for st in lowered.steps:
             device.pipeline(st.launch)
         # Small results (a loss) live in buffers of this program and come back to the host

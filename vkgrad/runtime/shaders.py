@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 from typing import Mapping
@@ -90,6 +91,22 @@ def compile_file(filename: str, defines: Mapping[str, object] | None = None) -> 
     """Compile one of vkgrad's own kernels, vkgrad/kernels_glsl/<filename>."""
     path = KERNELS_DIR / filename
     return compile_glsl(path.read_text(), defines, name=path.stem)
+
+
+def compile_launch(launch) -> bytes:
+    """The SPIR-V of a lowering `Launch`: its file, or its (generated) source, with its defines."""
+    defines = dict(launch.defines)
+    return (compile_file(launch.shader, defines) if launch.is_file
+            else compile_glsl(launch.shader, defines, name=launch.name))
+
+
+def compile_all(launches) -> None:
+    """Compile every launch's SPIR-V into the cache, glslangValidator processes in parallel (a
+    program's first call compiles tens of kernels: serially that was most of a cold compile)."""
+    todo = list(dict.fromkeys(launches))
+    if len(todo) > 1:
+        with ThreadPoolExecutor(max_workers=min(len(todo), os.cpu_count() or 1)) as pool:
+            list(pool.map(compile_launch, todo))
 
 
 _ERROR_LINE = re.compile(r"^ERROR: (?:[^:]*):(\d+): (.*)$")

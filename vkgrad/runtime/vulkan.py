@@ -22,7 +22,7 @@ import numpy as np
 
 from .device import DeviceInfo, check_index, default_device_index, kp_module, list_devices
 from .errors import DeviceError
-from .shaders import compile_file, compile_glsl
+from .shaders import compile_launch
 
 # What tests count: submissions per call, uploads after the first call, pipelines built.
 counters = {"submissions": 0, "uploads": 0, "upload_bytes": 0, "downloads": 0,
@@ -173,9 +173,7 @@ class Device:
     def pipeline(self, launch) -> Kernel:
         """The pipeline of a lowering `Launch` (vkgrad/lowering/launch.py): its SPIR-V and its
         pipeline are each built once and cached."""
-        defines = dict(launch.defines)
-        spirv = (compile_file(launch.shader, defines) if launch.is_file
-                 else compile_glsl(launch.shader, defines, name=launch.name))
+        spirv = compile_launch(launch)
         return self.kernel(spirv, bindings=launch.bindings, push_words=len(launch.push),
                            spec=launch.spec, name=launch.name)
 

@@ -1,0 +1,182 @@
+"""Fusion into hand-written kernels: the GLSL a kernel includes to load computed operands and to
+store through an epilogue (vkgrad/kernels_glsl/fusion.glsl says what the kernels expect).
+
+A fused kernel eqn (`fused[kind=input|output|multi_output]`, vkgrad/passes/) has a body with one
+hand-written kernel eqn (the *anchor*; a matmul and the column sum of its B operand for
+multi_output) and elementwise/layout eqns around it:
+  * a *prologue*: an anchor operand computed inside the body from the body's inputs. The kernel
+    calls `VKG_LOAD_BN(i)` for element i of the operand it binds at N, which computes it by
+    index arithmetic (lowering/elementwise.py), so the operand is never written to memory;
+  * an *epilogue*: body outputs computed from an anchor result at the same element. The kernel
+    calls `VKG_STORE_BN(i, v)` with result element i; the hook computes the epilogue outputs
+    at element i and writes them (and the result itself when the body returns it).
+
+`HookWriter` writes that GLSL for one launch of the kernel: the declarations of the extra
+buffers (numbered after the kernel's own bindings), one function per hooked binding, and the
+defines that switch the kernel's accesses over to them. `splice(shader_file, hooks)` inserts it
+at the kernel's `// VKGRAD_FUSION_HOOKS` line. The shader variants stay generated: the
+hand-written file is the same, only the hooks differ.
+"""
+
+from __future__ import annotations
+
+import math
+
+from vkgrad.ir.core import Program, Var
+from vkgrad.lowering.elementwise import GLSL_TYPE, STORAGE_TYPE, FusedSource
+
+MARKER = "// VKGRAD_FUSION_HOOKS"
+
+
+class HookWriter:
+    """The generated GLSL of one launch. `extra` lists the values bound after the kernel's own
+    bindings (inputs the hooks read, then outputs the epilogue writes), in binding order."""
+
+    def __init__(self, body: Program, base_binding: int):
+        self.body = body
+        self.base = base_binding
+        self.extra: list[Var] = []
+        self.names: dict[Var, str] = {}
+        self.decls: list[str] = []
+        self.funcs: list[str] = []
+        self.hooked: list[int] = []
+        self.identity: dict[Var, bool] = {}   # input -> read only at the stored element
+        self.loaded: set = set()               # inputs read by a load hook (anywhere)
+        self.written: list[Var] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.hooked)
+
+    def _bind(self, v: Var, out: bool) -> str:
+        if v in self.names:
+            return self.names[v]
+        binding = self.base + len(self.extra)
+        name = f"vkg_{'out' if out else 'in'}{len(self.extra)}"
+        access = "writeonly" if out else "readonly"
+        self.decls.append(f"layout(std430, set = 0, binding = {binding}) {access} buffer "
+                          f"Vkg{binding} {{ {STORAGE_TYPE[v.dtype]} {name}[]; }};")
+        self.extra.append(v)
+        self.names[v] = name
+        if out:
+            self.written.append(v)
+        return name
+
+    def _arrays(self) -> dict:
+        return {v: self._bind(v, False) for v in self.body.inputs}
+
+    def _absorb(self, k: FusedSource, load: bool) -> None:
+        for v in k.reads:
+            self._bind(v, False)
+            if load:
+                self.loaded.add(v)
+            self.identity[v] = self.identity.get(v, True) and k.identity_reads[v] and not load
+
+    def load(self, binding: int, value: Var) -> None:
+        """VKG_LOAD_B{binding}(i): element i (flat) of `value`, computed from the body's inputs."""
+        k = FusedSource(self.body, _LazyArrays(self), own_size=math.prod(value.shape))
+        it = k.own_index(value.shape)
+        v = k.value(value, it)
+        gtype = GLSL_TYPE[value.dtype]
+        fn = f"vkg_load_b{binding}"
+        self.funcs.append("\n".join([f"{gtype} {fn}(uint e) {{", "    int gid = int(e);", *k.lines,
+                                     f"    return {v};", "}"]))
+        self.funcs.append(f"#define VKG_LOAD_B{binding}(i) {fn}(i)")
+        self._absorb(k, load=True)
+        self.hooked.append(binding)
+
+    def load_many(self, binding: int, values) -> None:
+        """VKG_LOADN_B{binding}(i, v): element i of each of `values` (one shape) into v[0..]:
+        the operands of a multi-output reduction, computed together (shared loads and
+        subexpressions)."""
+        k = FusedSource(self.body, _LazyArrays(self), own_size=math.prod(values[0].shape))
+        it = k.own_index(values[0].shape)
+        outs = [k.value(v, it) for v in values]
+        fn = f"vkg_loadn_b{binding}"
+        self.funcs.append("\n".join([f"void {fn}(uint e, out float v[{len(values)}]) {{",
+                                     "    int gid = int(e);", *k.lines,
+                                     *(f"    v[{o}] = {x};" for o, x in enumerate(outs)), "}"]))
+        self.funcs.append(f"#define VKG_LOADN_B{binding}(i, v) {fn}(i, v)")
+        self._absorb(k, load=True)
+        self.hooked.append(binding)
+
+    def store_many(self, binding: int, results, outputs) -> None:
+        """VKG_STOREN_B{binding}(o, i, v): element i of result o (of a multi-output reduction),
+        and its `outputs[o]` (the result itself and its epilogue's outputs)."""
+        fn = f"vkg_storen_b{binding}"
+        lines = [f"void {fn}(uint o, uint e, float v) {{", "    int gid = int(e);"]
+        for n, (res, outs) in enumerate(zip(results, outputs)):
+            lines += [f"    if (o == {n}u) {{", *("    " + ln for ln in self._epilogue(n, res, outs)),
+                      "        return;", "    }"]
+        lines.append("}")
+        self.funcs.append("\n".join(lines))
+        self.funcs.append(f"#define VKG_STOREN_B{binding}(o, i, v) {fn}(o, i, v)")
+        self.hooked.append(binding)
+
+    def store(self, binding: int, parts) -> None:
+        """VKG_STORE_B{binding}(i, v): the kernel stores element i of its result, v. `parts` is
+        [(result Var, offset, [outputs])]: element i belongs to the part with offset <= i <
+        offset + size of its result (several parts: one kernel result holds several values, a
+        matmul's C and its column sums), and each listed output (the result itself, or an
+        epilogue output of the same size) is written at i - offset."""
+        fn = f"vkg_store_b{binding}"
+        lines = [f"void {fn}(uint e, float v) {{"]
+        for n, (res, offset, outs) in enumerate(parts):
+            size = math.prod(res.shape)
+            body = ["    int gid = int(e)" + (f" - {offset}" if offset else "") + ";",
+                    *self._epilogue(n, res, outs)]
+            if len(parts) == 1:
+                lines += body
+            else:
+                cond = f"e < {offset + size}u" if n < len(parts) - 1 else "true"
+                lines += [f"    if ({cond}) {{", *("    " + ln for ln in body),
+                          "        return;", "    }"]
+        lines.append("}")
+        self.funcs.append("\n".join(lines))
+        self.funcs.append(f"#define VKG_STORE_B{binding}(i, v) {fn}(i, v)")
+        self.hooked.append(binding)
+
+    def _epilogue(self, n: int, res, outs) -> list:
+        """Lines writing `outs` at element `gid` of kernel result `res` (whose value is `v`)."""
+        k = FusedSource(self.body, _LazyArrays(self), own={res: "v"},
+                        own_size=math.prod(res.shape), tmp_prefix=f"p{n}_")
+        stores = []
+        for o in outs:
+            it = k.own_index(o.shape, prefix=f"p{n}_i{len(stores)}_")
+            val = "v" if o is res else k.value(o, it)
+            stores.append(f"    {self._bind(o, True)}[gid] = {k.store_expr(val, o.dtype)};")
+        self._absorb(k, load=False)
+        return k.lines + stores
+
+    def in_place_inputs(self) -> set:
+        """Inputs read only at the element being stored, and by no load: an epilogue output of
+        their size may overwrite them."""
+        return {v for v, ok in self.identity.items() if ok and v not in self.loaded}
+
+    def text(self) -> str:
+        return "\n".join(["// generated by vkgrad (lowering/hooks.py): fused loads and stores",
+                          *self.decls, *self.funcs, ""])
+
+
+class _LazyArrays(dict):
+    """Body inputs -> array names, binding an input only when a hook reads it."""
+
+    def __init__(self, writer: HookWriter):
+        super().__init__()
+        self.writer = writer
+        self.inputs = set(writer.body.inputs)
+
+    def __contains__(self, v) -> bool:
+        return v in self.inputs
+
+    def __getitem__(self, v) -> str:
+        return self.writer._bind(v, False)
+
+    def __iter__(self):
+        return iter(self.writer.body.inputs)
+
+
+def splice(shader_text: str, hooks: str) -> str:
+    """The hand-written shader with the generated hooks at its `// VKGRAD_FUSION_HOOKS` line."""
+    if MARKER not in shader_text:
+        raise ValueError("this shader has no fusion hooks (no `// VKGRAD_FUSION_HOOKS` line)")
+    return shader_text.replace(MARKER, hooks, 1)

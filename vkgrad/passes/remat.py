@@ -1,0 +1,149 @@
+"""Save or recompute: which forward values the backward reads from memory, and which it
+recomputes inside its own fused kernels, decided by a minimum cut (networkx).
+
+In a joint forward+backward program the backward reads forward values (the residuals). Each
+can be *saved* (written by the forward, kept in memory until the backward reads it) or
+*recomputed* by the backward from other saved values, when every eqn on the way is cheap
+elementwise or layout work that a fused backward kernel does in registers. The choice is a
+minimum s-t cut (PyTorch's AOTAutograd min-cut partitioner is the public reference):
+
+    source -> every program input and const (free: they are in memory anyway)
+    source -> every kernel result (matmul, reductions, softmax, take: never recomputed; the
+              backward reads them if it needs them)
+    value_in -> value_out, capacity = the value's bytes (saving it costs that much)
+    u_out -> v_in (infinite) for each operand u of a recomputable (fusible) eqn making v
+    v_out -> sink (infinite) for each forward value a backward eqn reads
+
+A cut separates the backward's needs from the source; the values whose in->out edge it cuts
+are saved, everything between them and the backward is recomputed. Ties go to a kernel's
+result (written anyway), then to the value nearest the backward (less to recompute). Then the
+program is rewritten:
+  * each saved fusible value v gets `s = save v` right after it, and every reader of v reads s:
+    `save` is not fusible, so v is written to memory once (by whatever kernel computes it)
+    and nothing recomputes it (`save` itself is no dispatch, the lowering aliases it);
+  * each backward read of a forward value that is not saved reads a recomputed copy, made of
+    backward-phase clones of the forward eqns between it and the saved values, which the
+    fusion passes then put inside the backward kernels (a matmul operand's prologue, an
+    epilogue, a loop kernel).
+The bytes that cross from forward to backward are `lowered.stats()["saved_bytes"]`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import networkx as nx
+
+from vkgrad.ir.core import (Eqn, Params, Primitive, Program, Var, abstract_eval_rules,
+                            vjp_rules)
+from vkgrad.ir.interpreter import impls
+from vkgrad.passes.base import Pass
+
+# save(x) = x: the value is kept in memory for the backward (see the module docstring).
+save_p = Primitive("save", ("pure",))
+abstract_eval_rules[save_p] = lambda x: x
+impls[save_p] = lambda x: x
+vjp_rules[save_p] = lambda g, ans, x: (g,)
+
+
+def nbytes(v) -> int:
+    return 4 * max(1, math.prod(v.shape))
+
+
+class SaveOrRecompute(Pass):
+    name = "remat"
+
+    def apply(self, program: Program) -> Program:
+        saved = self.saved(program)
+        if saved is None:
+            return program
+        return self.rewrite(program, saved)
+
+    def saved(self, program: Program) -> set | None:
+        """The forward values to save (the min cut), or None when the program has no backward
+        reading the forward."""
+        eqns = program.eqns
+        producer = {o: e for e in eqns if e.phase == "fwd" for o in e.outputs}
+        demand = {x for e in eqns if e.phase == "bwd" for x in e.inputs
+                  if isinstance(x, Var) and x in producer}
+        if not demand:
+            return None
+        pos = {o: i for i, e in enumerate(eqns) for o in e.outputs}
+        free = set(program.inputs) | {v for v, _ in program.consts}
+        g = nx.DiGraph()
+        todo, seen = list(demand), set()
+        while todo:
+            v = todo.pop()
+            if v in seen:
+                continue
+            seen.add(v)
+            if v in free:
+                g.add_edge("source", (v, "in"))
+                g.add_edge((v, "in"), (v, "out"), capacity=0)
+                continue
+            e = producer.get(v)
+            if e is None:          # a backward value: not ours to place
+                continue
+            # Bytes first. Among equal sizes a kernel's result is cheapest (it is written anyway;
+            # what follows it is recomputed in registers), then the later value (less to redo).
+            n = len(eqns)
+            tie = (n + 1 if e.prim.fusible else 0) + n - pos[v]
+            g.add_edge((v, "in"), (v, "out"), capacity=nbytes(v) * 4 * (n + 1) + tie)
+            if not e.prim.fusible:
+                g.add_edge("source", (v, "in"))
+                continue
+            for u in e.inputs:
+                if isinstance(u, Var):
+                    g.add_edge((u, "out"), (v, "in"))
+                    todo.append(u)
+        for v in demand:
+            g.add_edge((v, "out"), "sink")
+        if "source" not in g:
+            return set()
+        _, (reach, _) = nx.minimum_cut(g, "source", "sink")
+        return {v for v in seen if (v, "in") in reach and (v, "out") not in reach
+                and v not in free}
+
+    def rewrite(self, program: Program, saved: set) -> Program:
+        producer = {o: e for e in program.eqns if e.phase == "fwd" for o in e.outputs}
+        alias = {}                 # saved fusible value -> its `save` result
+        clones: dict = {}          # forward value -> its recomputed copy in the backward
+        out = []
+
+        def recompute(x):
+            """x as the backward sees it: saved, or recomputed from what is saved."""
+            if not isinstance(x, Var) or x not in producer:
+                return x
+            if x in alias:
+                return alias[x]
+            p = producer[x]
+            if x in saved or not p.prim.fusible:
+                return x
+            if x not in clones:
+                ins = tuple(recompute(u) for u in p.inputs)
+                outs = tuple(Var(o.shape, o.dtype) for o in p.outputs)
+                out.append(Eqn(p.prim, ins, p.params, outs, p.source, "bwd"))
+                clones.update(zip(p.outputs, outs))
+            return clones[x]
+
+        for e in program.eqns:
+            if e.phase == "fwd":
+                e = _reread(e, alias)
+                out.append(e)
+                for o in e.outputs:
+                    if o in saved and e.prim.fusible:
+                        s = Var(o.shape, o.dtype)
+                        out.append(Eqn(save_p, (o,), Params(), (s,), e.source, "fwd"))
+                        alias[o] = s
+                continue
+            out.append(e.replace(inputs=tuple(recompute(x) for x in e.inputs)))
+        outputs = tuple(alias.get(o, o) if isinstance(o, Var) else o for o in program.outputs)
+        return program.replace(eqns=tuple(out), outputs=outputs)
+
+
+def _reread(e: Eqn, alias: dict) -> Eqn:
+    ins = tuple(alias.get(x, x) if isinstance(x, Var) else x for x in e.inputs)
+    return e if ins == e.inputs else e.replace(inputs=ins)
+
+
+remat = SaveOrRecompute()
