@@ -22,6 +22,7 @@ import numpy as np
 
 from .device import DeviceInfo, check_index, default_device_index, kp_module, list_devices
 from .errors import DeviceError
+from .inflight import InFlight
 from .shaders import compile_file, compile_glsl
 
 # What tests count: submissions per call, uploads after the first call, pipelines built.
@@ -151,6 +152,7 @@ class Device:
         # buffers (kp patch 0005), so one pipeline serves all dispatches of a shader.
         self._placeholder = self.manager.tensor_t(np.zeros(1, np.float32), kp.TensorTypes.storage)
         self._executables: "weakref.WeakSet[Executable]" = weakref.WeakSet()
+        self.inflight = InFlight()   # submissions pending on this device's queue
 
     def __repr__(self):
         return f"<vkgrad Device {self.info.index}: {self.info.name} ({self.info.type})>"
@@ -192,9 +194,13 @@ class Device:
         for kind, buffers in ops:
             seq.record(_transfer_op(kp, kind, buffers))
         _count(ops)
-        seq.eval()
+        seq.eval()   # in queue order: after every pending submission
 
     def destroy(self) -> None:
+        try:
+            self.inflight.wait_all()
+        except Exception:   # at exit: an error nobody waited for has no one to go to
+            pass
         for ex in list(self._executables):
             ex.release()
         self._kernels.clear()
@@ -221,10 +227,11 @@ def _count(ops) -> None:
 class Executable:
     """Dispatches recorded once into one sequence and replayed: one submission per run.
 
-    run(uploads=[(buffer, array)], downloads=[buffer]) writes the uploads into staging memory
-    and submits [uploads, dispatches, downloads]; afterwards `buffer.read_staging()` holds each
-    download. Each distinct (uploads, downloads)
-    choice is recorded once, the first time it is used.
+    submit(uploads=[(buffer, array)], downloads=[buffer], keep, on_done) writes the uploads into
+    staging memory, submits [uploads, dispatches, downloads] and returns the `Submission` at
+    once; when it is done, `buffer.read_staging()` holds each download. run(...) is submit and
+    wait. Each distinct (uploads, downloads) choice is recorded once, the first time it is used;
+    a recorded sequence still in flight is waited for before it is submitted again.
     """
 
     def __init__(self, device: Device, dispatches: Sequence[Dispatch], *, timestamps: bool = False,
@@ -236,29 +243,42 @@ class Executable:
         self._ops = [kp.OpAlgoDispatch(d.kernel.algorithm, [b.tensor for b in d.buffers],
                                        d.groups, pack_words(d.push))
                      for d in self.dispatches]
-        self._recorded: dict[tuple, tuple] = {}
+        self._recorded: dict[tuple, _Recorded] = {}
         self.last_timings_us: list | None = None
         device._executables.add(self)
 
-    def run(self, uploads=(), downloads=()) -> None:
-        uploads = list(uploads)
-        for buf, array in uploads:
-            buf.write_staging(array)
-        transfers = [("upload", [b for b, _ in uploads])] if uploads else []
-        tail = [("download", list(downloads))] if downloads else []
+    def submit(self, uploads=(), downloads=(), keep=(), on_done=None):
         key = (tuple(id(b) for b, _ in uploads), tuple(id(b) for b in downloads))
         rec = self._recorded.get(key)
         if rec is None:
+            transfers = [("upload", [b for b, _ in uploads])] if uploads else []
+            tail = [("download", list(downloads))] if downloads else []
             rec = self._recorded[key] = self._record(transfers, tail)
-        seq, labels, _keepalive = rec
-        _count(transfers + tail)
-        seq.eval()
+        elif rec.submission is not None and not rec.submission.done:
+            rec.submission.wait()   # a command buffer runs once at a time
+        for buf, array in uploads:
+            buf.write_staging(array)
+        _count(rec.transfers)
         if self.timestamps:
-            ticks = np.asarray(seq.get_timestamps(), np.float64)
-            us = np.diff(ticks) * self.device.info.timestamp_period_ns / 1000.0
-            self.last_timings_us = list(zip(labels, us.tolist()))
+            on_done = _then(lambda: self._read_timestamps(rec), on_done)
+        rec.submission = self.device.inflight.submit(rec.seq, self.name, keep, on_done)
+        return rec.submission
 
-    def _record(self, transfers, tail):
+    def run(self, uploads=(), downloads=()) -> None:
+        """Submit and wait."""
+        self.submit(uploads, downloads).wait()
+
+    def busy(self) -> bool:
+        """Whether a submission of this executable is still pending."""
+        return any(r.submission is not None and not r.submission.done
+                   for r in self._recorded.values())
+
+    def _read_timestamps(self, rec) -> None:
+        ticks = np.asarray(rec.seq.get_timestamps(), np.float64)
+        us = np.diff(ticks) * self.device.info.timestamp_period_ns / 1000.0
+        self.last_timings_us = list(zip(rec.labels, us.tolist()))
+
+    def _record(self, transfers, tail) -> "_Recorded":
         kp = kp_module()
         n_ops = len(transfers) + len(self._ops) + len(tail)
         seq = self.device.manager.sequence(0, n_ops if self.timestamps else 0)
@@ -274,14 +294,30 @@ class Executable:
         for op in ops:
             seq.record(op)
         counters["recordings"] += 1
-        return seq, labels, ops
+        return _Recorded(seq, labels, ops, transfers + tail)
 
     def release(self) -> None:
-        """Free the recorded sequences (their ops hold descriptor sets)."""
-        for seq, _, _ in self._recorded.values():
-            seq.destroy()
+        """Free the recorded sequences (their ops hold descriptor sets), once they are done."""
+        for rec in self._recorded.values():
+            if rec.submission is not None and not rec.submission.done:
+                self.device.inflight.wait(rec.submission)
+            rec.seq.destroy()
         self._recorded.clear()
         self._ops.clear()
+
+
+class _Recorded:
+    __slots__ = ("seq", "labels", "ops", "transfers", "submission")
+
+    def __init__(self, seq, labels, ops, transfers):
+        self.seq, self.labels, self.ops, self.transfers = seq, labels, ops, transfers
+        self.submission = None
+
+
+def _then(first, second):
+    if second is None:
+        return first
+    return lambda: (first(), second())
 
 
 _devices: dict[int, Device] = {}
