@@ -7,6 +7,9 @@ and kept. Small results of a jitted call (the loss) are copied to the host insid
 submission, so reading them costs nothing more. On the numpy backend an Array just holds its
 numpy value. Arrays are immutable.
 
+Calls are asynchronous (docs/jit.md): an Array is ready when the submission that computes it is
+done. Reading it waits for that submission only; `block_until_ready` waits without reading.
+
 vnp operations on Arrays run where the Arrays live (`_eager_apply`; the trace core asks the
 array's class): on a device, as a compiled one-eqn program (vkgrad/execution/eager.py).
 """
@@ -20,8 +23,10 @@ from vkgrad.errors import ArgumentError
 from vkgrad.execution import eager
 from vkgrad.ir.core import TensorType
 from vkgrad.ir.interpreter import apply as interpret, run_program
+from vkgrad.runtime.inflight import HostResult
 from vkgrad.runtime.pool import Owned
 from vkgrad.tracer.core import ArrayOps, user_source
+from vkgrad.tracer.pytree import tree_leaves
 
 
 class DeletedArrayError(ArgumentError):
@@ -29,13 +34,14 @@ class DeletedArrayError(ArgumentError):
 
 
 class Array(ArrayOps):
-    __slots__ = ("_aval", "_owned", "_host", "_deleted", "__weakref__")
+    __slots__ = ("_aval", "_owned", "_host", "_future", "_deleted", "__weakref__")
     __array_priority__ = 100   # ndarray (op) Array defers to Array's operators
 
-    def __init__(self, aval: TensorType, owned: Owned | None = None, host=None):
+    def __init__(self, aval: TensorType, owned: Owned | None = None, host=None, future=None):
         self._aval = aval
         self._owned = owned
         self._host = None
+        self._future = future     # a HostResult: host data once its submission is done
         self._deleted = False
         if owned is not None:
             owned.users += 1
@@ -67,7 +73,12 @@ class Array(ArrayOps):
     def _value(self) -> np.ndarray:
         self._check()
         if self._host is None:
-            self._set_host(self._owned.buffer.download()[: self.size])
+            if self._future is not None:
+                self._set_host(self._future.result())
+                self._future = None
+            else:
+                self._owned.wait()
+                self._set_host(self._owned.buffer.download()[: self.size])
         return self._host
 
     # --- reading
@@ -115,9 +126,13 @@ class Array(ArrayOps):
 
     # --- lifetime
     def block_until_ready(self) -> "Array":
-        """Calls run to completion before they return (one fence wait), so this is a no-op kept
-        for JAX compatibility."""
+        """Wait until the call that computes this Array is done (its value is not read)."""
         self._check()
+        if self._future is not None:
+            self._set_host(self._future.result())
+            self._future = None
+        elif self._owned is not None:
+            self._owned.wait()
         return self
 
     def is_deleted(self) -> bool:
@@ -128,7 +143,7 @@ class Array(ArrayOps):
         if self._owned is not None:
             self._owned.users -= 1
         self._owned = None
-        self._host = None
+        self._host = self._future = None
 
     def __del__(self):
         if self._owned is not None:
@@ -176,5 +191,14 @@ def call(compiled, leaves, *, donated=(), timestamps=False) -> list:
         if isinstance(leaves[i], Array):
             leaves[i].delete()
     program_outputs = compiled.stages["optimized"].outputs
-    return [Array(o.type, x) if isinstance(x, Owned) else Array(o.type, host=x)
+    return [Array(o.type, x) if isinstance(x, Owned) else
+            Array(o.type, future=x) if isinstance(x, HostResult) else Array(o.type, host=x)
             for o, x in zip(program_outputs, outs)]
+
+
+def block_until_ready(tree):
+    """Wait until every Array in `tree` (a pytree) is computed; returns `tree`, as in JAX."""
+    for leaf in tree_leaves(tree):
+        if isinstance(leaf, Array):
+            leaf.block_until_ready()
+    return tree

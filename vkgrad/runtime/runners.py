@@ -5,19 +5,22 @@
 `inputs` holds, per program input, either an `Owned` device buffer (an Array already on this
 runner's device: bound directly, never copied or uploaded again) or host data (a numpy array,
 uploaded in the call's own submission). `outputs` holds, per program output, an `Owned` (a
-result that stays on the device) or a numpy array (small results, literals, consts: host data).
-`runner.device` is the device it runs on (None for the interpreter).
+result that stays on the device), a `HostResult` (a small result, host data once the call's
+submission is done) or a numpy array (literals, consts). `runner.device` is the device it runs on
+(None for the interpreter).
 
-VulkanRunner: ONE recorded Kompute sequence per distinct set of bound buffers, replayed. Outputs
-go to pooled buffers, or, for a donated input, into the input's own buffer when the donation
-plan (vkgrad/lowering/donation.py) shows that is safe. A training loop with donated parameters
-replays one sequence; without donation it alternates between two.
+VulkanRunner.run submits and returns without waiting (vkgrad/runtime/inflight.py); a buffer it
+binds stays out of the pool until the submission is done. ONE recorded Kompute sequence per
+distinct set of bound buffers, replayed (with a second or third copy only when the first is
+still running). Outputs go to pooled buffers, or, for a donated input, into the input's own
+buffer when the donation plan (vkgrad/lowering/donation.py) shows that is safe. A training loop
+with donated parameters replays one sequence per submission in flight.
 """
 
 from __future__ import annotations
 
 import collections
-import math
+import os
 
 import numpy as np
 
@@ -26,6 +29,8 @@ from vkgrad.ir.core import Literal
 from vkgrad.ir.interpreter import run_program
 from vkgrad.lowering.donation import plan_donation
 from vkgrad.lowering.lower import Lowered
+from vkgrad.runtime.errors import NaNError
+from vkgrad.runtime.inflight import HostResult, max_in_flight
 from vkgrad.runtime.pool import Owned, pool_of
 from vkgrad.runtime.vulkan import Executable
 
@@ -65,19 +70,18 @@ class VulkanRunner:
         # Compile every kernel now, not on the first call's critical path.
         for st in lowered.steps:
             device.pipeline(st.launch)
-        # Small results (a loss) live in buffers of this program and come back to the host
-        # inside the call's submission: the result is host data, so no live Array pins a
-        # device buffer and every call binds the same buffers (one recorded sequence).
-        self.host_outputs = set()
-        for slot in dict.fromkeys(lowered.output_slots):
-            s = lowered.slots[slot] if slot is not None else None
-            if s and s.kind == "output" and s.size <= EAGER_DOWNLOAD_ELEMENTS \
-                    and slot not in self.donation:
-                self.fixed[slot] = device.buffer(s.size, np_dtype(s.dtype), "device")
-                self.host_outputs.add(slot)
-        self.small_downloads = [self.fixed[s] for s in sorted(self.host_outputs)]
+        # Small results (a loss) come back to the host inside the call's submission: the
+        # result is host data, so no live Array pins a device buffer. Each recorded copy of the
+        # program has its own buffers for them (a copy runs once at a time), so every call
+        # binds the same buffers and one sequence per copy is replayed.
+        self.host_outputs = sorted(
+            slot for slot in set(lowered.output_slots) - {None}
+            if lowered.slots[slot].kind == "output" and slot not in self.donation
+            and lowered.slots[slot].size <= EAGER_DOWNLOAD_ELEMENTS)
+        self.check_nans = os.environ.get("VKGRAD_DEBUG_NANS", "") not in ("", "0")
         self.variants: collections.OrderedDict = collections.OrderedDict()
         self.last_run: Executable | None = None
+        self.last_submission = None
 
     def _bind(self, inputs, donate):
         """Buffers for every external slot: arguments, uploads, outputs."""
@@ -96,7 +100,8 @@ class VulkanRunner:
         shared = collections.Counter(id(o) for o in owned_in)
         out_owned = {}
         for slot in lw.output_slots:
-            if slot is None or slot in binding or slot in self.fixed or slot in out_owned:
+            if slot is None or slot in binding or slot in self.fixed or slot in out_owned \
+                    or slot in self.host_outputs:
                 continue
             i = self.donation.get(slot) if donate else None
             # overwrite a donated buffer only if nothing else can still read it
@@ -108,37 +113,71 @@ class VulkanRunner:
             binding[slot] = out_owned[slot].buffer
         return binding, uploads, owned_in, out_owned
 
-    def _executable(self, binding, timestamps) -> Executable:
+    def _executable(self, binding, timestamps) -> "_Copy":
+        """A recorded copy of the program for these buffers that is not running (up to one per
+        submission in flight, so a loop that binds the same buffers every call never waits)."""
         key = (tuple(binding.get(i) for i in range(len(self.lowered.slots))), timestamps)
-        ex = self.variants.get(key)
-        if ex is None:
-            get = lambda s: binding[s] if s in binding else self.fixed[s]
-            dispatches = [self.device.dispatch(st.launch, [get(s) for s in st.slots])
-                          for st in self.lowered.steps]
-            ex = Executable(self.device, dispatches, timestamps=timestamps,
-                            name=self.lowered.program.name)
-            self.variants[key] = ex
+        copies = self.variants.get(key)
+        if copies is None:
+            copies = self.variants[key] = []
             if len(self.variants) > MAX_VARIANTS:
-                _, old = self.variants.popitem(last=False)
-                old.release()
+                for old in self.variants.popitem(last=False)[1]:
+                    old.ex.release()
         else:
             self.variants.move_to_end(key)
-        return ex
+        for c in copies:
+            if not c.ex.busy():
+                return c
+        if len(copies) >= max(1, max_in_flight()):
+            return copies[0]   # its submit waits for its previous run
+        host = {s: self.device.buffer(self.lowered.slots[s].size,
+                                      np_dtype(self.lowered.slots[s].dtype), "device")
+                for s in self.host_outputs}
+        bufs = {**self.fixed, **host, **binding}
+        dispatches = [self.device.dispatch(st.launch, [bufs[s] for s in st.slots])
+                      for st in self.lowered.steps]
+        copies.append(_Copy(Executable(self.device, dispatches, timestamps=timestamps,
+                                       name=self.lowered.program.name), host))
+        return copies[-1]
 
     def run(self, inputs, *, donate=True, timestamps=False) -> list:
         lw = self.lowered
+        self.device.inflight.make_room()
         binding, uploads, owned_in, out_owned = self._bind(inputs, donate)
-        ex = self._executable(binding, timestamps)
-        ex.run(uploads=uploads, downloads=self.small_downloads)
-        self.last_run = ex
+        copy = self._executable(binding, timestamps)
+        results = {s: HostResult() for s in self.host_outputs}
+        sub = copy.ex.submit(uploads, copy.downloads, keep=(owned_in, out_owned),
+                             on_done=lambda: self._read_results(copy.host, results))
+        for r in results.values():
+            r.submission = sub
+        for o in out_owned.values():
+            o.writer = sub
+        self.last_run, self.last_submission = copy.ex, sub
         outs = []
         for o, slot in zip(lw.program.outputs, lw.output_slots):
             if slot is None:                              # a literal
                 outs.append(np.asarray(o.array() if isinstance(o, Literal) else o))
-            elif slot in self.host_outputs:
-                outs.append(self.fixed[slot].read_staging()[: math.prod(o.shape)])
+            elif slot in results:
+                outs.append(results[slot])
             elif slot in self.fixed:                      # a const returned as is
                 outs.append(lw.const_values[slot])
             else:
                 outs.append(out_owned.get(slot) or owned_in[lw.input_slots.index(slot)])
         return outs
+
+    def _read_results(self, host, results) -> None:
+        """When the submission is done: its small results, from staging memory to the host."""
+        for slot, r in results.items():
+            r.value = host[slot].read_staging()
+            if self.check_nans and r.value.dtype.kind == "f" and np.isnan(r.value).any():
+                raise NaNError(f"{self.lowered.program.name} returned NaN in a result of "
+                               f"{r.value.size} element(s) (VKGRAD_DEBUG_NANS=1)")
+        for r in results.values():
+            r.submission = None    # resolved: reading it needs no wait
+
+
+class _Copy:
+    __slots__ = ("ex", "host", "downloads")
+
+    def __init__(self, ex, host):
+        self.ex, self.host, self.downloads = ex, host, list(host.values())
