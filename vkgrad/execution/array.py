@@ -16,11 +16,14 @@ array's class): on a device, as a compiled one-eqn program (vkgrad/execution/eag
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from vkgrad.dtypes import dtype_name, np_dtype, type_str
 from vkgrad.errors import ArgumentError
 from vkgrad.execution import eager
+from vkgrad.execution.fastpath import intern
 from vkgrad.ir.core import TensorType
 from vkgrad.ir.interpreter import apply as interpret, run_program
 from vkgrad.runtime.inflight import HostResult
@@ -156,7 +159,7 @@ class Array(ArrayOps):
         compiled one-eqn program; on the interpreter when none is on a device."""
         if not _on_device(values):
             outs = interpret(prim, [np.asarray(v) for v in values], params, out_types)
-            return [Array(t, host=o) for t, o in zip(out_types, outs)]
+            return [Array(intern(t), host=o) for t, o in zip(out_types, outs)]
         types = [v.aval if isinstance(v, ArrayOps) else TensorType(v.shape, dtype_name(v.dtype))
                  for v in values]
         return call(eager.compiled_eqn(prim, params, tuple(types), tuple(out_types)), values)
@@ -170,6 +173,9 @@ class Array(ArrayOps):
         return call(eager.compiled_program(program), values)
 
 
+_OWNED, _NONE = itertools.repeat("_owned"), itertools.repeat(None)
+
+
 def _on_device(values) -> bool:
     return any(isinstance(v, Array) and v._owned is not None for v in values)
 
@@ -177,23 +183,21 @@ def _on_device(values) -> bool:
 def call(compiled, leaves, *, donated=(), timestamps=False) -> list:
     """Run `compiled` on `leaves` (Arrays, numpy data, scalars): an Array already on the
     runner's device is bound as is, anything else is host data; each donated Array is consumed.
-    Returns one Array per program output."""
+    Returns one Array per program output, without waiting for the device."""
     runner = compiled.runner
-    inputs = []
-    for x in leaves:
-        if runner.device is not None and isinstance(x, Array) and x._owned is not None \
-                and not x._deleted and x._owned.buffer.device is runner.device:
-            inputs.append(x._owned)
-        else:
-            inputs.append(np.asarray(x))
+    if runner.device is None:
+        inputs = [np.asarray(x) for x in leaves]
+    else:   # an Array's device buffer (the runner checks its device), else host data
+        inputs = list(map(getattr, leaves, _OWNED, _NONE))
+        if None in inputs:   # host data, a host-only Array, a deleted one (which raises)
+            inputs = [np.asarray(x) if o is None else o for x, o in zip(leaves, inputs)]
     outs = runner.run(inputs, donate=bool(donated), timestamps=timestamps)
     for i in donated:
-        if isinstance(leaves[i], Array):
+        if type(leaves[i]) is Array:
             leaves[i].delete()
-    program_outputs = compiled.stages["optimized"].outputs
-    return [Array(o.type, x) if isinstance(x, Owned) else
-            Array(o.type, future=x) if isinstance(x, HostResult) else Array(o.type, host=x)
-            for o, x in zip(program_outputs, outs)]
+    return [Array(aval, x) if type(x) is Owned else
+            Array(aval, future=x) if type(x) is HostResult else Array(aval, host=x)
+            for aval, x in zip(compiled.out_avals, outs)]
 
 
 def block_until_ready(tree):

@@ -13,6 +13,7 @@ import sys
 import warnings
 
 from vkgrad.errors import ArgumentError, VkgradError
+from vkgrad.execution import fastpath
 from vkgrad.lowering.lower import Unsupported
 from vkgrad.lowering.stages import STAGE_NAMES, Options, run_stages, stage_text
 from vkgrad.runtime import get_device
@@ -33,11 +34,22 @@ def fallbacks() -> dict:
     return dict(_fallbacks)
 
 
+_backend_of_env: dict = {}
+
+
 def default_backend() -> str:
     """VKGRAD_BACKEND if set, else "vulkan" when a Vulkan device opens, else "numpy" (with a
-    warning, once)."""
+    warning, once). Asked on every jitted call: the answer is kept per value of the variable."""
+    env = os.environ.get("VKGRAD_BACKEND", "")
+    hit = _backend_of_env.get(env)
+    if hit is None:
+        hit = _backend_of_env[env] = _default_backend(env)
+    return hit
+
+
+def _default_backend(env: str) -> str:
     global _warned_no_device
-    env = os.environ.get("VKGRAD_BACKEND", "").strip().lower()
+    env = env.strip().lower()
     if env:
         if env not in BACKENDS:
             raise ArgumentError(f"VKGRAD_BACKEND={env!r}: choose one of {', '.join(BACKENDS)}")
@@ -48,7 +60,7 @@ def default_backend() -> str:
     except VkgradError as e:
         if not _warned_no_device:
             warnings.warn(f"vkgrad: no Vulkan device ({e}); running on the numpy interpreter",
-                          stacklevel=3)
+                          stacklevel=4)
             _warned_no_device = True
         return "numpy"
 
@@ -85,6 +97,9 @@ class Compiled:
         if self.runner is None:
             run_stages(program, "optimized", values=self.stages)
             self.runner = NumpyRunner(self.stages["optimized"])
+        # the type of each result, one object per type (fastpath.py compares them by identity)
+        self.out_avals = [fastpath.intern(o.type) for o in self.stages["optimized"].outputs]
+        self.build_outputs = fastpath.builder(out_tree)   # result leaves -> result pytree
 
     @property
     def backend(self) -> str:

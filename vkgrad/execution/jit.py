@@ -25,11 +25,17 @@ import functools
 from dataclasses import dataclass
 
 from vkgrad.errors import ArgumentError
+from vkgrad.execution import fastpath
 from vkgrad.execution.array import Array, call
 from vkgrad.execution.compiled import BACKENDS, Compiled, default_backend, log
 from vkgrad.tracer import core
-from vkgrad.tracer.pytree import tree_flatten, tree_unflatten
+from vkgrad.tracer.pytree import tree_flatten
 from vkgrad.transforms.api import _fun_name, _normalize_argnums, _trace
+
+
+# argument structures per jitted function with a generated fast lane (a loop needs one or two:
+# the first call's numpy parameters, then the Arrays it returned)
+MAX_GUARDS = 4
 
 
 def jit(fun=None, *, static_argnums=(), donate_argnums=(), backend=None):
@@ -77,6 +83,7 @@ class Jitted:
         self._last_key: _Key | None = None
         self._argnums: dict = {}   # number of arguments -> (static, donated) positions
         self._where = f"an argument of {_fun_name(fun)}"
+        self._fast: list = []       # (guard, entry), newest first (vkgrad/execution/fastpath.py)
         self.compiles = 0
 
     def __repr__(self):
@@ -131,13 +138,24 @@ class Jitted:
                                                 set(key.donated))
             self.compiles += 1
         self._last_key = key
+        if not kwargs:   # the next call with arguments like these skips the key (fastpath.py)
+            self._fast.insert(0, (fastpath.guard(Array, len(args), key.structure, key.static,
+                                                 leaves), entry, key.backend))
+            del self._fast[MAX_GUARDS:]
         return entry, leaves
 
     def __call__(self, *args, **kwargs):
         if core.current_trace() is not None:   # inside another transform: inline
             return self.fun(*args, **kwargs)
+        if self._fast and not kwargs:
+            backend = self.backend or default_backend()
+            for guard, entry, entry_backend in self._fast:
+                if entry_backend == backend:
+                    leaves = guard(args)
+                    if leaves is not None:
+                        return entry.build_outputs(call(entry, leaves, donated=entry.donated))
         entry, leaves = self._compiled(args, kwargs)
-        return tree_unflatten(entry.out_tree, call(entry, leaves, donated=entry.donated))
+        return entry.build_outputs(call(entry, leaves, donated=entry.donated))
 
     def lower(self, *args, **kwargs) -> "Compiled":
         """The compiled program for these arguments (compiling it if needed): .as_text(stage),

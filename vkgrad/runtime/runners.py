@@ -20,6 +20,7 @@ with donated parameters replays one sequence per submission in flight.
 from __future__ import annotations
 
 import collections
+import operator
 import os
 
 import numpy as np
@@ -82,41 +83,76 @@ class VulkanRunner:
         self.variants: collections.OrderedDict = collections.OrderedDict()
         self.last_run: Executable | None = None
         self.last_submission = None
+        self._plan_call()
+
+    def _plan_call(self) -> None:
+        """What each call does, decided once: the per-call path only follows these lists (the
+        host side of a call is the budget of a training step; docs/jit.md has the profile)."""
+        lw, fixed, host = self.lowered, self.fixed, set(self.host_outputs)
+        self._inputs = [(lw.slots[s].size, lw.slots[s].dtype) for s in lw.input_slots]
+        self._outputs = []   # (donated input index or None, size, dtype) per result buffer
+        taken = {}           # slot -> ("in", input index) | ("out", result buffer index)
+        # the slots in the order _bind binds them (their buffers are a recorded copy's key)
+        self._bound_slots = list(lw.input_slots)
+        for i, slot in enumerate(lw.input_slots):
+            taken.setdefault(slot, ("in", i))
+        for slot in lw.output_slots:
+            if slot is None or slot in taken or slot in fixed or slot in host:
+                continue
+            taken[slot] = ("out", len(self._outputs))
+            self._bound_slots.append(slot)
+            self._outputs.append((self.donation.get(slot), lw.slots[slot].size,
+                                  lw.slots[slot].dtype))
+        # run() returns [*bound Owned, *HostResults, *values][i] for each i of _returns
+        n_bound, n_host = len(self._bound_slots), len(self.host_outputs)
+        self._values, returns = [], []
+        for o, slot in zip(lw.program.outputs, lw.output_slots):
+            if slot is None or (slot in fixed and slot not in host):
+                returns.append(n_bound + n_host + len(self._values))
+                self._values.append(lw.const_values[slot] if slot is not None else
+                                    np.asarray(o.array() if isinstance(o, Literal) else o))
+            elif slot in host:
+                returns.append(n_bound + self.host_outputs.index(slot))
+            else:
+                kind, i = taken[slot]
+                returns.append(i if kind == "in" else len(lw.input_slots) + i)
+        self._returns = _picker(returns)
 
     def _bind(self, inputs, donate):
-        """Buffers for every external slot: arguments, uploads, outputs."""
-        lw, pool = self.lowered, self.pool
-        binding, uploads, owned_in = {}, [], []
-        for x, slot in zip(inputs, lw.input_slots):
-            if isinstance(x, Owned) and x.buffer.device is self.device:
-                owned = x
-            else:
+        """Owned buffers for the arguments (uploading host data) and the results, in the order
+        of `_bound_slots`, and the uploads."""
+        pool, device = self.pool, self.device
+        owned, uploads = list(inputs), []
+        types = set(map(type, owned))
+        if types != {Owned} or set(map(_device_of, owned)) != {device}:
+            for k, (x, (size, dtype)) in enumerate(zip(inputs, self._inputs)):
+                if type(x) is Owned and x.buffer.device is device:
+                    continue
+                if type(x) is Owned:          # on another device: through the host
+                    x.wait()
+                    x = x.buffer.download()
                 host = np.asarray(x)
-                owned = pool.owned(lw.slots[slot].size, lw.slots[slot].dtype)
-                uploads.append((owned.buffer, host.reshape(-1) if host.size else
+                owned[k] = o = pool.owned(size, dtype)
+                uploads.append((o.buffer, host.reshape(-1) if host.size else
                                 np.zeros(1, host.dtype)))
-            owned_in.append(owned)
-            binding[slot] = owned.buffer
-        shared = collections.Counter(id(o) for o in owned_in)
-        out_owned = {}
-        for slot in lw.output_slots:
-            if slot is None or slot in binding or slot in self.fixed or slot in out_owned \
-                    or slot in self.host_outputs:
-                continue
-            i = self.donation.get(slot) if donate else None
-            # overwrite a donated buffer only if nothing else can still read it
-            if i is not None and shared[id(owned_in[i])] == 1 and owned_in[i].users <= 1:
-                out_owned[slot] = owned_in[i]        # write the result over the donated input
-            else:
-                s = lw.slots[slot]
-                out_owned[slot] = pool.owned(s.size, s.dtype)
-            binding[slot] = out_owned[slot].buffer
-        return binding, uploads, owned_in, out_owned
+        n_in = len(owned)
+        distinct = None
+        for i, size, dtype in self._outputs:
+            o = None
+            if i is not None and donate:
+                if distinct is None:
+                    distinct = len(set(map(id, owned[:n_in]))) == n_in
+                o = owned[i]
+                # overwrite a donated buffer only if nothing else can still read it
+                if o.users > 1 or not (distinct or owned[:n_in].count(o) == 1):
+                    o = None
+            owned.append(o or pool.owned(size, dtype))
+        return owned, uploads
 
-    def _executable(self, binding, timestamps) -> "_Copy":
+    def _executable(self, bufs, timestamps) -> "_Copy":
         """A recorded copy of the program for these buffers that is not running (up to one per
         submission in flight, so a loop that binds the same buffers every call never waits)."""
-        key = (tuple(binding.get(i) for i in range(len(self.lowered.slots))), timestamps)
+        key = (*bufs, timestamps)
         copies = self.variants.get(key)
         if copies is None:
             copies = self.variants[key] = []
@@ -130,54 +166,58 @@ class VulkanRunner:
                 return c
         if len(copies) >= max(1, max_in_flight()):
             return copies[0]   # its submit waits for its previous run
-        host = {s: self.device.buffer(self.lowered.slots[s].size,
-                                      np_dtype(self.lowered.slots[s].dtype), "device")
-                for s in self.host_outputs}
-        bufs = {**self.fixed, **host, **binding}
-        dispatches = [self.device.dispatch(st.launch, [bufs[s] for s in st.slots])
-                      for st in self.lowered.steps]
+        lw = self.lowered
+        host = [self.device.buffer(lw.slots[s].size, np_dtype(lw.slots[s].dtype), "device")
+                for s in self.host_outputs]
+        by_slot = {**self.fixed, **dict(zip(self.host_outputs, host)),
+                   **dict(zip(self._bound_slots, bufs))}
+        dispatches = [self.device.dispatch(st.launch, [by_slot[s] for s in st.slots])
+                      for st in lw.steps]
         copies.append(_Copy(Executable(self.device, dispatches, timestamps=timestamps,
-                                       name=self.lowered.program.name), host))
+                                       name=lw.program.name), host))
         return copies[-1]
 
     def run(self, inputs, *, donate=True, timestamps=False) -> list:
-        lw = self.lowered
         self.device.inflight.make_room()
-        binding, uploads, owned_in, out_owned = self._bind(inputs, donate)
-        copy = self._executable(binding, timestamps)
-        results = {s: HostResult() for s in self.host_outputs}
-        sub = copy.ex.submit(uploads, copy.downloads, keep=(owned_in, out_owned),
+        owned, uploads = self._bind(inputs, donate)
+        copy = self._executable(list(map(_buffer_of, owned)), timestamps)
+        results = [HostResult() for _ in copy.host]
+        sub = copy.ex.submit(uploads, copy.host, keep=owned,
                              on_done=lambda: self._read_results(copy.host, results))
-        for r in results.values():
+        for r in results:
             r.submission = sub
-        for o in out_owned.values():
+        for o in owned[len(self._inputs):]:
             o.writer = sub
         self.last_run, self.last_submission = copy.ex, sub
-        outs = []
-        for o, slot in zip(lw.program.outputs, lw.output_slots):
-            if slot is None:                              # a literal
-                outs.append(np.asarray(o.array() if isinstance(o, Literal) else o))
-            elif slot in results:
-                outs.append(results[slot])
-            elif slot in self.fixed:                      # a const returned as is
-                outs.append(lw.const_values[slot])
-            else:
-                outs.append(out_owned.get(slot) or owned_in[lw.input_slots.index(slot)])
-        return outs
+        return self._returns(owned + results + self._values)
 
     def _read_results(self, host, results) -> None:
         """When the submission is done: its small results, from staging memory to the host."""
-        for slot, r in results.items():
-            r.value = host[slot].read_staging()
+        for buf, r in zip(host, results):
+            r.value = buf.read_staging()
             if self.check_nans and r.value.dtype.kind == "f" and np.isnan(r.value).any():
                 raise NaNError(f"{self.lowered.program.name} returned NaN in a result of "
                                f"{r.value.size} element(s) (VKGRAD_DEBUG_NANS=1)")
-        for r in results.values():
+        for r in results:
             r.submission = None    # resolved: reading it needs no wait
 
 
+_buffer_of = operator.attrgetter("buffer")
+_device_of = operator.attrgetter("buffer.device")
+
+
+def _picker(indices):
+    """A function(list) -> [list[i] for i in indices], in C."""
+    if not indices:
+        return lambda xs: []
+    get = operator.itemgetter(*indices)
+    return (lambda xs: [get(xs)]) if len(indices) == 1 else (lambda xs: list(get(xs)))
+
+
 class _Copy:
-    __slots__ = ("ex", "host", "downloads")
+    """One recorded copy of a program for one set of bound buffers, with its own buffers for
+    the small results (`host`, in the order of `VulkanRunner.host_outputs`)."""
+    __slots__ = ("ex", "host")
 
     def __init__(self, ex, host):
-        self.ex, self.host, self.downloads = ex, host, list(host.values())
+        self.ex, self.host = ex, host

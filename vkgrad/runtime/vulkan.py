@@ -67,7 +67,7 @@ class Buffer:
     intermediates.
     """
 
-    __slots__ = ("device", "tensor", "size", "dtype", "kind", "__weakref__")
+    __slots__ = ("device", "tensor", "size", "dtype", "kind", "_staging", "__weakref__")
 
     def __init__(self, device: "Device", size: int, dtype, kind: str = "device"):
         kp = kp_module()
@@ -80,6 +80,8 @@ class Buffer:
         ttype = kp.TensorTypes.device if kind == "device" else kp.TensorTypes.storage
         # kp copies the array into the staging memory; its contents are not uploaded.
         self.tensor = device.manager.tensor_t(np.zeros(max(self.size, 1), self.dtype), ttype)
+        # kp keeps the staging memory mapped while the tensor lives: one numpy view of it
+        self._staging = self.tensor.data()[: self.size] if kind == "device" else None
 
     @property
     def nbytes(self) -> int:
@@ -90,13 +92,11 @@ class Buffer:
         src = np.ascontiguousarray(array).reshape(-1)
         if src.size != self.size:
             raise DeviceError(f"cannot upload {src.size} elements into a buffer of {self.size}")
-        if src.dtype != self.dtype:
-            src = src.astype(self.dtype)
-        np.copyto(self.tensor.data()[: self.size], src)
+        np.copyto(self._staging, src, casting="unsafe")
 
     def read_staging(self) -> np.ndarray:
         """A copy of the staging memory, valid after a download op ran."""
-        return np.array(self.tensor.data()[: self.size], copy=True)
+        return self._staging.copy()
 
     def upload(self, array) -> None:
         """Immediate upload: one submission of its own (executables batch theirs instead)."""
@@ -217,11 +217,17 @@ def _transfer_op(kp, kind, buffers):
 
 
 def _count(ops) -> None:
-    counters["submissions"] += 1
+    for name, n in _counts(ops):
+        counters[name] += n
+
+
+def _counts(ops) -> list:
+    """What one submission of `ops` adds to `counters`."""
+    out = [("submissions", 1)]
     for kind, buffers in ops:
         if kind in ("upload", "download"):
-            counters[kind + "s"] += len(buffers)
-            counters[kind + "_bytes"] += sum(b.nbytes for b in buffers)
+            out += [(kind + "s", len(buffers)), (kind + "_bytes", sum(b.nbytes for b in buffers))]
+    return out
 
 
 class Executable:
@@ -244,11 +250,12 @@ class Executable:
                                        d.groups, pack_words(d.push))
                      for d in self.dispatches]
         self._recorded: dict[tuple, _Recorded] = {}
+        self.last = None   # the latest Submission
         self.last_timings_us: list | None = None
         device._executables.add(self)
 
     def submit(self, uploads=(), downloads=(), keep=(), on_done=None):
-        key = (tuple(id(b) for b, _ in uploads), tuple(id(b) for b in downloads))
+        key = (*[b for b, _ in uploads], None, *downloads)
         rec = self._recorded.get(key)
         if rec is None:
             transfers = [("upload", [b for b, _ in uploads])] if uploads else []
@@ -258,10 +265,12 @@ class Executable:
             rec.submission.wait()   # a command buffer runs once at a time
         for buf, array in uploads:
             buf.write_staging(array)
-        _count(rec.transfers)
+        for name, n in rec.counts:
+            counters[name] += n
         if self.timestamps:
             on_done = _then(lambda: self._read_timestamps(rec), on_done)
-        rec.submission = self.device.inflight.submit(rec.seq, self.name, keep, on_done)
+        rec.submission = self.last = self.device.inflight.submit(rec.seq, self.name, keep,
+                                                                 on_done)
         return rec.submission
 
     def run(self, uploads=(), downloads=()) -> None:
@@ -269,9 +278,9 @@ class Executable:
         self.submit(uploads, downloads).wait()
 
     def busy(self) -> bool:
-        """Whether a submission of this executable is still pending."""
-        return any(r.submission is not None and not r.submission.done
-                   for r in self._recorded.values())
+        """Whether a submission of this executable is still pending (they complete in order,
+        so the last one says)."""
+        return self.last is not None and not self.last.done
 
     def _read_timestamps(self, rec) -> None:
         ticks = np.asarray(rec.seq.get_timestamps(), np.float64)
@@ -307,10 +316,10 @@ class Executable:
 
 
 class _Recorded:
-    __slots__ = ("seq", "labels", "ops", "transfers", "submission")
+    __slots__ = ("seq", "labels", "ops", "counts", "submission")
 
     def __init__(self, seq, labels, ops, transfers):
-        self.seq, self.labels, self.ops, self.transfers = seq, labels, ops, transfers
+        self.seq, self.labels, self.ops, self.counts = seq, labels, ops, _counts(transfers)
         self.submission = None
 
 
