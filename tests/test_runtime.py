@@ -299,3 +299,30 @@ def test_waiting_releases_the_gil(dev):
     assert t1 - t0 > 0.02, "the dispatch finished too soon to tell"
     middle = [t for t in stamps if t0 + 0.25 * (t1 - t0) < t < t0 + 0.75 * (t1 - t0)]
     assert len(middle) > 100, "no Python ran while the main thread waited for the fence"
+
+
+def test_shaders_compile_in_parallel(tmp_path, monkeypatch):
+    """Device.pipelines compiles the SPIR-V of many launches at once, then builds pipelines."""
+    monkeypatch.setenv("VKGRAD_CACHE", str(tmp_path))
+    monkeypatch.setenv("VKGRAD_COMPILE_THREADS", "4")
+    running, most = [0], [0]
+    lock = threading.Lock()
+    real_run = shaders.subprocess.run
+
+    def run(cmd, **kw):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        try:
+            return real_run(cmd, **kw)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    monkeypatch.setattr(shaders.subprocess, "run", run)
+    sources = [SHIFT_ADD.replace("+ 1.0", f"+ {i}.5") for i in range(4)]
+    spirv = shaders.compile_many([(compile_glsl, (src,)) for src in sources])
+    assert most[0] > 1, "the glslangValidator runs did not overlap"
+    assert len(set(spirv)) == 4
+    shaders._memory.clear()
+    assert [compile_glsl(src) for src in sources] == spirv     # the same, from the disk cache

@@ -17,9 +17,11 @@ from vkgrad.execution import fastpath
 from vkgrad.lowering.lower import Unsupported
 from vkgrad.lowering.stages import STAGE_NAMES, Options, run_stages, stage_text
 from vkgrad.runtime import get_device
+from vkgrad.runtime.shaders import compile_threads
 from vkgrad.runtime.runners import NumpyRunner, VulkanRunner
 
 BACKENDS = ("vulkan", "numpy")
+_TIMED = ("trace", "grad", "optimized", "fused", "lowered", "shaders", "pipelines", "buffers")
 
 _fallbacks: collections.Counter = collections.Counter()
 _warned_no_device = False
@@ -74,17 +76,20 @@ def log(msg: str) -> None:
 class Compiled:
     """One compiled program: `stages` ({name: value}), `runner`, and the output structure."""
 
-    def __init__(self, program, out_tree, backend: str, donated):
+    def __init__(self, program, out_tree, backend: str, donated, times=None):
         self.out_tree = out_tree
         self.donated = tuple(sorted(donated))   # leaf indices whose Arrays a call consumes
         self.stages: dict = {}
+        self.times = dict(times or {})         # seconds per compile stage (VKGRAD_LOG_COMPILES)
         self.fallback_reason = None
         self.runner = None
         if backend == "vulkan":
             try:
                 device = get_device()
-                run_stages(program, "lowered", Options(device_info=device.info), self.stages)
+                run_stages(program, "lowered", Options(device_info=device.info), self.stages,
+                           self.times)
                 self.runner = VulkanRunner(device, self.stages["lowered"], donated)
+                self.times.update(self.runner.compile_times)
                 self.stages["lowered"] = self.runner.lowered   # in the order it runs
             except Unsupported as u:
                 self.stages.pop("fused", None)
@@ -95,11 +100,25 @@ class Compiled:
                                           "(VKGRAD_STRICT=1 forbids the interpreter fallback)")
                 log(f"{program.name} falls back to the numpy interpreter: {u.reason}")
         if self.runner is None:
-            run_stages(program, "optimized", values=self.stages)
+            run_stages(program, "optimized", values=self.stages, times=self.times)
             self.runner = NumpyRunner(self.stages["optimized"])
         # the type of each result, one object per type (fastpath.py compares them by identity)
         self.out_avals = [fastpath.intern(o.type) for o in self.stages["optimized"].outputs]
         self.build_outputs = fastpath.builder(out_tree)   # result leaves -> result pytree
+
+    def describe_times(self) -> str:
+        """One line: seconds per compile stage, and what the kernels cost."""
+        t = self.times
+        parts = [f"{k} {t[k]:.3f} s" for k in ("trace", "optimized", "fused", "lowered")
+                 if k in t]
+        if "shaders" in t:
+            parts += [f"{t['kernels']} shaders {t['shaders']:.3f} s ({t['compiled']} compiled "
+                      f"on up to {compile_threads()} threads, {t['from_disk']} from the SPIR-V "
+                      f"cache)",
+                      f"{t['new_pipelines']} pipelines {t['pipelines']:.3f} s",
+                      f"buffers {t['buffers']:.3f} s"]
+        total = sum(v for k, v in t.items() if k in _TIMED)
+        return ", ".join(parts) + f"; total {total:.3f} s"
 
     @property
     def backend(self) -> str:

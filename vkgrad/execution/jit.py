@@ -22,6 +22,7 @@ interpreter (vkgrad/execution/compiled.py).
 from __future__ import annotations
 
 import functools
+import time
 from dataclasses import dataclass
 
 from vkgrad.errors import ArgumentError
@@ -133,9 +134,12 @@ class Jitted:
         if entry is None:
             why = "first call" if self._last_key is None else key.describe_change(self._last_key)
             log(f"compiling {_fun_name(self.fun)} for {key.backend} ({why})")
+            t0 = time.perf_counter()
             traced = _trace(fun, args, self.static_argnums)
             entry = self._cache[key] = Compiled(traced.program, traced.out_tree, key.backend,
-                                                set(key.donated))
+                                                set(key.donated),
+                                                times={"trace": time.perf_counter() - t0})
+            log(f"compiled {_fun_name(self.fun)}: {entry.describe_times()}")
             self.compiles += 1
         self._last_key = key
         if not kwargs:   # the next call with arguments like these skips the key (fastpath.py)

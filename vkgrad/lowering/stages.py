@@ -7,6 +7,7 @@ Program until `lowered`, which is a `Lowered` (dispatches and buffers).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -56,16 +57,20 @@ STAGE_NAMES = tuple(s.name for s in STAGES)
 
 
 def run_stages(program: Program, until: str, opts: Options | None = None,
-               values: dict | None = None) -> dict:
+               values: dict | None = None, times: dict | None = None) -> dict:
     """{stage name: value} for every stage up to and including `until`, filled into `values`
-    as they complete (so a caller that catches a later stage's error keeps the earlier ones)."""
+    as they complete (so a caller that catches a later stage's error keeps the earlier ones);
+    `times` gets the seconds each stage took."""
     opts = opts or Options()
     if until not in STAGE_NAMES:
         raise ValueError(f"unknown stage {until!r}")
     values = {} if values is None else values
     value = program
     for st in STAGES[: STAGE_NAMES.index(until) + 1]:
+        t0 = time.perf_counter()
         value = values[st.name] = st.run(value, opts)
+        if times is not None:
+            times[st.name] = time.perf_counter() - t0
     return values
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import collections
 import operator
 import os
+import time
 
 import numpy as np
 
@@ -61,6 +62,9 @@ class VulkanRunner:
         self.lowered, self.donation = plan_donation(lowered, donated)
         lowered = self.lowered
         self.pool = pool_of(device)
+        # Compile every kernel now (in parallel), not on the first call's critical path.
+        self.compile_times = device.pipelines([st.launch for st in lowered.steps])
+        t0 = time.perf_counter()
         self.fixed = {}            # slot -> Buffer owned by this program (consts, scratch)
         for i, s in enumerate(lowered.slots):
             if s.kind == "scratch":
@@ -68,9 +72,7 @@ class VulkanRunner:
             elif s.kind == "const":
                 self.fixed[i] = device.buffer(s.size, np_dtype(s.dtype), "device")
                 self.fixed[i].upload(lowered.const_values[i].reshape(-1))
-        # Compile every kernel now, not on the first call's critical path.
-        for st in lowered.steps:
-            device.pipeline(st.launch)
+        self.compile_times["buffers"] = time.perf_counter() - t0
         # Small results (a loss) come back to the host inside the call's submission: the
         # result is host data, so no live Array pins a device buffer. Each recorded copy of the
         # program has its own buffers for them (a copy runs once at a time), so every call

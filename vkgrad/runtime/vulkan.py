@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import time
 import weakref
 from dataclasses import dataclass
 from typing import Sequence
@@ -23,7 +24,8 @@ import numpy as np
 from .device import DeviceInfo, check_index, default_device_index, kp_module, list_devices
 from .errors import DeviceError
 from .inflight import InFlight
-from .shaders import compile_file, compile_glsl
+from .shaders import compile_file, compile_glsl, compile_many
+from .shaders import stats as shader_stats
 
 # What tests count: submissions per call, uploads after the first call, pipelines built.
 counters = {"submissions": 0, "uploads": 0, "upload_bytes": 0, "downloads": 0,
@@ -175,11 +177,27 @@ class Device:
     def pipeline(self, launch) -> Kernel:
         """The pipeline of a lowering `Launch` (vkgrad/lowering/launch.py): its SPIR-V and its
         pipeline are each built once and cached."""
-        defines = dict(launch.defines)
-        spirv = (compile_file(launch.shader, defines) if launch.is_file
-                 else compile_glsl(launch.shader, defines, name=launch.name))
+        spirv = _spirv(_shader_of(launch))
         return self.kernel(spirv, bindings=launch.bindings, push_words=len(launch.push),
                            spec=launch.spec, name=launch.name)
+
+    def pipelines(self, launches) -> dict:
+        """The pipelines of many launches: their shaders compiled in parallel first (cached
+        ones are read from the SPIR-V cache), then the pipelines built one by one. Returns
+        seconds per stage and counts, for VKGRAD_LOG_COMPILES."""
+        t0 = time.perf_counter()
+        before = dict(shader_stats)
+        jobs = {_shader_of(launch): (_spirv, (_shader_of(launch),)) for launch in launches}
+        compile_many(jobs.values())
+        t1 = time.perf_counter()
+        pipelines = counters["pipelines"]
+        for launch in launches:
+            self.pipeline(launch)
+        return {"shaders": t1 - t0, "pipelines": time.perf_counter() - t1,
+                "kernels": len(jobs),
+                "compiled": shader_stats["compiled"] - before["compiled"],
+                "from_disk": shader_stats["disk_hits"] - before["disk_hits"],
+                "new_pipelines": counters["pipelines"] - pipelines}
 
     def dispatch(self, launch, buffers) -> Dispatch:
         """A Dispatch of `launch` on `buffers` (one per binding, in order)."""
@@ -205,6 +223,17 @@ class Device:
             ex.release()
         self._kernels.clear()
         self.manager.destroy()
+
+
+def _shader_of(launch) -> tuple:
+    """What decides a launch's SPIR-V (hashable): file or source, the defines, the name."""
+    return launch.is_file, launch.shader, tuple(sorted(dict(launch.defines).items())), launch.name
+
+
+def _spirv(shader) -> bytes:
+    is_file, text, defines, name = shader
+    return (compile_file(text, dict(defines)) if is_file
+            else compile_glsl(text, dict(defines), name=name))
 
 
 def _transfer_op(kp, kind, buffers):
