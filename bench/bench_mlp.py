@@ -59,17 +59,22 @@ def data(sizes, batch, n, seed=1):
     return xs, ys
 
 
-def vkgrad_step_fn(n_out):
-    opt = vg.optim.adam(LR)
-
+def mlp_loss(xp, log_softmax, one_hot, n_out):
+    """The step's loss, written once for any numpy-like module (vkgrad.numpy, jax.numpy)."""
     def loss_fn(params, x, y):
         h = x
         for i, (w, b) in enumerate(params):
             h = h @ w + b
             if i < len(params) - 1:
-                h = vnp.maximum(h, 0.0)
-        logp = vnp.log_softmax(h, axis=-1)
-        return -vnp.mean(vnp.sum(vnp.one_hot(y, n_out) * logp, axis=-1))
+                h = xp.maximum(h, 0.0)
+        logp = log_softmax(h, axis=-1)
+        return -xp.mean(xp.sum(one_hot(y, n_out) * logp, axis=-1))
+    return loss_fn
+
+
+def vkgrad_step_fn(n_out):
+    opt = vg.optim.adam(LR)
+    loss_fn = mlp_loss(vnp, vnp.log_softmax, vnp.one_hot, n_out)
 
     def step(params, opt_state, x, y):
         loss, grads = vg.value_and_grad(loss_fn)(params, x, y)
@@ -118,14 +123,7 @@ class JaxLoop:
         jax.config.update("jax_default_matmul_precision", "highest")   # fp32, no TF32
         self.jax = jax
 
-        def loss_fn(params, x, y):
-            h = x
-            for i, (w, b) in enumerate(params):
-                h = h @ w + b
-                if i < len(params) - 1:
-                    h = jnp.maximum(h, 0.0)
-            logp = jax.nn.log_softmax(h, axis=-1)
-            return -jnp.mean(jnp.sum(jax.nn.one_hot(y, sizes[-1]) * logp, axis=-1))
+        loss_fn = mlp_loss(jnp, jax.nn.log_softmax, jax.nn.one_hot, sizes[-1])
 
         def step(params, m, v, t, x, y):   # Adam, as vg.optim.adam (optax.adam's update)
             loss, g = jax.value_and_grad(loss_fn)(params, x, y)
