@@ -3,6 +3,7 @@ reading a value waits for it, and nothing a pending submission touches is reused
 done (docs/jit.md, "Asynchronous dispatch")."""
 
 import gc
+import threading
 import time
 
 import numpy as np
@@ -245,3 +246,24 @@ def test_an_error_seen_at_completion_names_its_call(monkeypatch, operands):
         float(loss)                          # and reading it raises the same error
     np.testing.assert_allclose(np.asarray(g(da)), 2.0 * np.asarray(da))   # the queue goes on
     assert pending() == 0
+
+
+def test_two_threads_waiting_complete_each_call_once(operands):
+    """Waits release the GIL, so two threads can wait at once: each submission completes once."""
+    a, b, da, db = operands
+    f = vg.jit(heavy)
+    vg.block_until_ready(f(da, db))
+    outs = [f(da, db), f(da, db)]
+    errors = []
+
+    def wait():
+        try:
+            vg.block_until_ready(outs)
+        except Exception as e:   # reported below: an exception in a thread is otherwise lost
+            errors.append(e)
+    worker = threading.Thread(target=wait)
+    worker.start()
+    vg.block_until_ready(outs)
+    worker.join()
+    assert not errors and pending() == 0
+    np.testing.assert_allclose(np.asarray(outs[1]), reference(a, b), rtol=1e-4, atol=1e-4)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import collections
 import os
+import threading
 
 from .errors import DeviceError
 
@@ -104,6 +105,9 @@ class InFlight:
 
     def __init__(self):
         self.pending: collections.deque = collections.deque()
+        # Waits release the GIL (kp patch 0006): a second thread that waits too, or polls,
+        # must not complete the same submission twice.
+        self._completing = threading.Lock()
 
     def __len__(self):
         return len(self.pending)
@@ -113,7 +117,11 @@ class InFlight:
         self.poll()
         bound = max(1, max_in_flight())
         while len(self.pending) >= bound:
-            self._complete_oldest(block=True)
+            try:
+                oldest = self.pending[0]
+            except IndexError:         # another thread completed it meanwhile
+                break
+            self.wait(oldest)
 
     def submit(self, seq, name, keep=(), on_done=None) -> Submission:
         sub = Submission(self, seq, name, keep, on_done)
@@ -124,18 +132,28 @@ class InFlight:
         return sub
 
     def poll(self) -> None:
-        while self.pending and self._complete_oldest(block=False):
-            pass
+        if not self._completing.acquire(blocking=False):
+            return                     # another thread is waiting: it completes them
+        try:
+            while self.pending and self._complete_oldest(block=False):
+                pass
+        finally:
+            self._completing.release()
 
     def wait(self, sub: Submission) -> None:
         while not sub.done:
-            self._complete_oldest(block=True)
+            with self._completing:
+                if not sub.done:
+                    self._complete_oldest(block=True)
 
     def wait_all(self) -> None:
         while self.pending:
-            self._complete_oldest(block=True)
+            with self._completing:
+                if self.pending:
+                    self._complete_oldest(block=True)
 
     def _complete_oldest(self, block: bool) -> bool:
+        """Complete the oldest pending submission (the caller holds `_completing`)."""
         sub = self.pending[0]
         try:
             sub.seq.eval_await() if block else sub.seq.eval_await(0)
