@@ -43,9 +43,29 @@ SHAPES = [
     ("mlp_dw2=hT@g", 1, 1024, 256, 1024, True, False),
     ("mlp_dh=g@w2T", 1, 256, 1024, 1024, False, True),
     ("mlp_dw1=xT@g", 1, 784, 256, 1024, True, False),
+    # ... its n = 10 products: logits = h2 @ w3, dh2 = g @ w3^T, dw3 = h2^T @ g.
+    ("mlp_h@w3", 1, 256, 1024, 10, False, False),
+    ("mlp_dh2=g@w3T", 1, 256, 10, 1024, False, True),
+    ("mlp_dw3=hT@g", 1, 1024, 256, 10, True, False),
     ("batched8x512", 8, 512, 512, 512, False, False),
     ("cube4096_TN", 1, 4096, 4096, 4096, True, False),
     ("cube4096_NT", 1, 4096, 4096, 4096, False, True),
+    # The transformer block (d 512, L 1024, batch 4: 4096 tokens). Y = X W, and backward's
+    # dX = dY W^T (NT) and dW = X^T dY (TN) for each of its three weights.
+    ("tf_qkv", 1, 4096, 512, 1536, False, False),
+    ("tf_qkv_dX", 1, 4096, 1536, 512, False, True),
+    ("tf_qkv_dW", 1, 512, 4096, 1536, True, False),
+    ("tf_fc", 1, 4096, 512, 2048, False, False),
+    ("tf_fc_dX", 1, 4096, 2048, 512, False, True),
+    ("tf_fc_dW", 1, 512, 4096, 2048, True, False),
+    ("tf_out", 1, 4096, 2048, 512, False, False),
+    ("tf_out_dX", 1, 4096, 512, 2048, False, True),
+    ("tf_out_dW", 1, 2048, 4096, 512, True, False),
+    # attention, 32 = batch 4 x 8 heads, head dim 64: scores [32,1024,64]x[32,64,1024] (as
+    # written, and as q @ k^T after transpose folding), then probabilities @ v.
+    ("tf_scores", 32, 1024, 64, 1024, False, False),
+    ("tf_scores_qkT", 32, 1024, 64, 1024, False, True),
+    ("tf_pv", 32, 1024, 1024, 64, False, False),
 ]
 QUICK = [
     ("q_64x96x80", 1, 64, 96, 80, False, False),

@@ -14,6 +14,7 @@ from vkgrad.lowering.lower import lower
 from vkgrad.lowering.stages import Options, run_stages
 from vkgrad.passes.fuse import fused_p
 from vkgrad.runtime import get_device
+from vkgrad.runtime.inflight import HostResult
 from vkgrad.runtime.pool import Owned
 from vkgrad.runtime.runners import VulkanRunner
 
@@ -35,7 +36,11 @@ def run_both(fn, *args, info=None, grad=None):
     outs = VulkanRunner(device, lw, ()).run([np.asarray(a) for a in args])
     got = []
     for o, v in zip(outs, program.outputs):
-        host = o.buffer.download() if isinstance(o, Owned) else np.asarray(o)
+        if isinstance(o, Owned):
+            o.wait()
+            host = o.buffer.download()
+        else:
+            host = o.result() if isinstance(o, HostResult) else np.asarray(o)
         got.append(np.asarray(host).reshape(-1)[: max(1, v.type.size)].reshape(v.shape))
     return values["fused"], lw, got, vg.run_program(program, *args)
 

@@ -120,6 +120,11 @@ def test_one_submission_per_call_and_cache(capfd, monkeypatch):
     err = capfd.readouterr().err
     assert "compiling lambda for vulkan (first call)" in err
     assert "leaf 0: f32[7,5] -> f32[9,5]" in err
+    # the time of every compile stage, one line per compile
+    stages = [l for l in err.splitlines() if l.startswith("vkgrad: compiled lambda: trace ")]
+    assert len(stages) == 2
+    for word in ("optimized", "fused", "plan", "shaders", "pipelines", "total"):
+        assert f" {word} " in stages[0], stages[0]
 
 
 def test_static_argnums_and_kwargs():

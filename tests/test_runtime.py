@@ -3,6 +3,8 @@
 import os
 import subprocess
 import sys
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -222,3 +224,105 @@ def test_no_vulkan_driver_is_a_clear_error():
     r = _run_cli({"VK_DRIVER_FILES": "/nonexistent/icd.json", "VK_ICD_FILENAMES": "/nonexistent/icd.json"})
     assert r.returncode == 1
     assert "mesa-vulkan-drivers" in r.stderr and "Traceback" not in r.stderr
+
+
+# Each invocation runs `iters` dependent multiply-adds: GPU time on demand (about 0.1 s on
+# lavapipe for 4096 invocations x 20000 iterations), with nothing to upload or download.
+SPIN = """
+#version 450
+layout(local_size_x = 64) in;
+layout(set = 0, binding = 0) buffer A { float a[]; };
+layout(push_constant) uniform Push { uint iters; } p;
+void main() {
+    uint i = gl_GlobalInvocationID.x;
+    float x = a[i];
+    for (uint k = 0u; k < p.iters; k++) x = x * 0.999 + 0.001;
+    a[i] = x;
+}
+"""
+
+
+def spin_executable(dev, iters=20000):
+    k = dev.kernel(compile_glsl(SPIN, name="spin"), bindings=1, push_words=1, name="spin")
+    a = dev.buffer(64 * 64)
+    ex = Executable(dev, [Dispatch(k, (a,), (64, 1, 1), (iters,))])
+    ex.run()   # record it, and let the driver build the pipeline
+    return ex
+
+
+def test_eval_async_returns_before_the_gpu_is_done(dev):
+    """kp patch 0006: a recorded sequence is submitted without waiting for its fence."""
+    ex = spin_executable(dev)
+    t0 = time.perf_counter()
+    sub = ex.submit()
+    t1 = time.perf_counter()
+    dev.inflight.poll()                      # one look at the fence: it has not signaled
+    assert not sub.done and ex.busy() and len(dev.inflight) == 1
+    sub.wait()
+    t2 = time.perf_counter()
+    assert sub.done and not ex.busy() and len(dev.inflight) == 0
+    assert t1 - t0 < 0.25 * (t2 - t1), (t1 - t0, t2 - t1)
+
+
+def test_poll_does_not_wait(dev):
+    """kp patch 0006: eval_await(0) looks at the fence once (patch 0002 polls for 2 ms)."""
+    ex = spin_executable(dev)
+    sub = ex.submit()
+    seq = next(iter(ex._recorded.values())).seq
+    t0 = time.perf_counter()
+    seq.eval_await(0)
+    t1 = time.perf_counter()
+    assert seq.is_running()
+    sub.wait()
+    assert t1 - t0 < 1e-3, t1 - t0
+
+
+def test_waiting_releases_the_gil(dev):
+    """kp patch 0006: while one thread waits for the GPU, another runs Python."""
+    ex = spin_executable(dev)
+    stamps, stop = [], threading.Event()
+
+    def tick():
+        while not stop.is_set():
+            stamps.append(time.perf_counter())
+
+    sub = ex.submit()
+    worker = threading.Thread(target=tick)
+    worker.start()
+    while not stamps:        # the worker runs (this thread gives up the GIL while it spins)
+        time.sleep(0)
+    t0 = time.perf_counter()
+    sub.wait()
+    t1 = time.perf_counter()
+    stop.set()
+    worker.join()
+    assert t1 - t0 > 0.02, "the dispatch finished too soon to tell"
+    middle = [t for t in stamps if t0 + 0.25 * (t1 - t0) < t < t0 + 0.75 * (t1 - t0)]
+    assert len(middle) > 100, "no Python ran while the main thread waited for the fence"
+
+
+def test_shaders_compile_in_parallel(tmp_path, monkeypatch):
+    """Device.pipelines compiles the SPIR-V of many launches at once, then builds pipelines."""
+    monkeypatch.setenv("VKGRAD_CACHE", str(tmp_path))
+    monkeypatch.setenv("VKGRAD_COMPILE_THREADS", "4")
+    running, most = [0], [0]
+    lock = threading.Lock()
+    real_run = shaders.subprocess.run
+
+    def run(cmd, **kw):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        try:
+            return real_run(cmd, **kw)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    monkeypatch.setattr(shaders.subprocess, "run", run)
+    sources = [SHIFT_ADD.replace("+ 1.0", f"+ {i}.5") for i in range(4)]
+    spirv = shaders.compile_many([(compile_glsl, (src,)) for src in sources])
+    assert most[0] > 1, "the glslangValidator runs did not overlap"
+    assert len(set(spirv)) == 4
+    shaders._memory.clear()
+    assert [compile_glsl(src) for src in sources] == spirv     # the same, from the disk cache

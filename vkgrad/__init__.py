@@ -11,8 +11,8 @@
     step = vg.jit(train_step)                # one Vulkan submission per call
 
 Transforms: grad, value_and_grad, vjp, jvp, make_ir, trace, check_grads (docs/compiler.md);
-jit, device_put, profile, Array (docs/jit.md); save, load, load_metadata: pytrees of arrays as
-safetensors files (vkgrad/checkpoint.py).
+jit, device_put, profile, Array, block_until_ready, set_max_in_flight (docs/jit.md); save,
+load, load_metadata: pytrees of arrays as safetensors files (vkgrad/checkpoint.py).
 
 The package is layered (docs/compiler.md, "Layers"): importing it loads the compiler core
 (IR, tracer, primitives, transforms, vkgrad.numpy); the layers that talk to a device (lowering,
@@ -37,6 +37,8 @@ __version__ = "0.1.0"
 
 # name -> module of the execution layer that defines it (imported on first use)
 _LAZY = {"jit": "vkgrad.execution.jit", "Array": "vkgrad.execution.array",
+         "block_until_ready": "vkgrad.execution.array",
+         "set_max_in_flight": "vkgrad.runtime.inflight",
          "DeletedArrayError": "vkgrad.execution.array",
          "device_put": "vkgrad.execution.device_put", "profile": "vkgrad.execution.profile",
          "fallbacks": "vkgrad.execution.compiled", "default_backend": "vkgrad.execution.compiled",

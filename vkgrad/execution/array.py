@@ -7,21 +7,29 @@ and kept. Small results of a jitted call (the loss) are copied to the host insid
 submission, so reading them costs nothing more. On the numpy backend an Array just holds its
 numpy value. Arrays are immutable.
 
+Calls are asynchronous (docs/jit.md): an Array is ready when the submission that computes it is
+done. Reading it waits for that submission only; `block_until_ready` waits without reading.
+
 vnp operations on Arrays run where the Arrays live (`_eager_apply`; the trace core asks the
 array's class): on a device, as a compiled one-eqn program (vkgrad/execution/eager.py).
 """
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from vkgrad.dtypes import dtype_name, np_dtype, type_str
 from vkgrad.errors import ArgumentError
 from vkgrad.execution import eager
+from vkgrad.execution.fastpath import intern
 from vkgrad.ir.core import TensorType
 from vkgrad.ir.interpreter import apply as interpret, run_program
+from vkgrad.runtime.inflight import HostResult
 from vkgrad.runtime.pool import Owned
 from vkgrad.tracer.core import ArrayOps, user_source
+from vkgrad.tracer.pytree import tree_leaves
 
 
 class DeletedArrayError(ArgumentError):
@@ -29,13 +37,14 @@ class DeletedArrayError(ArgumentError):
 
 
 class Array(ArrayOps):
-    __slots__ = ("_aval", "_owned", "_host", "_deleted", "__weakref__")
+    __slots__ = ("_aval", "_owned", "_host", "_future", "_deleted", "__weakref__")
     __array_priority__ = 100   # ndarray (op) Array defers to Array's operators
 
-    def __init__(self, aval: TensorType, owned: Owned | None = None, host=None):
+    def __init__(self, aval: TensorType, owned: Owned | None = None, host=None, future=None):
         self._aval = aval
         self._owned = owned
         self._host = None
+        self._future = future     # a HostResult: host data once its submission is done
         self._deleted = False
         if owned is not None:
             owned.users += 1
@@ -43,7 +52,9 @@ class Array(ArrayOps):
             self._set_host(host)
 
     def _set_host(self, host) -> None:
-        h = np.asarray(host).reshape(self._aval.shape).astype(np_dtype(self._aval.dtype), copy=False)
+        # a device buffer holds at least one element: an empty result's is one too many
+        h = np.asarray(host).reshape(-1)[: self._aval.size].reshape(self._aval.shape)
+        h = h.astype(np_dtype(self._aval.dtype), copy=False)
         h.flags.writeable = False   # np.asarray(a) must not let anyone change an immutable array
         self._host = h
 
@@ -67,7 +78,12 @@ class Array(ArrayOps):
     def _value(self) -> np.ndarray:
         self._check()
         if self._host is None:
-            self._set_host(self._owned.buffer.download()[: self.size])
+            if self._future is not None:
+                self._set_host(self._future.result())
+                self._future = None
+            else:
+                self._owned.wait()
+                self._set_host(self._owned.buffer.download()[: self.size])
         return self._host
 
     # --- reading
@@ -115,9 +131,13 @@ class Array(ArrayOps):
 
     # --- lifetime
     def block_until_ready(self) -> "Array":
-        """Calls run to completion before they return (one fence wait), so this is a no-op kept
-        for JAX compatibility."""
+        """Wait until the call that computes this Array is done (its value is not read)."""
         self._check()
+        if self._future is not None:
+            self._set_host(self._future.result())
+            self._future = None
+        elif self._owned is not None:
+            self._owned.wait()
         return self
 
     def is_deleted(self) -> bool:
@@ -128,7 +148,7 @@ class Array(ArrayOps):
         if self._owned is not None:
             self._owned.users -= 1
         self._owned = None
-        self._host = None
+        self._host = self._future = None
 
     def __del__(self):
         if self._owned is not None:
@@ -141,7 +161,7 @@ class Array(ArrayOps):
         compiled one-eqn program; on the interpreter when none is on a device."""
         if not _on_device(values):
             outs = interpret(prim, [np.asarray(v) for v in values], params, out_types)
-            return [Array(t, host=o) for t, o in zip(out_types, outs)]
+            return [Array(intern(t), host=o) for t, o in zip(out_types, outs)]
         types = [v.aval if isinstance(v, ArrayOps) else TensorType(v.shape, dtype_name(v.dtype))
                  for v in values]
         return call(eager.compiled_eqn(prim, params, tuple(types), tuple(out_types)), values)
@@ -155,6 +175,9 @@ class Array(ArrayOps):
         return call(eager.compiled_program(program), values)
 
 
+_OWNED, _NONE = itertools.repeat("_owned"), itertools.repeat(None)
+
+
 def _on_device(values) -> bool:
     return any(isinstance(v, Array) and v._owned is not None for v in values)
 
@@ -162,19 +185,26 @@ def _on_device(values) -> bool:
 def call(compiled, leaves, *, donated=(), timestamps=False) -> list:
     """Run `compiled` on `leaves` (Arrays, numpy data, scalars): an Array already on the
     runner's device is bound as is, anything else is host data; each donated Array is consumed.
-    Returns one Array per program output."""
+    Returns one Array per program output, without waiting for the device."""
     runner = compiled.runner
-    inputs = []
-    for x in leaves:
-        if runner.device is not None and isinstance(x, Array) and x._owned is not None \
-                and not x._deleted and x._owned.buffer.device is runner.device:
-            inputs.append(x._owned)
-        else:
-            inputs.append(np.asarray(x))
+    if runner.device is None:
+        inputs = [np.asarray(x) for x in leaves]
+    else:   # an Array's device buffer (the runner checks its device), else host data
+        inputs = list(map(getattr, leaves, _OWNED, _NONE))
+        if None in inputs:   # host data, a host-only Array, a deleted one (which raises)
+            inputs = [np.asarray(x) if o is None else o for x, o in zip(leaves, inputs)]
     outs = runner.run(inputs, donate=bool(donated), timestamps=timestamps)
     for i in donated:
-        if isinstance(leaves[i], Array):
+        if type(leaves[i]) is Array:
             leaves[i].delete()
-    program_outputs = compiled.stages["optimized"].outputs
-    return [Array(o.type, x) if isinstance(x, Owned) else Array(o.type, host=x)
-            for o, x in zip(program_outputs, outs)]
+    return [Array(aval, x) if type(x) is Owned else
+            Array(aval, future=x) if type(x) is HostResult else Array(aval, host=x)
+            for aval, x in zip(compiled.out_avals, outs)]
+
+
+def block_until_ready(tree):
+    """Wait until every Array in `tree` (a pytree) is computed; returns `tree`, as in JAX."""
+    for leaf in tree_leaves(tree):
+        if isinstance(leaf, Array):
+            leaf.block_until_ready()
+    return tree

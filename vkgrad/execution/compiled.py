@@ -13,14 +13,17 @@ import sys
 import warnings
 
 from vkgrad.errors import ArgumentError, VkgradError
+from vkgrad.execution import fastpath
 from vkgrad.lowering.lower import Unsupported
 from vkgrad.lowering.render import dot_svg
 from vkgrad.lowering.stages import (FORMATS, Options, run_stages, stage_dot, stage_name,
                                     stage_text)
 from vkgrad.runtime import get_device
+from vkgrad.runtime.shaders import compile_threads
 from vkgrad.runtime.runners import NumpyRunner, VulkanRunner
 
 BACKENDS = ("vulkan", "numpy")
+_TIMED = ("trace", "grad", "optimized", "fused", "plan", "shaders", "pipelines", "buffers")
 
 _fallbacks: collections.Counter = collections.Counter()
 _warned_no_device = False
@@ -35,11 +38,22 @@ def fallbacks() -> dict:
     return dict(_fallbacks)
 
 
+_backend_of_env: dict = {}
+
+
 def default_backend() -> str:
     """VKGRAD_BACKEND if set, else "vulkan" when a Vulkan device opens, else "numpy" (with a
-    warning, once)."""
+    warning, once). Asked on every jitted call: the answer is kept per value of the variable."""
+    env = os.environ.get("VKGRAD_BACKEND", "")
+    hit = _backend_of_env.get(env)
+    if hit is None:
+        hit = _backend_of_env[env] = _default_backend(env)
+    return hit
+
+
+def _default_backend(env: str) -> str:
     global _warned_no_device
-    env = os.environ.get("VKGRAD_BACKEND", "").strip().lower()
+    env = env.strip().lower()
     if env:
         if env not in BACKENDS:
             raise ArgumentError(f"VKGRAD_BACKEND={env!r}: choose one of {', '.join(BACKENDS)}")
@@ -50,7 +64,7 @@ def default_backend() -> str:
     except VkgradError as e:
         if not _warned_no_device:
             warnings.warn(f"vkgrad: no Vulkan device ({e}); running on the numpy interpreter",
-                          stacklevel=3)
+                          stacklevel=4)
             _warned_no_device = True
         return "numpy"
 
@@ -64,19 +78,22 @@ def log(msg: str) -> None:
 class Compiled:
     """One compiled program: `stages` ({name: value}), `runner`, and the output structure."""
 
-    def __init__(self, program, out_tree, backend: str, donated, disabled=frozenset()):
+    def __init__(self, program, out_tree, backend: str, donated, disabled=frozenset(),
+                 times=None):
         self.out_tree = out_tree
         self.donated = tuple(sorted(donated))   # leaf indices whose Arrays a call consumes
         self.stages: dict = {}
         self.options = Options(disabled=frozenset(disabled))
+        self.times = dict(times or {})         # seconds per compile stage (VKGRAD_LOG_COMPILES)
         self.fallback_reason = None
         self.runner = None
         if backend == "vulkan":
             try:
                 device = get_device()
                 self.options = Options(device_info=device.info, disabled=frozenset(disabled))
-                run_stages(program, "plan", self.options, self.stages)
+                run_stages(program, "plan", self.options, self.stages, self.times)
                 self.runner = VulkanRunner(device, self.stages["plan"], donated)
+                self.times.update(self.runner.compile_times)
                 self.stages["plan"] = self.runner.lowered   # in the order it runs
             except Unsupported as u:
                 self.stages.pop("fused", None)
@@ -87,8 +104,25 @@ class Compiled:
                                           "(VKGRAD_STRICT=1 forbids the interpreter fallback)")
                 log(f"{program.name} falls back to the numpy interpreter: {u.reason}")
         if self.runner is None:
-            run_stages(program, "optimized", self.options, values=self.stages)
+            run_stages(program, "optimized", self.options, values=self.stages, times=self.times)
             self.runner = NumpyRunner(self.stages["optimized"])
+        # the type of each result, one object per type (fastpath.py compares them by identity)
+        self.out_avals = [fastpath.intern(o.type) for o in self.stages["optimized"].outputs]
+        self.build_outputs = fastpath.builder(out_tree)   # result leaves -> result pytree
+
+    def describe_times(self) -> str:
+        """One line: seconds per compile stage, and what the kernels cost."""
+        t = self.times
+        parts = [f"{k} {t[k]:.3f} s" for k in ("trace", "optimized", "fused", "plan")
+                 if k in t]
+        if "shaders" in t:
+            parts += [f"{t['kernels']} shaders {t['shaders']:.3f} s ({t['compiled']} compiled "
+                      f"on up to {compile_threads()} threads, {t['from_disk']} from the SPIR-V "
+                      f"cache)",
+                      f"{t['new_pipelines']} pipelines {t['pipelines']:.3f} s",
+                      f"buffers {t['buffers']:.3f} s"]
+        total = sum(v for k, v in t.items() if k in _TIMED)
+        return ", ".join(parts) + f"; total {total:.3f} s"
 
     @property
     def backend(self) -> str:

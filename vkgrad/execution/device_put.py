@@ -6,6 +6,7 @@ import numpy as np
 
 from vkgrad.dtypes import np_dtype
 from vkgrad.execution.array import Array
+from vkgrad.execution.fastpath import intern
 from vkgrad.runtime import get_device
 from vkgrad.runtime.pool import pool_of
 from vkgrad.tracer import core
@@ -21,7 +22,7 @@ def device_put(x, device=None):
     def put(leaf):
         if isinstance(leaf, Array) and leaf._owned is not None:
             return leaf
-        aval = core.abstract_leaf(leaf, "device_put's argument")
+        aval = intern(core.abstract_leaf(leaf, "device_put's argument"))
         host = np.asarray(leaf, dtype=np_dtype(aval.dtype))
         owned = pool.owned(max(1, host.size), aval.dtype)
         owned.buffer.upload(host.reshape(-1) if host.size else np.zeros(1, host.dtype))

@@ -25,15 +25,22 @@ interpreter (vkgrad/execution/compiled.py).
 from __future__ import annotations
 
 import functools
+import time
 from dataclasses import dataclass
 
 from vkgrad.errors import ArgumentError
+from vkgrad.execution import fastpath
 from vkgrad.execution.array import Array, call
 from vkgrad.execution.compiled import BACKENDS, Compiled, default_backend, log
 from vkgrad.passes import disabled_passes
 from vkgrad.tracer import core
-from vkgrad.tracer.pytree import tree_flatten, tree_unflatten
+from vkgrad.tracer.pytree import tree_flatten
 from vkgrad.transforms.api import _fun_name, _normalize_argnums, _trace
+
+
+# argument structures per jitted function with a generated fast lane (a loop needs one or two:
+# the first call's numpy parameters, then the Arrays it returned)
+MAX_GUARDS = 4
 
 
 def jit(fun=None, *, static_argnums=(), donate_argnums=(), backend=None, disable_passes=None):
@@ -87,6 +94,7 @@ class Jitted:
         self._last_key: _Key | None = None
         self._argnums: dict = {}   # number of arguments -> (static, donated) positions
         self._where = f"an argument of {_fun_name(fun)}"
+        self._fast: list = []       # (guard, entry), newest first (vkgrad/execution/fastpath.py)
         self.compiles = 0
 
     def __repr__(self):
@@ -137,18 +145,33 @@ class Jitted:
         if entry is None:
             why = "first call" if self._last_key is None else key.describe_change(self._last_key)
             log(f"compiling {_fun_name(self.fun)} for {key.backend} ({why})")
+            t0 = time.perf_counter()
             traced = _trace(fun, args, self.static_argnums)
             entry = self._cache[key] = Compiled(traced.program, traced.out_tree, key.backend,
-                                                set(key.donated), key.disabled)
+                                                set(key.donated), key.disabled,
+                                                times={"trace": time.perf_counter() - t0})
+            log(f"compiled {_fun_name(self.fun)}: {entry.describe_times()}")
             self.compiles += 1
         self._last_key = key
+        if not kwargs:   # the next call with arguments like these skips the key (fastpath.py)
+            self._fast.insert(0, (fastpath.guard(Array, len(args), key.structure, key.static,
+                                                 leaves), entry, (key.backend, key.disabled)))
+            del self._fast[MAX_GUARDS:]
         return entry, leaves
 
     def __call__(self, *args, **kwargs):
         if core.current_trace() is not None:   # inside another transform: inline
             return self.fun(*args, **kwargs)
+        if self._fast and not kwargs:
+            setting = (self.backend or default_backend(), disabled_passes()
+                       if self.disable_passes is None else self.disable_passes)
+            for guard, entry, entry_setting in self._fast:
+                if entry_setting == setting:
+                    leaves = guard(args)
+                    if leaves is not None:
+                        return entry.build_outputs(call(entry, leaves, donated=entry.donated))
         entry, leaves = self._compiled(args, kwargs)
-        return tree_unflatten(entry.out_tree, call(entry, leaves, donated=entry.donated))
+        return entry.build_outputs(call(entry, leaves, donated=entry.donated))
 
     def lower(self, *args, **kwargs) -> "Compiled":
         """The compiled program for these arguments (compiling it if needed): .as_text(stage),

@@ -36,7 +36,7 @@ class Profile:
             lines.append(f"{r.kernel:<16} {prims:<{min(w, 48)}} {r.shapes:<24} {r.us:9.1f} "
                          f"{r.percent:6.1f}")
         lines.append(f"{'total':<16} {'':<{min(w, 48)}} {'':<24} {self.total_us:9.1f} {100.0:6.1f}")
-        lines.append(f"one call, wall time of the submission: {self.submission_us:.1f} us")
+        lines.append(f"one call, wall time until its submission is done: {self.submission_us:.1f} us")
         return "\n".join(lines)
 
     __repr__ = __str__
@@ -64,10 +64,12 @@ def profile(step, *args, runs: int = 10, **kwargs) -> Profile:
         raise VkgradError("vg.profile times Vulkan kernels, but this program runs on the numpy "
                           f"interpreter ({entry.fallback_reason or 'numpy backend'})")
     call(entry, leaves, timestamps=True)   # warm up: record, compile, first touch
+    runner.last_submission.wait()
     per_kernel, walls = [], []
     for _ in range(runs):
         t0 = time.perf_counter()
         call(entry, leaves, timestamps=True)
+        runner.last_submission.wait()          # the timestamps are read when it is done
         walls.append((time.perf_counter() - t0) * 1e6)
         timings = runner.last_run.last_timings_us
         # [uploads] dispatches [download]: the dispatches sit between the transfers

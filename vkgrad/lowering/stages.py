@@ -8,6 +8,7 @@ Each prints as text (`stage_text`) and as Graphviz DOT (`stage_dot`; not `glsl`)
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -70,10 +71,10 @@ def stage_name(name: str) -> str:
 
 
 def run_stages(program: Program, until: str, opts: Options | None = None,
-               values: dict | None = None) -> dict:
+               values: dict | None = None, times: dict | None = None) -> dict:
     """{stage name: value} for every stage up to and including `until`, filled into `values`
     as they complete (so a caller that catches a later stage's error keeps the earlier ones;
-    stages already in `values` are not run again)."""
+    stages already in `values` are not run again); `times` gets the seconds each stage took."""
     opts = opts or Options()
     until = stage_name(until)
     values = {} if values is None else values
@@ -82,7 +83,10 @@ def run_stages(program: Program, until: str, opts: Options | None = None,
         if st.name in values:
             value = values[st.name]
             continue
+        t0 = time.perf_counter()
         value = values[st.name] = st.run(value, opts)
+        if times is not None:
+            times[st.name] = time.perf_counter() - t0
     return values
 
 

@@ -9,3 +9,8 @@ class DeviceError(VkgradError):
 
 class ShaderCompileError(VkgradError):
     """glslangValidator rejected a shader; the message shows its errors with the source lines."""
+
+
+class NaNError(VkgradError, FloatingPointError):
+    """VKGRAD_DEBUG_NANS=1 and a call's small result (a loss) holds NaN; raised by the wait
+    that completes the call's submission, naming the call."""

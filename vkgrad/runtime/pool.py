@@ -2,9 +2,10 @@
 
 An `Owned` holds one device buffer for the Arrays that share it (a reshape, an output that is
 an input); `users` counts those live Arrays, so a donated buffer is overwritten only when the
-donated Array is its only user. When the last of them is gone the buffer goes back to its
-device's `BufferPool`, and the next call that needs a buffer of that size takes it from there
-(so a training loop reuses the same few buffers, and its recorded sequences with them).
+donated Array is its only user. When the last of them is gone, and no pending submission uses
+it, the buffer goes back to its device's `BufferPool`, and the next call that needs a buffer of
+that size takes it from there (so a training loop reuses the same few buffers, and its recorded
+sequences with them).
 """
 
 from __future__ import annotations
@@ -14,10 +15,19 @@ from vkgrad.runtime.vulkan import device_dtype
 
 
 class Owned:
-    __slots__ = ("buffer", "pool", "users", "__weakref__")
+    """`writer`: the last submission that writes the buffer (reading it waits for that one).
+    Every pending submission that uses the buffer holds its Owned, so the buffer returns to the
+    pool only after the last of them is done (vkgrad/runtime/inflight.py)."""
+
+    __slots__ = ("buffer", "pool", "users", "writer", "__weakref__")
 
     def __init__(self, buffer, pool):
-        self.buffer, self.pool, self.users = buffer, pool, 0
+        self.buffer, self.pool, self.users, self.writer = buffer, pool, 0, None
+
+    def wait(self) -> None:
+        """Wait until the submission that writes this buffer is done."""
+        if self.writer is not None:
+            self.writer.wait()
 
     def __del__(self):
         try:

@@ -5,19 +5,24 @@
 `inputs` holds, per program input, either an `Owned` device buffer (an Array already on this
 runner's device: bound directly, never copied or uploaded again) or host data (a numpy array,
 uploaded in the call's own submission). `outputs` holds, per program output, an `Owned` (a
-result that stays on the device) or a numpy array (small results, literals, consts: host data).
-`runner.device` is the device it runs on (None for the interpreter).
+result that stays on the device), a `HostResult` (a small result, host data once the call's
+submission is done) or a numpy array (literals, consts). `runner.device` is the device it runs on
+(None for the interpreter).
 
-VulkanRunner: ONE recorded Kompute sequence per distinct set of bound buffers, replayed. Outputs
-go to pooled buffers, or, for a donated input, into the input's own buffer when the donation
-plan (vkgrad/lowering/donation.py) shows that is safe. A training loop with donated parameters
-replays one sequence; without donation it alternates between two.
+VulkanRunner.run submits and returns without waiting (vkgrad/runtime/inflight.py); a buffer it
+binds stays out of the pool until the submission is done. ONE recorded Kompute sequence per
+distinct set of bound buffers, replayed (with a second or third copy only when the first is
+still running). Outputs go to pooled buffers, or, for a donated input, into the input's own
+buffer when the donation plan (vkgrad/lowering/donation.py) shows that is safe. A training loop
+with donated parameters replays one sequence per submission in flight.
 """
 
 from __future__ import annotations
 
 import collections
-import math
+import operator
+import os
+import time
 
 import numpy as np
 
@@ -26,8 +31,9 @@ from vkgrad.ir.core import Literal
 from vkgrad.ir.interpreter import run_program
 from vkgrad.lowering.donation import plan_donation
 from vkgrad.lowering.lower import Lowered
+from vkgrad.runtime.errors import NaNError
+from vkgrad.runtime.inflight import HostResult, max_in_flight
 from vkgrad.runtime.pool import Owned, pool_of
-from vkgrad.runtime.shaders import compile_all
 from vkgrad.runtime.vulkan import Executable
 
 # Results up to this many elements are copied to the host inside the call's own submission:
@@ -56,6 +62,9 @@ class VulkanRunner:
         self.lowered, self.donation = plan_donation(lowered, donated)
         lowered = self.lowered
         self.pool = pool_of(device)
+        # Compile every kernel now (in parallel), not on the first call's critical path.
+        self.compile_times = device.pipelines([st.launch for st in lowered.steps])
+        t0 = time.perf_counter()
         self.fixed = {}            # slot -> Buffer owned by this program (consts, scratch)
         for i, s in enumerate(lowered.slots):
             if s.kind == "scratch":
@@ -63,84 +72,154 @@ class VulkanRunner:
             elif s.kind == "const":
                 self.fixed[i] = device.buffer(s.size, np_dtype(s.dtype), "device")
                 self.fixed[i].upload(lowered.const_values[i].reshape(-1))
-        # Compile every kernel now, not on the first call's critical path (in parallel).
-        compile_all(st.launch for st in lowered.steps)
-        for st in lowered.steps:
-            device.pipeline(st.launch)
-        # Small results (a loss) live in buffers of this program and come back to the host
-        # inside the call's submission: the result is host data, so no live Array pins a
-        # device buffer and every call binds the same buffers (one recorded sequence).
-        self.host_outputs = set()
-        for slot in dict.fromkeys(lowered.output_slots):
-            s = lowered.slots[slot] if slot is not None else None
-            if s and s.kind == "output" and s.size <= EAGER_DOWNLOAD_ELEMENTS \
-                    and slot not in self.donation:
-                self.fixed[slot] = device.buffer(s.size, np_dtype(s.dtype), "device")
-                self.host_outputs.add(slot)
-        self.small_downloads = [self.fixed[s] for s in sorted(self.host_outputs)]
+        self.compile_times["buffers"] = time.perf_counter() - t0
+        # Small results (a loss) come back to the host inside the call's submission: the
+        # result is host data, so no live Array pins a device buffer. Each recorded copy of the
+        # program has its own buffers for them (a copy runs once at a time), so every call
+        # binds the same buffers and one sequence per copy is replayed.
+        self.host_outputs = sorted(
+            slot for slot in set(lowered.output_slots) - {None}
+            if lowered.slots[slot].kind == "output" and slot not in self.donation
+            and lowered.slots[slot].size <= EAGER_DOWNLOAD_ELEMENTS)
+        self.check_nans = os.environ.get("VKGRAD_DEBUG_NANS", "") not in ("", "0")
         self.variants: collections.OrderedDict = collections.OrderedDict()
         self.last_run: Executable | None = None
+        self.last_submission = None
+        self._plan_call()
+
+    def _plan_call(self) -> None:
+        """What each call does, decided once: the per-call path only follows these lists (the
+        host side of a call is the budget of a training step; docs/jit.md has the profile)."""
+        lw, fixed, host = self.lowered, self.fixed, set(self.host_outputs)
+        self._inputs = [(lw.slots[s].size, lw.slots[s].dtype) for s in lw.input_slots]
+        self._outputs = []   # (donated input index or None, size, dtype) per result buffer
+        taken = {}           # slot -> ("in", input index) | ("out", result buffer index)
+        # the slots in the order _bind binds them (their buffers are a recorded copy's key)
+        self._bound_slots = list(lw.input_slots)
+        for i, slot in enumerate(lw.input_slots):
+            taken.setdefault(slot, ("in", i))
+        for slot in lw.output_slots:
+            if slot is None or slot in taken or slot in fixed or slot in host:
+                continue
+            taken[slot] = ("out", len(self._outputs))
+            self._bound_slots.append(slot)
+            self._outputs.append((self.donation.get(slot), lw.slots[slot].size,
+                                  lw.slots[slot].dtype))
+        # run() returns [*bound Owned, *HostResults, *values][i] for each i of _returns
+        n_bound, n_host = len(self._bound_slots), len(self.host_outputs)
+        self._values, returns = [], []
+        for o, slot in zip(lw.program.outputs, lw.output_slots):
+            if slot is None or (slot in fixed and slot not in host):
+                returns.append(n_bound + n_host + len(self._values))
+                self._values.append(lw.const_values[slot] if slot is not None else
+                                    np.asarray(o.array() if isinstance(o, Literal) else o))
+            elif slot in host:
+                returns.append(n_bound + self.host_outputs.index(slot))
+            else:
+                kind, i = taken[slot]
+                returns.append(i if kind == "in" else len(lw.input_slots) + i)
+        self._returns = _picker(returns)
 
     def _bind(self, inputs, donate):
-        """Buffers for every external slot: arguments, uploads, outputs."""
-        lw, pool = self.lowered, self.pool
-        binding, uploads, owned_in = {}, [], []
-        for x, slot in zip(inputs, lw.input_slots):
-            if isinstance(x, Owned) and x.buffer.device is self.device:
-                owned = x
-            else:
+        """Owned buffers for the arguments (uploading host data) and the results, in the order
+        of `_bound_slots`, and the uploads."""
+        pool, device = self.pool, self.device
+        owned, uploads = list(inputs), []
+        types = set(map(type, owned))
+        if types != {Owned} or set(map(_device_of, owned)) != {device}:
+            for k, (x, (size, dtype)) in enumerate(zip(inputs, self._inputs)):
+                if type(x) is Owned and x.buffer.device is device:
+                    continue
+                if type(x) is Owned:          # on another device: through the host
+                    x.wait()
+                    x = x.buffer.download()
                 host = np.asarray(x)
-                owned = pool.owned(lw.slots[slot].size, lw.slots[slot].dtype)
-                uploads.append((owned.buffer, host.reshape(-1) if host.size else
+                owned[k] = o = pool.owned(size, dtype)
+                uploads.append((o.buffer, host.reshape(-1) if host.size else
                                 np.zeros(1, host.dtype)))
-            owned_in.append(owned)
-            binding[slot] = owned.buffer
-        shared = collections.Counter(id(o) for o in owned_in)
-        out_owned = {}
-        for slot in lw.output_slots:
-            if slot is None or slot in binding or slot in self.fixed or slot in out_owned:
-                continue
-            i = self.donation.get(slot) if donate else None
-            # overwrite a donated buffer only if nothing else can still read it
-            if i is not None and shared[id(owned_in[i])] == 1 and owned_in[i].users <= 1:
-                out_owned[slot] = owned_in[i]        # write the result over the donated input
-            else:
-                s = lw.slots[slot]
-                out_owned[slot] = pool.owned(s.size, s.dtype)
-            binding[slot] = out_owned[slot].buffer
-        return binding, uploads, owned_in, out_owned
+        n_in = len(owned)
+        distinct = None
+        for i, size, dtype in self._outputs:
+            o = None
+            if i is not None and donate:
+                if distinct is None:
+                    distinct = len(set(map(id, owned[:n_in]))) == n_in
+                o = owned[i]
+                # overwrite a donated buffer only if nothing else can still read it
+                if o.users > 1 or not (distinct or owned[:n_in].count(o) == 1):
+                    o = None
+            owned.append(o or pool.owned(size, dtype))
+        return owned, uploads
 
-    def _executable(self, binding, timestamps) -> Executable:
-        key = (tuple(binding.get(i) for i in range(len(self.lowered.slots))), timestamps)
-        ex = self.variants.get(key)
-        if ex is None:
-            get = lambda s: binding[s] if s in binding else self.fixed[s]
-            dispatches = [self.device.dispatch(st.launch, [get(s) for s in st.slots])
-                          for st in self.lowered.steps]
-            ex = Executable(self.device, dispatches, timestamps=timestamps,
-                            name=self.lowered.program.name)
-            self.variants[key] = ex
+    def _executable(self, bufs, timestamps) -> "_Copy":
+        """A recorded copy of the program for these buffers that is not running (up to one per
+        submission in flight, so a loop that binds the same buffers every call never waits)."""
+        key = (*bufs, timestamps)
+        copies = self.variants.get(key)
+        if copies is None:
+            copies = self.variants[key] = []
             if len(self.variants) > MAX_VARIANTS:
-                _, old = self.variants.popitem(last=False)
-                old.release()
+                for old in self.variants.popitem(last=False)[1]:
+                    old.ex.release()
         else:
             self.variants.move_to_end(key)
-        return ex
+        for c in copies:
+            if not c.ex.busy():
+                return c
+        if len(copies) >= max(1, max_in_flight()):
+            return copies[0]   # its submit waits for its previous run
+        lw = self.lowered
+        host = [self.device.buffer(lw.slots[s].size, np_dtype(lw.slots[s].dtype), "device")
+                for s in self.host_outputs]
+        by_slot = {**self.fixed, **dict(zip(self.host_outputs, host)),
+                   **dict(zip(self._bound_slots, bufs))}
+        dispatches = [self.device.dispatch(st.launch, [by_slot[s] for s in st.slots])
+                      for st in lw.steps]
+        copies.append(_Copy(Executable(self.device, dispatches, timestamps=timestamps,
+                                       name=lw.program.name), host))
+        return copies[-1]
 
     def run(self, inputs, *, donate=True, timestamps=False) -> list:
-        lw = self.lowered
-        binding, uploads, owned_in, out_owned = self._bind(inputs, donate)
-        ex = self._executable(binding, timestamps)
-        ex.run(uploads=uploads, downloads=self.small_downloads)
-        self.last_run = ex
-        outs = []
-        for o, slot in zip(lw.program.outputs, lw.output_slots):
-            if slot is None:                              # a literal
-                outs.append(np.asarray(o.array() if isinstance(o, Literal) else o))
-            elif slot in self.host_outputs:
-                outs.append(self.fixed[slot].read_staging()[: math.prod(o.shape)])
-            elif slot in self.fixed:                      # a const returned as is
-                outs.append(lw.const_values[slot])
-            else:
-                outs.append(out_owned.get(slot) or owned_in[lw.input_slots.index(slot)])
-        return outs
+        self.device.inflight.make_room()
+        owned, uploads = self._bind(inputs, donate)
+        copy = self._executable(list(map(_buffer_of, owned)), timestamps)
+        results = [HostResult() for _ in copy.host]
+        sub = copy.ex.submit(uploads, copy.host, keep=owned,
+                             on_done=lambda: self._read_results(copy.host, results))
+        for r in results:
+            r.submission = sub
+        for o in owned[len(self._inputs):]:
+            o.writer = sub
+        self.last_run, self.last_submission = copy.ex, sub
+        return self._returns(owned + results + self._values)
+
+    def _read_results(self, host, results) -> None:
+        """When the submission is done: its small results, from staging memory to the host."""
+        for buf, r in zip(host, results):
+            r.value = buf.read_staging()
+            if self.check_nans and r.value.dtype.kind == "f" and np.isnan(r.value).any():
+                raise NaNError(f"{self.lowered.program.name} returned NaN in a result of "
+                               f"{r.value.size} element(s) (VKGRAD_DEBUG_NANS=1)")
+        for r in results:
+            r.submission = None    # resolved: reading it needs no wait
+
+
+_buffer_of = operator.attrgetter("buffer")
+_device_of = operator.attrgetter("buffer.device")
+
+
+def _picker(indices):
+    """A function(list) -> [list[i] for i in indices], in C."""
+    if not indices:
+        return lambda xs: []
+    get = operator.itemgetter(*indices)
+    return (lambda xs: [get(xs)]) if len(indices) == 1 else (lambda xs: list(get(xs)))
+
+
+class _Copy:
+    """One recorded copy of a program for one set of bound buffers, with its own buffers for
+    the small results (`host`, in the order of `VulkanRunner.host_outputs`)."""
+    __slots__ = ("ex", "host")
+
+    def __init__(self, ex, host):
+        self.ex, self.host = ex, host

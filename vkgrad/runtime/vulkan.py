@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import time
 import weakref
 from dataclasses import dataclass
 from typing import Sequence
@@ -22,7 +23,9 @@ import numpy as np
 
 from .device import DeviceInfo, check_index, default_device_index, kp_module, list_devices
 from .errors import DeviceError
-from .shaders import compile_launch
+from .inflight import InFlight
+from .shaders import compile_file, compile_glsl, compile_many
+from .shaders import stats as shader_stats
 
 # What tests count: submissions per call, uploads after the first call, pipelines built.
 counters = {"submissions": 0, "uploads": 0, "upload_bytes": 0, "downloads": 0,
@@ -66,7 +69,7 @@ class Buffer:
     intermediates.
     """
 
-    __slots__ = ("device", "tensor", "size", "dtype", "kind", "__weakref__")
+    __slots__ = ("device", "tensor", "size", "dtype", "kind", "_staging", "__weakref__")
 
     def __init__(self, device: "Device", size: int, dtype, kind: str = "device"):
         kp = kp_module()
@@ -79,6 +82,8 @@ class Buffer:
         ttype = kp.TensorTypes.device if kind == "device" else kp.TensorTypes.storage
         # kp copies the array into the staging memory; its contents are not uploaded.
         self.tensor = device.manager.tensor_t(np.zeros(max(self.size, 1), self.dtype), ttype)
+        # kp keeps the staging memory mapped while the tensor lives: one numpy view of it
+        self._staging = self.tensor.data()[: self.size] if kind == "device" else None
 
     @property
     def nbytes(self) -> int:
@@ -89,13 +94,11 @@ class Buffer:
         src = np.ascontiguousarray(array).reshape(-1)
         if src.size != self.size:
             raise DeviceError(f"cannot upload {src.size} elements into a buffer of {self.size}")
-        if src.dtype != self.dtype:
-            src = src.astype(self.dtype)
-        np.copyto(self.tensor.data()[: self.size], src)
+        np.copyto(self._staging, src, casting="unsafe")
 
     def read_staging(self) -> np.ndarray:
         """A copy of the staging memory, valid after a download op ran."""
-        return np.array(self.tensor.data()[: self.size], copy=True)
+        return self._staging.copy()
 
     def upload(self, array) -> None:
         """Immediate upload: one submission of its own (executables batch theirs instead)."""
@@ -151,6 +154,7 @@ class Device:
         # buffers (kp patch 0005), so one pipeline serves all dispatches of a shader.
         self._placeholder = self.manager.tensor_t(np.zeros(1, np.float32), kp.TensorTypes.storage)
         self._executables: "weakref.WeakSet[Executable]" = weakref.WeakSet()
+        self.inflight = InFlight()   # submissions pending on this device's queue
 
     def __repr__(self):
         return f"<vkgrad Device {self.info.index}: {self.info.name} ({self.info.type})>"
@@ -173,9 +177,27 @@ class Device:
     def pipeline(self, launch) -> Kernel:
         """The pipeline of a lowering `Launch` (vkgrad/lowering/launch.py): its SPIR-V and its
         pipeline are each built once and cached."""
-        spirv = compile_launch(launch)
+        spirv = _spirv(_shader_of(launch))
         return self.kernel(spirv, bindings=launch.bindings, push_words=len(launch.push),
                            spec=launch.spec, name=launch.name)
+
+    def pipelines(self, launches) -> dict:
+        """The pipelines of many launches: their shaders compiled in parallel first (cached
+        ones are read from the SPIR-V cache), then the pipelines built one by one. Returns
+        seconds per stage and counts, for VKGRAD_LOG_COMPILES."""
+        t0 = time.perf_counter()
+        before = dict(shader_stats)
+        jobs = {_shader_of(launch): (_spirv, (_shader_of(launch),)) for launch in launches}
+        compile_many(jobs.values())
+        t1 = time.perf_counter()
+        pipelines = counters["pipelines"]
+        for launch in launches:
+            self.pipeline(launch)
+        return {"shaders": t1 - t0, "pipelines": time.perf_counter() - t1,
+                "kernels": len(jobs),
+                "compiled": shader_stats["compiled"] - before["compiled"],
+                "from_disk": shader_stats["disk_hits"] - before["disk_hits"],
+                "new_pipelines": counters["pipelines"] - pipelines}
 
     def dispatch(self, launch, buffers) -> Dispatch:
         """A Dispatch of `launch` on `buffers` (one per binding, in order)."""
@@ -190,13 +212,28 @@ class Device:
         for kind, buffers in ops:
             seq.record(_transfer_op(kp, kind, buffers))
         _count(ops)
-        seq.eval()
+        seq.eval()   # in queue order: after every pending submission
 
     def destroy(self) -> None:
+        try:
+            self.inflight.wait_all()
+        except Exception:   # at exit: an error nobody waited for has no one to go to
+            pass
         for ex in list(self._executables):
             ex.release()
         self._kernels.clear()
         self.manager.destroy()
+
+
+def _shader_of(launch) -> tuple:
+    """What decides a launch's SPIR-V (hashable): file or source, the defines, the name."""
+    return launch.is_file, launch.shader, tuple(sorted(dict(launch.defines).items())), launch.name
+
+
+def _spirv(shader) -> bytes:
+    is_file, text, defines, name = shader
+    return (compile_file(text, dict(defines)) if is_file
+            else compile_glsl(text, dict(defines), name=name))
 
 
 def _transfer_op(kp, kind, buffers):
@@ -209,20 +246,27 @@ def _transfer_op(kp, kind, buffers):
 
 
 def _count(ops) -> None:
-    counters["submissions"] += 1
+    for name, n in _counts(ops):
+        counters[name] += n
+
+
+def _counts(ops) -> list:
+    """What one submission of `ops` adds to `counters`."""
+    out = [("submissions", 1)]
     for kind, buffers in ops:
         if kind in ("upload", "download"):
-            counters[kind + "s"] += len(buffers)
-            counters[kind + "_bytes"] += sum(b.nbytes for b in buffers)
+            out += [(kind + "s", len(buffers)), (kind + "_bytes", sum(b.nbytes for b in buffers))]
+    return out
 
 
 class Executable:
     """Dispatches recorded once into one sequence and replayed: one submission per run.
 
-    run(uploads=[(buffer, array)], downloads=[buffer]) writes the uploads into staging memory
-    and submits [uploads, dispatches, downloads]; afterwards `buffer.read_staging()` holds each
-    download. Each distinct (uploads, downloads)
-    choice is recorded once, the first time it is used.
+    submit(uploads=[(buffer, array)], downloads=[buffer], keep, on_done) writes the uploads into
+    staging memory, submits [uploads, dispatches, downloads] and returns the `Submission` at
+    once; when it is done, `buffer.read_staging()` holds each download. run(...) is submit and
+    wait. Each distinct (uploads, downloads) choice is recorded once, the first time it is used;
+    a recorded sequence still in flight is waited for before it is submitted again.
     """
 
     def __init__(self, device: Device, dispatches: Sequence[Dispatch], *, timestamps: bool = False,
@@ -234,29 +278,45 @@ class Executable:
         self._ops = [kp.OpAlgoDispatch(d.kernel.algorithm, [b.tensor for b in d.buffers],
                                        d.groups, pack_words(d.push))
                      for d in self.dispatches]
-        self._recorded: dict[tuple, tuple] = {}
+        self._recorded: dict[tuple, _Recorded] = {}
+        self.last = None   # the latest Submission
         self.last_timings_us: list | None = None
         device._executables.add(self)
 
-    def run(self, uploads=(), downloads=()) -> None:
-        uploads = list(uploads)
-        for buf, array in uploads:
-            buf.write_staging(array)
-        transfers = [("upload", [b for b, _ in uploads])] if uploads else []
-        tail = [("download", list(downloads))] if downloads else []
-        key = (tuple(id(b) for b, _ in uploads), tuple(id(b) for b in downloads))
+    def submit(self, uploads=(), downloads=(), keep=(), on_done=None):
+        key = (*[b for b, _ in uploads], None, *downloads)
         rec = self._recorded.get(key)
         if rec is None:
+            transfers = [("upload", [b for b, _ in uploads])] if uploads else []
+            tail = [("download", list(downloads))] if downloads else []
             rec = self._recorded[key] = self._record(transfers, tail)
-        seq, labels, _keepalive = rec
-        _count(transfers + tail)
-        seq.eval()
+        elif rec.submission is not None and not rec.submission.done:
+            rec.submission.wait()   # a command buffer runs once at a time
+        for buf, array in uploads:
+            buf.write_staging(array)
+        for name, n in rec.counts:
+            counters[name] += n
         if self.timestamps:
-            ticks = np.asarray(seq.get_timestamps(), np.float64)
-            us = np.diff(ticks) * self.device.info.timestamp_period_ns / 1000.0
-            self.last_timings_us = list(zip(labels, us.tolist()))
+            on_done = _then(lambda: self._read_timestamps(rec), on_done)
+        rec.submission = self.last = self.device.inflight.submit(rec.seq, self.name, keep,
+                                                                 on_done)
+        return rec.submission
 
-    def _record(self, transfers, tail):
+    def run(self, uploads=(), downloads=()) -> None:
+        """Submit and wait."""
+        self.submit(uploads, downloads).wait()
+
+    def busy(self) -> bool:
+        """Whether a submission of this executable is still pending (they complete in order,
+        so the last one says)."""
+        return self.last is not None and not self.last.done
+
+    def _read_timestamps(self, rec) -> None:
+        ticks = np.asarray(rec.seq.get_timestamps(), np.float64)
+        us = np.diff(ticks) * self.device.info.timestamp_period_ns / 1000.0
+        self.last_timings_us = list(zip(rec.labels, us.tolist()))
+
+    def _record(self, transfers, tail) -> "_Recorded":
         kp = kp_module()
         n_ops = len(transfers) + len(self._ops) + len(tail)
         seq = self.device.manager.sequence(0, n_ops if self.timestamps else 0)
@@ -272,14 +332,30 @@ class Executable:
         for op in ops:
             seq.record(op)
         counters["recordings"] += 1
-        return seq, labels, ops
+        return _Recorded(seq, labels, ops, transfers + tail)
 
     def release(self) -> None:
-        """Free the recorded sequences (their ops hold descriptor sets)."""
-        for seq, _, _ in self._recorded.values():
-            seq.destroy()
+        """Free the recorded sequences (their ops hold descriptor sets), once they are done."""
+        for rec in self._recorded.values():
+            if rec.submission is not None and not rec.submission.done:
+                self.device.inflight.wait(rec.submission)
+            rec.seq.destroy()
         self._recorded.clear()
         self._ops.clear()
+
+
+class _Recorded:
+    __slots__ = ("seq", "labels", "ops", "counts", "submission")
+
+    def __init__(self, seq, labels, ops, transfers):
+        self.seq, self.labels, self.ops, self.counts = seq, labels, ops, _counts(transfers)
+        self.submission = None
+
+
+def _then(first, second):
+    if second is None:
+        return first
+    return lambda: (first(), second())
 
 
 _devices: dict[int, Device] = {}

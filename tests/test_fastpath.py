@@ -1,0 +1,73 @@
+"""The jitted call's fast lane (vkgrad/execution/fastpath.py): a repeated call skips the cache
+key; any difference in structure, type or static value takes the general path and is right."""
+
+import collections
+
+import numpy as np
+
+import vkgrad as vg
+from vkgrad.execution import fastpath
+from vkgrad.ir.core import TensorType
+from vkgrad.tracer.pytree import tree_flatten
+
+Pair = collections.namedtuple("Pair", "a b")
+
+
+def fn(tree, x, scale):
+    (p, q), d, nt = tree
+    return {"sum": p + q * d["k"] + nt.a * scale, "pair": Pair(x * 2.0, None), "n": [x]}
+
+
+def expected(tree, x, scale):
+    (p, q), d, nt = tree
+    return p + q * d["k"] + nt.a * scale, np.asarray(x) * 2.0
+
+
+def args(n=4, key="k", dtype=np.float32):
+    v = np.arange(n, dtype=dtype)
+    return ((v, v + 1), {key: v * 3}, Pair(v, 1.0)), vg.device_put(np.ones(2, np.float32))
+
+
+def check(out, tree, x, scale):
+    s, x2 = expected(tree, x, scale)
+    np.testing.assert_allclose(np.asarray(out["sum"]), s, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(out["pair"].a), x2)
+    assert out["pair"].b is None and isinstance(out["n"], list)
+
+
+def test_repeated_calls_take_the_fast_lane_and_misses_stay_correct(monkeypatch):
+    f = vg.jit(fn, static_argnums=2)
+    slow = []
+    general = f._compiled
+    monkeypatch.setattr(f, "_compiled", lambda a, k: (slow.append(1), general(a, k))[1])
+    tree, x = args()
+    check(f(tree, x, 2.0), tree, x, 2.0)
+    check(f(tree, x, 2.0), tree, x, 2.0)
+    assert len(slow) == 1                                   # the second call hit the guard
+    out = f(tree, x, 2.0)
+    check(f(tree, out["pair"].a, 2.0), tree, out["pair"].a, 2.0)   # an Array of the same type
+    assert len(slow) == 1
+    variants = [(args(5), 2.0), (args(key="j"), 2.0), (args(dtype=np.int32), 2.0), (args(), 3.0)]
+    for (t, xx), scale in variants:
+        if "j" in t[1]:
+            t = (t[0], {"k": t[1]["j"], "j": t[1]["j"]}, t[2])   # one more dict key
+        n = len(slow)
+        check(f(t, xx, scale), t, xx, scale)
+        assert len(slow) == n + 1, "a different call must take the general path"
+    assert f.compiles == 5
+
+
+def test_scalars_of_another_type_miss():
+    f = vg.jit(lambda a, s: a * s)
+    a = vg.device_put(np.ones(3, np.float32))
+    assert np.asarray(f(a, 2)).tolist() == [2.0] * 3
+    assert np.asarray(f(a, 2.5)).tolist() == [2.5] * 3     # float, not int: another entry
+    assert f.compiles == 2
+
+
+def test_builder_rebuilds_every_container():
+    tree = {"a": [1, (2, 3)], "b": Pair(4, None), "c": (5,)}
+    leaves, td = tree_flatten(tree)
+    assert fastpath.builder(td)(leaves) == tree
+    a, b = TensorType((2, 3), "f32"), TensorType((2, 3), "f32")
+    assert a is not b and fastpath.intern(a) is fastpath.intern(b)
