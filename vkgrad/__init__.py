@@ -10,7 +10,8 @@
     print(vg.make_ir(vg.grad(loss))(w, x, y))   # the program, forward and backward
     step = vg.jit(train_step)                # one Vulkan submission per call
 
-Transforms: grad, value_and_grad, vjp, jvp, make_ir, trace, check_grads (docs/compiler.md);
+Transforms: grad, value_and_grad, vjp, jvp, vmap, make_ir, trace, check_grads (docs/compiler.md,
+docs/vmap.md);
 jit, device_put, profile, Array (docs/jit.md).
 
 The package is layered (docs/compiler.md, "Layers"): importing it loads the compiler core
@@ -28,7 +29,8 @@ from vkgrad import primitives as _primitives  # noqa: F401  (defines every primi
 from vkgrad.ir.core import Eqn, Literal, Program, Var
 from vkgrad.ir.interpreter import run_program
 from vkgrad.tracer.core import ShapeDtype
-from vkgrad.transforms import (check_grads, grad, jvp, make_ir, trace, value_and_grad, vjp)
+from vkgrad.transforms import (check_grads, grad, jvp, make_ir, trace, value_and_grad, vjp,
+                               vmap)
 from vkgrad import numpy, nn, optim  # noqa: E402,F401  (vg.numpy, vg.nn, vg.optim)
 
 __version__ = "0.1.0"
@@ -40,7 +42,7 @@ _LAZY = {"jit": "vkgrad.execution.jit", "Array": "vkgrad.execution.array",
          "fallbacks": "vkgrad.execution.compiled", "default_backend": "vkgrad.execution.compiled",
          "StrictModeError": "vkgrad.execution.compiled"}
 
-__all__ = ["grad", "value_and_grad", "vjp", "jvp", "make_ir", "trace", "check_grads",
+__all__ = ["grad", "value_and_grad", "vjp", "jvp", "vmap", "make_ir", "trace", "check_grads",
            "ShapeDtype", "Program", "Var", "Literal", "Eqn", "run_program", "numpy", "nn", "optim",
            "VkgradError", "ArgumentError", "ConcretizationError", "DTypeError", "GradError",
            "GradientCheckError", "IRError", "LeakedTracerError", "MissingRuleError",
