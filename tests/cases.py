@@ -456,6 +456,23 @@ CASES += [
          **NOGRAD),
 ]
 
+# --- random numbers (vg.random): the key is an argument, an i32[2] held fixed by the gradient
+# checks. Integer results (bits, keys, indices) must be equal on Vulkan, bit for bit; the hash
+# has no gradient, dropout's is checked (the mask is fixed by the key).
+CASES += [
+    Case("random_bits", lambda k: vg.random.bits(k, (7, 33)), [Const([0, 42], np.int32)],
+         **NOGRAD),
+    Case("random_keys", lambda k: (vg.random.split(k, 5), vg.random.fold_in(k, 7)),
+         [Const([-1, 5], np.int32)], **NOGRAD),
+    Case("random_uniform_normal",
+         lambda k: (vg.random.uniform(k, (257,), minval=-1.0, maxval=3.0),
+                    vg.random.normal(k, (130,))), [Const([3, 4], np.int32)], **NOGRAD),
+    Case("random_discrete",
+         lambda k, logits: (vg.random.randint(k, (33,), -3, 9), vg.random.bernoulli(k, 0.3, (7,)),
+                            vg.random.categorical(k, logits), vg.random.permutation(k, 33)),
+         [Const([5, 6], np.int32), F(7, 5)], **NOGRAD),
+]
+
 # --- matmul on Vulkan: every transpose combination on awkward shapes (one row, one column,
 # sizes off every tile boundary). Not gradient-checked: matmul's derivatives are the small
 # matmul_* rows' (every transpose combination); checking these 20 too took 3.5 s (measured).

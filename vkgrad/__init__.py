@@ -11,7 +11,7 @@
     step = vg.jit(train_step)                # one Vulkan submission per call
 
 Transforms: grad, value_and_grad, vjp, jvp, vmap, make_ir, trace, check_grads (docs/compiler.md,
-docs/vmap.md);
+docs/vmap.md); random numbers: vg.random (docs/random.md);
 jit, device_put, profile, Array (docs/jit.md).
 
 The package is layered (docs/compiler.md, "Layers"): importing it loads the compiler core
@@ -31,7 +31,7 @@ from vkgrad.ir.interpreter import run_program
 from vkgrad.tracer.core import ShapeDtype
 from vkgrad.transforms import (check_grads, grad, jvp, make_ir, trace, value_and_grad, vjp,
                                vmap)
-from vkgrad import numpy, nn, optim  # noqa: E402,F401  (vg.numpy, vg.nn, vg.optim)
+from vkgrad import numpy, nn, optim, random  # noqa: E402,F401  (vg.numpy, vg.nn, ...)
 
 __version__ = "0.1.0"
 
@@ -44,6 +44,7 @@ _LAZY = {"jit": "vkgrad.execution.jit", "Array": "vkgrad.execution.array",
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "vmap", "make_ir", "trace", "check_grads",
            "ShapeDtype", "Program", "Var", "Literal", "Eqn", "run_program", "numpy", "nn", "optim",
+           "random",
            "VkgradError", "ArgumentError", "ConcretizationError", "DTypeError", "GradError",
            "GradientCheckError", "IRError", "LeakedTracerError", "MissingRuleError",
            "ShapeError", "VkgradIndexError", *_LAZY]
