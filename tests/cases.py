@@ -471,6 +471,10 @@ CASES += [
          lambda k, logits: (vg.random.randint(k, (33,), -3, 9), vg.random.bernoulli(k, 0.3, (7,)),
                             vg.random.categorical(k, logits), vg.random.permutation(k, 33)),
          [Const([5, 6], np.int32), F(7, 5)], **NOGRAD),
+    Case("dropout", lambda x, k: nn.dropout(k, x, 0.25) * x, [F(3, 4), Const([0, 1], np.int32)],
+         vulkan="dropout_awkward"),
+    Case("dropout_awkward", lambda x, k: nn.dropout(k, x, 0.5), [U(33, 7), Const([2, 9], np.int32)],
+         grad=1),
 ]
 
 # --- matmul on Vulkan: every transpose combination on awkward shapes (one row, one column,
