@@ -25,7 +25,7 @@ from __future__ import annotations
 from vkgrad import primitives as P
 from vkgrad.errors import ArgumentError, IRError, MissingRuleError
 from vkgrad.ir.core import Literal, Program, batching_rules, type_str
-from vkgrad.tracer.core import bind_eqn, new_trace, source_context
+from vkgrad.tracer.core import bind_eqn, new_trace, source_context, user_source
 
 
 def batch_program(program: Program, in_dims, out_axes, size: int, name: str | None = None,
@@ -74,8 +74,8 @@ def batch_program(program: Program, in_dims, out_axes, size: int, name: str | No
         results = []
         for j, (o, axis) in enumerate(zip(program.outputs, out_axes)):
             val, d = read(o)
-            results.append(_place(val, d, axis, size, o, out_names[j] if out_names else
-                                  f"output {j}"))
+            results.append(_place(val, d, axis, size, o, f"vmap of {program.name}: " +
+                                  (out_names[j] if out_names else f"output {j}")))
         prog, captured = t.finish(results)
     if captured:   # pragma: no cover - the batched program only sees this trace's values
         raise IRError("batching captured values from an enclosing trace")
@@ -85,9 +85,9 @@ def batch_program(program: Program, in_dims, out_axes, size: int, name: str | No
 def _place(val, d, axis, size, o, what):
     if axis is None:
         if d is not None:
-            raise ArgumentError(f"vmap: {what} ({type_str(o.shape, o.dtype)} per example) "
-                                "depends on the mapped axis, but out_axes is None for it; give "
-                                "it an axis to be stacked along")
+            raise ArgumentError(f"{what} ({type_str(o.shape, o.dtype)} per example) depends on "
+                                "the mapped axis, but out_axes is None for it; give it an axis "
+                                "to be stacked along", source=user_source())
         return val
     if d is None:   # the same for every example: broadcast along the new axis (as JAX does)
         return P.moveaxis(P.broadcast_to(val, (size,) + tuple(o.shape)), 0, axis)
