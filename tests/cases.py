@@ -121,6 +121,19 @@ def to_float32(tree):
 NOGRAD = dict(grad=0)   # integer or boolean results, or integer arguments only
 
 
+def assert_same(got, want, rtol, atol, what):
+    """Same shape and dtype; integers and bools equal, floats within rtol and atol times the
+    largest magnitude (at least 1)."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape and got.dtype == want.dtype, \
+        f"{what}: got {got.dtype}{list(got.shape)}, want {want.dtype}{list(want.shape)}"
+    if want.dtype.kind in "biu":
+        np.testing.assert_array_equal(got, want, err_msg=what)
+    else:
+        scale = max(1.0, float(np.max(np.abs(want))) if want.size else 1.0)
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol * scale, err_msg=what)
+
+
 # ----------------------------------------------------------------------------- functions
 
 def _mlp(params, x, labels):
