@@ -121,6 +121,19 @@ def to_float32(tree):
 NOGRAD = dict(grad=0)   # integer or boolean results, or integer arguments only
 
 
+def assert_same(got, want, rtol, atol, what):
+    """Same shape and dtype; integers and bools equal, floats within rtol and atol times the
+    largest magnitude (at least 1)."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape and got.dtype == want.dtype, \
+        f"{what}: got {got.dtype}{list(got.shape)}, want {want.dtype}{list(want.shape)}"
+    if want.dtype.kind in "biu":
+        np.testing.assert_array_equal(got, want, err_msg=what)
+    else:
+        scale = max(1.0, float(np.max(np.abs(want))) if want.size else 1.0)
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol * scale, err_msg=what)
+
+
 # ----------------------------------------------------------------------------- functions
 
 def _mlp(params, x, labels):
@@ -454,6 +467,27 @@ CASES += [
                                         argnums=(0, 1, 2, 3, 4))(u, dt, A, B, C),
          [F(1, 2, 6), Pos(1, 2, 6, lo=0.1, hi=1.0), _decay(2, 4), F(1, 4, 6), F(1, 4, 6)],
          **NOGRAD),
+]
+
+# --- random numbers (vg.random): the key is an argument, an i32[2] held fixed by the gradient
+# checks. Integer results (bits, keys, indices) must be equal on Vulkan, bit for bit; the hash
+# has no gradient, dropout's is checked (the mask is fixed by the key).
+CASES += [
+    Case("random_bits", lambda k: vg.random.bits(k, (7, 33)), [Const([0, 42], np.int32)],
+         **NOGRAD),
+    Case("random_keys", lambda k: (vg.random.split(k, 5), vg.random.fold_in(k, 7)),
+         [Const([-1, 5], np.int32)], **NOGRAD),
+    Case("random_uniform_normal",
+         lambda k: (vg.random.uniform(k, (257,), minval=-1.0, maxval=3.0),
+                    vg.random.normal(k, (130,))), [Const([3, 4], np.int32)], **NOGRAD),
+    Case("random_discrete",
+         lambda k, logits: (vg.random.randint(k, (33,), -3, 9), vg.random.bernoulli(k, 0.3, (7,)),
+                            vg.random.categorical(k, logits), vg.random.permutation(k, 33)),
+         [Const([5, 6], np.int32), F(7, 5)], **NOGRAD),
+    Case("dropout", lambda x, k: nn.dropout(k, x, 0.25) * x, [F(3, 4), Const([0, 1], np.int32)],
+         vulkan="dropout_awkward"),
+    Case("dropout_awkward", lambda x, k: nn.dropout(k, x, 0.5), [U(33, 7), Const([2, 9], np.int32)],
+         grad=1),
 ]
 
 # --- matmul on Vulkan: every transpose combination on awkward shapes (one row, one column,

@@ -22,8 +22,8 @@ import pytest
 
 import vkgrad as vg
 import vkgrad.numpy as vnp
-from cases import (BY_NAME, CASES, GRAD_CASES, all_primitives, differentiable_primitives, ids,
-                   primitives_in, to_float32)
+from cases import (BY_NAME, CASES, GRAD_CASES, all_primitives, assert_same,
+                   differentiable_primitives, ids, primitives_in, to_float32)
 from vkgrad.ir.core import print_program
 from vkgrad.ir.interpreter import run_program
 from vkgrad.ir.parser import parse_program
@@ -36,19 +36,6 @@ def traced(name):
     """The row's traced program for its float32 arguments (shared by the completeness tests)."""
     case = BY_NAME[name]
     return vg.make_ir(case.fun)(*case.args32())
-
-
-def assert_same(got, want, rtol, atol, what):
-    """Same shape and dtype; integers and bools equal, floats within rtol and atol times the
-    largest magnitude (at least 1)."""
-    got, want = np.asarray(got), np.asarray(want)
-    assert got.shape == want.shape and got.dtype == want.dtype, \
-        f"{what}: got {got.dtype}{list(got.shape)}, want {want.dtype}{list(want.shape)}"
-    if want.dtype.kind in "biu":
-        np.testing.assert_array_equal(got, want, err_msg=what)
-    else:
-        scale = max(1.0, float(np.max(np.abs(want))) if want.size else 1.0)
-        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol * scale, err_msg=what)
 
 
 # ----------------------------------------------------------------------------- the interpreter

@@ -24,7 +24,7 @@ LAYERS = {
     "vkgrad.tracer": 3,
     "vkgrad.primitives": 4,
     "vkgrad.transforms": 5, "vkgrad.passes": 5, "vkgrad.numpy": 5, "vkgrad.nn": 5,
-    "vkgrad.optim": 5, "vkgrad.checkpoint": 5,
+    "vkgrad.optim": 5, "vkgrad.checkpoint": 5, "vkgrad.random": 5,
     "vkgrad.lowering": 6,
     "vkgrad.runtime": 7,
     "vkgrad.execution": 8, "vkgrad.dump": 8, "vkgrad.__main__": 8,

@@ -10,9 +10,10 @@
     print(vg.make_ir(vg.grad(loss))(w, x, y))   # the program, forward and backward
     step = vg.jit(train_step)                # one Vulkan submission per call
 
-Transforms: grad, value_and_grad, vjp, jvp, make_ir, trace, check_grads (docs/compiler.md);
-jit, device_put, profile, Array, block_until_ready, set_max_in_flight (docs/jit.md); save,
-load, load_metadata: pytrees of arrays as safetensors files (vkgrad/checkpoint.py).
+Transforms: grad, value_and_grad, vjp, jvp, vmap, make_ir, trace, check_grads (docs/compiler.md,
+docs/vmap.md); random numbers: vg.random (docs/random.md); jit, device_put, profile, Array,
+block_until_ready, set_max_in_flight (docs/jit.md); save, load, load_metadata: pytrees of
+arrays as safetensors files (vkgrad/checkpoint.py).
 
 The package is layered (docs/compiler.md, "Layers"): importing it loads the compiler core
 (IR, tracer, primitives, transforms, vkgrad.numpy); the layers that talk to a device (lowering,
@@ -29,8 +30,9 @@ from vkgrad import primitives as _primitives  # noqa: F401  (defines every primi
 from vkgrad.ir.core import Eqn, Literal, Program, Var
 from vkgrad.ir.interpreter import run_program
 from vkgrad.tracer.core import ShapeDtype
-from vkgrad.transforms import (check_grads, grad, jvp, make_ir, trace, value_and_grad, vjp)
-from vkgrad import numpy, nn, optim  # noqa: E402,F401  (vg.numpy, vg.nn, vg.optim)
+from vkgrad.transforms import (check_grads, grad, jvp, make_ir, trace, value_and_grad, vjp,
+                               vmap)
+from vkgrad import numpy, nn, optim, random  # noqa: E402,F401  (vg.numpy, vg.nn, ...)
 from vkgrad.checkpoint import load, load_metadata, save  # noqa: E402
 
 __version__ = "0.1.0"
@@ -44,9 +46,9 @@ _LAZY = {"jit": "vkgrad.execution.jit", "Array": "vkgrad.execution.array",
          "fallbacks": "vkgrad.execution.compiled", "default_backend": "vkgrad.execution.compiled",
          "StrictModeError": "vkgrad.execution.compiled"}
 
-__all__ = ["grad", "value_and_grad", "vjp", "jvp", "make_ir", "trace", "check_grads",
+__all__ = ["grad", "value_and_grad", "vjp", "jvp", "vmap", "make_ir", "trace", "check_grads",
            "ShapeDtype", "Program", "Var", "Literal", "Eqn", "run_program", "numpy", "nn", "optim",
-           "save", "load", "load_metadata",
+           "save", "load", "load_metadata", "random",
            "VkgradError", "ArgumentError", "CheckpointError", "ConcretizationError", "DTypeError",
            "GradError",
            "GradientCheckError", "IRError", "LeakedTracerError", "MissingRuleError",

@@ -20,11 +20,12 @@ import numpy as np
 
 from vkgrad import numpy as vnp
 from vkgrad import primitives as P
+from vkgrad import random
 from vkgrad.errors import ArgumentError, DTypeError
 from vkgrad.numpy import log_softmax, logsumexp, one_hot, softmax  # noqa: F401
 
 __all__ = ["relu", "sigmoid", "silu", "gelu", "softmax", "log_softmax", "logsumexp", "one_hot",
-           "cross_entropy", "mse", "layer_norm", "rms_norm", "embedding", "linear",
+           "cross_entropy", "mse", "dropout", "layer_norm", "rms_norm", "embedding", "linear",
            "flash_attention", "attention_block", "init_attention_block", "selective_scan",
            "causal_conv1d", "mamba_block", "init_mamba_block", "init_transformer_lm",
            "transformer_lm", "init_mamba_lm", "mamba_lm"]
@@ -59,6 +60,21 @@ def cross_entropy(logits, labels):
 
 def mse(pred, target):
     return vnp.mean(vnp.square(pred - target))
+
+
+def dropout(key, x, rate: float):
+    """Each element of x zeroed with probability `rate`, the others scaled by 1 / (1 - rate)
+    (inverted dropout: the expectation is x, so evaluation uses x as it is). The mask is drawn
+    from `key` with vg.random.bernoulli: inside vg.jit it is one more fused kernel."""
+    if not 0.0 <= rate <= 1.0:
+        raise ArgumentError(f"dropout: rate {rate!r} is not in [0, 1]")
+    x = vnp.asarray(x)
+    if rate == 0.0:
+        return x
+    if rate == 1.0:
+        return vnp.zeros_like(x)
+    keep = random.bernoulli(key, 1.0 - rate, x.shape)
+    return vnp.where(keep, x / (1.0 - rate), 0.0)
 
 
 # ----------------------------------------------------------------------------------- layers

@@ -20,7 +20,9 @@ layer above the IR:
     abstract_eval_rules[p]   shape/dtype rule              (the tracer, the verifier)
     impls[p]                 numpy implementation          (interpreter.py: the reference)
     vjp_rules[p]             VJP rule                      (vkgrad.transforms.autodiff)
+    batching_rules[p]        batching rule                 (vkgrad.transforms.batching: vmap)
     glsl_elementwise[p]      GLSL expression template      (vkgrad.lowering.elementwise)
+    glsl_functions[p]        GLSL functions the template calls (the same)
     param_defaults[p]        params the printer elides     (the printer, the parser)
 
 All of them are filled in beside each primitive's definition (vkgrad/primitives/). Hand-written
@@ -181,6 +183,12 @@ class Params(Mapping):
 PRIMITIVES: dict[str, "Primitive"] = {}       # name -> primitive (the parser looks names up)
 abstract_eval_rules: dict["Primitive", Callable] = {}   # prim -> rule(*TensorType, **params)
 vjp_rules: dict["Primitive", Callable] = {}   # prim -> rule(g, ans, *inputs, **params) -> tuple
+batching_rules: dict["Primitive", Callable] = {}
+"""prim -> rule(args, dims, **params) -> (outs, out_dims) (JAX's `primitive_batchers`): `args`
+are the operands with the mapped axis in them, `dims[i]` is where it is in args[i] (None: not
+mapped, args[i] is a per-example value); the rule binds ordinary primitives and returns the
+result(s) and where the mapped axis is in each (a list for multiple_results primitives). Called
+only when some operand is mapped (vkgrad/transforms/batching.py)."""
 param_defaults: dict["Primitive", dict] = {}  # prim -> {param: value the printer leaves out}
 
 glsl_elementwise: dict["Primitive", str] = {}
@@ -194,8 +202,12 @@ template (vkgrad/lowering/elementwise.py). Conventions:
   identifiers or temporaries, never as expressions with side effects or large cost;
 * operands broadcast numpy-style; the template sees scalars, the kernel does the indexing;
 * GLSL 450 has no double-precision exp/log/sin/cos/tanh/pow, so those templates are float-only
-  (f64 programs run on the interpreter), and GLSL's min/max do not propagate NaN as numpy's do.
+  (f64 programs run on the interpreter), and GLSL's min/max do not propagate NaN as numpy's do;
+* the primitive's params are there by name (`{word}`), for params that are plain ints.
 """
+glsl_functions: dict["Primitive", str] = {}
+"""prim -> GLSL function definitions its template calls (a hash is 20 rounds: no expression);
+a kernel that computes the primitive includes them once, before main()."""
 
 
 class Primitive:

@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from vkgrad import primitives as P
-from vkgrad.ir.core import Literal, Program, Var, glsl_elementwise
+from vkgrad.ir.core import Literal, Program, Var, glsl_elementwise, glsl_functions
 from vkgrad.lowering.launch import Launch, cdiv, grid
 
 WORKGROUP = 256
@@ -127,7 +127,7 @@ class FusedSource:
                 expr = index_rules[e.prim](self, e, idx)
             else:
                 args = [self.value(a, broadcast_index(idx, a.shape)) for a in e.inputs]
-                expr = glsl_elementwise[e.prim].format(*args, T=GLSL_TYPE[x.dtype])
+                expr = glsl_elementwise[e.prim].format(*args, T=GLSL_TYPE[x.dtype], **e.params)
         name = self.tmp(GLSL_TYPE[x.dtype], expr)
         self.memo[key] = name
         return name
@@ -380,6 +380,7 @@ def generate(body: Program, name: str = "fused") -> tuple[Launch, dict]:
         f"// {name}: {len(body.eqns)} eqns, {shapes}",
         f"layout(local_size_x = {WORKGROUP}) in;",
         *decl,
+        *sorted({glsl_functions[e.prim] for e in body.eqns if e.prim in glsl_functions}),
         "void main() {",
         *main,
         "}",

@@ -7,6 +7,7 @@ rules are written with).
                   scatter_add, matmul, softmax/log_softmax and their backward primitives
     attention.py  flash_attention and flash_attention_bwd
     scan.py       selective_scan and selective_scan_bwd (Mamba)
+    random.py     threefry2x32 (the counter-based hash) and bits_to_unit (bits -> [0, 1))
 """
 
 from vkgrad.primitives.lax import *  # noqa: F401,F403
@@ -16,3 +17,5 @@ from vkgrad.primitives.attention import (FLASH_HEAD_DIMS, flash_attention,  # no
                                          flash_attention_p)
 from vkgrad.primitives.scan import (SCAN_STATE_SIZES, scan_chunk, selective_scan,  # noqa: F401
                                     selective_scan_bwd_p, selective_scan_p)
+from vkgrad.primitives.random import (bits_to_unit, bits_to_unit_p, threefry2x32,  # noqa: F401
+                                      threefry2x32_p)

@@ -29,7 +29,7 @@ import numpy as np
 
 from vkgrad.dtypes import FLOAT_DTYPES
 from vkgrad.errors import DTypeError, ShapeError
-from vkgrad.ir.core import Primitive, TensorType, abstract_eval_rules, vjp_rules
+from vkgrad.ir.core import Primitive, TensorType, abstract_eval_rules, batching_rules, vjp_rules
 from vkgrad.ir.interpreter import impls
 from vkgrad.primitives import lax as L
 from vkgrad.tracer.core import bind
@@ -100,6 +100,19 @@ impls[flash_attention_p] = _flash_impl
 vjp_rules[flash_attention_p] = lambda gs, ans, q, k, v, *, causal, scale: tuple(
     flash_attention_bwd(q, k, v, ans[0], ans[1], gs[0], gs[1], causal, scale))
 
+
+def _flash_batcher(prim):
+    """Every operand and result is per (batch, head): the mapped axis joins the batch."""
+    def rule(args, dims, *, causal, scale):
+        size = L.mapped_size(args, dims)
+        outs = bind(prim, *(L.merge_batch(x, d, size) for x, d in zip(args, dims)),
+                    causal=causal, scale=scale)
+        return [L.split_batch(o, size) for o in outs], [0] * len(outs)
+    return rule
+
+
+batching_rules[flash_attention_p] = _flash_batcher(flash_attention_p)
+
 flash_attention_bwd_p = Primitive("flash_attention_bwd", ("pure",), multiple_results=True)
 
 
@@ -168,6 +181,7 @@ def _flash_bwd_vjp(gs, ans, q, k, v, o, lse, do, dlse, *, causal, scale):
 abstract_eval_rules[flash_attention_bwd_p] = _flash_bwd_rule
 impls[flash_attention_bwd_p] = _flash_bwd_impl
 vjp_rules[flash_attention_bwd_p] = _flash_bwd_vjp
+batching_rules[flash_attention_bwd_p] = _flash_batcher(flash_attention_bwd_p)
 
 
 def flash_attention(q, k, v, causal: bool, scale: float):

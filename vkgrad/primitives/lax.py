@@ -33,8 +33,8 @@ import numpy as np
 from vkgrad.dtypes import (ALL_DTYPES, FLOAT_DTYPES, NUMERIC_DTYPES, canonical_dtype, dtype_name,
                            np_dtype)
 from vkgrad.errors import DTypeError, ShapeError, VkgradIndexError
-from vkgrad.ir.core import (Primitive, TensorType, abstract_eval_rules, glsl_elementwise,
-                            param_defaults, vjp_rules)
+from vkgrad.ir.core import (Primitive, TensorType, abstract_eval_rules, batching_rules,
+                            glsl_elementwise, param_defaults, vjp_rules)
 from vkgrad.ir.interpreter import impls
 from vkgrad.tracer.core import ArrayOps, bind
 
@@ -103,6 +103,7 @@ def _elementwise(name, nargs, impl, glsl, allowed=FLOAT_DTYPES, *, out_dtype=Non
     abstract_eval_rules[p] = _elementwise_rule(name, nargs, allowed, out_dtype)
     impls[p] = impl
     glsl_elementwise[p] = glsl
+    batching_rules[p] = elementwise_batcher(p)
     return p
 
 
@@ -125,6 +126,88 @@ def keep_shape(shape, axes) -> tuple:
 
 def _zeros_like(x):
     return broadcast_to(np_dtype(dtype_of(x)).type(0), _shape(x))
+
+
+# ----------------------------------------------------------------------------------- batching
+# What the batching rules (vmap; vkgrad.ir.core.batching_rules) are written with. A rule gets the
+# operands with the mapped axis in them and `dims`, where that axis is in each (None: not
+# mapped); it returns the result(s) and where the mapped axis is in each.
+
+
+def mapped_size(args, dims) -> int:
+    """The size of the mapped axis (the batch)."""
+    return next(_shape(x)[d] for x, d in zip(args, dims) if d is not None)
+
+
+def moveaxis(x, src: int, dst: int):
+    """x with axis `src` moved to position `dst` (a transpose; x itself when src == dst)."""
+    if src == dst:
+        return x
+    perm = [i for i in range(len(_shape(x))) if i != src]
+    perm.insert(dst, src)
+    return transpose(x, perm)
+
+
+def batch_to_front(x, d, size: int):
+    """x with the mapped axis first: moved there, or broadcast there when x is not mapped."""
+    if d is None:
+        return broadcast_to(x, (size,) + tuple(_shape(x)))
+    return moveaxis(x, d, 0)
+
+
+def merge_batch(x, d, size: int):
+    """The mapped axis folded into x's first axis: [size * n, ...] (a kernel's own batch)."""
+    x = batch_to_front(x, d, size)
+    s = tuple(_shape(x))
+    return reshape(x, (s[0] * s[1],) + s[2:])
+
+
+def split_batch(x, size: int):
+    """merge_batch's inverse on a result: [size * n, ...] -> [size, n, ...]."""
+    s = tuple(_shape(x))
+    return reshape(x, (size, s[0] // size) + s[1:])
+
+
+def elementwise_batcher(prim):
+    """The batching rule of a broadcasting elementwise primitive: a mapped operand gets its
+    mapped axis first and size-1 axes after it up to the result's rank, so the per-example
+    axes still align from the right; unmapped operands broadcast as they are."""
+    def rule(args, dims, **params):
+        rank = max(len(_shape(x)) - (d is not None) for x, d in zip(args, dims))
+        ins = []
+        for x, d in zip(args, dims):
+            if d is not None:
+                x = moveaxis(x, d, 0)
+                s = tuple(_shape(x))
+                if len(s) - 1 < rank:
+                    x = reshape(x, s[:1] + (1,) * (rank - len(s) + 1) + s[1:])
+            ins.append(x)
+        return bind(prim, *ins, **params), 0
+    return rule
+
+
+def unrolled_batcher(prim):
+    """A batching rule for a primitive whose batch cannot fold into one call: the primitive
+    once per example (index, bind, stack). Emits `size` calls: only where no rule can exist."""
+    def rule(args, dims, **params):
+        size = mapped_size(args, dims)
+        outs = []
+        for i in range(size):
+            ex = [x if d is None else _index_axis(x, d, i) for x, d in zip(args, dims)]
+            r = bind(prim, *ex, **params)
+            outs.append(list(r) if prim.multiple_results else [r])
+        stacked = [concatenate([reshape(o[j], (1,) + tuple(_shape(o[j]))) for o in outs], 0)
+                   for j in range(len(outs[0]))]
+        return (stacked, [0] * len(stacked)) if prim.multiple_results else (stacked[0], 0)
+    return rule
+
+
+def _index_axis(x, d, i):
+    """x[..., i, ...] along axis d (the axis dropped)."""
+    s = tuple(_shape(x))
+    start, limit = [0] * len(s), list(s)
+    start[d], limit[d] = i, i + 1
+    return reshape(slice_(x, start, limit), s[:d] + s[d + 1:])
 
 
 # =================================================================================== elementwise
@@ -235,6 +318,7 @@ impls[select_p] = np.where
 glsl_elementwise[select_p] = "({0} ? {1} : {2})"
 vjp_rules[select_p] = lambda g, ans, c, a, b: (None, _unbroadcast(select(c, g, 0), a),
                                                _unbroadcast(select(c, 0, g), b))
+batching_rules[select_p] = elementwise_batcher(select_p)
 
 # convert[dtype]: a cast (float -> int truncates, x -> bool is x != 0).
 convert_p = Primitive("convert", ("pure", "elementwise"))
@@ -243,6 +327,7 @@ impls[convert_p] = lambda x, *, dtype: np.asarray(x).astype(np_dtype(dtype))
 glsl_elementwise[convert_p] = "{T}({0})"   # {T}: the GLSL type of the result
 vjp_rules[convert_p] = lambda g, ans, x, *, dtype: (
     (convert(g, dtype_of(x)),) if dtype_of(x) in FLOAT_DTYPES else (None,))
+batching_rules[convert_p] = elementwise_batcher(convert_p)
 
 # =================================================================================== reductions
 # reduce_*[axes]: axes is a sorted tuple; the reduced axes are dropped (vkgrad.numpy's keepdims
@@ -262,7 +347,17 @@ def _reduction(name, impl, allowed=NUMERIC_DTYPES):
     p = Primitive(name, ("pure",))
     abstract_eval_rules[p] = _reduce_rule(name, allowed)
     impls[p] = lambda x, *, axes: impl(x, axis=tuple(axes)) if axes else x
+    batching_rules[p] = _reduce_batcher(p)
     return p
+
+
+def _reduce_batcher(prim):
+    """The reduced axes shift past the mapped axis, which stays where it is."""
+    def rule(args, dims, *, axes):
+        (x,), (d,) = args, dims
+        phys = tuple(a + (a >= d) for a in axes)
+        return bind(prim, x, axes=phys), d - sum(a < d for a in phys)
+    return rule
 
 
 reduce_sum_p = _reduction("reduce_sum", np.sum)
@@ -302,6 +397,16 @@ abstract_eval_rules[broadcast_to_p] = _broadcast_to_rule
 impls[broadcast_to_p] = lambda x, *, shape: np.broadcast_to(x, shape)
 vjp_rules[broadcast_to_p] = lambda g, ans, x, *, shape: (_unbroadcast(g, x),)
 
+
+def _broadcast_to_batcher(args, dims, *, shape):
+    x = moveaxis(args[0], dims[0], 0)          # [B, *s], then size-1 axes up to len(shape)
+    s = tuple(_shape(x))
+    x = reshape(x, s[:1] + (1,) * (len(shape) - len(s) + 1) + s[1:])
+    return broadcast_to(x, s[:1] + tuple(shape)), 0
+
+
+batching_rules[broadcast_to_p] = _broadcast_to_batcher
+
 # reshape[shape]: row-major, same number of elements.
 reshape_p = Primitive("reshape", ("pure", "layout"))
 
@@ -316,6 +421,8 @@ def _reshape_rule(x, *, shape):
 abstract_eval_rules[reshape_p] = _reshape_rule
 impls[reshape_p] = lambda x, *, shape: np.reshape(x, shape)
 vjp_rules[reshape_p] = lambda g, ans, x, *, shape: (reshape(g, _shape(x)),)
+batching_rules[reshape_p] = lambda args, dims, *, shape: (
+    reshape(moveaxis(args[0], dims[0], 0), (_shape(args[0])[dims[0]],) + tuple(shape)), 0)
 
 # transpose[perm]: result dim i is operand dim perm[i].
 transpose_p = Primitive("transpose", ("pure", "layout"))
@@ -330,6 +437,9 @@ def _transpose_rule(x, *, perm):
 abstract_eval_rules[transpose_p] = _transpose_rule
 impls[transpose_p] = lambda x, *, perm: np.transpose(x, perm)
 vjp_rules[transpose_p] = lambda g, ans, x, *, perm: (transpose(g, tuple(np.argsort(perm))),)
+# the mapped axis goes first; per-example axis p is axis p + (p >= d) of the operand
+batching_rules[transpose_p] = lambda args, dims, *, perm: (transpose(
+    args[0], (dims[0],) + tuple(p + (p >= dims[0]) for p in perm)), 0)
 
 # slice[start, limit, step]: x[start:limit:step] per dimension, 0 <= start <= limit <= n, step >= 1.
 slice_p = Primitive("slice", ("pure", "layout"))
@@ -360,6 +470,15 @@ def _slice_vjp(g, ans, x, *, start, limit, step):
 
 vjp_rules[slice_p] = _slice_vjp
 
+
+def _slice_batcher(args, dims, *, start, limit, step):
+    (x,), (d,) = args, dims
+    ins = lambda t, v: tuple(t[:d]) + (v,) + tuple(t[d:])   # the mapped axis, whole
+    return slice_(x, ins(start, 0), ins(limit, _shape(x)[d]), ins(step, 1)), d
+
+
+batching_rules[slice_p] = _slice_batcher
+
 # pad[low, high, interior]: zeros before, after and between the elements of each dimension.
 pad_p = Primitive("pad", ("pure", "layout"))
 
@@ -386,6 +505,9 @@ impls[pad_p] = _pad_impl
 vjp_rules[pad_p] = lambda g, ans, x, *, low, high, interior: (slice_(
     g, low, [lo + max(n - 1, 0) * (i + 1) + (1 if n else 0)
              for lo, i, n in zip(low, interior, _shape(x))], [i + 1 for i in interior]),)
+batching_rules[pad_p] = lambda args, dims, *, low, high, interior: (pad(
+    args[0], *(tuple(t[:dims[0]]) + (0,) + tuple(t[dims[0]:]) for t in (low, high, interior))),
+    dims[0])
 
 # concatenate[axis]: any number of operands of one dtype, equal except along axis.
 concatenate_p = Primitive("concatenate", ("pure", "layout"))
@@ -422,6 +544,8 @@ def _concatenate_vjp(g, ans, *xs, axis):
 abstract_eval_rules[concatenate_p] = _concatenate_rule
 impls[concatenate_p] = lambda *xs, axis: np.concatenate(xs, axis=axis)
 vjp_rules[concatenate_p] = _concatenate_vjp
+batching_rules[concatenate_p] = lambda args, dims, *, axis: (concatenate(
+    [batch_to_front(x, d, mapped_size(args, dims)) for x, d in zip(args, dims)], axis + 1), 0)
 
 # iota[shape, dimension, dtype]: the index along `dimension` (arange, one_hot, reversal).
 iota_p = Primitive("iota", ("pure", "layout"))
@@ -441,6 +565,7 @@ def _iota_impl(*, shape, dimension, dtype):
 
 abstract_eval_rules[iota_p] = _iota_rule
 impls[iota_p] = _iota_impl
+# (no batching rule: iota has no operands, so it is never mapped)
 
 # =================================================================================== gathers
 # take[axis](x, idx): x.shape[:axis] + idx.shape + x.shape[axis+1:] (embeddings: axis=0).
@@ -459,6 +584,32 @@ def _take_rule(x, idx, *, axis):
 abstract_eval_rules[take_p] = _take_rule
 impls[take_p] = lambda x, idx, *, axis: np.take(x, np.clip(idx, 0, x.shape[axis] - 1), axis)
 vjp_rules[take_p] = lambda g, ans, x, idx, *, axis: (scatter_add(g, idx, axis, _shape(x)), None)
+
+
+def _flat_indices(idx, n):
+    """Per-example indices [B, ...] (clamped into [0, n) as take does) as indices into the
+    [B * n] rows of the examples' tables stacked: idx + b * n."""
+    s = tuple(_shape(idx))
+    return add(maximum(minimum(idx, n - 1), 0), mul(iota(s, 0), n))
+
+
+def _take_batcher(args, dims, *, axis):
+    (x, idx), (dx, di) = args, dims
+    if di is None:                      # mapped table, shared indices
+        return take(moveaxis(x, dx, 0), idx, axis + 1), 0
+    if dx is None:                      # shared table: the mapped axis is among idx's axes
+        return take(x, idx, axis), axis + di
+    # both mapped: one gather from the tables stacked as rows [B * n, pre..., post...]
+    x = moveaxis(moveaxis(x, dx, 0), axis + 1, 1)
+    b, n, *rest = _shape(x)
+    idx = moveaxis(idx, di, 0)
+    k = len(_shape(idx)) - 1
+    g = take(reshape(x, (b * n, *rest)), _flat_indices(idx, n), 0)   # [B, *idx, pre, post]
+    perm = [0, *range(1 + k, 1 + k + axis), *range(1, 1 + k), *range(1 + k + axis, len(_shape(g)))]
+    return transpose(g, perm), 0
+
+
+batching_rules[take_p] = _take_batcher
 
 # scatter_add[axis, shape](g, idx): zeros of `shape`, g's slices added at the indexed rows (the
 # transpose of take: repeated indices accumulate).
@@ -484,6 +635,27 @@ def _scatter_add_impl(g, idx, *, axis, shape):
 abstract_eval_rules[scatter_add_p] = _scatter_add_rule
 impls[scatter_add_p] = _scatter_add_impl
 vjp_rules[scatter_add_p] = lambda ct, ans, g, idx, *, axis, shape: (take(ct, idx, axis), None)
+
+
+def _scatter_add_batcher(args, dims, *, axis, shape):
+    (g, idx), (dg, di) = args, dims
+    size = mapped_size(args, dims)
+    if di is None:                      # shared indices: scatter each example's slices
+        return scatter_add(moveaxis(g, dg, 0), idx, axis + 1, (size,) + tuple(shape)), 0
+    # mapped indices: scatter into the examples' results stacked as rows [B * n, pre, post]
+    g, idx, n = batch_to_front(g, dg, size), moveaxis(idx, di, 0), shape[axis]
+    k = len(_shape(idx)) - 1
+    g = transpose(g, [0, *range(1 + axis, 1 + axis + k), *range(1, 1 + axis),
+                      *range(1 + axis + k, len(_shape(g)))])           # [B, *idx, pre, post]
+    rest = tuple(shape[:axis]) + tuple(shape[axis + 1:])
+    ni = math.prod(_shape(idx))
+    r = scatter_add(reshape(g, (ni,) + rest), reshape(_flat_indices(idx, n), (ni,)), 0,
+                    (size * n,) + rest)
+    r = reshape(r, (size, n) + rest)                                    # [B, n, pre, post]
+    return moveaxis(r, 1, 1 + axis), 0
+
+
+batching_rules[scatter_add_p] = _scatter_add_batcher
 
 # =================================================================================== matmul
 # matmul[transpose_a, transpose_b](A, B) = op(A) @ op(B), op = swap of the last two dims when its
@@ -523,6 +695,40 @@ def _matmul_vjp(g, ans, a, b, *, transpose_a, transpose_b):
 abstract_eval_rules[matmul_p] = _matmul_rule
 impls[matmul_p] = _matmul_impl
 vjp_rules[matmul_p] = _matmul_vjp
+
+
+def _matmul_batcher(args, dims, *, transpose_a, transpose_b):
+    """Both mapped: a batched matmul (the mapped axis joins the batch). One mapped: its mapped
+    axis folds into its rows (A) or columns (B) beside the shared operand: one bigger matmul,
+    which is what the per-example gradient of a dense layer needs."""
+    (a, b), (da, db) = args, dims
+    ta, tb = transpose_a, transpose_b
+    size = mapped_size(args, dims)
+    if da is not None and db is not None:
+        a, b = moveaxis(a, da, 0), moveaxis(b, db, 0)
+        if len(_shape(a)) == 3:
+            return matmul(a, b, ta, tb), 0
+        r = matmul(merge_batch(a, 0, size), merge_batch(b, 0, size), ta, tb)
+        return split_batch(r, size), 0
+    if da is not None:                  # A's rows: the m axis, the last but one (last if ta)
+        nd = len(_shape(a)) - 1
+        m_axis = nd - 1 if ta else nd - 2
+        a = moveaxis(a, da, m_axis)
+        s = tuple(_shape(a))
+        r = matmul(reshape(a, s[:m_axis] + (s[m_axis] * s[m_axis + 1],) + s[m_axis + 2:]), b,
+                   ta, tb)
+        rs = tuple(_shape(r))
+        return reshape(r, rs[:-2] + (size, rs[-2] // size, rs[-1])), nd - 2
+    nd = len(_shape(b)) - 1             # B's columns: the n axis, the last (last but one if tb)
+    n_axis = nd - 2 if tb else nd - 1
+    b = moveaxis(b, db, n_axis)
+    s = tuple(_shape(b))
+    r = matmul(a, reshape(b, s[:n_axis] + (s[n_axis] * s[n_axis + 1],) + s[n_axis + 2:]), ta, tb)
+    rs = tuple(_shape(r))
+    return reshape(r, rs[:-1] + (size, rs[-1] // size)), nd - 1
+
+
+batching_rules[matmul_p] = _matmul_batcher
 
 # =================================================================================== softmax
 # softmax[axis], log_softmax[axis] over the LAST axis (axis == ndim-1; vkgrad.numpy transposes
@@ -571,10 +777,23 @@ abstract_eval_rules[softmax_p] = _last_axis_rule("softmax", 1)
 impls[softmax_p] = _softmax_impl
 vjp_rules[softmax_p] = lambda g, ans, x, *, axis: (softmax_bwd(ans, g, axis),)
 
+
+def _last_axis_batcher(prim):
+    """softmax and friends work along the last axis: the mapped axis goes first."""
+    def rule(args, dims, *, axis):
+        size = mapped_size(args, dims)
+        return bind(prim, *(batch_to_front(x, d, size) for x, d in zip(args, dims)),
+                    axis=axis + 1), 0
+    return rule
+
+
+batching_rules[softmax_p] = _last_axis_batcher(softmax_p)
+
 log_softmax_p = Primitive("log_softmax")
 abstract_eval_rules[log_softmax_p] = _last_axis_rule("log_softmax", 1)
 impls[log_softmax_p] = _log_softmax_impl
 vjp_rules[log_softmax_p] = lambda g, ans, x, *, axis: (log_softmax_bwd(ans, g, axis),)
+batching_rules[log_softmax_p] = _last_axis_batcher(log_softmax_p)
 
 softmax_bwd_p = Primitive("softmax_bwd")
 abstract_eval_rules[softmax_bwd_p] = _last_axis_rule("softmax_bwd", 2)
@@ -589,6 +808,7 @@ def _softmax_bwd_vjp(h, ans, y, g, *, axis):
 
 
 vjp_rules[softmax_bwd_p] = _softmax_bwd_vjp
+batching_rules[softmax_bwd_p] = _last_axis_batcher(softmax_bwd_p)
 
 log_softmax_bwd_p = Primitive("log_softmax_bwd")
 abstract_eval_rules[log_softmax_bwd_p] = _last_axis_rule("log_softmax_bwd", 2)
@@ -603,6 +823,7 @@ def _log_softmax_bwd_vjp(h, ans, y, g, *, axis):
 
 
 vjp_rules[log_softmax_bwd_p] = _log_softmax_bwd_vjp
+batching_rules[log_softmax_bwd_p] = _last_axis_batcher(log_softmax_bwd_p)
 
 # =================================================================================== the lax layer
 # One function per primitive (plus sub): what vkgrad.numpy and the VJP rules call.

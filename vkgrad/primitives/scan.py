@@ -27,8 +27,9 @@ import numpy as np
 
 from vkgrad.dtypes import FLOAT_DTYPES
 from vkgrad.errors import DTypeError, ShapeError
-from vkgrad.ir.core import Primitive, TensorType, abstract_eval_rules, vjp_rules
+from vkgrad.ir.core import Primitive, TensorType, abstract_eval_rules, batching_rules, vjp_rules
 from vkgrad.ir.interpreter import impls
+from vkgrad.primitives import lax as L
 from vkgrad.tracer.core import bind
 
 # d_state sizes the Vulkan kernels are built for, and the default steps between saved states.
@@ -165,6 +166,24 @@ def _scan_vjp(gs, ans, *args, has_D, has_z, has_bias, softplus, chunk):
 
 vjp_rules[selective_scan_p] = _scan_vjp
 
+
+def _scan_batcher(args, dims, **params):
+    """The mapped axis joins the scan's batch when only per-batch operands are mapped (u,
+    delta, z, input-dependent B and C); a mapped A, D, delta_bias or fixed B/C is shared by the
+    scan's batch, so those vmaps unroll (one scan per example)."""
+    names = operand_names(params["has_D"], params["has_z"], params["has_bias"])
+    per_batch = {"u", "delta", "z"} | {n for n, x, d in zip(names, args, dims)
+                                       if n in ("B", "C") and len(x.shape) - (d is not None) == 3}
+    if any(d is not None for n, d in zip(names, dims) if n not in per_batch):
+        return L.unrolled_batcher(selective_scan_p)(args, dims, **params)
+    size = L.mapped_size(args, dims)
+    outs = bind(selective_scan_p, *(L.merge_batch(x, d, size) if n in per_batch else x
+                                    for n, x, d in zip(names, args, dims)), **params)
+    return [L.split_batch(o, size) for o in outs], [0, 0]
+
+
+batching_rules[selective_scan_p] = _scan_batcher
+
 selective_scan_bwd_p = Primitive("selective_scan_bwd", ("pure",), multiple_results=True)
 
 
@@ -232,6 +251,9 @@ def _scan_bwd_impl(*args, has_D, has_z, has_bias, softplus, chunk):
 
 abstract_eval_rules[selective_scan_bwd_p] = _scan_bwd_rule
 impls[selective_scan_bwd_p] = _scan_bwd_impl
+# dA, dD, ddelta_bias (and a fixed B/C's gradient) are sums over the scan's batch: folding the
+# mapped axis into that batch would sum them across examples too. One scan per example.
+batching_rules[selective_scan_bwd_p] = L.unrolled_batcher(selective_scan_bwd_p)
 
 
 def selective_scan(u, delta, A, B, C, D=None, z=None, delta_bias=None, softplus=False):
