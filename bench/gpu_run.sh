@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# One device-machine session: `bash bench/gpu_run.sh STEP...` (carry .gpu). Each step runs with
+# its own time limit and the next runs whatever happened. The device tool returns at most 8
+# files, so logs and JSON are written to a work folder and come back as $OUT/results.tgz.
+source bench/gpu_env.sh
+export PYTHONUNBUFFERED=1
+final=$OUT
+export OUT=/tmp/vkgrad-results
+mkdir -p "$OUT"
+trap 'tar -czf "$final/results.tgz" -C "$OUT" .' EXIT
+run() {   # name limit_s command...
+  local name=$1 limit=$2; shift 2
+  echo "=== $name ($(date +%T))"
+  timeout "$limit" "$@" > "$OUT/$name.log" 2>&1; echo "=== $name rc=$?"
+  tail -n 25 "$OUT/$name.log"
+}
+for step in "$@"; do
+  case $step in
+    tests) run tests 200 python3 -m pytest -q -x -p no:cacheprovider tests/test_attention_kernels.py \
+             tests/test_scan_kernels.py tests/test_nn.py tests/test_async.py tests/test_runtime.py ;;
+    attention) run attention 200 python3 bench/bench_attention.py --sweep --budget 80 ;;
+    scan) run scan 90 python3 bench/bench_scan.py ;;
+    transformer) run transformer 240 python3 bench/bench_transformer.py --rounds 5 --steps 10 ;;
+    mlp100) run mlp100 150 python3 bench/bench_mlp.py ;;
+    mlp1) run mlp1 150 python3 bench/bench_mlp.py --read-every 1 ;;
+    call) run call 90 python3 bench/profile_call.py ;;
+    compile) run compile 120 python3 bench/bench_compile.py ;;
+    fusion) run fusion 200 python3 bench/bench_fusion.py ;;
+    lm) run lm 280 python3 bench/bench_lm.py ;;
+    matmul) run matmul 150 python3 bench/bench_matmul.py --only tf_qkv,tf_qkv_dX,tf_qkv_dW,tf_fc,tf_fc_dX,tf_fc_dW,tf_out,tf_out_dX,tf_out_dW,tf_scores,tf_scores_qkT,tf_pv,mlp_x@w1,mlp_h@w2,mlp_dw2=hT@g,mlp_dh=g@w2T,mlp_dw1=xT@g,mlp_h@w3,mlp_dh2=g@w3T,mlp_dw3=hT@g ;;
+  esac
+done
