@@ -227,8 +227,10 @@ def test_two_dimensional_grid(dev, monkeypatch):
         return (-(-groups // y), y, 1)
 
     monkeypatch.setattr(attention, "grid", small_grid)
-    assert plan_flash_attention(3, 130, 75, 64, causal=False, scale=0.3,
-                                info=dev.info).launches[0].groups == (4, 4, 1)   # 15 + 1 spare
+    groups = 3 * -(-130 // choose_tile("fwd", 64, dev.info).br)   # 15 on lavapipe, 9 on a GPU
+    gx, gy, _ = plan_flash_attention(3, 130, 75, 64, causal=False, scale=0.3,
+                                     info=dev.info).launches[0].groups
+    assert gx <= 4 and gx * gy >= groups > gx * (gy - 1)          # a 2-D grid, spares < a row
     for causal in (False, True):
         check_attention(dev, 3, 130, 75, 64, causal, 0.3)
 

@@ -155,7 +155,7 @@ def test_matmul_transposed_operands_with_fused_loads(ta, tb):
 
 def test_batched_matmul_with_broadcast_operand_fused():
     a, b = f32(5, 7), f32(3, 7, 4)
-    check(lambda a, b: vnp.exp(a) @ b, a, b, kinds=("input",))
+    check(lambda a, b: (a * 2.0 + 1.0) @ b, a, b, kinds=("input",))   # cheap: no exp per load
 
 
 @pytest.mark.parametrize("tb", [False, True])

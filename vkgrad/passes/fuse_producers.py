@@ -26,6 +26,7 @@ from vkgrad.ir.core import Program, Var
 from vkgrad.passes.base import Pass
 from vkgrad.passes.dce import dce
 from vkgrad.passes.kernel_fusion import (MATMUL_PROLOGUE_MAX_COST, MATMUL_PROLOGUE_MAX_FULL_INPUTS,
+                                         matmul_takes_hooks,
                                          PROLOGUE_OPERANDS, Schedule, anchors, body_of,
                                          chain_cost, is_loop, kind, make_fused, needed)
 from vkgrad.passes.remat import save_p
@@ -81,8 +82,10 @@ class ProducerFusion(Pass):
         c, full = chain_cost(body, x)
         for r in readers:
             views = set(self._views(r, x, sched))
-            if any(a.prim is P.matmul_p and views & set(a.inputs) for a in anchors(body_of(r))):
-                if c > MATMUL_PROLOGUE_MAX_COST or full > MATMUL_PROLOGUE_MAX_FULL_INPUTS:
+            for a in anchors(body_of(r)):
+                if a.prim is P.matmul_p and views & set(a.inputs) and (
+                        c > MATMUL_PROLOGUE_MAX_COST or full > MATMUL_PROLOGUE_MAX_FULL_INPUTS
+                        or not matmul_takes_hooks(a)):
                     return False
         n = len(readers)
         stays = len(f.outputs) > 1

@@ -38,8 +38,20 @@ OP_COST = {P.exp_p: 4, P.log_p: 4, P.log1p_p: 4, P.tanh_p: 4, P.sin_p: 4, P.cos_
 # A matmul loads each operand element once per tile of the other operand (N / BN times for A),
 # so a producer fused into its loads runs that many times: only short chains that read no more
 # memory per element than the operand itself would (one full-size input).
-MATMUL_PROLOGUE_MAX_COST = 6
+MATMUL_PROLOGUE_MAX_COST = 3          # add, mul, max, select: no exp/tanh/pow per load
 MATMUL_PROLOGUE_MAX_FULL_INPUTS = 1
+# Measured on the H200 (the transformer block step, d512 L1024 batch 4, 2026-11-30): matmuls of
+# 1.6-8.6 GFLOP with generated loads or stores ran 2-4x slower than without them (the hooks cost
+# the large tiles their vec4 loads and registers), 15x with a GELU's tanh in them; a small
+# matmul is dispatch-bound, where a fused load or store saves a dispatch and a round trip. So
+# only matmuls up to this many flops take fused loads, stores or a column sum.
+MATMUL_HOOK_MAX_FLOPS = 2 ** 30
+
+
+def matmul_takes_hooks(mm: Eqn) -> bool:
+    a = mm.inputs[0]
+    k = a.shape[-2] if mm.params["transpose_a"] else a.shape[-1]
+    return 2 * math.prod(mm.out.shape) * k <= MATMUL_HOOK_MAX_FLOPS
 # An epilogue runs once per result element in the kernel's store; more than a few extra
 # full-size reads or writes there (an optimizer update: 3 and 3) is a kernel of its own.
 EPILOGUE_MAX_EXTRA_INPUTS = 2
