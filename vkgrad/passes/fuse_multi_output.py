@@ -35,12 +35,23 @@ from vkgrad.passes.kernel_fusion import (Schedule, anchors, body_of, kind, make_
 REDUCTIONS = (P.reduce_sum_p, P.reduce_max_p, P.reduce_min_p)
 # Operands one reduction kernel accumulates at once (registers: four accumulators each).
 MAX_SIBLINGS = 4
+# A narrow matmul over a long K is planned with split-K (its K slices summed by a second
+# kernel); with the column sum riding along, that sum ran 666 us on the H200 instead of 6 (the
+# 784-1024-1024-10 MLP's last layer, [1024,256] x [256,10], 2026-11-30), so such a matmul keeps
+# its bias gradient separate.
+NARROW, LONG_K = 64, 256
+
+
+def _split_k_likely(mm) -> bool:
+    a = mm.inputs[0]
+    k = a.shape[-2] if mm.params["transpose_a"] else a.shape[-1]
+    return min(mm.out.shape) < NARROW and k >= LONG_K
 
 
 def column_sum_of(mm, red, root) -> bool:
     """Is `red` (a reduce_sum) the sum over the contracted axis of matmul `mm`'s B operand?"""
     if mm.prim is not P.matmul_p or red.prim is not P.reduce_sum_p or mm.out.ndim != 2 or \
-            not matmul_takes_hooks(mm):
+            not matmul_takes_hooks(mm) or _split_k_likely(mm):
         return False
     b, g = mm.inputs[1], red.inputs[0]
     if root(b) is not root(g):
