@@ -62,9 +62,13 @@ def _need_f32(e, *xs):
             raise Unsupported(f"{e.prim.name} of {x.dtype} (the kernel computes in f32)")
 
 
-def _matmul(e, info, column_sum=None):
+def _matmul(e, info, column_sum=None, fused=False):
     """`column_sum`: a reduce_sum eqn summing B over the contracted axis (multi_output fusion):
-    C gets an extra row for it, and "c" stands for both results."""
+    C gets an extra row for it, and "c" stands for both results. `fused`: the kernel takes
+    generated loads or stores, and then never split-K: on the H200 a split-K matmul with fused
+    loads feeding one with its epilogue in the K-slice sum gave wrong results (a chain of
+    scaled 256^3 products: tests/test_async.py on the H200; right with either fusion off), where lavapipe,
+    running workgroups one after another, did not show it."""
     a, b = e.inputs
     c = e.out
     _need_f32(e, a, b)
@@ -73,7 +77,8 @@ def _matmul(e, info, column_sum=None):
     m, n = c.shape[-2:]
     k = a.shape[-2] if ta else a.shape[-1]
     plan = plan_matmul_op(batch, m, k, n, ta, tb, m * k if a.ndim == 3 else 0,
-                          k * n if b.ndim == 3 else 0, info, ones_row=column_sum is not None)
+                          k * n if b.ndim == 3 else 0, info, ones_row=column_sum is not None,
+                          splits=1 if fused or column_sum is not None else None)
     return plan, {"a": a, "b": b, "c": c if column_sum is None else Concat((c, column_sum.out))}
 
 
@@ -332,7 +337,9 @@ class _Builder:
     def _fused_kernel(self, e):
         body = e.params["body"]
         anc = [b for b in body.eqns if not b.prim.fusible]
-        if len(anc) == 1 and anc[0].prim in kernel_rules:
+        if len(anc) == 1 and anc[0].prim is P.matmul_p:
+            plan, roles = _matmul(anc[0], self.info, fused=True)
+        elif len(anc) == 1 and anc[0].prim in kernel_rules:
             plan, roles = kernel_rules[anc[0].prim](anc[0], self.info)
         elif len(anc) > 1 and all(a.prim is anc[0].prim and a.prim in REDUCTION_OPS and
                                   a.inputs[0].shape == anc[0].inputs[0].shape and
@@ -343,7 +350,7 @@ class _Builder:
             if self.root(mm.inputs[1]) is not self.root(red.inputs[0]) and \
                     red.inputs[0] is not mm.inputs[1]:
                 raise Unsupported("a column sum fused with a matmul over another operand")
-            plan, roles = _matmul(mm, self.info, column_sum=red)
+            plan, roles = _matmul(mm, self.info, column_sum=red, fused=True)
         else:
             raise Unsupported("a fused kernel of " + ", ".join(a.prim.name for a in anc))
         for v in (*body.inputs, *body.outputs, *(o for b in body.eqns for o in b.outputs)):
