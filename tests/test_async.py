@@ -62,7 +62,10 @@ def test_a_call_returns_before_its_gpu_work_is_done(operands):
     assert out.block_until_ready() is out
     t2 = time.perf_counter()
     assert pending() == 0 and out._owned.writer.done
-    assert t1 - t0 < 0.25 * (t2 - t1), (t1 - t0, t2 - t1)
+    # lavapipe takes ~0.1 s for this; an H200 takes 0.2 ms, less than a call's host time, so
+    # the comparison only means something where the GPU work outlasts the call by far
+    if t2 - t1 > 0.01:
+        assert t1 - t0 < 0.25 * (t2 - t1), (t1 - t0, t2 - t1)
     np.testing.assert_allclose(np.asarray(out), reference(a, b), rtol=1e-4, atol=1e-4)
 
 
@@ -140,10 +143,11 @@ def test_same_buffers_every_call_never_wait_for_the_previous_call(operands, boun
     bound(3)
     f = vg.jit(lambda a, b: vnp.sum(heavy(a, b)))
     outs = [f(da, db) for _ in range(3)]
-    assert pending() == 3
+    all_in_flight = pending() == 3    # a fast GPU (an H200) may finish one before the next call
     runner = f.lower(da, db).runner
     (copies,) = runner.variants.values()
-    assert len(copies) == 3
+    assert len(copies) == 3 if all_in_flight else 1 <= len(copies) <= 3
+    assert all_in_flight or get_device().info.type != "CPU"   # lavapipe: ~0.1 s per call
     assert len({round(float(o), 2) for o in outs}) == 1
 
 

@@ -296,7 +296,9 @@ def test_waiting_releases_the_gil(dev):
     t1 = time.perf_counter()
     stop.set()
     worker.join()
-    assert t1 - t0 > 0.02, "the dispatch finished too soon to tell"
+    if t1 - t0 < 0.02:   # a fast GPU: the wait was too short to see another thread run in
+        pytest.skip(f"the dispatch took {1e3 * (t1 - t0):.1f} ms: too short to tell here "
+                    "(lavapipe, where CI runs this, takes ~40 ms)")
     middle = [t for t in stamps if t0 + 0.25 * (t1 - t0) < t < t0 + 0.75 * (t1 - t0)]
     assert len(middle) > 100, "no Python ran while the main thread waited for the fence"
 
