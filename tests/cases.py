@@ -456,6 +456,16 @@ CASES += [
          **NOGRAD),
 ]
 
+# issue 14's wrong gradients: std/var over one element are constant (gradient 0, not nan);
+# d/dx x**0 = 0 at x = 0, and so is the second derivative
+CASES += [
+    Case("std_var_one_element", lambda x: vnp.std(x, axis=1) + 2 * vnp.var(x, axis=1) + vnp.std(x[0]),
+         [F(3, 1)], numpy=lambda x: np.std(x, axis=1) + 2 * np.var(x, axis=1) + np.std(x[0])),
+    Case("power_zero_exponent", lambda x: 3 * vnp.power(x, 0.0) + x * x + x ** 0,
+         [Const([0.0, 1.5, -2.0])], numpy=lambda x: 3 * np.power(x, np.float32(0.0)) + x * x + 1,
+         vulkan="pow"),
+]
+
 # --- matmul on Vulkan: every transpose combination on awkward shapes (one row, one column,
 # sizes off every tile boundary). Not gradient-checked: matmul's derivatives are the small
 # matmul_* rows' (every transpose combination); checking these 20 too took 3.5 s (measured).

@@ -276,11 +276,16 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
     n = math.prod(a.shape[i] for i in axes)
     d = subtract(a, mean(a, axes, keepdims=True))
     v = mean(multiply(d, d), axes, keepdims=keepdims)
-    return v if ddof == 0 else P.mul(v, n / builtins.max(n - ddof, 0))
+    # numpy: sum(d*d) / (n - ddof), which is inf (nan for a zero sum) when ddof >= n
+    return v if ddof == 0 else P.mul(v, n / (n - ddof) if n > ddof else _np.inf)
 
 
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
-    return sqrt(var(a, axis, ddof=ddof, keepdims=keepdims))
+    a = _float(a)
+    v = var(a, axis, ddof=ddof, keepdims=keepdims)
+    if ddof == 0 and math.prod(a.shape[i] for i in _axes(axis, a.ndim)) == 1:
+        return v   # over one element the variance is identically 0: so is std, and its
+    return sqrt(v)  # gradient (sqrt's at 0 would be 0 * inf = nan)
 
 
 def max(a, axis=None, out=None, keepdims=False):

@@ -150,7 +150,11 @@ pow_p = _elementwise(
 
 
 def _pow_vjp(g, ans, x, y):
-    dx = mul(g, mul(y, power(x, sub(y, 1))))
+    # d(x^y)/dx = y x^(y-1); where y == 0 it is 0 (x^0 is constant), not 0 * 0^-1 = nan at x = 0.
+    # The base is replaced by 1 there too, so the second derivative sees no 0^-2 (the two-select
+    # rule: a select alone still sends 0 * inf = nan back through the branch it did not take).
+    y0 = eq(y, 0)
+    dx = mul(g, select(y0, 0, mul(y, power(select(y0, 1, x), sub(y, 1)))))
     # d(x^y)/dy = x^y log x; where x == 0 the product is 0 (not 0 * -inf = nan)
     safe_log = log(select(eq(x, 0), 1, x))
     dy = mul(g, mul(ans, safe_log))
