@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import vkgrad as vg
-from cases import BY_NAME, CASES, VULKAN_CASES, all_primitives, ids, primitives_in
+from cases import (BY_NAME, CASES, NO_VULKAN_KERNEL, VULKAN_CASES, all_primitives, ids,
+                   primitives_in)
 from vkgrad import primitives as P
 from vkgrad.ir.core import PRIMITIVES
 from vkgrad.passes import optimize
@@ -81,10 +82,26 @@ def test_every_primitive_has_a_vulkan_lowering():
     assert P.stop_gradient_p.name not in seen   # the optimizer removes it before lowering
     assert "stop_gradient" in primitives_in(vg.make_ir(BY_NAME["stop_gradient"].fun)(
         *BY_NAME["stop_gradient"].args32()))     # ... from a row that has it
-    missing = all_primitives() - seen - {"stop_gradient"}
+    missing = all_primitives() - seen - {"stop_gradient"} - set(NO_VULKAN_KERNEL)
     if missing:
         off = {p: [c.name for c in CASES if c.vulkan is not True and p in primitives_in(
             vg.make_ir(c.fun)(*c.args32()))] for p in sorted(missing)}
         pytest.fail("primitives never run on Vulkan by the table (add rows to tests/cases.py "
                     f"that run them there): {sorted(missing)}; rows that have them but do not "
                     f"run on Vulkan: {off}")
+
+
+@pytest.mark.parametrize("prim", sorted(NO_VULKAN_KERNEL))
+def test_a_primitive_without_a_kernel_falls_back_counted_and_strict_refuses(prim, monkeypatch):
+    """A row with the primitive runs on the interpreter, with the reason counted in
+    vg.fallbacks(); VKGRAD_STRICT=1 turns the fallback into a StrictModeError."""
+    case = next(c for c in CASES if prim in primitives_in(vg.make_ir(c.fun)(*c.args32())))
+    before = vg.fallbacks().get(f"no Vulkan kernel for '{prim}'", 0)
+    jitted = vg.jit(case.fun, backend="vulkan")
+    lowered = jitted.lower(*case.args32())
+    assert lowered.backend == "numpy" and lowered.fallback_reason == \
+        f"no Vulkan kernel for '{prim}'"
+    assert vg.fallbacks()[f"no Vulkan kernel for '{prim}'"] == before + 1
+    monkeypatch.setenv("VKGRAD_STRICT", "1")
+    with pytest.raises(vg.StrictModeError, match=prim):
+        vg.jit(case.fun, backend="vulkan")(*case.args32())

@@ -31,6 +31,8 @@ from vkgrad.tracer.core import ShapeDtype
 from vkgrad.transforms import (check_grads, grad, jvp, make_ir, trace, value_and_grad, vjp)
 from vkgrad import numpy, nn, optim  # noqa: E402,F401  (vg.numpy, vg.nn, vg.optim)
 
+lax = _primitives   # vg.lax: the lax-like layer (top_k, argsort, the primitives' functions)
+
 __version__ = "0.1.0"
 
 # name -> module of the execution layer that defines it (imported on first use)
@@ -42,6 +44,7 @@ _LAZY = {"jit": "vkgrad.execution.jit", "Array": "vkgrad.execution.array",
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "make_ir", "trace", "check_grads",
            "ShapeDtype", "Program", "Var", "Literal", "Eqn", "run_program", "numpy", "nn", "optim",
+           "lax",
            "VkgradError", "ArgumentError", "ConcretizationError", "DTypeError", "GradError",
            "GradientCheckError", "IRError", "LeakedTracerError", "MissingRuleError",
            "ShapeError", "VkgradIndexError", *_LAZY]
