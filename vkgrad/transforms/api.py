@@ -29,7 +29,7 @@ from vkgrad.primitives import broadcast_to, convert
 from vkgrad.transforms.autodiff import grad_program, jvp_program, vjp_program
 from vkgrad.tracer.core import (ArrayOps, Tracer, abstract_leaf, current_trace, eval_program, new_trace,
                                 user_source)
-from vkgrad.tracer.pytree import TreeDef, tree_flatten, tree_map, tree_unflatten
+from vkgrad.tracer.pytree import TreeDef, flatten_up_to, tree_flatten, tree_map, tree_unflatten
 
 
 # ----------------------------------------------------------------------------------- tracing
@@ -364,13 +364,7 @@ def check_grads(fun, args, order=1, modes=("fwd", "rev"), atol=1e-5, rtol=1e-4, 
 def _ct_leaves(primal, ct) -> list:
     """The leaves of `ct` at the leaf positions of `primal` (ct holds None for int leaves, which
     a plain flatten would drop)."""
-    if primal is None:
-        return []
-    if isinstance(primal, (tuple, list)):
-        return [leaf for p, c in zip(primal, ct) for leaf in _ct_leaves(p, c)]
-    if isinstance(primal, dict):
-        return [leaf for k in sorted(primal) for leaf in _ct_leaves(primal[k], ct[k])]
-    return [ct]
+    return flatten_up_to(tree_flatten(primal)[1], ct)
 
 
 def _unit(vs):
