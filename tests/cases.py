@@ -25,6 +25,8 @@ A row:
              differentiate (integer or boolean results, integer arguments only) or where finite
              differences cannot see the derivative (say why beside the row)
     tol      check_grads tolerances (atol, rtol, eps)
+    text     False where the program holds a custom_vjp/custom_jvp call, whose rule is Python
+             code the parser cannot rebuild (the round trip is skipped)
     modes    the modes checked: ("fwd", "rev"), or ("rev",) where forward mode cannot run (it
              is derived from the backward, so it needs the backward primitive's own VJP);
              forward mode against reverse mode is checked where both run
@@ -102,6 +104,7 @@ class Case:
     modes: tuple = ("fwd", "rev")
     vulkan: bool | str = True
     vk_rtol: float = 2e-5
+    text: bool = True     # print -> parse -> print; False where params hold Python functions
 
     def make_args(self) -> list:
         """The arguments, float64 (and int32)."""
@@ -674,6 +677,51 @@ CASES += [
          [U(33, 7), Const([3, 3, 0, 32], np.int32)], **NOGRAD),
 ]
 
+# --- custom derivative rules (vg.custom_vjp, vg.custom_jvp) and whole Jacobians. The rules are
+# the true derivatives (the gradient checks compare them with finite differences); inlined
+# before lowering, so on Vulkan they are the elementwise kernels of any row.
+
+
+@vg.custom_vjp
+def _softplus(x):
+    return vnp.logaddexp(x, 0.0)
+
+
+def _softplus_fwd(x):
+    return _softplus(x), nn.sigmoid(x)
+
+
+_softplus.defvjp(_softplus_fwd, lambda sig, g: (g * sig,))
+
+
+@vg.custom_jvp
+def _log1pexp(x):
+    return vnp.log1p(vnp.exp(x))
+
+
+@_log1pexp.defjvp
+def _log1pexp_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return _log1pexp(x), t * nn.sigmoid(x)
+
+
+def _cubic(x):
+    return vnp.sum(x ** 3) + x[0] * x[1] * x[2]
+
+
+CASES += [
+    Case("custom_vjp", lambda x: _softplus(x) * x, [F(3, 4)], numpy=lambda x: np.logaddexp(x, 0) * x,
+         vulkan="unary", text=False),
+    Case("custom_jvp", lambda x, y: _log1pexp(x * y) + _log1pexp(x), [F(3, 4), F(4)],
+         numpy=lambda x, y: np.log1p(np.exp(x * y)) + np.log1p(np.exp(x)), vulkan="unary",
+         text=False),
+    Case("custom_under_jit_grad", lambda x: vg.grad(lambda x: vnp.sum(_softplus(x) + _log1pexp(x)))(x),
+         [F(5)], numpy=lambda x: 2 / (1 + np.exp(-x)), grad=1, vulkan="unary", text=False),
+    Case("jacobians", lambda x: (vg.jacrev(lambda x: vnp.sin(x) * x[0])(x),
+                                 vg.jacfwd(lambda x: vnp.cumsum(x) ** 2)(x), vg.hessian(_cubic)(x)),
+         [F(3)], grad=1),
+]
+
 # --- matmul on Vulkan: every transpose combination on awkward shapes (one row, one column,
 # sizes off every tile boundary). Not gradient-checked: matmul's derivatives are the small
 # matmul_* rows' (every transpose combination); checking these 20 too took 3.5 s (measured).
@@ -705,6 +753,10 @@ NO_VULKAN_KERNEL = {
     "argsort": "sorting runs on the interpreter until a bitonic-sort kernel lands "
                "(docs/numpy.md, 'Sorting')",
 }
+
+
+# Primitives `optimize(final=True)` removes, so the lowering never sees them.
+REMOVED_BEFORE_LOWERING = {"stop_gradient", "custom_vjp_call", "custom_jvp_call"}
 
 
 def primitives_in(program) -> set:

@@ -10,8 +10,9 @@
     print(vg.make_ir(vg.grad(loss))(w, x, y))   # the program, forward and backward
     step = vg.jit(train_step)                # one Vulkan submission per call
 
-Transforms: grad, value_and_grad, vjp, jvp, make_ir, trace, check_grads (docs/compiler.md);
-jit, device_put, profile, Array (docs/jit.md).
+Transforms: grad, value_and_grad, vjp, jvp, make_ir, trace, check_grads, custom_vjp,
+custom_jvp, jacfwd, jacrev, hessian (docs/compiler.md); jit, device_put, devices, profile, Array
+(docs/jit.md); vg.tree_util (pytrees), vg.lax (top_k, the primitives' functions).
 
 The package is layered (docs/compiler.md, "Layers"): importing it loads the compiler core
 (IR, tracer, primitives, transforms, vkgrad.numpy); the layers that talk to a device (lowering,
@@ -28,8 +29,9 @@ from vkgrad import primitives as _primitives  # noqa: F401  (defines every primi
 from vkgrad.ir.core import Eqn, Literal, Program, Var
 from vkgrad.ir.interpreter import run_program
 from vkgrad.tracer.core import ShapeDtype
-from vkgrad.transforms import (check_grads, grad, jvp, make_ir, trace, value_and_grad, vjp)
-from vkgrad import numpy, nn, optim  # noqa: E402,F401  (vg.numpy, vg.nn, vg.optim)
+from vkgrad.transforms import (check_grads, custom_jvp, custom_vjp, grad, hessian, jacfwd,
+                               jacrev, jvp, make_ir, trace, value_and_grad, vjp)
+from vkgrad import numpy, nn, optim, tree_util  # noqa: E402,F401  (vg.numpy, vg.nn, ...)
 
 lax = _primitives   # vg.lax: the lax-like layer (top_k, argsort, the primitives' functions)
 
@@ -40,11 +42,13 @@ _LAZY = {"jit": "vkgrad.execution.jit", "Array": "vkgrad.execution.array",
          "DeletedArrayError": "vkgrad.execution.array",
          "device_put": "vkgrad.execution.device_put", "profile": "vkgrad.execution.profile",
          "fallbacks": "vkgrad.execution.compiled", "default_backend": "vkgrad.execution.compiled",
-         "StrictModeError": "vkgrad.execution.compiled"}
+         "StrictModeError": "vkgrad.execution.compiled",
+         "devices": "vkgrad.execution.device_put"}
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "make_ir", "trace", "check_grads",
+           "custom_vjp", "custom_jvp", "jacfwd", "jacrev", "hessian",
            "ShapeDtype", "Program", "Var", "Literal", "Eqn", "run_program", "numpy", "nn", "optim",
-           "lax",
+           "lax", "tree_util",
            "VkgradError", "ArgumentError", "ConcretizationError", "DTypeError", "GradError",
            "GradientCheckError", "IRError", "LeakedTracerError", "MissingRuleError",
            "ShapeError", "VkgradIndexError", *_LAZY]

@@ -7,6 +7,7 @@ rules are written with).
                   scatter_add, matmul, softmax/log_softmax and their backward primitives
     attention.py  flash_attention and flash_attention_bwd
     scan.py       selective_scan and selective_scan_bwd (Mamba)
+    custom.py     custom_vjp_call and custom_jvp_call (vg.custom_vjp, vg.custom_jvp)
 """
 
 from vkgrad.primitives.lax import *  # noqa: F401,F403
@@ -16,3 +17,5 @@ from vkgrad.primitives.attention import (FLASH_HEAD_DIMS, flash_attention,  # no
                                          flash_attention_p)
 from vkgrad.primitives.scan import (SCAN_STATE_SIZES, scan_chunk, selective_scan,  # noqa: F401
                                     selective_scan_bwd_p, selective_scan_p)
+from vkgrad.primitives.custom import (CUSTOM_CALLS, CustomRule,  # noqa: F401
+                                     custom_jvp_call_p, custom_vjp_call_p)
