@@ -101,10 +101,14 @@ def parse_program(text: str, consts: dict | None = None) -> Program:
         return Literal(_parse_scalar(lm.group(1), lm.group(2)), lm.group(2))
 
     inputs = [define(b) for b in split_top(ins_text)]
-    eqns, const_pairs, outputs, phase = [], [], None, "fwd"
+    eqns, const_pairs, outputs, phase, arg_names = [], [], None, "fwd", ()
     for ln in lines[1:]:
         if ln == "}":
             break
+        if ln.startswith("# inputs: "):      # the printer's names of the input leaves
+            arg_names = tuple(re.sub(r"^%\d+ ", "", part)
+                              for part in re.split(r", (?=%\d+ )", ln[len("# inputs: "):]))
+            continue
         if ln.startswith("#"):
             if ln == BACKWARD_MARKER:
                 phase = "bwd"
@@ -158,4 +162,4 @@ def parse_program(text: str, consts: dict | None = None) -> Program:
         eqns.append(Eqn(prim, args, Params(params), outs, src, phase))
     if outputs is None:
         raise IRError("program has no return line")
-    return Program(name, inputs, outputs, eqns, const_pairs)
+    return Program(name, inputs, outputs, eqns, const_pairs, arg_names)

@@ -17,6 +17,7 @@ by it, so stop_gradient is kept (`optimize(final=False)`); evaluated concretely 
 from __future__ import annotations
 
 import functools
+import inspect
 import re
 
 import numpy as np
@@ -28,7 +29,7 @@ from vkgrad.passes import optimize
 from vkgrad.primitives import broadcast_to, convert
 from vkgrad.transforms.autodiff import grad_program, jvp_program, vjp_program
 from vkgrad.tracer.core import (ArrayOps, Tracer, abstract_leaf, current_trace, eval_program, new_trace,
-                                user_source)
+                                source_location, user_source)
 from vkgrad.tracer.pytree import TreeDef, flatten_up_to, tree_flatten, tree_map, tree_unflatten
 
 
@@ -42,7 +43,11 @@ def _fun_name(fun) -> str:
 
 def _fun_where(fun) -> str:
     code = getattr(fun.func if isinstance(fun, functools.partial) else fun, "__code__", None)
-    return f"{code.co_filename.rsplit('/', 1)[-1]}:{code.co_firstlineno}" if code else "?"
+    if code is None:
+        return "?"
+    where = source_location(code.co_filename, code.co_firstlineno)
+    return where if where.startswith("Cell ") else \
+        f"{code.co_filename.rsplit('/', 1)[-1]}:{code.co_firstlineno}"
 
 
 class _Traced:
@@ -86,7 +91,35 @@ def _trace(fun, args, static_argnums=(), allow_spec=False) -> _Traced:
         for j, o in enumerate(out_leaves):
             abstract_leaf(o, f"result leaf {j} of {name}")
         program, captured = t.finish(out_leaves)
+    if any(tree is not None and tree.kind != "leaf" for tree in trees):
+        program = program.replace(arg_names=_leaf_names(fun, args, trees))
     return _Traced(checked(program, f"tracing {name}"), out_tree, leaves, captured, slices, trees)
+
+
+def _leaf_names(fun, args, trees) -> tuple:
+    """"params['w']", "x", "batch[0]": where each input leaf comes from (for printing, when an
+    argument is a pytree)."""
+    try:
+        params = list(inspect.signature(fun).parameters)
+    except (TypeError, ValueError):
+        params = []
+    names = []
+    for i, tree in enumerate(trees):
+        if tree is not None:
+            base = params[i] if i < len(params) and not params[i].startswith("*") else f"arg{i}"
+            names += _paths(tree, base)
+    return tuple(names)
+
+
+def _paths(tree: TreeDef, prefix: str) -> list:
+    if tree.kind == "leaf":
+        return [prefix]
+    if tree.kind == "dict":
+        return [p for k, c in zip(tree.meta, tree.children) for p in _paths(c, f"{prefix}[{k!r}]")]
+    if tree.kind == "namedtuple":
+        return [p for f, c in zip(tree.meta._fields, tree.children)
+                for p in _paths(c, f"{prefix}.{f}")]
+    return [p for i, c in enumerate(tree.children) for p in _paths(c, f"{prefix}[{i}]")]
 
 
 def _normalize_argnums(argnums, nargs, what="argnums") -> tuple:
@@ -144,6 +177,18 @@ def _value_and_grad(fun, argnums, has_aux, keep_value):
     def value_and_grad_fun(*args, **kwargs):
         nums = _normalize_argnums(argnums, len(args))
         tr = _trace(_bind_kwargs(fun, kwargs), args)
+        wrt = []   # the inputs first (as JAX): an integer input is the usual cause of both
+        for i in nums:
+            for k in range(tr.arg_slices[i].start, tr.arg_slices[i].stop):
+                v = tr.program.inputs[k]
+                if not is_float(v.dtype):
+                    raise GradError(
+                        f"grad of {name} with respect to argument {i}: it holds "
+                        f"{type_str(v.shape, v.dtype)} values (an integer input), and only "
+                        "float arguments have gradients. Pass floats (e.g. 3.0, not 3, or "
+                        "x.astype(np.float32)), or leave integer arguments (indices, labels) "
+                        "out of argnums.", source=user_source())
+                wrt.append(k)
         value_tree = _value_tree(tr.out_tree, has_aux, name)
         out0 = tr.program.outputs[0] if tr.program.outputs else None
         if value_tree.kind != "leaf" or not is_float(out0.dtype) or out0.shape != ():
@@ -153,17 +198,6 @@ def _value_and_grad(fun, argnums, has_aux, keep_value):
                 f"grad of {name} (defined at {_fun_where(fun)}) needs it to return a float "
                 f"scalar, but it returned {got}. Reduce it to a scalar (e.g. .sum() or "
                 ".mean()) or use vkgrad.vjp for non-scalar results.", source=user_source())
-        wrt = []
-        for i in nums:
-            for k in range(tr.arg_slices[i].start, tr.arg_slices[i].stop):
-                v = tr.program.inputs[k]
-                if not is_float(v.dtype):
-                    raise GradError(
-                        f"grad of {name} with respect to argument {i}: it holds "
-                        f"{type_str(v.shape, v.dtype)} values, and only float arguments have "
-                        "gradients. Leave integer arguments (indices, labels) out of argnums, "
-                        "or pass floats.", source=user_source())
-                wrt.append(k)
         joint = checked(grad_program(tr.program, wrt), f"autodiff of {name}")
         n = len(tr.program.outputs)
         if not keep_value:   # grad: the value itself is not returned (aux still is)
