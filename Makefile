@@ -1,5 +1,6 @@
 # make test   set up if needed, then run every test
-# make demo   set up if needed, then run the main job on the default device
+# make demo   set up if needed, then run the main job on the default backend
+#             (VKGRAD_BACKEND=vulkan|numpy chooses; DEMO_ARGS="--steps 50" passes arguments)
 PY := .venv/bin/python
 SETUP := .venv/.vkgrad-setup
 
@@ -8,7 +9,7 @@ test: $(SETUP)
 	$(PY) -m pytest tests
 
 demo: $(SETUP)
-	$(PY) examples/demo.py
+	$(PY) examples/demo.py $(DEMO_ARGS)
 
 setup: $(SETUP)
 
