@@ -15,7 +15,13 @@ Semantics follow numpy, with these choices:
   array index without int indices beside it (numpy's mixed advanced-indexing rules move axes;
   use vnp.take for those); boolean masks give data-dependent shapes: use vnp.where.
 * softmax, log_softmax and logsumexp live here too (jax.nn / scipy.special names), and
-  stop_gradient.
+  stop_gradient;
+* arrays are immutable: `out=` and `x[i] = v` are refused; `x.at[i].set(v)` (or `vnp.at(x)`)
+  returns the updated array.
+
+docs/numpy.md lists what is covered, how each function is built (a primitive, or a composition
+that fuses on Vulkan), and what is refused and why (complex numbers, float16, data-dependent
+shapes, ...).
 """
 
 from __future__ import annotations
@@ -813,7 +819,7 @@ def fmod(x, y):
 mod = remainder
 
 
-def divmod_(x, y): return floor_divide(x, y), remainder(x, y)
+def divmod(x, y): return floor_divide(x, y), remainder(x, y)
 
 
 def isnan(x):
@@ -1586,7 +1592,7 @@ def array_split(ary, indices_or_sections, axis=0):
         if k <= 0:
             raise ArgumentError("number of sections must be larger than 0",
                                 source=user_source())
-        each, extra = divmod(n, k)
+        each, extra = builtins.divmod(n, k)
         sizes = [each + 1] * extra + [each] * (k - extra)
         bounds = [0] + list(_np.cumsum(sizes))
     else:
