@@ -20,6 +20,7 @@ import sys
 
 from vkgrad.dtypes import canonical_dtype
 from vkgrad.errors import ArgumentError, VkgradError
+from vkgrad.ir.parser import split_top
 from vkgrad.lowering.stages import STAGE_NAMES, Options, describe_stages, run_stages, stage_text
 from vkgrad.runtime import get_device
 from vkgrad.tracer.core import ShapeDtype
@@ -83,18 +84,8 @@ def _spec_item(text: str):
 
 
 def _split_braces(s: str) -> list[str]:
-    """split_top that also respects {} (dict specs)."""
-    parts, depth, cur = [], 0, []
-    for ch in s:
-        depth += ch in "([{"
-        depth -= ch in ")]}"
-        if ch == "," and depth == 0:
-            parts.append("".join(cur).strip())
-            cur = []
-        else:
-            cur.append(ch)
-    parts.append("".join(cur).strip())
-    return [p for p in parts if p]
+    """The parser's split_top, also respecting {} (dict specs)."""
+    return split_top(s, ",", "([{", ")]}")
 
 
 def parse_args_spec(text: str) -> list:

@@ -1446,45 +1446,34 @@ def empty_like(a, dtype=None): return zeros_like(a, dtype)
 
 # ----------------------------------------------------------------------------------- shapes+
 
-def atleast_1d(*arys):
-    r = [reshape(a, (1,)) if asarray(a).ndim == 0 else asarray(a) for a in arys]
-    return r[0] if len(r) == 1 else r
+def _atleast(arys, padded) -> list:
+    """Each array reshaped to padded(its shape): numpy's atleast_nd."""
+    out = []
+    for a in map(asarray, arys):
+        shape = padded(tuple(a.shape))
+        out.append(reshape(a, shape) if shape != tuple(a.shape) else a)
+    return out
 
 
-def atleast_2d(*arys):
-    r = []
-    for a in arys:
-        a = asarray(a)
-        r.append(reshape(a, (1,) * (2 - a.ndim) + tuple(a.shape)) if a.ndim < 2 else a)
-    return r[0] if len(r) == 1 else r
-
-
-def atleast_3d(*arys):
-    r = []
-    for a in arys:
-        a = asarray(a)
-        shape = {0: (1, 1, 1), 1: (1,) + tuple(a.shape) + (1,),
-                 2: tuple(a.shape) + (1,)}.get(a.ndim)
-        r.append(reshape(a, shape) if shape else a)
-    return r[0] if len(r) == 1 else r
+def _pad1(s): return s or (1,)
+def _pad2(s): return (1,) * (2 - len(s)) + s if len(s) < 2 else s
+def _pad3(s): return {0: (1, 1, 1), 1: (1,) + s + (1,), 2: s + (1,)}.get(len(s), s)
+def _one_or_list(r): return r[0] if len(r) == 1 else r
+def atleast_1d(*arys): return _one_or_list(_atleast(arys, _pad1))
+def atleast_2d(*arys): return _one_or_list(_atleast(arys, _pad2))
+def atleast_3d(*arys): return _one_or_list(_atleast(arys, _pad3))
 
 
 def hstack(tup):
-    arrs = atleast_1d(*tup) if len(tup) > 1 else [atleast_1d(*tup)]
+    arrs = _atleast(tup, _pad1)
     return concatenate(arrs, 0 if arrs[0].ndim == 1 else 1)
 
 
-def vstack(tup):
-    arrs = atleast_2d(*tup) if len(tup) > 1 else [atleast_2d(*tup)]
-    return concatenate(arrs, 0)
+def vstack(tup): return concatenate(_atleast(tup, _pad2), 0)
+def dstack(tup): return concatenate(_atleast(tup, _pad3), 2)
 
 
 row_stack = vstack
-
-
-def dstack(tup):
-    arrs = atleast_3d(*tup) if len(tup) > 1 else [atleast_3d(*tup)]
-    return concatenate(arrs, 2)
 
 
 def column_stack(tup):

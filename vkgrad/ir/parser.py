@@ -23,13 +23,13 @@ _LITERAL = re.compile(r"^(.+):(f32|f64|i32|bool)$")
 _PRIM = re.compile(r"^([A-Za-z_]\w*)")
 
 
-def split_top(s: str, sep: str = ",") -> list[str]:
-    """Split on `sep` outside (), [] ."""
+def split_top(s: str, sep: str = ",", opening: str = "([", closing: str = ")]") -> list[str]:
+    """Split on `sep` outside (), [] (or the brackets given)."""
     parts, depth, cur = [], 0, []
     for ch in s:
-        if ch in "([":
+        if ch in opening:
             depth += 1
-        elif ch in ")]":
+        elif ch in closing:
             depth -= 1
         if ch == sep and depth == 0:
             parts.append("".join(cur).strip())
