@@ -39,10 +39,10 @@ def default_backend() -> str:
     notice, once: when no Vulkan device opens, and when the only one is a CPU implementation
     (lavapipe) and VKGRAD_DEVICE does not ask for it.
 
-    Why numpy on lavapipe (measured on a 2-core machine, vkgrad 2026-12): an MLP training step
-    (batch 256, 512-512-10, Adam) took 76-88 ms/step on the interpreter and 590-600 ms on
-    lavapipe (9 vs 174 ms on a quieter run); the demo's step (2-64-64-3, batch 128) 15-24 vs
-    17-18 ms, and compiling it 35 ms vs 440-670 ms (shaders)."""
+    Why numpy on lavapipe (measured on a busy 2-core machine, 2026-11-30): an MLP training step
+    (batch 256, 512-512-10, Adam) took 76-88 ms on the interpreter and 590-600 ms on lavapipe
+    (issue 14, which asked for this, measured 9 vs 174 ms); the demo's step (2-64-64-3, batch
+    128) 15-24 vs 17-18 ms, and compiling it 35 ms vs 440-670 ms (shaders)."""
     global _warned_no_device, _noticed_cpu_device
     env = os.environ.get("VKGRAD_BACKEND", "").strip().lower()
     if env:
