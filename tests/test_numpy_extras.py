@@ -21,8 +21,10 @@ def test_numpy_function_hint_names_only_functions_that_exist():
     with pytest.raises(vg.ConcretizationError, match="does not support fft yet"):
         vg.make_ir(lambda x: np.fft.fft(x))(X)
     # a function vnp has is used through numpy's name
-    prog = vg.make_ir(lambda x: np.cumsum(np.arcsinh(x), axis=1))(X)
-    assert "asinh" in str(prog)
+    prog = vg.make_ir(lambda x: np.cumsum(np.arcsinh(x), axis=1) + np.linalg.norm(x))(X)
+    assert "asinh" in str(prog) and "sqrt" in str(prog)
+    with pytest.raises(vg.ConcretizationError, match="does not support inv yet"):
+        vg.make_ir(lambda x: np.linalg.inv(x[:, :3]))(X)
 
 
 def test_dtype_names_follow_the_policy():

@@ -1989,7 +1989,8 @@ def _instead(name, fn) -> str:
 
 
 def _tracer_array_function(self, func, types, args, kwargs):
-    fn = _public(func.__name__)
+    fn = (getattr(linalg, func.__name__, None) if func.__module__.endswith("linalg") else
+          _public(func.__name__))
     if fn is None or func.__name__ in ("asarray", "array"):
         raise concretization_error(self, f"numpy.{func.__name__}", _instead(
             func.__name__, globals().get(func.__name__) if func.__name__ in ("asarray", "array")

@@ -257,6 +257,7 @@ def vjp(fun, *primals, has_aux=False):
     wrt = [k for k in range(len(tr.leaves)) if is_float(tr.program.inputs[k].dtype)]
     ct_outputs = [j for j in range(nv) if is_float(tr.program.outputs[j].dtype)]
     joint = checked(vjp_program(tr.program, wrt, ct_outputs), f"autodiff of {name}")
+    optimized: dict = {}
 
     def vjp_fn(cotangent):
         cts, ct_tree = tree_flatten(cotangent)
@@ -273,8 +274,10 @@ def vjp(fun, *primals, has_aux=False):
                                     f"{type_str(o.shape, o.dtype)}", source=user_source())
             ct_vals.append(c if isinstance(c, ArrayOps) and c.aval.dtype == o.dtype else
                            _cast(c, o.dtype))
-        prog = optimize(joint, final=_final())
-        res = eval_program(prog, tr.args + ct_vals)[len(tr.program.outputs):]
+        final = _final()
+        if final not in optimized:   # once per kind of use (jacrev calls vjp_fn per row)
+            optimized[final] = optimize(joint, final=final)
+        res = eval_program(optimized[final], tr.args + ct_vals)[len(tr.program.outputs):]
         by_leaf = dict(zip(wrt, (_to_user(r) for r in res)))
         return tuple(tree_unflatten(tr.arg_trees[i], [by_leaf.get(k) for k in range(
             tr.arg_slices[i].start, tr.arg_slices[i].stop)]) for i in range(len(primals)))
