@@ -572,23 +572,36 @@ CASES += [
                                       np.linalg.norm(x, -np.inf), np.linalg.norm(x[1], 3),
                                       np.linalg.norm(x, axis=0, keepdims=True)),
          vulkan="stats_vk"),
-    # --- sorting: argsort has no Vulkan kernel (a counted fallback; docs/numpy.md)
+    # --- sorting: argsort (stable; a bitonic sort per row on Vulkan) and gathers
     Case("sort_argsort", lambda x: (vnp.sort(x, axis=0), vnp.argsort(x, axis=1), vnp.sort(x, axis=None),
                                     vnp.argsort(x, axis=0, descending=True)),
          [Few(3, 4)], numpy=lambda x: (np.sort(x, axis=0),
                                        np.argsort(x, axis=1, kind="stable").astype(np.int32),
                                        np.sort(x, axis=None),
                                        np.argsort(-x, axis=0, kind="stable").astype(np.int32)),
-         **NOGRAD,
-         vulkan=False),   # argsort: no Vulkan kernel
-    Case("sort_grad", lambda x: vnp.sort(x, axis=1) * vnp.arange(4.0), [F(3, 4)], vulkan=False),
+         **NOGRAD, vulkan="sort_vk"),
+    Case("sort_grad", lambda x: vnp.sort(x, axis=1) * vnp.arange(4.0), [F(3, 4)], vulkan="sort_vk"),
     Case("top_k", lambda x: vg.lax.top_k(x, 2), [F(3, 5)],
          numpy=lambda x: (-np.sort(-x, axis=1)[:, :2], np.argsort(-x, axis=1)[:, :2]
-                          .astype(np.int32)), vulkan=False),
+                          .astype(np.int32)), vulkan="sort_vk"),
     Case("median_percentile", lambda x: (vnp.median(x, axis=1), vnp.percentile(x, [25, 90]),
                                          vnp.quantile(x, 0.5, axis=0, keepdims=True)),
          [F(3, 4)], numpy=lambda x: (np.median(x, axis=1), np.percentile(x, [25, 90]).astype(np.float32),
-                                     np.quantile(x, 0.5, axis=0, keepdims=True)), vulkan=False),
+                                     np.quantile(x, 0.5, axis=0, keepdims=True)), vulkan="sort_vk"),
+    # ties (5 values) check stability; NaN sorts last both ways
+    Case("sort_vk", lambda x: (vnp.argsort(x, axis=0), vnp.sort(x, axis=1), *vg.lax.top_k(x, 3),
+                               vnp.median(x, axis=1), vnp.percentile(x, 30, axis=0),
+                               vnp.argsort(x, axis=1, descending=True)),
+         [Few(33, 130, k=5)], numpy=lambda x: (
+             np.argsort(x, axis=0, kind="stable").astype(np.int32), np.sort(x, axis=1),
+             -np.sort(-x, axis=1)[:, :3], np.argsort(-x, axis=1, kind="stable")[:, :3]
+             .astype(np.int32), np.median(x, axis=1),
+             np.percentile(x, 30, axis=0).astype(np.float32),
+             np.argsort(-x, axis=1, kind="stable").astype(np.int32)), **NOGRAD),
+    Case("argsort_nan_vk", lambda x: (vnp.argsort(x), vnp.argsort(x, descending=True)),
+         [Const([[1.0, np.nan, -2.0, 1.0, np.nan, 0.0, -0.0]])],
+         numpy=lambda x: (np.argsort(x, kind="stable").astype(np.int32),
+                          np.argsort(-x, kind="stable").astype(np.int32)), **NOGRAD),
     # --- contractions
     Case("einsum", lambda a, b, c: (vnp.einsum("ij,jk->ik", a, b), vnp.einsum("ij,jk", a, b),
                                     vnp.einsum("bij,jk->bki", c, b), vnp.einsum("ii->i", a[:, :3]),
@@ -763,14 +776,6 @@ def ids(cases):
 
 
 # ----------------------------------------------------------------------------- completeness
-
-# Primitives with no Vulkan kernel yet: a program that has one runs whole on the interpreter,
-# a fallback vg.fallbacks() counts (tests/test_vulkan_ops.py checks that it is counted).
-NO_VULKAN_KERNEL = {
-    "argsort": "sorting runs on the interpreter until a bitonic-sort kernel lands "
-               "(docs/numpy.md, 'Sorting')",
-}
-
 
 # Primitives `optimize(final=True)` removes, so the lowering never sees them.
 REMOVED_BEFORE_LOWERING = {"stop_gradient", "custom_vjp_call", "custom_jvp_call"}

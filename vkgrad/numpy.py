@@ -1044,8 +1044,8 @@ def average(a, axis=None, weights=None, returned=False, keepdims=False):
 
 
 # ----------------------------------------------------------------------------------- sorting
-# One primitive, argsort (stable, last axis; vkgrad/primitives/lax.py): sort, median and
-# percentile gather with it. It runs on the interpreter (a counted fallback, docs/numpy.md).
+# One primitive, argsort (stable, last axis; vkgrad/primitives/lax.py; a bitonic sort per row
+# on Vulkan): sort, median and percentile gather with it (docs/numpy.md, "Sorting").
 
 def _along_last(fn, a, axis):
     """fn applied along `axis` of a (moved to the last axis and back)."""

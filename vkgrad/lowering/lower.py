@@ -2,7 +2,8 @@
 
 Each `fused` eqn becomes one generated kernel (vkgrad/lowering/elementwise.py); every other eqn
 goes through `kernel_rules[prim]`, which maps it onto a hand-written kernel's planner
-(matmul.py, kernels.py) and says which of its values play which role. A standalone `reshape` is
+(matmul.py, kernels.py, attention.py, scan.py, sort.py) and says which of its values play which
+role. A standalone `reshape` is
 an alias: a second name for its operand's buffer (the layout is row-major, so it is exact).
 
 Memory planning: every materialized value gets a buffer *slot*. Inputs, consts and what the
@@ -30,6 +31,7 @@ from vkgrad.lowering.kernels import (plan_reduce, plan_softmax, plan_softmax_gra
 from vkgrad.lowering.launch import Launch
 from vkgrad.lowering.matmul import plan_matmul_op
 from vkgrad.lowering.scan import plan_selective_scan, plan_selective_scan_bwd
+from vkgrad.lowering.sort import max_row, plan_argsort
 from vkgrad.primitives.scan import operand_names as scan_operand_names
 
 
@@ -148,6 +150,17 @@ def _selective_scan(backward):
     return rule
 
 
+def _argsort(e, info):
+    x = e.inputs[0]
+    _need_f32(e, x)
+    if x.shape[-1] > max_row(info):
+        raise Unsupported(f"argsort of rows longer than {max_row(info)} (the kernel sorts a row "
+                          "in shared memory)")
+    plan = plan_argsort(math.prod(x.shape[:-1]), x.shape[-1],
+                        descending=e.params["descending"], info=info)
+    return plan, {"x": x, "out": e.out}
+
+
 kernel_rules = {
     P.matmul_p: _matmul,
     P.reduce_sum_p: _reduction("sum"),
@@ -163,6 +176,7 @@ kernel_rules = {
     P.flash_attention_bwd_p: _flash_attention(True),
     P.selective_scan_p: _selective_scan(False),
     P.selective_scan_bwd_p: _selective_scan(True),
+    P.argsort_p: _argsort,
 }
 
 

@@ -759,10 +759,9 @@ def isinf(x): return bind(isinf_p, x)
 # =================================================================================== sorting
 # argsort[descending](x): the stable sorting permutation of x's LAST axis, as i32 indices
 # (vkgrad.numpy moves other axes there). The one sorting primitive: sort, top_k, median and
-# percentile gather with it, so their gradients are take's (scatter_add). It has no Vulkan
-# kernel yet: a program that sorts runs WHOLE on the interpreter, counted by vg.fallbacks()
-# ("no Vulkan kernel for 'argsort'"); docs/numpy.md says why (a bitonic-sort kernel is the
-# plan; until a model needs sorting inside a training step, the counted fallback is honest).
+# percentile gather with it, so their gradients are take's (scatter_add). On Vulkan a bitonic
+# sort in shared memory, one workgroup per row (kernels_glsl/argsort.comp, lowering/sort.py),
+# for rows up to 4096 elements; longer rows are a counted fallback (docs/numpy.md).
 argsort_p = Primitive("argsort", ("pure",))
 param_defaults[argsort_p] = {"descending": False}
 
@@ -775,7 +774,7 @@ def _argsort_rule(x, *, descending):
 
 
 def _argsort_impl(x, *, descending):
-    # stable both ways: ties keep their order; NaN sorts last ascending, first descending
+    # stable both ways: ties keep their order; NaN sorts last both ways (numpy's argsort of -x)
     key = -x.astype(np.float64) if descending else x
     return np.argsort(key, axis=-1, kind="stable")
 
