@@ -583,16 +583,6 @@ def matmul(a, b):
     return r
 
 
-def dot(a, b):
-    a, b = asarray(a), asarray(b)
-    if a.ndim == 0 or b.ndim == 0:
-        return multiply(a, b)
-    if a.ndim > 2 or b.ndim > 2:
-        raise ShapeError("vnp.dot supports 1-D and 2-D operands; use vnp.matmul (@) for "
-                         "batches", source=user_source())
-    return matmul(a, b)
-
-
 # ----------------------------------------------------------------------------------- softmax
 
 def _last_axis(fn, x, axis):
@@ -883,11 +873,6 @@ def array_equal(a1, a2) -> bool:
 
 
 # ----------------------------------------------------------------------------------- reductions+
-
-def _reduce_axes(a, axis):
-    a = asarray(a)
-    return a, _axes(axis, a.ndim)
-
 
 def any(a, axis=None, out=None, keepdims=False):
     """A max of 0/1 floats (exact; the reduction kernels compute in f32) compared with 0."""
