@@ -97,14 +97,19 @@ def flatten_up_to(treedef: TreeDef, tree) -> list:
         return []
     if tree is None:
         return [None] * treedef.num_leaves
+    kind = _flatten(tree, [], lambda x: x is not tree).kind   # tree's own top-level kind
+    if kind != treedef.kind:
+        raise ArgumentError(f"tree structures differ: {treedef} vs {tree_structure(tree)}")
     if treedef.kind == "dict":
+        if sorted(tree) != list(treedef.meta):
+            raise ArgumentError(f"tree structures differ: {treedef} vs {tree_structure(tree)}")
         kids = [tree[k] for k in treedef.meta]
     elif treedef.kind == "custom":
         kids = list(_registry[treedef.meta[0]][0](tree)[0])
     else:
         kids = list(tree)
     if len(kids) != len(treedef.children):
-        raise ArgumentError(f"a pytree does not match the structure {treedef}")
+        raise ArgumentError(f"tree structures differ: {treedef} vs {tree_structure(tree)}")
     return [leaf for c, k in zip(treedef.children, kids) for leaf in flatten_up_to(c, k)]
 
 
