@@ -1208,6 +1208,13 @@ def outer(a, b, out=None):
     return multiply(reshape(a, (-1, 1)), reshape(b, (1, -1)))
 
 
+def _arranged(x, term, order, shape):
+    """x, whose axes `term` labels, with its axes in `order` and reshaped to `shape`."""
+    if list(order) != list(term):
+        x = transpose(x, [term.index(c) for c in order])
+    return reshape(x, shape) if tuple(shape) != tuple(x.shape) else x
+
+
 def einsum(subscripts, *operands, out=None, optimize=None, dtype=None, precision=None):
     """numpy's einsum, any subscripts (repeated indices take diagonals, '...' broadcasts,
     implicit output when there is no '->'). Lowered to diagonals and sums per operand, then one
@@ -1275,25 +1282,19 @@ def einsum(subscripts, *operands, out=None, optimize=None, dtype=None, precision
         summed = [c for c in ta if c in tb and c not in needed]
         a_only = [c for c in ta if c not in tb]
         b_only = [c for c in tb if c not in ta]
+        t = batch + a_only + b_only
+        dims = [sizes[c] for c in t]
         if not summed:   # nothing to sum: a broadcast product
-            t = batch + a_only + b_only
-            a = multiply(transpose(a, [ta.index(c) for c in batch + a_only])
-                         .reshape([sizes[c] for c in batch + a_only] + [1] * len(b_only)),
-                         reshape(transpose(b, [tb.index(c) for c in batch + b_only]),
-                                 [sizes[c] for c in batch] + [1] * len(a_only)
-                                 + [sizes[c] for c in b_only]))
-        else:
-            nb = math.prod(sizes[c] for c in batch)
-            m = math.prod(sizes[c] for c in a_only)
-            kk = math.prod(sizes[c] for c in summed)
-            n = math.prod(sizes[c] for c in b_only)
-            a3 = reshape(transpose(a, [ta.index(c) for c in batch + a_only + summed]),
-                         (nb, m, kk))
-            b3 = reshape(transpose(b, [tb.index(c) for c in batch + summed + b_only]),
-                         (nb, kk, n))
-            r = matmul(a3[0], b3[0]) if nb == 1 else matmul(a3, b3)
-            t = batch + a_only + b_only
-            a = reshape(r, [sizes[c] for c in t])
+            a = multiply(_arranged(a, ta, batch + a_only, dims[:len(batch) + len(a_only)]
+                                   + [1] * len(b_only)),
+                         _arranged(b, tb, batch + b_only, dims[:len(batch)] + [1] * len(a_only)
+                                   + dims[len(batch) + len(a_only):]))
+        else:            # one (batched) matmul: [batch, a_only, summed] @ [batch, summed, b_only]
+            nb, m, kk, n = (math.prod(sizes[c] for c in group)
+                            for group in (batch, a_only, summed, b_only))
+            a3 = _arranged(a, ta, batch + a_only + summed, (nb, m, kk))
+            b3 = _arranged(b, tb, batch + summed + b_only, (nb, kk, n))
+            a = reshape(matmul(a3[0], b3[0]) if nb == 1 else matmul(a3, b3), dims)
         ta = "".join(t)
     lone = [j for j, c in enumerate(ta) if c not in out_t]
     if lone:
