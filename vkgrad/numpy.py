@@ -1734,7 +1734,8 @@ class _AtRef:
         # gathered as f32 (exact below 2**24; the gather kernel moves f32) and cast back
         return astype(_getitem(reshape(P.iota((n,), 0, "f32"), x.shape), idx), "i32")
 
-    def _apply(self, v, combine, unit):
+    def _apply(self, v, combine):
+        """x with combine(x[idx], v) at idx (combine None: v itself)."""
         x, idx = self.x, self.idx
         if isinstance(idx, ArrayOps) and _dtype_of(idx) == "bool" and \
                 tuple(idx.shape) == tuple(x.shape):   # a traced mask: a select, no scatter
@@ -1745,20 +1746,15 @@ class _AtRef:
         n = math.prod(x.shape)
         v = astype(broadcast_to(asarray(v), tuple(pos.shape)), dt)
         flat_x, flat_v = ravel(x), ravel(v)
-        if isinstance(pos, _np.ndarray):
-            groups = _duplicate_rounds(pos.reshape(-1), keep_last=combine is None)
-            for slots, where_ in groups:
+        if isinstance(pos, _np.ndarray):   # concrete: rounds of distinct positions
+            for slots, at_ in _duplicate_rounds(pos.reshape(-1), keep_last=combine is None):
                 hit = _np.zeros(n, bool)
-                hit[where_] = True
+                hit[at_] = True
                 upd = P.scatter_add(P.take(flat_v, slots.astype(_np.int32), 0),
-                                    where_.astype(_np.int32), 0, (n,))
-                flat_x = (where(hit, upd, flat_x) if combine is None else
-                          where(hit, combine(flat_x, upd), flat_x))
+                                    at_.astype(_np.int32), 0, (n,))
+                flat_x = where(hit, upd if combine is None else combine(flat_x, upd), flat_x)
             return reshape(flat_x, x.shape)
-        # traced positions: every update lands; with repeats, set gives their mean
-        p = ravel(pos)
-        count = P.scatter_add(ones(tuple(p.shape), dt), p, 0, (n,))
-        hit = greater(count, 0)
+        p = ravel(pos)   # traced positions: every update lands
         if combine is add:
             return reshape(add(flat_x, P.scatter_add(flat_v, p, 0, (n,))), x.shape)
         if combine is not None:
@@ -1766,16 +1762,17 @@ class _AtRef:
                 "x.at[traced indices].mul/min/max/...: vkgrad needs concrete indices for these "
                 "(repeated indices must be grouped at trace time); use .add, .set, or numpy "
                 "indices", source=user_source())
+        count = P.scatter_add(ones(tuple(p.shape), dt), p, 0, (n,))   # set: repeats -> mean
         upd = divide(P.scatter_add(flat_v, p, 0, (n,)), maximum(count, 1))
-        return reshape(where(hit, astype(upd, dt), flat_x), x.shape)
+        return reshape(where(greater(count, 0), astype(upd, dt), flat_x), x.shape)
 
-    def set(self, values, **kw): return self._apply(values, None, None)
-    def add(self, values, **kw): return self._apply(values, add, 0)
-    def multiply(self, values, **kw): return self._apply(values, multiply, 1)
-    def divide(self, values, **kw): return self._apply(values, divide, 1)
-    def power(self, values, **kw): return self._apply(values, power, 1)
-    def min(self, values, **kw): return self._apply(values, minimum, None)
-    def max(self, values, **kw): return self._apply(values, maximum, None)
+    def set(self, values, **kw): return self._apply(values, None)
+    def add(self, values, **kw): return self._apply(values, add)
+    def multiply(self, values, **kw): return self._apply(values, multiply)
+    def divide(self, values, **kw): return self._apply(values, divide)
+    def power(self, values, **kw): return self._apply(values, power)
+    def min(self, values, **kw): return self._apply(values, minimum)
+    def max(self, values, **kw): return self._apply(values, maximum)
     mul = multiply
 
 
