@@ -41,8 +41,8 @@ import numpy as np
 
 from vkgrad.errors import ArgumentError
 from vkgrad.ir.core import is_float, np_dtype, type_str
-from vkgrad.primitives import CustomRule, broadcast_to, convert, custom_jvp_call_p, \
-    custom_vjp_call_p
+from vkgrad.primitives import (CustomRule, broadcast_to, convert, custom_jvp_call_p,
+                               custom_vjp_call_p)
 from vkgrad.tracer.core import bind, current_trace, user_source
 from vkgrad.tracer.pytree import flatten_up_to, tree_unflatten
 from vkgrad.transforms.api import _fun_name, _trace, vjp
