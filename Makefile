@@ -1,6 +1,7 @@
 # make test       set up if needed, then run every test
-# make demo       set up if needed, then train the tiny transformer LM on the default device
-#                 (examples/train_lm.py; outputs in runs/demo)
+# make demo       set up if needed, then train the tiny transformer LM on the default backend
+#                 (examples/train_lm.py; outputs in runs/demo; VKGRAD_BACKEND=vulkan|numpy
+#                 chooses; DEMO_ARGS="--steps 50" passes arguments)
 # make demo-mlp   the MLP classifier demo (examples/demo.py)
 PY := .venv/bin/python
 SETUP := .venv/.vkgrad-setup
@@ -10,10 +11,10 @@ test: $(SETUP)
 	$(PY) -m pytest tests
 
 demo: $(SETUP)
-	$(PY) examples/train_lm.py --model transformer --preset tiny --out runs/demo
+	$(PY) examples/train_lm.py --model transformer --preset tiny --out runs/demo $(DEMO_ARGS)
 
 demo-mlp: $(SETUP)
-	$(PY) examples/demo.py
+	$(PY) examples/demo.py $(DEMO_ARGS)
 
 setup: $(SETUP)
 

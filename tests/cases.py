@@ -25,6 +25,8 @@ A row:
              differentiate (integer or boolean results, integer arguments only) or where finite
              differences cannot see the derivative (say why beside the row)
     tol      check_grads tolerances (atol, rtol, eps)
+    text     False where the program holds a custom_vjp/custom_jvp call, whose rule is Python
+             code the parser cannot rebuild (the round trip is skipped)
     modes    the modes checked: ("fwd", "rev"), or ("rev",) where forward mode cannot run (it
              is derived from the backward, so it needs the backward primitive's own VJP);
              forward mode against reverse mode is checked where both run
@@ -82,6 +84,10 @@ def I(*shape, lo=0, hi):             # int32 indices / labels / integers in [lo,
     return lambda r: r.integers(lo, hi, shape).astype(np.int32)
 
 
+def Frac(*shape):                    # k + f, f in [0.1, 0.4]: away from the steps of floor,
+    return lambda r: (r.integers(-3, 3, shape) + r.uniform(0.1, 0.4, shape))   # ceil, round
+
+
 def Const(value, dtype=None):        # a fixed array (indices chosen by hand)
     a = np.asarray(value, dtype)
     return lambda r: a.copy()
@@ -98,6 +104,7 @@ class Case:
     modes: tuple = ("fwd", "rev")
     vulkan: bool | str = True
     vk_rtol: float = 2e-5
+    text: bool = True     # print -> parse -> print; False where params hold Python functions
 
     def make_args(self) -> list:
         """The arguments, float64 (and int32)."""
@@ -490,6 +497,295 @@ CASES += [
          grad=1),
 ]
 
+# --- vkgrad.numpy's wider surface (issue 14): rounding, hyperbolic and inverse trigonometric
+# functions, float tests, compositions; small rows check gradients and numpy, the *_vk rows run
+# the same kernels on awkward sizes (their derivatives are the small rows')
+_INF = [0.0, np.nan, np.inf, -np.inf, 1.5, -2.5]
+
+
+def _np_at(fn):
+    """numpy's in-place update on a copy (the reference of the x.at rows)."""
+    def run(x, *a):
+        y = x.copy()
+        fn(y, *a)
+        return y
+    return run
+
+
+CASES += [
+    Case("rounding", lambda x: vnp.floor(x) + 2 * vnp.ceil(x) + 3 * vnp.round(x) + vnp.trunc(x) + x,
+         [Frac(3, 4)], numpy=lambda x: np.floor(x) + 2 * np.ceil(x) + 3 * np.round(x)
+         + np.trunc(x) + x, vulkan="rounding_vk"),
+    Case("rounding_vk", lambda x: (vnp.floor(x), vnp.ceil(x), vnp.rint(x), vnp.round(x, 1)),
+         [U(130, lo=-5.0, hi=5.0)], **NOGRAD),
+    Case("round_half_even", lambda x: vnp.round(x), [Const([0.5, 1.5, 2.5, -0.5, -1.5, 0.49])],
+         numpy=np.round, **NOGRAD),
+    Case("hyperbolic_tan", lambda x: vnp.sinh(x) + 0.5 * vnp.cosh(x) + vnp.tan(0.5 * x), [F(3, 4)],
+         numpy=lambda x: np.sinh(x) + 0.5 * np.cosh(x) + np.tan(0.5 * x), vulkan="trig_vk"),
+    Case("inverse_trig", lambda x: vnp.arcsin(x) + 0.5 * vnp.arccos(x) + vnp.arctan(3 * x)
+         + vnp.arctanh(x), [U(3, 4, lo=-0.8, hi=0.8)], numpy=lambda x: np.arcsin(x)
+         + 0.5 * np.arccos(x) + np.arctan(3 * x) + np.arctanh(x), vulkan="trig_vk"),
+    Case("inverse_hyperbolic", lambda x, p: vnp.arcsinh(x) + vnp.arccosh(p + 1.0), [F(3, 4), Pos(3, 4)],
+         numpy=lambda x, p: np.arcsinh(x) + np.arccosh(p + 1.0), vulkan="trig_vk"),
+    Case("arctan2", lambda y, x: vnp.arctan2(y, x), [NZ(3, 4), NZ(4)], numpy=np.arctan2,
+         vulkan="trig_vk"),
+    Case("trig_vk", lambda x: (vnp.tan(x), vnp.sinh(x), vnp.cosh(x), vnp.arcsin(0.45 * x),
+                               vnp.arccos(0.45 * x), vnp.arctan(x), vnp.arcsinh(10 * x),
+                               vnp.arccosh(vnp.abs(x) + 1.1), vnp.arctanh(0.45 * x),
+                               vnp.arctan2(x, x[::-1])), [U(257)], **NOGRAD),
+    Case("float_tests", lambda x: (vnp.isnan(x), vnp.isinf(x), vnp.isfinite(x), vnp.nan_to_num(x),
+                                   vnp.isclose(x, x + 1e-7), vnp.isclose(x, x, equal_nan=True),
+                                   vnp.isposinf(x), vnp.isneginf(x)),
+         [Const(_INF)], numpy=lambda x: (np.isnan(x), np.isinf(x), np.isfinite(x),
+                                         np.nan_to_num(x), np.isclose(x, x + np.float32(1e-7)),
+                                         np.isclose(x, x, equal_nan=True), np.isposinf(x),
+                                         np.isneginf(x)), **NOGRAD),
+    Case("exp_log_bases", lambda x, p: vnp.exp2(x) + vnp.log2(p) + vnp.log10(p) + vnp.expm1(x)
+         + 1e3 * vnp.expm1(1e-3 * x) + vnp.deg2rad(x) + vnp.rad2deg(x) / 100, [F(3, 4), Pos(3, 4)],
+         numpy=lambda x, p: np.exp2(x) + np.log2(p) + np.log10(p) + np.expm1(x)
+         + 1e3 * np.expm1(np.float32(1e-3) * x) + np.deg2rad(x) + np.rad2deg(x) / 100,
+         vulkan="trig_vk"),
+    Case("logaddexp_hypot_sinc", lambda x, y: vnp.logaddexp(x, y) + vnp.hypot(x, y) + vnp.sinc(x)
+         + vnp.logaddexp(x, x), [NZ(3, 4), NZ(3, 4)], numpy=lambda x, y: np.logaddexp(x, y)
+         + np.hypot(x, y) + np.sinc(x) + np.logaddexp(x, x), vulkan="trig_vk"),
+    Case("mod_floordiv", lambda x: x % 0.7 + x // 0.7 + vnp.fmod(x, -0.7) + vnp.remainder(2.0, x),
+         [NZ(3, 4)], numpy=lambda x: x % np.float32(0.7) + x // np.float32(0.7)
+         + np.fmod(x, np.float32(-0.7)) + np.remainder(np.float32(2.0), x), vulkan="int_mod"),
+    Case("int_mod", lambda i: (i % 3, i // 3, vnp.fmod(i, 3), i % -4),
+         [Const(np.arange(-7, 8), np.int32)], numpy=lambda i: (i % 3, i // 3, np.fmod(i, 3),
+                                                                i % -4), **NOGRAD),
+    # --- reductions and scans
+    Case("prod_scans_diff", lambda x: (vnp.prod(x, axis=1), vnp.cumsum(x, axis=0),
+                                       vnp.cumprod(x, axis=1), vnp.diff(x, axis=1),
+                                       x.prod(), x.cumsum()),
+         [F(3, 5)], numpy=lambda x: (np.prod(x, axis=1), np.cumsum(x, axis=0),
+                                     np.cumprod(x, axis=1), np.diff(x, axis=1), x.prod(),
+                                     x.cumsum()), vulkan="scans_vk"),
+    Case("prod_with_zeros", lambda x: vnp.prod(x, axis=1) + vnp.cumprod(x, axis=1).sum(),
+         [Const([[0.0, 2.0, 3.0], [1.5, -2.0, 0.0], [0.5, 0.0, 0.0]])], vulkan="scans_vk"),
+    Case("scans_vk", lambda x: (vnp.cumsum(x, axis=1), vnp.cumprod(0.1 * x + 1, axis=0).sum(1),
+                                vnp.prod(0.1 * x + 1, axis=1), vnp.diff(x, 2, axis=0)),
+         [U(7, 33)], **NOGRAD),
+    Case("any_all_count", lambda x: (vnp.any(x > 1, axis=0), vnp.all(x > -1, axis=1),
+                                     vnp.any(x > 9), vnp.count_nonzero(x > 0, axis=1)),
+         [F(3, 4)], numpy=lambda x: (np.any(x > 1, axis=0), np.all(x > -1, axis=1), np.any(x > 9),
+                                     np.count_nonzero(x > 0, axis=1).astype(np.int32)),
+         **NOGRAD),
+    Case("average_var_std_nan", lambda x: (vnp.average(x, axis=1, weights=np.float32([1, 2, 3, 4])),
+                                           vnp.var(x, axis=0, ddof=1), vnp.std(x, axis=1, ddof=2),
+                                           vnp.nansum(x), vnp.nanmean(x, axis=1)),
+         [F(3, 4)], numpy=lambda x: (np.average(x, axis=1, weights=np.float32([1, 2, 3, 4])),
+                                     np.var(x, axis=0, ddof=1), np.std(x, axis=1, ddof=2),
+                                     np.nansum(x), np.nanmean(x, axis=1)), vulkan="stats_vk"),
+    Case("stats_vk", lambda x: (vnp.average(x, axis=1, weights=np.arange(1.0, 34.0, dtype=np.float32)),
+                                vnp.std(x, axis=0, ddof=1), vnp.nanmean(x, axis=1),
+                                vnp.std(x[:, :1], axis=1), vnp.linalg.norm(x, -np.inf),
+                                vnp.linalg.norm(x, np.inf),
+                                vnp.linalg.norm(x[0], 3), vnp.linalg.norm(x, axis=1)),
+         [U(7, 33)], **NOGRAD),
+    Case("nan_reductions", lambda x: (vnp.nansum(x, axis=0), vnp.nanmean(x), vnp.nanmax(x),
+                                      vnp.nanmin(x, axis=1)),
+         [Const([[1.0, np.nan], [3.0, -2.0]])], numpy=lambda x: (
+             np.nansum(x, axis=0), np.nanmean(x), np.nanmax(x), np.nanmin(x, axis=1)), **NOGRAD),
+    # issue 14's wrong gradients: std/var over one element are constant (gradient 0, not nan);
+    # d/dx x**0 = 0 at x = 0, and so is the second derivative
+    Case("std_var_one_element", lambda x: vnp.std(x, axis=1) + 2 * vnp.var(x, axis=1) + vnp.std(x[0]),
+         [F(3, 1)], numpy=lambda x: np.std(x, axis=1) + 2 * np.var(x, axis=1) + np.std(x[0]),
+         vulkan="stats_vk"),
+    Case("power_zero_exponent", lambda x: 3 * vnp.power(x, 0.0) + x * x + x ** 0,
+         [Const([0.0, 1.5, -2.0])], numpy=lambda x: 3 * np.power(x, np.float32(0.0)) + x * x + 1,
+         vulkan="pow"),
+    Case("norms", lambda x: (vnp.linalg.norm(x), vnp.linalg.norm(x[0], 1),
+                             vnp.linalg.norm(x[0], np.inf), vnp.linalg.norm(x, axis=1),
+                             vnp.linalg.norm(x, "fro"), vnp.linalg.norm(x, 1),
+                             vnp.linalg.norm(x, -np.inf), vnp.linalg.norm(x[1], 3),
+                             vnp.linalg.norm(x, axis=0, keepdims=True)),
+         [NZ(3, 4)], numpy=lambda x: (np.linalg.norm(x), np.linalg.norm(x[0], 1),
+                                      np.linalg.norm(x[0], np.inf), np.linalg.norm(x, axis=1),
+                                      np.linalg.norm(x, "fro"), np.linalg.norm(x, 1),
+                                      np.linalg.norm(x, -np.inf), np.linalg.norm(x[1], 3),
+                                      np.linalg.norm(x, axis=0, keepdims=True)),
+         vulkan="stats_vk"),
+    # --- sorting: argsort (stable; a bitonic sort per row on Vulkan) and gathers
+    Case("sort_argsort", lambda x: (vnp.sort(x, axis=0), vnp.argsort(x, axis=1), vnp.sort(x, axis=None),
+                                    vnp.argsort(x, axis=0, descending=True)),
+         [Few(3, 4)], numpy=lambda x: (np.sort(x, axis=0),
+                                       np.argsort(x, axis=1, kind="stable").astype(np.int32),
+                                       np.sort(x, axis=None),
+                                       np.argsort(-x, axis=0, kind="stable").astype(np.int32)),
+         **NOGRAD, vulkan="sort_vk"),
+    Case("sort_grad", lambda x: vnp.sort(x, axis=1) * vnp.arange(4.0), [F(3, 4)], vulkan="sort_vk"),
+    Case("top_k", lambda x: vg.lax.top_k(x, 2), [F(3, 5)],
+         numpy=lambda x: (-np.sort(-x, axis=1)[:, :2], np.argsort(-x, axis=1)[:, :2]
+                          .astype(np.int32)), vulkan="sort_vk"),
+    Case("median_percentile", lambda x: (vnp.median(x, axis=1), vnp.percentile(x, [25, 90]),
+                                         vnp.quantile(x, 0.5, axis=0, keepdims=True)),
+         [F(3, 4)], numpy=lambda x: (np.median(x, axis=1), np.percentile(x, [25, 90]).astype(np.float32),
+                                     np.quantile(x, 0.5, axis=0, keepdims=True)), vulkan="sort_vk"),
+    # ties (5 values) check stability; NaN sorts last both ways
+    Case("sort_vk", lambda x: (vnp.argsort(x, axis=0), vnp.sort(x, axis=1), *vg.lax.top_k(x, 3),
+                               vnp.median(x, axis=1), vnp.percentile(x, 30, axis=0),
+                               vnp.argsort(x, axis=1, descending=True)),
+         [Few(33, 130, k=5)], numpy=lambda x: (
+             np.argsort(x, axis=0, kind="stable").astype(np.int32), np.sort(x, axis=1),
+             -np.sort(-x, axis=1)[:, :3], np.argsort(-x, axis=1, kind="stable")[:, :3]
+             .astype(np.int32), np.median(x, axis=1),
+             np.percentile(x, 30, axis=0).astype(np.float32),
+             np.argsort(-x, axis=1, kind="stable").astype(np.int32)), **NOGRAD),
+    Case("argsort_nan_vk", lambda x: (vnp.argsort(x), vnp.argsort(x, descending=True)),
+         [Const([[1.0, np.nan, -2.0, 1.0, np.nan, 0.0, -0.0]])],
+         numpy=lambda x: (np.argsort(x, kind="stable").astype(np.int32),
+                          np.argsort(-x, kind="stable").astype(np.int32)), **NOGRAD),
+    # --- contractions
+    Case("einsum", lambda a, b, c: (vnp.einsum("ij,jk->ik", a, b), vnp.einsum("ij,jk", a, b),
+                                    vnp.einsum("bij,jk->bki", c, b), vnp.einsum("ii->i", a[:, :3]),
+                                    vnp.einsum("...j,...j->...", c, c), vnp.einsum("i,j", a[0], b[0]),
+                                    vnp.einsum("ij,jk,kl->il", a, b, b.T)),
+         [F(3, 4), F(4, 5), F(2, 3, 4)],
+         numpy=lambda a, b, c: (np.einsum("ij,jk->ik", a, b), np.einsum("ij,jk", a, b),
+                                np.einsum("bij,jk->bki", c, b), np.einsum("ii->i", a[:, :3]),
+                                np.einsum("...j,...j->...", c, c), np.einsum("i,j", a[0], b[0]),
+                                np.einsum("ij,jk,kl->il", a, b, b.T)), vulkan="einsum_vk"),
+    Case("einsum_vk", lambda a, b: (vnp.einsum("bij,bkj->bik", a, b) + vnp.einsum("bii->b", a[:, :, :7])[:, None, None],
+                                    vnp.einsum("bij,bkj->kib", a, b), vnp.tensordot(a, b, ([0, 2], [0, 2]))),
+         [U(3, 7, 33), U(3, 5, 33)], **NOGRAD),
+    Case("tensordot_dot_inner_outer", lambda a, b: (vnp.tensordot(a, b, ([2], [0])), vnp.dot(a, b),
+                                                    vnp.inner(a, a), vnp.outer(a[0, 0], b[0]),
+                                                    vnp.tensordot(a, a.transpose(1, 2, 0))),
+         [F(2, 3, 4), F(4, 5)], numpy=lambda a, b: (np.tensordot(a, b, ([2], [0])), np.dot(a, b),
+                                                    np.inner(a, a), np.outer(a[0, 0], b[0]),
+                                                    np.tensordot(a, a.transpose(1, 2, 0))),
+         vulkan="einsum_vk"),
+    Case("trace_diag_tri", lambda x, v: (vnp.trace(x), vnp.diagonal(x, 1), vnp.diag(v, -1),
+                                         vnp.diag(x), vnp.tril(x), vnp.triu(x, 1),
+                                         vnp.eye(3, 4, 1) * x, vnp.tri(3, 4) + vnp.identity(3)[0, 0]),
+         [F(3, 4), F(3)], numpy=lambda x, v: (np.trace(x), np.diagonal(x, 1), np.diag(v, -1),
+                                              np.diag(x), np.tril(x), np.triu(x, 1),
+                                              np.eye(3, 4, 1, dtype=np.float32) * x,
+                                              np.tri(3, 4, dtype=np.float32) + 1),
+         vulkan="diag_vk"),
+    Case("diag_vk", lambda x: (vnp.diagonal(x, 2), vnp.tril(x, -1), vnp.diag(x[0, :5], -2),
+                               vnp.trace(x)), [U(33, 130)], **NOGRAD),
+    # --- creation
+    Case("linspace_logspace_meshgrid", lambda: (vnp.linspace(0, 1, 7), vnp.logspace(0, 2, 5),
+                                                *vnp.meshgrid(vnp.arange(3), vnp.arange(2.0))),
+         [], numpy=lambda: (np.linspace(0, 1, 7, dtype=np.float32),
+                            np.logspace(0, 2, 5, dtype=np.float32),
+                            *np.meshgrid(np.arange(3, dtype=np.int32),
+                                         np.arange(2.0, dtype=np.float32))), **NOGRAD),
+    Case("creation_more", lambda: (vnp.geomspace(1, 1000, 4), vnp.empty((2, 3)),
+                                   vnp.linspace(0, 1, 4, endpoint=False), vnp.identity(2, int)),
+         [], numpy=lambda: (np.geomspace(1, 1000, 4).astype(np.float32),
+                            np.zeros((2, 3), np.float32),
+                            np.linspace(0, 1, 4, endpoint=False).astype(np.float32),
+                            np.identity(2, np.int32)), **NOGRAD),
+    Case("linspace_traced", lambda a, b: vnp.linspace(a, b, 5), [F(3), F(3)],
+         numpy=lambda a, b: np.linspace(a, b, 5).astype(np.float32)),
+    # --- shapes
+    Case("repeat_tile_roll_flip", lambda x: (vnp.repeat(x, 2, axis=1), vnp.repeat(x, [1, 0, 2], axis=0),
+                                             vnp.tile(x, (2, 1)), vnp.roll(x, 1, axis=0),
+                                             vnp.flip(x), vnp.rot90(x), vnp.fliplr(x)),
+         [F(3, 4)], numpy=lambda x: (np.repeat(x, 2, axis=1), np.repeat(x, [1, 0, 2], axis=0),
+                                     np.tile(x, (2, 1)), np.roll(x, 1, axis=0), np.flip(x),
+                                     np.rot90(x), np.fliplr(x)), vulkan="shapes_vk"),
+    Case("shapes_vk", lambda x: (vnp.repeat(x, 3, axis=0), vnp.tile(x, (1, 2)), vnp.roll(x, -5, 1),
+                                 vnp.flipud(x), vnp.rot90(x, 3), vnp.array_split(x, 3, axis=1)[1],
+                                 vnp.broadcast_arrays(x, x[0])[1], vnp.column_stack([x[0], x[1]])),
+         [U(7, 33)], **NOGRAD),
+    Case("more_contractions_gathers", lambda x, y, i: (vnp.vdot(x, y), vnp.logaddexp2(x, y),
+                                                       vnp.take_along_axis(x, i, 1),
+                                                       *vnp.divmod(x, 0.6)),
+         [NZ(3, 4), NZ(3, 4), I(3, 5, hi=4)],
+         numpy=lambda x, y, i: (np.vdot(x, y), np.logaddexp2(x, y), np.take_along_axis(x, i, 1),
+                                *np.divmod(x, np.float32(0.6)))),
+    Case("split_stack_append", lambda x: (*vnp.array_split(x, 3, axis=1), *vnp.split(x, [1]),
+                                          *vnp.hsplit(x, 2), *vnp.vsplit(x, [2]),
+                                          *vnp.dsplit(x[None], 2),
+                                          vnp.hstack([x, x]), vnp.vstack([x[0], x[1]]),
+                                          vnp.dstack([x, x]), vnp.column_stack([x[0], x[1]]),
+                                          vnp.append(x, x[0]), vnp.r_[x[0], 1.0, x[1]],
+                                          vnp.c_[x[0], x[1]], vnp.atleast_3d(x[0]),
+                                          *vnp.broadcast_arrays(x, x[0])),
+         [F(3, 4)], numpy=lambda x: (*np.array_split(x, 3, axis=1), *np.split(x, [1]),
+                                     *np.hsplit(x, 2), *np.vsplit(x, [2]), *np.dsplit(x[None], 2),
+                                     np.hstack([x, x]), np.vstack([x[0], x[1]]),
+                                     np.dstack([x, x]), np.column_stack([x[0], x[1]]),
+                                     np.append(x, x[0]), np.r_[x[0], np.float32(1.0), x[1]],
+                                     np.c_[x[0], x[1]], np.atleast_3d(x[0]),
+                                     *np.broadcast_arrays(x, x[0])), grad=1,
+         vulkan="shapes_vk"),
+    Case("pad_modes", lambda x: (vnp.pad(x, 1, constant_values=2.0), vnp.pad(x, (1, 2), mode="edge"),
+                                 vnp.pad(x, 2, mode="reflect")), [F(3, 4)],
+         numpy=lambda x: (np.pad(x, 1, constant_values=2.0), np.pad(x, (1, 2), mode="edge"),
+                          np.pad(x, 2, mode="reflect")), vulkan="pad_vk"),
+    Case("pad_vk", lambda x: (vnp.pad(x, ((1, 0), (3, 2)), constant_values=2.0),
+                              vnp.pad(x, 2, mode="edge"),
+                              vnp.pad(x, (5, 1), mode="reflect")), [U(7, 33)], **NOGRAD),
+    # --- functional updates: vnp.at(x)[idx] is x.at[idx] (which numpy arrays, what the rows
+    # get eagerly, do not have); repeated indices: add and mul combine, set keeps the last
+    Case("at_updates", lambda x, v: (vnp.at(x)[1, 2:].set(v[:2]), vnp.at(x)[[0, 0, 2]].add(v[:3, None]),
+                                     vnp.at(x)[[0, 0]].set(v[1:3, None]), vnp.at(x)[:, [1, 1]].mul(v[:2]),
+                                     vnp.at(x)[::2].max(0.5), vnp.at(x)[x > 0].min(v[0])),
+         [F(3, 4), F(4)], numpy=lambda x, v: (
+             _np_at(lambda y: y.__setitem__((1, slice(2, None)), v[:2]))(x),
+             _np_at(lambda y: np.add.at(y, [0, 0, 2], v[:3, None]))(x),
+             _np_at(lambda y: y.__setitem__([0, 0], v[1:3, None]))(x),
+             _np_at(lambda y: np.multiply.at(y, (slice(None), [1, 1]), v[:2]))(x),
+             _np_at(lambda y: np.maximum.at(y, slice(None, None, 2), 0.5))(x),
+             _np_at(lambda y: np.minimum.at(y, x > 0, v[0]))(x)), vulkan="at_vk"),
+    Case("at_traced_index", lambda x, i, v: (vnp.at(x)[i].set(v), vnp.at(x)[i].add(v)),
+         [F(5, 2), Const([3, 0], np.int32), F(2, 2)],
+         numpy=lambda x, i, v: (_np_at(lambda y: y.__setitem__(i, v))(x),
+                                _np_at(lambda y: np.add.at(y, i, v))(x)), vulkan="at_vk"),
+    Case("at_vk", lambda x, i: (vnp.at(x)[i].add(1.0), vnp.at(x)[[3, 3, 0]].set(x[:3] * 2)),
+         [U(33, 7), Const([3, 3, 0, 32], np.int32)], **NOGRAD),
+]
+
+# --- custom derivative rules (vg.custom_vjp, vg.custom_jvp) and whole Jacobians. The rules are
+# the true derivatives (the gradient checks compare them with finite differences); inlined
+# before lowering, so on Vulkan they are the elementwise kernels of any row.
+
+
+@vg.custom_vjp
+def _softplus(x):
+    return vnp.logaddexp(x, 0.0)
+
+
+def _softplus_fwd(x):
+    return _softplus(x), nn.sigmoid(x)
+
+
+_softplus.defvjp(_softplus_fwd, lambda sig, g: (g * sig,))
+
+
+@vg.custom_jvp
+def _log1pexp(x):
+    return vnp.log1p(vnp.exp(x))
+
+
+@_log1pexp.defjvp
+def _log1pexp_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return _log1pexp(x), t * nn.sigmoid(x)
+
+
+def _cubic(x):
+    return vnp.sum(x ** 3) + x[0] * x[1] * x[2]
+
+
+CASES += [
+    Case("custom_vjp", lambda x: _softplus(x) * x, [F(3, 4)], numpy=lambda x: np.logaddexp(x, 0) * x,
+         vulkan="unary", text=False),
+    Case("custom_jvp", lambda x, y: _log1pexp(x * y) + _log1pexp(x), [F(3, 4), F(4)],
+         numpy=lambda x, y: np.log1p(np.exp(x * y)) + np.log1p(np.exp(x)), vulkan="unary",
+         text=False),
+    Case("custom_under_jit_grad", lambda x: vg.grad(lambda x: vnp.sum(_softplus(x) + _log1pexp(x)))(x),
+         [F(5)], numpy=lambda x: 2 / (1 + np.exp(-x)), grad=1, vulkan="unary", text=False),
+    Case("jacobians", lambda x: (vg.jacrev(lambda x: vnp.sin(x) * x[0])(x),
+                                 vg.jacfwd(lambda x: vnp.cumsum(x) ** 2)(x), vg.hessian(_cubic)(x)),
+         [F(3)], grad=1),
+]
+
 # --- matmul on Vulkan: every transpose combination on awkward shapes (one row, one column,
 # sizes off every tile boundary). Not gradient-checked: matmul's derivatives are the small
 # matmul_* rows' (every transpose combination); checking these 20 too took 3.5 s (measured).
@@ -514,6 +810,10 @@ def ids(cases):
 
 
 # ----------------------------------------------------------------------------- completeness
+
+# Primitives `optimize(final=True)` removes, so the lowering never sees them.
+REMOVED_BEFORE_LOWERING = {"stop_gradient", "custom_vjp_call", "custom_jvp_call"}
+
 
 def primitives_in(program) -> set:
     """Names of the primitives a program's eqns bind, looking inside fused bodies."""

@@ -8,6 +8,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+# The suite runs on Vulkan (lavapipe on CI machines), where vkgrad's own default would pick the
+# numpy interpreter (vkgrad/execution/compiled.py: default_backend); tests of that default
+# remove this with monkeypatch.
+os.environ.setdefault("VKGRAD_BACKEND", "vulkan")
+
 import vkgrad.ir.verifier as _verifier  # noqa: E402
 
 # Every trace, autodiff result and pass output is run through the verifier (verifier.checked).

@@ -59,6 +59,8 @@ def test_program_matches_eager_and_round_trips(case):
         if case.numpy is not None:
             for g, w in zip(got, want):
                 assert_same(g, w, 1e-5, 1e-6, f"{case.name}: {prog.name} vs numpy")
+        if not case.text:
+            continue
         text = print_program(prog)
         consts = {f"%{len(prog.inputs) + i}": a for i, (_, a) in enumerate(prog.consts)}
         assert print_program(parse_program(text, consts)) == text

@@ -268,3 +268,32 @@ def test_take_grad_plan():
         assert launch.bindings == len(roles)
     accum = plan.steps[-1][0]
     assert dict(accum.defines)["VEC"] == 4 and accum.groups == (50000 * 128 // 256, 1, 1)
+
+
+# ---------------------------------------------------------------- argsort
+
+def test_argsort_plans():
+    from types import SimpleNamespace
+    from vkgrad.lowering.sort import max_row, plan_argsort
+    (launch, roles), = plan_argsort(3, 33).steps
+    assert roles == ("x", "out") and launch.groups == (3, 1, 1) and launch.push == (3, 33)
+    assert dict(launch.defines) == {"NP": 64, "DESCENDING": 0} and launch.spec == (32,)
+    assert dict(plan_argsort(1, 4096, descending=True).launches[0].defines)["DESCENDING"] == 1
+    assert plan_argsort(0, 5).steps == ()
+    assert max_row(None) == 4096 and max_row(SimpleNamespace(max_shared_memory=49152)) == 4096
+    assert max_row(SimpleNamespace(max_shared_memory=65536, max_workgroup_invocations=1024)) \
+        == 8192
+    with pytest.raises(ValueError, match="at most 4096"):
+        plan_argsort(2, 4097)
+
+
+@pytest.mark.parametrize("rows, n", [(1, 1), (2, 4096), (70000, 3)])
+def test_argsort_on_the_device(rows, n):
+    """The longest row the kernel holds, and more rows than one grid dimension."""
+    import vkgrad as vg
+    import vkgrad.numpy as vnp
+    x = np.random.default_rng(n).integers(0, 50, (rows, n)).astype(np.float32)
+    f = vg.jit(lambda x: vnp.argsort(x, axis=1), backend="vulkan")
+    got = np.asarray(f(x))
+    assert f.lower(x).fallback_reason is None
+    np.testing.assert_array_equal(got, np.argsort(x, axis=1, kind="stable"))

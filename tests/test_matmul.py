@@ -191,7 +191,7 @@ def test_planner_picks_by_shape_and_device():
     assert choose_variant(8, 512, 512, gpu) == "medium"
     assert choose_variant(1, 256, 1024, gpu) == "small"     # the MLP step's shapes
     assert choose_variant(1, 256, 1024, cpu) == "large"     # lavapipe: big tiles, little padding
-    assert choose_variant(1, 256, 10, cpu) == "cpu"
+    assert choose_variant(1, 256, 10, cpu) == "wide64"
     assert plan_matmul(1, 4096, 4096, 4096, False, False, 0, 0, gpu).spec[14] is False
 
 
@@ -251,7 +251,7 @@ def test_split_k_exact_tiles_and_baked(dev, rng):
     """Tile-multiple shapes (range checks compiled out; `large` also prefetches branch-free,
     clamped to its slice), and the baked (defines) form of a split launch."""
     for variant, (m, k, n) in [("large", (128, 512, 128)), ("small", (64, 256, 64)),
-                               ("cpu", (64, 96, 64))]:
+                               ("wide64", (64, 96, 64))]:
         for ta, tb in [(False, False), (True, True)]:
             out, ref, op = run_matmul_op(dev, rng, 1, m, k, n, ta, tb, splits=4,
                                          variant=variant)

@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 import vkgrad as vg
-from cases import BY_NAME, CASES, VULKAN_CASES, all_primitives, ids, primitives_in
+import vkgrad.numpy as vnp
+from cases import (BY_NAME, CASES, REMOVED_BEFORE_LOWERING, VULKAN_CASES, all_primitives, ids,
+                   primitives_in)
 from vkgrad import primitives as P
 from vkgrad.ir.core import PRIMITIVES
 from vkgrad.passes import optimize
@@ -81,10 +83,29 @@ def test_every_primitive_has_a_vulkan_lowering():
     assert P.stop_gradient_p.name not in seen   # the optimizer removes it before lowering
     assert "stop_gradient" in primitives_in(vg.make_ir(BY_NAME["stop_gradient"].fun)(
         *BY_NAME["stop_gradient"].args32()))     # ... from a row that has it
-    missing = all_primitives() - seen - {"stop_gradient"}
+    missing = all_primitives() - seen - REMOVED_BEFORE_LOWERING
+    assert not seen & REMOVED_BEFORE_LOWERING
     if missing:
         off = {p: [c.name for c in CASES if c.vulkan is not True and p in primitives_in(
             vg.make_ir(c.fun)(*c.args32()))] for p in sorted(missing)}
         pytest.fail("primitives never run on Vulkan by the table (add rows to tests/cases.py "
                     f"that run them there): {sorted(missing)}; rows that have them but do not "
                     f"run on Vulkan: {off}")
+
+
+def test_a_program_the_kernels_cannot_run_falls_back_counted_and_strict_refuses(monkeypatch):
+    """Sorting rows longer than the argsort kernel holds (4096 on lavapipe's 32 KiB of shared
+    memory): the program runs on the interpreter, the reason counted in vg.fallbacks();
+    VKGRAD_STRICT=1 turns the fallback into a StrictModeError."""
+    from vkgrad.lowering.sort import max_row
+    n = max_row(vg.devices()[0]) + 1
+    x = np.random.default_rng(0).standard_normal((2, n)).astype(np.float32)
+    reason = f"argsort of rows longer than {n - 1} (the kernel sorts a row in shared memory)"
+    before = vg.fallbacks().get(reason, 0)
+    f = vg.jit(lambda x: vnp.sort(x, axis=1), backend="vulkan")
+    np.testing.assert_array_equal(np.asarray(f(x)), np.sort(x, axis=1))
+    assert f.lower(x).backend == "numpy" and f.lower(x).fallback_reason == reason
+    assert vg.fallbacks()[reason] == before + 1
+    monkeypatch.setenv("VKGRAD_STRICT", "1")
+    with pytest.raises(vg.StrictModeError, match="argsort of rows longer"):
+        vg.jit(lambda x: vnp.sort(x, axis=1), backend="vulkan")(x)

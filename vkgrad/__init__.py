@@ -10,10 +10,12 @@
     print(vg.make_ir(vg.grad(loss))(w, x, y))   # the program, forward and backward
     step = vg.jit(train_step)                # one Vulkan submission per call
 
-Transforms: grad, value_and_grad, vjp, jvp, vmap, make_ir, trace, check_grads (docs/compiler.md,
-docs/vmap.md); random numbers: vg.random (docs/random.md); jit, device_put, profile, Array,
-block_until_ready, set_max_in_flight (docs/jit.md); save, load, load_metadata: pytrees of
-arrays as safetensors files (vkgrad/checkpoint.py).
+Transforms: grad, value_and_grad, vjp, jvp, vmap, make_ir, trace, check_grads, custom_vjp,
+custom_jvp, jacfwd, jacrev, hessian (docs/compiler.md, docs/vmap.md); random numbers: vg.random
+(docs/random.md); jit, device_put, devices, profile, Array, block_until_ready,
+set_max_in_flight (docs/jit.md); vg.tree_util (pytrees), vg.lax (top_k, the primitives'
+functions); save, load, load_metadata: pytrees of arrays as safetensors files
+(vkgrad/checkpoint.py).
 
 The package is layered (docs/compiler.md, "Layers"): importing it loads the compiler core
 (IR, tracer, primitives, transforms, vkgrad.numpy); the layers that talk to a device (lowering,
@@ -30,10 +32,12 @@ from vkgrad import primitives as _primitives  # noqa: F401  (defines every primi
 from vkgrad.ir.core import Eqn, Literal, Program, Var
 from vkgrad.ir.interpreter import run_program
 from vkgrad.tracer.core import ShapeDtype
-from vkgrad.transforms import (check_grads, grad, jvp, make_ir, trace, value_and_grad, vjp,
-                               vmap)
-from vkgrad import numpy, nn, optim, random  # noqa: E402,F401  (vg.numpy, vg.nn, ...)
+from vkgrad.transforms import (check_grads, custom_jvp, custom_vjp, grad, hessian, jacfwd,
+                               jacrev, jvp, make_ir, trace, value_and_grad, vjp, vmap)
+from vkgrad import numpy, nn, optim, random, tree_util  # noqa: E402,F401  (vg.numpy, ...)
 from vkgrad.checkpoint import load, load_metadata, save  # noqa: E402
+
+lax = _primitives   # vg.lax: the lax-like layer (top_k, argsort, the primitives' functions)
 
 __version__ = "0.1.0"
 
@@ -44,11 +48,13 @@ _LAZY = {"jit": "vkgrad.execution.jit", "Array": "vkgrad.execution.array",
          "DeletedArrayError": "vkgrad.execution.array",
          "device_put": "vkgrad.execution.device_put", "profile": "vkgrad.execution.profile",
          "fallbacks": "vkgrad.execution.compiled", "default_backend": "vkgrad.execution.compiled",
-         "StrictModeError": "vkgrad.execution.compiled"}
+         "StrictModeError": "vkgrad.execution.compiled",
+         "devices": "vkgrad.execution.device_put"}
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "vmap", "make_ir", "trace", "check_grads",
+           "custom_vjp", "custom_jvp", "jacfwd", "jacrev", "hessian",
            "ShapeDtype", "Program", "Var", "Literal", "Eqn", "run_program", "numpy", "nn", "optim",
-           "save", "load", "load_metadata", "random",
+           "save", "load", "load_metadata", "random", "lax", "tree_util",
            "VkgradError", "ArgumentError", "CheckpointError", "ConcretizationError", "DTypeError",
            "GradError",
            "GradientCheckError", "IRError", "LeakedTracerError", "MissingRuleError",

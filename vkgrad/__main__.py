@@ -1,4 +1,5 @@
-"""`python -m vkgrad` (also the `vkgrad` console script).
+"""`python -m vkgrad` (also the `vkgrad` command: .venv/bin/vkgrad, or `vkgrad` once the venv is
+activated with `. .venv/bin/activate`).
 
   vkgrad devices          list the Vulkan devices and which one vkgrad uses by default
   vkgrad dump FILE.py:FN  print a function's program at a compiler stage (see `vkgrad dump -h`)
@@ -25,8 +26,13 @@ def devices(argv) -> int:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     commands = {"devices": devices, "dump": dump_main}
+    if argv and argv[0] in ("-h", "--help", "help"):
+        print(__doc__.strip())
+        return 0
     if not argv or argv[0] not in commands:
-        print(__doc__.strip(), file=sys.stderr)
+        what = (f"unknown command {argv[0]!r}" if argv else "no command given")
+        print(f"vkgrad: {what}; choose one of these (`vkgrad COMMAND --help` says more):\n\n"
+              + __doc__.strip(), file=sys.stderr)
         return 2
     try:
         return commands[argv[0]](argv[1:])

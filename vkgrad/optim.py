@@ -21,7 +21,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 import vkgrad.numpy as vnp
-from vkgrad.tracer.pytree import tree_leaves, tree_map
+from vkgrad.tree_util import tree_leaves, tree_map
 
 
 class Optimizer(NamedTuple):

@@ -16,8 +16,8 @@ from vkgrad.errors import ArgumentError, VkgradError
 from vkgrad.execution import fastpath
 from vkgrad.lowering.lower import Unsupported
 from vkgrad.lowering.render import dot_svg
-from vkgrad.lowering.stages import (FORMATS, Options, run_stages, stage_dot, stage_name,
-                                    stage_text)
+from vkgrad.lowering.stages import (FORMATS, STAGE_NAMES, Options, run_stages, stage_dot,
+                                    stage_name, stage_text)
 from vkgrad.runtime import get_device
 from vkgrad.runtime.shaders import compile_threads
 from vkgrad.runtime.runners import NumpyRunner, VulkanRunner
@@ -27,6 +27,7 @@ _TIMED = ("trace", "grad", "optimized", "fused", "plan", "shaders", "pipelines",
 
 _fallbacks: collections.Counter = collections.Counter()
 _warned_no_device = False
+_noticed_cpu_device = False
 
 
 class StrictModeError(VkgradError):
@@ -42,31 +43,45 @@ _backend_of_env: dict = {}
 
 
 def default_backend() -> str:
-    """VKGRAD_BACKEND if set, else "vulkan" when a Vulkan device opens, else "numpy" (with a
-    warning, once). Asked on every jitted call: the answer is kept per value of the variable."""
-    env = os.environ.get("VKGRAD_BACKEND", "")
-    hit = _backend_of_env.get(env)
+    """VKGRAD_BACKEND if set; else "vulkan" on a Vulkan GPU; else "numpy", with a one-line
+    notice, once: when no Vulkan device opens, and when the only one is a CPU implementation
+    (lavapipe) and VKGRAD_DEVICE does not ask for it. Asked on every jitted call: the answer is
+    kept per value of the two variables.
+
+    Why numpy on lavapipe (measured on a busy 2-core machine, 2026-11-30): an MLP training step
+    (batch 256, 512-512-10, Adam) took 76-88 ms on the interpreter and 590-600 ms on lavapipe
+    (issue 14, which asked for this, measured 9 vs 174 ms); the demo's step (2-64-64-3, batch
+    128) 15-24 vs 17-18 ms, and compiling it 35 ms vs 440-670 ms (shaders)."""
+    key = (os.environ.get("VKGRAD_BACKEND", ""), os.environ.get("VKGRAD_DEVICE", ""))
+    hit = _backend_of_env.get(key)
     if hit is None:
-        hit = _backend_of_env[env] = _default_backend(env)
+        hit = _backend_of_env[key] = _default_backend(key[0])
     return hit
 
 
 def _default_backend(env: str) -> str:
-    global _warned_no_device
+    global _warned_no_device, _noticed_cpu_device
     env = env.strip().lower()
     if env:
         if env not in BACKENDS:
             raise ArgumentError(f"VKGRAD_BACKEND={env!r}: choose one of {', '.join(BACKENDS)}")
         return env
     try:
-        get_device()
-        return "vulkan"
+        device = get_device()
     except VkgradError as e:
         if not _warned_no_device:
             warnings.warn(f"vkgrad: no Vulkan device ({e}); running on the numpy interpreter",
                           stacklevel=4)
             _warned_no_device = True
         return "numpy"
+    if device.info.type != "CPU" or os.environ.get("VKGRAD_DEVICE", "").strip():
+        return "vulkan"
+    if not _noticed_cpu_device:
+        print(f"vkgrad: running on the numpy interpreter: the only Vulkan device, "
+              f"{device.info.name}, runs on the CPU and is slower than numpy here "
+              "(VKGRAD_BACKEND=vulkan uses it anyway)", file=sys.stderr)
+        _noticed_cpu_device = True
+    return "numpy"
 
 
 def log(msg: str) -> None:
@@ -123,6 +138,19 @@ class Compiled:
                       f"buffers {t['buffers']:.3f} s"]
         total = sum(v for k, v in t.items() if k in _TIMED)
         return ", ".join(parts) + f"; total {total:.3f} s"
+
+    def __repr__(self) -> str:
+        st = self.stats()
+        what = (f"{st['dispatches']} dispatches" if "dispatches" in st else
+                f"{st['optimized_eqns']} eqns" + (f", fell back: {self.fallback_reason}"
+                                                  if self.fallback_reason else ""))
+        return f"<vkgrad.jit.Compiled {self.stages['traced'].name}: {self.backend}, {what}>"
+
+    def _repr_pretty_(self, p, cycle) -> None:
+        """IPython/Jupyter show the optimized program (as jax.make_jaxpr shows a jaxpr), with a
+        line saying where it runs and how to see the other stages."""
+        p.text(f"# {self!r}; .as_text(stage) for the stages ({', '.join(STAGE_NAMES)}), "
+               f".stats()\n" + self.as_text("optimized").rstrip("\n"))
 
     @property
     def backend(self) -> str:

@@ -7,7 +7,7 @@ import numpy as np
 from vkgrad.dtypes import np_dtype
 from vkgrad.execution.array import Array
 from vkgrad.execution.fastpath import intern
-from vkgrad.runtime import get_device
+from vkgrad.runtime import get_device, list_devices
 from vkgrad.runtime.pool import pool_of
 from vkgrad.tracer import core
 from vkgrad.tracer.pytree import tree_map
@@ -29,3 +29,9 @@ def device_put(x, device=None):
         return Array(aval, owned, host=host)
 
     return tree_map(put, x)
+
+
+def devices() -> list:
+    """The Vulkan devices (index, name, type, limits), as `python -m vkgrad devices` lists them;
+    `VKGRAD_DEVICE=<index>` picks the default."""
+    return list(list_devices())

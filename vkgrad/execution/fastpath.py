@@ -22,7 +22,7 @@ import operator
 import numpy as np
 
 from vkgrad.ir.core import TensorType
-from vkgrad.tracer.pytree import TreeDef
+from vkgrad.tracer.pytree import TreeDef, custom_unflatten
 
 _interned: dict = {}
 
@@ -125,6 +125,9 @@ def builder(treedef: TreeDef):
         consts[name] = td.meta
         if td.kind == "namedtuple":
             return f"{name}(" + ", ".join(kids) + ")"
+        if td.kind == "custom":      # a registered node: its own unflatten (vg.tree_util)
+            consts[name] = custom_unflatten(td.meta)
+            return f"{name}([" + ", ".join(kids) + "])"
         return "{" + ", ".join(f"{name}[{j}]: {k}" for j, k in enumerate(kids)) + "}"
 
     return eval("lambda L: " + expr(treedef), consts)

@@ -57,7 +57,9 @@ def profile(step, *args, runs: int = 10, **kwargs) -> Profile:
     """Run a jitted function `runs` times with GPU timestamps (donation off, so the arguments
     stay valid) and return the per-kernel table: kernel, primitives, shapes, median GPU us, %."""
     if not isinstance(step, Jitted):
-        step = jit(step)
+        step = jit(step, backend="vulkan")
+    elif step.backend is None:   # the default backend may be numpy (lavapipe): profile Vulkan
+        step = jit(step.fun, static_argnums=step.static_argnums, backend="vulkan")
     entry, leaves = step._compiled(args, kwargs)
     runner = entry.runner
     if entry.backend != "vulkan":

@@ -292,6 +292,7 @@ class Program:
     outputs: tuple
     eqns: tuple
     consts: tuple = ()     # ((Var, np.ndarray), ...): arrays captured while tracing
+    arg_names: tuple = ()  # where the first inputs come from ("params['w']"), for printing
 
     def __post_init__(self):
         object.__setattr__(self, "inputs", tuple(self.inputs))
@@ -319,6 +320,9 @@ class Program:
     def _repr_markdown_(self) -> str:
         """How a notebook shows a program: its text, with source lines."""
         return f"```\n{print_program(self, source=True)}```\n"
+    def _repr_pretty_(self, p, cycle) -> None:
+        """IPython/Jupyter show the program text (as jax.make_jaxpr does), not the repr."""
+        p.text(print_program(self).rstrip("\n"))
 
 
 # ----------------------------------------------------------------------------------- text form
@@ -405,6 +409,9 @@ def print_program(program: Program, *, source: bool = False) -> str:
     outs = [type_str(o.shape, o.dtype) for o in program.outputs]
     out_t = outs[0] if len(outs) == 1 else f"({', '.join(outs)})"
     lines = [f"program {program.name}({ins}) -> {out_t} {{"]
+    if program.arg_names:   # a comment (the parser skips it): which input is which leaf
+        lines.append("  # inputs: " + ", ".join(f"%{i} {n}" for i, n in
+                                                enumerate(program.arg_names)))
     for v, arr in program.consts:
         vals = ("..." if arr.size > CONST_PRINT_LIMIT else
                 "[" + ", ".join(format_scalar(x, v.dtype) for x in arr.reshape(-1).tolist()) + "]")

@@ -23,13 +23,13 @@ _LITERAL = re.compile(r"^(.+):(f32|f64|i32|bool)$")
 _PRIM = re.compile(r"^([A-Za-z_]\w*)")
 
 
-def split_top(s: str, sep: str = ",") -> list[str]:
-    """Split on `sep` outside (), [] ."""
+def split_top(s: str, sep: str = ",", opening: str = "([", closing: str = ")]") -> list[str]:
+    """Split on `sep` outside (), [] (or the brackets given)."""
     parts, depth, cur = [], 0, []
     for ch in s:
-        if ch in "([":
+        if ch in opening:
             depth += 1
-        elif ch in ")]":
+        elif ch in closing:
             depth -= 1
         if ch == sep and depth == 0:
             parts.append("".join(cur).strip())
@@ -79,10 +79,15 @@ def parse_program(text: str, consts: dict | None = None) -> Program:
     name, ins_text, _ = m.groups()
     env: dict[str, Var] = {}
     inputs = [_define(env, b) for b in split_top(ins_text)]
-    pos, eqns, const_pairs, outputs = _parse_block(lines, 1, env, consts, None)
+    start, arg_names = 1, ()
+    if len(lines) > 1 and lines[1].startswith("# inputs: "):   # the input leaves' names
+        arg_names = tuple(re.sub(r"^%\d+ ", "", part)
+                          for part in re.split(r", (?=%\d+ )", lines[1][len("# inputs: "):]))
+        start = 2
+    pos, eqns, const_pairs, outputs = _parse_block(lines, start, env, consts, None)
     if outputs is None:
         raise IRError("program has no return line")
-    return Program(name, inputs, outputs, eqns, const_pairs)
+    return Program(name, inputs, outputs, eqns, const_pairs, arg_names)
 
 
 def _define(env: dict, binding: str, pending: dict | None = None, local: set | None = None) -> Var:

@@ -246,7 +246,7 @@ def plan_softmax_grad(rows: int, cols: int, *, log: bool = False, info=None,
     _check_sizes(rows=rows, cols=cols)
     if rows * cols == 0:
         return OpPlan(())
-    name = "log_softmax_grad" if log else "softmax_grad"
+    name = "log_softmax_bwd" if log else "softmax_bwd"   # the IR's names for these ops
     # Backward keeps two values per element in registers: half as many as the forward.
     launch = _softmax_launch(name, 2 + int(log), rows, cols, info, stream, subgroups, max_nv=4)
     return OpPlan(((launch, ("y", "g", "dx")),))

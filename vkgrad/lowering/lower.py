@@ -2,10 +2,10 @@
 
 Each `fused` loop or horizontal eqn becomes one generated kernel (lowering/elementwise.py);
 every other eqn goes through `kernel_rules[prim]`, which maps it onto a hand-written kernel's
-planner (matmul.py, kernels.py) and says which of its values play which role. A fused kernel
-eqn (kind input/output/multi_output) is its anchor's kernel with generated loads and stores
-(lowering/hooks.py). A standalone `reshape` or `save` is an alias: a second name for its
-operand's buffer (the layout is row-major, so it is exact).
+planner (matmul.py, kernels.py, attention.py, scan.py, sort.py) and says which of its values
+play which role. A fused kernel eqn (kind input/output/multi_output) is its anchor's kernel with
+generated loads and stores (lowering/hooks.py). A standalone `reshape` or `save` is an alias: a
+second name for its operand's buffer (the layout is row-major, so it is exact).
 
 Memory (lowering/memory.py): every materialized value gets a buffer *slot*. Inputs, consts and
 what the program returns (through aliases) get their own slots; intermediates and kernel
@@ -37,6 +37,7 @@ from vkgrad.lowering.kernels import (plan_reduce, plan_softmax, plan_softmax_gra
 from vkgrad.lowering.launch import Launch
 from vkgrad.lowering.matmul import plan_matmul_op
 from vkgrad.lowering.scan import plan_selective_scan, plan_selective_scan_bwd
+from vkgrad.lowering.sort import max_row, plan_argsort
 from vkgrad.primitives.scan import operand_names as scan_operand_names
 from vkgrad.lowering.memory import Slot, plan_memory  # noqa: F401  (Slot: part of a plan)
 from vkgrad.lowering.render import plan_text
@@ -189,6 +190,17 @@ def _selective_scan(backward):
 
 REDUCTION_OPS = {P.reduce_sum_p: "sum", P.reduce_max_p: "max", P.reduce_min_p: "min"}
 
+def _argsort(e, info):
+    x = e.inputs[0]
+    _need_f32(e, x)
+    if x.shape[-1] > max_row(info):
+        raise Unsupported(f"argsort of rows longer than {max_row(info)} (the kernel sorts a row "
+                          "in shared memory)")
+    plan = plan_argsort(math.prod(x.shape[:-1]), x.shape[-1],
+                        descending=e.params["descending"], info=info)
+    return plan, {"x": x, "out": e.out}
+
+
 kernel_rules = {
     P.matmul_p: _matmul,
     P.reduce_sum_p: _reduction("sum"),
@@ -204,6 +216,7 @@ kernel_rules = {
     P.flash_attention_bwd_p: _flash_attention(True),
     P.selective_scan_p: _selective_scan(False),
     P.selective_scan_bwd_p: _selective_scan(True),
+    P.argsort_p: _argsort,
 }
 
 

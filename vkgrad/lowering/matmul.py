@@ -13,7 +13,7 @@ Variants (one shader; they differ only in specialization constants):
 | large   | 128x128 |  8 | 16x8       | 1        | 128     | GPU, >= 192 workgroups of it      |
 | medium  | 128x64  | 16 | 8x8        | 1        | 128     | GPU, >= 96 workgroups of it       |
 | small   | 32x64   | 16 | 4x8        | 2        | 128     | GPU, smaller outputs (MLP layers) |
-| cpu     | 64x64   |  8 | 8x8        | 1        |  64     | lavapipe, where `large` would pad |
+| wide64  | 64x64   |  8 | 8x8        | 1        |  64     | lavapipe, where `large` would pad |
 
 Measured on an H200 (bench/NOTES_matmul.md, 2026-11-29, TFLOP/s vs cuBLAS fp32 in the same run):
 large 46.7 vs 49.9 at 4096^3 and 46.0 vs 48.5 at 2048^3; medium 36.0 vs 28.8 at 1024^3; small
@@ -89,7 +89,8 @@ VARIANTS = {
     # Few workgroups: two K slices per workgroup double the warps that hide memory latency
     # (13.7 -> 20-22 TFLOP/s at 256x1024x1024 against one slice).
     "small": Tile(bm=32, bn=64, bk=16, tm=4, tn=8, ks=2),
-    "cpu": Tile(bm=64, bn=64, bk=8, tm=8, tn=8),
+    # named for its shape, not where it runs: it is a GPU kernel like the others (was "cpu")
+    "wide64": Tile(bm=64, bn=64, bk=8, tm=8, tn=8),
 }
 
 # A GPU variant is used when it gives at least this many workgroups (about 1.5 and 0.75 waves on
@@ -112,7 +113,7 @@ def choose_variant(batch: int, m: int, n: int, device_info=None) -> str:
         # padding of edge tiles too; use the large one only where it wastes little.
         big = VARIANTS["large"]
         padded = cdiv(m, big.bm) * big.bm * cdiv(n, big.bn) * big.bn
-        return "large" if padded <= 1.25 * max(m * n, 1) else "cpu"
+        return "large" if padded <= 1.25 * max(m * n, 1) else "wide64"
     for name, min_groups in _GPU_ORDER:
         t = VARIANTS[name]
         if cdiv(m, t.bm) * cdiv(n, t.bn) * batch >= min_groups:

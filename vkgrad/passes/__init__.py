@@ -11,10 +11,11 @@
     fuse_epilogues     elementwise work on a kernel's result done in its store
     fuse_multi_output  a bias gradient's column sum computed by its weight gradient's matmul
     fuse_horizontal    independent loop kernels of any shapes as one dispatch (the optimizer)
+    inline_custom      custom_vjp/custom_jvp calls replaced by their bodies (inline.py)
 
-`optimize(program, final=True)` runs the first four until a round changes nothing.
-`final=False` keeps stop_gradient: use it for a program that may still be differentiated (a
-transform's result inside an outer trace). `fuse_program(program)` runs the rest, in the order
+`optimize(program, final=True)` inlines custom calls, then runs the first four until a round
+changes nothing. `final=False` keeps stop_gradient and the custom calls: use it for a program
+that may still be differentiated (a transform's result inside an outer trace). `fuse_program(program)` runs the rest, in the order
 above: the `fused` stage of vkgrad/lowering/stages.py.
 
 Any of them can be switched off by name: `VKGRAD_DISABLE_PASSES=fuse,remat,cse,simplify` in
@@ -41,10 +42,12 @@ from vkgrad.passes.fuse_horizontal import fuse_horizontal
 from vkgrad.passes.fuse_multi_output import fuse_multi_output
 from vkgrad.passes.fuse_producers import fuse_producers
 from vkgrad.passes.remat import remat
+from vkgrad.passes.inline import InlineCustom, inline_custom
 from vkgrad.passes.simplify import RULES, Rule, Simplify, simplify
 
-PASSES = {p.name: p for p in (dce, cse, simplify, fold_transposes, remat, fuse, fuse_producers,
-                              fuse_epilogues, fuse_multi_output, fuse_horizontal)}
+PASSES = {p.name: p for p in (dce, cse, simplify, fold_transposes, inline_custom, remat, fuse,
+                              fuse_producers, fuse_epilogues, fuse_multi_output,
+                              fuse_horizontal)}
 FUSION_PASSES = (fuse_producers, fuse_epilogues, fuse_multi_output, fuse_horizontal)
 # Names that switch something off besides the passes above (the lowering's buffer reuse).
 OTHER_SWITCHES = ("memory",)
@@ -82,6 +85,8 @@ def optimize(program: Program, *, final: bool = True, max_rounds: int = 8,
     change) or `max_rounds` rounds ran."""
     pipeline = [simplify if final else _simplify_keep_sg, fold_transposes, cse, dce]
     pipeline = [p for p in pipeline if p.name not in disabled]
+    if final:
+        program = checked(inline_custom.apply(program), f"pass {inline_custom.name}")
     text = print_program(program)
     for _ in range(max_rounds):
         for p in pipeline:
@@ -110,4 +115,4 @@ __all__ = ["Pass", "PASSES", "optimize", "fuse_program", "disabled_passes", "dce
            "simplify", "fold_transposes", "remat", "fuse", "fuse_producers", "fuse_epilogues",
            "fuse_multi_output", "fuse_horizontal", "RULES", "Rule", "Simplify",
            "DeadCodeElimination", "CommonSubexpressionElimination", "FoldTransposes",
-           "LOOP_FUSION_ONLY"]
+           "LOOP_FUSION_ONLY", "inline_custom", "InlineCustom"]

@@ -8,6 +8,7 @@ rules are written with).
     attention.py  flash_attention and flash_attention_bwd
     scan.py       selective_scan and selective_scan_bwd (Mamba)
     random.py     threefry2x32 (the counter-based hash) and bits_to_unit (bits -> [0, 1))
+    custom.py     custom_vjp_call and custom_jvp_call (vg.custom_vjp, vg.custom_jvp)
 """
 
 from vkgrad.primitives.lax import *  # noqa: F401,F403
@@ -19,3 +20,5 @@ from vkgrad.primitives.scan import (SCAN_STATE_SIZES, scan_chunk, selective_scan
                                     selective_scan_bwd_p, selective_scan_p)
 from vkgrad.primitives.random import (bits_to_unit, bits_to_unit_p, threefry2x32,  # noqa: F401
                                       threefry2x32_p)
+from vkgrad.primitives.custom import (CUSTOM_CALLS, CustomRule,  # noqa: F401
+                                     custom_jvp_call_p, custom_vjp_call_p)

@@ -51,16 +51,30 @@ def _display(filename: str) -> str:
     return _display_cache[key]
 
 
+def source_location(filename: str, line: int) -> str:
+    """"file:line" as the user knows it: relative to the working directory, or, for code typed
+    into IPython/Jupyter (a temporary file such as /tmp/ipykernel_14804/2871931229.py), the
+    cell's name as IPython's tracebacks give it: "Cell In[7], line 1"."""
+    ipython = sys.modules.get("IPython")   # never imported here: only when the user runs it
+    if ipython is not None:
+        shell = ipython.get_ipython()
+        name = getattr(getattr(shell, "compile", None), "format_code_name", None)
+        cell = name(filename) if name is not None else None   # None: not a cell's file
+        if cell:
+            return f"{cell[0]} {cell[1]}, line {line}"
+    return f"{_display(filename)}:{line}"
+
+
 def user_source() -> str | None:
-    """"file:line" of the innermost stack frame outside the vkgrad package (or the override
-    set by `source_context`)."""
+    """Where the user's code is (`source_location`) of the innermost stack frame outside the
+    vkgrad package (or the override set by `source_context`)."""
     if _source_override:
         return _source_override[-1]
     f = sys._getframe(1)
     while f is not None:
         fn = f.f_code.co_filename
         if not fn.startswith(_PKG_PREFIX):
-            return f"{_display(fn)}:{f.f_lineno}"
+            return source_location(fn, f.f_lineno)
         f = f.f_back
     return None
 

@@ -1,4 +1,6 @@
-"""Pytrees: nested tuples, lists, dicts (and namedtuples) of leaves; None is an empty subtree.
+"""Pytrees: nested tuples, lists, dicts (and namedtuples) of leaves; None is an empty subtree;
+and any class registered with `register_pytree_node` (its flatten gives children and hashable
+aux data, its unflatten rebuilds it). `vkgrad.tree_util` is the public face of this module.
 
 `tree_flatten(x) -> (leaves, treedef)`; `tree_unflatten(treedef, leaves)` rebuilds it. Dicts
 flatten in sorted-key order (so equal dicts flatten equally whatever their insertion order).
@@ -15,9 +17,9 @@ from vkgrad.errors import ArgumentError
 
 @dataclass(frozen=True)
 class TreeDef:
-    kind: str                 # 'leaf' | 'none' | 'tuple' | 'list' | 'dict' | 'namedtuple'
+    kind: str                 # 'leaf' | 'none' | 'tuple' | 'list' | 'dict' | 'namedtuple' | 'custom'
     children: tuple = ()
-    meta: Any = None          # dict keys, or the namedtuple class
+    meta: Any = None          # dict keys, the namedtuple class, or (registered class, aux)
 
     @property
     def num_leaves(self) -> int:
@@ -35,33 +37,80 @@ class TreeDef:
             return "{" + ", ".join(f"{k!r}: {c}" for k, c in zip(self.meta, self.children)) + "}"
         if self.kind == "list":
             return f"[{inner}]"
+        if self.kind == "custom":
+            return f"{self.meta[0].__name__}({inner})"
         return f"({inner}{',' if len(self.children) == 1 else ''})"
 
 
 LEAF = TreeDef("leaf")
 
+# registered class -> (flatten: x -> (children, aux), unflatten: (aux, children) -> x)
+_registry: dict[type, tuple[Callable, Callable]] = {}
 
-def tree_flatten(x) -> tuple[list, TreeDef]:
+
+def register_pytree_node(nodetype: type, flatten_func: Callable, unflatten_func: Callable):
+    """Make instances of `nodetype` pytree nodes (JAX's API): flatten_func(x) -> (children,
+    aux_data), unflatten_func(aux_data, children) -> x. aux_data must be hashable."""
+    if nodetype in _registry or nodetype in (tuple, list, dict, type(None)):
+        raise ArgumentError(f"{nodetype.__name__} is already a pytree node type")
+    _registry[nodetype] = (flatten_func, unflatten_func)
+    return nodetype
+
+
+def tree_flatten(x, is_leaf: Callable | None = None) -> tuple[list, TreeDef]:
     leaves: list = []
-    return leaves, _flatten(x, leaves)
+    return leaves, _flatten(x, leaves, is_leaf)
 
 
-def _flatten(x, leaves) -> TreeDef:
+def _flatten(x, leaves, is_leaf=None) -> TreeDef:
+    if is_leaf is not None and is_leaf(x):
+        leaves.append(x)
+        return LEAF
     if x is None:
         return TreeDef("none")
+    custom = _registry.get(type(x))
+    if custom is not None:
+        children, aux = custom[0](x)
+        return TreeDef("custom", tuple(_flatten(c, leaves, is_leaf) for c in children),
+                       (type(x), aux))
     if isinstance(x, tuple) and hasattr(x, "_fields"):
-        return TreeDef("namedtuple", tuple(_flatten(c, leaves) for c in x), type(x))
+        return TreeDef("namedtuple", tuple(_flatten(c, leaves, is_leaf) for c in x), type(x))
     if isinstance(x, (tuple, list)):
         kind = "tuple" if isinstance(x, tuple) else "list"
-        return TreeDef(kind, tuple(_flatten(c, leaves) for c in x))
+        return TreeDef(kind, tuple(_flatten(c, leaves, is_leaf) for c in x))
     if isinstance(x, dict):
         try:
             keys = tuple(sorted(x))
         except TypeError:
             raise ArgumentError("dict keys of a pytree must be sortable (e.g. all str)") from None
-        return TreeDef("dict", tuple(_flatten(x[k], leaves) for k in keys), keys)
+        return TreeDef("dict", tuple(_flatten(x[k], leaves, is_leaf) for k in keys), keys)
     leaves.append(x)
     return LEAF
+
+
+def flatten_up_to(treedef: TreeDef, tree) -> list:
+    """The subtrees of `tree` at the leaf positions of `treedef` (a None where `tree` has None
+    for a whole subtree: vjp's cotangents of integer leaves), in tree_flatten's order."""
+    if treedef.kind == "leaf":
+        return [tree]
+    if treedef.kind == "none":
+        return []
+    if tree is None:
+        return [None] * treedef.num_leaves
+    kind = _flatten(tree, [], lambda x: x is not tree).kind   # tree's own top-level kind
+    if kind != treedef.kind:
+        raise ArgumentError(f"tree structures differ: {treedef} vs {tree_structure(tree)}")
+    if treedef.kind == "dict":
+        if sorted(tree) != list(treedef.meta):
+            raise ArgumentError(f"tree structures differ: {treedef} vs {tree_structure(tree)}")
+        kids = [tree[k] for k in treedef.meta]
+    elif treedef.kind == "custom":
+        kids = list(_registry[treedef.meta[0]][0](tree)[0])
+    else:
+        kids = list(tree)
+    if len(kids) != len(treedef.children):
+        raise ArgumentError(f"tree structures differ: {treedef} vs {tree_structure(tree)}")
+    return [leaf for c, k in zip(treedef.children, kids) for leaf in flatten_up_to(c, k)]
 
 
 def tree_unflatten(treedef: TreeDef, leaves) -> Any:
@@ -73,6 +122,12 @@ def tree_unflatten(treedef: TreeDef, leaves) -> Any:
 
 
 _END = object()
+
+
+def custom_unflatten(meta):
+    """children -> node, for a registered node type's TreeDef meta (cls, aux)."""
+    unflatten = _registry[meta[0]][1]
+    return lambda kids: unflatten(meta[1], kids)
 
 
 def _unflatten(td: TreeDef, it):
@@ -90,19 +145,25 @@ def _unflatten(td: TreeDef, it):
         return kids
     if td.kind == "namedtuple":
         return td.meta(*kids)
+    if td.kind == "custom":
+        return _registry[td.meta[0]][1](td.meta[1], kids)
     return dict(zip(td.meta, kids))
 
 
-def tree_map(fn: Callable, tree, *rest) -> Any:
-    leaves, td = tree_flatten(tree)
+def tree_map(fn: Callable, tree, *rest, is_leaf: Callable | None = None) -> Any:
+    leaves, td = tree_flatten(tree, is_leaf)
     others = []
     for r in rest:
-        rl, rtd = tree_flatten(r)
-        if rtd != td:
-            raise ArgumentError(f"tree structures differ: {td} vs {rtd}")
+        rl = flatten_up_to(td, r)
+        if len(rl) != len(leaves):
+            raise ArgumentError(f"tree structures differ: {td} vs {tree_flatten(r)[1]}")
         others.append(rl)
     return tree_unflatten(td, [fn(*xs) for xs in zip(leaves, *others)])
 
 
-def tree_leaves(tree) -> list:
-    return tree_flatten(tree)[0]
+def tree_leaves(tree, is_leaf: Callable | None = None) -> list:
+    return tree_flatten(tree, is_leaf)[0]
+
+
+def tree_structure(tree, is_leaf: Callable | None = None) -> TreeDef:
+    return tree_flatten(tree, is_leaf)[1]

@@ -30,8 +30,8 @@ from vkgrad.primitives import broadcast_to, convert
 from vkgrad.transforms.autodiff import grad_program, jvp_program, vjp_program
 from vkgrad.transforms.batching import batch_program
 from vkgrad.tracer.core import (ArrayOps, ShapeDtype, Tracer, abstract_leaf, current_trace,
-                                eval_program, new_trace, user_source)
-from vkgrad.tracer.pytree import TreeDef, tree_flatten, tree_map, tree_unflatten
+                                eval_program, new_trace, source_location, user_source)
+from vkgrad.tracer.pytree import TreeDef, flatten_up_to, tree_flatten, tree_map, tree_unflatten
 
 
 # ----------------------------------------------------------------------------------- tracing
@@ -44,7 +44,11 @@ def _fun_name(fun) -> str:
 
 def _fun_where(fun) -> str:
     code = getattr(fun.func if isinstance(fun, functools.partial) else fun, "__code__", None)
-    return f"{code.co_filename.rsplit('/', 1)[-1]}:{code.co_firstlineno}" if code else "?"
+    if code is None:
+        return "?"
+    where = source_location(code.co_filename, code.co_firstlineno)
+    return where if where.startswith("Cell ") else \
+        f"{code.co_filename.rsplit('/', 1)[-1]}:{code.co_firstlineno}"
 
 
 class _Traced:
@@ -88,7 +92,35 @@ def _trace(fun, args, static_argnums=(), allow_spec=False) -> _Traced:
         for j, o in enumerate(out_leaves):
             abstract_leaf(o, f"result leaf {j} of {name}")
         program, captured = t.finish(out_leaves)
+    if any(tree is not None and tree.kind != "leaf" for tree in trees):
+        program = program.replace(arg_names=_leaf_names(fun, args, trees))
     return _Traced(checked(program, f"tracing {name}"), out_tree, leaves, captured, slices, trees)
+
+
+def _leaf_names(fun, args, trees) -> tuple:
+    """"params['w']", "x", "batch[0]": where each input leaf comes from (for printing, when an
+    argument is a pytree)."""
+    try:
+        params = list(inspect.signature(fun).parameters)
+    except (TypeError, ValueError):
+        params = []
+    names = []
+    for i, tree in enumerate(trees):
+        if tree is not None:
+            base = params[i] if i < len(params) and not params[i].startswith("*") else f"arg{i}"
+            names += _paths(tree, base)
+    return tuple(names)
+
+
+def _paths(tree: TreeDef, prefix: str) -> list:
+    if tree.kind == "leaf":
+        return [prefix]
+    if tree.kind == "dict":
+        return [p for k, c in zip(tree.meta, tree.children) for p in _paths(c, f"{prefix}[{k!r}]")]
+    if tree.kind == "namedtuple":
+        return [p for f, c in zip(tree.meta._fields, tree.children)
+                for p in _paths(c, f"{prefix}.{f}")]
+    return [p for i, c in enumerate(tree.children) for p in _paths(c, f"{prefix}[{i}]")]
 
 
 def _normalize_argnums(argnums, nargs, what="argnums") -> tuple:
@@ -146,6 +178,18 @@ def _value_and_grad(fun, argnums, has_aux, keep_value):
     def value_and_grad_fun(*args, **kwargs):
         nums = _normalize_argnums(argnums, len(args))
         tr = _trace(_bind_kwargs(fun, kwargs), args)
+        wrt = []   # the inputs first (as JAX): an integer input is the usual cause of both
+        for i in nums:
+            for k in range(tr.arg_slices[i].start, tr.arg_slices[i].stop):
+                v = tr.program.inputs[k]
+                if not is_float(v.dtype):
+                    raise GradError(
+                        f"grad of {name} with respect to argument {i}: it holds "
+                        f"{type_str(v.shape, v.dtype)} values (an integer input), and only "
+                        "float arguments have gradients. Pass floats (e.g. 3.0, not 3, or "
+                        "x.astype(np.float32)), or leave integer arguments (indices, labels) "
+                        "out of argnums.", source=user_source())
+                wrt.append(k)
         value_tree = _value_tree(tr.out_tree, has_aux, name)
         out0 = tr.program.outputs[0] if tr.program.outputs else None
         if value_tree.kind != "leaf" or not is_float(out0.dtype) or out0.shape != ():
@@ -155,17 +199,6 @@ def _value_and_grad(fun, argnums, has_aux, keep_value):
                 f"grad of {name} (defined at {_fun_where(fun)}) needs it to return a float "
                 f"scalar, but it returned {got}. Reduce it to a scalar (e.g. .sum() or "
                 ".mean()) or use vkgrad.vjp for non-scalar results.", source=user_source())
-        wrt = []
-        for i in nums:
-            for k in range(tr.arg_slices[i].start, tr.arg_slices[i].stop):
-                v = tr.program.inputs[k]
-                if not is_float(v.dtype):
-                    raise GradError(
-                        f"grad of {name} with respect to argument {i}: it holds "
-                        f"{type_str(v.shape, v.dtype)} values, and only float arguments have "
-                        "gradients. Leave integer arguments (indices, labels) out of argnums, "
-                        "or pass floats.", source=user_source())
-                wrt.append(k)
         joint = checked(grad_program(tr.program, wrt), f"autodiff of {name}")
         n = len(tr.program.outputs)
         if not keep_value:   # grad: the value itself is not returned (aux still is)
@@ -225,6 +258,7 @@ def vjp(fun, *primals, has_aux=False):
     wrt = [k for k in range(len(tr.leaves)) if is_float(tr.program.inputs[k].dtype)]
     ct_outputs = [j for j in range(nv) if is_float(tr.program.outputs[j].dtype)]
     joint = checked(vjp_program(tr.program, wrt, ct_outputs), f"autodiff of {name}")
+    optimized: dict = {}
 
     def vjp_fn(cotangent):
         cts, ct_tree = tree_flatten(cotangent)
@@ -241,8 +275,10 @@ def vjp(fun, *primals, has_aux=False):
                                     f"{type_str(o.shape, o.dtype)}", source=user_source())
             ct_vals.append(c if isinstance(c, ArrayOps) and c.aval.dtype == o.dtype else
                            _cast(c, o.dtype))
-        prog = optimize(joint, final=_final())
-        res = eval_program(prog, tr.args + ct_vals)[len(tr.program.outputs):]
+        final = _final()
+        if final not in optimized:   # once per kind of use (jacrev calls vjp_fn per row)
+            optimized[final] = optimize(joint, final=final)
+        res = eval_program(optimized[final], tr.args + ct_vals)[len(tr.program.outputs):]
         by_leaf = dict(zip(wrt, (_to_user(r) for r in res)))
         return tuple(tree_unflatten(tr.arg_trees[i], [by_leaf.get(k) for k in range(
             tr.arg_slices[i].start, tr.arg_slices[i].stop)]) for i in range(len(primals)))
@@ -366,13 +402,7 @@ def check_grads(fun, args, order=1, modes=("fwd", "rev"), atol=1e-5, rtol=1e-4, 
 def _ct_leaves(primal, ct) -> list:
     """The leaves of `ct` at the leaf positions of `primal` (ct holds None for int leaves, which
     a plain flatten would drop)."""
-    if primal is None:
-        return []
-    if isinstance(primal, (tuple, list)):
-        return [leaf for p, c in zip(primal, ct) for leaf in _ct_leaves(p, c)]
-    if isinstance(primal, dict):
-        return [leaf for k in sorted(primal) for leaf in _ct_leaves(primal[k], ct[k])]
-    return [ct]
+    return flatten_up_to(tree_flatten(primal)[1], ct)
 
 
 def _unit(vs):

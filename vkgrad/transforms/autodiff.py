@@ -147,4 +147,4 @@ def _joint(program, wrt, seed_one, ct_outputs, name):
         prog, captured = t.finish([read(o) for o in program.outputs] + grads)
     if captured:   # pragma: no cover - rules only see this trace's values
         raise IRError("autodiff captured values from an enclosing trace")
-    return prog
+    return prog.replace(arg_names=program.arg_names)   # the inputs come first, as before

@@ -25,6 +25,7 @@ from __future__ import annotations
 from vkgrad import primitives as P
 from vkgrad.errors import ArgumentError, IRError, MissingRuleError
 from vkgrad.ir.core import Literal, Program, batching_rules, type_str
+from vkgrad.passes.inline import inline_custom
 from vkgrad.tracer.core import bind_eqn, new_trace, source_context, user_source
 
 
@@ -32,7 +33,11 @@ def batch_program(program: Program, in_dims, out_axes, size: int, name: str | No
                   out_names=None) -> Program:
     """The program mapped over an axis of `size`: input i carries the mapped axis at
     in_dims[i] (None: unmapped), output j at out_axes[j] (None: unmapped; it must not depend
-    on a mapped input). `out_names[j]` names output j in errors."""
+    on a mapped input). `out_names[j]` names output j in errors.
+
+    A custom_vjp/custom_jvp call is mapped through its body (inlined first): under vmap the
+    function keeps its values, and its derivatives come from the body, not from its rule."""
+    program = inline_custom.apply(program)
     with new_trace(name or program.name) as t:
         args = []
         for v, d in zip(program.inputs, in_dims):

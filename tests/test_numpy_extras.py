@@ -1,0 +1,129 @@
+"""vkgrad.numpy beyond the table (tests/cases.py has every function's values and gradients):
+what it refuses and how it says so, operators, x.at inside transforms, vg.lax.top_k."""
+
+import numpy as np
+import pytest
+
+import vkgrad as vg
+import vkgrad.numpy as vnp
+
+X = np.arange(12, dtype=np.float32).reshape(3, 4) / 7 - 0.5
+
+
+def test_numpy_function_hint_names_only_functions_that_exist():
+    with pytest.raises(vg.ConcretizationError, match="use vkgrad.numpy.exp instead"):
+        vg.make_ir(lambda x: np.exp(x, out=x))(X)
+    with pytest.raises(vg.ConcretizationError, match="vnp.cumsum"):
+        vg.make_ir(lambda x: np.add.accumulate(x))(X)
+    with pytest.raises(vg.ConcretizationError) as e:
+        vg.make_ir(lambda x: np.cbrt(x))(X)
+    assert "does not support cbrt yet" in str(e.value) and "vkgrad.numpy.cbrt" not in str(e.value)
+    with pytest.raises(vg.ConcretizationError, match="does not support fft yet"):
+        vg.make_ir(lambda x: np.fft.fft(x))(X)
+    # a function vnp has is used through numpy's name
+    prog = vg.make_ir(lambda x: np.cumsum(np.arcsinh(x), axis=1) + np.linalg.norm(x))(X)
+    assert "asinh" in str(prog) and "sqrt" in str(prog)
+    with pytest.raises(vg.ConcretizationError, match="does not support inv yet"):
+        vg.make_ir(lambda x: np.linalg.inv(x[:, :3]))(X)
+
+
+def test_dtype_names_follow_the_policy():
+    assert vnp.astype(X, vnp.int64).dtype == np.int32
+    assert vnp.zeros(2, vnp.float64).dtype == np.float64
+    assert vnp.ones(2, vnp.bool_).dtype == np.bool_
+    with pytest.raises(vg.DTypeError, match="float16 is not supported"):
+        vnp.astype(X, vnp.float16)
+    with pytest.raises(vg.DTypeError, match="complex"):
+        vnp.zeros(2, np.complex64)
+
+
+def test_out_is_refused_clearly():
+    for f in (lambda: vnp.sum(X, out=X), lambda: vnp.cumsum(X, out=X),
+              lambda: vnp.dot(X, X.T, out=X)):
+        with pytest.raises(vg.ArgumentError, match="out= is not supported"):
+            f()
+
+
+def test_axis_tuples_keepdims_dtype():
+    got = vnp.prod(X + 1, axis=(0, 1), keepdims=True, dtype=np.float64)
+    np.testing.assert_allclose(got, np.prod(X + 1, axis=(0, 1), keepdims=True, dtype=np.float64))
+    assert got.dtype == np.float64
+
+
+def test_mod_and_floordiv_operators_on_traced_values():
+    prog = vg.make_ir(lambda x: x % 2.0 + x // 3.0 + 5.0 % (x + 9) + 7 // (x + 9))(X)
+    got = vg.run_program(prog, X)[0]
+    np.testing.assert_allclose(got, X % 2.0 + X // 3.0 + 5.0 % (X + 9) + 7 // (X + 9), rtol=1e-6)
+
+
+def test_allclose_needs_concrete_values():
+    assert vnp.allclose(X, X + 1e-9) is True and vnp.allclose(X, X + 1) is False
+    with pytest.raises(vg.ConcretizationError, match="vnp.all\\(vnp.isclose"):
+        vg.make_ir(lambda x: vnp.allclose(x, x))(X)
+
+
+def test_one_argument_where_outside_a_trace():
+    rows, cols = vnp.where(X > 0.5)
+    np.testing.assert_array_equal(rows, np.where(X > 0.5)[0])
+    np.testing.assert_array_equal(cols, np.where(X > 0.5)[1])
+    with pytest.raises(vg.ConcretizationError, match="vnp.where\\(cond, x, y\\)"):
+        vg.make_ir(lambda x: vnp.where(x > 0))(X)
+
+
+def test_in_place_assignment_points_to_at():
+    def f(x):
+        x[0] = 1.0
+        return x
+    with pytest.raises(vg.ArgumentError, match=r"x.at\[idx\].set\(v\)") as e:
+        vg.make_ir(f)(X)
+    assert "test_numpy_extras.py" in e.value.source
+
+
+def test_at_inside_grad_and_jit():
+    def loss(x, v):
+        y = x.at[1].set(v).at[:, 0].add(2.0 * v[:3]).at[2, 1:].mul(3.0)
+        return vnp.sum(y * y)
+    v = np.float32([1.0, 2.0, 3.0, 4.0])
+    gx, gv = vg.grad(loss, argnums=(0, 1))(X, v)
+    y = X.copy()
+    y[1] = v
+    y[:, 0] += 2 * v[:3]
+    y[2, 1:] *= 3
+    np.testing.assert_allclose(vg.jit(loss, backend="numpy")(X, v), np.sum(y * y), rtol=1e-6)
+
+    def same_loss(x, v):   # vnp.at(x) is x.at for numpy arrays too (check_grads calls it on them)
+        y = vnp.at(vnp.at(vnp.at(x)[1].set(v))[:, 0].add(2.0 * v[:3]))[2, 1:].mul(3.0)
+        return vnp.sum(y * y)
+    vg.check_grads(same_loss, (X, v), order=2)
+    np.testing.assert_allclose(vg.grad(same_loss)(X, v), gx, rtol=1e-6)
+    assert gx.shape == X.shape and gv.shape == v.shape
+    assert np.all(gx[1] == 0)            # row 1 was overwritten: no gradient reaches x there
+    # x.at[i].get() and traced masks
+    prog = vg.make_ir(lambda x: (x.at[::2].get(), x.at[x > 0].set(0.0)))(X)
+    got = vg.run_program(prog, X)
+    np.testing.assert_array_equal(got[0], X[::2])
+    np.testing.assert_array_equal(got[1], np.where(X > 0, 0, X))
+
+
+def test_matrix_2_norm_and_unknown_pad_modes_are_refused():
+    with pytest.raises(vg.ArgumentError, match="singular values"):
+        vnp.linalg.norm(X, 2)
+    with pytest.raises(vg.ArgumentError, match="'constant', 'edge' and 'reflect'"):
+        vnp.pad(X, 1, mode="wrap")
+
+
+def test_lax_top_k():
+    vals, idx = vg.lax.top_k(np.float32([[1, 5, 3, 5], [0, -1, 2, 9]]), 3)
+    np.testing.assert_array_equal(vals, [[5, 5, 3], [9, 2, 0]])
+    np.testing.assert_array_equal(idx, [[1, 3, 2], [3, 2, 0]])   # ties: the lower index first
+    g = vg.grad(lambda x: vnp.sum(vg.lax.top_k(x, 2)[0] * np.float32([1, 10])))(X)
+    want = np.zeros_like(X)
+    want[:, 3], want[:, 2] = 1, 10
+    np.testing.assert_array_equal(g, want)
+
+
+def test_einsum_program_is_transposes_and_one_matmul():
+    prog = vg.make_ir(lambda a, b: vnp.einsum("bij,bkj->kib", a, b))(
+        np.ones((2, 3, 4), np.float32), np.ones((2, 5, 4), np.float32))
+    names = [e.prim.name for e in prog.eqns]
+    assert names.count("matmul") == 1 and "transpose" in names

@@ -1,0 +1,45 @@
+"""inline_custom: custom_vjp_call / custom_jvp_call eqns replaced by their bodies' eqns.
+
+Their custom rules matter only while the program may still be differentiated; afterwards (the
+`final` pipeline, which the jit runs before fusion and lowering) the body is what computes, and
+inlined it fuses and simplifies with its neighbours like any other code. Body values get fresh
+Vars at each call site (a body inlined twice must not define one Var twice).
+"""
+
+from __future__ import annotations
+
+from vkgrad.ir.core import Program, Var
+from vkgrad.passes.base import Pass, resolve
+from vkgrad.primitives.custom import CUSTOM_CALLS
+
+
+class InlineCustom(Pass):
+    name = "inline_custom"
+
+    def apply(self, program: Program) -> Program:
+        if not any(e.prim in CUSTOM_CALLS for e in program.eqns):
+            return program
+        eqns, consts, sub = [], list(program.consts), {}
+        for e in program.eqns:
+            ins = tuple(resolve(sub, x) for x in e.inputs)
+            if e.prim not in CUSTOM_CALLS:
+                eqns.append(e.replace(inputs=ins))
+                continue
+            body = self.apply(e.params["rule"].body)
+            env = dict(zip(body.inputs, ins))
+            for v, arr in body.consts:
+                env[v] = Var(v.shape, v.dtype)
+                consts.append((env[v], arr))
+            for be in body.eqns:
+                outs = tuple(Var(o.shape, o.dtype) for o in be.outputs)
+                eqns.append(be.replace(
+                    inputs=tuple(env.get(x, x) if isinstance(x, Var) else x for x in be.inputs),
+                    outputs=outs, source=be.source or e.source, phase=e.phase))
+                env.update(zip(be.outputs, outs))
+            for o, bo in zip(e.outputs, body.outputs):
+                sub[o] = env.get(bo, bo) if isinstance(bo, Var) else bo
+        return program.replace(eqns=tuple(eqns), consts=tuple(consts),
+                               outputs=tuple(resolve(sub, o) for o in program.outputs))
+
+
+inline_custom = InlineCustom()

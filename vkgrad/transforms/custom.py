@@ -1,0 +1,179 @@
+"""vg.custom_vjp and vg.custom_jvp: functions with derivative rules of their own (JAX's API).
+
+    @vg.custom_vjp
+    def clip_gradient(x):
+        return x
+    def fwd(x):                        # -> (output, residuals)
+        return x, None
+    def bwd(res, g):                   # -> one cotangent per argument (None: zero)
+        return (vnp.clip(g, -1.0, 1.0),)
+    clip_gradient.defvjp(fwd, bwd)
+
+    @vg.custom_jvp
+    def safe_log1pexp(x):
+        return vnp.logaddexp(x, 0.0)
+    @safe_log1pexp.defjvp
+    def _(primals, tangents):          # -> (output, tangent of the output)
+        (x,), (t,) = primals, tangents
+        return safe_log1pexp(x), t * nn.sigmoid(x)
+
+Outside any transform the function just runs. Inside one, its body is traced into ONE
+custom_*_call eqn (vkgrad/primitives/custom.py) whose VJP is the user's rule:
+  * custom_vjp: `fwd` runs in the backward pass (its residuals are recomputed there; after the
+    custom call is inlined, CSE shares what fwd has in common with the body), then `bwd`;
+  * custom_jvp: reverse mode transposes the user's (linear in the tangents) jvp: the VJP of
+    `t -> jvp(primals, t)[1]`, by vkgrad's own reverse mode.
+Forward mode (vg.jvp) is derived from the backward (the double-VJP trick), so both kinds work
+under jvp, grad and grad of grad wherever the rules themselves are differentiable. In a
+jitted function the rule is traced into the program; `optimize(final=True)` inlines the body.
+
+nondiff_argnums: those arguments are passed through as Python values (hashable or not) and get
+no cotangent; `bwd(*nondiff, res, g)`, `jvp(*nondiff, primals, tangents)` as in JAX. Values the
+body closes over from an enclosing trace are inputs of the eqn too, but get no cotangent
+(JAX refuses such closures; pass them as arguments).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from vkgrad.errors import ArgumentError
+from vkgrad.ir.core import is_float, np_dtype, type_str
+from vkgrad.primitives import (CustomRule, broadcast_to, convert, custom_jvp_call_p,
+                               custom_vjp_call_p)
+from vkgrad.tracer.core import bind, current_trace, user_source
+from vkgrad.tracer.pytree import flatten_up_to, tree_unflatten
+from vkgrad.transforms.api import _fun_name, _trace, vjp
+
+
+class _Custom:
+    """What custom_vjp and custom_jvp share: nondiff arguments, tracing the body, binding."""
+
+    prim = None
+
+    def __init__(self, fun, nondiff_argnums=()):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.nondiff_argnums = tuple(nondiff_argnums)
+
+    def _split(self, args):
+        nd = set(self.nondiff_argnums)
+        return ([args[i] for i in sorted(nd)], [a for i, a in enumerate(args) if i not in nd])
+
+    def _merge(self, nondiff, dyn):
+        it_nd, it_d, out = iter(nondiff), iter(dyn), []
+        for i in range(len(nondiff) + len(dyn)):
+            out.append(next(it_nd) if i in self.nondiff_argnums else next(it_d))
+        return out
+
+    def _missing(self) -> str | None:
+        raise NotImplementedError
+
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            raise ArgumentError(f"{_fun_name(self.fun)} is a custom-derivative function: pass "
+                                "its arguments by position", source=user_source())
+        missing = self._missing()
+        if missing:
+            raise ArgumentError(f"{_fun_name(self.fun)}: {missing}", source=user_source())
+        if current_trace() is None:          # nothing differentiates it: just run it
+            return self.fun(*args)
+        nondiff, dyn = self._split(args)
+        tr = _trace(lambda *d: self.fun(*self._merge(nondiff, d)), tuple(dyn))
+        n_leaves = len(tr.leaves)
+
+        def rule_vjp(gs, ins):
+            dyn_args = [tree_unflatten(tree, ins[sl]) for tree, sl in zip(tr.arg_trees,
+                                                                          tr.arg_slices)]
+            cts = self._cotangents(nondiff, dyn_args, tree_unflatten(tr.out_tree, gs), tr)
+            flat = []
+            for i, (ct, tree) in enumerate(zip(cts, tr.arg_trees)):
+                for c, v in zip(flatten_up_to(tree, ct), tr.program.inputs[tr.arg_slices[i]]):
+                    flat.append(_fit(c, v, self.fun) if is_float(v.dtype) else None)
+            return tuple(flat) + (None,) * (len(ins) - n_leaves)
+
+        rule = CustomRule(_fun_name(self.fun), tr.program, rule_vjp)
+        outs = bind(self.prim, *tr.args, rule=rule)
+        return tree_unflatten(tr.out_tree, outs)
+
+
+def _fit(c, v, fun):
+    """A user's cotangent for input v: None stays None; shapes must match."""
+    if c is None:
+        return None
+    shape = tuple(getattr(c, "shape", np.shape(c)))
+    if shape != v.shape:
+        if shape == ():
+            return broadcast_to(convert(c, v.dtype), v.shape)
+        raise ArgumentError(f"the derivative rule of {_fun_name(fun)} returned a cotangent of "
+                            f"shape {shape} for an argument of type "
+                            f"{type_str(v.shape, v.dtype)}")
+    return convert(c, v.dtype) if hasattr(c, "shape") else np_dtype(v.dtype).type(c)
+
+
+class custom_vjp(_Custom):
+    """`f = vg.custom_vjp(fun)`, then `f.defvjp(fwd, bwd)` (module docstring)."""
+
+    prim = custom_vjp_call_p
+    fwd = bwd = None
+
+    def defvjp(self, fwd, bwd):
+        self.fwd, self.bwd = fwd, bwd
+        return self
+
+    def _missing(self):
+        return None if self.fwd is not None else \
+            "a custom_vjp function needs its rule: call .defvjp(fwd, bwd) before using it"
+
+    def _cotangents(self, nondiff, dyn_args, g, tr):
+        res = self.fwd(*self._merge(nondiff, dyn_args))
+        if not isinstance(res, tuple) or len(res) != 2:
+            raise ArgumentError(f"the fwd of {_fun_name(self.fun)} must return a pair "
+                                "(output, residuals)")
+        cts = self.bwd(*nondiff, res[1], g)
+        if not isinstance(cts, (tuple, list)) or len(cts) != len(dyn_args):
+            raise ArgumentError(f"the bwd of {_fun_name(self.fun)} must return a tuple with "
+                                f"one cotangent per differentiable argument ({len(dyn_args)})")
+        return cts
+
+
+class custom_jvp(_Custom):
+    """`f = vg.custom_jvp(fun)`, then `@f.defjvp` on `jvp(primals, tangents) -> (out,
+    tangent_out)` (module docstring)."""
+
+    prim = custom_jvp_call_p
+    jvp = None
+
+    def defjvp(self, jvp):
+        self.jvp = jvp
+        return jvp
+
+    def _missing(self):
+        return None if self.jvp is not None else \
+            "a custom_jvp function needs its rule: decorate it with @f.defjvp first"
+
+    def _cotangents(self, nondiff, dyn_args, g, tr):
+        # The VJP is the transpose of the tangent map t -> jvp(primals, t)[1], which is linear:
+        # reverse mode of that map at t = 0 (any t gives the same transpose).
+        leaves = [tr.program.inputs[k] for k in range(len(tr.leaves))]
+        fl = [k for k, v in enumerate(leaves) if is_float(v.dtype)]
+
+        def tangent_map(*float_tangents):
+            t_leaves = [np.zeros(v.shape, np_dtype(v.dtype)) for v in leaves]
+            for k, t in zip(fl, float_tangents):
+                t_leaves[k] = t
+            tangents = [tree_unflatten(tree, t_leaves[sl]) for tree, sl in zip(tr.arg_trees,
+                                                                               tr.arg_slices)]
+            out = self.jvp(*nondiff, tuple(dyn_args), tuple(tangents))
+            if not isinstance(out, tuple) or len(out) != 2:
+                raise ArgumentError(f"the jvp rule of {_fun_name(self.fun)} must return a pair "
+                                    "(output, tangent of the output)")
+            return out[1]
+
+        zeros = [np.zeros(leaves[k].shape, np_dtype(leaves[k].dtype)) for k in fl]
+        _, f_vjp = vjp(tangent_map, *zeros)
+        by_leaf = dict(zip(fl, f_vjp(g)))
+        flat = [by_leaf.get(k) for k in range(len(leaves))]
+        return [tree_unflatten(tree, flat[sl]) for tree, sl in zip(tr.arg_trees, tr.arg_slices)]
