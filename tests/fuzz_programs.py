@@ -514,8 +514,28 @@ def op_take(b: _Builder):
     b.emit(expr, out, x.mag)
 
 
+def op_many(b: _Builder):
+    """x combined with up to 40 more arrays in one expression: elementwise kernels bind at
+    most 32 buffers on lavapipe. Either the arrays themselves (broadcasting with x), or the
+    sums of their squares (a global gradient norm)."""
+    x = b.operand()
+    k = 2 + b.choice(39)
+    if b.coin(2):
+        expr, mag, shape = x.name, x.mag, x.shape
+        for _ in range(k):
+            y = b.compatible(shape)
+            expr += b.pick([" + ", " - "]) + y.name
+            mag += y.mag
+            shape = _bcast(shape, y.shape)
+        b.emit(expr, shape, mag)
+    else:
+        ys = [b.fresh(b.shape()) for _ in range(k)]
+        norm = " + ".join(f"vnp.sum({y.name} * {y.name})" for y in ys)
+        b.emit(f"{x.name} / vnp.sqrt({norm} + 1.0)", x.shape, x.mag)
+
+
 OPS = [op_unary, op_binary, op_where, op_reduce, op_reshape, op_transpose, op_index, op_expand,
-       op_concatenate, op_matmul, op_softmax, op_take]
+       op_concatenate, op_matmul, op_softmax, op_take, op_many]
 
 
 @st.composite

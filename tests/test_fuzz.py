@@ -25,3 +25,23 @@ FUZZ_OPS = int(os.environ.get("VKGRAD_FUZZ_OPS", 6))   # ops per program, at mos
 @given(program=programs(max_ops=FUZZ_OPS))
 def test_random_program_on_vulkan_matches_interpreter(program):
     check(program)
+
+
+# ----------------------------------------------------------------------------- regressions
+# Programs the fuzzer found failing, minimized; each failed before the fix named beside it.
+
+def test_regression_global_norm_of_40_arrays_runs_on_vulkan():
+    """40 scalars added in one elementwise kernel read 40 buffers, past lavapipe's 32: the
+    whole program fell back to the interpreter. Fixed in lowering/lower.py (split_bindings
+    writes operands to scratch first)."""
+    xs = tuple((f"x{i}", (3,), "f") for i in range(41))
+    norm = " + ".join(f"vnp.sum(x{i} * x{i})" for i in range(1, 41))
+    check(Program(inputs=xs, lines=(f"v0 = x0 / vnp.sqrt({norm} + 1.0)",), outputs=("v0",)))
+
+
+def test_regression_sum_of_40_arrays_runs_on_vulkan():
+    """The same through a chain of 40 adds of broadcast operands (one fused output)."""
+    xs = (("x0", (4, 3), "f"),) + tuple((f"x{i}", (3,) if i % 2 else (4, 1), "f")
+                                        for i in range(1, 41))
+    check(Program(inputs=xs, lines=("v0 = " + " - ".join(n for n, _, _ in xs),),
+                  outputs=("v0",)))

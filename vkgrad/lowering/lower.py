@@ -220,17 +220,37 @@ def split_bindings(body: Program, limit: int) -> list:
     """`body` (a fused kernel's program) as sub-programs that each bind at most `limit` buffers
     (inputs + outputs): outputs are grouped greedily, each group with the eqns and inputs it
     needs (an eqn two groups need is computed by both). An Adam update of many same-shaped
-    parameters is one fused group of 7 buffers per parameter, past lavapipe's 32."""
+    parameters is one fused group of 7 buffers per parameter, past lavapipe's 32.
+
+    One output can need more buffers than that by itself (a sum of 40 arrays; a global
+    gradient norm over 40 parameters is 40 scalars added): where an eqn would read more, its
+    computed operands are first written to scratch buffers by sub-programs of their own, run
+    before the others, which read them back (found by tests/test_fuzz.py; before, the whole
+    program fell back to the interpreter)."""
     if len(body.inputs) + len(body.outputs) <= limit:
         return [body]
     producer = {o: e for e in body.eqns for o in e.outputs}
-    external = set(body.inputs)
+    order = {e: i for i, e in enumerate(body.eqns)}
+    # leaves[v]: the buffers computing v inline would read; cut: the values materialized
+    leaves, cut = {v: {v} for v in body.inputs}, []
+    for e in body.eqns:
+        operands = [x for x in e.inputs if isinstance(x, Var)]
+        need = set().union(*(leaves[x] for x in operands))
+        if len(need) + 1 > limit:
+            for x in operands:
+                if leaves[x] != {x}:
+                    cut.append(x)
+                    leaves[x] = {x}
+            need = set().union(*(leaves[x] for x in operands))
+        leaves.update((o, need) for o in e.outputs)
+    cut.sort(key=lambda v: order[producer[v]])   # producers before readers
+    external = set(body.inputs) | set(cut)
 
     def cone(out):
         eqns, ins, stack = set(), set(), [out]
         while stack:
             v = stack.pop()
-            if v in external:
+            if v in external and not (v is out and v in producer):
                 ins.add(v)
             elif v in producer and producer[v] not in eqns:
                 eqns.add(producer[v])
@@ -238,18 +258,26 @@ def split_bindings(body: Program, limit: int) -> list:
         return eqns, ins
 
     groups = []                           # [(outputs, eqns, inputs)]
+    for o in cut:
+        groups.append(([o], *cone(o)))
     for o in body.outputs:
+        if o in cut:
+            continue
         eqns, ins = cone(o) if isinstance(o, Var) else (set(), set())
         if len(ins) + 1 > limit:
             raise Unsupported(f"an elementwise kernel output reads {len(ins)} buffers; the "
                               f"device allows {limit} per kernel")
-        if groups and len(groups[-1][2] | ins) + len(groups[-1][0]) + 1 <= limit:
+        if len(groups) > len(cut) and len(groups[-1][2] | ins) + len(groups[-1][0]) + 1 <= limit:
             outs, g_eqns, g_ins = groups[-1]
             groups[-1] = (outs + [o], g_eqns | eqns, g_ins | ins)
         else:
             groups.append(([o], eqns, ins))
-    order = {e: i for i, e in enumerate(body.eqns)}
-    return [Program(f"{body.name}_{i}", tuple(v for v in body.inputs if v in ins), tuple(outs),
+    for outs, _, ins in groups[:len(cut)]:
+        if len(ins) + 1 > limit:   # one eqn reading that many (a concatenate of 40 arrays)
+            raise Unsupported(f"an elementwise kernel output reads {len(ins)} buffers; the "
+                              f"device allows {limit} per kernel")
+    sources = (*body.inputs, *cut)
+    return [Program(f"{body.name}_{i}", tuple(v for v in sources if v in ins), tuple(outs),
                     tuple(sorted(eqns, key=order.__getitem__)))
             for i, (outs, eqns, ins) in enumerate(groups)]
 
