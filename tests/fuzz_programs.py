@@ -534,8 +534,48 @@ def op_many(b: _Builder):
         b.emit(f"{x.name} / vnp.sqrt({norm} + 1.0)", x.shape, x.mag)
 
 
+def op_int(b: _Builder):
+    """Integer and boolean values on the way: an int input of x's shape (or one broadcasting
+    with it) through integer arithmetic, reversal, a permutation, comparisons and logic, then
+    back into x as a float factor or a where mask."""
+    x = b.operand()
+    shape = x.shape[b.choice(len(x.shape) + 1):] if x.shape else ()
+    i = b.fresh(shape, ("i", 5)).name
+    for _ in range(1 + b.choice(3)):
+        how = b.pick(["arith", "max", "abs", "where", "reverse", "permute", "slice"])
+        if how == "arith":
+            i = f"({i} * {b.pick([2, 3, -1])} - {b.pick([1, 2, 7])})"
+        elif how == "max":
+            i = f"vnp.maximum({i}, {b.pick([0, 1, 2])})"
+        elif how == "abs":
+            i = f"vnp.abs({i} - 2)"
+        elif how == "where":
+            i = f"vnp.where({x.name} > 0.0, {i}, 1 - {i})" if shape == x.shape else \
+                f"vnp.where({i} > 1, {i}, 3)"
+        elif shape and how == "reverse":
+            a = b.choice(len(shape))
+            i = f"{i}[{':, ' * a}::-1]"
+        elif shape and how == "permute":
+            a = b.choice(len(shape))
+            perm = np.random.default_rng(len(b.lines)).permutation(shape[a]).tolist()
+            i = f"vnp.take({i}, np.array({perm}), axis={a})"
+        elif shape and how == "slice":   # a middle slice of both halves, concatenated back
+            a = b.choice(len(shape))
+            k = b.choice(shape[a] + 1)
+            sl = ":, " * a
+            i = f"vnp.concatenate([{i}[{sl}{k}:], {i}[{sl}:{k}]], axis={a})"
+    how = b.pick(["scale", "mask", "logic"])
+    if how == "scale":
+        b.emit(f"{x.name} * ({i}).astype(np.float32)", x.shape, x.mag * 20)
+    elif how == "mask":
+        b.emit(f"vnp.where({i} > 1, {x.name}, -{x.name})", x.shape, x.mag)
+    else:
+        b.emit(f"vnp.where(({i} == 2) | ~({x.name} > 0.5), {x.name}, 0.5)", x.shape,
+               max(x.mag, 0.5))
+
+
 OPS = [op_unary, op_binary, op_where, op_reduce, op_reshape, op_transpose, op_index, op_expand,
-       op_concatenate, op_matmul, op_softmax, op_take, op_many]
+       op_concatenate, op_matmul, op_softmax, op_take, op_many, op_int]
 
 
 @st.composite

@@ -45,3 +45,16 @@ def test_regression_sum_of_40_arrays_runs_on_vulkan():
                                         for i in range(1, 41))
     check(Program(inputs=xs, lines=("v0 = " + " - ".join(n for n, _, _ in xs),),
                   outputs=("v0",)))
+
+
+def test_regression_int_and_bool_gathers_run_on_vulkan():
+    """x[::-1] of an int array (a take with iota indices) made the whole program fall back to
+    the interpreter: the take kernel moved only f32. Fixed in kernels_glsl/take.comp (INT),
+    lowering/kernels.py (plan_take ints=) and lowering/lower.py (_take)."""
+    check(Program(inputs=(("x0", (7,), "f"), ("x1", (7,), ("i", 5))),
+                  lines=("v0 = x0 * (vnp.maximum((x1 * 3 - 7)[::-1], 1)).astype(np.float32)",),
+                  outputs=("v0",)))
+    check(Program(inputs=(("x0", (3, 8), "f"), ("x1", (3, 8), ("i", 5))),
+                  lines=("v0 = vnp.where(vnp.take(x1 > 1, np.array([2, 0, 2]), axis=0), x0, -x0)",
+                         "v1 = vnp.where(vnp.take(x1, np.array([7, 0]), axis=1) == 2, 1.0, v0[:, :2])"),
+                  outputs=("v1", "v0")))
