@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import os
 
-import pytest
+import numpy as np
 from hypothesis import HealthCheck, given, settings
 
+import vkgrad as vg
 from fuzz_programs import Program, check, programs
+from vkgrad.errors import VkgradError
+from vkgrad.ir.core import TensorType, abstract_eval_rules, glsl_elementwise
+from vkgrad.tracer.core import bind
 
 _ENV_EXAMPLES = os.environ.get("VKGRAD_FUZZ_EXAMPLES")
 FUZZ_EXAMPLES = int(_ENV_EXAMPLES or 25)
@@ -58,3 +62,87 @@ def test_regression_int_and_bool_gathers_run_on_vulkan():
                   lines=("v0 = vnp.where(vnp.take(x1 > 1, np.array([2, 0, 2]), axis=0), x0, -x0)",
                          "v1 = vnp.where(vnp.take(x1, np.array([7, 0]), axis=1) == 2, 1.0, v0[:, :2])"),
                   outputs=("v1", "v0")))
+
+
+# ----------------------------------------------------------------------------- special values
+# The programs above stay in safe ranges. Here every elementwise primitive meets zeros, signed
+# zeros, infinities, NaN, huge and tiny values, each pair for the binary ones, in ONE program
+# (two generated kernels, whatever the number of primitives).
+
+SPECIAL = np.float32([0.0, -0.0, 1, -1, 0.5, -0.5, 2, -2, 3, -3, 1e-3, 20, 88, -88, 100, -100,
+                      1e30, -1e30, 1e-30, np.inf, -np.inf, np.nan])
+_nan, _inf = np.isnan, np.isinf
+
+# Where Vulkan may differ from numpy, by primitive: operand tuple -> True when excused. Each is
+# either left undefined by the Vulkan spec or a driver's choice, and none matters inside the
+# ranges the kernels are tested in (the fuzzed programs above).
+EXCUSED = {
+    # GLSL's max/min of a NaN may return the other operand (the reductions too: kernels.py)
+    "max": lambda x, y: _nan(x) or _nan(y),
+    "min": lambda x, y: _nan(x) or _nan(y),
+    "sign": lambda x: _nan(x),
+    # the template clamps first (clamp(NaN) is undefined); lavapipe computes tanh from exps, an
+    # absolute error of ~3e-8 near 0 (the Vulkan spec's precision for tanh)
+    "tanh": lambda x: _nan(x) or abs(x) < 1e-2,
+    # the Vulkan spec bounds sin/cos errors on [-pi, pi] only
+    "sin": lambda x: abs(x) > 1e4,
+    "cos": lambda x: abs(x) > 1e4,
+    # pow of infinities and NaN; a negative zero base (drivers may drop the sign of a zero)
+    "pow": lambda x, y: _nan(x) or _nan(y) or _inf(x) or _inf(y) or (x == 0 and np.signbit(x)),
+}
+
+
+def _special_operands(arity):
+    if arity == 1:
+        return (SPECIAL,)
+    return np.repeat(SPECIAL, len(SPECIAL)), np.tile(SPECIAL, len(SPECIAL))
+
+
+def test_special_values_of_every_elementwise_primitive_match_interpreter():
+    """Failed before the pow fix (0**0 was 0, 0**-1 was 0 on lavapipe: GLSL's pow is undefined
+    there; lax.py's pow template now handles a zero base and a zero exponent)."""
+    prims = []
+    for p in sorted(glsl_elementwise, key=lambda p: p.name):
+        if p.name in ("select", "convert", "stop_gradient"):   # not float -> float maps
+            continue
+        arity = 1 if _takes(p, 1) else 2
+        prims.append((p, arity))
+
+    def fun(x, a, b):
+        return tuple(bind(p, *((x,) if arity == 1 else (a, b))) for p, arity in prims)
+
+    args = (SPECIAL,) + _special_operands(2)
+    got = vg.jit(fun, backend="vulkan")(*args)
+    want = vg.jit(fun, backend="numpy")(*args)
+    failures = []
+    for (p, arity), g, w in zip(prims, got, want):
+        g, w = np.asarray(g), np.asarray(w)
+        ops = _special_operands(arity)
+        if w.dtype == bool:
+            ok = g == w
+        else:
+            ok = (g == w) | (_nan(g) & _nan(w)) | np.isclose(g, w, rtol=1e-5, atol=1e-37)
+        excuse = EXCUSED.get(p.name, lambda *a: False)
+        for k in np.flatnonzero(~ok):
+            operands = tuple(o[k] for o in ops)
+            if not excuse(*operands):
+                failures.append(f"{p.name}{operands}: vulkan {g[k]!r}, interpreter {w[k]!r}")
+    assert not failures, "\n".join(failures)
+
+
+def _takes(prim, n) -> bool:
+    try:
+        abstract_eval_rules[prim](*[TensorType((1,), "f32")] * n)
+        return True
+    except VkgradError:
+        return False
+
+
+def test_regression_pow_at_zero_base():
+    """x ** y at x == 0: GLSL's pow is undefined there (lavapipe gave 0**0 == 0), so the value
+    x**0 and the gradient y * x**(y-1) at y == 1 came out 0 instead of 1. Fixed in
+    primitives/lax.py (the pow template). And the gradient of x**0 at x == 0 was nan on every
+    backend (0 * 0**-1): it is 0 now (lax.py's pow VJP)."""
+    inputs = (("x0", (4, 7), "t"), ("x1", (4, 7), ("i", 5)))   # seed 1: zeros of x0 meet
+    for exponent in ("vnp.minimum(x1, 2)", "vnp.minimum(x1, 1) + 1"):   # exponents 0 and 1
+        check(Program(inputs, (f"v0 = x0 ** ({exponent}).astype(np.float32)",), ("v0",), 1))

@@ -145,12 +145,18 @@ vjp_rules[div_p] = lambda g, ans, x, y: (_unbroadcast(div(g, y), x),
 pow_p = _elementwise(
     "pow", 2, np.power,
     # GLSL's pow is undefined for a negative base; numpy's is defined for integral exponents.
+    # It is undefined for a zero base with y <= 0 too (lavapipe: 0**0 == 0, 0**-1 == 0; numpy:
+    # x**0 == 1, 0**y == inf for y < 0; found by test_fuzz.py's special values).
+    "(({1}) == 0.0 ? 1.0 : ({0}) == 0.0 ? (({1}) < 0.0 ? uintBitsToFloat(0x7f800000u) : 0.0) : "
     "((({0}) < 0.0 && ({1}) == floor({1})) ? (mod({1}, 2.0) == 0.0 ? pow(-({0}), {1}) "
-    ": -pow(-({0}), {1})) : pow({0}, {1}))")
+    ": -pow(-({0}), {1})) : pow({0}, {1})))")
 
 
 def _pow_vjp(g, ans, x, y):
-    dx = mul(g, mul(y, power(x, sub(y, 1))))
+    dx = mul(y, power(x, sub(y, 1)))
+    if isinstance(y, ArrayOps) or np.any(np.asarray(y) == 0):
+        dx = select(eq(y, 0), 0, dx)   # x**0 is constant: 0, not 0 * 0**-1 = nan at x == 0
+    dx = mul(g, dx)
     # d(x^y)/dy = x^y log x; where x == 0 the product is 0 (not 0 * -inf = nan)
     safe_log = log(select(eq(x, 0), 1, x))
     dy = mul(g, mul(ans, safe_log))
