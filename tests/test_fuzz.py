@@ -146,3 +146,16 @@ def test_regression_pow_at_zero_base():
     inputs = (("x0", (4, 7), "t"), ("x1", (4, 7), ("i", 5)))   # seed 1: zeros of x0 meet
     for exponent in ("vnp.minimum(x1, 2)", "vnp.minimum(x1, 1) + 1"):   # exponents 0 and 1
         check(Program(inputs, (f"v0 = x0 ** ({exponent}).astype(np.float32)",), ("v0",), 1))
+
+
+def test_regression_division_by_a_literal_zero():
+    """x / 0.0 gave garbage on lavapipe (1e27, or 0: Vulkan leaves division by zero undefined
+    and the driver folds the literal); numpy gives inf, -inf or nan. Fixed in
+    primitives/lax.py (the div template divides by zero itself)."""
+    x = np.float32([1.0, -2.0, 0.0, 3.0, np.inf, np.nan])
+
+    def fun(x):
+        return x / 0.0, x / -0.0, x[:4].astype(np.int32) / 0
+
+    for got, want in zip(vg.jit(fun, backend="vulkan")(x), vg.jit(fun, backend="numpy")(x)):
+        np.testing.assert_array_equal(np.asarray(got), want)

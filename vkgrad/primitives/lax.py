@@ -137,7 +137,12 @@ mul_p = _elementwise("mul", 2, np.multiply, "({0} * {1})", NUMERIC_DTYPES,
                      traits=("commutative",))
 vjp_rules[mul_p] = lambda g, ans, x, y: (_unbroadcast(mul(g, y), x), _unbroadcast(mul(g, x), y))
 
-div_p = _elementwise("div", 2, np.divide, "({0} / {1})")
+div_p = _elementwise(
+    "div", 2, np.divide,
+    # Vulkan leaves x / 0 undefined (lavapipe folds x / 0.0 to garbage): divide by zero as
+    # numpy does, x times an infinity of the zero's sign (0 / 0 is nan).
+    "(({1}) == 0.0 ? ({0}) * uintBitsToFloat((floatBitsToUint({1}) & 0x80000000u) | 0x7f800000u)"
+    " : ({0}) / ({1}))")
 # d(x/y)/dy = -x/y^2 = -(x/y)/y
 vjp_rules[div_p] = lambda g, ans, x, y: (_unbroadcast(div(g, y), x),
                                          _unbroadcast(neg(div(mul(g, ans), y)), y))
