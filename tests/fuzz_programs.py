@@ -25,6 +25,7 @@ constants and compile once.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass
@@ -650,34 +651,45 @@ def _outputs(tree) -> list:
     return list(tree) if isinstance(tree, (tuple, list)) else [tree]
 
 
-def check(program: Program, *, grads: bool = True) -> None:
+def check(program: Program, *, grads: bool = True, calls: bool = True) -> None:
     """Values and gradients of `program` on Vulkan (float32) against the interpreter (float64,
-    and float32 for ill-conditioned spots); no fallback to the interpreter."""
+    and float32 for ill-conditioned spots); no fallback to the interpreter. With `calls`, the
+    value program is called twice more on other values: with device Arrays as arguments (a
+    replay of the recorded sequence), and with its float arguments donated (outputs may be
+    written over them in place)."""
     f = program.function()
     source = program.source()
     args32 = program.arguments()
-    args64 = [a.astype(np.float64) if a.dtype == np.float32 else a for a in args32]
-    runs = [("value", f, args32, args64)]
+    runs = [("value", f, args32)]
     if grads:
         n = len(args32)
         rng = np.random.default_rng(program.seed ^ 0x5EED)
-        outs64 = vg.jit(f, backend="numpy")(*args64)
-        ws32 = [rng.standard_normal(np.shape(o)).astype(np.float32) for o in outs64]
+        outs = vg.jit(f, backend="numpy")(*args32)
+        ws32 = [rng.standard_normal(np.shape(o)).astype(np.float32) for o in outs]
 
         def loss(*a):   # a random scalarisation: sum of the outputs times fixed weights
             return sum(vnp.sum(o * w) for o, w in zip(f(*a[:n]), a[n:]))
 
-        g = vg.grad(loss, argnums=program.float_inputs)
-        runs.append(("gradient", g, args32 + ws32,
-                     args64 + [w.astype(np.float64) for w in ws32]))
-    for what, fun, a32, a64 in runs:
-        on_gpu = vg.jit(fun, backend="vulkan")
-        got = _outputs(on_gpu(*a32))
+        runs.append(("gradient", vg.grad(loss, argnums=program.float_inputs), args32 + ws32))
+    jitted = {}
+    for what, fun, a32 in runs:
+        on_gpu = jitted[what] = vg.jit(fun, backend="vulkan")
+        _compare(what, on_gpu(*a32), fun, a32, source)
         fallback = on_gpu.lower(*a32).stats()["fallback"]
         assert fallback is None, f"{what}: fell back to the interpreter: {fallback}\n{source}"
-        ref = vg.jit(fun, backend="numpy")
-        want64, want32 = _outputs(ref(*a64)), _outputs(ref(*a32))
-        scale = _max_magnitude(ref.lower(*a64), a64)
-        assert len(got) == len(want64)
-        for i, (g_, w64, w32) in enumerate(zip(got, want64, want32)):
-            assert_close(f"{what} {i}", g_, w64, w32, scale, source)
+    if calls:
+        again = dataclasses.replace(program, seed=program.seed + 1).arguments()
+        _compare("value, second call on device Arrays", jitted["value"](*vg.device_put(again)),
+                 f, again, source)
+        donated = vg.jit(f, backend="vulkan", donate_argnums=program.float_inputs)
+        _compare("value, arguments donated", donated(*vg.device_put(args32)), f, args32, source)
+
+
+def _compare(what, got, fun, a32, source):
+    a64 = [a.astype(np.float64) if a.dtype == np.float32 else a for a in a32]
+    ref = vg.jit(fun, backend="numpy")
+    got, want64, want32 = _outputs(got), _outputs(ref(*a64)), _outputs(ref(*a32))
+    scale = _max_magnitude(ref.lower(*a64), a64)
+    assert len(got) == len(want64)
+    for i, (g, w64, w32) in enumerate(zip(got, want64, want32)):
+        assert_close(f"{what} {i}", g, w64, w32, scale, source)

@@ -64,6 +64,16 @@ def test_regression_int_and_bool_gathers_run_on_vulkan():
                   outputs=("v1", "v0")))
 
 
+def test_regression_donation_plan_survives_a_later_move():
+    """Donating both arguments: the plan gave x0's buffer to the take's output (it ran after
+    the last read of x0), then, for x1, moved the kernel reading x0 after the take: x0 was
+    overwritten before it was read. Fixed in lowering/donation.py (moves treat an output and
+    the donated buffer it took as one)."""
+    check(Program(inputs=(("x0", (7, 3), "f"), ("x1", (21,), "f")),
+                  lines=("v0 = (x0 * 2.0).reshape((21,))", "v1 = x1.reshape((7, 3))[::-1]"),
+                  outputs=("v0", "v1")))
+
+
 # ----------------------------------------------------------------------------- special values
 # The programs above stay in safe ranges. Here every elementwise primitive meets zeros, signed
 # zeros, infinities, NaN, huge and tiny values, each pair for the binary ones, in ONE program
