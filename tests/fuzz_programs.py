@@ -17,7 +17,8 @@ its outputs times fixed random weights, through `vg.grad`) with `vg.jit` on Vulk
 and on the interpreter in float64 and float32, and compares (see `assert_close`). It also checks
 that neither Vulkan program fell back to the interpreter: every op here has a kernel.
 
-Shapes come from a small vocabulary (DIMS: awkward sizes, and 4 for the vec4 paths) because on
+Shapes come from a small vocabulary (DIMS: awkward sizes, 4 for the vec4 paths, 130 to cross a
+matmul tile) because on
 lavapipe each distinct fused kernel is a new glslangValidator run (~0.3-0.6 s on the 2-core CI
 machine); the hand-written kernels (matmul, reductions, softmax, take) take shapes as push
 constants and compile once.
@@ -39,8 +40,8 @@ import vkgrad.numpy as vnp
 from vkgrad.ir.core import Literal
 from vkgrad.ir.interpreter import apply as interpret
 
-DIMS = (1, 3, 4, 7, 33)
-MAX_ELEMENTS = 4096     # per value: keeps the interpreter and lavapipe quick
+DIMS = (1, 3, 4, 7, 33, 130)   # 130: past a 64- or 128-wide matmul tile
+MAX_ELEMENTS = 6000     # per value: keeps the interpreter and lavapipe quick
 RESCALE = 1e3           # a node whose magnitude bound passes this is scaled back down
 EPS32 = float(np.finfo(np.float32).eps)
 
@@ -590,6 +591,9 @@ def programs(draw, max_ops: int = 6) -> Program:
     read = set(re.findall(r"\b[vx]\d+\b", " ".join(line.split(" = ", 1)[1] for line in b.lines)))
     sinks = [n.name for n in b.nodes if n.name.startswith("v") and n.name not in read]
     outputs = sinks[::-1][:1 + b.choice(3)]
+    if b.coin(8):     # an input returned as is, or one value returned twice
+        outputs.append(b.pick([name for name, _, kind in b.inputs if kind in ("f", "t")]
+                              + outputs[:1]))
     return Program(tuple(b.inputs), tuple(b.lines), tuple(outputs),
                    draw(st.integers(0, 2**32 - 1)))
 
