@@ -32,6 +32,7 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
+import hypothesis
 from hypothesis import strategies as st
 
 import vkgrad as vg
@@ -600,12 +601,56 @@ def programs(draw, max_ops: int = 6) -> Program:
 
 # ----------------------------------------------------------------------------- the check
 
-def _max_magnitude(compiled, args) -> float:
-    """The largest |value| of any float value the optimised program computes on `args` (the
-    scale of the rounding errors that float32 makes along the way)."""
+# Primitives whose result is exactly the same in float32 on every backend when their operands
+# are: they move or pick values, or flip a sign bit. Anything else rounds (and a driver may
+# contract a*b+c into one fma), so two values equal in one evaluation may differ in another.
+_EXACT = {"broadcast_to", "reshape", "transpose", "slice", "pad", "concatenate", "iota", "take",
+          "select", "stop_gradient", "neg", "abs", "convert", "max", "min", "reduce_max",
+          "reduce_min"}
+# Where a tiny difference in an operand flips a discrete choice: comparisons (where, the VJPs
+# of max/min/abs), the extreme of a reduction (its VJP shares the gradient among ties), sign,
+# and a float converted to an integer or bool.
+_CHOOSERS = {"lt", "le", "eq", "ne", "reduce_max", "reduce_min", "sign", "convert"}
+NEAR = 1e-5     # "near": within this much of the operands' magnitude
+
+
+def _near_choice(e, ins) -> bool:
+    """Does eqn e (a chooser) decide anything by less than NEAR times its operands' scale?"""
+    arrays = [np.asarray(a, np.float64) for a in ins]
+    scale = max([float(np.max(np.abs(a))) for a in arrays if a.size] + [1e-30])
+    tol = NEAR * scale
+    name = e.prim.name
+    if name in ("lt", "le"):
+        return bool(np.any(np.abs(arrays[0] - arrays[1]) <= tol))
+    if name in ("eq", "ne"):   # a near miss; equality itself is the max VJP finding its pick
+        d = np.abs(arrays[0] - arrays[1])   # (two picks, a tie, are the reduction's to flag)
+        return bool(np.any((d > 0) & (d <= tol)))
+    if name == "sign":
+        return bool(np.any(np.abs(arrays[0]) <= tol))
+    if name == "convert":      # to an integer (truncation) or to bool (x != 0)
+        if e.out.dtype not in ("i32", "bool"):
+            return False
+        x = arrays[0]
+        return bool(np.any(np.abs(x - np.round(x)) <= tol))
+    x, axes = arrays[0], e.params["axes"]
+    if not axes or x.size == 0:
+        return False
+    best = x.max(axis=axes, keepdims=True) if name == "reduce_max" else \
+        x.min(axis=axes, keepdims=True)
+    near = (np.abs(x - best) <= tol).sum(axis=axes)
+    return bool(np.any(near > 1))      # a (near) tie: more than one candidate
+
+
+def _reference_walk(compiled, args):
+    """Run the optimised program on `args` eqn by eqn: the largest |value| any float value
+    reaches (the scale of the rounding errors float32 makes along the way), and which outputs
+    depend on an ill-conditioned choice (a chooser, on rounded operands, deciding by a margin
+    under the rounding: float32 may choose otherwise, and the result jump)."""
     program = compiled.stages["optimized"]
     env = dict(zip(program.inputs, args))
     env.update(program.consts)
+    exact = set(program.inputs) | {v for v, _ in program.consts}
+    tainted = set()
     big = 1.0
 
     def note(a):
@@ -624,7 +669,18 @@ def _max_magnitude(compiled, args) -> float:
         env.update(zip(e.outputs, outs))
         for o in outs:
             note(o)
-    return big
+        vars_in = [x for x in e.inputs if not isinstance(x, Literal)]
+        # integers and bools are exact (a comparison's own margin is checked where it is made)
+        exact.update(o for o in e.outputs if o.dtype in ("i32", "bool"))
+        if e.prim.name in _EXACT and all(x in exact for x in vars_in):
+            exact.update(e.outputs)
+        rounded = any(x not in exact for x in vars_in)
+        floats = all(np.asarray(a).dtype.kind == "f" for a in ins)
+        if any(x in tainted for x in vars_in) or (
+                e.prim.name in _CHOOSERS and rounded and floats and _near_choice(e, ins)):
+            tainted.update(e.outputs)
+    ill = {i for i, o in enumerate(program.outputs) if o in tainted}
+    return big, ill
 
 
 RTOL = 2e-4
@@ -693,7 +749,17 @@ def _compare(what, got, fun, a32, source):
     a64 = [a.astype(np.float64) if a.dtype == np.float32 else a for a in a32]
     ref = vg.jit(fun, backend="numpy")
     got, want64, want32 = _outputs(got), _outputs(ref(*a64)), _outputs(ref(*a32))
-    scale = _max_magnitude(ref.lower(*a64), a64)
+    scale, ill = _reference_walk(ref.lower(*a64), a64)
     assert len(got) == len(want64)
     for i, (g, w64, w32) in enumerate(zip(got, want64, want32)):
+        if i in ill:     # the exact answer jumps within float32's rounding: no reference
+            _event(f"ill-conditioned output skipped ({what.split(',')[0]})")
+            continue
         assert_close(f"{what} {i}", g, w64, w32, scale, source)
+
+
+def _event(text):
+    try:
+        hypothesis.event(text)
+    except Exception:   # outside a hypothesis test (the named regression tests)
+        pass
