@@ -110,7 +110,7 @@ def _bcast(a, b):
     for x, y in zip(a, b):
         if x != y and 1 not in (x, y):
             return None
-        out.append(max(x, y))
+        out.append(y if x == 1 else x)
     return tuple(out)
 
 
@@ -299,6 +299,8 @@ def op_reduce(b: _Builder):
     x = b.operand()
     fn = b.pick(["sum", "mean", "max", "min", "var", "logsumexp"])
     axis, axes = _axis_arg(b, len(x.shape))
+    if any(x.shape[a] == 0 for a in axes):   # max/min of nothing is an error, a mean nan
+        fn = "sum"
     keep = b.coin(3)
     n = _size([x.shape[a] for a in axes])
     shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape)) if keep else \
@@ -375,7 +377,7 @@ def op_index(b: _Builder):
             key.append("None")
             shape.append(1)
         how = b.pick(["all", "slice", "int"])
-        if how == "all":
+        if how == "all" or n == 0:
             key.append(":")
             shape.append(n)
         elif how == "int":
@@ -385,7 +387,7 @@ def op_index(b: _Builder):
             start = b.between(-n, n - 1)
             stop = b.between(-n - 1, n)
             m = len(range(*slice(start, stop, step).indices(n)))
-            if m == 0:   # keep values non-empty
+            if m == 0 and not b.coin(8):   # mostly non-empty; now and then an empty array
                 start, stop, m = None, None, len(range(*slice(None, None, step).indices(n)))
             key.append(f"{'' if start is None else start}:{'' if stop is None else stop}"
                        f"{'' if step == 1 else ':' + str(step)}")
@@ -500,6 +502,8 @@ def op_take(b: _Builder):
         return op_unary(b)
     ax = b.between(0, len(x.shape) - 1)
     n = x.shape[ax]
+    if n == 0:          # no index is in range
+        return op_unary(b)
     idx_shape = b.pick([(3,), (7,), (1,), (2, 3)])
     out = x.shape[:ax] + idx_shape + x.shape[ax + 1:]
     if _size(out) > MAX_ELEMENTS or len(out) > 4:
@@ -558,7 +562,7 @@ def op_int(b: _Builder):
         elif shape and how == "reverse":
             a = b.choice(len(shape))
             i = f"{i}[{':, ' * a}::-1]"
-        elif shape and how == "permute":
+        elif shape and how == "permute" and 0 not in shape:
             a = b.choice(len(shape))
             perm = np.random.default_rng(len(b.lines)).permutation(shape[a]).tolist()
             i = f"vnp.take({i}, np.array({perm}), axis={a})"

@@ -11,11 +11,13 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 import vkgrad as vg
+import vkgrad.numpy as vnp
 from fuzz_programs import Program, check, programs
-from vkgrad.errors import VkgradError
+from vkgrad.errors import ShapeError, VkgradError
 from vkgrad.ir.core import TensorType, abstract_eval_rules, glsl_elementwise
 from vkgrad.tracer.core import bind
 
@@ -169,3 +171,20 @@ def test_regression_division_by_a_literal_zero():
 
     for got, want in zip(vg.jit(fun, backend="vulkan")(x), vg.jit(fun, backend="numpy")(x)):
         np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_regression_max_of_an_empty_axis_is_an_error_everywhere():
+    """max/min over an axis of length 0: Vulkan gave -inf/+inf, the interpreter failed inside
+    numpy (an IRError naming an implementation bug), and softmax over rows of length 0 failed
+    there too. Now the shape rule raises ShapeError as numpy and JAX do, on every backend, and
+    softmax of empty rows is empty (primitives/lax.py)."""
+    empty = np.zeros((0, 3), np.float32)
+    for backend in ("vulkan", "numpy"):
+        with pytest.raises(ShapeError, match="length 0"):
+            vg.jit(lambda a: vnp.max(a, axis=0), backend=backend)(empty)
+        with pytest.raises(ShapeError, match="length 0"):
+            vg.jit(lambda a: vnp.argmin(a, axis=0), backend=backend)(empty)
+    check(Program(inputs=(("x0", (3, 4), "f"),),
+                  lines=("v0 = vnp.log_softmax(x0[:, 2:2], axis=1)", "v1 = vnp.max(v0, axis=0)",
+                         "v2 = vnp.sum(vnp.softmax(x0[1:1], axis=0), axis=0) + x0"),
+                  outputs=("v1", "v2")))

@@ -265,6 +265,11 @@ def _reduce_rule(name, allowed):
         if any(not 0 <= a < x.ndim for a in axes) or list(axes) != sorted(set(axes)):
             raise VkgradIndexError(f"{name}: axes {axes} are not sorted distinct axes of {x}")
         _check_dtypes(name, [x], allowed)
+        if name != "reduce_sum" and any(x.shape[a] == 0 for a in axes):
+            # as numpy and JAX: an error, not a value (the interpreter failed inside numpy and
+            # Vulkan gave -inf; found by tests/test_fuzz.py)
+            raise ShapeError(f"{name} over an axis of length 0 of {x}: there is no element "
+                             "to choose (numpy raises too)")
         return TensorType(tuple(d for i, d in enumerate(x.shape) if i not in axes), x.dtype)
     return rule
 
@@ -561,13 +566,13 @@ def _sum_last(x):
     return np.sum(x, axis=-1, keepdims=True)
 
 
-def _softmax_impl(x, *, axis):
-    e = np.exp(x - np.max(x, axis=-1, keepdims=True))
+def _softmax_impl(x, *, axis):   # initial: rows of length 0 give empty results, no error
+    e = np.exp(x - np.max(x, axis=-1, keepdims=True, initial=-np.inf))
     return e / _sum_last(e)
 
 
 def _log_softmax_impl(x, *, axis):
-    s = x - np.max(x, axis=-1, keepdims=True)
+    s = x - np.max(x, axis=-1, keepdims=True, initial=-np.inf)
     return s - np.log(_sum_last(np.exp(s)))
 
 
