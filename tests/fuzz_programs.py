@@ -278,7 +278,10 @@ def op_where(b: _Builder):
     t, f = b.pick([(x.name, y.name), (y.name, x.name), (x.name, "1.0"), ("-2.0", y.name),
                    (f"{x.name} * {y.name}", x.name)])
     mag = max(x.mag, y.mag, 2.0, x.mag * y.mag if "*" in t else 0)
-    b.emit(f"vnp.where({lhs} {cmp} {rhs}, {t}, {f})", shape, mag)
+    expr = f"vnp.where({lhs} {cmp} {rhs}, {t}, {f})"
+    if x.name not in re.findall(r"\w+", expr):    # the result has the shape of what it reads
+        shape = y.shape
+    b.emit(expr, shape, mag)
 
 
 def _axis_arg(b: _Builder, ndim: int):

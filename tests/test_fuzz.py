@@ -188,3 +188,14 @@ def test_regression_max_of_an_empty_axis_is_an_error_everywhere():
                   lines=("v0 = vnp.log_softmax(x0[:, 2:2], axis=1)", "v1 = vnp.max(v0, axis=0)",
                          "v2 = vnp.sum(vnp.softmax(x0[1:1], axis=0), axis=0) + x0"),
                   outputs=("v1", "v2")))
+
+
+def test_regression_concatenate_with_an_empty_operand():
+    """concatenate([x, x[:0]]) in a fused kernel: the empty operand's read was clamped into
+    [0, -1]; read at a constant position (here [2]), glslangValidator rejects the index -1 and
+    the shader failed to compile. Fixed in lowering/elementwise.py (_concatenate skips empty
+    operands)."""
+    check(Program(inputs=(("x0", (6,), "f"), ("x1", (6,), ("i", 5))),
+                  lines=("v0 = vnp.concatenate([x0[:0], x0 * 2.0, x0[3:3]], axis=0)[2] * x0",
+                         "v1 = vnp.where(vnp.concatenate([x1, x1[:0]], axis=0)[2] == 2, v0, 0.5)"),
+                  outputs=("v1",)))
