@@ -493,7 +493,7 @@ def op_softmax(b: _Builder):
     fn = b.pick(["softmax", "log_softmax"])
     ax = b.between(-len(x.shape), len(x.shape) - 1)
     expr, m = b.scaled(x, 50.0)
-    mag = 1.0 if fn == "softmax" else 2 * m + math.log(x.shape[ax]) + 1
+    mag = 1.0 if fn == "softmax" else 2 * m + math.log(max(x.shape[ax], 1)) + 1
     b.emit(f"vnp.{fn}({expr}, axis={ax})", x.shape, mag)
 
 

@@ -199,3 +199,7 @@ def test_regression_concatenate_with_an_empty_operand():
                   lines=("v0 = vnp.concatenate([x0[:0], x0 * 2.0, x0[3:3]], axis=0)[2] * x0",
                          "v1 = vnp.where(vnp.concatenate([x1, x1[:0]], axis=0)[2] == 2, v0, 0.5)"),
                   outputs=("v1",)))
+    # ... and every operand empty (the fix's first version failed on it: the fuzzer again)
+    check(Program(inputs=(("x0", (1, 1), "f"), ("x1", (0,), ("i", 5))),
+                  lines=("v0 = x0[:, -1][-1:-2] * vnp.concatenate([x1, x1[:0]]).astype(np.float32)",),
+                  outputs=("v0",)))

@@ -180,6 +180,8 @@ def _concatenate(k, e, idx):
         dims[axis] = f"clamp({d} - {offset}, 0, {n - 1})"
         parts.append((offset + n, k.value(x, Index(x.shape, dims))))
         offset += n
+    if not parts:    # all empty: so is the result (no thread reads it)
+        return glsl_literal(0, e.out.dtype)
     expr = parts[-1][1]
     for end, v in reversed(parts[:-1]):
         expr = f"({d} < {end} ? {v} : {expr})"
