@@ -4,6 +4,30 @@ the interpreter, values and gradients.
 CI runs FUZZ_EXAMPLES programs, derandomized (the same ones every run). Longer runs explore:
     VKGRAD_FUZZ_EXAMPLES=2000 [VKGRAD_FUZZ_OPS=10] .venv/bin/python -m pytest tests/test_fuzz.py -x
 (randomized then; hypothesis's database under .hypothesis/ replays a failure first next time).
+
+Bugs found, each fixed and kept below as a regression test that failed before its fix (what;
+where the fix is; the test):
+
+1. An elementwise output reading more than 32 buffers (a global norm over 40 arrays) sent the
+   whole program to the interpreter. lowering/lower.py, split_bindings writes operands to
+   scratch first. test_regression_global_norm_of_40_arrays_runs_on_vulkan, ..._sum_of_40_...
+2. take of i32/bool values (x[::-1] of ints) sent the whole program to the interpreter.
+   kernels_glsl/take.comp (INT), lowering/kernels.py, lowering/lower.py.
+   test_regression_int_and_bool_gathers_run_on_vulkan
+3. Donation: a kernel moved for one donated input broke the plan made for another, and an
+   input was overwritten before its last read. lowering/donation.py.
+   test_regression_donation_plan_survives_a_later_move
+4. max/min over an axis of length 0: -inf on Vulkan, a crash inside numpy on the interpreter
+   (softmax of empty rows too). primitives/lax.py (the reduce shape rule raises, as numpy and
+   JAX do; softmax impls). test_regression_max_of_an_empty_axis_is_an_error_everywhere
+5. concatenate with an empty operand: a shader that does not compile (a read clamped into
+   [0, -1]); then, with the first fix, all operands empty. lowering/elementwise.py.
+   test_regression_concatenate_with_an_empty_operand
+6. 0**0 == 0 and 0**-y == 0 on Vulkan (GLSL's pow is undefined there); d(x**0)/dx was nan on
+   every backend. primitives/lax.py (pow template, pow VJP). test_regression_pow_at_zero_base,
+   test_special_values_of_every_elementwise_primitive_match_interpreter
+7. x / 0.0 gave garbage on lavapipe (Vulkan leaves division by zero undefined).
+   primitives/lax.py (div template). test_regression_division_by_a_literal_zero
 """
 
 from __future__ import annotations
@@ -62,7 +86,8 @@ def test_regression_int_and_bool_gathers_run_on_vulkan():
                   outputs=("v0",)))
     check(Program(inputs=(("x0", (3, 8), "f"), ("x1", (3, 8), ("i", 5))),
                   lines=("v0 = vnp.where(vnp.take(x1 > 1, np.array([2, 0, 2]), axis=0), x0, -x0)",
-                         "v1 = vnp.where(vnp.take(x1, np.array([7, 0]), axis=1) == 2, 1.0, v0[:, :2])"),
+                         "v1 = vnp.where(vnp.take(x1, np.array([7, 0]), axis=1) == 2, 1.0, "
+                         "v0[:, :2])"),
                   outputs=("v1", "v0")))
 
 
@@ -74,6 +99,62 @@ def test_regression_donation_plan_survives_a_later_move():
     check(Program(inputs=(("x0", (7, 3), "f"), ("x1", (21,), "f")),
                   lines=("v0 = (x0 * 2.0).reshape((21,))", "v1 = x1.reshape((7, 3))[::-1]"),
                   outputs=("v0", "v1")))
+
+
+def test_regression_pow_at_zero_base():
+    """x ** y at x == 0: GLSL's pow is undefined there (lavapipe gave 0**0 == 0), so the value
+    x**0 and the gradient y * x**(y-1) at y == 1 came out 0 instead of 1. Fixed in
+    primitives/lax.py (the pow template). And the gradient of x**0 at x == 0 was nan on every
+    backend (0 * 0**-1): it is 0 now (lax.py's pow VJP)."""
+    inputs = (("x0", (4, 7), "t"), ("x1", (4, 7), ("i", 5)))   # seed 1: zeros of x0 meet
+    for exponent in ("vnp.minimum(x1, 2)", "vnp.minimum(x1, 1) + 1"):   # exponents 0 and 1
+        check(Program(inputs, (f"v0 = x0 ** ({exponent}).astype(np.float32)",), ("v0",), 1))
+
+
+def test_regression_division_by_a_literal_zero():
+    """x / 0.0 gave garbage on lavapipe (1e27, or 0: Vulkan leaves division by zero undefined
+    and the driver folds the literal); numpy gives inf, -inf or nan. Fixed in
+    primitives/lax.py (the div template divides by zero itself)."""
+    x = np.float32([1.0, -2.0, 0.0, 3.0, np.inf, np.nan])
+
+    def fun(x):
+        return x / 0.0, x / -0.0, x[:4].astype(np.int32) / 0
+
+    for got, want in zip(vg.jit(fun, backend="vulkan")(x), vg.jit(fun, backend="numpy")(x)):
+        np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_regression_max_of_an_empty_axis_is_an_error_everywhere():
+    """max/min over an axis of length 0: Vulkan gave -inf/+inf, the interpreter failed inside
+    numpy (an IRError naming an implementation bug), and softmax over rows of length 0 failed
+    there too. Now the shape rule raises ShapeError as numpy and JAX do, on every backend, and
+    softmax of empty rows is empty (primitives/lax.py)."""
+    empty = np.zeros((0, 3), np.float32)
+    for backend in ("vulkan", "numpy"):
+        with pytest.raises(ShapeError, match="length 0"):
+            vg.jit(lambda a: vnp.max(a, axis=0), backend=backend)(empty)
+        with pytest.raises(ShapeError, match="length 0"):
+            vg.jit(lambda a: vnp.argmin(a, axis=0), backend=backend)(empty)
+    check(Program(inputs=(("x0", (3, 4), "f"),),
+                  lines=("v0 = vnp.log_softmax(x0[:, 2:2], axis=1)", "v1 = vnp.max(v0, axis=0)",
+                         "v2 = vnp.sum(vnp.softmax(x0[1:1], axis=0), axis=0) + x0"),
+                  outputs=("v1", "v2")))
+
+
+def test_regression_concatenate_with_an_empty_operand():
+    """concatenate([x, x[:0]]) in a fused kernel: the empty operand's read was clamped into
+    [0, -1]; read at a constant position (here [2]), glslangValidator rejects the index -1 and
+    the shader failed to compile. Fixed in lowering/elementwise.py (_concatenate skips empty
+    operands)."""
+    check(Program(inputs=(("x0", (6,), "f"), ("x1", (6,), ("i", 5))),
+                  lines=("v0 = vnp.concatenate([x0[:0], x0 * 2.0, x0[3:3]], axis=0)[2] * x0",
+                         "v1 = vnp.where(vnp.concatenate([x1, x1[:0]], axis=0)[2] == 2, v0, 0.5)"),
+                  outputs=("v1",)))
+    # ... and every operand empty (the fix's first version failed on it: the fuzzer again)
+    check(Program(inputs=(("x0", (1, 1), "f"), ("x1", (0,), ("i", 5))),
+                  lines=("v0 = x0[:, -1][-1:-2] * "
+                         "vnp.concatenate([x1, x1[:0]]).astype(np.float32)",),
+                  outputs=("v0",)))
 
 
 # ----------------------------------------------------------------------------- special values
@@ -148,58 +229,3 @@ def _takes(prim, n) -> bool:
         return True
     except VkgradError:
         return False
-
-
-def test_regression_pow_at_zero_base():
-    """x ** y at x == 0: GLSL's pow is undefined there (lavapipe gave 0**0 == 0), so the value
-    x**0 and the gradient y * x**(y-1) at y == 1 came out 0 instead of 1. Fixed in
-    primitives/lax.py (the pow template). And the gradient of x**0 at x == 0 was nan on every
-    backend (0 * 0**-1): it is 0 now (lax.py's pow VJP)."""
-    inputs = (("x0", (4, 7), "t"), ("x1", (4, 7), ("i", 5)))   # seed 1: zeros of x0 meet
-    for exponent in ("vnp.minimum(x1, 2)", "vnp.minimum(x1, 1) + 1"):   # exponents 0 and 1
-        check(Program(inputs, (f"v0 = x0 ** ({exponent}).astype(np.float32)",), ("v0",), 1))
-
-
-def test_regression_division_by_a_literal_zero():
-    """x / 0.0 gave garbage on lavapipe (1e27, or 0: Vulkan leaves division by zero undefined
-    and the driver folds the literal); numpy gives inf, -inf or nan. Fixed in
-    primitives/lax.py (the div template divides by zero itself)."""
-    x = np.float32([1.0, -2.0, 0.0, 3.0, np.inf, np.nan])
-
-    def fun(x):
-        return x / 0.0, x / -0.0, x[:4].astype(np.int32) / 0
-
-    for got, want in zip(vg.jit(fun, backend="vulkan")(x), vg.jit(fun, backend="numpy")(x)):
-        np.testing.assert_array_equal(np.asarray(got), want)
-
-
-def test_regression_max_of_an_empty_axis_is_an_error_everywhere():
-    """max/min over an axis of length 0: Vulkan gave -inf/+inf, the interpreter failed inside
-    numpy (an IRError naming an implementation bug), and softmax over rows of length 0 failed
-    there too. Now the shape rule raises ShapeError as numpy and JAX do, on every backend, and
-    softmax of empty rows is empty (primitives/lax.py)."""
-    empty = np.zeros((0, 3), np.float32)
-    for backend in ("vulkan", "numpy"):
-        with pytest.raises(ShapeError, match="length 0"):
-            vg.jit(lambda a: vnp.max(a, axis=0), backend=backend)(empty)
-        with pytest.raises(ShapeError, match="length 0"):
-            vg.jit(lambda a: vnp.argmin(a, axis=0), backend=backend)(empty)
-    check(Program(inputs=(("x0", (3, 4), "f"),),
-                  lines=("v0 = vnp.log_softmax(x0[:, 2:2], axis=1)", "v1 = vnp.max(v0, axis=0)",
-                         "v2 = vnp.sum(vnp.softmax(x0[1:1], axis=0), axis=0) + x0"),
-                  outputs=("v1", "v2")))
-
-
-def test_regression_concatenate_with_an_empty_operand():
-    """concatenate([x, x[:0]]) in a fused kernel: the empty operand's read was clamped into
-    [0, -1]; read at a constant position (here [2]), glslangValidator rejects the index -1 and
-    the shader failed to compile. Fixed in lowering/elementwise.py (_concatenate skips empty
-    operands)."""
-    check(Program(inputs=(("x0", (6,), "f"), ("x1", (6,), ("i", 5))),
-                  lines=("v0 = vnp.concatenate([x0[:0], x0 * 2.0, x0[3:3]], axis=0)[2] * x0",
-                         "v1 = vnp.where(vnp.concatenate([x1, x1[:0]], axis=0)[2] == 2, v0, 0.5)"),
-                  outputs=("v1",)))
-    # ... and every operand empty (the fix's first version failed on it: the fuzzer again)
-    check(Program(inputs=(("x0", (1, 1), "f"), ("x1", (0,), ("i", 5))),
-                  lines=("v0 = x0[:, -1][-1:-2] * vnp.concatenate([x1, x1[:0]]).astype(np.float32)",),
-                  outputs=("v0",)))
