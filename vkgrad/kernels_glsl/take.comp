@@ -6,7 +6,8 @@
 //
 // One thread per output element (a vec4 of them when VEC 4, i.e. B % 4 == 0): consecutive
 // threads write consecutive addresses and read one contiguous row of x per (a, j).
-// Defines: VEC (1 or 4). Spec constant 0: the workgroup size.
+// Defines: VEC (1 or 4); INT (1: the values are i32 or bool, moved as 32-bit ints, bit for bit).
+// Spec constant 0: the workgroup size.
 // Bindings: 0: x, 1: idx, 2: out.
 #extension GL_GOOGLE_include_directive : require
 layout(local_size_x_id = 0) in;
@@ -14,6 +15,15 @@ layout(local_size_x_id = 0) in;
 // VKGRAD_FUSION_HOOKS
 
 #include "vec.glsl"
+
+#if defined(INT) && INT
+#undef T
+#if VEC == 4
+#define T ivec4
+#else
+#define T int
+#endif
+#endif
 
 layout(set = 0, binding = 0) readonly buffer X { T x[]; };
 layout(set = 0, binding = 1) readonly buffer I { int idx[]; };

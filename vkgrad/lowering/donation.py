@@ -36,7 +36,10 @@ def plan_donation(lowered: Lowered, donated) -> tuple[Lowered, dict]:
             w = next((k for k, st in enumerate(steps) if so in st.writes), None)
             if w is None:
                 continue
-            if w < last_read and _can_move_after(steps, w, last_read):
+            # an output already given a donated buffer IS that buffer: a move must respect
+            # both (moving a kernel past another broke an earlier choice; tests/test_fuzz.py)
+            same = {o: lowered.input_slots[j] for o, j in plan.items()}
+            if w < last_read and _can_move_after(steps, w, last_read, same):
                 steps.insert(last_read, steps.pop(w))
                 w = last_read
             if w > last_read or (w == last_read and si in steps[w].in_place_ok):
@@ -46,10 +49,14 @@ def plan_donation(lowered: Lowered, donated) -> tuple[Lowered, dict]:
     return dataclasses.replace(lowered, steps=steps), plan
 
 
-def _can_move_after(steps, w, r) -> bool:
-    """Can steps[w] run after steps[w+1..r] instead of before them?"""
+def _can_move_after(steps, w, r, same=None) -> bool:
+    """Can steps[w] run after steps[w+1..r] instead of before them? `same` maps slots that
+    share a buffer (planned donations) to one slot."""
+    same = same or {}
+    reads = lambda st: {same.get(s, s) for s in st.reads}
+    writes = lambda st: {same.get(s, s) for s in st.writes}
     mine = steps[w]
     for st in steps[w + 1: r + 1]:
-        if set(mine.writes) & (set(st.reads) | set(st.writes)) or set(mine.reads) & set(st.writes):
+        if writes(mine) & (reads(st) | writes(st)) or reads(mine) & writes(st):
             return False
     return True

@@ -213,10 +213,14 @@ def _concatenate(k, e, idx):
     parts, offset = [], 0
     for x in e.inputs:
         n = x.shape[axis]
+        if n == 0:   # contributes nothing (and clamp(i, 0, -1) does not compile; test_fuzz.py)
+            continue
         dims = list(idx.dims)
         dims[axis] = f"clamp({d} - {offset}, 0, {n - 1})"
         parts.append((offset + n, k.value(x, Index(x.shape, dims))))
         offset += n
+    if not parts:    # all empty: so is the result (no thread reads it)
+        return glsl_literal(0, e.out.dtype)
     expr = parts[-1][1]
     for end, v in reversed(parts[:-1]):
         expr = f"({d} < {end} ? {v} : {expr})"

@@ -254,11 +254,11 @@ def plan_softmax_grad(rows: int, cols: int, *, log: bool = False, info=None,
 
 # ---------------------------------------------------------------- take and its gradient
 
-def plan_take(A: int, N: int, B: int, J: int, *, info=None) -> OpPlan:
+def plan_take(A: int, N: int, B: int, J: int, *, info=None, ints: bool = False) -> OpPlan:
     """out[a, j, b] = x[a, clamp(idx[j], 0, N-1), b]. Roles: "x", "idx", "out".
 
     Out-of-range indices are clamped (numpy's mode="clip"); Python-style negative indices must
-    be wrapped (idx + N) by the caller first.
+    be wrapped (idx + N) by the caller first. `ints`: x holds i32 or bool (32-bit) values.
     """
     _check_sizes(A=A, N=N, B=B, J=J)
     if A * J * B == 0:
@@ -271,7 +271,7 @@ def plan_take(A: int, N: int, B: int, J: int, *, info=None) -> OpPlan:
     total = A * J * Bv
     launch = Launch(name="take", shader="take.comp", bindings=3,
                     groups=grid(cdiv(total, wg)), push=(N, J, Bv, total), spec=(wg,),
-                    defines=_defines(VEC=vec))
+                    defines=_defines(VEC=vec, **({"INT": 1} if ints else {})))
     return OpPlan(((launch, ("x", "idx", "out")),))
 
 

@@ -27,7 +27,7 @@ from vkgrad.passes.base import Pass
 from vkgrad.passes.dce import dce
 from vkgrad.passes.kernel_fusion import (EPILOGUE_KERNELS, EPILOGUE_MAX_EXTRA_INPUTS,
                                          EPILOGUE_MAX_OUTPUTS, Schedule, anchors, body_of,
-                                         is_loop, kind, make_fused, matmul_takes_hooks)
+                                         is_loop, kind, make_fused, takes_hooks)
 from vkgrad.passes.remat import save_p
 
 
@@ -68,7 +68,7 @@ class EpilogueFusion(Pass):
         return None
 
     def fits(self, kern, anchor, f, k, sched) -> bool:
-        if anchor.prim is P.matmul_p and not matmul_takes_hooks(anchor):
+        if not takes_hooks(anchor):
             return False
         mine = {o for o in kern.outputs}
         fbody = f.params["body"]

@@ -30,7 +30,7 @@ from vkgrad import primitives as P
 from vkgrad.ir.core import Program, Var
 from vkgrad.passes.base import Pass
 from vkgrad.passes.kernel_fusion import (Schedule, anchors, body_of, kind, make_fused,
-                                         matmul_takes_hooks)
+                                         takes_hooks)
 
 REDUCTIONS = (P.reduce_sum_p, P.reduce_max_p, P.reduce_min_p)
 # Operands one reduction kernel accumulates at once (registers: four accumulators each).
@@ -51,7 +51,7 @@ def _split_k_likely(mm) -> bool:
 def column_sum_of(mm, red, root) -> bool:
     """Is `red` (a reduce_sum) the sum over the contracted axis of matmul `mm`'s B operand?"""
     if mm.prim is not P.matmul_p or red.prim is not P.reduce_sum_p or mm.out.ndim != 2 or \
-            not matmul_takes_hooks(mm) or _split_k_likely(mm):
+            not takes_hooks(mm) or _split_k_likely(mm):
         return False
     b, g = mm.inputs[1], red.inputs[0]
     if root(b) is not root(g):

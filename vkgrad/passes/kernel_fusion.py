@@ -48,10 +48,16 @@ MATMUL_PROLOGUE_MAX_FULL_INPUTS = 1
 MATMUL_HOOK_MAX_FLOPS = 2 ** 30
 
 
-def matmul_takes_hooks(mm: Eqn) -> bool:
-    a = mm.inputs[0]
-    k = a.shape[-2] if mm.params["transpose_a"] else a.shape[-1]
-    return 2 * math.prod(mm.out.shape) * k <= MATMUL_HOOK_MAX_FLOPS
+def takes_hooks(e: Eqn) -> bool:
+    """Can kernel eqn `e` run generated loads and stores at all? Not a large matmul (above),
+    and not a take moving i32/bool values (the generated hooks compute in float)."""
+    if e.prim is P.matmul_p:
+        a = e.inputs[0]
+        k = a.shape[-2] if e.params["transpose_a"] else a.shape[-1]
+        return 2 * math.prod(e.out.shape) * k <= MATMUL_HOOK_MAX_FLOPS
+    if e.prim is P.take_p:
+        return e.inputs[0].dtype == "f32"
+    return True
 # An epilogue runs once per result element in the kernel's store; more than a few extra
 # full-size reads or writes there (an optimizer update: 3 and 3) is a kernel of its own.
 EPILOGUE_MAX_EXTRA_INPUTS = 2

@@ -34,7 +34,7 @@ from vkgrad.dtypes import (ALL_DTYPES, FLOAT_DTYPES, NUMERIC_DTYPES, canonical_d
                            np_dtype)
 from vkgrad.errors import DTypeError, ShapeError, VkgradIndexError
 from vkgrad.ir.core import (Primitive, TensorType, abstract_eval_rules, batching_rules,
-                            glsl_elementwise, param_defaults, vjp_rules)
+                            glsl_elementwise, glsl_functions, param_defaults, vjp_rules)
 from vkgrad.ir.interpreter import impls
 from vkgrad.tracer.core import ArrayOps, bind
 
@@ -220,7 +220,12 @@ mul_p = _elementwise("mul", 2, np.multiply, "({0} * {1})", NUMERIC_DTYPES,
                      traits=("commutative",))
 vjp_rules[mul_p] = lambda g, ans, x, y: (_unbroadcast(mul(g, y), x), _unbroadcast(mul(g, x), y))
 
-div_p = _elementwise("div", 2, np.divide, "({0} / {1})")
+div_p = _elementwise(
+    "div", 2, np.divide,
+    # Vulkan leaves x / 0 undefined (lavapipe folds x / 0.0 to garbage): divide by zero as
+    # numpy does, x times an infinity of the zero's sign (0 / 0 is nan).
+    "(({1}) == 0.0 ? ({0}) * uintBitsToFloat((floatBitsToUint({1}) & 0x80000000u) | 0x7f800000u)"
+    " : ({0}) / ({1}))")
 # d(x/y)/dy = -x/y^2 = -(x/y)/y
 vjp_rules[div_p] = lambda g, ans, x, y: (_unbroadcast(div(g, y), x),
                                          _unbroadcast(neg(div(mul(g, ans), y)), y))
@@ -228,8 +233,11 @@ vjp_rules[div_p] = lambda g, ans, x, y: (_unbroadcast(div(g, y), x),
 pow_p = _elementwise(
     "pow", 2, np.power,
     # GLSL's pow is undefined for a negative base; numpy's is defined for integral exponents.
+    # It is undefined for a zero base with y <= 0 too (lavapipe: 0**0 == 0, 0**-1 == 0; numpy:
+    # x**0 == 1, 0**y == inf for y < 0; found by test_fuzz.py's special values).
+    "(({1}) == 0.0 ? 1.0 : ({0}) == 0.0 ? (({1}) < 0.0 ? uintBitsToFloat(0x7f800000u) : 0.0) : "
     "((({0}) < 0.0 && ({1}) == floor({1})) ? (mod({1}, 2.0) == 0.0 ? pow(-({0}), {1}) "
-    ": -pow(-({0}), {1})) : pow({0}, {1}))")
+    ": -pow(-({0}), {1})) : pow({0}, {1})))")
 
 
 def _pow_vjp(g, ans, x, y):
@@ -343,6 +351,11 @@ def _reduce_rule(name, allowed):
         if any(not 0 <= a < x.ndim for a in axes) or list(axes) != sorted(set(axes)):
             raise VkgradIndexError(f"{name}: axes {axes} are not sorted distinct axes of {x}")
         _check_dtypes(name, [x], allowed)
+        if name != "reduce_sum" and any(x.shape[a] == 0 for a in axes):
+            # as numpy and JAX: an error, not a value (the interpreter failed inside numpy and
+            # Vulkan gave -inf; found by tests/test_fuzz.py)
+            raise ShapeError(f"{name} over an axis of length 0 of {x}: there is no element "
+                             "to choose (numpy raises too)")
         return TensorType(tuple(d for i, d in enumerate(x.shape) if i not in axes), x.dtype)
     return rule
 
@@ -760,13 +773,13 @@ def _sum_last(x):
     return np.sum(x, axis=-1, keepdims=True)
 
 
-def _softmax_impl(x, *, axis):
-    e = np.exp(x - np.max(x, axis=-1, keepdims=True))
+def _softmax_impl(x, *, axis):   # initial: rows of length 0 give empty results, no error
+    e = np.exp(x - np.max(x, axis=-1, keepdims=True, initial=-np.inf))
     return e / _sum_last(e)
 
 
 def _log_softmax_impl(x, *, axis):
-    s = x - np.max(x, axis=-1, keepdims=True)
+    s = x - np.max(x, axis=-1, keepdims=True, initial=-np.inf)
     return s - np.log(_sum_last(np.exp(s)))
 
 
@@ -921,32 +934,67 @@ vjp_rules[ceil_p] = lambda g, ans, x: (None,)
 round_p = _elementwise("round", 1, np.rint, "roundEven({0})")
 vjp_rules[round_p] = lambda g, ans, x: (None,)
 
+# The inverse and hyperbolic functions below are GLSL functions of their own (glsl_functions):
+# GLSL leaves asin/acos outside [-1, 1], acosh below 1 and atan(0, 0) undefined (lavapipe gave
+# 0 where numpy gives nan, 3pi/4 for atan2(0, 0)), and the formulas drivers use lose small
+# arguments (sinh(1e-30) was 3e-8, asinh(1e-30) 0) and overflow large ones (asinh(1e30) was
+# inf). Each is numpy's value now within the Vulkan spec's 4096-ulp bound for atan (lavapipe's
+# atan is off by ~2e-5 relative); found by tests/test_fuzz.py's special values.
+_NAN = "uintBitsToFloat(0x7fc00000u)"
+_LN2 = "0.69314718"
+
+
+def _glsl_function(p, name, body):
+    glsl_functions[p] = f"float {name}(float x) {{\n{body}\n}}\n"
+
+
 tan_p = _elementwise("tan", 1, np.tan, "tan({0})")
 vjp_rules[tan_p] = lambda g, ans, x: (mul(g, add(mul(ans, ans), 1)),)         # 1 + tan^2
-sinh_p = _elementwise("sinh", 1, np.sinh, "sinh({0})")
+sinh_p = _elementwise("sinh", 1, np.sinh, "vkg_sinh({0})")
+_glsl_function(sinh_p, "vkg_sinh", "    float t = x * x;\n"
+               "    return abs(x) < 0.05 ? x * (1.0 + t * (1.0 / 6.0 + t / 120.0)) : sinh(x);")
 vjp_rules[sinh_p] = lambda g, ans, x: (mul(g, cosh(x)),)
 cosh_p = _elementwise("cosh", 1, np.cosh, "cosh({0})")
 vjp_rules[cosh_p] = lambda g, ans, x: (mul(g, sinh(x)),)
 # asin and acos through atan: lavapipe's asin/acos were off by 3e-4 (relative, measured on
 # 257 points in [-0.9, 0.9]), its atan by 2e-6.
-asin_p = _elementwise("asin", 1, np.arcsin, "atan(({0}) / sqrt(1.0 - ({0}) * ({0})))")
+asin_p = _elementwise("asin", 1, np.arcsin, "vkg_asin({0})")
+_glsl_function(asin_p, "vkg_asin",
+               f"    return abs(x) <= 1.0 ? atan(x / sqrt(1.0 - x * x)) : {_NAN};")
 vjp_rules[asin_p] = lambda g, ans, x: (div(g, sqrt(sub(1, mul(x, x)))),)      # 1/sqrt(1-x^2)
-acos_p = _elementwise("acos", 1, np.arccos, "(2.0 * atan(sqrt((1.0 - ({0})) / (1.0 + ({0})))))")
+acos_p = _elementwise("acos", 1, np.arccos, "vkg_acos({0})")
+_glsl_function(acos_p, "vkg_acos",
+               f"    return abs(x) <= 1.0 ? 2.0 * atan(sqrt((1.0 - x) / (1.0 + x))) : {_NAN};")
 vjp_rules[acos_p] = lambda g, ans, x: (neg(div(g, sqrt(sub(1, mul(x, x))))),)
 atan_p = _elementwise("atan", 1, np.arctan, "atan({0})")
 vjp_rules[atan_p] = lambda g, ans, x: (div(g, add(mul(x, x), 1)),)            # 1/(1+x^2)
-asinh_p = _elementwise(
-    "asinh", 1, np.arcsinh,
-    # written out: some drivers compute asinh as log(x + sqrt(x^2+1)), which cancels for x << 0
-    "(sign({0}) * log(abs({0}) + sqrt(({0}) * ({0}) + 1.0)))")
+asinh_p = _elementwise("asinh", 1, np.arcsinh, "vkg_asinh({0})")
+# written out: some drivers compute asinh as log(x + sqrt(x^2+1)), which cancels for x << 0
+_glsl_function(asinh_p, "vkg_asinh",
+               "    float a = abs(x), t = a * a;\n"
+               "    float r = a < 0.05 ? a * (1.0 - t * (1.0 / 6.0 - t * 0.075))\n"
+               f"            : a > 1e18 ? log(a) + {_LN2} : log(a + sqrt(t + 1.0));\n"
+               "    return x < 0.0 ? -r : x > 0.0 ? r : x;")
 vjp_rules[asinh_p] = lambda g, ans, x: (div(g, sqrt(add(mul(x, x), 1))),)
-acosh_p = _elementwise("acosh", 1, np.arccosh, "acosh({0})")
+acosh_p = _elementwise("acosh", 1, np.arccosh, "vkg_acosh({0})")
+_glsl_function(acosh_p, "vkg_acosh",
+               f"    return !(x >= 1.0) ? {_NAN} : x > 1e18 ? log(x) + {_LN2} : acosh(x);")
 vjp_rules[acosh_p] = lambda g, ans, x: (div(g, sqrt(sub(mul(x, x), 1))),)
-atanh_p = _elementwise("atanh", 1, np.arctanh, "atanh({0})")
+atanh_p = _elementwise("atanh", 1, np.arctanh, "vkg_atanh({0})")
+_glsl_function(atanh_p, "vkg_atanh", "    float t = x * x;\n"
+               "    return abs(x) < 0.05 ? x * (1.0 + t * (1.0 / 3.0 + t / 5.0)) : atanh(x);")
 vjp_rules[atanh_p] = lambda g, ans, x: (div(g, sub(1, mul(x, x))),)           # 1/(1-x^2)
 
-# atan2(y, x): the angle of the point (x, y); GLSL's two-argument atan.
-atan2_p = _elementwise("atan2", 2, np.arctan2, "atan({0}, {1})")
+# atan2(y, x): the angle of the point (x, y); GLSL's two-argument atan, which is undefined at
+# y == x == 0, where numpy gives +-0 (x >= +0) or +-pi (x <= -0), the sign y's.
+atan2_p = _elementwise("atan2", 2, np.arctan2, "vkg_atan2({0}, {1})")
+glsl_functions[atan2_p] = """\
+float vkg_atan2(float y, float x) {
+    if (y != 0.0 || x != 0.0) return atan(y, x);
+    uint sy = floatBitsToUint(y) & 0x80000000u;
+    return (floatBitsToUint(x) & 0x80000000u) != 0u ? uintBitsToFloat(sy | 0x40490fdbu) : y;
+}
+"""
 
 
 def _atan2_vjp(g, ans, y, x):

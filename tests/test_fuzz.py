@@ -1,0 +1,240 @@
+"""Differential fuzzing: random well-typed programs (tests/fuzz_programs.py) on Vulkan against
+the interpreter, values and gradients.
+
+CI runs FUZZ_EXAMPLES programs, derandomized (the same ones every run). Longer runs explore:
+    VKGRAD_FUZZ_EXAMPLES=2000 [VKGRAD_FUZZ_OPS=10] .venv/bin/python -m pytest tests/test_fuzz.py -x
+(randomized then; hypothesis's database under .hypothesis/ replays a failure first next time).
+
+Bugs found, each fixed and kept below as a regression test that failed before its fix (what;
+where the fix is; the test):
+
+1. An elementwise output reading more than 32 buffers (a global norm over 40 arrays) sent the
+   whole program to the interpreter. lowering/lower.py, split_bindings writes operands to
+   scratch first. test_regression_global_norm_of_40_arrays_runs_on_vulkan, ..._sum_of_40_...
+2. take of i32/bool values (x[::-1] of ints) sent the whole program to the interpreter.
+   kernels_glsl/take.comp (INT), lowering/kernels.py, lowering/lower.py.
+   test_regression_int_and_bool_gathers_run_on_vulkan
+3. Donation: a kernel moved for one donated input broke the plan made for another, and an
+   input was overwritten before its last read. lowering/donation.py.
+   test_regression_donation_plan_survives_a_later_move
+4. max/min over an axis of length 0: -inf on Vulkan, a crash inside numpy on the interpreter
+   (softmax of empty rows too). primitives/lax.py (the reduce shape rule raises, as numpy and
+   JAX do; softmax impls). test_regression_max_of_an_empty_axis_is_an_error_everywhere
+5. concatenate with an empty operand: a shader that does not compile (a read clamped into
+   [0, -1]); then, with the first fix, all operands empty. lowering/elementwise.py.
+   test_regression_concatenate_with_an_empty_operand
+6. 0**0 == 0 and 0**-y == 0 on Vulkan (GLSL's pow is undefined there); d(x**0)/dx was nan on
+   every backend. primitives/lax.py (pow template, pow VJP). test_regression_pow_at_zero_base,
+   test_special_values_of_every_elementwise_primitive_match_interpreter
+7. x / 0.0 gave garbage on lavapipe (Vulkan leaves division by zero undefined).
+   primitives/lax.py (div template). test_regression_division_by_a_literal_zero
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+import vkgrad as vg
+import vkgrad.numpy as vnp
+from fuzz_programs import Program, check, programs
+from vkgrad.errors import ShapeError, VkgradError
+from vkgrad.ir.core import TensorType, abstract_eval_rules, glsl_elementwise
+from vkgrad.tracer.core import bind
+
+_ENV_EXAMPLES = os.environ.get("VKGRAD_FUZZ_EXAMPLES")
+FUZZ_EXAMPLES = int(_ENV_EXAMPLES or 25)
+FUZZ_OPS = int(os.environ.get("VKGRAD_FUZZ_OPS", 6))   # ops per program, at most
+
+
+@settings(max_examples=FUZZ_EXAMPLES, derandomize=_ENV_EXAMPLES is None, deadline=None,
+          suppress_health_check=list(HealthCheck), print_blob=True)
+@given(program=programs(max_ops=FUZZ_OPS))
+def test_random_program_on_vulkan_matches_interpreter(program):
+    check(program)
+
+
+# ----------------------------------------------------------------------------- regressions
+# Programs the fuzzer found failing, minimized; each failed before the fix named beside it.
+
+def test_regression_global_norm_of_40_arrays_runs_on_vulkan():
+    """40 scalars added in one elementwise kernel read 40 buffers, past lavapipe's 32: the
+    whole program fell back to the interpreter. Fixed in lowering/lower.py (split_bindings
+    writes operands to scratch first)."""
+    xs = tuple((f"x{i}", (3,), "f") for i in range(41))
+    norm = " + ".join(f"vnp.sum(x{i} * x{i})" for i in range(1, 41))
+    check(Program(inputs=xs, lines=(f"v0 = x0 / vnp.sqrt({norm} + 1.0)",), outputs=("v0",)))
+
+
+def test_regression_sum_of_40_arrays_runs_on_vulkan():
+    """The same through a chain of 40 adds of broadcast operands (one fused output)."""
+    xs = (("x0", (4, 3), "f"),) + tuple((f"x{i}", (3,) if i % 2 else (4, 1), "f")
+                                        for i in range(1, 41))
+    check(Program(inputs=xs, lines=("v0 = " + " - ".join(n for n, _, _ in xs),),
+                  outputs=("v0",)))
+
+
+def test_regression_int_and_bool_gathers_run_on_vulkan():
+    """x[::-1] of an int array (a take with iota indices) made the whole program fall back to
+    the interpreter: the take kernel moved only f32. Fixed in kernels_glsl/take.comp (INT),
+    lowering/kernels.py (plan_take ints=) and lowering/lower.py (_take)."""
+    check(Program(inputs=(("x0", (7,), "f"), ("x1", (7,), ("i", 5))),
+                  lines=("v0 = x0 * (vnp.maximum((x1 * 3 - 7)[::-1], 1)).astype(np.float32)",),
+                  outputs=("v0",)))
+    check(Program(inputs=(("x0", (3, 8), "f"), ("x1", (3, 8), ("i", 5))),
+                  lines=("v0 = vnp.where(vnp.take(x1 > 1, np.array([2, 0, 2]), axis=0), x0, -x0)",
+                         "v1 = vnp.where(vnp.take(x1, np.array([7, 0]), axis=1) == 2, 1.0, "
+                         "v0[:, :2])"),
+                  outputs=("v1", "v0")))
+
+
+def test_regression_donation_plan_survives_a_later_move():
+    """Donating both arguments: the plan gave x0's buffer to the take's output (it ran after
+    the last read of x0), then, for x1, moved the kernel reading x0 after the take: x0 was
+    overwritten before it was read. Fixed in lowering/donation.py (moves treat an output and
+    the donated buffer it took as one)."""
+    check(Program(inputs=(("x0", (7, 3), "f"), ("x1", (21,), "f")),
+                  lines=("v0 = (x0 * 2.0).reshape((21,))", "v1 = x1.reshape((7, 3))[::-1]"),
+                  outputs=("v0", "v1")))
+
+
+def test_regression_pow_at_zero_base():
+    """x ** y at x == 0: GLSL's pow is undefined there (lavapipe gave 0**0 == 0), so the value
+    x**0 and the gradient y * x**(y-1) at y == 1 came out 0 instead of 1. Fixed in
+    primitives/lax.py (the pow template). And the gradient of x**0 at x == 0 was nan on every
+    backend (0 * 0**-1): it is 0 now (lax.py's pow VJP)."""
+    inputs = (("x0", (4, 7), "t"), ("x1", (4, 7), ("i", 5)))   # seed 1: zeros of x0 meet
+    for exponent in ("vnp.minimum(x1, 2)", "vnp.minimum(x1, 1) + 1"):   # exponents 0 and 1
+        check(Program(inputs, (f"v0 = x0 ** ({exponent}).astype(np.float32)",), ("v0",), 1))
+
+
+def test_regression_division_by_a_literal_zero():
+    """x / 0.0 gave garbage on lavapipe (1e27, or 0: Vulkan leaves division by zero undefined
+    and the driver folds the literal); numpy gives inf, -inf or nan. Fixed in
+    primitives/lax.py (the div template divides by zero itself)."""
+    x = np.float32([1.0, -2.0, 0.0, 3.0, np.inf, np.nan])
+
+    def fun(x):
+        return x / 0.0, x / -0.0, x[:4].astype(np.int32) / 0
+
+    for got, want in zip(vg.jit(fun, backend="vulkan")(x), vg.jit(fun, backend="numpy")(x)):
+        np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_regression_max_of_an_empty_axis_is_an_error_everywhere():
+    """max/min over an axis of length 0: Vulkan gave -inf/+inf, the interpreter failed inside
+    numpy (an IRError naming an implementation bug), and softmax over rows of length 0 failed
+    there too. Now the shape rule raises ShapeError as numpy and JAX do, on every backend, and
+    softmax of empty rows is empty (primitives/lax.py)."""
+    empty = np.zeros((0, 3), np.float32)
+    for backend in ("vulkan", "numpy"):
+        with pytest.raises(ShapeError, match="length 0"):
+            vg.jit(lambda a: vnp.max(a, axis=0), backend=backend)(empty)
+        with pytest.raises(ShapeError, match="length 0"):
+            vg.jit(lambda a: vnp.argmin(a, axis=0), backend=backend)(empty)
+    check(Program(inputs=(("x0", (3, 4), "f"),),
+                  lines=("v0 = vnp.log_softmax(x0[:, 2:2], axis=1)", "v1 = vnp.max(v0, axis=0)",
+                         "v2 = vnp.sum(vnp.softmax(x0[1:1], axis=0), axis=0) + x0"),
+                  outputs=("v1", "v2")))
+
+
+def test_regression_concatenate_with_an_empty_operand():
+    """concatenate([x, x[:0]]) in a fused kernel: the empty operand's read was clamped into
+    [0, -1]; read at a constant position (here [2]), glslangValidator rejects the index -1 and
+    the shader failed to compile. Fixed in lowering/elementwise.py (_concatenate skips empty
+    operands)."""
+    check(Program(inputs=(("x0", (6,), "f"), ("x1", (6,), ("i", 5))),
+                  lines=("v0 = vnp.concatenate([x0[:0], x0 * 2.0, x0[3:3]], axis=0)[2] * x0",
+                         "v1 = vnp.where(vnp.concatenate([x1, x1[:0]], axis=0)[2] == 2, v0, 0.5)"),
+                  outputs=("v1",)))
+    # ... and every operand empty (the fix's first version failed on it: the fuzzer again)
+    check(Program(inputs=(("x0", (1, 1), "f"), ("x1", (0,), ("i", 5))),
+                  lines=("v0 = x0[:, -1][-1:-2] * "
+                         "vnp.concatenate([x1, x1[:0]]).astype(np.float32)",),
+                  outputs=("v0",)))
+
+
+# ----------------------------------------------------------------------------- special values
+# The programs above stay in safe ranges. Here every elementwise primitive meets zeros, signed
+# zeros, infinities, NaN, huge and tiny values, each pair for the binary ones, in ONE program
+# (two generated kernels, whatever the number of primitives).
+
+SPECIAL = np.float32([0.0, -0.0, 1, -1, 0.5, -0.5, 2, -2, 3, -3, 1e-3, 20, 88, -88, 100, -100,
+                      1e30, -1e30, 1e-30, np.inf, -np.inf, np.nan])
+_nan, _inf = np.isnan, np.isinf
+
+# Where Vulkan may differ from numpy, by primitive: operand tuple -> True when excused. Each is
+# either left undefined by the Vulkan spec or a driver's choice, and none matters inside the
+# ranges the kernels are tested in (the fuzzed programs above).
+EXCUSED = {
+    # GLSL's max/min of a NaN may return the other operand (the reductions too: kernels.py)
+    "max": lambda x, y: _nan(x) or _nan(y),
+    "min": lambda x, y: _nan(x) or _nan(y),
+    "sign": lambda x: _nan(x),
+    # the template clamps first (clamp(NaN) is undefined); lavapipe computes tanh from exps, an
+    # absolute error of ~3e-8 near 0 (the Vulkan spec's precision for tanh)
+    "tanh": lambda x: _nan(x) or abs(x) < 1e-2,
+    # the Vulkan spec bounds sin/cos errors on [-pi, pi] only
+    "sin": lambda x: abs(x) > 1e4,
+    "cos": lambda x: abs(x) > 1e4,
+    # pow of infinities and NaN; a negative zero base (drivers may drop the sign of a zero)
+    "pow": lambda x, y: _nan(x) or _nan(y) or _inf(x) or _inf(y) or (x == 0 and np.signbit(x)),
+    "tan": lambda x: abs(x) > 1e4,
+    # GLSL's atan need not propagate a NaN (lavapipe: atan(nan) == 0)
+    "atan": lambda x: _nan(x),
+    "atan2": lambda y, x: _nan(x) or _nan(y),
+}
+# The Vulkan spec bounds atan's error by 4096 ulp (lavapipe's is ~2e-5 relative), and asin and
+# acos are computed from it (lax.py): those compare with this relative tolerance.
+RTOL = {"atan": 3e-4, "atan2": 3e-4, "asin": 3e-4, "acos": 3e-4}
+
+
+def _special_operands(arity):
+    if arity == 1:
+        return (SPECIAL,)
+    return np.repeat(SPECIAL, len(SPECIAL)), np.tile(SPECIAL, len(SPECIAL))
+
+
+def test_special_values_of_every_elementwise_primitive_match_interpreter():
+    """Failed before the pow fix (0**0 was 0, 0**-1 was 0 on lavapipe: GLSL's pow is undefined
+    there; lax.py's pow template now handles a zero base and a zero exponent)."""
+    prims = []
+    for p in sorted(glsl_elementwise, key=lambda p: p.name):
+        if p.name in ("select", "convert", "stop_gradient"):   # not float -> float maps
+            continue
+        arity = next((n for n in (1, 2) if _takes(p, n)), None)
+        if arity is None:   # not a map of f32 values (the PRNG's bit ops: tests/test_random.py)
+            continue
+        prims.append((p, arity))
+
+    def fun(x, a, b):
+        return tuple(bind(p, *((x,) if arity == 1 else (a, b))) for p, arity in prims)
+
+    args = (SPECIAL,) + _special_operands(2)
+    got = vg.jit(fun, backend="vulkan")(*args)
+    want = vg.jit(fun, backend="numpy")(*args)
+    failures = []
+    for (p, arity), g, w in zip(prims, got, want):
+        g, w = np.asarray(g), np.asarray(w)
+        ops = _special_operands(arity)
+        if w.dtype == bool:
+            ok = g == w
+        else:
+            ok = (g == w) | (_nan(g) & _nan(w)) | np.isclose(g, w, rtol=RTOL.get(p.name, 1e-5), atol=1e-37)
+        excuse = EXCUSED.get(p.name, lambda *a: False)
+        for k in np.flatnonzero(~ok):
+            operands = tuple(o[k] for o in ops)
+            if not excuse(*operands):
+                failures.append(f"{p.name}{operands}: vulkan {g[k]!r}, interpreter {w[k]!r}")
+    assert not failures, "\n".join(failures)
+
+
+def _takes(prim, n) -> bool:
+    try:
+        abstract_eval_rules[prim](*[TensorType((1,), "f32")] * n)
+        return True
+    except (VkgradError, TypeError):   # TypeError: a primitive with required params
+        return False
