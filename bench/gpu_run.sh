@@ -19,6 +19,7 @@ for step in "$@"; do
     tests) run tests 240 python3 -m pytest -q -p no:cacheprovider tests/test_attention_kernels.py \
              tests/test_scan_kernels.py tests/test_nn.py tests/test_async.py tests/test_runtime.py \
              tests/test_fusion_vulkan.py tests/test_jit.py tests/test_kernels.py tests/test_matmul.py ;;
+    fuzz) PYTHONPATH=$PYTHONPATH:$PWD/.gpu/pylib run fuzz 150 python3 -m pytest -q -p no:cacheprovider tests/test_fuzz.py ;;
     attention) run attention 200 python3 bench/bench_attention.py --sweep --budget 80 ;;
     scan) run scan 90 python3 bench/bench_scan.py ;;
     transformer) run transformer 240 python3 bench/bench_transformer.py --rounds 5 --steps 10 ;;

@@ -131,6 +131,13 @@ def split_count(k: int, tile: Tile, splits: int) -> int:
     return cdiv(steps, per)
 
 
+def splits_k(device_info=None) -> bool:
+    """Does this device run matmuls split-K at all? A GPU (or an unknown device) does; lavapipe
+    does not (its 2-4 threads are busy with any output). The fusion passes ask too: a matmul
+    that will split takes no fused loads or stores (vkgrad/passes/kernel_fusion.py)."""
+    return device_info is None or device_info.type != "CPU"
+
+
 def choose_splits(batch: int, m: int, k: int, n: int, tile: Tile, device_info=None) -> int:
     """K slices across workgroups for split-K; 1 means none.
 
@@ -139,7 +146,7 @@ def choose_splits(batch: int, m: int, k: int, n: int, tile: Tile, device_info=No
     into enough slices for about SPLIT_TARGET_GROUPS workgroups, each slice SPLIT_SLICE_ITERS
     steps or more. The partial products then cost a second dispatch (a sum over the slices).
     """
-    if device_info is not None and device_info.type == "CPU":
+    if not splits_k(device_info):
         return 1
     groups = cdiv(m, tile.bm) * cdiv(n, tile.bn) * batch
     steps = cdiv(k, tile.bk * tile.ks)

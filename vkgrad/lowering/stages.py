@@ -16,6 +16,7 @@ from vkgrad.errors import ArgumentError
 from vkgrad.ir.core import Program, print_program
 from vkgrad.ir.verifier import checked
 from vkgrad.lowering.lower import Lowered, lower
+from vkgrad.lowering.matmul import splits_k
 from vkgrad.lowering.render import glsl_text, plan_graph, program_graph, to_dot
 from vkgrad.passes import fuse_program, optimize
 from vkgrad.transforms.autodiff import grad_program
@@ -49,7 +50,7 @@ STAGES = (
           lambda p, opts: optimize(p, final=True, disabled=opts.disabled)),
     Stage("fused", "after remat (save or recompute) and fusion: each top-level eqn is one GPU "
           "kernel (`fused` ones: generated, or a hand-written kernel with fused loads/stores)",
-          lambda p, opts: fuse_program(p, opts.disabled)),
+          lambda p, opts: fuse_program(p, opts.disabled, splits_k(opts.device_info))),
     Stage("plan", "the dispatches in order (kernel, shapes, workgroups), buffers with sizes and "
           "lifetimes, peak bytes, the saved residuals: what vg.jit records",
           lambda p, opts: lower(p, opts.device_info, reuse="memory" not in opts.disabled)),

@@ -43,12 +43,17 @@ from vkgrad.passes.fuse_multi_output import fuse_multi_output
 from vkgrad.passes.fuse_producers import fuse_producers
 from vkgrad.passes.remat import remat
 from vkgrad.passes.inline import InlineCustom, inline_custom
+from vkgrad.passes.kernel_fusion import HookFusion
 from vkgrad.passes.simplify import RULES, Rule, Simplify, simplify
 
 PASSES = {p.name: p for p in (dce, cse, simplify, fold_transposes, inline_custom, remat, fuse,
                               fuse_producers, fuse_epilogues, fuse_multi_output,
                               fuse_horizontal)}
 FUSION_PASSES = (fuse_producers, fuse_epilogues, fuse_multi_output, fuse_horizontal)
+# the same for a target that does not split K (lavapipe): matmuls that would split on a GPU
+# take fused loads and stores there (passes/kernel_fusion.py: takes_hooks)
+FUSION_PASSES_NO_SPLIT_K = tuple(type(p)(split_k=False) if isinstance(p, HookFusion) else p
+                                 for p in FUSION_PASSES)
 # Names that switch something off besides the passes above (the lowering's buffer reuse).
 OTHER_SWITCHES = ("memory",)
 # Switch these off for the plan of loop fusion alone (kernels without fused loads and stores,
@@ -97,15 +102,17 @@ def optimize(program: Program, *, final: bool = True, max_rounds: int = 8,
     return program
 
 
-def fuse_program(program: Program, disabled: frozenset = frozenset()) -> Program:
-    """From an optimized program to the kernels to run: remat, then fusion (or none)."""
+def fuse_program(program: Program, disabled: frozenset = frozenset(),
+                 split_k: bool = True) -> Program:
+    """From an optimized program to the kernels to run: remat, then fusion (or none).
+    `split_k`: the target runs small matmuls over a long K split-K (a GPU)."""
     if "remat" not in disabled:
         program = checked(remat.apply(program), "pass remat")
     program = checked(canonicalize_for_lowering.apply(program), "canonicalize_for_lowering")
     if "fuse" in disabled:
         return checked(fuse_nothing.apply(program), "pass fuse_nothing")
     program = checked(fuse.apply(program), "pass fuse")
-    for p in FUSION_PASSES:
+    for p in FUSION_PASSES if split_k else FUSION_PASSES_NO_SPLIT_K:
         if p.name not in disabled:
             program = checked(p.apply(program), f"pass {p.name}")
     return program

@@ -23,15 +23,14 @@ import math
 
 from vkgrad import primitives as P
 from vkgrad.ir.core import Program, Var
-from vkgrad.passes.base import Pass
 from vkgrad.passes.dce import dce
 from vkgrad.passes.kernel_fusion import (EPILOGUE_KERNELS, EPILOGUE_MAX_EXTRA_INPUTS,
                                          EPILOGUE_MAX_OUTPUTS, Schedule, anchors, body_of,
-                                         is_loop, kind, make_fused, takes_hooks)
+                                         is_loop, kind, make_fused, HookFusion)
 from vkgrad.passes.remat import save_p
 
 
-class EpilogueFusion(Pass):
+class EpilogueFusion(HookFusion):
     name = "fuse_epilogues"
 
     def apply(self, program: Program) -> Program:
@@ -68,7 +67,7 @@ class EpilogueFusion(Pass):
         return None
 
     def fits(self, kern, anchor, f, k, sched) -> bool:
-        if not takes_hooks(anchor):
+        if not self.takes_hooks(anchor):
             return False
         mine = {o for o in kern.outputs}
         fbody = f.params["body"]

@@ -28,30 +28,21 @@ import math
 
 from vkgrad import primitives as P
 from vkgrad.ir.core import Program, Var
-from vkgrad.passes.base import Pass
 from vkgrad.passes.kernel_fusion import (Schedule, anchors, body_of, kind, make_fused,
-                                         takes_hooks)
+                                         HookFusion, takes_hooks)
 
 REDUCTIONS = (P.reduce_sum_p, P.reduce_max_p, P.reduce_min_p)
 # Operands one reduction kernel accumulates at once (registers: four accumulators each).
 MAX_SIBLINGS = 4
-# A narrow matmul over a long K is planned with split-K (its K slices summed by a second
-# kernel); with the column sum riding along, that sum ran 666 us on the H200 instead of 6 (the
-# 784-1024-1024-10 MLP's last layer, [1024,256] x [256,10], 2026-11-30), so such a matmul keeps
-# its bias gradient separate.
-NARROW, LONG_K = 64, 256
+# A matmul that would run split-K keeps its bias gradient separate (kernel_fusion.takes_hooks):
+# with the column sum riding along, that sum ran 666 us on the H200 instead of 6 (the
+# 784-1024-1024-10 MLP's last layer, [1024,256] x [256,10], 2026-11-30).
 
 
-def _split_k_likely(mm) -> bool:
-    a = mm.inputs[0]
-    k = a.shape[-2] if mm.params["transpose_a"] else a.shape[-1]
-    return min(mm.out.shape) < NARROW and k >= LONG_K
-
-
-def column_sum_of(mm, red, root) -> bool:
+def column_sum_of(mm, red, root, split_k: bool = True) -> bool:
     """Is `red` (a reduce_sum) the sum over the contracted axis of matmul `mm`'s B operand?"""
     if mm.prim is not P.matmul_p or red.prim is not P.reduce_sum_p or mm.out.ndim != 2 or \
-            not takes_hooks(mm) or _split_k_likely(mm):
+            not takes_hooks(mm, split_k):
         return False
     b, g = mm.inputs[1], red.inputs[0]
     if root(b) is not root(g):
@@ -67,7 +58,7 @@ def column_sum_of(mm, red, root) -> bool:
     return axes == trail and math.prod(g.shape[nd - len(axes):]) == k   # B is [N, K]
 
 
-class MultiOutputFusion(Pass):
+class MultiOutputFusion(HookFusion):
     name = "fuse_multi_output"
 
     def apply(self, program: Program) -> Program:
@@ -147,7 +138,7 @@ class MultiOutputFusion(Pass):
                 if kind(m) not in ("kernel", "input", "output") or len(ma) != 1 or \
                         ma[0].prim is not P.matmul_p or ma[0].inputs[1] not in mb.inputs:
                     continue
-                if not column_sum_of(ma[0], ra[0], sched.root):
+                if not column_sum_of(ma[0], ra[0], sched.root, self.split_k):
                     continue
                 lo, hi = sorted((i, j))
                 if sched.reads_between(lo, hi, eqns[lo].outputs):

@@ -23,16 +23,15 @@ from __future__ import annotations
 
 from vkgrad import primitives as P
 from vkgrad.ir.core import Program, Var
-from vkgrad.passes.base import Pass
 from vkgrad.passes.dce import dce
 from vkgrad.passes.kernel_fusion import (MATMUL_PROLOGUE_MAX_COST, MATMUL_PROLOGUE_MAX_FULL_INPUTS,
-                                         takes_hooks,
+                                         HookFusion,
                                          PROLOGUE_OPERANDS, Schedule, anchors, body_of,
                                          chain_cost, is_loop, kind, make_fused, needed)
 from vkgrad.passes.remat import save_p
 
 
-class ProducerFusion(Pass):
+class ProducerFusion(HookFusion):
     name = "fuse_producers"
 
     def apply(self, program: Program) -> Program:
@@ -71,7 +70,7 @@ class ProducerFusion(Pass):
             return False
         views = set(self._views(r, x, sched))
         for a in anchors(body_of(r)):
-            allowed = PROLOGUE_OPERANDS.get(a.prim, ()) if takes_hooks(a) else ()
+            allowed = PROLOGUE_OPERANDS.get(a.prim, ()) if self.takes_hooks(a) else ()
             for pos, v in enumerate(a.inputs):
                 if v in views and pos not in allowed:
                     return False
@@ -85,7 +84,7 @@ class ProducerFusion(Pass):
             for a in anchors(body_of(r)):
                 if a.prim is P.matmul_p and views & set(a.inputs) and (
                         c > MATMUL_PROLOGUE_MAX_COST or full > MATMUL_PROLOGUE_MAX_FULL_INPUTS
-                        or not takes_hooks(a)):
+                        or not self.takes_hooks(a)):
                     return False
         n = len(readers)
         stays = len(f.outputs) > 1

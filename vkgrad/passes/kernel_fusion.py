@@ -13,6 +13,7 @@ import math
 
 from vkgrad import primitives as P
 from vkgrad.ir.core import Eqn, Params, Program, Var
+from vkgrad.passes.base import Pass
 from vkgrad.passes.fuse import body_inputs, fused_p
 from vkgrad.passes.remat import save_p
 
@@ -48,16 +49,46 @@ MATMUL_PROLOGUE_MAX_FULL_INPUTS = 1
 MATMUL_HOOK_MAX_FLOPS = 2 ** 30
 
 
-def takes_hooks(e: Eqn) -> bool:
-    """Can kernel eqn `e` run generated loads and stores at all? Not a large matmul (above),
-    and not a take moving i32/bool values (the generated hooks compute in float)."""
+# A matmul with few output tiles and a long K runs split-K on a GPU (vkgrad/lowering/matmul.py,
+# choose_splits: fewer than 66 workgroups of the smallest 32x64 tile, 8 or more k steps of 32),
+# and a matmul with fused loads or stores never does (it gave wrong results on the H200). Such a
+# matmul takes no hooks: on the H200 (bench_lm, 2026-12-01) weight gradients over K = 8192
+# tokens ran 406 us ([256,256] with a fused column sum) and 1510 us ([512,48] with fused loads)
+# on 32 and 16 workgroups.
+SPLIT_K_TILE, SPLIT_K_MAX_TILES, SPLIT_K_MIN_K = (32, 64), 66, 256
+
+
+def split_k_likely(mm: Eqn) -> bool:
+    a = mm.inputs[0]
+    k = a.shape[-2] if mm.params["transpose_a"] else a.shape[-1]
+    *batch, m, n = mm.out.shape
+    tiles = math.prod(batch) * -(-m // SPLIT_K_TILE[0]) * -(-n // SPLIT_K_TILE[1])
+    return tiles < SPLIT_K_MAX_TILES and k >= SPLIT_K_MIN_K
+
+
+def takes_hooks(e: Eqn, split_k: bool = True) -> bool:
+    """Can kernel eqn `e` run generated loads and stores at all? Not a large matmul, nor one
+    that would run split-K on a target that splits K (above), and not a take moving i32/bool
+    values (the generated hooks compute in float)."""
     if e.prim is P.matmul_p:
         a = e.inputs[0]
         k = a.shape[-2] if e.params["transpose_a"] else a.shape[-1]
-        return 2 * math.prod(e.out.shape) * k <= MATMUL_HOOK_MAX_FLOPS
+        return 2 * math.prod(e.out.shape) * k <= MATMUL_HOOK_MAX_FLOPS and not (
+            split_k and split_k_likely(e))
     if e.prim is P.take_p:
         return e.inputs[0].dtype == "f32"
     return True
+class HookFusion(Pass):
+    """A pass that gives kernels generated loads or stores. `split_k`: the target splits K
+    (a GPU; lavapipe does not, vkgrad/lowering/matmul.py: splits_k)."""
+
+    def __init__(self, split_k: bool = True):
+        self.split_k = split_k
+
+    def takes_hooks(self, e: Eqn) -> bool:
+        return takes_hooks(e, self.split_k)
+
+
 # An epilogue runs once per result element in the kernel's store; more than a few extra
 # full-size reads or writes there (an optimizer update: 3 and 3) is a kernel of its own.
 EPILOGUE_MAX_EXTRA_INPUTS = 2
