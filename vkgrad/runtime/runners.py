@@ -175,8 +175,9 @@ class VulkanRunner:
                    **dict(zip(self._bound_slots, bufs))}
         dispatches = [self.device.dispatch(st.launch, [by_slot[s] for s in st.slots])
                       for st in lw.steps]
+        like = next((c.ex for cs in reversed(self.variants.values()) for c in cs), None)
         copies.append(_Copy(Executable(self.device, dispatches, timestamps=timestamps,
-                                       name=lw.program.name), host))
+                                       name=lw.program.name, like=like), host))
         return copies[-1]
 
     def run(self, inputs, *, donate=True, timestamps=False) -> list:
