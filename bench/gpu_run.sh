@@ -28,7 +28,7 @@ for step in "$@"; do
     call) run call 90 python3 bench/profile_call.py ;;
     compile) run compile 120 python3 bench/bench_compile.py ;;
     fusion) run fusion 200 python3 bench/bench_fusion.py ;;
-    steptime) run steptime 200 bash -c 'python3 bench/step_time.py --model transformer && python3 bench/step_time.py --model mamba' ;;
+    steptime) run steptime 200 bash -c 'python3 bench/step_time.py --model transformer --steps 50 && python3 bench/step_time.py --model mamba --steps 50' ;;
     lm) run lm 280 python3 bench/bench_lm.py ;;
     matmul) run matmul 150 python3 bench/bench_matmul.py --only tf_qkv,tf_qkv_dX,tf_qkv_dW,tf_fc,tf_fc_dX,tf_fc_dW,tf_out,tf_out_dX,tf_out_dW,tf_scores,tf_scores_qkT,tf_pv,mlp_x@w1,mlp_h@w2,mlp_dw2=hT@g,mlp_dh=g@w2T,mlp_dw1=xT@g,mlp_h@w3,mlp_dh2=g@w3T,mlp_dw3=hT@g ;;
   esac
