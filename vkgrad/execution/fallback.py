@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import linecache
 import os
+import re
 import sys
 import warnings
 
@@ -54,7 +55,8 @@ def _at(source: str | None, prim: str = "") -> str:
     if not source:
         return f"an eqn '{prim}' with no source line"
     path, _, line = source.rpartition(":")
-    code = linecache.getline(path, int(line)).strip() if line.isdigit() else ""
+    code = linecache.getline(path, int(line)) if line.isdigit() else ""
+    code = re.sub(r"\s+#.*", "", code.strip())       # without a trailing comment
     return f"`{code}` at {source}" if code else f"'{prim}' at {source}"
 
 
