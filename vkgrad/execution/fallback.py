@@ -30,7 +30,8 @@ def explain(program, unsupported) -> str:
     if f64 is not None:
         return f"float64 values (from {f64}); {FIX_F64}"
     e = unsupported.eqn
-    return unsupported.reason + (f" ({_at(e.source)})" if e is not None and e.source else "")
+    return unsupported.reason + (f" ({_at(e.source, e.prim.name)})" if e is not None and e.source
+                                 else "")
 
 
 def float64_origin(program) -> str | None:
