@@ -49,6 +49,7 @@ _LAZY = {"jit": "vkgrad.execution.jit", "Array": "vkgrad.execution.array",
          "device_put": "vkgrad.execution.device_put", "profile": "vkgrad.execution.profile",
          "fallbacks": "vkgrad.execution.compiled", "default_backend": "vkgrad.execution.compiled",
          "StrictModeError": "vkgrad.execution.compiled",
+         "FallbackWarning": "vkgrad.execution.fallback", "BufferSizeError": "vkgrad.lowering.limits",
          "devices": "vkgrad.execution.device_put"}
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "vmap", "make_ir", "trace", "check_grads",

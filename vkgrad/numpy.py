@@ -6,9 +6,10 @@ the single eager path, numpy today) and returns numpy arrays.
 Semantics follow numpy, with these choices:
 * dtypes are float32 (the default for Python floats and float lists), float64, int32 (other
   integer inputs are narrowed) and bool;
-* promotion: bool < i32 < f32 < f64; Python scalars are weakly typed (`x * 2.0` keeps an f32 x
-  f32; `i * 0.5` for an int i is f32); arithmetic on bools computes in i32; divide, power and the
-  transcendental functions on integers compute in f32;
+* promotion: bool < i32 < f32 < f64; Python scalars, and NumPy scalars beside an array, are
+  weakly typed (`x * 2.0` and `x * np.float64(2.0)` keep an f32 x f32; `i * 0.5` for an int i
+  is f32); arithmetic on bools computes in i32; divide, power and the transcendental functions
+  on integers compute in f32;
 * `take` clamps traced indices into range (a GPU kernel cannot raise); negative indices are
   allowed where the index is a concrete array or a Python int;
 * indexing supports ints, slices (negative bounds and steps), None, Ellipsis and ONE integer
@@ -57,13 +58,22 @@ def _weak_kind(x) -> str:
     return "bool" if isinstance(x, bool) else "i32" if isinstance(x, int) else "f32"
 
 
+def _is_np_scalar(x) -> bool:
+    return isinstance(x, _np.generic) and x.dtype.kind in "biuf"
+
+
 def result_type(*xs) -> _np.dtype:
     """The dtype operations on xs compute in (numpy's name; vkgrad's promotion rules)."""
     return np_dtype(_promoted(*xs))
 
 
 def _promoted(*xs) -> str:
-    """numpy-style promotion with weakly typed Python scalars (see the module docstring)."""
+    """numpy-style promotion with weakly typed Python scalars (see the module docstring).
+    NumPy scalars beside an array are weakly typed too: `x * (1.0 / np.sqrt(d))` keeps an f32
+    x f32, as in JAX (docs/reliability.md, float64 policy); alone they keep their dtype."""
+    arrays = [x for x in xs if not _is_weak(x) and not _is_np_scalar(x)]
+    if arrays:
+        xs = [x.item() if _is_np_scalar(x) else x for x in xs]   # as Python scalars
     strong = [d for d in map(_dtype_of, xs) if d is not None]
     weak = [_weak_kind(x) for x in xs if _is_weak(x)]
     if not strong:
@@ -163,7 +173,8 @@ def _promote(x, dt: str):
 
 
 def _args(*xs):
-    return [x if isinstance(x, ArrayOps) or _is_weak(x) else asarray(x) for x in xs]
+    return [x if isinstance(x, ArrayOps) or _is_weak(x) or _is_np_scalar(x) else asarray(x)
+            for x in xs]
 
 
 def _binary(fn, x, y, floating=False, arith=True):

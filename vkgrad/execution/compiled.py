@@ -13,7 +13,7 @@ import sys
 import warnings
 
 from vkgrad.errors import ArgumentError, VkgradError
-from vkgrad.execution import fastpath
+from vkgrad.execution import fallback, fastpath
 from vkgrad.lowering.lower import Unsupported
 from vkgrad.lowering.render import dot_svg
 from vkgrad.lowering.stages import (FORMATS, STAGE_NAMES, Options, run_stages, stage_dot,
@@ -70,8 +70,7 @@ def _default_backend(env: str) -> str:
         device = get_device()
     except VkgradError as e:
         if not _warned_no_device:
-            warnings.warn(f"vkgrad: no Vulkan device ({e}); running on the numpy interpreter",
-                          stacklevel=4)
+            fallback.warn(f"vkgrad: no Vulkan device ({e}); running on the numpy interpreter")
             _warned_no_device = True
         return "numpy"
     if device.info.type != "CPU" or os.environ.get("VKGRAD_DEVICE", "").strip():
@@ -114,10 +113,12 @@ class Compiled:
                 self.stages.pop("fused", None)
                 self.fallback_reason = u.reason
                 _fallbacks[u.reason] += 1
+                why = fallback.explain(program, u)
                 if os.environ.get("VKGRAD_STRICT", "") not in ("", "0"):
-                    raise StrictModeError(f"{program.name} cannot run on Vulkan: {u.reason} "
+                    raise StrictModeError(f"{program.name} cannot run on Vulkan: {why} "
                                           "(VKGRAD_STRICT=1 forbids the interpreter fallback)")
-                log(f"{program.name} falls back to the numpy interpreter: {u.reason}")
+                fallback.warn(f"vkgrad: {program.name} runs on the numpy interpreter, not on "
+                              f"{device.info.name}: {why}")
         if self.runner is None:
             run_stages(program, "optimized", self.options, values=self.stages, times=self.times)
             self.runner = NumpyRunner(self.stages["optimized"])

@@ -7,6 +7,7 @@ import numpy as np
 from vkgrad.dtypes import np_dtype
 from vkgrad.execution.array import Array
 from vkgrad.execution.fastpath import intern
+from vkgrad.lowering import limits
 from vkgrad.runtime import get_device, list_devices
 from vkgrad.runtime.pool import pool_of
 from vkgrad.tracer import core
@@ -23,6 +24,7 @@ def device_put(x, device=None):
         if isinstance(leaf, Array) and leaf._owned is not None:
             return leaf
         aval = intern(core.abstract_leaf(leaf, "device_put's argument"))
+        limits.check(aval, dev.info, "device_put's argument:", core.user_source())
         host = np.asarray(leaf, dtype=np_dtype(aval.dtype))
         owned = pool.owned(max(1, host.size), aval.dtype)
         owned.buffer.upload(host.reshape(-1) if host.size else np.zeros(1, host.dtype))

@@ -29,7 +29,7 @@ from vkgrad import primitives as P
 from vkgrad.ir.core import Literal, Program, Var
 from vkgrad.passes.fuse import fused_p
 from vkgrad.passes.remat import save_p
-from vkgrad.lowering import elementwise
+from vkgrad.lowering import elementwise, limits
 from vkgrad.lowering.attention import plan_flash_attention, plan_flash_attention_bwd
 from vkgrad.lowering.hooks import HookWriter, splice
 from vkgrad.lowering.kernels import (plan_reduce, plan_softmax, plan_softmax_grad,
@@ -47,11 +47,13 @@ ALIASES = (P.reshape_p, save_p)
 
 
 class Unsupported(VkgradError):
-    """This program cannot run on the Vulkan kernels; `reason` says why in a few words."""
+    """This program cannot run on the Vulkan kernels; `reason` says why in a few words, `eqn`
+    (when known) is the eqn that could not be lowered (its `.source` is the user's line)."""
 
-    def __init__(self, reason: str):
+    def __init__(self, reason: str, eqn=None):
         super().__init__(reason)
         self.reason = reason
+        self.eqn = eqn
 
 
 # ----------------------------------------------------------------------------- kernel rules
@@ -478,13 +480,18 @@ def lower(program: Program, info=None, *, reuse: bool = True) -> Lowered:
         if e.prim in ALIASES:
             continue
         k = e.params.get("kind", "loop") if e.prim is fused_p else None
-        if k in ("loop", "horizontal"):
-            b.loop(e)
-        elif k is not None:
-            b.fused_kernel(e)
-        else:
-            b.kernel(e)
+        try:
+            if k in ("loop", "horizontal"):
+                b.loop(e)
+            elif k is not None:
+                b.fused_kernel(e)
+            else:
+                b.kernel(e)
+        except Unsupported as u:
+            u.eqn = u.eqn or e
+            raise
 
+    limits.check_plan(program, b.raw, b.temps, info)   # before any buffer exists
     exposed = [root(o) for o in program.outputs if isinstance(o, Var)]
     slots, slot_of = plan_memory(program, b.raw, b.temps, exposed, reuse=reuse)
     steps = []

@@ -31,7 +31,7 @@ from vkgrad.ir.core import Literal
 from vkgrad.ir.interpreter import run_program
 from vkgrad.lowering.donation import plan_donation
 from vkgrad.lowering.lower import Lowered
-from vkgrad.runtime.errors import NaNError
+from vkgrad.runtime.errors import NaNError, ShaderCompileError
 from vkgrad.runtime.inflight import HostResult, max_in_flight
 from vkgrad.runtime.pool import Owned, pool_of
 from vkgrad.runtime.vulkan import Executable
@@ -63,7 +63,11 @@ class VulkanRunner:
         lowered = self.lowered
         self.pool = pool_of(device)
         # Compile every kernel now (in parallel), not on the first call's critical path.
-        self.compile_times = device.pipelines([st.launch for st in lowered.steps])
+        try:
+            self.compile_times = device.pipelines([st.launch for st in lowered.steps])
+        except ShaderCompileError as e:   # + the user's line the failing kernel computes
+            raise e.with_context(source=next((st.eqn.source for st in lowered.steps
+                                              if st.launch.name == e.kernel), None))
         t0 = time.perf_counter()
         self.fixed = {}            # slot -> Buffer owned by this program (consts, scratch)
         for i, s in enumerate(lowered.slots):
@@ -181,6 +185,10 @@ class VulkanRunner:
         return copies[-1]
 
     def run(self, inputs, *, donate=True, timestamps=False) -> list:
+        with self.device.lock:     # calls from several threads: one binds and submits at a time
+            return self._run(inputs, donate, timestamps)
+
+    def _run(self, inputs, donate, timestamps) -> list:
         self.device.inflight.make_room()
         owned, uploads = self._bind(inputs, donate)
         copy = self._executable(list(map(_buffer_of, owned)), timestamps)

@@ -2,7 +2,8 @@
 
 The cache key hashes everything that changes the output: the compiler's version, the target
 environment, the source, the defines, and every header in the include directories. A shader that
-fails to compile raises ShaderCompileError with the compiler's messages and the offending lines.
+fails to compile raises ShaderCompileError with the compiler's messages and the offending lines,
+and saves its source where the message says (<cache>/failed/<kernel>-<hash>.comp).
 """
 
 from __future__ import annotations
@@ -87,7 +88,13 @@ def compile_glsl(source: str, defines: Mapping[str, object] | None = None, *,
                *[f"-I{d}" for d in include_dirs], "-o", str(out), str(src)]
         res = subprocess.run(cmd, capture_output=True, text=True)
         if res.returncode != 0 or not out.exists():
-            raise ShaderCompileError(_explain(name, source, res.stdout + res.stderr, defines))
+            saved = _save_failed(name, key, source)
+            err = ShaderCompileError(
+                _explain(name, source, res.stdout + res.stderr, defines) +
+                f"\n  the source is saved in {saved}; to compile it again: "
+                f"{' '.join(cmd[:-3] + ['-o', '/dev/null', str(saved)])}")
+            err.kernel, err.saved = name, saved
+            raise err
         spirv = out.read_bytes()
     with _lock:
         stats["compiled"] += 1
@@ -97,6 +104,15 @@ def compile_glsl(source: str, defines: Mapping[str, object] | None = None, *,
     os.replace(tmp_path, path)  # atomic: parallel test processes never see half a file
     _memory[key] = spirv
     return spirv
+
+
+def _save_failed(name: str, key: str, source: str) -> Path:
+    """Keep a shader glslangValidator rejected where the user can open it (the compile's own
+    directory is temporary)."""
+    path = cache_dir().parent / "failed" / f"{name}-{key[:12]}.comp"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(source)
+    return path
 
 
 def compile_file(filename: str, defines: Mapping[str, object] | None = None) -> bytes:

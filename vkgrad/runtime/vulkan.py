@@ -15,6 +15,7 @@ from __future__ import annotations
 import atexit
 import hashlib
 import time
+import threading
 import weakref
 from dataclasses import dataclass
 from typing import Sequence
@@ -156,6 +157,9 @@ class Device:
         self._placeholder = self.manager.tensor_t(np.zeros(1, np.float32), kp.TensorTypes.storage)
         self._executables: "weakref.WeakSet[Executable]" = weakref.WeakSet()
         self.inflight = InFlight()   # submissions pending on this device's queue
+        # one thread at a time binds, records and submits (calls from several threads: the
+        # shared transfer sequence, recorded copies and the queue are not thread-safe)
+        self.lock = threading.RLock()
 
     def __repr__(self):
         return f"<vkgrad Device {self.info.index}: {self.info.name} ({self.info.type})>"
@@ -214,12 +218,13 @@ class Device:
     def submit(self, ops) -> None:
         """Run a few transfer ops now, in one submission (not for the hot path)."""
         kp = kp_module()
-        seq = self._transfer
-        seq.clear()
-        for kind, buffers in ops:
-            seq.record(_transfer_op(kp, kind, buffers))
-        _count(ops)
-        seq.eval()   # in queue order: after every pending submission
+        with self.lock:
+            seq = self._transfer
+            seq.clear()
+            for kind, buffers in ops:
+                seq.record(_transfer_op(kp, kind, buffers))
+            _count(ops)
+            seq.eval()   # in queue order: after every pending submission
 
     def destroy(self) -> None:
         try:

@@ -1,0 +1,57 @@
+"""Sizes a Vulkan device cannot hold, refused at plan time in the user's terms.
+
+One storage buffer may be at most `maxStorageBufferRange` bytes (128 MiB on lavapipe; Kompute's
+sizes are 32-bit, so never more than 4 GiB). A value larger than that would fail, or crash the
+driver, when its buffer is allocated or bound; `check_plan` refuses it while planning, before
+any buffer exists, naming the value's type and the user's line, so the process and the device
+stay usable.
+"""
+
+from __future__ import annotations
+
+import math
+
+from vkgrad.errors import VkgradError
+from vkgrad.ir.core import Var
+from vkgrad.lowering.memory import ITEM_BYTES
+
+
+class BufferSizeError(VkgradError, MemoryError):
+    """An array larger than one Vulkan buffer of the device may be."""
+
+
+def check(type_, info, what: str, source: str | None = None) -> None:
+    """BufferSizeError if a value of `type_` does not fit one buffer of the device `info`."""
+    limit = getattr(info, "max_storage_buffer_range", None)
+    nbytes = max(1, math.prod(type_.shape)) * ITEM_BYTES
+    if limit and nbytes > limit:
+        raise BufferSizeError(
+            f"{what} {type_} needs {_size(nbytes)} in one buffer, and {info.name} allows at most "
+            f"{_size(limit)} per buffer (maxStorageBufferRange): make it smaller (a smaller "
+            "batch, or split it in chunks), or run on the numpy interpreter "
+            "(VKGRAD_BACKEND=numpy)", source=source)
+
+
+def check_plan(program, raw, temps: dict, info) -> None:
+    """Every value the dispatches `raw` bind (lower.py's _Builder.raw), and every input and
+    constant, fits one buffer."""
+    if info is None:
+        return
+    names = program.arg_names
+    for i, v in enumerate(program.inputs):
+        check(v.type, info, f"argument {names[i] if i < len(names) else i}:")
+    for v, _ in program.consts:
+        check(v.type, info, "a captured constant:")
+    for launch, refs, e, *_ in raw:
+        body = e.params.get("body")
+        inner = {o: b for b in body.eqns for o in b.outputs} if body is not None else {}
+        for r in refs:
+            if isinstance(r, Var):
+                made = inner.get(r, e)
+                check(r.type, info, f"the result of {made.prim.name}:", made.source)
+            elif r in temps:
+                check(temps[r].type, info, f"a temporary of kernel {launch.name}:", e.source)
+
+
+def _size(nbytes: int) -> str:
+    return f"{nbytes / 2**20:.0f} MiB ({nbytes} bytes)"
