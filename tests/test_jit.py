@@ -162,7 +162,8 @@ def test_fallback_whole_program_and_strict_mode(monkeypatch):
     x = np.linspace(0, 1, 5)   # float64: no Vulkan kernel computes in f64
     f = vg.jit(lambda x: vnp.exp(x) + 1.0, backend="vulkan")
     before = vg.fallbacks()
-    out = f(x)
+    with pytest.warns(vg.FallbackWarning, match="float64"):
+        out = f(x)
     assert out.dtype == np.float64
     close(out, np.exp(x) + 1.0)
     after = vg.fallbacks()
