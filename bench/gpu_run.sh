@@ -24,6 +24,9 @@ for step in "$@"; do
     scan) run scan 90 python3 bench/bench_scan.py ;;
     transformer) run transformer 240 python3 bench/bench_transformer.py --rounds 5 --steps 10 ;;
     mlp100) run mlp100 150 python3 bench/bench_mlp.py ;;
+    mlphooks) for d in fuse_multi_output fuse_multi_output,fuse_epilogues,fuse_producers; do
+                VKGRAD_DISABLE_PASSES=$d run "mlp_off_${d//,/_}" 100 python3 bench/bench_mlp.py \
+                  --peers none --rounds 3 --label "passes off: $d"; done ;;
     mlp1) run mlp1 150 python3 bench/bench_mlp.py --read-every 1 ;;
     call) run call 90 python3 bench/profile_call.py ;;
     compile) run compile 120 python3 bench/bench_compile.py ;;
