@@ -50,7 +50,7 @@ STAGES = (
           lambda p, opts: optimize(p, final=True, disabled=opts.disabled)),
     Stage("fused", "after remat (save or recompute) and fusion: each top-level eqn is one GPU "
           "kernel (`fused` ones: generated, or a hand-written kernel with fused loads/stores)",
-          lambda p, opts: fuse_program(p, opts.disabled, splits_k(opts.device_info))),
+          lambda p, opts: fuse_program(p, opts.disabled, gpu=splits_k(opts.device_info))),
     Stage("plan", "the dispatches in order (kernel, shapes, workgroups), buffers with sizes and "
           "lifetimes, peak bytes, the saved residuals: what vg.jit records",
           lambda p, opts: lower(p, opts.device_info, reuse="memory" not in opts.disabled)),

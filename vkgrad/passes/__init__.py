@@ -50,10 +50,10 @@ PASSES = {p.name: p for p in (dce, cse, simplify, fold_transposes, inline_custom
                               fuse_producers, fuse_epilogues, fuse_multi_output,
                               fuse_horizontal)}
 FUSION_PASSES = (fuse_producers, fuse_epilogues, fuse_multi_output, fuse_horizontal)
-# the same for a target that does not split K (lavapipe): matmuls that would split on a GPU
-# take fused loads and stores there (passes/kernel_fusion.py: takes_hooks)
-FUSION_PASSES_NO_SPLIT_K = tuple(type(p)(split_k=False) if isinstance(p, HookFusion) else p
-                                 for p in FUSION_PASSES)
+# the same for a CPU target (lavapipe): matmuls take fused loads and stores there that a GPU's
+# do not (passes/kernel_fusion.py: takes_hooks)
+FUSION_PASSES_CPU = tuple(type(p)(gpu=False) if isinstance(p, HookFusion) else p
+                          for p in FUSION_PASSES)
 # Names that switch something off besides the passes above (the lowering's buffer reuse).
 OTHER_SWITCHES = ("memory",)
 # Switch these off for the plan of loop fusion alone (kernels without fused loads and stores,
@@ -103,16 +103,16 @@ def optimize(program: Program, *, final: bool = True, max_rounds: int = 8,
 
 
 def fuse_program(program: Program, disabled: frozenset = frozenset(),
-                 split_k: bool = True) -> Program:
+                 gpu: bool = True) -> Program:
     """From an optimized program to the kernels to run: remat, then fusion (or none).
-    `split_k`: the target runs small matmuls over a long K split-K (a GPU)."""
+    `gpu`: the target is a GPU, not a CPU implementation of Vulkan (lavapipe)."""
     if "remat" not in disabled:
         program = checked(remat.apply(program), "pass remat")
     program = checked(canonicalize_for_lowering.apply(program), "canonicalize_for_lowering")
     if "fuse" in disabled:
         return checked(fuse_nothing.apply(program), "pass fuse_nothing")
     program = checked(fuse.apply(program), "pass fuse")
-    for p in FUSION_PASSES if split_k else FUSION_PASSES_NO_SPLIT_K:
+    for p in FUSION_PASSES if gpu else FUSION_PASSES_CPU:
         if p.name not in disabled:
             program = checked(p.apply(program), f"pass {p.name}")
     return program

@@ -34,15 +34,16 @@ from vkgrad.passes.kernel_fusion import (Schedule, anchors, body_of, kind, make_
 REDUCTIONS = (P.reduce_sum_p, P.reduce_max_p, P.reduce_min_p)
 # Operands one reduction kernel accumulates at once (registers: four accumulators each).
 MAX_SIBLINGS = 4
-# A matmul that would run split-K keeps its bias gradient separate (kernel_fusion.takes_hooks):
-# with the column sum riding along, that sum ran 666 us on the H200 instead of 6 (the
-# 784-1024-1024-10 MLP's last layer, [1024,256] x [256,10], 2026-11-30).
+# On a GPU a matmul keeps its bias gradient separate unless it is tiny
+# (kernel_fusion.takes_hooks, loads=True): riding along, the column sum ran 666 us instead of 6
+# in a split-K matmul ([1024,256] x [256,10], 2026-11-30) and cost 33-44 us in 0.4-0.5 GFLOP
+# ones (2026-12-01), where a separate sum costs 11. On lavapipe it pays.
 
 
-def column_sum_of(mm, red, root, split_k: bool = True) -> bool:
+def column_sum_of(mm, red, root, gpu: bool = True) -> bool:
     """Is `red` (a reduce_sum) the sum over the contracted axis of matmul `mm`'s B operand?"""
     if mm.prim is not P.matmul_p or red.prim is not P.reduce_sum_p or mm.out.ndim != 2 or \
-            not takes_hooks(mm, split_k):
+            not takes_hooks(mm, gpu, loads=True):
         return False
     b, g = mm.inputs[1], red.inputs[0]
     if root(b) is not root(g):
@@ -138,7 +139,7 @@ class MultiOutputFusion(HookFusion):
                 if kind(m) not in ("kernel", "input", "output") or len(ma) != 1 or \
                         ma[0].prim is not P.matmul_p or ma[0].inputs[1] not in mb.inputs:
                     continue
-                if not column_sum_of(ma[0], ra[0], sched.root, self.split_k):
+                if not column_sum_of(ma[0], ra[0], sched.root, self.gpu):
                     continue
                 lo, hi = sorted((i, j))
                 if sched.reads_between(lo, hi, eqns[lo].outputs):

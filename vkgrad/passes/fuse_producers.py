@@ -70,7 +70,7 @@ class ProducerFusion(HookFusion):
             return False
         views = set(self._views(r, x, sched))
         for a in anchors(body_of(r)):
-            allowed = PROLOGUE_OPERANDS.get(a.prim, ()) if self.takes_hooks(a) else ()
+            allowed = PROLOGUE_OPERANDS.get(a.prim, ()) if self.takes_hooks(a, loads=True) else ()
             for pos, v in enumerate(a.inputs):
                 if v in views and pos not in allowed:
                     return False
@@ -84,7 +84,7 @@ class ProducerFusion(HookFusion):
             for a in anchors(body_of(r)):
                 if a.prim is P.matmul_p and views & set(a.inputs) and (
                         c > MATMUL_PROLOGUE_MAX_COST or full > MATMUL_PROLOGUE_MAX_FULL_INPUTS
-                        or not self.takes_hooks(a)):
+                        or not self.takes_hooks(a, loads=True)):
                     return False
         n = len(readers)
         stays = len(f.outputs) > 1

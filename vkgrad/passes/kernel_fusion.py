@@ -66,27 +66,40 @@ def split_k_likely(mm: Eqn) -> bool:
     return tiles < SPLIT_K_MAX_TILES and k >= SPLIT_K_MIN_K
 
 
-def takes_hooks(e: Eqn, split_k: bool = True) -> bool:
-    """Can kernel eqn `e` run generated loads and stores at all? Not a large matmul, nor one
-    that would run split-K on a target that splits K (above), and not a take moving i32/bool
-    values (the generated hooks compute in float)."""
+# On a GPU, fused loads cost a matmul more than its stores: the 784-1024-1024-10 MLP step's
+# matmuls of 0.4-0.5 GFLOP ran 9 us slower with a ReLU in their loads and 33-44 us slower with
+# the bias gradient riding along as a column sum (its ones row goes through the load hooks),
+# where a separate kernel costs 4-11 us (H200, 2026-12-01: the step's GPU time 323 us with them,
+# 283 without the column sums, 275 without any hooks). Only a matmul about as short as a
+# dispatch takes them there.
+MATMUL_LOAD_HOOK_MAX_FLOPS_GPU = 2 ** 26
+
+
+def takes_hooks(e: Eqn, gpu: bool = True, loads: bool = False) -> bool:
+    """Can kernel eqn `e` run generated stores (or, `loads`, loads and column sums)? Not a
+    large matmul, nor on a GPU one that would run split-K or a fused load of one that is not
+    tiny (above), and not a take moving i32/bool values (the generated hooks compute in
+    float)."""
     if e.prim is P.matmul_p:
         a = e.inputs[0]
         k = a.shape[-2] if e.params["transpose_a"] else a.shape[-1]
-        return 2 * math.prod(e.out.shape) * k <= MATMUL_HOOK_MAX_FLOPS and not (
-            split_k and split_k_likely(e))
+        flops = 2 * math.prod(e.out.shape) * k
+        limit = MATMUL_LOAD_HOOK_MAX_FLOPS_GPU if gpu and loads else MATMUL_HOOK_MAX_FLOPS
+        return flops <= limit and not (gpu and split_k_likely(e))
     if e.prim is P.take_p:
         return e.inputs[0].dtype == "f32"
     return True
+
+
 class HookFusion(Pass):
-    """A pass that gives kernels generated loads or stores. `split_k`: the target splits K
-    (a GPU; lavapipe does not, vkgrad/lowering/matmul.py: splits_k)."""
+    """A pass that gives kernels generated loads or stores. `gpu`: the target is a GPU (it
+    splits K and its matmul tiles pay for fused loads; lavapipe does neither)."""
 
-    def __init__(self, split_k: bool = True):
-        self.split_k = split_k
+    def __init__(self, gpu: bool = True):
+        self.gpu = gpu
 
-    def takes_hooks(self, e: Eqn) -> bool:
-        return takes_hooks(e, self.split_k)
+    def takes_hooks(self, e: Eqn, loads: bool = False) -> bool:
+        return takes_hooks(e, self.gpu, loads)
 
 
 # An epilogue runs once per result element in the kernel's store; more than a few extra
