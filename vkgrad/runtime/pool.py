@@ -10,8 +10,16 @@ sequences with them).
 
 from __future__ import annotations
 
+import weakref
+
 from vkgrad.dtypes import np_dtype
 from vkgrad.runtime.vulkan import device_dtype
+
+# The pool's high-water mark (BufferPool.mark): free buffers up to max(KEEP_BYTES, twice the
+# largest pooled footprint of a call among the last RECENT_CALLS..2*RECENT_CALLS calls) stay
+# pooled; the rest go back to Vulkan. docs/long_runs.md.
+KEEP_BYTES = 64 << 20
+RECENT_CALLS = 100
 
 
 class Owned:
@@ -37,17 +45,34 @@ class Owned:
 
 
 class BufferPool:
-    """Free device buffers by (size, dtype), last in first out."""
+    """Free device buffers by (size, dtype), last in first out, up to a high-water mark.
+
+    The mark: max(KEEP_BYTES, 2 x the largest footprint of a recent call), where a call's
+    footprint is the bytes of the pooled buffers it binds (arguments and results) and "recent"
+    is the last RECENT_CALLS to RECENT_CALLS * 2 calls. At the start of each call
+    (`note_call`), free buffers above the mark are released, least recently returned first:
+    a training loop keeps the few buffers it cycles through, while the buffers of a large
+    one-off computation go back to Vulkan once the loop has run for a while without them.
+    A released buffer is freed when nothing else holds it: the runners that recorded
+    sequences binding it drop those (`forget`), so those hold it no longer either.
+    """
 
     def __init__(self, device):
         self.device = device
         self.free: dict = {}
+        self.order: dict = {}          # free buffer -> None, least recently returned first
+        self.free_bytes = 0
+        self.runners = weakref.WeakSet()   # who to tell when a buffer is released
+        self._calls, self._peak, self._last_peak = 0, 0, 0
 
     def take(self, size: int, dtype: str):
         """A buffer for `size` elements of IR dtype `dtype` (bool is stored as uint32)."""
         stack = self.free.get((size, device_dtype(np_dtype(dtype))))
         if stack:
-            return stack.pop()
+            buffer = stack.pop()
+            del self.order[buffer]
+            self.free_bytes -= buffer.nbytes
+            return buffer
         return self.device.buffer(size, np_dtype(dtype), "device")
 
     def owned(self, size: int, dtype: str) -> Owned:
@@ -55,6 +80,41 @@ class BufferPool:
 
     def put(self, buffer) -> None:
         self.free.setdefault((buffer.size, buffer.dtype), []).append(buffer)
+        self.order[buffer] = None
+        self.free_bytes += buffer.nbytes
+
+    def mark(self) -> int:
+        """The bytes of free buffers the pool keeps."""
+        return max(KEEP_BYTES, 2 * max(self._peak, self._last_peak))
+
+    def note_call(self, nbytes: int) -> None:
+        """A call binding `nbytes` of pooled buffers starts: remember its footprint, and
+        release free buffers above the mark."""
+        if nbytes > self._peak:
+            self._peak = nbytes
+        self._calls += 1
+        if self._calls == RECENT_CALLS:
+            self._calls, self._last_peak, self._peak = 0, self._peak, 0
+        if self.free_bytes > KEEP_BYTES:
+            self.trim()
+
+    def trim(self) -> int:
+        """Release free buffers above the mark, least recently returned first; returns the
+        bytes released."""
+        mark, released = self.mark(), []
+        for buffer in list(self.order):   # a snapshot: a put from a finalizer may come
+            if self.free_bytes <= mark:
+                break
+            released.append(buffer)
+            self.free_bytes -= buffer.nbytes
+        for buffer in released:
+            del self.order[buffer]
+            self.free[(buffer.size, buffer.dtype)].remove(buffer)
+        if released:
+            gone = set(released)
+            for runner in list(self.runners):
+                runner.forget(gone)
+        return sum(b.nbytes for b in released)
 
 
 _pools: dict = {}

@@ -13,6 +13,7 @@ whatever it holds, so everything a training step does goes into one sequence.
 from __future__ import annotations
 
 import atexit
+import collections
 import hashlib
 import time
 import weakref
@@ -30,6 +31,13 @@ from .shaders import stats as shader_stats
 # What tests count: submissions per call, uploads after the first call, pipelines built.
 counters = {"submissions": 0, "uploads": 0, "upload_bytes": 0, "downloads": 0,
             "download_bytes": 0, "pipelines": 0, "recordings": 0}
+
+# Pipelines the device keeps for reuse once no live program uses them (least recently used
+# first out). A shape is part of a generated kernel's source, so a jitted function called with
+# a new shape every call builds new pipelines every call; a pipeline a live program still
+# dispatches stays alive through that program (kp's OpAlgoDispatch holds it) whatever this says.
+# docs/long_runs.md.
+MAX_PIPELINES = 256
 
 # Storage dtypes on the device. bool lives as uint32 (GLSL has no 1-byte storage by default).
 _DEVICE_DTYPES = {np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.uint32)}
@@ -84,6 +92,7 @@ class Buffer:
         self.tensor = device.manager.tensor_t(np.zeros(max(self.size, 1), self.dtype), ttype)
         # kp keeps the staging memory mapped while the tensor lives: one numpy view of it
         self._staging = self.tensor.data()[: self.size] if kind == "device" else None
+        device._buffers.add(self)
 
     @property
     def nbytes(self) -> int:
@@ -148,7 +157,8 @@ class Device:
             self.manager = kp.Manager(info.index)
         except RuntimeError as e:
             raise DeviceError(f"could not open Vulkan device {info.index} ({info.name}): {e}") from None
-        self._kernels: dict[tuple, Kernel] = {}
+        self._kernels: collections.OrderedDict[tuple, Kernel] = collections.OrderedDict()
+        self._buffers: "weakref.WeakSet[Buffer]" = weakref.WeakSet()   # live, for runtime_stats
         self._transfer = self.manager.sequence()
         # Pipelines are created against placeholder bindings; every dispatch binds its own
         # buffers (kp patch 0005), so one pipeline serves all dispatches of a shader.
@@ -172,6 +182,10 @@ class Device:
                                                spec_words, np.zeros(push_words, np.uint32))
             counters["pipelines"] += 1
             k = self._kernels[key] = Kernel(name, algorithm, bindings, push_words)
+            if len(self._kernels) > MAX_PIPELINES:
+                self._kernels.popitem(last=False)
+        else:
+            self._kernels.move_to_end(key)
         return k
 
     def pipeline(self, launch) -> Kernel:
