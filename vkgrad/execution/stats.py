@@ -1,7 +1,7 @@
 """vg.runtime_stats(): counters of what the process holds, for spotting growth in long runs.
 
     {"buffers", "buffer_bytes", "staging_bytes", "pooled_buffers", "pooled_bytes",
-     "pool_mark_bytes", "programs", "executables", "sequences", "descriptor_sets", "pipelines",
+     "pool_mark_bytes", "pool_mark_buffers", "programs", "executables", "sequences", "descriptor_sets", "pipelines",
      "in_flight", "jit_programs", "rss_bytes"}
 
 Each count walks the live objects (vkgrad/runtime/stats.py says where each comes from);
@@ -16,7 +16,7 @@ from vkgrad.execution import jit
 from vkgrad.runtime import stats, vulkan
 
 _DEVICE_KEYS = ("buffers", "buffer_bytes", "staging_bytes", "pooled_buffers", "pooled_bytes",
-                "pool_mark_bytes", "programs", "executables", "sequences", "descriptor_sets",
+                "pool_mark_bytes", "pool_mark_buffers", "programs", "executables", "sequences", "descriptor_sets",
                 "pipelines", "in_flight")
 
 

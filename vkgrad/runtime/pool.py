@@ -15,10 +15,14 @@ import weakref
 from vkgrad.dtypes import np_dtype
 from vkgrad.runtime.vulkan import device_dtype
 
-# The pool's high-water mark (BufferPool.mark): free buffers up to max(KEEP_BYTES, twice the
-# largest pooled footprint of a call among the last RECENT_CALLS..2*RECENT_CALLS calls) stay
-# pooled; the rest go back to Vulkan. docs/long_runs.md.
+# The pool's high-water mark (BufferPool.mark): free buffers stay pooled up to max(KEEP_BYTES,
+# twice the most bytes of pooled buffers one recent call bound) in bytes and max(KEEP_BUFFERS,
+# twice the most buffers one recent call bound) in number, "recent" being the last
+# RECENT_CALLS to 2 * RECENT_CALLS calls; the rest go back to Vulkan. The count matters as
+# much as the bytes: a buffer is two memory allocations (device and staging), and many drivers
+# allow 4096 (maxMemoryAllocationCount). docs/long_runs.md.
 KEEP_BYTES = 64 << 20
+KEEP_BUFFERS = 64
 RECENT_CALLS = 100
 
 
@@ -47,9 +51,9 @@ class Owned:
 class BufferPool:
     """Free device buffers by (size, dtype), last in first out, up to a high-water mark.
 
-    The mark: max(KEEP_BYTES, 2 x the largest footprint of a recent call), where a call's
-    footprint is the bytes of the pooled buffers it binds (arguments and results) and "recent"
-    is the last RECENT_CALLS to RECENT_CALLS * 2 calls. At the start of each call
+    The mark (above): twice the footprint of the largest recent call, where a call's footprint
+    is the bytes and number of the pooled buffers it binds (arguments and results), and at
+    least KEEP_BYTES and KEEP_BUFFERS. At the start of each call
     (`note_call`), free buffers above the mark are released, least recently returned first:
     a training loop keeps the few buffers it cycles through, while the buffers of a large
     one-off computation go back to Vulkan once the loop has run for a while without them.
@@ -63,7 +67,7 @@ class BufferPool:
         self.order: dict = {}          # free buffer -> None, least recently returned first
         self.free_bytes = 0
         self.runners = weakref.WeakSet()   # who to tell when a buffer is released
-        self._calls, self._peak, self._last_peak = 0, 0, 0
+        self._calls, self._peak, self._last_peak = 0, (0, 0), (0, 0)
 
     def take(self, size: int, dtype: str):
         """A buffer for `size` elements of IR dtype `dtype` (bool is stored as uint32)."""
@@ -83,28 +87,32 @@ class BufferPool:
         self.order[buffer] = None
         self.free_bytes += buffer.nbytes
 
-    def mark(self) -> int:
-        """The bytes of free buffers the pool keeps."""
-        return max(KEEP_BYTES, 2 * max(self._peak, self._last_peak))
+    def mark(self) -> tuple[int, int]:
+        """The bytes and the number of free buffers the pool keeps."""
+        return (max(KEEP_BYTES, 2 * max(self._peak[0], self._last_peak[0])),
+                max(KEEP_BUFFERS, 2 * max(self._peak[1], self._last_peak[1])))
 
-    def note_call(self, nbytes: int) -> None:
-        """A call binding `nbytes` of pooled buffers starts: remember its footprint, and
-        release free buffers above the mark."""
-        if nbytes > self._peak:
-            self._peak = nbytes
+    def note_call(self, footprint: tuple[int, int]) -> None:
+        """A call binding `footprint` = (bytes, buffers) of pooled buffers starts: remember
+        it, and release free buffers above the mark."""
+        peak = self._peak
+        if footprint[0] > peak[0] or footprint[1] > peak[1]:
+            self._peak = (max(footprint[0], peak[0]), max(footprint[1], peak[1]))
         self._calls += 1
-        if self._calls == RECENT_CALLS:
-            self._calls, self._last_peak, self._peak = 0, self._peak, 0
-        if self.free_bytes > KEEP_BYTES:
+        if self._calls >= RECENT_CALLS:
+            self._calls, self._last_peak, self._peak = 0, self._peak, (0, 0)
+        if self.free_bytes > KEEP_BYTES or len(self.order) > KEEP_BUFFERS:
             self.trim()
 
     def trim(self) -> int:
         """Release free buffers above the mark, least recently returned first; returns the
         bytes released."""
-        mark, released = self.mark(), []
+        (max_bytes, max_count), released = self.mark(), []
+        count = len(self.order)
         for buffer in list(self.order):   # a snapshot: a put from a finalizer may come
-            if self.free_bytes <= mark:
+            if self.free_bytes <= max_bytes and count <= max_count:
                 break
+            count -= 1
             released.append(buffer)
             self.free_bytes -= buffer.nbytes
         for buffer in released:

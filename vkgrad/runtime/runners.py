@@ -120,9 +120,9 @@ class VulkanRunner:
                 kind, i = taken[slot]
                 returns.append(i if kind == "in" else len(lw.input_slots) + i)
         self._returns = _picker(returns)
-        # the bytes of pooled buffers a call binds (the pool's high-water mark follows them)
-        self._footprint = sum(lw.slots[s].size * np_dtype(lw.slots[s].dtype).itemsize
-                              for s in self._bound_slots)
+        # the bytes and number of pooled buffers a call binds (the pool's mark follows them)
+        self._footprint = (sum(lw.slots[s].size * np_dtype(lw.slots[s].dtype).itemsize
+                               for s in self._bound_slots), len(self._bound_slots))
 
     def _bind(self, inputs, donate):
         """Owned buffers for the arguments (uploading host data) and the results, in the order
