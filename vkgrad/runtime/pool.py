@@ -117,7 +117,10 @@ class BufferPool:
             self.free_bytes -= buffer.nbytes
         for buffer in released:
             del self.order[buffer]
-            self.free[(buffer.size, buffer.dtype)].remove(buffer)
+            key = (buffer.size, buffer.dtype)
+            self.free[key].remove(buffer)
+            if not self.free[key]:
+                del self.free[key]     # sizes no one asks for again leave no trace
         if released:
             gone = set(released)
             for runner in list(self.runners):
