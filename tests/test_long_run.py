@@ -137,7 +137,7 @@ def test_the_pool_gives_a_large_computations_buffers_back(monkeypatch):
     # ... they are freed: the pool, and the recorded sequence that bound them, let them go
     assert end["pooled_bytes"] <= end["pool_mark_bytes"] == 1 << 20
     assert end["buffer_bytes"] <= before["buffer_bytes"] + (1 << 20)
-    assert end["executables"] == before["executables"]
+    assert end["executables"] <= before["executables"]   # others' may go too
     # and the big program still runs, recording again on new buffers
     np.testing.assert_array_equal(np.asarray(big(xb))[:3], [2.0, 2.0, 2.0])
     assert pool_of(get_device()).free_bytes >= 8 << 20

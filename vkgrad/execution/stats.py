@@ -1,8 +1,8 @@
 """vg.runtime_stats(): counters of what the process holds, for spotting growth in long runs.
 
     {"buffers", "buffer_bytes", "staging_bytes", "pooled_buffers", "pooled_bytes",
-     "pool_mark_bytes", "pool_mark_buffers", "programs", "executables", "sequences", "descriptor_sets", "pipelines",
-     "in_flight", "jit_programs", "rss_bytes"}
+     "pool_mark_bytes", "pool_mark_buffers", "programs", "executables", "sequences",
+     "descriptor_sets", "pipelines", "in_flight", "jit_programs", "rss_bytes"}
 
 Each count walks the live objects (vkgrad/runtime/stats.py says where each comes from);
 `jit_programs` is the compiled programs held in the caches of the live jitted functions. The
@@ -16,8 +16,8 @@ from vkgrad.execution import jit
 from vkgrad.runtime import stats, vulkan
 
 _DEVICE_KEYS = ("buffers", "buffer_bytes", "staging_bytes", "pooled_buffers", "pooled_bytes",
-                "pool_mark_bytes", "pool_mark_buffers", "programs", "executables", "sequences", "descriptor_sets",
-                "pipelines", "in_flight")
+                "pool_mark_bytes", "pool_mark_buffers", "programs", "executables", "sequences",
+                "descriptor_sets", "pipelines", "in_flight")
 
 
 def runtime_stats(device=None) -> dict:

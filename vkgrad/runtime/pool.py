@@ -5,7 +5,7 @@ an input); `users` counts those live Arrays, so a donated buffer is overwritten 
 donated Array is its only user. When the last of them is gone, and no pending submission uses
 it, the buffer goes back to its device's `BufferPool`, and the next call that needs a buffer of
 that size takes it from there (so a training loop reuses the same few buffers, and its recorded
-sequences with them).
+sequences with them). Free buffers above the pool's high-water mark go back to Vulkan.
 """
 
 from __future__ import annotations
