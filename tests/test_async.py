@@ -224,7 +224,8 @@ def test_nothing_in_flight_leaks_after_1000_calls(bound):
     buffers, submissions = live(Buffer), live(Submission)
     calls(1000)
     assert pending() == 0
-    assert live(Buffer) == buffers, "every buffer of a finished call went back to its pool"
+    # (fewer is fine: the pool frees what it holds above its mark, docs/long_runs.md)
+    assert live(Buffer) <= buffers, "every buffer of a finished call went back to its pool"
     assert live(Submission) <= submissions + 1
     assert all(s.keep is None and s.seq is None for s in gc.get_objects()
                if type(s) is Submission and s.done)

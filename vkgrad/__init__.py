@@ -13,7 +13,7 @@
 Transforms: grad, value_and_grad, vjp, jvp, vmap, make_ir, trace, check_grads, custom_vjp,
 custom_jvp, jacfwd, jacrev, hessian (docs/compiler.md, docs/vmap.md); random numbers: vg.random
 (docs/random.md); jit, device_put, devices, profile, Array, block_until_ready,
-set_max_in_flight (docs/jit.md); vg.tree_util (pytrees), vg.lax (top_k, the primitives'
+set_max_in_flight (docs/jit.md); runtime_stats (docs/long_runs.md); vg.tree_util (pytrees), vg.lax (top_k, the primitives'
 functions); save, load, load_metadata: pytrees of arrays as safetensors files
 (vkgrad/checkpoint.py).
 
@@ -50,7 +50,8 @@ _LAZY = {"jit": "vkgrad.execution.jit", "Array": "vkgrad.execution.array",
          "fallbacks": "vkgrad.execution.compiled", "default_backend": "vkgrad.execution.compiled",
          "StrictModeError": "vkgrad.execution.compiled",
          "FallbackWarning": "vkgrad.execution.fallback", "BufferSizeError": "vkgrad.lowering.limits",
-         "devices": "vkgrad.execution.device_put"}
+         "devices": "vkgrad.execution.device_put",
+         "runtime_stats": "vkgrad.execution.stats"}
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "vmap", "make_ir", "trace", "check_grads",
            "custom_vjp", "custom_jvp", "jacfwd", "jacrev", "hessian",

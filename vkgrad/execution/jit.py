@@ -24,8 +24,10 @@ interpreter (vkgrad/execution/compiled.py).
 
 from __future__ import annotations
 
+import collections
 import functools
 import time
+import weakref
 from dataclasses import dataclass
 
 from vkgrad.errors import ArgumentError
@@ -37,6 +39,14 @@ from vkgrad.tracer import core
 from vkgrad.tracer.pytree import tree_flatten
 from vkgrad.transforms.api import _fun_name, _normalize_argnums, _trace
 
+
+# Compiled programs kept per jitted function, least recently called first out: a data loader
+# whose last batch is ragged, or a new shape every call, would otherwise keep every program
+# (and its kernels, scratch buffers and recorded sequences) for the life of the function. JAX
+# keeps them all; set vkgrad.execution.jit.MAX_PROGRAMS to change it (docs/long_runs.md).
+MAX_PROGRAMS = 32
+
+live: "weakref.WeakSet[Jitted]" = weakref.WeakSet()   # for vg.runtime_stats
 
 # argument structures per jitted function with a generated fast lane (a loop needs one or two:
 # the first call's numpy parameters, then the Arrays it returned)
@@ -90,12 +100,13 @@ class Jitted:
         self.static_argnums = static_argnums
         self.donate_argnums = donate_argnums
         self.backend = backend
-        self._cache: dict = {}
+        self._cache: collections.OrderedDict = collections.OrderedDict()
         self._last_key: _Key | None = None
         self._argnums: dict = {}   # number of arguments -> (static, donated) positions
         self._where = f"an argument of {_fun_name(fun)}"
         self._fast: list = []       # (guard, entry), newest first (vkgrad/execution/fastpath.py)
         self.compiles = 0
+        live.add(self)
 
     def __repr__(self):
         return f"<vkgrad.jit of {_fun_name(self.fun)}>"
@@ -152,12 +163,25 @@ class Jitted:
                                                 times={"trace": time.perf_counter() - t0})
             log(f"compiled {_fun_name(self.fun)}: {entry.describe_times()}")
             self.compiles += 1
+            while len(self._cache) > MAX_PROGRAMS:
+                self._evict(self._cache.popitem(last=False)[1])
+        else:
+            self._cache.move_to_end(key)
         self._last_key = key
         if not kwargs:   # the next call with arguments like these skips the key (fastpath.py)
             self._fast.insert(0, (fastpath.guard(Array, len(args), key.structure, key.static,
                                                  leaves), entry, (key.backend, key.disabled)))
             del self._fast[MAX_GUARDS:]
         return entry, leaves
+
+    def _evict(self, entry) -> None:
+        """Forget a compiled program and free its recorded sequences now; its scratch buffers
+        and pipelines go when the last reference to it does."""
+        log(f"evicting a compiled program of {_fun_name(self.fun)} (more than {MAX_PROGRAMS})")
+        self._fast = [f for f in self._fast if f[1] is not entry]
+        release = getattr(entry.runner, "release", None)
+        if release is not None:
+            release()
 
     def __call__(self, *args, **kwargs):
         if core.current_trace() is not None:   # inside another transform: inline

@@ -5,13 +5,25 @@ an input); `users` counts those live Arrays, so a donated buffer is overwritten 
 donated Array is its only user. When the last of them is gone, and no pending submission uses
 it, the buffer goes back to its device's `BufferPool`, and the next call that needs a buffer of
 that size takes it from there (so a training loop reuses the same few buffers, and its recorded
-sequences with them).
+sequences with them). Free buffers above the pool's high-water mark go back to Vulkan.
 """
 
 from __future__ import annotations
 
+import weakref
+
 from vkgrad.dtypes import np_dtype
 from vkgrad.runtime.vulkan import device_dtype
+
+# The pool's high-water mark (BufferPool.mark): free buffers stay pooled up to max(KEEP_BYTES,
+# twice the most bytes of pooled buffers one recent call bound) in bytes and max(KEEP_BUFFERS,
+# twice the most buffers one recent call bound) in number, "recent" being the last
+# RECENT_CALLS to 2 * RECENT_CALLS calls; the rest go back to Vulkan. The count matters as
+# much as the bytes: a buffer is two memory allocations (device and staging), and many drivers
+# allow 4096 (maxMemoryAllocationCount). docs/long_runs.md.
+KEEP_BYTES = 64 << 20
+KEEP_BUFFERS = 64
+RECENT_CALLS = 100
 
 
 class Owned:
@@ -37,17 +49,34 @@ class Owned:
 
 
 class BufferPool:
-    """Free device buffers by (size, dtype), last in first out."""
+    """Free device buffers by (size, dtype), last in first out, up to a high-water mark.
+
+    The mark (above): twice the footprint of the largest recent call, where a call's footprint
+    is the bytes and number of the pooled buffers it binds (arguments and results), and at
+    least KEEP_BYTES and KEEP_BUFFERS. At the start of each call
+    (`note_call`), free buffers above the mark are released, least recently returned first:
+    a training loop keeps the few buffers it cycles through, while the buffers of a large
+    one-off computation go back to Vulkan once the loop has run for a while without them.
+    A released buffer is freed when nothing else holds it: the runners that recorded
+    sequences binding it drop those (`forget`), so those hold it no longer either.
+    """
 
     def __init__(self, device):
         self.device = device
         self.free: dict = {}
+        self.order: dict = {}          # free buffer -> None, least recently returned first
+        self.free_bytes = 0
+        self.runners = weakref.WeakSet()   # who to tell when a buffer is released
+        self._calls, self._peak, self._last_peak = 0, (0, 0), (0, 0)
 
     def take(self, size: int, dtype: str):
         """A buffer for `size` elements of IR dtype `dtype` (bool is stored as uint32)."""
         stack = self.free.get((size, device_dtype(np_dtype(dtype))))
         if stack:
-            return stack.pop()
+            buffer = stack.pop()
+            del self.order[buffer]
+            self.free_bytes -= buffer.nbytes
+            return buffer
         return self.device.buffer(size, np_dtype(dtype), "device")
 
     def owned(self, size: int, dtype: str) -> Owned:
@@ -55,6 +84,48 @@ class BufferPool:
 
     def put(self, buffer) -> None:
         self.free.setdefault((buffer.size, buffer.dtype), []).append(buffer)
+        self.order[buffer] = None
+        self.free_bytes += buffer.nbytes
+
+    def mark(self) -> tuple[int, int]:
+        """The bytes and the number of free buffers the pool keeps."""
+        return (max(KEEP_BYTES, 2 * max(self._peak[0], self._last_peak[0])),
+                max(KEEP_BUFFERS, 2 * max(self._peak[1], self._last_peak[1])))
+
+    def note_call(self, footprint: tuple[int, int]) -> None:
+        """A call binding `footprint` = (bytes, buffers) of pooled buffers starts: remember
+        it, and release free buffers above the mark."""
+        peak = self._peak
+        if footprint[0] > peak[0] or footprint[1] > peak[1]:
+            self._peak = (max(footprint[0], peak[0]), max(footprint[1], peak[1]))
+        self._calls += 1
+        if self._calls >= RECENT_CALLS:
+            self._calls, self._last_peak, self._peak = 0, self._peak, (0, 0)
+        if self.free_bytes > KEEP_BYTES or len(self.order) > KEEP_BUFFERS:
+            self.trim()
+
+    def trim(self) -> int:
+        """Release free buffers above the mark, least recently returned first; returns the
+        bytes released."""
+        (max_bytes, max_count), released = self.mark(), []
+        count = len(self.order)
+        for buffer in list(self.order):   # a snapshot: a put from a finalizer may come
+            if self.free_bytes <= max_bytes and count <= max_count:
+                break
+            count -= 1
+            released.append(buffer)
+            self.free_bytes -= buffer.nbytes
+        for buffer in released:
+            del self.order[buffer]
+            key = (buffer.size, buffer.dtype)
+            self.free[key].remove(buffer)
+            if not self.free[key]:
+                del self.free[key]     # sizes no one asks for again leave no trace
+        if released:
+            gone = set(released)
+            for runner in list(self.runners):
+                runner.forget(gone)
+        return sum(b.nbytes for b in released)
 
 
 _pools: dict = {}

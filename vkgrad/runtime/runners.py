@@ -90,6 +90,7 @@ class VulkanRunner:
         self.last_run: Executable | None = None
         self.last_submission = None
         self._plan_call()
+        self.pool.runners.add(self)   # complete: the pool may now tell it of released buffers
 
     def _plan_call(self) -> None:
         """What each call does, decided once: the per-call path only follows these lists (the
@@ -123,6 +124,9 @@ class VulkanRunner:
                 kind, i = taken[slot]
                 returns.append(i if kind == "in" else len(lw.input_slots) + i)
         self._returns = _picker(returns)
+        # the bytes and number of pooled buffers a call binds (the pool's mark follows them)
+        self._footprint = (sum(lw.slots[s].size * np_dtype(lw.slots[s].dtype).itemsize
+                               for s in self._bound_slots), len(self._bound_slots))
 
     def _bind(self, inputs, donate):
         """Owned buffers for the arguments (uploading host data) and the results, in the order
@@ -163,8 +167,7 @@ class VulkanRunner:
         if copies is None:
             copies = self.variants[key] = []
             if len(self.variants) > MAX_VARIANTS:
-                for old in self.variants.popitem(last=False)[1]:
-                    old.ex.release()
+                self._drop(self.variants.popitem(last=False)[1])
         else:
             self.variants.move_to_end(key)
         for c in copies:
@@ -190,6 +193,7 @@ class VulkanRunner:
 
     def _run(self, inputs, donate, timestamps) -> list:
         self.device.inflight.make_room()
+        self.pool.note_call(self._footprint)
         owned, uploads = self._bind(inputs, donate)
         copy = self._executable(list(map(_buffer_of, owned)), timestamps)
         results = [HostResult() for _ in copy.host]
@@ -201,6 +205,24 @@ class VulkanRunner:
             o.writer = sub
         self.last_run, self.last_submission = copy.ex, sub
         return self._returns(owned + results + self._values)
+
+    def forget(self, buffers) -> None:
+        """The pool released `buffers`: drop the recorded copies that bind any of them (none
+        is running: a buffer is pooled only when no pending submission uses it)."""
+        for key in [k for k in self.variants if any(b in buffers for b in k[:-1])]:
+            self._drop(self.variants.pop(key))
+
+    def release(self) -> None:
+        """Free every recorded copy (sequences, descriptor sets), waiting for pending ones;
+        the next call records again. For a program evicted from a compile cache."""
+        while self.variants:
+            self._drop(self.variants.popitem()[1])
+
+    def _drop(self, copies) -> None:
+        for c in copies:
+            c.ex.release()
+            if c.ex is self.last_run:
+                self.last_run = None
 
     def _read_results(self, host, results) -> None:
         """When the submission is done: its small results, from staging memory to the host."""

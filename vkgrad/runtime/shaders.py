@@ -8,6 +8,7 @@ and saves its source where the message says (<cache>/failed/<kernel>-<hash>.comp
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import hashlib
 import os
@@ -26,7 +27,11 @@ KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels_glsl"
 # Subgroup operations need Vulkan 1.1 SPIR-V; every device we target has it.
 TARGET_ENV = "vulkan1.1"
 
-_memory: dict[str, bytes] = {}
+# SPIR-V kept in memory (least recently used first out); the disk cache keeps every one. A new
+# shape is a new shader (vkgrad/lowering/elementwise.py), so without a bound a jitted function
+# called with ragged shapes would grow this forever.
+MAX_IN_MEMORY = 1024
+_memory: collections.OrderedDict[str, bytes] = collections.OrderedDict()
 stats = {"compiled": 0, "disk_hits": 0}
 _lock = threading.Lock()
 
@@ -71,14 +76,16 @@ def compile_glsl(source: str, defines: Mapping[str, object] | None = None, *,
     define_args = [f"-D{k}={v}" for k, v in sorted(defines.items())]
     key_src = "\0".join([version, TARGET_ENV, source, *define_args, _headers_digest(include_dirs)])
     key = hashlib.sha256(key_src.encode()).hexdigest()[:32]
-    if key in _memory:
-        return _memory[key]
+    with _lock:
+        spirv = _memory.get(key)
+        if spirv is not None:
+            _memory.move_to_end(key)
+            return spirv
     path = cache_dir() / f"{key}.spv"
     if path.exists():
         with _lock:
             stats["disk_hits"] += 1
-        _memory[key] = path.read_bytes()
-        return _memory[key]
+        return _remember(key, path.read_bytes())
 
     with tempfile.TemporaryDirectory(prefix="vkgrad-glsl-") as tmp:
         src = Path(tmp) / f"{name}.comp"
@@ -102,7 +109,14 @@ def compile_glsl(source: str, defines: Mapping[str, object] | None = None, *,
     tmp_path = path.with_suffix(f".{os.getpid()}.tmp")
     tmp_path.write_bytes(spirv)
     os.replace(tmp_path, path)  # atomic: parallel test processes never see half a file
-    _memory[key] = spirv
+    return _remember(key, spirv)
+
+
+def _remember(key: str, spirv: bytes) -> bytes:
+    with _lock:
+        _memory[key] = spirv
+        while len(_memory) > MAX_IN_MEMORY:
+            _memory.popitem(last=False)
     return spirv
 
 

@@ -13,6 +13,7 @@ whatever it holds, so everything a training step does goes into one sequence.
 from __future__ import annotations
 
 import atexit
+import collections
 import concurrent.futures
 import hashlib
 import time
@@ -32,6 +33,13 @@ from .shaders import stats as shader_stats
 # What tests count: submissions per call, uploads after the first call, pipelines built.
 counters = {"submissions": 0, "uploads": 0, "upload_bytes": 0, "downloads": 0,
             "download_bytes": 0, "pipelines": 0, "recordings": 0}
+
+# Pipelines the device keeps for reuse once no live program uses them (least recently used
+# first out). A shape is part of a generated kernel's source, so a jitted function called with
+# a new shape every call builds new pipelines every call; a pipeline a live program still
+# dispatches stays alive through that program (kp's OpAlgoDispatch holds it) whatever this says.
+# docs/long_runs.md.
+MAX_PIPELINES = 256
 
 # Storage dtypes on the device. bool lives as uint32 (GLSL has no 1-byte storage by default).
 _DEVICE_DTYPES = {np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.uint32)}
@@ -86,6 +94,7 @@ class Buffer:
         self.tensor = device.manager.tensor_t(np.zeros(max(self.size, 1), self.dtype), ttype)
         # kp keeps the staging memory mapped while the tensor lives: one numpy view of it
         self._staging = self.tensor.data()[: self.size] if kind == "device" else None
+        device._buffers.add(self)
 
     @property
     def nbytes(self) -> int:
@@ -150,8 +159,11 @@ class Device:
             self.manager = kp.Manager(info.index)
         except RuntimeError as e:
             raise DeviceError(f"could not open Vulkan device {info.index} ({info.name}): {e}") from None
-        self._kernels: dict[tuple, Kernel] = {}
-        self._by_launch: dict[tuple, Kernel] = {}   # what decides a launch's pipeline -> it
+        # pipelines by what builds them, and by what decides a launch's pipeline (both least
+        # recently used first out, MAX_PIPELINES each)
+        self._kernels: collections.OrderedDict[tuple, Kernel] = collections.OrderedDict()
+        self._by_launch: collections.OrderedDict[tuple, Kernel] = collections.OrderedDict()
+        self._buffers: "weakref.WeakSet[Buffer]" = weakref.WeakSet()   # live, for runtime_stats
         self._transfer = self.manager.sequence()
         # Pipelines are created against placeholder bindings; every dispatch binds its own
         # buffers (kp patch 0005), so one pipeline serves all dispatches of a shader.
@@ -174,6 +186,8 @@ class Device:
         k = self._kernels.get(key)
         if k is None:
             k = self._add_kernel(key, name, self._algorithm(spirv, bindings, push_words, spec))
+        else:
+            self._kernels.move_to_end(key)
         return k
 
     def _algorithm(self, spirv: bytes, bindings: int, push_words: int, spec):
@@ -185,6 +199,8 @@ class Device:
         counters["pipelines"] += 1
         _, bindings, push_words, _ = key
         k = self._kernels[key] = Kernel(name, algorithm, bindings, push_words)
+        if len(self._kernels) > MAX_PIPELINES:
+            self._kernels.popitem(last=False)
         return k
 
     def pipeline(self, launch) -> Kernel:
@@ -195,9 +211,17 @@ class Device:
         key = _launch_key(launch)
         k = self._by_launch.get(key)
         if k is None:
-            k = self._by_launch[key] = self.kernel(
+            k = self._remember(key, self.kernel(
                 _spirv(_shader_of(launch)), bindings=launch.bindings,
-                push_words=len(launch.push), spec=launch.spec, name=launch.name)
+                push_words=len(launch.push), spec=launch.spec, name=launch.name))
+        else:
+            self._by_launch.move_to_end(key)
+        return k
+
+    def _remember(self, launch_key, k: Kernel) -> Kernel:
+        self._by_launch[launch_key] = k
+        if len(self._by_launch) > MAX_PIPELINES:
+            self._by_launch.popitem(last=False)
         return k
 
     def pipelines(self, launches) -> dict:
@@ -220,7 +244,7 @@ class Device:
             spirv = _spirv(_shader_of(launch))   # from memory now
             key = _kernel_key(spirv, launch.bindings, len(launch.push), launch.spec)
             if key in self._kernels:
-                self._by_launch[lkey] = self._kernels[key]
+                self._remember(lkey, self._kernels[key])
             else:
                 todo.setdefault(key, []).append((lkey, launch, spirv))
 
@@ -239,7 +263,7 @@ class Device:
         for (key, uses), algorithm in zip(todo.items(), algorithms):
             k = self._add_kernel(key, uses[0][1].name, algorithm)
             for lkey, _, _ in uses:
-                self._by_launch[lkey] = k
+                self._remember(lkey, k)
         return {"shaders": t1 - t0, "pipelines": time.perf_counter() - t1,
                 "kernels": len(jobs),
                 "compiled": shader_stats["compiled"] - before["compiled"],
