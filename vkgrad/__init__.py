@@ -44,7 +44,8 @@ __version__ = "0.1.0"
 # name -> module of the execution layer that defines it (imported on first use)
 _LAZY = {"jit": "vkgrad.execution.jit", "Array": "vkgrad.execution.array",
          "block_until_ready": "vkgrad.execution.array",
-         "set_max_in_flight": "vkgrad.runtime.inflight",
+         "set_max_in_flight": "vkgrad.runtime.inflight", "debug_nans": "vkgrad.runtime.nans",
+         "check_kernels": "vkgrad.execution.check",
          "DeletedArrayError": "vkgrad.execution.array",
          "device_put": "vkgrad.execution.device_put", "profile": "vkgrad.execution.profile",
          "fallbacks": "vkgrad.execution.compiled", "default_backend": "vkgrad.execution.compiled",

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import collections
 import operator
-import os
 import time
 
 import numpy as np
@@ -31,7 +30,7 @@ from vkgrad.ir.core import Literal
 from vkgrad.ir.interpreter import run_program
 from vkgrad.lowering.donation import plan_donation
 from vkgrad.lowering.lower import Lowered
-from vkgrad.runtime.errors import NaNError
+from vkgrad.runtime import nans
 from vkgrad.runtime.inflight import HostResult, max_in_flight
 from vkgrad.runtime.pool import Owned, pool_of
 from vkgrad.runtime.vulkan import Executable
@@ -53,7 +52,12 @@ class NumpyRunner:
         self.program = program
 
     def run(self, inputs, *, donate=True, timestamps=False) -> list:
-        return run_program(self.program, *[np.asarray(x) for x in inputs])
+        inputs = [np.asarray(x) for x in inputs]
+        outs = run_program(self.program, *inputs)
+        if nans.enabled() and not all(map(nans.finite, outs)):
+            which = [str(i) for i, o in enumerate(outs) if not nans.finite(o)]
+            raise nans.hunt(self.program, inputs, f"NaN/Inf in result {', '.join(which)}")
+        return outs
 
 
 class VulkanRunner:
@@ -81,7 +85,6 @@ class VulkanRunner:
             slot for slot in set(lowered.output_slots) - {None}
             if lowered.slots[slot].kind == "output" and slot not in self.donation
             and lowered.slots[slot].size <= EAGER_DOWNLOAD_ELEMENTS)
-        self.check_nans = os.environ.get("VKGRAD_DEBUG_NANS", "") not in ("", "0")
         self.variants: collections.OrderedDict = collections.OrderedDict()
         self.last_run: Executable | None = None
         self.last_submission = None
@@ -151,10 +154,11 @@ class VulkanRunner:
             owned.append(o or pool.owned(size, dtype))
         return owned, uploads
 
-    def _executable(self, bufs, timestamps) -> "_Copy":
+    def _executable(self, bufs, timestamps, check_nans=False) -> "_Copy":
         """A recorded copy of the program for these buffers that is not running (up to one per
-        submission in flight, so a loop that binds the same buffers every call never waits)."""
-        key = (*bufs, timestamps)
+        submission in flight, so a loop that binds the same buffers every call never waits);
+        `check_nans` appends the NaN check of the float results (vkgrad/runtime/nans.py)."""
+        key = (*bufs, timestamps, check_nans)
         copies = self.variants.get(key)
         if copies is None:
             copies = self.variants[key] = []
@@ -175,17 +179,28 @@ class VulkanRunner:
                    **dict(zip(self._bound_slots, bufs))}
         dispatches = [self.device.dispatch(st.launch, [by_slot[s] for s in st.slots])
                       for st in lw.steps]
+        if check_nans:   # one word per checked result, downloaded after the small results
+            checked = nans.checked_slots(lw)
+            host.append(self.device.buffer(max(len(checked), 1), np.uint32, "device"))
+            dispatches += [self.device.dispatch(launch, [by_slot[s], host[-1]]) for s, launch
+                           in zip(checked, nans.check_launches(checked, lw))]
         copies.append(_Copy(Executable(self.device, dispatches, timestamps=timestamps,
                                        name=lw.program.name), host))
         return copies[-1]
 
     def run(self, inputs, *, donate=True, timestamps=False) -> list:
         self.device.inflight.make_room()
+        check_nans = nans.enabled()
+        if check_nans:   # host copies of the arguments, before a donated one is overwritten
+            args = [self._host_copy(x, v) for x, v in zip(inputs, self.lowered.program.inputs)]
         owned, uploads = self._bind(inputs, donate)
-        copy = self._executable(list(map(_buffer_of, owned)), timestamps)
-        results = [HostResult() for _ in copy.host]
-        sub = copy.ex.submit(uploads, copy.host, keep=owned,
-                             on_done=lambda: self._read_results(copy.host, results))
+        copy = self._executable(list(map(_buffer_of, owned)), timestamps, check_nans)
+        results = [HostResult() for _ in self.host_outputs]
+        on_done = lambda: self._read_results(copy.host, results)
+        if check_nans:   # flags first: on a hit the results stay unread, reading them raises
+            on_done = lambda: (self._check_flags(copy.host[-1], args),
+                               self._read_results(copy.host, results))
+        sub = copy.ex.submit(uploads, copy.host, keep=owned, on_done=on_done)
         for r in results:
             r.submission = sub
         for o in owned[len(self._inputs):]:
@@ -197,11 +212,24 @@ class VulkanRunner:
         """When the submission is done: its small results, from staging memory to the host."""
         for buf, r in zip(host, results):
             r.value = buf.read_staging()
-            if self.check_nans and r.value.dtype.kind == "f" and np.isnan(r.value).any():
-                raise NaNError(f"{self.lowered.program.name} returned NaN in a result of "
-                               f"{r.value.size} element(s) (VKGRAD_DEBUG_NANS=1)")
         for r in results:
             r.submission = None    # resolved: reading it needs no wait
+
+    def _check_flags(self, flags, args) -> None:
+        """debug_nans: the check kernels' counts, and on a hit the hunt for the eqn."""
+        counts = flags.read_staging()
+        if counts.any():
+            lw = self.lowered
+            bad = {s for s, n in zip(nans.checked_slots(lw), counts) if n}
+            which = [str(i) for i, s in enumerate(lw.output_slots) if s in bad]
+            raise nans.hunt(lw.program, args, f"NaN/Inf in result {', '.join(which)}")
+
+    @staticmethod
+    def _host_copy(x, var):
+        if type(x) is Owned:
+            x.wait()
+            x = x.buffer.download()[:int(np.prod(var.shape))]
+        return np.array(x).reshape(var.shape)
 
 
 _buffer_of = operator.attrgetter("buffer")
