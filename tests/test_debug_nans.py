@@ -7,6 +7,8 @@ import pytest
 
 import vkgrad as vg
 import vkgrad.numpy as vnp
+from vkgrad.ir.core import glsl_elementwise
+from vkgrad.primitives.lax import exp_p
 from vkgrad.runtime import nans
 
 BACKENDS = ("vulkan", "numpy")
@@ -127,3 +129,10 @@ def test_env_variable_turns_it_on(monkeypatch):
     monkeypatch.setenv("VKGRAD_DEBUG_NANS", "0")
     monkeypatch.setattr(nans, "_on", [None])
     assert not nans.enabled()
+
+
+def test_a_nan_only_the_device_computes_points_to_check_kernels(debug_nans, monkeypatch):
+    monkeypatch.setitem(glsl_elementwise, exp_p, "sqrt(-1.0 - abs({0}))")   # a broken kernel
+    e = raised(vg.jit(lambda x: vnp.exp(x) + 1.0, backend="vulkan"), np.ones(3, np.float32))
+    assert "the numpy interpreter computes finite values" in str(e)
+    assert "vg.check_kernels" in str(e)
