@@ -13,7 +13,8 @@
 Transforms: grad, value_and_grad, vjp, jvp, vmap, make_ir, trace, check_grads, custom_vjp,
 custom_jvp, jacfwd, jacrev, hessian (docs/compiler.md, docs/vmap.md); random numbers: vg.random
 (docs/random.md); jit, device_put, devices, profile, Array, block_until_ready,
-set_max_in_flight (docs/jit.md); vg.tree_util (pytrees), vg.lax (top_k, the primitives'
+set_max_in_flight (docs/jit.md); check_kernels, debug_nans: when a result looks wrong
+(docs/debugging.md); vg.tree_util (pytrees), vg.lax (top_k, the primitives'
 functions); save, load, load_metadata: pytrees of arrays as safetensors files
 (vkgrad/checkpoint.py).
 
