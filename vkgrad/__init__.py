@@ -13,7 +13,8 @@
 Transforms: grad, value_and_grad, vjp, jvp, vmap, make_ir, trace, check_grads, custom_vjp,
 custom_jvp, jacfwd, jacrev, hessian (docs/compiler.md, docs/vmap.md); random numbers: vg.random
 (docs/random.md); jit, device_put, devices, profile, Array, block_until_ready,
-set_max_in_flight (docs/jit.md); runtime_stats (docs/long_runs.md); vg.tree_util (pytrees), vg.lax (top_k, the primitives'
+set_max_in_flight (docs/jit.md); runtime_stats (docs/long_runs.md); check_kernels, debug_nans: when a result looks wrong
+(docs/debugging.md); vg.tree_util (pytrees), vg.lax (top_k, the primitives'
 functions); save, load, load_metadata: pytrees of arrays as safetensors files
 (vkgrad/checkpoint.py).
 
@@ -44,7 +45,8 @@ __version__ = "0.1.0"
 # name -> module of the execution layer that defines it (imported on first use)
 _LAZY = {"jit": "vkgrad.execution.jit", "Array": "vkgrad.execution.array",
          "block_until_ready": "vkgrad.execution.array",
-         "set_max_in_flight": "vkgrad.runtime.inflight",
+         "set_max_in_flight": "vkgrad.runtime.inflight", "debug_nans": "vkgrad.runtime.nans",
+         "check_kernels": "vkgrad.execution.check",
          "DeletedArrayError": "vkgrad.execution.array",
          "device_put": "vkgrad.execution.device_put", "profile": "vkgrad.execution.profile",
          "fallbacks": "vkgrad.execution.compiled", "default_backend": "vkgrad.execution.compiled",

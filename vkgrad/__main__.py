@@ -3,6 +3,8 @@ activated with `. .venv/bin/activate`).
 
   vkgrad devices          list the Vulkan devices and which one vkgrad uses by default
   vkgrad dump FILE.py:FN  print a function's program at a compiler stage (see `vkgrad dump -h`)
+  vkgrad check FILE.py:FN run its Vulkan kernels one by one against the interpreter and print
+                          the per-kernel agreement table (see `vkgrad check -h`)
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import sys
 
 from vkgrad.dump import main as dump_main
+from vkgrad.execution.check import main as check_main
 from vkgrad.errors import VkgradError
 from vkgrad.runtime import default_device_index, list_devices
 
@@ -25,7 +28,7 @@ def devices(argv) -> int:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    commands = {"devices": devices, "dump": dump_main}
+    commands = {"devices": devices, "dump": dump_main, "check": check_main}
     if argv and argv[0] in ("-h", "--help", "help"):
         print(__doc__.strip())
         return 0

@@ -12,5 +12,6 @@ class ShaderCompileError(VkgradError):
 
 
 class NaNError(VkgradError, FloatingPointError):
-    """VKGRAD_DEBUG_NANS=1 and a call's small result (a loss) holds NaN; raised by the wait
-    that completes the call's submission, naming the call."""
+    """debug_nans is on (vg.debug_nans, VKGRAD_DEBUG_NANS=1) and a call's float result holds
+    NaN/Inf; names the first eqn that made one (vkgrad/runtime/nans.py). On Vulkan it is
+    raised by the wait that completes the call's submission."""

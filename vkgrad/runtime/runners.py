@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import collections
 import operator
-import os
 import time
 
 import numpy as np
@@ -31,7 +30,8 @@ from vkgrad.ir.core import Literal
 from vkgrad.ir.interpreter import run_program
 from vkgrad.lowering.donation import plan_donation
 from vkgrad.lowering.lower import Lowered
-from vkgrad.runtime.errors import NaNError, ShaderCompileError
+from vkgrad.runtime.errors import ShaderCompileError
+from vkgrad.runtime import nans
 from vkgrad.runtime.inflight import HostResult, max_in_flight
 from vkgrad.runtime.pool import Owned, pool_of
 from vkgrad.runtime.vulkan import Executable
@@ -53,7 +53,12 @@ class NumpyRunner:
         self.program = program
 
     def run(self, inputs, *, donate=True, timestamps=False) -> list:
-        return run_program(self.program, *[np.asarray(x) for x in inputs])
+        inputs = [np.asarray(x) for x in inputs]
+        outs = run_program(self.program, *inputs)
+        if nans.enabled() and not all(map(nans.finite, outs)):
+            which = [str(i) for i, o in enumerate(outs) if not nans.finite(o)]
+            raise nans.hunt(self.program, inputs, f"NaN/Inf in result {', '.join(which)}")
+        return outs
 
 
 class VulkanRunner:
@@ -85,7 +90,6 @@ class VulkanRunner:
             slot for slot in set(lowered.output_slots) - {None}
             if lowered.slots[slot].kind == "output" and slot not in self.donation
             and lowered.slots[slot].size <= EAGER_DOWNLOAD_ELEMENTS)
-        self.check_nans = os.environ.get("VKGRAD_DEBUG_NANS", "") not in ("", "0")
         self.variants: collections.OrderedDict = collections.OrderedDict()
         self.last_run: Executable | None = None
         self.last_submission = None
@@ -159,10 +163,11 @@ class VulkanRunner:
             owned.append(o or pool.owned(size, dtype))
         return owned, uploads
 
-    def _executable(self, bufs, timestamps) -> "_Copy":
+    def _executable(self, bufs, timestamps, check_nans=False) -> "_Copy":
         """A recorded copy of the program for these buffers that is not running (up to one per
-        submission in flight, so a loop that binds the same buffers every call never waits)."""
-        key = (*bufs, timestamps)
+        submission in flight, so a loop that binds the same buffers every call never waits);
+        `check_nans` appends the NaN check of the float results (vkgrad/runtime/nans.py)."""
+        key = (*bufs, timestamps, check_nans)
         copies = self.variants.get(key)
         if copies is None:
             copies = self.variants[key] = []
@@ -183,6 +188,11 @@ class VulkanRunner:
         dispatches = [self.device.dispatch(st.launch, [by_slot[s] for s in st.slots])
                       for st in lw.steps]
         like = next((c.ex for cs in reversed(self.variants.values()) for c in cs), None)
+        if check_nans:   # one word per checked result, downloaded after the small results
+            checked = nans.checked_slots(lw)
+            host.append(self.device.buffer(max(len(checked), 1), np.uint32, "device"))
+            dispatches += [self.device.dispatch(launch, [by_slot[s], host[-1]]) for s, launch
+                           in zip(checked, nans.check_launches(checked, lw))]
         copies.append(_Copy(Executable(self.device, dispatches, timestamps=timestamps,
                                        name=lw.program.name, like=like), host))
         return copies[-1]
@@ -194,11 +204,17 @@ class VulkanRunner:
     def _run(self, inputs, donate, timestamps) -> list:
         self.device.inflight.make_room()
         self.pool.note_call(self._footprint)
+        check_nans = nans.enabled()
+        if check_nans:   # host copies of the arguments, before a donated one is overwritten
+            args = [self._host_copy(x, v) for x, v in zip(inputs, self.lowered.program.inputs)]
         owned, uploads = self._bind(inputs, donate)
-        copy = self._executable(list(map(_buffer_of, owned)), timestamps)
-        results = [HostResult() for _ in copy.host]
-        sub = copy.ex.submit(uploads, copy.host, keep=owned,
-                             on_done=lambda: self._read_results(copy.host, results))
+        copy = self._executable(list(map(_buffer_of, owned)), timestamps, check_nans)
+        results = [HostResult() for _ in self.host_outputs]
+        on_done = lambda: self._read_results(copy.host, results)
+        if check_nans:   # flags first: on a hit the results stay unread, reading them raises
+            on_done = lambda: (self._check_flags(copy.host[-1], args),
+                               self._read_results(copy.host, results))
+        sub = copy.ex.submit(uploads, copy.host, keep=owned, on_done=on_done)
         for r in results:
             r.submission = sub
         for o in owned[len(self._inputs):]:
@@ -209,7 +225,7 @@ class VulkanRunner:
     def forget(self, buffers) -> None:
         """The pool released `buffers`: drop the recorded copies that bind any of them (none
         is running: a buffer is pooled only when no pending submission uses it)."""
-        for key in [k for k in self.variants if any(b in buffers for b in k[:-1])]:
+        for key in [k for k in self.variants if any(b in buffers for b in k[:-2])]:
             self._drop(self.variants.pop(key))
 
     def release(self) -> None:
@@ -228,11 +244,24 @@ class VulkanRunner:
         """When the submission is done: its small results, from staging memory to the host."""
         for buf, r in zip(host, results):
             r.value = buf.read_staging()
-            if self.check_nans and r.value.dtype.kind == "f" and np.isnan(r.value).any():
-                raise NaNError(f"{self.lowered.program.name} returned NaN in a result of "
-                               f"{r.value.size} element(s) (VKGRAD_DEBUG_NANS=1)")
         for r in results:
             r.submission = None    # resolved: reading it needs no wait
+
+    def _check_flags(self, flags, args) -> None:
+        """debug_nans: the check kernels' counts, and on a hit the hunt for the eqn."""
+        counts = flags.read_staging()
+        if counts.any():
+            lw = self.lowered
+            bad = {s for s, n in zip(nans.checked_slots(lw), counts) if n}
+            which = [str(i) for i, s in enumerate(lw.output_slots) if s in bad]
+            raise nans.hunt(lw.program, args, f"NaN/Inf in result {', '.join(which)}")
+
+    @staticmethod
+    def _host_copy(x, var):
+        if type(x) is Owned:
+            x.wait()
+            x = x.buffer.download()[:int(np.prod(var.shape))]
+        return np.array(x).reshape(var.shape)
 
 
 _buffer_of = operator.attrgetter("buffer")
