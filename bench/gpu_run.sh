@@ -18,7 +18,10 @@ for step in "$@"; do
   case $step in
     tests) run tests 240 python3 -m pytest -q -p no:cacheprovider tests/test_attention_kernels.py \
              tests/test_scan_kernels.py tests/test_nn.py tests/test_async.py tests/test_runtime.py \
-             tests/test_fusion_vulkan.py tests/test_jit.py tests/test_kernels.py tests/test_matmul.py ;;
+             tests/test_fusion_vulkan.py tests/test_jit.py tests/test_kernels.py tests/test_matmul.py \
+             tests/test_debug_nans.py tests/test_check_kernels.py tests/test_long_run.py \
+             tests/test_reliability.py tests/test_fastpath.py tests/test_vulkan_ops.py ;;
+    longrun) run longrun 200 python3 bench/long_run.py --out "$OUT/long_run.json" ;;
     fuzz) PYTHONPATH=$PYTHONPATH:$PWD/.gpu/pylib run fuzz 150 python3 -m pytest -q -p no:cacheprovider tests/test_fuzz.py ;;
     attention) run attention 200 python3 bench/bench_attention.py --sweep --budget 80 ;;
     scan) run scan 90 python3 bench/bench_scan.py ;;
