@@ -529,7 +529,9 @@ CASES += [
          numpy=lambda x, p: np.arcsinh(x) + np.arccosh(p + 1.0), vulkan="trig_vk"),
     Case("arctan2", lambda y, x: vnp.arctan2(y, x), [NZ(3, 4), NZ(4)], numpy=np.arctan2,
          vulkan="trig_vk"),
-    Case("trig_vk", lambda x: (vnp.tan(x), vnp.sinh(x), vnp.cosh(x), vnp.arcsin(0.45 * x),
+    # tan away from its pole at pi/2, where the H200's float32 tan (within the Vulkan spec's
+    # bound) was 1e-4 off at tan(x) = 1074
+    Case("trig_vk", lambda x: (vnp.tan(0.7 * x), vnp.sinh(x), vnp.cosh(x), vnp.arcsin(0.45 * x),
                                vnp.arccos(0.45 * x), vnp.arctan(x), vnp.arcsinh(10 * x),
                                vnp.arccosh(vnp.abs(x) + 1.1), vnp.arctanh(0.45 * x),
                                vnp.arctan2(x, x[::-1])), [U(257)], **NOGRAD),
