@@ -78,7 +78,7 @@ given for targets not met.
 
 def kind_of(path: Path) -> str:
     name = path.name
-    for k in ("profile_call", "step_time"):
+    for k in ("profile_call", "step_time", "long_run"):
         if name.startswith(k):
             return k
     return name.split("_")[0]
@@ -792,6 +792,30 @@ def lm_targets(runs) -> list[str]:
 
 # --- main -------------------------------------------------------------------------------------
 
+LONG_RUN_FLAT = ("buffers", "buffer_bytes", "pooled_buffers", "executables", "sequences",
+                 "descriptor_sets", "pipelines", "jit_programs")
+
+
+def long_run_section(runs) -> list[str]:
+    d = runs[0]["doc"]
+    recs = d["records"]
+    out = [f"## Long run: {d['steps']:,} steps of the MLP step without growth (issue 12)", "",
+           f"{src(runs[0])}, {', '.join(d['device']) if isinstance(d['device'], list) else d['device']}; `python3 bench/long_run.py` "
+           f"({'-'.join(map(str, d['sizes']))}, batch {d['batch']}, donated, asynchronous): "
+           f"{d['ms_per_step']:.4f} ms/step. `vg.runtime_stats()` at step 0 (after warm-up), "
+           "every 1000 steps and at the end; docs/long_runs.md explains the counters.", ""]
+    cols = ("step", *LONG_RUN_FLAT, "rss_bytes", "python_objects")
+    rows = [[f"{r[c] / 1e6:.2f} MB" if c in ("buffer_bytes", "rss_bytes") else str(r[c])
+             for c in cols] for r in recs]
+    out += table(list(cols), rows)
+    first, last = recs[0], recs[-1]
+    flat = all(first[c] == last[c] for c in LONG_RUN_FLAT)
+    out += ["", f"Device counters flat from step 0 to step {last['step']:,}: "
+            f"{verdict(flat)}; host RSS {(last['rss_bytes'] - first['rss_bytes']) / 1e6:+.2f} MB; "
+            f"Python objects {last['python_objects'] - first['python_objects']:+d}.", ""]
+    return out
+
+
 def load(paths):
     runs = defaultdict(list)
     seen = set()
@@ -829,7 +853,8 @@ def main():
                 ("scan", scan_section), ("transformer", transformer_section),
                 ("mlp", mlp_section), ("fusion", lambda r: fusion_section(r, g("mlp", []))),
                 ("compile", compile_section), ("profile_call", profile_call_section),
-                ("lm", lambda r: lm_section(r, g("step_time", [])))]
+                ("lm", lambda r: lm_section(r, g("step_time", []))),
+                ("long_run", long_run_section)]
     for kind, fn in sections:
         if g(kind):
             lines += fn(runs[kind])
