@@ -4,6 +4,7 @@ terms (too-large arrays, shaders that fail to compile, threads, no Vulkan device
 Everything runs for real: on lavapipe and on the numpy interpreter; docs/reliability.md says
 what each message means."""
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -154,6 +155,31 @@ def test_an_argument_over_the_buffer_limit_is_refused_before_upload():
     with pytest.raises(vg.BufferSizeError, match=rf"device_put's argument: f32\[{n},{n}\]"):
         vg.device_put(big)
     np.testing.assert_array_equal(np.asarray(vg.device_put(np.ones(2, np.float32))), [1, 1])
+
+
+def test_a_program_larger_than_device_memory_is_refused_at_plan_time(monkeypatch):
+    """The buffers of one call together: checked against the device's largest device-local
+    heap (kp patch 0004's device_local_bytes) while planning, before any buffer exists. Here
+    the device is made to report 1 MiB; the program needs about 2."""
+    device = get_device()
+    assert device.info.device_local_bytes > 0          # the driver reports its heaps
+    monkeypatch.setattr(device, "info", dataclasses.replace(device.info,
+                                                            device_local_bytes=1 << 20))
+
+    def step(x, w):
+        h = vnp.tanh(x @ w)
+        return vnp.sum(h * h)
+
+    x, w = np.ones((256, 512), np.float32), np.ones((512, 256), np.float32)
+    with pytest.raises(vg.DeviceMemoryError) as e:
+        vg.jit(step, backend="vulkan")(x, w)
+    msg = str(e.value)
+    assert "needs 1.3 MiB of device memory at once" in msg and "has 1.0 MiB" in msg
+    assert device.info.name in msg and "f32[256,512]" in msg and "donate_argnums" in msg
+    assert isinstance(e.value, MemoryError)
+    monkeypatch.undo()                                   # the real device: it runs
+    np.testing.assert_allclose(float(vg.jit(step, backend="vulkan")(x, w)),
+                               256 * 256 * np.tanh(512.0) ** 2, rtol=1e-5)
 
 
 # ----------------------------------------------------------------------------- faults: shaders

@@ -52,6 +52,7 @@ _LAZY = {"jit": "vkgrad.execution.jit", "Array": "vkgrad.execution.array",
          "fallbacks": "vkgrad.execution.compiled", "default_backend": "vkgrad.execution.compiled",
          "StrictModeError": "vkgrad.execution.compiled",
          "FallbackWarning": "vkgrad.execution.fallback", "BufferSizeError": "vkgrad.lowering.limits",
+         "DeviceMemoryError": "vkgrad.lowering.limits",
          "devices": "vkgrad.execution.device_put",
          "runtime_stats": "vkgrad.execution.stats"}
 

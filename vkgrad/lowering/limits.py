@@ -20,6 +20,10 @@ class BufferSizeError(VkgradError, MemoryError):
     """An array larger than one Vulkan buffer of the device may be."""
 
 
+class DeviceMemoryError(VkgradError, MemoryError):
+    """A program whose buffers together need more memory than the device has."""
+
+
 def check(type_, info, what: str, source: str | None = None) -> None:
     """BufferSizeError if a value of `type_` does not fit one buffer of the device `info`."""
     limit = getattr(info, "max_storage_buffer_range", None)
@@ -51,6 +55,43 @@ def check_plan(program, raw, temps: dict, info) -> None:
                 check(r.type, info, f"the result of {made.prim.name}:", made.source)
             elif r in temps:
                 check(temps[r].type, info, f"a temporary of kernel {launch.name}:", e.source)
+
+
+def check_memory(lowered, info) -> None:
+    """DeviceMemoryError if the buffers of one call of `lowered` (every buffer of a call
+    exists for all of it: arguments, results, constants, scratch) need more than the device's
+    largest device-local memory heap, naming the largest values and their lines."""
+    limit = getattr(info, "device_local_bytes", 0)
+    peak = lowered.memory()["peak"]
+    if not limit or peak <= limit:
+        return
+    parts = lowered.memory()
+    biggest = sorted(((s.nbytes, v) for s in lowered.slots for v, _, _ in s.values[:1]
+                      if isinstance(v, Var)), key=lambda t: -t[0])[:3]
+    named = "; ".join(f"{v.type} {_amount(n)}" + _line_of(lowered, v) for n, v in biggest)
+    raise DeviceMemoryError(
+        f"{lowered.program.name} needs {_amount(peak)} of device memory at once (arguments "
+        f"{_amount(parts['arguments'])}, results {_amount(parts['outputs'])}, scratch "
+        f"{_amount(parts['scratch'])}), and {info.name} has {_amount(limit)} (its largest "
+        f"device-local heap); the largest buffers: {named}. Make the batch smaller, donate "
+        "arguments the step replaces (donate_argnums), or run on the numpy interpreter "
+        "(VKGRAD_BACKEND=numpy)")
+
+
+def _line_of(lowered, v) -> str:
+    for st in lowered.steps:
+        body = st.eqn.params.get("body")
+        for e in (body.eqns if body is not None else (st.eqn,)):
+            if v in e.outputs and e.source:
+                return f" (at {e.source})"
+    return ""
+
+
+def _amount(nbytes: int) -> str:
+    for unit, scale in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.1f} {unit}"
+    return f"{nbytes} bytes"
 
 
 def _size(nbytes: int) -> str:

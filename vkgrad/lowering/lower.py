@@ -504,7 +504,9 @@ def lower(program: Program, info=None, *, reuse: bool = True) -> Lowered:
     const_values = {slot_of[v]: arr for v, arr in program.consts}
     saved = tuple((slot_of[v], v, src) for v, src in saved_values(program, root)
                   if v in slot_of)
-    return Lowered(program, steps, slots, input_slots, output_slots, const_values, saved)
+    lowered = Lowered(program, steps, slots, input_slots, output_slots, const_values, saved)
+    limits.check_memory(lowered, info)                  # before any buffer exists
+    return lowered
 
 
 def saved_values(program: Program, root) -> list:

@@ -32,6 +32,7 @@ class DeviceInfo:
     max_storage_buffer_range: int
     max_storage_buffers: int      # per shader stage: the most buffers one kernel may bind
     timestamps: bool
+    device_local_bytes: int = 0   # the largest device-local memory heap (0: not known)
 
 
 def kp_module():
@@ -65,7 +66,8 @@ def list_devices() -> tuple[DeviceInfo, ...]:
                    max_workgroup_invocations=p["max_work_group_invocations"],
                    max_storage_buffer_range=p["max_storage_buffer_range"],
                    max_storage_buffers=p["max_storage_buffers_per_stage"],
-                   timestamps=p["timestamps_supported"])
+                   timestamps=p["timestamps_supported"],
+                   device_local_bytes=p.get("device_local_bytes", 0))
         for i, p in enumerate(props))
 
 
