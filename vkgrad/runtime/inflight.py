@@ -152,6 +152,15 @@ class InFlight:
                 if self.pending:
                     self._complete_oldest(block=True)
 
+    def drain(self) -> None:
+        """Wait for every pending submission without raising: an error stays with its
+        submission, raised when its own results are read."""
+        while self.pending:
+            try:
+                self.wait_all()
+            except Exception:
+                pass
+
     def _complete_oldest(self, block: bool) -> bool:
         """Complete the oldest pending submission (the caller holds `_completing`)."""
         sub = self.pending[0]
