@@ -50,6 +50,8 @@ from vkgrad.lowering.attention import (ALTERNATIVES, choose_tile,  # noqa: E402
                                        plan_flash_attention, plan_flash_attention_bwd)
 from vkgrad.runtime import Executable, compile_file, get_device, pack_words  # noqa: E402
 
+from peers import cuda_torch  # noqa: E402
+
 CASES = [(4, 8, 4096, 64, False), (4, 8, 4096, 64, True), (4, 8, 1024, 64, False),
          (4, 8, 1024, 64, True)]      # L4096 first: the sweep budget goes to it first
 QUICK = [(1, 2, 130, 64, False), (1, 2, 257, 64, True)]
@@ -233,15 +235,7 @@ def main():
     ap.add_argument("--budget", type=float, default=150.0,
                     help="seconds after which the sweep's remaining variants are skipped")
     args = ap.parse_args()
-    try:
-        import torch
-        if not torch.cuda.is_available():
-            torch = None
-    except ImportError:
-        torch = None
-    if torch is not None:
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
+    torch = cuda_torch()
 
     dev = get_device()
     info = dev.info

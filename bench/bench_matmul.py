@@ -32,6 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from vkgrad.lowering.matmul import VARIANTS, Tile, plan_matmul  # noqa: E402
 from vkgrad.runtime import Executable, get_device  # noqa: E402
 
+from peers import cuda_torch  # noqa: E402
+
 # (label, batch, m, k, n, transpose_a, transpose_b)
 SHAPES = [
     ("cube1024", 1, 1024, 1024, 1024, False, False),
@@ -172,15 +174,7 @@ def main():
                 print(f"{name}:" + ",".join(str(int(w)) for w in spec))
         return
 
-    try:
-        import torch
-        if not torch.cuda.is_available():
-            torch = None
-    except ImportError:
-        torch = None
-    if torch is not None:
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
+    torch = cuda_torch()
 
     dev = get_device()
     print(f"vkgrad device: {dev.info.name} ({dev.info.type}); torch: "

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import statistics
 import sys
@@ -36,24 +35,9 @@ import vkgrad as vg  # noqa: E402
 import vkgrad.nn as nn  # noqa: E402
 import vkgrad.numpy as vnp  # noqa: E402
 from vkgrad.runtime import get_device  # noqa: E402
+from examples.train_steps import plain_attention_block  # noqa: E402
 
 LR = 1e-4
-
-
-def plain_attention_block(params, x, heads):
-    """nn.attention_block with attention written as softmax(q k^T / sqrt(d) masked) v."""
-    b, length, d = x.shape
-    hd = d // heads
-    h = nn.layer_norm(x, params["ln1"]["w"], params["ln1"]["b"])
-    qkv = nn.linear(params["qkv"], h).reshape(b, length, 3, heads, hd)
-    q, k, v = (vnp.transpose(qkv[:, :, i], (0, 2, 1, 3)) for i in range(3))
-    s = (q @ vnp.swapaxes(k, -1, -2)) * (1.0 / math.sqrt(hd))
-    i, j = vnp.arange(length)[:, None], vnp.arange(length)[None, :]
-    s = vnp.where(j <= i, s, -1e30)
-    a = vnp.softmax(s, axis=-1) @ v
-    x = x + nn.linear(params["proj"], vnp.transpose(a, (0, 2, 1, 3)).reshape(b, length, d))
-    h = nn.layer_norm(x, params["ln2"]["w"], params["ln2"]["b"])
-    return x + nn.linear(params["out"], nn.gelu(nn.linear(params["fc"], h)))
 
 
 def vkgrad_step(block, heads):

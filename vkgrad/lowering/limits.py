@@ -62,10 +62,10 @@ def check_memory(lowered, info) -> None:
     exists for all of it: arguments, results, constants, scratch) need more than the device's
     largest device-local memory heap, naming the largest values and their lines."""
     limit = getattr(info, "device_local_bytes", 0)
-    peak = lowered.memory()["peak"]
+    parts = lowered.memory()
+    peak = parts["peak"]
     if not limit or peak <= limit:
         return
-    parts = lowered.memory()
     biggest = sorted(((s.nbytes, v) for s in lowered.slots for v, _, _ in s.values[:1]
                       if isinstance(v, Var)), key=lambda t: -t[0])[:3]
     named = "; ".join(f"{v.type} {_amount(n)}" + _line_of(lowered, v) for n, v in biggest)
