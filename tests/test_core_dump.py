@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from vkgrad.dump import main
-from vkgrad.lowering.stages import STAGE_NAMES
+from vkgrad.pipeline import STAGE_NAMES
 from vkgrad.errors import ArgumentError, GradError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -11,8 +11,8 @@ import pytest
 
 import vkgrad as vg
 from examples import train_steps as ts
-from vkgrad.lowering.stages import Options, run_stages
-from vkgrad.passes import LOOP_FUSION_ONLY, disabled_passes
+from vkgrad.pipeline import Options, run_stages
+from vkgrad.pipeline import LOOP_FUSION_ONLY, disabled_passes
 from vkgrad.runtime import get_device
 from vkgrad.tracer.pytree import tree_flatten
 
@@ -23,7 +23,7 @@ ALL_OFF = "fuse,remat,cse,simplify"
 def plan_of(step, args, disable=""):
     """The plan (no shader compiled) of a jitted step for the default device."""
     program = vg.make_ir(step)(*args)
-    values = run_stages(program, "plan", Options(device_info=get_device().info,
+    values = run_stages(program, "plan", Options(target=get_device().target,
                                                  disabled=disabled_passes(disable)))
     return values["plan"]
 

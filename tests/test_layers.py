@@ -1,9 +1,10 @@
 """The layering rule: a module imports only from its own layer or below, at the top of its file.
 
 Layers, bottom to top (docs/compiler.md, "Layers"):
-    1 errors, dtypes        2 the IR as data         3 the trace core
-    4 primitives            5 transforms, passes, vkgrad.numpy, nn, optim, checkpoint
-    6 lowering              7 runtime                8 execution (jit, Array, ...), dump, CLI
+    1 errors, dtypes, target  2 the IR as data       3 the trace core
+    4 primitives              5 transforms, passes, vkgrad.numpy, nn, optim, checkpoint
+    6 lowering (and its kernel fusion)  7 the pipeline (stages, pass lists)
+    8 runtime                 9 execution (jit, Array, ...), dump, CLI
 
 An import of a vkgrad module inside a function is refused too: it is how a cycle hides.
 """
@@ -26,8 +27,9 @@ LAYERS = {
     "vkgrad.transforms": 5, "vkgrad.passes": 5, "vkgrad.numpy": 5, "vkgrad.nn": 5,
     "vkgrad.optim": 5, "vkgrad.checkpoint": 5, "vkgrad.random": 5,
     "vkgrad.lowering": 6,
-    "vkgrad.runtime": 7,
-    "vkgrad.execution": 8, "vkgrad.dump": 8, "vkgrad.__main__": 8,
+    "vkgrad.pipeline": 7,
+    "vkgrad.runtime": 8,
+    "vkgrad.execution": 9, "vkgrad.dump": 9, "vkgrad.__main__": 9,
 }
 # The package's __init__ loads layers 1-5; the others through its lazy attributes (PEP 562).
 ROOT_LAYER = 5
