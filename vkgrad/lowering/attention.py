@@ -80,12 +80,14 @@ import numbers
 from dataclasses import dataclass, replace
 
 from vkgrad import primitives as P
-from vkgrad.lowering.contracts import KernelContract, need_f32, register
+from vkgrad.lowering.contracts import KernelContract, Unsupported, need_f32, register
 from vkgrad.lowering.kernels import OpPlan, Temp, _check_sizes
 from vkgrad.lowering.launch import Launch, cdiv, grid
 from vkgrad.target import target_of
-from vkgrad.primitives.attention import FLASH_HEAD_DIMS as SUPPORTED_HEAD_DIMS
 
+# Head dims the kernel is built for (each a specialization of one shader); other head dims
+# run on the interpreter (a counted fallback naming this limit).
+SUPPORTED_HEAD_DIMS = (16, 32, 64, 128)
 MODES = {"fwd": 0, "dq": 1, "dkdv": 2}
 _NAMES = {"fwd": "flash_attn_fwd", "dq": "flash_attn_bwd_dq", "dkdv": "flash_attn_bwd_dkdv"}
 _ROLES = {
@@ -271,6 +273,9 @@ def plan_eqn(e, target):
     need_f32(e, *e.inputs)
     q, k = e.inputs[0], e.inputs[1]
     b, h, lq, d = q.shape
+    if d not in SUPPORTED_HEAD_DIMS:
+        raise Unsupported(f"{e.prim.name} at head_dim {d} (the kernel takes head_dim in "
+                          f"{SUPPORTED_HEAD_DIMS})", e)
     kw = dict(causal=e.params["causal"], scale=e.params["scale"], target=target)
     if e.prim is P.flash_attention_bwd_p:
         roles = dict(zip(("q", "k", "v", "o", "lse", "do", "dlse"), e.inputs))

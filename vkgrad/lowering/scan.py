@@ -53,13 +53,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vkgrad import primitives as P
-from vkgrad.lowering.contracts import KernelContract, need_f32, register
+from vkgrad.lowering.contracts import KernelContract, Unsupported, need_f32, register
 from vkgrad.lowering.kernels import OpPlan, Temp, _defines, _pow2_ceil
 from vkgrad.target import target_of
 from vkgrad.lowering.launch import Launch, cdiv, grid
-from vkgrad.primitives.scan import SCAN_CHUNK as CHUNK, SCAN_STATE_SIZES as SUPPORTED_N
+from vkgrad.primitives.scan import SCAN_CHUNK as CHUNK
 from vkgrad.primitives.scan import operand_names
 
+# d_state sizes the kernels are built for; other sizes run on the interpreter (a counted
+# fallback naming this limit).
+SUPPORTED_N = (1, 2, 4, 8, 16, 32, 64)
 # Steps the forward stages at once (CHUNK, the steps between saved states, is the primitive's:
 # it fixes the shape of the `states` output); both are shortened to the next power of two >= L
 # for short sequences.
@@ -293,6 +296,9 @@ def plan_eqn(e, target):
               has_D=p["has_D"], has_z=p["has_z"], has_bias=p["has_bias"],
               softplus=p["softplus"], target=target, chunk=p["chunk"])
     N = roles["A"].shape[1]
+    if N not in SUPPORTED_N:
+        raise Unsupported(f"{e.prim.name} with d_state N = {N} (the kernel takes N in "
+                          f"{SUPPORTED_N})", e)
     if e.prim is P.selective_scan_bwd_p:
         roles.update(states=e.inputs[-2], dout=e.inputs[-1])
         roles.update(zip(["d" + n for n in names], e.outputs))
