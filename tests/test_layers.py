@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from child_env import child_env
 
 PKG = Path(__file__).resolve().parent.parent / "vkgrad"
 
@@ -106,7 +107,7 @@ def test_the_ir_alone_loads_no_device_layer():
             "bad = sorted(m for m in sys.modules if m.startswith(('vkgrad.lowering', "
             "'vkgrad.runtime', 'vkgrad.execution')) or m == 'kp')\n"
             "print(','.join(bad))")
-    env = dict(os.environ, PYTHONPATH=str(PKG.parent))
+    env = child_env()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          check=True).stdout.strip()
     assert out == "", f"importing vkgrad.ir.core loaded {out}"
@@ -121,7 +122,7 @@ def test_eager_ops_do_not_depend_on_import_order():
             "y = vnp.exp(x) + 1\n"
             "print(type(y).__name__, y._owned is not None, np.allclose(np.asarray(y), "
             "np.exp(np.arange(5000) / 5000) + 1))")
-    env = dict(os.environ, PYTHONPATH=str(PKG.parent))
+    env = child_env()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["Array", "True", "True"]

@@ -49,9 +49,9 @@ lavapipe 32 KiB. The planner takes the first tile of TILES[mode] that fits (TX c
 | dkdv | 16 x 16 |  4 |  8 |  32 |   -   /   -   /   -   / 36480        | 128       |           |
 | dkdv | 16 x 8  |  4 |  8 |  32 |   -   /   -   /   -   / 26688        |           | 128       |
 
-(TX is 4 at D = 16.) Why these, for D = 64 on the H200 (designed from the matmul's measured
-behaviour, NOT yet measured here: `bench/bench_attention.py --sweep --stats` times every
-variant of ALTERNATIVES and prints the driver's register counts):
+(TX is 4 at D = 16.) Why these, for D = 64 on the H200 (the reasoning they were designed by;
+`bench/bench_attention.py --sweep --stats` times every variant of ALTERNATIVES and prints the
+driver's register counts, and BENCHMARKS.md has what it measured):
 - per thread, the forward holds a 4x4 S block and a 4x8 O block, the dQ kernel 4x4 S and dP
   blocks and a 4x8 dQ block, the dK/dV kernel 4x4 S and dP and 4x8 dK and dV blocks: about
   130 / 175 / 200 registers with the prefetch, i.e. 3 / 5 / 5 workgroups = 12 / 10 / 10 warps

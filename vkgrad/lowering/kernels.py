@@ -37,7 +37,7 @@ softmax is over the last axis; negative take indices are wrapped (idx + N) befor
 out-of-range ones are clamped; max/min of NaN follow GLSL's max/min (a NaN may be dropped),
 not numpy's propagation; sum over R == 0 gives 0 (max/min give -inf/+inf).
 
-## What to expect on a real GPU (designed for, not yet measured: measure on the H200)
+## On a real GPU (softmax f32 [20480,4096]: 3.98 TB/s on the H200; BENCHMARKS.md)
 
 Everything here is memory-bound; the figure of merit is bytes moved / time against ~4 TB/s.
 - reduce: reads are coalesced in every path (threads along B when B > 1; along R when B == 1),

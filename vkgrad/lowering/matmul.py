@@ -92,7 +92,7 @@ VARIANTS = {
     # Few workgroups: two K slices per workgroup double the warps that hide memory latency
     # (13.7 -> 20-22 TFLOP/s at 256x1024x1024 against one slice).
     "small": Tile(bm=32, bn=64, bk=16, tm=4, tn=8, ks=2),
-    # named for its shape, not where it runs: it is a GPU kernel like the others (was "cpu")
+    # named for its shape, not where it runs: a Target with matmul_tiles="padding" picks it
     "wide64": Tile(bm=64, bn=64, bk=8, tm=8, tn=8),
 }
 
@@ -102,7 +102,7 @@ _GPU_ORDER = (("large", 192), ("medium", 96), ("small", 0))
 
 # Split-K (GPU only; see choose_splits). Designed from the H200's numbers (132 SMs, ~2-3 us per
 # extra dispatch, the `small` tile's k loop latency-bound at ~1.5-2.4 us per step of BK*KS when
-# there are few workgroups); not yet measured: bench/NOTES_matmul.md says what to measure.
+# there are few workgroups); bench/NOTES_matmul.md says what is measured and what is not.
 SPLIT_BELOW_GROUPS = 66     # split only outputs of fewer workgroups (half the H200's 132 SMs)
 SPLIT_TARGET_GROUPS = 132   # ... into about this many (one per SM)
 SPLIT_MIN_ITERS = 8         # ... and only when a workgroup would loop this many k steps (of BK*KS)
@@ -261,8 +261,8 @@ def plan_matmul(batch: int, m: int, k: int, n: int, transpose_a: bool, transpose
     checks = True if range_checks else not exact
     values = (tile.threads, tile.bm, tile.bn, tile.bk, tile.tm, tile.tn, ta, tb, vec_a, vec_b,
               vec_c, tile.ks, tile.warp_x, tile.phases, checks, tile.always_prefetch)
-    # SPLITS (constant 16) is only given when > 1: unsplit launches keep the exact constants,
-    # and so the pipelines, they had before split-K existed.
+    # SPLITS (constant 16) is only given when > 1: an unsplit launch's constants, and so its
+    # pipeline, do not depend on split-K.
     if splits > 1:
         values += (splits,)
     if bake:

@@ -6,7 +6,7 @@ reshape, transpose, slice, pad, concatenate, iota; `Primitive.fusible`). Everyth
 (matmul, reductions, softmax, take, scatter_add) is a *kernel* eqn with a hand-written shader.
 
 The rule, as in XLA's loop fusion, with measured reason: a training step is memory-bound outside
-its matmuls, so an intermediate that never leaves registers is the win (DESIGN.md):
+its matmuls, so an intermediate that never leaves registers is the win (docs/architecture.md):
   * a fusible value is *materialized* (written to memory) only when a kernel eqn reads it or the
     program returns it; otherwise it is recomputed inline by every fused kernel that needs it;
   * kernels run as late as possible: a kernel's *height* is 0 when no other kernel reads its
