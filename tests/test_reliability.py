@@ -164,8 +164,8 @@ def test_a_program_larger_than_device_memory_is_refused_at_plan_time(monkeypatch
     the device is made to report 1 MiB; the program needs about 2."""
     device = get_device()
     assert device.info.device_local_bytes > 0          # the driver reports its heaps
-    monkeypatch.setattr(device, "info", dataclasses.replace(device.info,
-                                                            device_local_bytes=1 << 20))
+    monkeypatch.setattr(device, "target", dataclasses.replace(device.target,
+                                                              device_local_bytes=1 << 20))
 
     def step(x, w):
         h = vnp.tanh(x @ w)
