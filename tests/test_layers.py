@@ -21,7 +21,7 @@ PKG = Path(__file__).resolve().parent.parent / "vkgrad"
 LAYERS = {
     "vkgrad.errors": 1, "vkgrad.dtypes": 1,
     "vkgrad.ir": 2,
-    "vkgrad.tracer": 3, "vkgrad.tree_util": 3,
+    "vkgrad.tracer": 3, "vkgrad.tree_util": 3, "vkgrad.tree": 3,
     "vkgrad.primitives": 4,
     "vkgrad.transforms": 5, "vkgrad.passes": 5, "vkgrad.numpy": 5, "vkgrad.nn": 5,
     "vkgrad.optim": 5, "vkgrad.checkpoint": 5, "vkgrad.random": 5,

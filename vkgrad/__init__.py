@@ -35,7 +35,9 @@ from vkgrad.ir.interpreter import run_program
 from vkgrad.tracer.core import ShapeDtype
 from vkgrad.transforms import (check_grads, custom_jvp, custom_vjp, grad, hessian, jacfwd,
                                jacrev, jvp, make_ir, trace, value_and_grad, vjp, vmap)
-from vkgrad import numpy, nn, optim, random, tree_util  # noqa: E402,F401  (vg.numpy, ...)
+
+jacobian = jacrev   # JAX's alias
+from vkgrad import numpy, nn, optim, random, tree, tree_util  # noqa: E402,F401  (vg.numpy, ...)
 from vkgrad.checkpoint import load, load_metadata, save  # noqa: E402
 
 lax = _primitives   # vg.lax: the lax-like layer (top_k, argsort, the primitives' functions)
@@ -59,7 +61,7 @@ _LAZY = {"jit": "vkgrad.execution.jit", "Array": "vkgrad.execution.array",
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "vmap", "make_ir", "trace", "check_grads",
            "custom_vjp", "custom_jvp", "jacfwd", "jacrev", "hessian",
            "ShapeDtype", "Program", "Var", "Literal", "Eqn", "run_program", "numpy", "nn", "optim",
-           "save", "load", "load_metadata", "random", "lax", "tree_util",
+           "save", "load", "load_metadata", "random", "lax", "tree", "tree_util", "jacobian",
            "VkgradError", "ArgumentError", "CheckpointError", "ConcretizationError", "DTypeError",
            "GradError",
            "GradientCheckError", "IRError", "LeakedTracerError", "MissingRuleError",
