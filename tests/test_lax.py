@@ -29,7 +29,7 @@ UNARY = {
     "sign": (X, np.sign), "sin": (X, np.sin), "sinh": (X, np.sinh), "sqrt": (POS, np.sqrt),
     "square": (X, np.square), "tan": (UNIT, np.tan), "tanh": (X, np.tanh),
     "rsqrt": (POS, lambda x: 1 / np.sqrt(x)), "cbrt": (X, np.cbrt),
-    "logistic": (X, lambda x: 1 / (1 + np.exp(-x))),
+    "logistic": (np.float32([-30, -5, 0, 3, 40]), lambda x: 1 / (1 + np.exp(-x))),
     "erf": (X, np.vectorize(math.erf)), "erfc": (X, np.vectorize(math.erfc)),
     "lgamma": (POS, np.vectorize(math.lgamma)),
     "erf_inv": (UNIT * 0.9, None),

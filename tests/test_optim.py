@@ -202,3 +202,12 @@ def test_jitted_step_is_one_submission_and_matches_eager(name):
     assert fast.compiles == 1
     for a, b in zip(leaves(p), leaves(pr)):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_the_docs_example_runs():
+    import pathlib
+    src = (pathlib.Path(__file__).parent.parent / "docs" / "optim.md").read_text()
+    start = src.index("```python\n") + len("```python\n")
+    scope = {}
+    exec(compile(src[start:src.index("```", start)], "docs/optim.md", "exec"), scope)
+    assert float(scope["value"]) < 1e-3

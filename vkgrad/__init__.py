@@ -11,9 +11,8 @@
     step = vg.jit(train_step)                # one Vulkan submission per call
 
 Transforms: grad, value_and_grad, vjp, jvp, vmap, make_ir, trace, check_grads, custom_vjp,
-custom_jvp, jacfwd, jacrev (= jacobian), hessian (docs/compiler.md, docs/vmap.md); optimizers with
-optax's contract: vg.optim (docs/optim.md); random numbers: vg.random
-(docs/random.md); jit, device_put, devices, profile, Array, block_until_ready,
+custom_jvp, jacfwd, jacrev (= jacobian), hessian (docs/compiler.md, docs/vmap.md); optimizers
+with optax's contract: vg.optim (docs/optim.md); random numbers: vg.random (docs/random.md); jit, device_put, devices, profile, Array, block_until_ready,
 set_max_in_flight (docs/jit.md); runtime_stats (docs/long_runs.md); check_kernels, debug_nans: when a result looks wrong
 (docs/debugging.md); JAX's modules: vg.tree and vg.tree_util (pytrees), vg.lax (jax.lax's
 names), vg.scipy (special, stats.norm), vg.test_util (check_grads); save, load, load_metadata:
@@ -36,11 +35,11 @@ from vkgrad.ir.interpreter import run_program
 from vkgrad.tracer.core import ShapeDtype
 from vkgrad.transforms import (check_grads, custom_jvp, custom_vjp, grad, hessian, jacfwd,
                                jacrev, jvp, make_ir, trace, value_and_grad, vjp, vmap)
-
-jacobian = jacrev   # JAX's alias
 from vkgrad import numpy, nn, optim, random, tree, tree_util  # noqa: E402,F401  (vg.numpy, ...)
 from vkgrad import lax, scipy, test_util  # noqa: E402,F401  (JAX's jax.lax, jax.scipy, ...)
 from vkgrad.checkpoint import load, load_metadata, save  # noqa: E402
+
+jacobian = jacrev   # JAX's alias
 
 __version__ = "0.1.0"
 

@@ -23,10 +23,22 @@ import numpy as np
 import vkgrad.numpy as vnp
 from vkgrad import primitives as P
 from vkgrad.errors import ArgumentError, ShapeError
-from vkgrad.scipy.special import digamma, erf, erfc, gammaln, ndtri
+from vkgrad.scipy.special import digamma, erf, erfc, expit, gammaln, ndtri
 from vkgrad.tree_util import tree_map
 
 # ------------------------------------------------------------------------------- elementwise
+
+def rsqrt(x):
+    return 1.0 / vnp.sqrt(x)
+
+
+def cbrt(x):
+    return vnp.sign(x) * vnp.abs(x) ** (1.0 / 3.0)
+
+
+def erf_inv(x):
+    return ndtri(0.5 * (x + 1.0)) * (1.0 / math.sqrt(2.0))
+
 
 _UNARY = {
     "abs": vnp.abs, "acos": vnp.arccos, "acosh": vnp.arccosh, "asin": vnp.arcsin,
@@ -36,10 +48,7 @@ _UNARY = {
     "neg": vnp.negative, "sign": vnp.sign, "sin": vnp.sin, "sinh": vnp.sinh,
     "sqrt": vnp.sqrt, "square": vnp.square, "tan": vnp.tan, "tanh": vnp.tanh,
     "erf": erf, "erfc": erfc, "lgamma": gammaln, "digamma": digamma,
-    "rsqrt": lambda x: 1.0 / vnp.sqrt(x),
-    "cbrt": lambda x: vnp.sign(x) * vnp.abs(x) ** (1.0 / 3.0),
-    "logistic": lambda x: 0.5 * vnp.tanh(0.5 * x) + 0.5,
-    "erf_inv": lambda x: ndtri(0.5 * (x + 1.0)) * (1.0 / math.sqrt(2.0)),
+    "rsqrt": rsqrt, "cbrt": cbrt, "logistic": expit, "erf_inv": erf_inv,
 }
 
 

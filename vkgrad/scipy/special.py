@@ -217,17 +217,24 @@ def _gammaln_pos(z):
     return vnp.where(z >= _SHIFT, stirling(big), stirling(shifted) - vnp.log(prod))
 
 
-def gammaln(x):
-    """log |Gamma(x)| (inf at 0 and the negative integers)."""
+def _reflection(x):
+    """(x < 0.5; the argument the series for x >= 0.5 sees: 1 - x there; x a pole: 0, -1, ...;
+    x minus its nearest integer, 0.25 at a pole so that sin and tan of pi times it stay finite).
+    The reduction is exact, and sin(pi x) at x = -3 is not 0 in float32 while sin(0) is."""
     x = _float(x)
     reflect = x < 0.5
-    z = vnp.where(reflect, 1.0 - x, x)
-    lg = _gammaln_pos(z)
     xr = vnp.where(reflect, x, 0.5)
     pole = xr == vnp.floor(xr)
-    # |sin(pi x)| = |sin(pi (x - round(x)))|: the reduction is exact, sin(pi x) at x = -3 is not
-    s = vnp.abs(vnp.sin(math.pi * vnp.where(pole, 0.5, xr - vnp.rint(xr))))
-    out = vnp.where(reflect, math.log(math.pi) - vnp.log(s) - lg, lg)
+    return reflect, vnp.where(reflect, 1.0 - x, x), pole, vnp.where(pole, 0.25, xr - vnp.rint(xr))
+
+
+def gammaln(x):
+    """log |Gamma(x)| (inf at 0 and the negative integers): Gamma(x) Gamma(1 - x) =
+    pi / sin(pi x) below 0.5."""
+    reflect, z, pole, frac = _reflection(x)
+    lg = _gammaln_pos(z)
+    out = vnp.where(reflect, math.log(math.pi) - vnp.log(vnp.abs(vnp.sin(math.pi * frac))) - lg,
+                    lg)
     return vnp.where(pole, math.inf, out)
 
 
@@ -248,15 +255,11 @@ def _digamma_pos(z):
 
 
 def digamma(x):
-    """d/dx log Gamma(x) (nan at 0 and the negative integers, as scipy's)."""
-    x = _float(x)
-    reflect = x < 0.5
-    z = vnp.where(reflect, 1.0 - x, x)
+    """d/dx log Gamma(x) (nan at 0 and the negative integers, as scipy's): psi(1 - x) -
+    pi / tan(pi x) below 0.5."""
+    reflect, z, pole, frac = _reflection(x)
     psi = _digamma_pos(z)
-    xr = vnp.where(reflect, x, 0.5)
-    pole = xr == vnp.floor(xr)
-    tan = vnp.tan(math.pi * vnp.where(pole, 0.25, xr - vnp.rint(xr)))   # period 1: exact
-    out = vnp.where(reflect, psi - math.pi / tan, psi)
+    out = vnp.where(reflect, psi - math.pi / vnp.tan(math.pi * frac), psi)
     return vnp.where(pole, math.nan, out)
 
 
