@@ -71,8 +71,8 @@ def flops(B, H, L, D, causal):
 def mode_plan(mode, BH, L, D, causal, scale, info, tile):
     """The single-launch OpPlan of one kernel, with `tile` (None: the planner's)."""
     if mode == "fwd":
-        return plan_flash_attention(BH, L, L, D, causal=causal, scale=scale, info=info, tile=tile)
-    plan = plan_flash_attention_bwd(BH, L, L, D, causal=causal, scale=scale, info=info,
+        return plan_flash_attention(BH, L, L, D, causal=causal, scale=scale, target=info, tile=tile)
+    plan = plan_flash_attention_bwd(BH, L, L, D, causal=causal, scale=scale, target=info,
                                     **{f"{mode}_tile": tile})
     (step,) = [s for s in plan.steps if s[0].name == KERNEL[mode]]
     return replace(plan, steps=(step,))
@@ -238,8 +238,8 @@ def main():
     torch = cuda_torch()
 
     dev = get_device()
-    info = dev.info
-    print(f"vkgrad device: {info.name} ({info.type}, {info.max_shared_memory} bytes shared); "
+    info = dev.target
+    print(f"vkgrad device: {info.name} ({info.kind}, {info.max_shared_memory} bytes shared); "
           f"torch: {torch.cuda.get_device_name() if torch is not None else 'not available'}",
           flush=True)
     t_start = time.perf_counter()
@@ -261,8 +261,8 @@ def main():
             reps, rounds = 2, 2
 
         # Correctness of the planner's plans: forward, then backward on its o and lse.
-        fwd_plan = plan_flash_attention(BH, L, L, D, causal=causal, scale=scale, info=info)
-        bwd_plan = plan_flash_attention_bwd(BH, L, L, D, causal=causal, scale=scale, info=info)
+        fwd_plan = plan_flash_attention(BH, L, L, D, causal=causal, scale=scale, target=info)
+        bwd_plan = plan_flash_attention_bwd(BH, L, L, D, causal=causal, scale=scale, target=info)
         got = run_once(dev, fwd_plan, bufs, ("o", "lse"))
         got.update(run_once(dev, bwd_plan, bufs, ("dq", "dk", "dv")))
         ref = reference(q, k, v, do, causal, scale, torch)

@@ -33,8 +33,8 @@ sys.path.insert(0, str(ROOT))
 
 import vkgrad as vg  # noqa: E402
 from examples import train_steps as ts  # noqa: E402
-from vkgrad.lowering.stages import Options, run_stages  # noqa: E402
-from vkgrad.passes import LOOP_FUSION_ONLY, disabled_passes  # noqa: E402
+from vkgrad.pipeline import Options, run_stages  # noqa: E402
+from vkgrad.pipeline import LOOP_FUSION_ONLY, disabled_passes  # noqa: E402
 from vkgrad.runtime import get_device, shaders  # noqa: E402
 from vkgrad.tracer.pytree import tree_flatten  # noqa: E402
 
@@ -68,7 +68,7 @@ def setups(quick: bool) -> dict:
 def plan_only(s, disable) -> dict:
     """Dispatches and memory of a plan, without compiling a shader."""
     program = vg.make_ir(s["step"])(s["params"], s["opt"].init(s["params"]), s["x"], s["y"])
-    lw = run_stages(program, "plan", Options(device_info=get_device().info,
+    lw = run_stages(program, "plan", Options(target=get_device().target,
                                              disabled=disabled_passes(disable)))["plan"]
     return {"dispatches": len(lw.steps), "peak_bytes": lw.memory()["peak"],
             "saved_bytes": lw.saved_bytes()}
@@ -81,7 +81,7 @@ def compile_time(s) -> dict:
     t0 = time.perf_counter()
     program = vg.make_ir(s["step"])(*args)
     t1 = time.perf_counter()
-    run_stages(program, "plan", Options(device_info=get_device().info))
+    run_stages(program, "plan", Options(target=get_device().target))
     t2 = time.perf_counter()
     before = dict(shaders.stats)
     t3 = time.perf_counter()

@@ -196,7 +196,7 @@ def main():
         if args.quick:
             reps, rounds = 3, 2
 
-        chosen = plan_matmul(batch, m, k, n, ta, tb, sa, sb, dev.info)
+        chosen = plan_matmul(batch, m, k, n, ta, tb, sa, sb, dev.target)
         configs = [("planner", None)]
         if args.sweep:
             configs += [(name, None) for name in VARIANTS if name != "wide64"] + CANDIDATES
@@ -207,9 +207,9 @@ def main():
                 if name == "planner":
                     launch = chosen
                 elif tile is None:
-                    launch = plan_matmul(batch, m, k, n, ta, tb, sa, sb, dev.info, variant=name)
+                    launch = plan_matmul(batch, m, k, n, ta, tb, sa, sb, dev.target, variant=name)
                 else:
-                    launch = plan_matmul(batch, m, k, n, ta, tb, sa, sb, dev.info, tile=tile)
+                    launch = plan_matmul(batch, m, k, n, ta, tb, sa, sb, dev.target, tile=tile)
                 # Correctness first: poison C, run once, compare with the float64 reference.
                 ex = Executable(dev, [dev.dispatch(launch, bufs)])
                 ex.run(uploads=[(bufs[2], np.full(batch * m * n, np.nan, np.float32))],

@@ -119,7 +119,7 @@ class Runner:
         return self._scratch[key]
 
     def plans(self, chunk=None, fwd_tile=None, bwd_tile=None):
-        kw = dict(info=self.dev.info, chunk=chunk, **FLAGS)
+        kw = dict(target=self.dev.target, chunk=chunk, **FLAGS)
         return (plan_selective_scan(self.batch, self.dim, self.L, self.N, tile=fwd_tile, **kw),
                 plan_selective_scan_bwd(self.batch, self.dim, self.L, self.N, tile=bwd_tile,
                                         **kw))

@@ -21,6 +21,8 @@ for step in "$@"; do
              tests/test_fusion_vulkan.py tests/test_jit.py tests/test_kernels.py tests/test_matmul.py \
              tests/test_debug_nans.py tests/test_check_kernels.py tests/test_long_run.py \
              tests/test_reliability.py tests/test_fastpath.py tests/test_vulkan_ops.py ;;
+    suite) PYTHONPATH=$PYTHONPATH:$PWD/.gpu/pylib run suite 540 python3 -m pytest -q -p no:cacheprovider \
+             tests --ignore=tests/test_notebook.py ;;
     longrun) run longrun 200 python3 bench/long_run.py --out "$OUT/long_run.json" ;;
     fuzz) PYTHONPATH=$PYTHONPATH:$PWD/.gpu/pylib run fuzz 150 python3 -m pytest -q -p no:cacheprovider tests/test_fuzz.py ;;
     attention) run attention 200 python3 bench/bench_attention.py --sweep --budget 80 ;;

@@ -19,6 +19,7 @@ from vkgrad.lowering.attention import (SUPPORTED_HEAD_DIMS, TILES, FlashTile, ch
 from kernel_runs import bind
 from vkgrad.lowering.kernels import OpPlan
 from vkgrad.runtime import DeviceInfo, Executable, get_device
+from vkgrad.target import Target
 
 RTOL = 1e-4     # of the sum of absolute terms (error_bounds): exp() turns an error of ~1e-7 |s| in
                 # a score s into a relative error of P, seen up to 2e-5 with scores ~15 (scale 1.7)
@@ -103,13 +104,13 @@ def run_attention(dev, BH, Lq, Lk, D, causal, scale, seed=0, info="device", dlse
                   **tiles):
     """Forward then backward on the device: (o, lse, dq, dk, dv, operands). `info` "device"
     plans for this device; None plans as for an unknown GPU (unrolled loops, prefetch)."""
-    info = dev.info if info == "device" else info
+    info = dev.target if info == "device" else info
     q, k, v, do = operands(BH, Lq, Lk, D, seed)
-    fwd = plan_flash_attention(BH, Lq, Lk, D, causal=causal, scale=scale, info=info,
+    fwd = plan_flash_attention(BH, Lq, Lk, D, causal=causal, scale=scale, target=info,
                                tile=tiles.get("tile"))
     out = run_plan(dev, fwd, {"q": q, "k": k, "v": v}, {"o": BH * Lq * D, "lse": BH * Lq})
     o, lse = out["o"].reshape(BH, Lq, D), out["lse"].reshape(BH, Lq)
-    bwd = plan_flash_attention_bwd(BH, Lq, Lk, D, causal=causal, scale=scale, info=info,
+    bwd = plan_flash_attention_bwd(BH, Lq, Lk, D, causal=causal, scale=scale, target=info,
                                    dq_tile=tiles.get("dq_tile"), dkdv_tile=tiles.get("dkdv_tile"))
     dlse = np.zeros((BH, Lq), np.float32) if dlse is None else dlse
     g = run_plan(dev, bwd, {"q": q, "k": k, "v": v, "o": o, "lse": lse, "do": do, "dlse": dlse},
@@ -196,14 +197,14 @@ def test_attention(dev, BH, Lq, Lk, D, causal, scale):
 
 # The GPU's code paths, at tiles that fit lavapipe's 32 KiB and compile fast there (LLVM's time
 # grows quickly with unrolled code and live registers): unrolled step loops with register
-# prefetch (info=None plans as for a GPU), blocks of 8 rows per thread (two row slots), and 16
+# prefetch (target=None plans as for a GPU), blocks of 8 rows per thread (two row slots), and 16
 # threads per row group, wider than lavapipe's 8-lane subgroups (the shared-memory reduction).
 def _tiles(**kw):
     return dict(tile=FlashTile(**kw), dq_tile=FlashTile(**kw), dkdv_tile=FlashTile(**kw))
 
 
 FORCED = {
-    "gpu-style": dict(info=None, **_tiles(br=16, bc=8, tx=4, always_prefetch=True)),
+    "gpu-style": dict(target=None, **_tiles(br=16, bc=8, tx=4, always_prefetch=True)),
     "tr8": _tiles(br=32, bc=16, tr=8),
     "tx16": _tiles(br=16, bc=16, tx=16, prefetch=True),
 }
@@ -227,9 +228,9 @@ def test_two_dimensional_grid(dev, monkeypatch):
         return (-(-groups // y), y, 1)
 
     monkeypatch.setattr(attention, "grid", small_grid)
-    groups = 3 * -(-130 // choose_tile("fwd", 64, dev.info).br)   # 15 on lavapipe, 9 on a GPU
+    groups = 3 * -(-130 // choose_tile("fwd", 64, dev.target).br)   # 15 on lavapipe, 9 on a GPU
     gx, gy, _ = plan_flash_attention(3, 130, 75, 64, causal=False, scale=0.3,
-                                     info=dev.info).launches[0].groups
+                                     target=dev.target).launches[0].groups
     assert gx <= 4 and gx * gy >= groups > gx * (gy - 1)          # a 2-D grid, spares < a row
     for causal in (False, True):
         check_attention(dev, 3, 130, 75, 64, causal, 0.3)
@@ -256,9 +257,10 @@ def test_empty_sequences(dev):
 # ---------------------------------------------------------------- the planner alone (no device)
 
 def _info(shared, kind="discrete GPU"):
-    return DeviceInfo(index=0, name="x", type=kind, api_version=(1, 3, 0), timestamp_period_ns=1.0,
-                      max_shared_memory=shared, max_workgroup_invocations=1024,
-                      max_storage_buffer_range=2**31, max_storage_buffers=32, timestamps=True)
+    return Target.from_device(DeviceInfo(
+        index=0, name="x", type=kind, api_version=(1, 3, 0), timestamp_period_ns=1.0,
+        max_shared_memory=shared, max_workgroup_invocations=1024,
+        max_storage_buffer_range=2**31, max_storage_buffers=32, timestamps=True))
 
 
 def test_planner_fits_the_device():
@@ -276,14 +278,14 @@ def test_planner_fits_the_device():
     # lavapipe: no prefetch (nothing to hide on a CPU), rolled step loops.
     cpu = _info(32768, "CPU")
     assert not choose_tile("fwd", 64, cpu).prefetch
-    (launch, _), = plan_flash_attention(2, 10, 10, 64, causal=False, scale=1.0, info=cpu).steps
+    (launch, _), = plan_flash_attention(2, 10, 10, 64, causal=False, scale=1.0, target=cpu).steps
     assert dict(launch.defines)["UNROLL_STEPS"] == 0
 
 
 def test_plan_layout():
     gpu = _info(49152)
     (fwd, roles), = plan_flash_attention(32, 1024, 1000, 64, causal=True, scale=0.125,
-                                         info=gpu).steps
+                                         target=gpu).steps
     assert roles == ("q", "k", "v", "o", "lse") and fwd.bindings == 5
     assert fwd.groups == (32 * 16, 1, 1)                     # BH * ceil(1024 / 64)
     assert fwd.push[:5] == (1024, 1000, 32, 16, 32 * 16) and fwd.push[7] == 1
@@ -291,14 +293,14 @@ def test_plan_layout():
     # threads, BR, BC, TR, TX, PREFETCH, ALWAYS_PREFETCH
     assert fwd.spec == (128, 64, 32, 4, 8, True, False)
     assert dict(fwd.defines) == {"HEAD_DIM": 64, "MODE": 0, "UNROLL_STEPS": 0}   # rolled
-    bwd = plan_flash_attention_bwd(32, 1024, 1000, 64, causal=False, scale=0.125, info=gpu)
+    bwd = plan_flash_attention_bwd(32, 1024, 1000, 64, causal=False, scale=0.125, target=gpu)
     (dq, dq_roles), (dkdv, dkdv_roles) = bwd.steps
     assert dq_roles == ("q", "k", "v", "o", "lse", "do", "dq", "delta", "dlse")
     assert dkdv_roles == ("q", "k", "v", "lse", "do", "delta", "dk", "dv")
     assert dq.groups == (32 * 16, 1, 1)                      # 1024 queries / 64
     assert dkdv.groups == (32 * 16, 1, 1)                    # 1000 keys / 64 -> 16
     assert [(t.role, t.size, t.dtype) for t in bwd.temps] == [("delta", 32 * 1024, "float32")]
-    big = plan_flash_attention(4096, 1024, 1024, 64, causal=False, scale=1.0, info=gpu)
+    big = plan_flash_attention(4096, 1024, 1024, 64, causal=False, scale=1.0, target=gpu)
     groups = big.launches[0].groups
     assert groups[0] <= 65535 and groups[0] * groups[1] >= 4096 * 16   # a 2-D grid
 
@@ -309,7 +311,7 @@ def test_planner_rejects_bad_input():
     with pytest.raises(ValueError, match="non-negative"):
         plan_flash_attention_bwd(1, -1, 8, 64, causal=False, scale=1.0)
     with pytest.raises(ValueError, match="shared memory"):
-        plan_flash_attention(1, 8, 8, 64, causal=False, scale=1.0, info=_info(32768),
+        plan_flash_attention(1, 8, 8, 64, causal=False, scale=1.0, target=_info(32768),
                              tile=FlashTile(64, 32))
     with pytest.raises(ValueError, match="TX"):
         plan_flash_attention(1, 8, 8, 16, causal=False, scale=1.0, tile=FlashTile(32, 32, tx=8))

@@ -8,9 +8,10 @@ import sys
 import textwrap
 
 import pytest
+from child_env import child_env
 
 from vkgrad.dump import main
-from vkgrad.lowering.stages import STAGE_NAMES
+from vkgrad.pipeline import STAGE_NAMES
 from vkgrad.errors import ArgumentError, GradError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -121,7 +122,7 @@ def test_errors():
 
 
 def test_command_line(tmp_path):
-    env = dict(os.environ, PYTHONPATH=ROOT)
+    env = child_env()
     run = subprocess.run([sys.executable, "-m", "vkgrad", "dump", TARGET, *ARGS, "--grad",
                           "--argnums", "1,2"], cwd=ROOT, env=env, capture_output=True,
                          text=True, timeout=120)

@@ -9,7 +9,7 @@ import vkgrad as vg
 from vkgrad.errors import ArgumentError
 from vkgrad.ir.parser import parse_program
 from vkgrad.ir.verifier import verify
-from vkgrad.passes import PASSES, disabled_passes, fuse_program
+from vkgrad.pipeline import PASSES, disabled_passes, fuse_program
 
 CASES = {}
 

@@ -11,8 +11,9 @@ import pytest
 import vkgrad as vg
 import vkgrad.numpy as vnp
 from vkgrad.lowering.lower import lower
-from vkgrad.lowering.stages import Options, run_stages
-from vkgrad.passes.fuse import fused_p
+from vkgrad.pipeline import Options, run_stages
+from vkgrad.target import Target
+from vkgrad.primitives.compiler import fused_p
 from vkgrad.runtime import get_device
 from vkgrad.runtime.inflight import HostResult
 from vkgrad.runtime.pool import Owned
@@ -22,8 +23,8 @@ RNG = np.random.default_rng(11)
 
 
 def gpu_info():
-    """The device's limits, but planned as a discrete GPU (split-K, GPU tiles, 64 bindings)."""
-    return dataclasses.replace(get_device().info, type="discrete GPU")
+    """The device's limits, but planned as a discrete GPU (split-K, GPU tiles)."""
+    return Target.from_device(dataclasses.replace(get_device().info, type="discrete GPU"))
 
 
 def run_both(fn, *args, info=None, grad=None):
@@ -31,8 +32,8 @@ def run_both(fn, *args, info=None, grad=None):
     returns (fused program, plan, vulkan outputs, reference outputs)."""
     program = vg.make_ir(fn)(*args)
     device = get_device()
-    values = run_stages(program, "fused", Options(device_info=info or device.info))
-    lw = lower(values["fused"], info or device.info)
+    values = run_stages(program, "fused", Options(target=info or device.target))
+    lw = lower(values["fused"], info or device.target)
     outs = VulkanRunner(device, lw, ()).run([np.asarray(a) for a in args])
     got = []
     for o, v in zip(outs, program.outputs):
@@ -163,7 +164,7 @@ def test_batched_matmul_with_broadcast_operand_fused():
 def test_bias_gradient_as_the_matmuls_extra_row(tb, info):
     """dW = x^T g and db = sum(g, 0) in one kernel; a narrow product over a long K (split-K on
     a GPU) keeps its column sum apart: riding along, the H200 ran its K-slice sum 100x slower
-    (vkgrad/passes/fuse_multi_output.py)."""
+    (vkgrad/lowering/fusion/multi_output.py)."""
     k = 512 if info else 64
     x, g = f32(k, 20), f32(k, 10) if not tb else f32(10, k)
 
@@ -182,7 +183,7 @@ def test_bias_gradient_as_the_matmuls_extra_row(tb, info):
 def test_a_matmul_that_splits_k_takes_no_fused_loads_or_stores():
     """A narrow product over a long K runs split-K on a GPU, which a matmul with fused loads or
     stores cannot (on the H200 split-K with hooks gave wrong results; vkgrad/lowering/lower.py),
-    and unsplit it ran 10-40x slower (passes/kernel_fusion.py: split_k_likely). So the bias and
+    and unsplit it ran 10-40x slower (the matmul contract's takes_hooks: lowering/matmul.py). So the bias and
     ReLU stay a kernel of their own."""
     x, w, b = f32(16, 512), f32(512, 6), f32(6)
     fused, lw = check(lambda x, w, b: vnp.maximum(x @ w + b, 0.0), x, w, b, info=gpu_info(),
@@ -214,7 +215,7 @@ def test_a_kernel_with_more_buffers_than_a_device_binds_is_split():
 
     def f(*xs):
         return tuple(x * float(i) + 1.0 for i, x in enumerate(xs))
-    fused, lw = check(f, *xs, info=dataclasses.replace(get_device().info, max_storage_buffers=32))
+    fused, lw = check(f, *xs, info=dataclasses.replace(get_device().target, max_storage_buffers=32))
     assert len(lw.steps) == 2 and all(s.launch.bindings <= 32 for s in lw.steps)
 
 

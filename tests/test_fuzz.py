@@ -33,7 +33,7 @@ where the fix is; the test):
    (sinh(1e-30) was 3e-8), asinh and acosh of 1e30 overflowed to inf. primitives/lax.py
    (each a GLSL function of its own). test_special_values_of_every_elementwise_primitive_...
 9. A take of i32 or bool values with a fused producer or epilogue did not compile (the
-   generated hooks compute in float). passes/kernel_fusion.py (takes_hooks).
+   generated hooks compute in float): the take contract (lowering/kernels.py).
    test_regression_int_and_bool_gathers_run_on_vulkan
 On the H200 the special values also showed NVIDIA's sin, tan and pow within the Vulkan spec's
 bounds but off numpy by more than 1e-5 (sin(88), 0.5**100): the tolerances below follow the spec.

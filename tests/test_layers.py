@@ -1,9 +1,10 @@
 """The layering rule: a module imports only from its own layer or below, at the top of its file.
 
 Layers, bottom to top (docs/compiler.md, "Layers"):
-    1 errors, dtypes        2 the IR as data         3 the trace core
-    4 primitives            5 transforms, passes, vkgrad.numpy, nn, optim, checkpoint
-    6 lowering              7 runtime                8 execution (jit, Array, ...), dump, CLI
+    1 errors, dtypes, target  2 the IR as data       3 the trace core
+    4 primitives              5 transforms, passes, vkgrad.numpy, nn, optim, checkpoint
+    6 lowering (and its kernel fusion)  7 the pipeline (stages, pass lists)
+    8 runtime                 9 execution (jit, Array, ...), dump, CLI
 
 An import of a vkgrad module inside a function is refused too: it is how a cycle hides.
 """
@@ -15,11 +16,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from child_env import child_env
 
 PKG = Path(__file__).resolve().parent.parent / "vkgrad"
 
 LAYERS = {
-    "vkgrad.errors": 1, "vkgrad.dtypes": 1,
+    "vkgrad.errors": 1, "vkgrad.dtypes": 1, "vkgrad.target": 1,
     "vkgrad.ir": 2,
     "vkgrad.tracer": 3, "vkgrad.tree_util": 3, "vkgrad.tree": 3,
     "vkgrad.primitives": 4,
@@ -27,8 +29,9 @@ LAYERS = {
     "vkgrad.optim": 5, "vkgrad.checkpoint": 5, "vkgrad.random": 5, "vkgrad.lax": 5,
     "vkgrad.scipy": 5, "vkgrad.test_util": 5,
     "vkgrad.lowering": 6,
-    "vkgrad.runtime": 7,
-    "vkgrad.execution": 8, "vkgrad.dump": 8, "vkgrad.__main__": 8,
+    "vkgrad.pipeline": 7,
+    "vkgrad.runtime": 8,
+    "vkgrad.execution": 9, "vkgrad.dump": 9, "vkgrad.__main__": 9,
 }
 # The package's __init__ loads layers 1-5; the others through its lazy attributes (PEP 562).
 ROOT_LAYER = 5
@@ -105,7 +108,7 @@ def test_the_ir_alone_loads_no_device_layer():
             "bad = sorted(m for m in sys.modules if m.startswith(('vkgrad.lowering', "
             "'vkgrad.runtime', 'vkgrad.execution')) or m == 'kp')\n"
             "print(','.join(bad))")
-    env = dict(os.environ, PYTHONPATH=str(PKG.parent))
+    env = child_env()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          check=True).stdout.strip()
     assert out == "", f"importing vkgrad.ir.core loaded {out}"
@@ -120,7 +123,7 @@ def test_eager_ops_do_not_depend_on_import_order():
             "y = vnp.exp(x) + 1\n"
             "print(type(y).__name__, y._owned is not None, np.allclose(np.asarray(y), "
             "np.exp(np.arange(5000) / 5000) + 1))")
-    env = dict(os.environ, PYTHONPATH=str(PKG.parent))
+    env = child_env()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["Array", "True", "True"]

@@ -20,6 +20,7 @@ from kernel_runs import bind
 from vkgrad.lowering.matmul import (VARIANTS, Tile, choose_splits, choose_variant, plan_matmul,
                                     plan_matmul_op, split_count)
 from vkgrad.runtime import DeviceInfo, Executable, get_device
+from vkgrad.target import Target
 
 TRANSPOSES = list(itertools.product((False, True), repeat=2))
 RTOL = 1e-5
@@ -41,7 +42,7 @@ def run_matmul(dev, rng, batch, m, k, n, ta=False, tb=False, sa=None, sb=None, *
     sb = k * n if sb is None else sb
     a = rng.standard_normal(max((batch - 1) * sa + m * k, 1)).astype(np.float32)
     b = rng.standard_normal(max((batch - 1) * sb + k * n, 1)).astype(np.float32)
-    launch = plan_matmul(batch, m, k, n, ta, tb, sa, sb, dev.info, **plan)
+    launch = plan_matmul(batch, m, k, n, ta, tb, sa, sb, dev.target, **plan)
     bufs = (dev.buffer(a.size), dev.buffer(b.size), dev.buffer(max(batch * m * n, 1)))
     ex = Executable(dev, [dev.dispatch(launch, bufs)])
     ex.run(uploads=[(bufs[0], a), (bufs[1], b),
@@ -63,14 +64,14 @@ def reference(a, b, batch, m, k, n, ta, tb, sa, sb):
     return ref
 
 
-def run_matmul_op(dev, rng, batch, m, k, n, ta=False, tb=False, sa=None, sb=None, info=None,
+def run_matmul_op(dev, rng, batch, m, k, n, ta=False, tb=False, sa=None, sb=None, target=None,
                   **plan):
     """Like run_matmul, through plan_matmul_op (roles a, b, c and temps); returns the OpPlan."""
     sa = m * k if sa is None else sa
     sb = k * n if sb is None else sb
     a = rng.standard_normal(max((batch - 1) * sa + m * k, 1)).astype(np.float32)
     b = rng.standard_normal(max((batch - 1) * sb + k * n, 1)).astype(np.float32)
-    op = plan_matmul_op(batch, m, k, n, ta, tb, sa, sb, info or dev.info, **plan)
+    op = plan_matmul_op(batch, m, k, n, ta, tb, sa, sb, target or dev.target, **plan)
     bufs = {"a": dev.buffer(a.size), "b": dev.buffer(b.size),
             "c": dev.buffer(max(batch * m * n, 1))}
     uploads = [(bufs["a"], a), (bufs["b"], b),
@@ -163,9 +164,10 @@ def test_empty_k_gives_zeros(dev, rng):
 # ---- the planner alone (no device) ----
 
 def _info(kind):
-    return DeviceInfo(index=0, name="x", type=kind, api_version=(1, 3, 0), timestamp_period_ns=1.0,
-                      max_shared_memory=49152, max_workgroup_invocations=1024,
-                      max_storage_buffer_range=2**31, max_storage_buffers=32, timestamps=True)
+    return Target.from_device(DeviceInfo(
+        index=0, name="x", type=kind, api_version=(1, 3, 0), timestamp_period_ns=1.0,
+        max_shared_memory=49152, max_workgroup_invocations=1024,
+        max_storage_buffer_range=2**31, max_storage_buffers=32, timestamps=True))
 
 
 def test_planner_layout():
@@ -201,7 +203,7 @@ def test_planner_rejects_bad_input():
         args = dict(batch=1, m=4, k=4, n=4, transpose_a=False, transpose_b=False,
                     a_batch_stride=0, b_batch_stride=0) | bad
         with pytest.raises(ValueError):
-            plan_matmul(**args, device_info=gpu)
+            plan_matmul(**args, target=gpu)
     with pytest.raises(ValueError, match="variant"):
         plan_matmul(1, 4, 4, 4, False, False, 0, 0, gpu, variant="huge")
     with pytest.raises(ValueError, match="not valid"):
@@ -267,7 +269,7 @@ def test_split_k_as_planned_for_the_h200(dev, rng):
     """The plans the planner makes for the H200 (MLP's last layer, forward and dW), run here."""
     gpu = _info("discrete GPU")
     for m, k, n, ta in [(256, 1024, 10, False), (1024, 256, 10, True)]:
-        out, ref, op = run_matmul_op(dev, rng, 1, m, k, n, ta, False, info=gpu)
+        out, ref, op = run_matmul_op(dev, rng, 1, m, k, n, ta, False, target=gpu)
         assert n_splits(op) > 1
         assert_close(out, ref, f"H200 plan m={m} k={k} n={n}")
 

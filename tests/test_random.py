@@ -94,8 +94,9 @@ def test_the_same_key_gives_the_same_numbers_on_vulkan():
         elif i < 8:     # uniform: exact bit manipulation, then one multiply-add: <= 1 ulp
             ulps = np.abs(g.view(np.int32).astype(np.int64) - w.view(np.int32))
             assert ulps.max() <= 1, (i, ulps.max())
-        else:           # normal: through the device's log1p and cos (measured 5e-7)
-            np.testing.assert_allclose(g, w, rtol=0, atol=2e-6)
+        else:           # normal: through the device's log1p and cos (lavapipe 5e-7 off;
+            # the H200 2.03e-6 on 1 of 20,000: the error grows with |z| = sqrt(-2 log u))
+            np.testing.assert_allclose(g, w, rtol=4e-6, atol=2e-6)
 
 
 def chi2_bound(df, z=4.0):

@@ -15,6 +15,7 @@ from kernel_runs import run_plan
 from vkgrad.lowering.scan import (CHUNK, SUPPORTED_N, TILES, ScanTile, plan_selective_scan,
                                   plan_selective_scan_bwd, scan_chunk, scan_states_shape)
 from vkgrad.runtime import get_device
+from vkgrad.target import Target
 
 
 @pytest.fixture(scope="module")
@@ -173,12 +174,12 @@ def test_reference_backward_by_finite_differences(variable_B, variable_C):
 # ---------------------------------------------------------------- the kernels
 
 def run_scan(dev, ins, N, softplus, *, chunk=None, fwd_tile=None, bwd_tile=None,
-             subgroups=True, dout=None, info=None):
+             subgroups=True, dout=None, target=None):
     """Forward then backward plans on the device; returns (out, states, grads) as float32."""
     batch, dim, L = ins["u"].shape
     flags = dict(variable_B=ins["B"].ndim == 3, variable_C=ins["C"].ndim == 3,
                  has_D="D" in ins, has_z="z" in ins, has_bias="delta_bias" in ins,
-                 softplus=softplus, info=info, chunk=chunk, subgroups=subgroups)
+                 softplus=softplus, target=target, chunk=chunk, subgroups=subgroups)
     fwd = plan_selective_scan(batch, dim, L, N, tile=fwd_tile, **flags)
     shape = scan_states_shape(batch, dim, L, N, chunk)
     res = run_plan(dev, fwd, ins, {"out": batch * dim * L, "states": int(np.prod(shape))})
@@ -266,13 +267,13 @@ def test_scan(dev, N, batch, dim, L, vb, vc, has_D, has_z, has_bias, softplus, c
               fwd_tile, bwd_tile):
     check_scan(dev, batch, dim, L, N, variable_B=vb, variable_C=vc, has_D=has_D, has_z=has_z,
                has_bias=has_bias, softplus=softplus, chunk=chunk, fwd_tile=fwd_tile,
-               bwd_tile=bwd_tile, info=dev.info)
+               bwd_tile=bwd_tile, target=dev.target)
 
 
 def test_scan_default(dev):
     """The planner's own tiles and chunk for the benchmark's configuration (N 16, everything
     on), capped by this device's limits."""
-    check_scan(dev, 2, 6, 130, 16, info=dev.info)
+    check_scan(dev, 2, 6, 130, 16, target=dev.target)
 
 
 def test_scan_without_subgroups(dev):
@@ -290,7 +291,7 @@ def test_scan_deterministic(dev):
                       has_z=True, has_bias=True)
     dout = rng.standard_normal((batch, dim, L)).astype(np.float32)
     runs = [run_scan(dev, ins, N, True, dout=dout, chunk=4, fwd_tile=T(1, 4, 8),
-                     bwd_tile=T(2, 16), info=dev.info) for _ in range(2)]
+                     bwd_tile=T(2, 16), target=dev.target) for _ in range(2)]
     np.testing.assert_array_equal(runs[0][0], runs[1][0])
     np.testing.assert_array_equal(runs[0][1], runs[1][1])
     for k in runs[0][2]:
@@ -335,13 +336,12 @@ def test_scan_plans():
 
 def test_scan_plans_respect_device_limits():
     """Shared memory and workgroup size shrink the tile (G halves), never the chunk."""
-    from types import SimpleNamespace
     flags = dict(variable_B=True, variable_C=True, has_D=True, has_z=True, has_bias=True,
                  softplus=True)
-    small = SimpleNamespace(max_shared_memory=16384, max_workgroup_invocations=128)
+    small = Target(max_shared_memory=16384, max_workgroup_invocations=128)
     for N in SUPPORTED_N:
-        for plan in (plan_selective_scan(4, 1000, 300, N, info=small, **flags),
-                     plan_selective_scan_bwd(4, 1000, 300, N, info=small, **flags)):
+        for plan in (plan_selective_scan(4, 1000, 300, N, target=small, **flags),
+                     plan_selective_scan_bwd(4, 1000, 300, N, target=small, **flags)):
             launch = plan.steps[0][0]
             assert launch.spec[0] <= 128
             assert launch.spec[1] == CHUNK                         # the chunk is a contract

@@ -1,7 +1,7 @@
 """`python -m vkgrad dump FILE.py:FUNCTION --args 'f32[64,784], i32[64]' [--grad] ...`
 
 Prints a function's program at one compiler stage. The stages run in order; they are the same
-table `vg.jit(f).lower(...).as_text(stage)` uses (vkgrad/lowering/stages.py):
+table `vg.jit(f).lower(...).as_text(stage)` uses (vkgrad/pipeline.py):
 
 {stages}
 
@@ -24,9 +24,8 @@ from vkgrad.dtypes import canonical_dtype
 from vkgrad.errors import ArgumentError, VkgradError
 from vkgrad.ir.parser import split_top
 from vkgrad.lowering.render import dot_svg
-from vkgrad.lowering.stages import (ALIASES, FORMATS, STAGE_NAMES, Options, describe_stages,
-                                    run_stages, stage_dot, stage_name, stage_text)
-from vkgrad.passes import disabled_passes
+from vkgrad.pipeline import (FORMATS, STAGE_ALIASES, STAGE_NAMES, Options, describe_stages,
+                             disabled_passes, run_stages, stage_dot, stage_name, stage_text)
 from vkgrad.runtime import get_device
 from vkgrad.tracer.core import ShapeDtype
 from vkgrad.transforms.api import _trace
@@ -139,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--grad", action="store_true", help="dump the gradient program")
     ap.add_argument("--argnums", default="0", help="arguments to differentiate, e.g. 0,1")
     ap.add_argument("--source", action="store_true", help="show the source line of each eqn")
-    ap.add_argument("--stage", choices=list(STAGE_NAMES) + list(ALIASES),
+    ap.add_argument("--stage", choices=list(STAGE_NAMES) + list(STAGE_ALIASES),
                     help="the stage to stop after")
     ap.add_argument("--format", choices=FORMATS, default="text",
                     help="text (default), dot (Graphviz) or svg (needs Graphviz's dot)")
@@ -170,7 +169,7 @@ def main(argv: list[str]) -> int:
                                                           traced.arg_slices[i].stop))
     late = STAGE_NAMES.index(stage) >= STAGE_NAMES.index("plan")
     values = run_stages(program, stage, Options(grad=opts.grad, argnums=leaves,
-                                                device_info=_device_info() if late else None,
+                                                target=_target() if late else None,
                                                 disabled=disabled_passes(opts.disable)))
     value = values[stage]
     if opts.format == "text":
@@ -181,9 +180,9 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _device_info():
-    """The default device's limits, for planning the `plan` stage (None: no device)."""
+def _target():
+    """The default device's Target, for planning the `plan` stage (None: no device)."""
     try:
-        return get_device().info
+        return get_device().target
     except VkgradError:
         return None

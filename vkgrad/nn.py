@@ -115,7 +115,8 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
     layout "BHLD" (default): q [batch, heads, Lq, head_dim], k and v [batch, heads, Lk,
     head_dim]; "BLHD": [batch, length, heads, head_dim] (the layout a projection reshaped to
     heads gives), transposed to BHLD and back (two copies a fused kernel makes).
-    scale defaults to 1/sqrt(head_dim). head_dim must be 16, 32, 64 or 128; float32 on Vulkan.
+    scale defaults to 1/sqrt(head_dim). The Vulkan kernel takes head_dim 16, 32, 64 or 128 in
+    float32; other head dims run on the interpreter (a FallbackWarning says so).
     causal: query i sees key j iff j <= i + (Lk - Lq), the mask aligned at the bottom right
     (flash-attn >= 2.1): with Lq == Lk the usual lower triangle; queries that see no key (Lq >
     Lk) give 0."""
@@ -169,8 +170,8 @@ def selective_scan(u, delta, A, B, C, D=None, z=None, delta_bias=None,
         dt = delta + delta_bias, softplus'd if delta_softplus
         h_t = exp(dt_t A) h_{t-1} + dt_t B_t u_t;  y_t = C_t . h_t + D u_t;  out = y * silu(z)
     u, delta, z: [batch, dim, L]; A: [dim, N]; B, C: [batch, N, L] (input-dependent) or
-    [dim, N] (fixed); D, delta_bias: [dim]. Returns out [batch, dim, L]. N (d_state) in
-    (1, 2, 4, 8, 16, 32, 64)."""
+    [dim, N] (fixed); D, delta_bias: [dim]. Returns out [batch, dim, L]. The Vulkan kernels take N
+    (d_state) in (1, 2, 4, 8, 16, 32, 64); other sizes run on the interpreter."""
     args = [vnp.asarray(x) if x is not None else None
             for x in (u, delta, A, B, C, D, z, delta_bias)]
     out, _ = P.selective_scan(*args[:5], D=args[5], z=args[6], delta_bias=args[7],

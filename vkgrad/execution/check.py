@@ -31,8 +31,8 @@ from vkgrad.execution.jit import Jitted, jit
 from vkgrad.execution.profile import _describe, profile
 from vkgrad.ir.core import Literal, Var
 from vkgrad.ir.interpreter import apply
-from vkgrad.lowering.lower import Concat
-from vkgrad.passes.fuse import fused_p
+from vkgrad.lowering.contracts import Concat
+from vkgrad.primitives.compiler import fused_p
 from vkgrad.runtime.vulkan import Executable, device_dtype
 from vkgrad.tracer.core import ShapeDtype
 from vkgrad.tracer.pytree import tree_map

@@ -1,4 +1,4 @@
-"""A compiled program: its stages (vkgrad/lowering/stages.py) and the runner that runs it.
+"""A compiled program: its stages (vkgrad/pipeline.py) and the runner that runs it.
 
 On the Vulkan backend the program goes through every stage to `plan` and runs on a
 `VulkanRunner`; a program the kernels cannot run (`Unsupported`) falls back WHOLE to the
@@ -14,9 +14,9 @@ import warnings
 
 from vkgrad.errors import ArgumentError, VkgradError
 from vkgrad.execution import fallback, fastpath
-from vkgrad.lowering.lower import Unsupported
+from vkgrad.lowering.contracts import Unsupported
 from vkgrad.lowering.render import dot_svg
-from vkgrad.lowering.stages import (FORMATS, STAGE_NAMES, Options, run_stages, stage_dot,
+from vkgrad.pipeline import (FORMATS, STAGE_NAMES, Options, run_stages, stage_dot,
                                     stage_name, stage_text)
 from vkgrad.runtime import get_device
 from vkgrad.runtime.shaders import compile_threads
@@ -73,7 +73,7 @@ def _default_backend(env: str) -> str:
             fallback.warn(f"vkgrad: no Vulkan device ({e}); running on the numpy interpreter")
             _warned_no_device = True
         return "numpy"
-    if device.info.type != "CPU" or os.environ.get("VKGRAD_DEVICE", "").strip():
+    if not device.target.interpreter_faster or os.environ.get("VKGRAD_DEVICE", "").strip():
         return "vulkan"
     if not _noticed_cpu_device:
         print(f"vkgrad: running on the numpy interpreter: the only Vulkan device, "
@@ -104,7 +104,7 @@ class Compiled:
         if backend == "vulkan":
             try:
                 device = get_device()
-                self.options = Options(device_info=device.info, disabled=frozenset(disabled))
+                self.options = Options(target=device.target, disabled=frozenset(disabled))
                 run_stages(program, "plan", self.options, self.stages, self.times)
                 self.runner = VulkanRunner(device, self.stages["plan"], donated)
                 self.times.update(self.runner.compile_times)
@@ -170,7 +170,7 @@ class Compiled:
 
     def as_text(self, stage: str = "plan", format: str = "text") -> str:
         """The program at `stage`, as text, Graphviz DOT or SVG (`format`); the stages are
-        those of `python -m vkgrad dump --stage` (vkgrad/lowering/stages.py)."""
+        those of `python -m vkgrad dump --stage` (vkgrad/pipeline.py)."""
         stage = stage_name(stage)
         if format not in FORMATS:
             raise ArgumentError(f"format={format!r}: choose one of {', '.join(FORMATS)}")

@@ -5,7 +5,7 @@
     step.lower(*args).as_text(stage="plan")
 
 Pipeline (each stage printable, each executable by the numpy interpreter; the stage table is
-vkgrad/lowering/stages.py):
+vkgrad/pipeline.py):
     trace -> optimize (simplify, transpose folding, CSE, DCE) -> remat -> fuse (loops, then
           into kernels' loads and stores, multi-output, horizontal) -> plan (kernels + memory)
           -> one recorded Kompute sequence, replayed.
@@ -34,7 +34,7 @@ from vkgrad.errors import ArgumentError
 from vkgrad.execution import fastpath
 from vkgrad.execution.array import Array, call
 from vkgrad.execution.compiled import BACKENDS, Compiled, default_backend, log
-from vkgrad.passes import disabled_passes
+from vkgrad.pipeline import disabled_passes
 from vkgrad.tracer import core
 from vkgrad.tracer.pytree import tree_flatten
 from vkgrad.transforms.api import _fun_name, _normalize_argnums, _trace

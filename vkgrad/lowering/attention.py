@@ -49,9 +49,9 @@ lavapipe 32 KiB. The planner takes the first tile of TILES[mode] that fits (TX c
 | dkdv | 16 x 16 |  4 |  8 |  32 |   -   /   -   /   -   / 36480        | 128       |           |
 | dkdv | 16 x 8  |  4 |  8 |  32 |   -   /   -   /   -   / 26688        |           | 128       |
 
-(TX is 4 at D = 16.) Why these, for D = 64 on the H200 (designed from the matmul's measured
-behaviour, NOT yet measured here: `bench/bench_attention.py --sweep --stats` times every
-variant of ALTERNATIVES and prints the driver's register counts):
+(TX is 4 at D = 16.) Why these, for D = 64 on the H200 (the reasoning they were designed by;
+`bench/bench_attention.py --sweep --stats` times every variant of ALTERNATIVES and prints the
+driver's register counts, and BENCHMARKS.md has what it measured):
 - per thread, the forward holds a 4x4 S block and a 4x8 O block, the dQ kernel 4x4 S and dP
   blocks and a 4x8 dQ block, the dK/dV kernel 4x4 S and dP and 4x8 dK and dV blocks: about
   130 / 175 / 200 registers with the prefetch, i.e. 3 / 5 / 5 workgroups = 12 / 10 / 10 warps
@@ -79,10 +79,15 @@ import math
 import numbers
 from dataclasses import dataclass, replace
 
+from vkgrad import primitives as P
+from vkgrad.lowering.contracts import KernelContract, Unsupported, need_f32, register
 from vkgrad.lowering.kernels import OpPlan, Temp, _check_sizes
 from vkgrad.lowering.launch import Launch, cdiv, grid
-from vkgrad.primitives.attention import FLASH_HEAD_DIMS as SUPPORTED_HEAD_DIMS
+from vkgrad.target import target_of
 
+# Head dims the kernel is built for (each a specialization of one shader); other head dims
+# run on the interpreter (a counted fallback naming this limit).
+SUPPORTED_HEAD_DIMS = (16, 32, 64, 128)
 MODES = {"fwd": 0, "dq": 1, "dkdv": 2}
 _NAMES = {"fwd": "flash_attn_fwd", "dq": "flash_attn_bwd_dq", "dkdv": "flash_attn_bwd_dkdv"}
 _ROLES = {
@@ -91,8 +96,6 @@ _ROLES = {
     "dkdv": ("q", "k", "v", "lse", "do", "delta", "dk", "dv"),
 }
 _LOG2E = 1.4426950408889634
-_DEFAULT_SHARED = 32768      # without a DeviceInfo: lavapipe's limit (and matmul's default)
-_DEFAULT_INVOCATIONS = 1024
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,7 @@ class FlashTile:
     prefetch: bool = True   # the next column tile loads into registers during the products
     always_prefetch: bool = False   # ... on every step (the last reloads its own): no branch
     unroll: int | None = None   # step loops: 1 unrolled, 0 rolled, 2 the driver's choice;
-                                # None: 1, or 0 on a CPU device (LLVM compiles rolled ones fast)
+                                # None: the Target's unroll_loops
 
     @property
     def threads(self) -> int:
@@ -117,7 +120,7 @@ class FlashTile:
                  "dkdv": 2 * self.br * rs + 2 * self.bc * rs + 2 * self.bc * psr}[mode]
         return 16 * vec4s + (8 * self.bc if mode == "dkdv" else 0)
 
-    def problem(self, mode: str, d: int, info=None) -> str | None:
+    def problem(self, mode: str, d: int, target=None) -> str | None:
         """Why this tile cannot run `mode` at head dim d on the device, or None."""
         tx = self.tx
         if not (self.tr >= 4 and self.tr % 4 == 0 and self.br % self.tr == 0):
@@ -126,8 +129,8 @@ class FlashTile:
             return f"TX = {tx} must be a power of two dividing BC = {self.bc} and D/4 = {d // 4}"
         if self.unroll not in (None, 0, 1, 2):
             return f"unroll = {self.unroll!r} must be None, 0, 1 or 2"
-        shared = _DEFAULT_SHARED if info is None else int(info.max_shared_memory)
-        limit = _DEFAULT_INVOCATIONS if info is None else int(info.max_workgroup_invocations)
+        target = target_of(target)
+        shared, limit = target.max_shared_memory, target.max_workgroup_invocations
         if self.shared_bytes(mode, d) > shared:
             return (f"needs {self.shared_bytes(mode, d)} bytes of shared memory; "
                     f"the device has {shared}")
@@ -186,15 +189,15 @@ ALTERNATIVES = {
 }
 
 
-def choose_tile(mode: str, d: int, info=None) -> FlashTile:
-    """The first tile of TILES[mode] that runs at head dim d on the device. On a CPU device
-    (lavapipe) without PREFETCH: there is no memory latency to hide there, and the direct copies
-    are rolled loops, which LLVM compiles faster."""
-    cpu = info is not None and info.type == "CPU"
+def choose_tile(mode: str, d: int, target=None) -> FlashTile:
+    """The first tile of TILES[mode] that runs at head dim d on the device; without PREFETCH
+    where the Target says prefetching does not pay (lavapipe: no memory latency to hide, and
+    the direct copies are rolled loops, which LLVM compiles faster)."""
+    prefetch = target_of(target).prefetch
     reasons = []
     for tile in TILES[mode]:
-        tile = replace(tile, tx=min(tile.tx, d // 4), prefetch=tile.prefetch and not cpu)
-        why = tile.problem(mode, d, info)
+        tile = replace(tile, tx=min(tile.tx, d // 4), prefetch=tile.prefetch and prefetch)
+        why = tile.problem(mode, d, target)
         if why is None:
             return tile
         reasons.append(f"{tile}: {why}")
@@ -202,16 +205,16 @@ def choose_tile(mode: str, d: int, info=None) -> FlashTile:
                      + "; ".join(reasons))
 
 
-def _launch(mode, BH, Lq, Lk, D, causal, scale, info, tile) -> Launch:
+def _launch(mode, BH, Lq, Lk, D, causal, scale, target, tile) -> Launch:
     if tile is None:
-        tile = choose_tile(mode, D, info)
+        tile = choose_tile(mode, D, target)
     else:
-        why = tile.problem(mode, D, info)
+        why = tile.problem(mode, D, target)
         if why is not None:
             raise ValueError(f"flash attention {mode}: tile {tile} cannot run at D = {D}: {why}")
     unroll = tile.unroll
     if unroll is None:
-        unroll = 0 if info is not None and info.type == "CPU" else 1
+        unroll = int(target_of(target).unroll_loops)
     rows = Lk if mode == "dkdv" else Lq
     tiles = cdiv(rows, tile.br)
     groups = BH * tiles
@@ -238,27 +241,53 @@ def _check(BH, Lq, Lk, D, scale):
 
 
 def plan_flash_attention(BH: int, Lq: int, Lk: int, D: int, *, causal: bool, scale: float,
-                         info=None, tile: FlashTile | None = None) -> OpPlan:
+                         target=None, tile: FlashTile | None = None) -> OpPlan:
     """The forward: roles "q", "k", "v" -> "o", "lse". `tile` forces a FlashTile (tests, the
     benchmark's sweep)."""
     _check(BH, Lq, Lk, D, scale)
     if BH * Lq == 0:
         return OpPlan(())
-    launch = _launch("fwd", BH, Lq, Lk, D, causal, scale, info, tile)
+    launch = _launch("fwd", BH, Lq, Lk, D, causal, scale, target, tile)
     return OpPlan(((launch, _ROLES["fwd"]),))
 
 
 def plan_flash_attention_bwd(BH: int, Lq: int, Lk: int, D: int, *, causal: bool, scale: float,
-                             info=None, dq_tile: FlashTile | None = None,
+                             target=None, dq_tile: FlashTile | None = None,
                              dkdv_tile: FlashTile | None = None) -> OpPlan:
     """The backward: roles "q", "k", "v", "o", "lse", "do" -> "dq", "dk", "dv", with the temp
     "delta". Two launches: dQ (which also writes delta), then dK/dV (which reads it)."""
     _check(BH, Lq, Lk, D, scale)
     steps = []
     if BH * Lq:
-        steps.append((_launch("dq", BH, Lq, Lk, D, causal, scale, info, dq_tile), _ROLES["dq"]))
+        steps.append((_launch("dq", BH, Lq, Lk, D, causal, scale, target, dq_tile), _ROLES["dq"]))
     if BH * Lk:
-        steps.append((_launch("dkdv", BH, Lq, Lk, D, causal, scale, info, dkdv_tile),
+        steps.append((_launch("dkdv", BH, Lq, Lk, D, causal, scale, target, dkdv_tile),
                       _ROLES["dkdv"]))
     temps = (Temp("delta", BH * Lq, "float32"),) if steps else ()
     return OpPlan(tuple(steps), temps)
+
+
+# ------------------------------------------------------------------ the contract
+
+def plan_eqn(e, target):
+    need_f32(e, *e.inputs)
+    q, k = e.inputs[0], e.inputs[1]
+    b, h, lq, d = q.shape
+    if d not in SUPPORTED_HEAD_DIMS:
+        raise Unsupported(f"{e.prim.name} at head_dim {d} (the kernel takes head_dim in "
+                          f"{SUPPORTED_HEAD_DIMS})", e)
+    kw = dict(causal=e.params["causal"], scale=e.params["scale"], target=target)
+    if e.prim is P.flash_attention_bwd_p:
+        roles = dict(zip(("q", "k", "v", "o", "lse", "do", "dlse"), e.inputs))
+        roles.update(zip(("dq", "dk", "dv"), e.outputs))
+        return plan_flash_attention_bwd(b * h, lq, k.shape[2], d, **kw), roles
+    roles = dict(zip(("q", "k", "v"), e.inputs))
+    roles.update(o=e.outputs[0], lse=e.outputs[1])
+    return plan_flash_attention(b * h, lq, k.shape[2], d, **kw), roles
+
+
+CONTRACT = register(KernelContract(
+    name="flash_attention", shader="flash_attention.comp",
+    primitives=(P.flash_attention_p, P.flash_attention_bwd_p), plan=plan_eqn,
+    limits=f"f32; head dims {', '.join(map(str, SUPPORTED_HEAD_DIMS))}; a tile of TILES that "
+           "fits the device's shared memory"))

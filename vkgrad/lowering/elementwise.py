@@ -251,8 +251,8 @@ index_rules = {
 DEFAULT_MAX_BINDINGS = 32
 
 
-def max_bindings(info) -> int:
-    return getattr(info, "max_storage_buffers", None) or DEFAULT_MAX_BINDINGS
+def max_bindings(target) -> int:
+    return getattr(target, "max_storage_buffers", None) or DEFAULT_MAX_BINDINGS
 
 
 def split_bindings(body: Program, cap: int) -> list[Program]:

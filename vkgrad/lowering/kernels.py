@@ -28,7 +28,7 @@ Operand roles, all dense row-major with no offset (whole buffers):
 
 Every kernel writes every element of its output, so outputs need no clearing; outputs must not
 alias inputs. Index math is 32-bit: each operand must hold fewer than 2**32 elements
-(maxStorageBufferRange limits us first). Pass `info=device.info` to cap workgroup sizes by the
+(maxStorageBufferRange limits us first). Pass `target=device.target` to cap workgroup sizes by the
 device (every size used is at most 1024, Vulkan's usual limit, and at least 32).
 
 What the lowering arranges before calling these: a reduction's reduced axes must be one
@@ -37,7 +37,7 @@ softmax is over the last axis; negative take indices are wrapped (idx + N) befor
 out-of-range ones are clamped; max/min of NaN follow GLSL's max/min (a NaN may be dropped),
 not numpy's propagation; sum over R == 0 gives 0 (max/min give -inf/+inf).
 
-## What to expect on a real GPU (designed for, not yet measured: measure on the H200)
+## On a real GPU (softmax f32 [20480,4096]: 3.98 TB/s on the H200; BENCHMARKS.md)
 
 Everything here is memory-bound; the figure of merit is bytes moved / time against ~4 TB/s.
 - reduce: reads are coalesced in every path (threads along B when B > 1; along R when B == 1),
@@ -64,9 +64,13 @@ Everything here is memory-bound; the figure of merit is bytes moved / time again
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
+from vkgrad import primitives as P
+from vkgrad.lowering.contracts import Each, KernelContract, need_f32, register
 from vkgrad.lowering.launch import Launch, cdiv, grid
+from vkgrad.target import target_of
 
 # Workgroups that keep an H200 busy: 132 SMs x 8 resident 256-thread groups ~ 1056.
 TARGET_GROUPS = 1024
@@ -104,12 +108,10 @@ def _pow2_ceil(n: int) -> int:
     return 1 << max(0, (int(n) - 1).bit_length())
 
 
-def _wg(wanted: int, info=None) -> int:
+def _wg(wanted: int, target=None) -> int:
     """`wanted` (a power of two), capped by the device's largest workgroup."""
-    if info is not None:
-        cap = 1 << (int(info.max_workgroup_invocations).bit_length() - 1)
-        return min(wanted, cap)
-    return wanted
+    cap = 1 << (int(target_of(target).max_workgroup_invocations).bit_length() - 1)
+    return min(wanted, cap)
 
 
 def _defines(**kw) -> tuple:
@@ -124,7 +126,7 @@ def _check_sizes(**sizes) -> None:
 
 # ---------------------------------------------------------------- reductions
 
-def plan_reduce(op: str, A: int, R: int, B: int, *, info=None, splits: int | None = None,
+def plan_reduce(op: str, A: int, R: int, B: int, *, target=None, splits: int | None = None,
                 subgroups: bool = True, nout: int = 1) -> OpPlan:
     """out[a, b] = op over r of x[a, r, b], for op in "sum", "max", "min".
 
@@ -140,22 +142,22 @@ def plan_reduce(op: str, A: int, R: int, B: int, *, info=None, splits: int | Non
     _check_sizes(A=A, R=R, B=B)
     if A * B == 0:
         return OpPlan(())
-    first, S = _reduce_pass(op, A, R, B, "x", "out", info, splits, subgroups, nout)
+    first, S = _reduce_pass(op, A, R, B, "x", "out", target, splits, subgroups, nout)
     if S == 1:
         return OpPlan((first,))
     tmp = Temp("partials", nout * A * S * B, "float32")
     stride = (("YSTRIDE", A * S * B),) if nout > 1 else ()
     first = (dataclasses.replace(first[0], defines=first[0].defines + stride), ("x", "partials"))
-    second, _ = _reduce_pass(op, A, S, B, "partials", "out", info, 1, subgroups, nout)
+    second, _ = _reduce_pass(op, A, S, B, "partials", "out", target, 1, subgroups, nout)
     stride = (("XSTRIDE", A * S * B),) if nout > 1 else ()
     second = (dataclasses.replace(second[0], defines=second[0].defines + stride), second[1])
     return OpPlan((first, second), (tmp,))
 
 
-def _reduce_pass(op, A, R, B, src, dst, info, splits, subgroups, nout=1):
+def _reduce_pass(op, A, R, B, src, dst, target, splits, subgroups, nout=1):
     """One launch of reduce.comp; returns ((Launch, roles), S) where S > 1 means it writes
     partials [A, S, B] instead of [A, B]."""
-    wg = _wg(256, info)
+    wg = _wg(256, target)
     vec_ok = nout == 1
     if B == 1 and R <= SMALL_ROW:
         # One thread per row: the workgroup's threads run along the rows (b := a).
@@ -169,7 +171,7 @@ def _reduce_pass(op, A, R, B, src, dst, info, splits, subgroups, nout=1):
         vec = 4 if R % 4 == 0 and vec_ok else 1
         Rv = R // vec
         if Rv < 1024:
-            wg = _wg(64, info)
+            wg = _wg(64, target)
         view = dict(A=A, R=Rv, sA=Rv, sR=1, sB=0, B=1)
         hreduce = vec == 4
         tb = 1
@@ -181,7 +183,7 @@ def _reduce_pass(op, A, R, B, src, dst, info, splits, subgroups, nout=1):
         hreduce = False
         tb = min(_pow2_ceil(Bv), wg)
         # Short R: fewer threads along R (at least 64 threads, a whole subgroup everywhere).
-        wg = min(wg, max(_wg(64, info), tb * _pow2_ceil(max(R, 1))))
+        wg = min(wg, max(_wg(64, target), tb * _pow2_ceil(max(R, 1))))
         S = None
 
     nbt = cdiv(view["B"], tb)
@@ -209,10 +211,10 @@ def _reduce_pass(op, A, R, B, src, dst, info, splits, subgroups, nout=1):
 
 # ---------------------------------------------------------------- softmax
 
-def _softmax_launch(name, mode, rows, cols, info, stream, subgroups, max_nv):
+def _softmax_launch(name, mode, rows, cols, target, stream, subgroups, max_nv):
     vec = 4 if cols % 4 == 0 else 1
     C = cols // vec
-    wg_cap = _wg(1024, info)
+    wg_cap = _wg(1024, target)
     wg = min(max(_pow2_ceil(cdiv(C, 4)), 32), wg_cap)
     nv = _pow2_ceil(cdiv(C, wg))
     if stream or nv > max_nv:
@@ -222,7 +224,7 @@ def _softmax_launch(name, mode, rows, cols, info, stream, subgroups, max_nv):
                   defines=_defines(MODE=mode, VEC=vec, NV=nv, SUBGROUPS=subgroups))
 
 
-def plan_softmax(rows: int, cols: int, *, log: bool = False, info=None, stream: bool = False,
+def plan_softmax(rows: int, cols: int, *, log: bool = False, target=None, stream: bool = False,
                  subgroups: bool = True) -> OpPlan:
     """y = softmax(x) (log=True: log_softmax(x)) over the last axis of [rows, cols].
 
@@ -232,11 +234,11 @@ def plan_softmax(rows: int, cols: int, *, log: bool = False, info=None, stream: 
     if rows * cols == 0:
         return OpPlan(())
     name = "log_softmax" if log else "softmax"
-    launch = _softmax_launch(name, int(log), rows, cols, info, stream, subgroups, max_nv=8)
+    launch = _softmax_launch(name, int(log), rows, cols, target, stream, subgroups, max_nv=8)
     return OpPlan(((launch, ("x", "y")),))
 
 
-def plan_softmax_grad(rows: int, cols: int, *, log: bool = False, info=None,
+def plan_softmax_grad(rows: int, cols: int, *, log: bool = False, target=None,
                       stream: bool = False, subgroups: bool = True) -> OpPlan:
     """dx from y (the forward's output) and g = dL/dy, over the last axis of [rows, cols]:
     softmax dx = y * (g - sum(g * y)); log_softmax dx = g - exp(y) * sum(g).
@@ -248,13 +250,13 @@ def plan_softmax_grad(rows: int, cols: int, *, log: bool = False, info=None,
         return OpPlan(())
     name = "log_softmax_bwd" if log else "softmax_bwd"   # the IR's names for these ops
     # Backward keeps two values per element in registers: half as many as the forward.
-    launch = _softmax_launch(name, 2 + int(log), rows, cols, info, stream, subgroups, max_nv=4)
+    launch = _softmax_launch(name, 2 + int(log), rows, cols, target, stream, subgroups, max_nv=4)
     return OpPlan(((launch, ("y", "g", "dx")),))
 
 
 # ---------------------------------------------------------------- take and its gradient
 
-def plan_take(A: int, N: int, B: int, J: int, *, info=None, ints: bool = False) -> OpPlan:
+def plan_take(A: int, N: int, B: int, J: int, *, target=None, ints: bool = False) -> OpPlan:
     """out[a, j, b] = x[a, clamp(idx[j], 0, N-1), b]. Roles: "x", "idx", "out".
 
     Out-of-range indices are clamped (numpy's mode="clip"); Python-style negative indices must
@@ -267,7 +269,7 @@ def plan_take(A: int, N: int, B: int, J: int, *, info=None, ints: bool = False) 
         raise ValueError("take from an axis of length 0 with indices: nothing to clamp them to")
     vec = 4 if B % 4 == 0 else 1
     Bv = B // vec
-    wg = _wg(256, info)
+    wg = _wg(256, target)
     total = A * J * Bv
     launch = Launch(name="take", shader="take.comp", bindings=3,
                     groups=grid(cdiv(total, wg)), push=(N, J, Bv, total), spec=(wg,),
@@ -285,7 +287,7 @@ _TAKE_GRAD_STAGES = (  # (stage, name, roles)
 )
 
 
-def plan_take_grad(A: int, N: int, B: int, J: int, *, info=None,
+def plan_take_grad(A: int, N: int, B: int, J: int, *, target=None,
                    subgroups: bool = True) -> OpPlan:
     """dx[a, n, b] = sum over j with clamp(idx[j], 0, N-1) == n of g[a, j, b], summed in
     increasing j (deterministic; no float atomics). Roles: "g", "idx", "dx"; int32 temps
@@ -296,13 +298,13 @@ def plan_take_grad(A: int, N: int, B: int, J: int, *, info=None,
         return OpPlan(())
     vec = 4 if B % 4 == 0 else 1
     Bv = B // vec
-    wg = _wg(256, info)
+    wg = _wg(256, target)
     total = A * N * Bv
     threads = {0: N, 1: J, 3: J, 4: J, 5: total}
     steps = []
     for stage, name, roles in _TAKE_GRAD_STAGES:
         if stage == 2:
-            swg, groups = _wg(1024, info), (1, 1, 1)     # one workgroup scans all of N
+            swg, groups = _wg(1024, target), (1, 1, 1)     # one workgroup scans all of N
         elif threads[stage] == 0:
             continue                                    # J == 0: nothing to bucket
         else:
@@ -316,3 +318,103 @@ def plan_take_grad(A: int, N: int, B: int, J: int, *, info=None,
     temps = (Temp("counts", N, "int32"), Temp("offsets", N + 1, "int32"),
              Temp("perm", max(J, 1), "int32"), Temp("order", max(J, 1), "int32"))
     return OpPlan(tuple(steps), temps)
+
+
+# ---------------------------------------------------------------- the contracts
+
+REDUCTION_OPS = {P.reduce_sum_p: "sum", P.reduce_max_p: "max", P.reduce_min_p: "min"}
+
+
+def _reduction_axes(e):
+    x, axes = e.inputs[0], e.params["axes"]
+    a0 = axes[0] if axes else x.ndim
+    a1 = a0 + len(axes)
+    return math.prod(x.shape[:a0]), math.prod(x.shape[a0:a1]), math.prod(x.shape[a1:])
+
+
+def plan_reduction_eqn(e, target):
+    need_f32(e, e.inputs[0])
+    return (plan_reduce(REDUCTION_OPS[e.prim], *_reduction_axes(e), target=target),
+            {"x": e.inputs[0], "out": e.out})
+
+
+def plan_reductions_group(anchors, target, root):
+    """One reduction with fused loads or stores, or sibling reductions of one shape, op and
+    axes: one pass over the operands (plan_reduce's nout)."""
+    first = anchors[0]
+    if not all(a.prim is first.prim and a.prim in REDUCTION_OPS and
+               a.inputs[0].shape == first.inputs[0].shape and a.params == first.params
+               for a in anchors):
+        return None
+    if len(anchors) == 1:
+        return plan_reduction_eqn(first, target)
+    need_f32(first, *(a.inputs[0] for a in anchors))
+    plan = plan_reduce(REDUCTION_OPS[first.prim], *_reduction_axes(first), target=target,
+                       nout=len(anchors))
+    return plan, {"x": Each(a.inputs[0] for a in anchors), "out": Each(a.out for a in anchors)}
+
+
+REDUCTIONS = register(KernelContract(
+    name="reduce", shader="reduce.comp", primitives=tuple(REDUCTION_OPS),
+    plan=plan_reduction_eqn, plan_group=plan_reductions_group,
+    fused_loads={p: (0,) for p in REDUCTION_OPS}, fused_stores=frozenset(REDUCTION_OPS),
+    siblings=4,      # operands one dispatch accumulates at once (registers: four accumulators)
+    limits="f32; reduced axes adjacent and trailing (canonicalize_for_lowering makes them so)"))
+
+_SOFTMAX_LOG = {P.softmax_p: False, P.log_softmax_p: True,
+                P.softmax_bwd_p: False, P.log_softmax_bwd_p: True}
+
+
+def plan_softmax_eqn(e, target):
+    need_f32(e, *e.inputs)
+    x = e.inputs[0]
+    rows, cols = math.prod(x.shape[:-1]), x.shape[-1]
+    log = _SOFTMAX_LOG[e.prim]
+    if e.prim in (P.softmax_p, P.log_softmax_p):
+        return plan_softmax(rows, cols, log=log, target=target), {"x": x, "y": e.out}
+    y, g = e.inputs
+    return (plan_softmax_grad(rows, cols, log=log, target=target),
+            {"y": y, "g": g, "dx": e.out})
+
+
+SOFTMAX = register(KernelContract(
+    name="softmax", shader="softmax.comp", primitives=tuple(_SOFTMAX_LOG),
+    plan=plan_softmax_eqn,
+    fused_loads={P.softmax_p: (0,), P.log_softmax_p: (0,), P.softmax_bwd_p: (0, 1),
+                 P.log_softmax_bwd_p: (0, 1)},
+    fused_stores=frozenset(_SOFTMAX_LOG), limits="f32; over the last axis"))
+
+
+def plan_take_eqn(e, target):
+    x, idx = e.inputs
+    if x.dtype not in ("i32", "bool"):   # a gather moves 32-bit words: ints and bools too
+        need_f32(e, x)                  # (x[::-1] of ints fell back before; tests/test_fuzz.py)
+    ax = e.params["axis"]
+    plan = plan_take(math.prod(x.shape[:ax]), x.shape[ax], math.prod(x.shape[ax + 1:]),
+                     math.prod(idx.shape), target=target, ints=x.dtype != "f32")
+    return plan, {"x": x, "idx": idx, "out": e.out}
+
+
+def _take_takes_hooks(e, target=None, loads=False) -> bool:
+    return e.inputs[0].dtype == "f32"    # the generated hooks compute in float
+
+
+TAKE = register(KernelContract(
+    name="take", shader="take.comp", primitives=(P.take_p,), plan=plan_take_eqn,
+    fused_loads={P.take_p: (0, 1)}, fused_stores=frozenset({P.take_p}),
+    takes_hooks=_take_takes_hooks, dtypes=("f32", "i32", "bool"),
+    limits="hooks only when the values are f32"))
+
+
+def plan_scatter_add_eqn(e, target):
+    g, idx = e.inputs
+    need_f32(e, g)
+    ax, shape = e.params["axis"], e.params["shape"]
+    plan = plan_take_grad(math.prod(shape[:ax]), shape[ax], math.prod(shape[ax + 1:]),
+                          math.prod(idx.shape), target=target)
+    return plan, {"g": g, "idx": idx, "dx": e.out}
+
+
+TAKE_GRAD = register(KernelContract(
+    name="take_grad", shader="take_grad.comp", primitives=(P.scatter_add_p,),
+    plan=plan_scatter_add_eqn, limits="f32 values, i32 indices"))

@@ -24,44 +24,44 @@ class DeviceMemoryError(VkgradError, MemoryError):
     """A program whose buffers together need more memory than the device has."""
 
 
-def check(type_, info, what: str, source: str | None = None) -> None:
-    """BufferSizeError if a value of `type_` does not fit one buffer of the device `info`."""
-    limit = getattr(info, "max_storage_buffer_range", None)
+def check(type_, target, what: str, source: str | None = None) -> None:
+    """BufferSizeError if a value of `type_` does not fit one buffer of the device `target`."""
+    limit = getattr(target, "max_storage_buffer_range", None)
     nbytes = max(1, math.prod(type_.shape)) * ITEM_BYTES
     if limit and nbytes > limit:
         raise BufferSizeError(
-            f"{what} {type_} needs {_size(nbytes)} in one buffer, and {info.name} allows at most "
+            f"{what} {type_} needs {_size(nbytes)} in one buffer, and {target.name} allows at most "
             f"{_size(limit)} per buffer (maxStorageBufferRange): make it smaller (a smaller "
             "batch, or split it in chunks), or run on the numpy interpreter "
             "(VKGRAD_BACKEND=numpy)", source=source)
 
 
-def check_plan(program, raw, temps: dict, info) -> None:
+def check_plan(program, raw, temps: dict, target) -> None:
     """Every value the dispatches `raw` bind (lower.py's _Builder.raw), and every input and
     constant, fits one buffer."""
-    if info is None:
+    if target is None:
         return
     names = program.arg_names
     for i, v in enumerate(program.inputs):
-        check(v.type, info, f"argument {names[i] if i < len(names) else i}:")
+        check(v.type, target, f"argument {names[i] if i < len(names) else i}:")
     for v, _ in program.consts:
-        check(v.type, info, "a captured constant:")
+        check(v.type, target, "a captured constant:")
     for launch, refs, e, *_ in raw:
         body = e.params.get("body")
         inner = {o: b for b in body.eqns for o in b.outputs} if body is not None else {}
         for r in refs:
             if isinstance(r, Var):
                 made = inner.get(r, e)
-                check(r.type, info, f"the result of {made.prim.name}:", made.source)
+                check(r.type, target, f"the result of {made.prim.name}:", made.source)
             elif r in temps:
-                check(temps[r].type, info, f"a temporary of kernel {launch.name}:", e.source)
+                check(temps[r].type, target, f"a temporary of kernel {launch.name}:", e.source)
 
 
-def check_memory(lowered, info) -> None:
+def check_memory(lowered, target) -> None:
     """DeviceMemoryError if the buffers of one call of `lowered` (every buffer of a call
     exists for all of it: arguments, results, constants, scratch) need more than the device's
     largest device-local memory heap, naming the largest values and their lines."""
-    limit = getattr(info, "device_local_bytes", 0)
+    limit = getattr(target, "device_local_bytes", 0)
     parts = lowered.memory()
     peak = parts["peak"]
     if not limit or peak <= limit:
@@ -72,7 +72,7 @@ def check_memory(lowered, info) -> None:
     raise DeviceMemoryError(
         f"{lowered.program.name} needs {_amount(peak)} of device memory at once (arguments "
         f"{_amount(parts['arguments'])}, results {_amount(parts['outputs'])}, scratch "
-        f"{_amount(parts['scratch'])}), and {info.name} has {_amount(limit)} (its largest "
+        f"{_amount(parts['scratch'])}), and {target.name} has {_amount(limit)} (its largest "
         f"device-local heap); the largest buffers: {named}. Make the batch smaller, donate "
         "arguments the step replaces (donate_argnums), or run on the numpy interpreter "
         "(VKGRAD_BACKEND=numpy)")

@@ -1,9 +1,9 @@
 """Fused Program -> Lowered: the kernels to dispatch, in order, and the buffers they use.
 
 Each `fused` loop or horizontal eqn becomes one generated kernel (lowering/elementwise.py);
-every other eqn goes through `kernel_rules[prim]`, which maps it onto a hand-written kernel's
-planner (matmul.py, kernels.py, attention.py, scan.py, sort.py) and says which of its values
-play which role. A fused kernel eqn (kind input/output/multi_output) is its anchor's kernel with
+every other eqn goes through its kernel family's contract (`CONTRACTS[prim]`, contracts.py),
+whose planner (matmul.py, kernels.py, attention.py, scan.py, sort.py) gives the dispatches and
+says which of its values play which role. A fused kernel eqn (kind input/output/multi_output) is its anchor's kernel with
 generated loads and stores (lowering/hooks.py). A standalone `reshape` or `save` is an alias: a
 second name for its operand's buffer (the layout is row-major, so it is exact).
 
@@ -24,203 +24,19 @@ from dataclasses import dataclass, field
 import dataclasses
 from pathlib import Path
 
-from vkgrad.errors import VkgradError
-from vkgrad import primitives as P
 from vkgrad.ir.core import Literal, Program, Var
-from vkgrad.passes.fuse import fused_p
-from vkgrad.passes.remat import save_p
+from vkgrad.primitives.compiler import fused_p
 from vkgrad.lowering import elementwise, limits
-from vkgrad.lowering.attention import plan_flash_attention, plan_flash_attention_bwd
+# the hand-written kernel families: each module registers its contract (contracts.py)
+from vkgrad.lowering import attention, kernels, matmul, scan, sort  # noqa: F401
+from vkgrad.lowering.contracts import CONTRACTS, Concat, Each, Unsupported  # noqa: F401
 from vkgrad.lowering.hooks import HookWriter, splice
-from vkgrad.lowering.kernels import (plan_reduce, plan_softmax, plan_softmax_grad,
-                                     plan_take, plan_take_grad)
 from vkgrad.lowering.launch import Launch
-from vkgrad.lowering.matmul import plan_matmul_op
-from vkgrad.lowering.scan import plan_selective_scan, plan_selective_scan_bwd
-from vkgrad.lowering.sort import max_row, plan_argsort
-from vkgrad.primitives.scan import operand_names as scan_operand_names
 from vkgrad.lowering.memory import Slot, plan_memory  # noqa: F401  (Slot: part of a plan)
 from vkgrad.lowering.render import plan_text
+from vkgrad.passes.fused_program import VIEWS
 
 KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels_glsl"
-ALIASES = (P.reshape_p, save_p)
-
-
-class Unsupported(VkgradError):
-    """This program cannot run on the Vulkan kernels; `reason` says why in a few words, `eqn`
-    (when known) is the eqn that could not be lowered (its `.source` is the user's line)."""
-
-    def __init__(self, reason: str, eqn=None):
-        super().__init__(reason)
-        self.reason = reason
-        self.eqn = eqn
-
-
-# ----------------------------------------------------------------------------- kernel rules
-# prim -> rule(eqn, device_info) -> (OpPlan, {role: Var}); roles not in the map are temps.
-
-def _need_f32(e, *xs):
-    for x in xs:
-        if x.dtype != "f32":
-            raise Unsupported(f"{e.prim.name} of {x.dtype} (the kernel computes in f32)")
-
-
-def _matmul(e, info, column_sum=None, fused=False):
-    """`column_sum`: a reduce_sum eqn summing B over the contracted axis (multi_output fusion):
-    C gets an extra row for it, and "c" stands for both results. `fused`: the kernel takes
-    generated loads or stores, and then never split-K: on the H200 a split-K matmul with fused
-    loads feeding one with its epilogue in the K-slice sum gave wrong results (a chain of
-    scaled 256^3 products: tests/test_async.py on the H200; right with either fusion off), where lavapipe,
-    running workgroups one after another, did not show it."""
-    a, b = e.inputs
-    c = e.out
-    _need_f32(e, a, b)
-    ta, tb = e.params["transpose_a"], e.params["transpose_b"]
-    batch = c.shape[0] if c.ndim == 3 else 1
-    m, n = c.shape[-2:]
-    k = a.shape[-2] if ta else a.shape[-1]
-    plan = plan_matmul_op(batch, m, k, n, ta, tb, m * k if a.ndim == 3 else 0,
-                          k * n if b.ndim == 3 else 0, info, ones_row=column_sum is not None,
-                          splits=1 if fused or column_sum is not None else None)
-    return plan, {"a": a, "b": b, "c": c if column_sum is None else Concat((c, column_sum.out))}
-
-
-class Concat(tuple):
-    """A kernel result holding several values one after the other (C and its column sums)."""
-
-
-class Each(tuple):
-    """A kernel role that is one value per output of a multi-output reduction."""
-
-
-def _reductions(es, info):
-    """Sibling reductions of one shape, axes and op: one pass (kernels.plan_reduce's nout)."""
-    x = es[0].inputs[0]
-    _need_f32(es[0], *(e.inputs[0] for e in es))
-    axes = es[0].params["axes"]
-    a0 = axes[0] if axes else x.ndim
-    a1 = a0 + len(axes)
-    plan = plan_reduce(REDUCTION_OPS[es[0].prim], math.prod(x.shape[:a0]),
-                       math.prod(x.shape[a0:a1]), math.prod(x.shape[a1:]), info=info,
-                       nout=len(es))
-    return plan, {"x": Each(e.inputs[0] for e in es), "out": Each(e.out for e in es)}
-
-
-def _reduction(op):
-    def rule(e, info):
-        x = e.inputs[0]
-        _need_f32(e, x)
-        axes = e.params["axes"]
-        a0 = axes[0] if axes else x.ndim
-        a1 = a0 + len(axes)
-        plan = plan_reduce(op, math.prod(x.shape[:a0]), math.prod(x.shape[a0:a1]),
-                           math.prod(x.shape[a1:]), info=info)
-        return plan, {"x": x, "out": e.out}
-    return rule
-
-
-def _softmax(log):
-    def rule(e, info):
-        x = e.inputs[0]
-        _need_f32(e, x)
-        plan = plan_softmax(math.prod(x.shape[:-1]), x.shape[-1], log=log, info=info)
-        return plan, {"x": x, "y": e.out}
-    return rule
-
-
-def _softmax_bwd(log):
-    def rule(e, info):
-        y, g = e.inputs
-        _need_f32(e, y, g)
-        plan = plan_softmax_grad(math.prod(y.shape[:-1]), y.shape[-1], log=log, info=info)
-        return plan, {"y": y, "g": g, "dx": e.out}
-    return rule
-
-
-def _take(e, info):
-    x, idx = e.inputs
-    if x.dtype not in ("i32", "bool"):   # a gather moves 32-bit words: ints and bools too
-        _need_f32(e, x)                 # (x[::-1] of ints fell back before; tests/test_fuzz.py)
-    ax = e.params["axis"]
-    plan = plan_take(math.prod(x.shape[:ax]), x.shape[ax], math.prod(x.shape[ax + 1:]),
-                     math.prod(idx.shape), info=info, ints=x.dtype != "f32")
-    return plan, {"x": x, "idx": idx, "out": e.out}
-
-
-def _scatter_add(e, info):
-    g, idx = e.inputs
-    _need_f32(e, g)
-    ax, shape = e.params["axis"], e.params["shape"]
-    plan = plan_take_grad(math.prod(shape[:ax]), shape[ax], math.prod(shape[ax + 1:]),
-                          math.prod(idx.shape), info=info)
-    return plan, {"g": g, "idx": idx, "dx": e.out}
-
-
-def _flash_attention(backward):
-    def rule(e, info):
-        _need_f32(e, *e.inputs)
-        q, k = e.inputs[0], e.inputs[1]
-        b, h, lq, d = q.shape
-        kw = dict(causal=e.params["causal"], scale=e.params["scale"], info=info)
-        if backward:
-            roles = dict(zip(("q", "k", "v", "o", "lse", "do", "dlse"), e.inputs))
-            roles.update(zip(("dq", "dk", "dv"), e.outputs))
-            return plan_flash_attention_bwd(b * h, lq, k.shape[2], d, **kw), roles
-        roles = dict(zip(("q", "k", "v"), e.inputs))
-        roles.update(o=e.outputs[0], lse=e.outputs[1])
-        return plan_flash_attention(b * h, lq, k.shape[2], d, **kw), roles
-    return rule
-
-
-def _selective_scan(backward):
-    def rule(e, info):
-        _need_f32(e, *e.inputs)
-        p = e.params
-        names = scan_operand_names(p["has_D"], p["has_z"], p["has_bias"])
-        roles = dict(zip(names, e.inputs))
-        batch, dim, L = roles["u"].shape
-        kw = dict(variable_B=roles["B"].ndim == 3, variable_C=roles["C"].ndim == 3,
-                  has_D=p["has_D"], has_z=p["has_z"], has_bias=p["has_bias"],
-                  softplus=p["softplus"], info=info, chunk=p["chunk"])
-        N = roles["A"].shape[1]
-        if backward:
-            roles.update(states=e.inputs[-2], dout=e.inputs[-1])
-            roles.update(zip(["d" + n for n in names], e.outputs))
-            return plan_selective_scan_bwd(batch, dim, L, N, **kw), roles
-        roles.update(out=e.outputs[0], states=e.outputs[1])
-        return plan_selective_scan(batch, dim, L, N, **kw), roles
-    return rule
-
-REDUCTION_OPS = {P.reduce_sum_p: "sum", P.reduce_max_p: "max", P.reduce_min_p: "min"}
-
-def _argsort(e, info):
-    x = e.inputs[0]
-    _need_f32(e, x)
-    if x.shape[-1] > max_row(info):
-        raise Unsupported(f"argsort of rows longer than {max_row(info)} (the kernel sorts a row "
-                          "in shared memory)")
-    plan = plan_argsort(math.prod(x.shape[:-1]), x.shape[-1],
-                        descending=e.params["descending"], info=info)
-    return plan, {"x": x, "out": e.out}
-
-
-kernel_rules = {
-    P.matmul_p: _matmul,
-    P.reduce_sum_p: _reduction("sum"),
-    P.reduce_max_p: _reduction("max"),
-    P.reduce_min_p: _reduction("min"),
-    P.softmax_p: _softmax(False),
-    P.log_softmax_p: _softmax(True),
-    P.softmax_bwd_p: _softmax_bwd(False),
-    P.log_softmax_bwd_p: _softmax_bwd(True),
-    P.take_p: _take,
-    P.scatter_add_p: _scatter_add,
-    P.flash_attention_p: _flash_attention(False),
-    P.flash_attention_bwd_p: _flash_attention(True),
-    P.selective_scan_p: _selective_scan(False),
-    P.selective_scan_bwd_p: _selective_scan(True),
-    P.argsort_p: _argsort,
-}
 
 
 # ----------------------------------------------------------------------------- the plan
@@ -284,8 +100,8 @@ class _Builder:
     """Collects the dispatches of a program; values not yet given slots are named by Var, and
     kernel temporaries by ("temp", n) keys with their Var-like spec in `temps`."""
 
-    def __init__(self, info, root):
-        self.info, self.root = info, root
+    def __init__(self, target, root):
+        self.target, self.root = target, root
         self.raw = []      # (launch, refs, eqn, reads, writes, in_place)
         self.temps = {}
 
@@ -298,7 +114,7 @@ class _Builder:
         return local
 
     def add(self, launch, refs, e, reads, writes, in_place=()):
-        cap = elementwise.max_bindings(self.info)
+        cap = elementwise.max_bindings(self.target)
         if launch.bindings > cap:      # binding more than the device allows crashes a driver
             raise Unsupported(f"{launch.name} binds {launch.bindings} buffers; the device "
                               f"allows {cap} per kernel")
@@ -318,7 +134,7 @@ class _Builder:
         # more buffers than a kernel may bind: a dispatch per part (in order: a part may read
         # an intermediate an earlier one wrote)
         try:
-            parts = elementwise.split_bindings(body, elementwise.max_bindings(self.info))
+            parts = elementwise.split_bindings(body, elementwise.max_bindings(self.target))
         except ValueError as err:
             raise Unsupported(f"an elementwise kernel: {err}") from None
         for part in parts:
@@ -330,10 +146,10 @@ class _Builder:
                      {self.root(x) for x, ok in identity.items() if ok})
 
     def kernel(self, e):
-        rule = kernel_rules.get(e.prim)
-        if rule is None:
+        contract = CONTRACTS.get(e.prim)
+        if contract is None:
             raise Unsupported(f"no Vulkan kernel for '{e.prim.name}'")
-        plan, roles = rule(e, self.info)
+        plan, roles = contract.plan(e, self.target)
         local = self.temp_refs(plan)
         ins = {x for x in e.inputs if isinstance(x, Var)}
         for launch, role_names in plan.steps:
@@ -353,22 +169,14 @@ class _Builder:
     def _fused_kernel(self, e):
         body = e.params["body"]
         anc = [b for b in body.eqns if not b.prim.fusible]
-        if len(anc) == 1 and anc[0].prim is P.matmul_p:
-            plan, roles = _matmul(anc[0], self.info, fused=True)
-        elif len(anc) == 1 and anc[0].prim in kernel_rules:
-            plan, roles = kernel_rules[anc[0].prim](anc[0], self.info)
-        elif len(anc) > 1 and all(a.prim is anc[0].prim and a.prim in REDUCTION_OPS and
-                                  a.inputs[0].shape == anc[0].inputs[0].shape and
-                                  a.params == anc[0].params for a in anc):
-            plan, roles = _reductions(anc, self.info)
-        elif len(anc) == 2 and {a.prim for a in anc} == {P.matmul_p, P.reduce_sum_p}:
-            mm, red = sorted(anc, key=lambda a: a.prim is not P.matmul_p)
-            if self.root(mm.inputs[1]) is not self.root(red.inputs[0]) and \
-                    red.inputs[0] is not mm.inputs[1]:
-                raise Unsupported("a column sum fused with a matmul over another operand")
-            plan, roles = _matmul(mm, self.info, column_sum=red, fused=True)
-        else:
+        planned = None
+        for contract in dict.fromkeys(CONTRACTS[a.prim] for a in anc if a.prim in CONTRACTS):
+            planned = contract.group(anc, self.target, self.root)
+            if planned is not None:
+                break
+        if planned is None:
             raise Unsupported("a fused kernel of " + ", ".join(a.prim.name for a in anc))
+        plan, roles = planned
         for v in (*body.inputs, *body.outputs, *(o for b in body.eqns for o in b.outputs)):
             if not elementwise.supports(v.dtype):
                 raise Unsupported(f"{v.dtype} values in a fused kernel")
@@ -463,7 +271,7 @@ def _epilogue_outputs(body, results) -> dict:
     return out
 
 
-def lower(program: Program, info=None, *, reuse: bool = True) -> Lowered:
+def lower(program: Program, target=None, *, reuse: bool = True) -> Lowered:
     """The plan of `program` (a fused program); `reuse=False` gives every value its own buffer
     (VKGRAD_DISABLE_PASSES=memory)."""
     for v in list(program.inputs) + [o for o in program.outputs if isinstance(o, Var)]:
@@ -471,13 +279,13 @@ def lower(program: Program, info=None, *, reuse: bool = True) -> Lowered:
             raise Unsupported(f"{v.dtype} values (the Vulkan kernels compute in f32, i32, bool)")
     alias = {}                   # reshape/save output -> the value whose buffer it shares
     for e in program.eqns:
-        if e.prim in ALIASES:
+        if e.prim in VIEWS:
             alias[e.out] = alias.get(e.inputs[0], e.inputs[0])
     root = lambda v: alias.get(v, v)
 
-    b = _Builder(info, root)
+    b = _Builder(target, root)
     for e in program.eqns:
-        if e.prim in ALIASES:
+        if e.prim in VIEWS:
             continue
         k = e.params.get("kind", "loop") if e.prim is fused_p else None
         try:
@@ -491,7 +299,7 @@ def lower(program: Program, info=None, *, reuse: bool = True) -> Lowered:
             u.eqn = u.eqn or e
             raise
 
-    limits.check_plan(program, b.raw, b.temps, info)   # before any buffer exists
+    limits.check_plan(program, b.raw, b.temps, target)   # before any buffer exists
     exposed = [root(o) for o in program.outputs if isinstance(o, Var)]
     slots, slot_of = plan_memory(program, b.raw, b.temps, exposed, reuse=reuse)
     steps = []
@@ -505,7 +313,7 @@ def lower(program: Program, info=None, *, reuse: bool = True) -> Lowered:
     saved = tuple((slot_of[v], v, src) for v, src in saved_values(program, root)
                   if v in slot_of)
     lowered = Lowered(program, steps, slots, input_slots, output_slots, const_values, saved)
-    limits.check_memory(lowered, info)                  # before any buffer exists
+    limits.check_memory(lowered, target)                  # before any buffer exists
     return lowered
 
 
@@ -514,7 +322,7 @@ def saved_values(program: Program, root) -> list:
     what crosses from the forward to the backward of a training step."""
     phase, source = {}, {}
     for e in program.eqns:
-        if e.prim in ALIASES:
+        if e.prim in VIEWS:
             continue
         body = e.params["body"] if e.prim is fused_p else None
         inner = {o: b for b in body.eqns for o in b.outputs} if body is not None else {}
@@ -523,7 +331,7 @@ def saved_values(program: Program, root) -> list:
             phase[o], source[o] = b.phase, b.source
     out = {}
     for e in program.eqns:
-        if e.prim in ALIASES:
+        if e.prim in VIEWS:
             continue
         users = e.params["body"].eqns if e.prim is fused_p else (e,)
         top = {x for x in e.inputs if isinstance(x, Var)}

@@ -26,7 +26,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from vkgrad import primitives as P
+from vkgrad.lowering.contracts import Concat, KernelContract, Unsupported, need_f32, register
 from vkgrad.lowering.kernels import OpPlan, Temp, plan_reduce
+from vkgrad.target import target_of
 from vkgrad.lowering.launch import MAX_GROUPS_X, Launch, cdiv
 
 _U32 = 2**32
@@ -89,7 +92,7 @@ VARIANTS = {
     # Few workgroups: two K slices per workgroup double the warps that hide memory latency
     # (13.7 -> 20-22 TFLOP/s at 256x1024x1024 against one slice).
     "small": Tile(bm=32, bn=64, bk=16, tm=4, tn=8, ks=2),
-    # named for its shape, not where it runs: it is a GPU kernel like the others (was "cpu")
+    # named for its shape, not where it runs: a Target with matmul_tiles="padding" picks it
     "wide64": Tile(bm=64, bn=64, bk=8, tm=8, tn=8),
 }
 
@@ -99,7 +102,7 @@ _GPU_ORDER = (("large", 192), ("medium", 96), ("small", 0))
 
 # Split-K (GPU only; see choose_splits). Designed from the H200's numbers (132 SMs, ~2-3 us per
 # extra dispatch, the `small` tile's k loop latency-bound at ~1.5-2.4 us per step of BK*KS when
-# there are few workgroups); not yet measured: bench/NOTES_matmul.md says what to measure.
+# there are few workgroups); bench/NOTES_matmul.md says what is measured and what is not.
 SPLIT_BELOW_GROUPS = 66     # split only outputs of fewer workgroups (half the H200's 132 SMs)
 SPLIT_TARGET_GROUPS = 132   # ... into about this many (one per SM)
 SPLIT_MIN_ITERS = 8         # ... and only when a workgroup would loop this many k steps (of BK*KS)
@@ -107,8 +110,8 @@ SPLIT_SLICE_ITERS = 2       # each K slice keeps at least this many steps
 MAX_SPLITS = 64
 
 
-def choose_variant(batch: int, m: int, n: int, device_info=None) -> str:
-    if device_info is not None and device_info.type == "CPU":
+def choose_variant(batch: int, m: int, n: int, target=None) -> str:
+    if target_of(target).matmul_tiles == "padding":
         # lavapipe: bigger tiles run faster (fewer workgroups to switch between) but compute the
         # padding of edge tiles too; use the large one only where it wastes little.
         big = VARIANTS["large"]
@@ -131,14 +134,7 @@ def split_count(k: int, tile: Tile, splits: int) -> int:
     return cdiv(steps, per)
 
 
-def splits_k(device_info=None) -> bool:
-    """Does this device run matmuls split-K at all? A GPU (or an unknown device) does; lavapipe
-    does not (its 2-4 threads are busy with any output). The fusion passes ask too: a matmul
-    that will split takes no fused loads or stores (vkgrad/passes/kernel_fusion.py)."""
-    return device_info is None or device_info.type != "CPU"
-
-
-def choose_splits(batch: int, m: int, k: int, n: int, tile: Tile, device_info=None) -> int:
+def choose_splits(batch: int, m: int, k: int, n: int, tile: Tile, target=None) -> int:
     """K slices across workgroups for split-K; 1 means none.
 
     GPU only (lavapipe's 2-4 threads are busy with any output): when `tile` gives fewer than
@@ -146,7 +142,7 @@ def choose_splits(batch: int, m: int, k: int, n: int, tile: Tile, device_info=No
     into enough slices for about SPLIT_TARGET_GROUPS workgroups, each slice SPLIT_SLICE_ITERS
     steps or more. The partial products then cost a second dispatch (a sum over the slices).
     """
-    if not splits_k(device_info):
+    if not target_of(target).split_k:
         return 1
     groups = cdiv(m, tile.bm) * cdiv(n, tile.bn) * batch
     steps = cdiv(k, tile.bk * tile.ks)
@@ -158,7 +154,7 @@ def choose_splits(batch: int, m: int, k: int, n: int, tile: Tile, device_info=No
 
 
 def plan_matmul_op(batch: int, m: int, k: int, n: int, transpose_a: bool, transpose_b: bool,
-                   a_batch_stride: int, b_batch_stride: int, device_info=None, *,
+                   a_batch_stride: int, b_batch_stride: int, target=None, *,
                    splits: int | None = None, ones_row: bool = False, **options) -> OpPlan:
     """The matmul as an OpPlan: roles "a", "b" (the operands) and "c" (the result), bound as
     `plan_matmul`'s Launch binds them (0 = A, 1 = B, 2 = C); arguments as for `plan_matmul`.
@@ -171,10 +167,10 @@ def plan_matmul_op(batch: int, m: int, k: int, n: int, transpose_a: bool, transp
     the column sums of op(B) (see `plan_matmul`); "c" is then [m + 1, n].
     """
     launch = plan_matmul(batch, m, k, n, transpose_a, transpose_b, a_batch_stride,
-                         b_batch_stride, device_info, ones_row=ones_row, **options)
-    _, tile = _resolve_tile(batch, m, n, device_info, options.get("variant"), options.get("tile"))
+                         b_batch_stride, target, ones_row=ones_row, **options)
+    _, tile = _resolve_tile(batch, m, n, target, options.get("variant"), options.get("tile"))
     if splits is None:
-        s = choose_splits(batch, m, k, n, tile, device_info)
+        s = choose_splits(batch, m, k, n, tile, target)
     else:
         if int(splits) != splits or splits < 1:
             raise ValueError(f"matmul: splits = {splits!r} must be a positive integer")
@@ -182,9 +178,9 @@ def plan_matmul_op(batch: int, m: int, k: int, n: int, transpose_a: bool, transp
     if s == 1 or batch * m * n == 0:
         return OpPlan(((launch, ("a", "b", "c")),))
     partial = plan_matmul(batch, m, k, n, transpose_a, transpose_b, a_batch_stride,
-                          b_batch_stride, device_info, splits=s, ones_row=ones_row, **options)
+                          b_batch_stride, target, splits=s, ones_row=ones_row, **options)
     total = batch * (m + int(ones_row)) * n
-    red = plan_reduce("sum", 1, s, total, info=device_info, splits=1)
+    red = plan_reduce("sum", 1, s, total, target=target, splits=1)
     rename = {"x": "partials", "out": "c", "partials": "reduce_partials"}
     steps = ((partial, ("a", "b", "partials")),) + tuple(
         (l, tuple(rename[r] for r in roles)) for l, roles in red.steps)
@@ -193,18 +189,18 @@ def plan_matmul_op(batch: int, m: int, k: int, n: int, transpose_a: bool, transp
     return OpPlan(steps, temps)
 
 
-def _resolve_tile(batch, m, n, device_info, variant, tile) -> tuple[str, Tile]:
+def _resolve_tile(batch, m, n, target, variant, tile) -> tuple[str, Tile]:
     """(variant name, Tile) that plan_matmul uses for these arguments."""
     if tile is not None:
         return "custom", tile
-    name = variant or choose_variant(batch, m, n, device_info)
+    name = variant or choose_variant(batch, m, n, target)
     if name not in VARIANTS:
         raise ValueError(f"matmul: unknown variant {name!r}; known: {', '.join(VARIANTS)}")
     return name, VARIANTS[name]
 
 
 def plan_matmul(batch: int, m: int, k: int, n: int, transpose_a: bool, transpose_b: bool,
-                a_batch_stride: int, b_batch_stride: int, device_info=None, *,
+                a_batch_stride: int, b_batch_stride: int, target=None, *,
                 variant: str | None = None, tile: Tile | None = None,
                 bake: bool = False, range_checks: bool | None = None,
                 splits: int = 1, ones_row: bool = False) -> Launch:
@@ -242,8 +238,8 @@ def plan_matmul(batch: int, m: int, k: int, n: int, transpose_a: bool, transpose
         raise ValueError(f"matmul: operands of {max(last_a, last_b, splits * batch * rows * n)} "
                          "elements exceed the kernel's 32-bit indexing")
 
-    name, tile = _resolve_tile(batch, m, n, device_info, variant, tile)
-    tile.check(device_info.max_shared_memory if device_info is not None else 32768)
+    name, tile = _resolve_tile(batch, m, n, target, variant, tile)
+    tile.check(target_of(target).max_shared_memory)
 
     if splits > 1 and split_count(k, tile, splits) != splits:
         raise ValueError(f"matmul: {splits} K slices of whole {tile.bk * tile.ks}-steps do not "
@@ -265,8 +261,8 @@ def plan_matmul(batch: int, m: int, k: int, n: int, transpose_a: bool, transpose
     checks = True if range_checks else not exact
     values = (tile.threads, tile.bm, tile.bn, tile.bk, tile.tm, tile.tn, ta, tb, vec_a, vec_b,
               vec_c, tile.ks, tile.warp_x, tile.phases, checks, tile.always_prefetch)
-    # SPLITS (constant 16) is only given when > 1: unsplit launches keep the exact constants,
-    # and so the pipelines, they had before split-K existed.
+    # SPLITS (constant 16) is only given when > 1: an unsplit launch's constants, and so its
+    # pipeline, do not depend on split-K.
     if splits > 1:
         values += (splits,)
     if bake:
@@ -284,3 +280,72 @@ def plan_matmul(batch: int, m: int, k: int, n: int, transpose_a: bool, transpose
         defines += (("VKG_ONES_ROW", 1),)
     return Launch(name=f"matmul_{name}", shader="matmul.comp", bindings=3, groups=groups,
                   push=(m, n, k, a_batch_stride, b_batch_stride), spec=spec, defines=defines)
+
+
+# ------------------------------------------------------------------ the contract
+
+def _operands(e):
+    """(batch, m, k, n) of matmul eqn `e`."""
+    a, c = e.inputs[0], e.out
+    k = a.shape[-2] if e.params["transpose_a"] else a.shape[-1]
+    return (c.shape[0] if c.ndim == 3 else 1), c.shape[-2], k, c.shape[-1]
+
+
+def would_split(e, target=None) -> bool:
+    """Does matmul eqn `e` run split-K on `target` (as `plan_matmul_op` chooses)?"""
+    batch, m, k, n = _operands(e)
+    _, tile = _resolve_tile(batch, m, n, target, None, None)
+    return choose_splits(batch, m, k, n, tile, target) > 1
+
+
+def takes_hooks(e, target=None, loads: bool = False) -> bool:
+    """Generated stores (or, `loads`, loads and a column sum) pay only for a matmul up to the
+    Target's flop limits, and never for one that splits K: a split-K matmul with fused loads
+    feeding one with its epilogue in the K-slice sum gave wrong results on the H200, and the
+    weight gradients over 8,192 tokens ran 406 us ([256,256] with a fused column sum) and
+    1510 us ([512,48] with fused loads) unsplit (bench_lm, 2026-12-01)."""
+    target = target_of(target)
+    batch, m, k, n = _operands(e)
+    limit = target.matmul_load_hook_max_flops if loads else target.matmul_hook_max_flops
+    return 2 * batch * m * n * k <= limit and not would_split(e, target)
+
+
+def plan_eqn(e, target, column_sum=None, fused=False):
+    """`column_sum`: a reduce_sum eqn summing B over the contracted axis (multi_output fusion):
+    C gets an extra row for it, and "c" stands for both results. `fused`: the kernel takes
+    generated loads or stores, and then never split-K (see `takes_hooks`)."""
+    a, b = e.inputs
+    c = e.out
+    need_f32(e, a, b)
+    batch, m, k, n = _operands(e)
+    plan = plan_matmul_op(batch, m, k, n, e.params["transpose_a"], e.params["transpose_b"],
+                          m * k if a.ndim == 3 else 0, k * n if b.ndim == 3 else 0, target,
+                          ones_row=column_sum is not None,
+                          splits=1 if fused or column_sum is not None else None)
+    return plan, {"a": a, "b": b, "c": c if column_sum is None else Concat((c, column_sum.out))}
+
+
+def plan_group(anchors, target, root):
+    """A matmul with fused loads or stores, or a matmul and the column sum of its B."""
+    prims = [a.prim for a in anchors]
+    if prims == [P.matmul_p]:
+        return plan_eqn(anchors[0], target, fused=True)
+    if sorted(p.name for p in prims) == ["matmul", "reduce_sum"]:
+        mm, red = sorted(anchors, key=lambda a: a.prim is not P.matmul_p)
+        if root(mm.inputs[1]) is not root(red.inputs[0]) and red.inputs[0] is not mm.inputs[1]:
+            raise Unsupported("a column sum fused with a matmul over another operand")
+        return plan_eqn(mm, target, column_sum=red, fused=True)
+    return None
+
+
+CONTRACT = register(KernelContract(
+    name="matmul", shader="matmul.comp", primitives=(P.matmul_p,),
+    plan=plan_eqn, plan_group=plan_group,
+    # each operand element is loaded once per tile of the other operand: only short chains
+    # that read no more memory per element than the operand itself (add, mul, max, select;
+    # no exp/tanh/pow per load; one full-size input)
+    fused_loads={P.matmul_p: (0, 1)}, load_max_cost=3, load_max_full_inputs=1,
+    fused_stores=frozenset({P.matmul_p}),
+    takes_hooks=takes_hooks, column_sum=True,
+    limits="f32; operands and result under 2^32 elements; workgroup counts under 65,535 per "
+           "dimension"))

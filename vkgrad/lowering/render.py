@@ -14,7 +14,7 @@ import networkx as nx
 
 from vkgrad.errors import ArgumentError
 from vkgrad.ir.core import Program, Var, format_eqns, type_str, value_names
-from vkgrad.passes.fuse import fused_p
+from vkgrad.primitives.compiler import fused_p
 
 
 def fmt_bytes(n: int) -> str:

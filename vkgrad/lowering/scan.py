@@ -52,16 +52,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from vkgrad import primitives as P
+from vkgrad.lowering.contracts import KernelContract, Unsupported, need_f32, register
 from vkgrad.lowering.kernels import OpPlan, Temp, _defines, _pow2_ceil
+from vkgrad.target import target_of
 from vkgrad.lowering.launch import Launch, cdiv, grid
-from vkgrad.primitives.scan import SCAN_CHUNK as CHUNK, SCAN_STATE_SIZES as SUPPORTED_N
+from vkgrad.primitives.scan import SCAN_CHUNK as CHUNK
+from vkgrad.primitives.scan import operand_names
 
+# d_state sizes the kernels are built for; other sizes run on the interpreter (a counted
+# fallback naming this limit).
+SUPPORTED_N = (1, 2, 4, 8, 16, 32, 64)
 # Steps the forward stages at once (CHUNK, the steps between saved states, is the primitive's:
 # it fixes the shape of the `states` output); both are shortened to the next power of two >= L
 # for short sequences.
 STAGE = 32
-# Shared memory assumed when no DeviceInfo is given (lavapipe's and most desktop GPUs' limit).
-DEFAULT_SHARED = 32768
 MAX_WG = 1024
 SUMS_WG = 256
 
@@ -144,7 +149,7 @@ def _shared_bytes(mode, G, NG, N, TC, TX, nvar, has_z, softplus, S):
                 + NG * TC * GP * (2 + int(has_z)) + G + rs + NT)
 
 
-def _fit(mode, tile, N, dim, TC, TF, nvar, has_z, softplus, info):
+def _fit(mode, tile, N, dim, TC, TF, nvar, has_z, softplus, target):
     """(S, NG, G, TF): the tile with G capped by dim, then G halved (and, at G = 1, the
     forward's TF) until the workgroup and its shared memory fit the device."""
     S = tile.states
@@ -154,8 +159,8 @@ def _fit(mode, tile, N, dim, TC, TF, nvar, has_z, softplus, info):
     if tile.dims < 1 or tile.dims & (tile.dims - 1):
         raise ValueError(f"selective scan: {tile.dims} d's per workgroup is not a power of two")
     G = min(tile.dims, _pow2_ceil(dim))
-    max_wg = MAX_WG if info is None else min(MAX_WG, int(info.max_workgroup_invocations))
-    shared = DEFAULT_SHARED if info is None else int(info.max_shared_memory)
+    max_wg = min(MAX_WG, target_of(target).max_workgroup_invocations)
+    shared = target_of(target).max_shared_memory
 
     def fits(g, tf):
         tx = tf if mode == 0 else _q(tile, g, nvar, S, TC)
@@ -192,7 +197,7 @@ def _flags(variable_B, variable_C, has_D, has_z, has_bias, softplus, subgroups):
 
 def plan_selective_scan(batch: int, dim: int, L: int, N: int, *, variable_B: bool,
                         variable_C: bool, has_D: bool, has_z: bool, has_bias: bool,
-                        softplus: bool, info=None, chunk: int | None = None,
+                        softplus: bool, target=None, chunk: int | None = None,
                         tile: ScanTile | None = None, subgroups: bool = True) -> OpPlan:
     """The forward: "out" and the saved "states" (see the module docstring for roles)."""
     _check(batch, dim, L, N)
@@ -205,7 +210,7 @@ def plan_selective_scan(batch: int, dim: int, L: int, N: int, *, variable_B: boo
     if TF % TC or TF & (TF - 1):
         raise ValueError(f"selective scan: forward steps {TF} must be a power-of-two multiple "
                          f"of the chunk {TC}")
-    S, NG, G, TF = _fit(0, tile, N, dim, TC, TF, nvar, has_z, softplus, info)
+    S, NG, G, TF = _fit(0, tile, N, dim, TC, TF, nvar, has_z, softplus, target)
     ndg = cdiv(dim, G)
     nC = cdiv(L, TC)
     _check_states(batch, nC, dim, N)
@@ -221,7 +226,7 @@ def plan_selective_scan(batch: int, dim: int, L: int, N: int, *, variable_B: boo
 
 def plan_selective_scan_bwd(batch: int, dim: int, L: int, N: int, *, variable_B: bool,
                             variable_C: bool, has_D: bool, has_z: bool, has_bias: bool,
-                            softplus: bool, info=None, chunk: int | None = None,
+                            softplus: bool, target=None, chunk: int | None = None,
                             tile: ScanTile | None = None, subgroups: bool = True) -> OpPlan:
     """The backward: du, ddelta, dz, dA, dB, dC, dD, ddelta_bias from the forward's inputs, its
     "states" and "dout" (see the module docstring for roles)."""
@@ -229,7 +234,7 @@ def plan_selective_scan_bwd(batch: int, dim: int, L: int, N: int, *, variable_B:
     TC = scan_chunk(L, chunk)
     tile = tile or TILES[N][1]
     nvar = int(variable_B) + int(variable_C)
-    S, NG, G, _ = _fit(1, tile, N, dim, TC, 0, nvar, has_z, softplus, info)
+    S, NG, G, _ = _fit(1, tile, N, dim, TC, 0, nvar, has_z, softplus, target)
     Q = _q(tile, G, nvar, S, TC)
     if Q & (Q - 1):
         raise ValueError(f"selective scan: backward steps Q = {Q} must be a power of two")
@@ -277,3 +282,32 @@ def plan_selective_scan_bwd(batch: int, dim: int, L: int, N: int, *, variable_B:
 
 __all__ = ["SUPPORTED_N", "TILES", "ScanTile", "plan_selective_scan", "plan_selective_scan_bwd",
            "scan_chunk", "scan_states_shape"]
+
+
+# ------------------------------------------------------------------ the contract
+
+def plan_eqn(e, target):
+    need_f32(e, *e.inputs)
+    p = e.params
+    names = operand_names(p["has_D"], p["has_z"], p["has_bias"])
+    roles = dict(zip(names, e.inputs))
+    batch, dim, L = roles["u"].shape
+    kw = dict(variable_B=roles["B"].ndim == 3, variable_C=roles["C"].ndim == 3,
+              has_D=p["has_D"], has_z=p["has_z"], has_bias=p["has_bias"],
+              softplus=p["softplus"], target=target, chunk=p["chunk"])
+    N = roles["A"].shape[1]
+    if N not in SUPPORTED_N:
+        raise Unsupported(f"{e.prim.name} with d_state N = {N} (the kernel takes N in "
+                          f"{SUPPORTED_N})", e)
+    if e.prim is P.selective_scan_bwd_p:
+        roles.update(states=e.inputs[-2], dout=e.inputs[-1])
+        roles.update(zip(["d" + n for n in names], e.outputs))
+        return plan_selective_scan_bwd(batch, dim, L, N, **kw), roles
+    roles.update(out=e.outputs[0], states=e.outputs[1])
+    return plan_selective_scan(batch, dim, L, N, **kw), roles
+
+
+CONTRACT = register(KernelContract(
+    name="selective_scan", shader="selective_scan.comp",
+    primitives=(P.selective_scan_p, P.selective_scan_bwd_p), plan=plan_eqn,
+    limits=f"f32; state sizes {', '.join(map(str, SUPPORTED_N))}"))

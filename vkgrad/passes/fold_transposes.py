@@ -4,7 +4,7 @@
 
 (and likewise for A, and for batched (0,2,1) transposes). `A @ B.T` written by a user becomes
 one matmul: the kernel reads B transposed instead of a transpose kernel writing a copy
-(DESIGN.md: fold transposes into the matmul variants). And a transpose OF a matmul result that
+(the backward of a matmul then needs no transpose kernel). And a transpose OF a matmul result that
 nothing else uses becomes the swapped matmul, since (op(A) op(B))^T = op(B)^T op(A)^T:
 
     transpose[perm=(1,0)](matmul[ta, tb](A, B))  ->  matmul[not tb, not ta](B, A)

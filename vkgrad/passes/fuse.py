@@ -6,7 +6,7 @@ reshape, transpose, slice, pad, concatenate, iota; `Primitive.fusible`). Everyth
 (matmul, reductions, softmax, take, scatter_add) is a *kernel* eqn with a hand-written shader.
 
 The rule, as in XLA's loop fusion, with measured reason: a training step is memory-bound outside
-its matmuls, so an intermediate that never leaves registers is the win (DESIGN.md):
+its matmuls, so an intermediate that never leaves registers is the win (docs/architecture.md):
   * a fusible value is *materialized* (written to memory) only when a kernel eqn reads it or the
     program returns it; otherwise it is recomputed inline by every fused kernel that needs it;
   * kernels run as late as possible: a kernel's *height* is 0 when no other kernel reads its
@@ -30,22 +30,7 @@ from vkgrad.ir.core import (Eqn, Literal, Params, Primitive, Program, Var, abstr
                             param_defaults)
 from vkgrad.ir.interpreter import impls, run_program
 from vkgrad.passes.base import Pass
-
-# fused[kind, body](*inputs) -> body's outputs: a sub-program run as ONE kernel. Its meaning is
-# its body (the interpreter runs it), so every stage after fusion still runs on numpy. Kinds:
-#   loop         elementwise and layout eqns, outputs of one shape (this file)
-#   horizontal   the same, outputs of several shapes: one dispatch over their concatenated
-#                index space (fuse_horizontal.py)
-#   input        one hand-written kernel eqn whose operands are computed in its loads
-#                (fuse_producers.py)
-#   output       ... and/or whose results go through an epilogue at its store (fuse_epilogues.py)
-#   multi_output two kernel eqns sharing one pass over an operand (fuse_multi_output.py)
-FUSED_KINDS = ("loop", "horizontal", "input", "output", "multi_output")
-fused_p = Primitive("fused", ("pure",), multiple_results=True)
-param_defaults[fused_p] = {"kind": "loop"}
-abstract_eval_rules[fused_p] = lambda *types, body, kind="loop": [o.type for o in body.outputs]
-impls[fused_p] = lambda *arrays, body, kind="loop": run_program(body, *arrays)
-
+from vkgrad.primitives.compiler import fused_p
 
 class Fuse(Pass):
     name = "fuse"

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from vkgrad.ir.core import Program, Var
 from vkgrad.passes.base import Pass
-from vkgrad.passes.kernel_fusion import Schedule, kind, make_fused
+from vkgrad.passes.fused_program import Schedule, kind, make_fused
 
 
 def _loopish(e) -> bool:

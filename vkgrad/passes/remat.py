@@ -38,13 +38,7 @@ from vkgrad.ir.core import (Eqn, Params, Primitive, Program, Var, abstract_eval_
                             vjp_rules)
 from vkgrad.ir.interpreter import impls
 from vkgrad.passes.base import Pass
-
-# save(x) = x: the value is kept in memory for the backward (see the module docstring).
-save_p = Primitive("save", ("pure",))
-abstract_eval_rules[save_p] = lambda x: x
-impls[save_p] = lambda x: x
-vjp_rules[save_p] = lambda g, ans, x: (g,)
-
+from vkgrad.primitives.compiler import save_p
 
 def nbytes(v) -> int:
     return 4 * max(1, math.prod(v.shape))

@@ -9,16 +9,18 @@ rules are written with).
     scan.py       selective_scan and selective_scan_bwd (Mamba)
     random.py     threefry2x32 (the counter-based hash) and bits_to_unit (bits -> [0, 1))
     custom.py     custom_vjp_call and custom_jvp_call (vg.custom_vjp, vg.custom_jvp)
+    compiler.py   fused and save: what the compiler's passes introduce
 """
 
 from vkgrad.primitives.lax import *  # noqa: F401,F403
 from vkgrad.primitives.lax import _unbroadcast, dtype_of  # noqa: F401
-from vkgrad.primitives.attention import (FLASH_HEAD_DIMS, flash_attention,  # noqa: F401
+from vkgrad.primitives.attention import (flash_attention,  # noqa: F401
                                          flash_attention_bwd, flash_attention_bwd_p,
                                          flash_attention_p)
-from vkgrad.primitives.scan import (SCAN_STATE_SIZES, scan_chunk, selective_scan,  # noqa: F401
+from vkgrad.primitives.scan import (scan_chunk, selective_scan,  # noqa: F401
                                     selective_scan_bwd_p, selective_scan_p)
 from vkgrad.primitives.random import (bits_to_unit, bits_to_unit_p, threefry2x32,  # noqa: F401
                                       threefry2x32_p)
 from vkgrad.primitives.custom import (CUSTOM_CALLS, CustomRule,  # noqa: F401
                                      custom_jvp_call_p, custom_vjp_call_p)
+from vkgrad.primitives.compiler import FUSED_KINDS, fused_p, save_p  # noqa: F401

@@ -34,10 +34,6 @@ from vkgrad.ir.interpreter import impls
 from vkgrad.primitives import lax as L
 from vkgrad.tracer.core import bind
 
-# Head dims the Vulkan kernels are built for (each a specialization of one shader).
-FLASH_HEAD_DIMS = (16, 32, 64, 128)
-
-
 def _check_qkv(name, q, k, v, *more):
     for arg, t in (("q", q), ("k", k), ("v", v)):
         if t.ndim != 4:
@@ -54,9 +50,6 @@ def _check_qkv(name, q, k, v, *more):
     if q.shape[3] != k.shape[3]:
         raise ShapeError(f"{name}: q {q} and k {k} differ in head_dim ({q.shape[3]} vs "
                          f"{k.shape[3]})")
-    if q.shape[3] not in FLASH_HEAD_DIMS:
-        raise ShapeError(f"{name}: head_dim {q.shape[3]} is not supported; the kernels take "
-                         f"head_dim in {FLASH_HEAD_DIMS}")
 
 
 def _mask(lq, lk, causal):

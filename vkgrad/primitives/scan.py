@@ -32,8 +32,7 @@ from vkgrad.ir.interpreter import impls
 from vkgrad.primitives import lax as L
 from vkgrad.tracer.core import bind
 
-# d_state sizes the Vulkan kernels are built for, and the default steps between saved states.
-SCAN_STATE_SIZES = (1, 2, 4, 8, 16, 32, 64)
+# The default steps between saved states (it fixes the shape of the `states` output).
 # 8: the backward keeps a chunk of h in registers; at 8 it ran 897 us against 1227 at 16 and
 # 2257 at 32 (H200, batch 8, dim 1024, N 16, L 2048; vkgrad/lowering/scan.py).
 SCAN_CHUNK = 8
@@ -78,9 +77,6 @@ def _check(name, ts, has_D, has_z, has_bias):
     if A.ndim != 2 or A.shape[0] != dim:
         raise ShapeError(f"{name}: A must be [dim, N] with dim = {dim}, got {A}")
     N = A.shape[1]
-    if N not in SCAN_STATE_SIZES:
-        raise ShapeError(f"{name}: d_state N = {N} (A's second dim) is not supported; the "
-                         f"kernels take N in {SCAN_STATE_SIZES}")
     for n in ("B", "C"):
         if t[n].shape not in ((batch, N, L), (dim, N)):
             raise ShapeError(f"{name}: {n} {t[n]} fits neither form: [batch, N, L] = "

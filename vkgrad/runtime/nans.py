@@ -24,7 +24,7 @@ from vkgrad.dtypes import type_str
 from vkgrad.ir.core import Literal, Program
 from vkgrad.ir.interpreter import apply
 from vkgrad.lowering.launch import Launch
-from vkgrad.passes.fuse import fused_p
+from vkgrad.primitives.compiler import fused_p
 from vkgrad.runtime.errors import NaNError
 
 _on = [None]   # resolved on first use, so the environment variable is read when it matters

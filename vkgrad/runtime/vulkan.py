@@ -27,7 +27,8 @@ import numpy as np
 from .device import DeviceInfo, check_index, default_device_index, kp_module, list_devices
 from .errors import DeviceError
 from .inflight import InFlight
-from .shaders import compile_file, compile_glsl, compile_many, compile_threads
+from .shaders import compile_file, compile_glsl, compile_many
+from vkgrad.target import Target
 from .shaders import stats as shader_stats
 
 # What tests count: submissions per call, uploads after the first call, pipelines built.
@@ -155,6 +156,7 @@ class Device:
     def __init__(self, info: DeviceInfo):
         kp = kp_module()
         self.info = info
+        self.target = Target.from_device(info)   # what every compile for it plans for
         try:
             self.manager = kp.Manager(info.index)
         except RuntimeError as e:
@@ -248,20 +250,14 @@ class Device:
             else:
                 todo.setdefault(key, []).append((lkey, launch, spirv))
 
-        if todo and self.info.type == "CPU":
-            # lavapipe compiles a pipeline with LLVM while its queue thread may be running
-            # earlier submissions' code: the full test suite crashed inside pipeline creation
-            # now and then (1 run in 4, always in the main thread, never reproduced alone); a
-            # race there is suspected, not proven. Compiles are rare: let the queue drain first.
+        if todo and self.target.drain_before_compile:   # vkgrad/target.py says why
             self.inflight.drain()
 
         def build(uses):
             _, launch, spirv = uses[0]
             return self._algorithm(spirv, launch.bindings, len(launch.push), launch.spec)
 
-        # not on lavapipe, whose pipelines are LLVM compiles on the same cores as everything
-        # else: 97 pipelines took 1.6-1.8 s on one thread, 2.4-2.5 s on two (2-core machine)
-        threads = min(compile_threads(), len(todo)) if self.info.type != "CPU" else 1
+        threads = min(self.target.pipeline_threads, len(todo))
         if threads > 1:
             with concurrent.futures.ThreadPoolExecutor(threads) as pool:
                 algorithms = list(pool.map(build, todo.values()))

@@ -2,8 +2,8 @@
 
 After loop fusion (fuse.py) every value a hand-written kernel reads is written to memory by a
 `fused` loop kernel first. When every reader of such a value can compute it in its own loads
-(PROLOGUE_OPERANDS: reductions, softmax and its backward, take, and matmul operands for cheap
-chains), the value's cone of eqns moves into each reader, which becomes a
+(the kernel contracts' `fused_loads`: reductions, softmax and its backward, take, and matmul
+operands for cheap chains), the value's cone of eqns moves into each reader, which becomes a
 `fused[kind=input]` eqn, and the loop kernel loses that output (and disappears when it has none
 left). `sum(x * y)` then reads x and y once and never writes x * y; a mask and scale feeding a
 softmax are applied as the softmax reads its row (the transformer's score tensor: two kernels
@@ -13,7 +13,8 @@ Worth it when it moves fewer bytes: with `full` full-size inputs to the chain an
 inlining reads n * full elements per element, materializing reads full (unless the loop kernel
 stays for other outputs), writes 1 and reads n. A matmul reads each operand element many
 times (once per tile of the other operand), so only short chains that read one full-size input
-go into its loads (kernel_fusion.MATMUL_PROLOGUE_*): relu(x + b), a transpose, a broadcast.
+go into its loads (its contract's load_max_cost, load_max_full_inputs): relu(x + b), a
+transpose, a broadcast.
 
 Values kept in memory on purpose stay there: program results, and values the save-or-recompute
 pass marked with `save`.
@@ -21,14 +22,12 @@ pass marked with `save`.
 
 from __future__ import annotations
 
-from vkgrad import primitives as P
 from vkgrad.ir.core import Program, Var
+from vkgrad.lowering.fusion.base import HookFusion
 from vkgrad.passes.dce import dce
-from vkgrad.passes.kernel_fusion import (MATMUL_PROLOGUE_MAX_COST, MATMUL_PROLOGUE_MAX_FULL_INPUTS,
-                                         HookFusion,
-                                         PROLOGUE_OPERANDS, Schedule, anchors, body_of,
-                                         chain_cost, is_loop, kind, make_fused, needed)
-from vkgrad.passes.remat import save_p
+from vkgrad.passes.fused_program import (Schedule, anchors, body_of, chain_cost, is_loop, kind,
+                                         make_fused, needed)
+from vkgrad.primitives.compiler import save_p
 
 
 class ProducerFusion(HookFusion):
@@ -70,7 +69,7 @@ class ProducerFusion(HookFusion):
             return False
         views = set(self._views(r, x, sched))
         for a in anchors(body_of(r)):
-            allowed = PROLOGUE_OPERANDS.get(a.prim, ()) if self.takes_hooks(a, loads=True) else ()
+            allowed = self.loads(a)
             for pos, v in enumerate(a.inputs):
                 if v in views and pos not in allowed:
                     return False
@@ -82,9 +81,12 @@ class ProducerFusion(HookFusion):
         for r in readers:
             views = set(self._views(r, x, sched))
             for a in anchors(body_of(r)):
-                if a.prim is P.matmul_p and views & set(a.inputs) and (
-                        c > MATMUL_PROLOGUE_MAX_COST or full > MATMUL_PROLOGUE_MAX_FULL_INPUTS
-                        or not self.takes_hooks(a, loads=True)):
+                contract = self.contract(a)
+                if not views & set(a.inputs) or contract is None:
+                    continue
+                if contract.load_max_cost is not None and c > contract.load_max_cost or \
+                        contract.load_max_full_inputs is not None and \
+                        full > contract.load_max_full_inputs:
                     return False
         n = len(readers)
         stays = len(f.outputs) > 1

@@ -23,11 +23,10 @@ import math
 
 from vkgrad import primitives as P
 from vkgrad.ir.core import Program, Var
+from vkgrad.lowering.fusion.base import EPILOGUE_MAX_EXTRA_INPUTS, EPILOGUE_MAX_OUTPUTS, HookFusion
 from vkgrad.passes.dce import dce
-from vkgrad.passes.kernel_fusion import (EPILOGUE_KERNELS, EPILOGUE_MAX_EXTRA_INPUTS,
-                                         EPILOGUE_MAX_OUTPUTS, Schedule, anchors, body_of,
-                                         is_loop, kind, make_fused, HookFusion)
-from vkgrad.passes.remat import save_p
+from vkgrad.passes.fused_program import Schedule, anchors, body_of, is_loop, kind, make_fused
+from vkgrad.primitives.compiler import save_p
 
 
 class EpilogueFusion(HookFusion):
@@ -48,7 +47,7 @@ class EpilogueFusion(HookFusion):
                 continue
             body = body_of(kern)
             anc = anchors(body)
-            if len(anc) != 1 or anc[0].prim not in EPILOGUE_KERNELS:
+            if len(anc) != 1 or not self.stores(anc[0]):
                 continue
             for j in range(k + 1, len(eqns)):
                 f = eqns[j]
@@ -67,7 +66,7 @@ class EpilogueFusion(HookFusion):
         return None
 
     def fits(self, kern, anchor, f, k, sched) -> bool:
-        if not self.takes_hooks(anchor):
+        if not self.stores(anchor):
             return False
         mine = {o for o in kern.outputs}
         fbody = f.params["body"]

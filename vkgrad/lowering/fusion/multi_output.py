@@ -1,6 +1,6 @@
 """Multi-output fusion: reductions over the same operand and axes share one pass over it.
 
-Sibling reductions: up to MAX_SIBLINGS reductions of one shape, axes and op that read some of
+Sibling reductions: up to the reduction contract's `siblings` reductions of one shape, axes and op that read some of
 the same memory and do not depend on each other become one reduction kernel keeping an
 accumulator each (the sums of a layer norm's backward, g * w and g * w * xhat, over each row;
 its weight and bias gradients over the batch); the loads they share happen once.
@@ -28,22 +28,18 @@ import math
 
 from vkgrad import primitives as P
 from vkgrad.ir.core import Program, Var
-from vkgrad.passes.kernel_fusion import (Schedule, anchors, body_of, kind, make_fused,
-                                         HookFusion, takes_hooks)
+from vkgrad.lowering.fusion.base import HookFusion
+from vkgrad.passes.fused_program import Schedule, anchors, body_of, kind, make_fused
 
-REDUCTIONS = (P.reduce_sum_p, P.reduce_max_p, P.reduce_min_p)
-# Operands one reduction kernel accumulates at once (registers: four accumulators each).
-MAX_SIBLINGS = 4
-# On a GPU a matmul keeps its bias gradient separate unless it is tiny
-# (kernel_fusion.takes_hooks, loads=True): riding along, the column sum ran 666 us instead of 6
-# in a split-K matmul ([1024,256] x [256,10], 2026-11-30) and cost 33-44 us in 0.4-0.5 GFLOP
-# ones (2026-12-01), where a separate sum costs 11. On lavapipe it pays.
+# A matmul takes its bias gradient as a column sum only where its contract's takes_hooks
+# (loads=True) allows: on the H200 riding along, the column sum ran 666 us instead of 6 in a
+# split-K matmul ([1024,256] x [256,10], 2026-11-30) and cost 33-44 us in 0.4-0.5 GFLOP ones
+# (2026-12-01), where a separate sum costs 11. On lavapipe it pays.
 
 
-def column_sum_of(mm, red, root, gpu: bool = True) -> bool:
+def column_sum_of(mm, red, root) -> bool:
     """Is `red` (a reduce_sum) the sum over the contracted axis of matmul `mm`'s B operand?"""
-    if mm.prim is not P.matmul_p or red.prim is not P.reduce_sum_p or mm.out.ndim != 2 or \
-            not takes_hooks(mm, gpu, loads=True):
+    if mm.prim is not P.matmul_p or red.prim is not P.reduce_sum_p or mm.out.ndim != 2:
         return False
     b, g = mm.inputs[1], red.inputs[0]
     if root(b) is not root(g):
@@ -71,14 +67,18 @@ class MultiOutputFusion(HookFusion):
                 program = merged
         return program
 
-    @staticmethod
-    def _reduction(e):
-        """(anchor, body) of a reduction kernel eqn (with fused loads or stores), else None."""
+    def _siblings(self, e) -> int:
+        c = self.contract(e)
+        return c.siblings if c is not None else 1
+
+    def _reduction(self, e):
+        """(anchors, body) of a kernel eqn whose family takes siblings (a reduction, with
+        fused loads or stores), else None."""
         if kind(e) not in ("kernel", "input", "output", "multi_output"):
             return None
         b = body_of(e)
         anc = anchors(b)
-        if not anc or any(a.prim not in REDUCTIONS or a.prim is not anc[0].prim or
+        if not anc or any(self._siblings(a) < 2 or a.prim is not anc[0].prim or
                           a.params != anc[0].params or
                           a.inputs[0].shape != anc[0].inputs[0].shape for a in anc):
             return None
@@ -93,7 +93,7 @@ class MultiOutputFusion(HookFusion):
             for j, (aj, bj) in found[x + 1:]:
                 if aj[0].prim is not ai[0].prim or aj[0].params != ai[0].params or \
                         aj[0].inputs[0].shape != ai[0].inputs[0].shape or \
-                        len(ai) + len(aj) > MAX_SIBLINGS:
+                        len(ai) + len(aj) > self._siblings(ai[0]):
                     continue
                 if not {sched.root(v) for v in bi.inputs} & {sched.root(v) for v in bj.inputs}:
                     continue                       # nothing read twice: nothing to share
@@ -139,7 +139,9 @@ class MultiOutputFusion(HookFusion):
                 if kind(m) not in ("kernel", "input", "output") or len(ma) != 1 or \
                         ma[0].prim is not P.matmul_p or ma[0].inputs[1] not in mb.inputs:
                     continue
-                if not column_sum_of(ma[0], ra[0], sched.root, self.gpu):
+                c = self.contract(ma[0])
+                if not (c.column_sum and c.takes_hooks(ma[0], self.target, loads=True)
+                        and column_sum_of(ma[0], ra[0], sched.root)):
                     continue
                 lo, hi = sorted((i, j))
                 if sched.reads_between(lo, hi, eqns[lo].outputs):

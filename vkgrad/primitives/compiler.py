@@ -1,0 +1,32 @@
+"""The two primitives the compiler's own passes introduce, defined here beside the others so
+every stage (passes, lowering, the runtime's checks) imports them from the primitives layer.
+
+fused[kind, body](*inputs) -> body's outputs: a sub-program run as ONE kernel. Its meaning is
+its body (the interpreter runs it), so every stage after fusion still runs on numpy. Kinds:
+  loop         elementwise and layout eqns, outputs of one shape (passes/fuse.py)
+  horizontal   the same, outputs of several shapes: one dispatch over their concatenated
+               index space (passes/fuse_horizontal.py)
+  input        one hand-written kernel eqn whose operands are computed in its loads
+               (lowering/fusion/producers.py)
+  output       ... and/or whose results go through an epilogue at its store
+               (lowering/fusion/epilogues.py)
+  multi_output two kernel eqns sharing one pass over an operand (lowering/fusion/multi_output.py)
+
+save(x) = x: the value is kept in memory for the backward (passes/remat.py): `save` is not
+fusible, so x is written once by whatever kernel computes it; the lowering aliases it (no
+dispatch).
+"""
+
+from vkgrad.ir.core import Primitive, abstract_eval_rules, param_defaults, vjp_rules
+from vkgrad.ir.interpreter import impls, run_program
+
+FUSED_KINDS = ("loop", "horizontal", "input", "output", "multi_output")
+fused_p = Primitive("fused", ("pure",), multiple_results=True)
+param_defaults[fused_p] = {"kind": "loop"}
+abstract_eval_rules[fused_p] = lambda *types, body, kind="loop": [o.type for o in body.outputs]
+impls[fused_p] = lambda *arrays, body, kind="loop": run_program(body, *arrays)
+
+save_p = Primitive("save", ("pure",))
+abstract_eval_rules[save_p] = lambda x: x
+impls[save_p] = lambda x: x
+vjp_rules[save_p] = lambda g, ans, x: (g,)

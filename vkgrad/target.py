@@ -1,0 +1,132 @@
+"""What the device can do, in one object: the only place that knows what kind of device it is.
+
+Every decision that depends on the device (which matmul tile, whether a matmul may split K,
+which fused loads pay, how many buffers a kernel may bind, how pipelines are built) reads a
+field of the `Target` the compile was given; no other module asks "is this a CPU device?".
+The fields are plain data, so a plan can be made, printed and golden-tested for a device that
+is not here: `Target.lavapipe()` and `Target.h200()` are the two that tests plan for.
+
+A `Target` is built from the device's properties (`Target.from_device(info)`, where `info` is
+the runtime's DeviceInfo or anything with the same attributes). Its policies are derived from
+the device's type there, once, with the measurement that decided each (docs/architecture.md,
+"Target").
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+
+# A CPU implementation of Vulkan (lavapipe) and a GPU differ in these policies. Each value is
+# what was measured on lavapipe (2-core machine) or on the NVIDIA H200, 2026-11-30..12-01.
+_GPU_POLICY = dict(
+    split_k=True,                 # few output tiles over a long K: slices across workgroups
+    matmul_tiles="waves",         # the largest tile that still fills the multiprocessors
+    prefetch=True,                # next tiles into registers during the products
+    unroll_loops=True,
+    # matmuls of 1.6-8.6 GFLOP with generated loads or stores ran 2-4x slower on the H200
+    matmul_hook_max_flops=2 ** 30,
+    # the MLP step's 0.4-0.5 GFLOP matmuls lost 9 us with fused loads, 33-44 us with a column sum
+    matmul_load_hook_max_flops=2 ** 26,
+    drain_before_compile=False,
+    interpreter_faster=False,
+)
+_CPU_POLICY = dict(
+    split_k=False,                # its 2-4 threads are busy with any output
+    matmul_tiles="padding",       # bigger tiles run faster unless edge padding wastes work
+    prefetch=False,               # no memory latency to hide; rolled copies compile faster
+    unroll_loops=False,           # LLVM compiles rolled loops much faster
+    matmul_hook_max_flops=2 ** 30,
+    matmul_load_hook_max_flops=2 ** 30,   # a fused load saves a pass over memory there
+    # the suite crashed inside lavapipe's pipeline creation about one run in four while its
+    # queue thread ran earlier submissions (a race suspected, not proven): compiles let the
+    # queue drain first
+    drain_before_compile=True,
+    # an MLP step (batch 256, 512-512-10, Adam) took 76-88 ms on the interpreter and 590-600 ms
+    # on lavapipe: the default backend there is numpy
+    interpreter_faster=True,
+)
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str = "generic Vulkan device"
+    kind: str = "discrete GPU"           # for messages only; decisions read the fields below
+    # compiling shaders
+    spirv_env: str = "vulkan1.1"         # subgroup operations need Vulkan 1.1 SPIR-V
+    spirv_extensions: tuple = ()
+    subgroup_size: int | None = None     # None: not reported
+    # limits (Vulkan's guaranteed minimums where a device is not known)
+    max_shared_memory: int = 32768
+    max_workgroup_invocations: int = 1024
+    max_storage_buffer_range: int = 2 ** 27
+    max_storage_buffers: int = 32        # per stage: the most buffers one kernel may bind
+    device_local_bytes: int = 0          # the largest device-local heap (0: not known)
+    max_loop_iterations: int | None = None   # a shader loop stops after this many (lavapipe)
+    # features
+    storage_16bit: bool = False
+    float16: bool = False
+    int8: bool = False
+    nan_preserve: bool = False           # SignedZeroInfNanPreserve for float32 honoured
+    cooperative_matrix: tuple = ()       # shapes and types the device reports
+    # policies (see _GPU_POLICY / _CPU_POLICY)
+    split_k: bool = True
+    matmul_tiles: str = "waves"
+    prefetch: bool = True
+    unroll_loops: bool = True
+    matmul_hook_max_flops: int = 2 ** 30
+    matmul_load_hook_max_flops: int = 2 ** 26
+    drain_before_compile: bool = False
+    interpreter_faster: bool = False
+    pipeline_threads: int = 1            # threads that build pipelines at once
+
+    @classmethod
+    def from_device(cls, info) -> "Target":
+        """The Target of a device from its properties (the runtime's DeviceInfo)."""
+        cpu = info.type == "CPU"
+        policy = _CPU_POLICY if cpu else _GPU_POLICY
+        return cls(
+            name=info.name, kind=info.type,
+            max_shared_memory=info.max_shared_memory,
+            max_workgroup_invocations=info.max_workgroup_invocations,
+            max_storage_buffer_range=info.max_storage_buffer_range,
+            max_storage_buffers=info.max_storage_buffers,
+            device_local_bytes=getattr(info, "device_local_bytes", 0),
+            # lavapipe ends a loop after 65,535 iterations without a word (a 6-line GLSL loop
+            # through kp alone sums 65,535 of 70,000); GPUs run them out
+            max_loop_iterations=65535 if cpu else None,
+            # LLVM compiles on the same cores as everything else there: 97 pipelines took
+            # 1.6-1.8 s on one thread, 2.4-2.5 s on two; the H200's driver 185 ms each, in parallel
+            pipeline_threads=1 if cpu else _compile_threads(),
+            **policy)
+
+    @classmethod
+    def lavapipe(cls) -> "Target":
+        """Mesa's lavapipe as the test machines report it (llvmpipe, 2 cores)."""
+        return replace(cls(**_CPU_POLICY), name="llvmpipe (LLVM 15.0.6, 256 bits)", kind="CPU",
+                       max_shared_memory=32768, max_workgroup_invocations=1024,
+                       max_storage_buffer_range=2 ** 27, max_storage_buffers=32,
+                       device_local_bytes=2 ** 31, max_loop_iterations=65535)
+
+    @classmethod
+    def h200(cls) -> "Target":
+        """The NVIDIA H200 as its Vulkan driver reports it."""
+        return replace(cls(**_GPU_POLICY), name="NVIDIA H200", kind="discrete GPU",
+                       max_shared_memory=49152, max_workgroup_invocations=1024,
+                       max_storage_buffer_range=2 ** 32 - 1, max_storage_buffers=2 ** 20,
+                       device_local_bytes=143 * 2 ** 30, subgroup_size=32, pipeline_threads=16)
+
+
+def _compile_threads() -> int:
+    env = os.environ.get("VKGRAD_COMPILE_THREADS", "").strip()
+    return max(1, int(env)) if env else (os.cpu_count() or 1)
+
+
+# The Target a plan is made for when no device is given: limits at Vulkan's guaranteed minimums
+# (so a plan made here runs anywhere), a GPU's policies.
+GENERIC = Target()
+
+
+def target_of(target) -> Target:
+    """`target`, or the generic Target for None."""
+    return GENERIC if target is None else target
