@@ -56,7 +56,8 @@ def block_step(d, heads, length, batch):
 
     def step(p, s, x, y):
         loss, g = vg.value_and_grad(lambda p: vnp.mean((block(p, x) - y) ** 2))(p)
-        p, s = opt.update(g, s, p)
+        updates, s = opt.update(g, s, p)
+        p = vg.optim.apply_updates(p, updates)
         return p, s, loss
 
     x = rng.standard_normal((batch, length, d)).astype(np.float32)

@@ -82,7 +82,7 @@ def jax_side(cfg):
     def schedule(count):
         t = jnp.clip((count - warm) / max(1, total - warm), 0.0, 1.0)
         decay = final + (peak - final) * 0.5 * (1.0 + jnp.cos(math.pi * t))
-        return jnp.where(count < warm, peak * (count + 1.0) / max(1, warm), decay)
+        return jnp.where(count < warm, peak * count / max(1, warm), decay)   # optax's
 
     def step(params, opt_state, x, y):
         count, mu, nu = opt_state

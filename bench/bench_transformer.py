@@ -48,7 +48,8 @@ def vkgrad_step(block, heads):
 
     def step(params, opt_state, x, y):
         loss, grads = vg.value_and_grad(loss_fn)(params, x, y)
-        params, opt_state = opt.update(grads, opt_state, params)
+        updates, opt_state = opt.update(grads, opt_state, params)
+        params = vg.optim.apply_updates(params, updates)
         return params, opt_state, loss
 
     return opt, vg.jit(step, donate_argnums=(0, 1))

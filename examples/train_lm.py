@@ -14,8 +14,8 @@ exactly the batches an uninterrupted one would.
 
 The training step is ONE jitted program: forward, backward, clipping by global norm, AdamW
 whose warm-up + cosine learning rate is computed inside the step from the step counter in the
-optimizer state (vg.optim.warmup_cosine): one submission per step, parameters and optimizer
-state donated, so they stay on the device and the step never recompiles.
+optimizer state (vg.optim.warmup_cosine_decay_schedule): one submission per step, parameters
+and optimizer state donated, so they stay on the device and the step never recompiles.
 
 Written to --out: log.jsonl (one object per step: step, loss, lr, tokens_per_s, grad_norm,
 val_loss every K steps), loss.png, and checkpoint.safetensors (params and optimizer state; the
@@ -147,13 +147,16 @@ def logits_fn(cfg: dict):
 
 
 def schedule(cfg: dict):
-    return vg.optim.warmup_cosine(cfg["lr"], cfg["warmup"], cfg["steps"],
-                                  cfg["lr"] * cfg["final_lr_frac"])
+    # (a run no longer than its warm-up decays over one step: optax's cosine needs one)
+    return vg.optim.warmup_cosine_decay_schedule(
+        0.0, cfg["lr"], cfg["warmup"], max(cfg["steps"], cfg["warmup"] + 1),
+        cfg["lr"] * cfg["final_lr_frac"])
 
 
 def optimizer(cfg: dict):
-    return vg.optim.adam(schedule(cfg), b1=cfg["b1"], b2=cfg["b2"],
-                         weight_decay=cfg["weight_decay"])
+    return vg.optim.chain(vg.optim.clip_by_global_norm(cfg["clip"]),
+                          vg.optim.adamw(schedule(cfg), b1=cfg["b1"], b2=cfg["b2"],
+                                         weight_decay=cfg["weight_decay"]))
 
 
 def make_steps(cfg: dict):
@@ -166,8 +169,9 @@ def make_steps(cfg: dict):
 
     def train_step(params, opt_state, x, y):
         loss, grads = vg.value_and_grad(loss_fn)(params, x, y)
-        grads, grad_norm = vg.optim.clip_by_global_norm(grads, cfg["clip"])
-        params, opt_state = opt.update(grads, opt_state, params)
+        grad_norm = vg.optim.global_norm(grads)
+        updates, opt_state = opt.update(grads, opt_state, params)
+        params = vg.optim.apply_updates(params, updates)
         return params, opt_state, loss, grad_norm
 
     return vg.jit(train_step, donate_argnums=(0, 1)), vg.jit(loss_fn)

@@ -50,7 +50,8 @@ def mlp_step(lr=1e-3):
 
     def step(params, opt_state, x, y):
         loss, grads = vg.value_and_grad(mlp_loss)(params, x, y)
-        params, opt_state = opt.update(grads, opt_state, params)
+        updates, opt_state = opt.update(grads, opt_state, params)
+        params = vg.optim.apply_updates(params, updates)
         return params, opt_state, loss
 
     return opt, step
@@ -93,7 +94,8 @@ def transformer_step(heads, lr=1e-4):
     def step(params, opt_state, x, y):
         loss, grads = vg.value_and_grad(
             lambda p, x, y: transformer_loss(p, x, y, heads))(params, x, y)
-        params, opt_state = opt.update(grads, opt_state, params)
+        updates, opt_state = opt.update(grads, opt_state, params)
+        params = vg.optim.apply_updates(params, updates)
         return params, opt_state, loss
 
     return opt, step

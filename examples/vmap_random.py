@@ -47,7 +47,8 @@ opt = vg.optim.adam(1e-3)
 def train_step(params, opt_state, key, x, y):
     key, sub = vg.random.split(key)
     value, g = vg.value_and_grad(batch_loss)(params, sub, x, y)
-    params, opt_state = opt.update(g, opt_state, params)
+    updates, opt_state = opt.update(g, opt_state, params)
+    params = vg.optim.apply_updates(params, updates)
     return params, opt_state, key, value
 
 

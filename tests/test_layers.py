@@ -23,10 +23,11 @@ PKG = Path(__file__).resolve().parent.parent / "vkgrad"
 LAYERS = {
     "vkgrad.errors": 1, "vkgrad.dtypes": 1, "vkgrad.target": 1,
     "vkgrad.ir": 2,
-    "vkgrad.tracer": 3, "vkgrad.tree_util": 3,
+    "vkgrad.tracer": 3, "vkgrad.tree_util": 3, "vkgrad.tree": 3,
     "vkgrad.primitives": 4,
     "vkgrad.transforms": 5, "vkgrad.passes": 5, "vkgrad.numpy": 5, "vkgrad.nn": 5,
-    "vkgrad.optim": 5, "vkgrad.checkpoint": 5, "vkgrad.random": 5,
+    "vkgrad.optim": 5, "vkgrad.checkpoint": 5, "vkgrad.random": 5, "vkgrad.lax": 5,
+    "vkgrad.scipy": 5, "vkgrad.test_util": 5,
     "vkgrad.lowering": 6,
     "vkgrad.pipeline": 7,
     "vkgrad.runtime": 8,

@@ -25,7 +25,8 @@ def training_step(apply, opt):
 
     def step(params, state, x, y):
         loss, grads = vg.value_and_grad(loss_fn)(params, x, y)
-        params, state = opt.update(grads, state, params)
+        updates, state = opt.update(grads, state, params)
+        params = vg.optim.apply_updates(params, updates)
         return params, state, loss
     return step
 

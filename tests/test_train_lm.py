@@ -47,7 +47,9 @@ def test_tiny_models_learn(model, data, tmp_path):
     log = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log] == list(range(1, 31))
     assert set(log[14]) == {"step", "loss", "lr", "tokens_per_s", "grad_norm", "val_loss"}
-    assert log[0]["lr"] == pytest.approx(1e-2 / 5) and log[4]["lr"] == pytest.approx(1e-2)
+    # optax's warm-up: from 0 at step 1 to the peak after `warmup` (5) steps
+    assert log[0]["lr"] == 0.0 and log[2]["lr"] == pytest.approx(1e-2 * 2 / 5)
+    assert log[5]["lr"] == pytest.approx(1e-2)
     assert (tmp_path / "loss.png").read_bytes()[:4] == b"\x89PNG"
     # the checkpoint holds exactly the final state, and the run's config and step
     ckpt = vg.load(tmp_path / train_lm.CHECKPOINT)

@@ -116,8 +116,12 @@ def test_tree_util_and_registered_nodes_through_grad_jit_and_optim():
     assert isinstance(g, Linear) and g.w.shape == (3, 2)
     opt = vg.optim.adam(0.1)
     state = opt.init(layer)
-    step = vg.jit(lambda m, s, x: opt.update(vg.grad(loss)(m, x), s, m), backend="numpy")
-    layer2, state = step(layer, state, X)
+
+    def step(m, s, x):
+        updates, s = opt.update(vg.grad(loss)(m, x), s, m)
+        return vg.optim.apply_updates(m, updates), s
+
+    layer2, state = vg.jit(step, backend="numpy")(layer, state, X)
     assert isinstance(layer2, Linear) and float(loss(layer2, X)) < float(loss(layer, X))
 
 

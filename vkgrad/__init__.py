@@ -11,12 +11,12 @@
     step = vg.jit(train_step)                # one Vulkan submission per call
 
 Transforms: grad, value_and_grad, vjp, jvp, vmap, make_ir, trace, check_grads, custom_vjp,
-custom_jvp, jacfwd, jacrev, hessian (docs/compiler.md, docs/vmap.md); random numbers: vg.random
-(docs/random.md); jit, device_put, devices, profile, Array, block_until_ready,
+custom_jvp, jacfwd, jacrev (= jacobian), hessian (docs/compiler.md, docs/vmap.md); optimizers
+with optax's contract: vg.optim (docs/optim.md); random numbers: vg.random (docs/random.md); jit, device_put, devices, profile, Array, block_until_ready,
 set_max_in_flight (docs/jit.md); runtime_stats (docs/long_runs.md); check_kernels, debug_nans: when a result looks wrong
-(docs/debugging.md); vg.tree_util (pytrees), vg.lax (top_k, the primitives'
-functions); save, load, load_metadata: pytrees of arrays as safetensors files
-(vkgrad/checkpoint.py).
+(docs/debugging.md); JAX's modules: vg.tree and vg.tree_util (pytrees), vg.lax (jax.lax's
+names), vg.scipy (special, stats.norm), vg.test_util (check_grads); save, load, load_metadata:
+pytrees of arrays as safetensors files (vkgrad/checkpoint.py).
 
 The package is layered (docs/compiler.md, "Layers"): importing it loads the compiler core
 (IR, tracer, primitives, transforms, vkgrad.numpy); the layers that talk to a device (lowering,
@@ -35,10 +35,11 @@ from vkgrad.ir.interpreter import run_program
 from vkgrad.tracer.core import ShapeDtype
 from vkgrad.transforms import (check_grads, custom_jvp, custom_vjp, grad, hessian, jacfwd,
                                jacrev, jvp, make_ir, trace, value_and_grad, vjp, vmap)
-from vkgrad import numpy, nn, optim, random, tree_util  # noqa: E402,F401  (vg.numpy, ...)
+from vkgrad import numpy, nn, optim, random, tree, tree_util  # noqa: E402,F401  (vg.numpy, ...)
+from vkgrad import lax, scipy, test_util  # noqa: E402,F401  (JAX's jax.lax, jax.scipy, ...)
 from vkgrad.checkpoint import load, load_metadata, save  # noqa: E402
 
-lax = _primitives   # vg.lax: the lax-like layer (top_k, argsort, the primitives' functions)
+jacobian = jacrev   # JAX's alias
 
 __version__ = "0.1.0"
 
@@ -59,7 +60,8 @@ _LAZY = {"jit": "vkgrad.execution.jit", "Array": "vkgrad.execution.array",
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "vmap", "make_ir", "trace", "check_grads",
            "custom_vjp", "custom_jvp", "jacfwd", "jacrev", "hessian",
            "ShapeDtype", "Program", "Var", "Literal", "Eqn", "run_program", "numpy", "nn", "optim",
-           "save", "load", "load_metadata", "random", "lax", "tree_util",
+           "save", "load", "load_metadata", "random", "lax", "scipy", "test_util", "tree",
+           "tree_util", "jacobian",
            "VkgradError", "ArgumentError", "CheckpointError", "ConcretizationError", "DTypeError",
            "GradError",
            "GradientCheckError", "IRError", "LeakedTracerError", "MissingRuleError",

@@ -7,15 +7,24 @@
 A pytree is nested tuples, lists, dicts and namedtuples of leaves (arrays, scalars); None is an
 empty subtree; `register_pytree_node(cls, flatten, unflatten)` (or the decorator
 `register_pytree_node_class`, for a class with `tree_flatten()` and a classmethod
-`tree_unflatten(aux, children)`) makes any class a node. Every transform, vg.jit and
-vg.optim take and return pytrees.
+`tree_unflatten(aux, children)`) makes any class a node; `register_dataclass` a dataclass.
+Every transform, vg.jit and vg.optim take and return pytrees.
+
+Paths name where a leaf sits, with JAX's entries and printing: `DictKey('a')` prints `['a']`,
+`SequenceKey(0)` `[0]`, `GetAttrKey('w')` `.w` (namedtuple fields, dataclass fields),
+`FlattenedIndexKey(0)` `[<flat index 0>]` (a child of a node registered without keys):
+
+    for path, leaf in vg.tree_util.tree_leaves_with_path(params):
+        print(vg.tree_util.keystr(path), leaf.shape)       # ['blocks'][0]['w'] (3, 5)
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
+from vkgrad.errors import ArgumentError
 from vkgrad.tracer.pytree import (TreeDef, flatten_up_to, register_pytree_node,  # noqa: F401
                                   tree_flatten, tree_leaves, tree_map, tree_structure,
                                   tree_unflatten)
@@ -43,6 +52,127 @@ def treedef_children(treedef: TreeDef) -> list:
     return list(treedef.children)
 
 
-__all__ = ["PyTreeDef", "register_pytree_node", "register_pytree_node_class", "tree_all",
-           "tree_flatten", "tree_leaves", "tree_map", "tree_reduce", "tree_structure",
-           "tree_unflatten", "treedef_children"]
+# ------------------------------------------------------------------------------------- paths
+
+class DictKey(NamedTuple):
+    key: Any
+
+    def __str__(self):
+        return f"[{self.key!r}]"
+
+
+class SequenceKey(NamedTuple):
+    idx: int
+
+    def __str__(self):
+        return f"[{self.idx!r}]"
+
+
+class GetAttrKey(NamedTuple):
+    name: str
+
+    def __str__(self):
+        return f".{self.name}"
+
+
+class FlattenedIndexKey(NamedTuple):
+    key: int
+
+    def __str__(self):
+        return f"[<flat index {self.key}>]"
+
+
+# registered class -> the names of its children, in flatten order (register_dataclass)
+_child_names: dict[type, tuple] = {}
+
+
+def keystr(path: tuple) -> str:
+    """A path as JAX prints it: (DictKey('a'), SequenceKey(0)) -> "['a'][0]"."""
+    return "".join(str(k) for k in path)
+
+
+def _children_keys(x, is_leaf):
+    """(x's children, their path entries), or None when x is a leaf."""
+    kids, td = tree_flatten(x, lambda y: y is not x)    # one level: the children as leaves
+    if td.kind == "leaf":
+        return None
+    if td.kind in ("tuple", "list"):
+        keys = [SequenceKey(i) for i in range(len(kids))]
+    elif td.kind == "dict":
+        keys = [DictKey(k) for k in td.meta]
+    elif td.kind == "namedtuple":
+        keys = [GetAttrKey(f) for f in td.meta._fields]
+    elif td.kind == "custom" and td.meta[0] in _child_names:
+        keys = [GetAttrKey(f) for f in _child_names[td.meta[0]]]
+    else:
+        keys = [FlattenedIndexKey(i) for i in range(len(kids))]
+    return kids, keys
+
+
+def _leaves_with_path(x, path, out, is_leaf):
+    if is_leaf is not None and is_leaf(x):
+        out.append((path, x))
+        return
+    if x is None:
+        return
+    level = _children_keys(x, is_leaf)
+    if level is None:
+        out.append((path, x))
+        return
+    for kid, key in zip(*level):
+        _leaves_with_path(kid, path + (key,), out, is_leaf)
+
+
+def tree_flatten_with_path(tree, is_leaf: Callable | None = None) -> tuple[list, TreeDef]:
+    """([(path, leaf), ...], treedef), in tree_flatten's order."""
+    out: list = []
+    _leaves_with_path(tree, (), out, is_leaf)
+    return out, tree_structure(tree, is_leaf)
+
+
+def tree_leaves_with_path(tree, is_leaf: Callable | None = None) -> list:
+    out: list = []
+    _leaves_with_path(tree, (), out, is_leaf)
+    return out
+
+
+def tree_map_with_path(fn: Callable, tree, *rest, is_leaf: Callable | None = None) -> Any:
+    """fn(path, leaf, *other leaves) at every leaf of tree; rest have tree's structure."""
+    pairs, td = tree_flatten_with_path(tree, is_leaf)
+    others = [flatten_up_to(td, r) for r in rest]
+    return tree_unflatten(td, [fn(p, x, *xs) for (p, x), *xs in zip(pairs, *others)])
+
+
+def register_dataclass(nodetype: type | None = None, data_fields=None, meta_fields=None,
+                       drop_fields=()):
+    """Make a dataclass a pytree node (JAX's): `data_fields` are its children (paths
+    `.name`), `meta_fields` its static, hashable aux data. Without either list, the fields
+    whose `dataclasses.field(metadata=dict(static=True))` say so are meta, the others data.
+    Usable as a decorator."""
+    if nodetype is None:
+        return lambda cls: register_dataclass(cls, data_fields, meta_fields, drop_fields)
+    if data_fields is None and meta_fields is None:
+        if not dataclasses.is_dataclass(nodetype):
+            raise ArgumentError(f"register_dataclass: {nodetype.__name__} is not a dataclass; "
+                                "pass data_fields and meta_fields")
+        fields = [f for f in dataclasses.fields(nodetype) if f.init and f.name not in drop_fields]
+        meta_fields = [f.name for f in fields if f.metadata.get("static", False)]
+        data_fields = [f.name for f in fields if not f.metadata.get("static", False)]
+    data_fields, meta_fields = tuple(data_fields), tuple(meta_fields or ())
+
+    def flatten(x):
+        return [getattr(x, n) for n in data_fields], tuple(getattr(x, n) for n in meta_fields)
+
+    def unflatten(meta, children):
+        return nodetype(**dict(zip(data_fields, children)), **dict(zip(meta_fields, meta)))
+
+    register_pytree_node(nodetype, flatten, unflatten)
+    _child_names[nodetype] = data_fields
+    return nodetype
+
+
+__all__ = ["DictKey", "FlattenedIndexKey", "GetAttrKey", "PyTreeDef", "SequenceKey", "keystr",
+           "register_dataclass", "register_pytree_node", "register_pytree_node_class",
+           "tree_all", "tree_flatten", "tree_flatten_with_path", "tree_leaves",
+           "tree_leaves_with_path", "tree_map", "tree_map_with_path", "tree_reduce",
+           "tree_structure", "tree_unflatten", "treedef_children"]

@@ -54,7 +54,10 @@ def vjp_program(program: Program, wrt, ct_outputs=None, name: str | None = None)
 def jvp_program(program: Program, wrt, name: str | None = None) -> Program:
     """Forward mode by double VJP. Inputs: program.inputs, then one cotangent per float output
     (any value: the result does not depend on them; pass zeros), then one tangent per wrt
-    input. Outputs: program.outputs + one tangent per float output."""
+    input. Outputs: program.outputs + one tangent per float output. A custom_vjp call that a
+    tangent reaches is refused, as in JAX: its rule says nothing about forward mode, and the
+    double VJP would differentiate the user's bwd instead."""
+    _refuse_custom_vjp(program, wrt)
     n_in, n_out = len(program.inputs), len(program.outputs)
     float_outs = [j for j, o in enumerate(program.outputs) if is_float(o.dtype)]
     back = vjp_program(program, wrt, float_outs)             # (x, ct) -> (y, J^T ct)
@@ -63,6 +66,17 @@ def jvp_program(program: Program, wrt, name: str | None = None) -> Program:
     fwd = vjp_program(back, ct_ins, grads, name=name)         # (x, ct, u) -> (y, J^T ct, J u)
     keep = list(fwd.outputs[:n_out]) + list(fwd.outputs[n_out + len(wrt):])
     return fwd.replace(outputs=tuple(keep))
+
+
+def _refuse_custom_vjp(program: Program, wrt) -> None:
+    active = {program.inputs[i] for i in wrt}
+    for e in program.eqns:
+        if any(isinstance(x, Var) and x in active for x in e.inputs):
+            if e.prim is P.custom_vjp_call_p:
+                raise GradError("can't apply forward-mode autodiff (jvp) to a custom_vjp "
+                                f"function ({e.params['rule']}); use vg.custom_jvp, or "
+                                "reverse mode (grad, vjp, jacrev)", source=e.source)
+            active.update(o for o in e.outputs if is_float(o.dtype))
 
 
 def _joint(program, wrt, seed_one, ct_outputs, name):

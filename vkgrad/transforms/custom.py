@@ -23,9 +23,16 @@ custom_*_call eqn (vkgrad/primitives/custom.py) whose VJP is the user's rule:
     custom call is inlined, CSE shares what fwd has in common with the body), then `bwd`;
   * custom_jvp: reverse mode transposes the user's (linear in the tangents) jvp: the VJP of
     `t -> jvp(primals, t)[1]`, by vkgrad's own reverse mode.
-Forward mode (vg.jvp) is derived from the backward (the double-VJP trick), so both kinds work
-under jvp, grad and grad of grad wherever the rules themselves are differentiable. In a
-jitted function the rule is traced into the program; `optimize(final=True)` inlines the body.
+Forward mode (vg.jvp) is derived from the backward (the double-VJP trick): a custom_jvp
+function works under jvp, grad and grad of grad wherever its rule is differentiable; a
+custom_vjp function under jvp (jacfwd, hessian) is refused with JAX's error, "can't apply
+forward-mode autodiff (jvp) to a custom_vjp function" (its rule says nothing about forward
+mode). In a jitted function the rule is traced into the program; `optimize(final=True)` inlines
+the body.
+
+`f.defjvps(jvp_0, jvp_1, ...)` is JAX's shorthand: one function per argument,
+`jvp_i(tangent_i, primal_out, *primals) -> that argument's share of the output tangent` (None:
+no share); the shares are summed.
 
 nondiff_argnums: those arguments are passed through as Python values (hashable or not) and get
 no cotangent; `bwd(*nondiff, res, g)`, `jvp(*nondiff, primals, tangents)` as in JAX. Values the
@@ -44,7 +51,7 @@ from vkgrad.ir.core import is_float, np_dtype, type_str
 from vkgrad.primitives import (CustomRule, broadcast_to, convert, custom_jvp_call_p,
                                custom_vjp_call_p)
 from vkgrad.tracer.core import bind, current_trace, user_source
-from vkgrad.tracer.pytree import flatten_up_to, tree_unflatten
+from vkgrad.tracer.pytree import flatten_up_to, tree_map, tree_unflatten
 from vkgrad.transforms.api import _fun_name, _trace, vjp
 
 
@@ -149,6 +156,26 @@ class custom_jvp(_Custom):
     def defjvp(self, jvp):
         self.jvp = jvp
         return jvp
+
+    def defjvps(self, *jvps):
+        """One rule per argument, each `(tangent, primal_out, *primals) -> tangent_out`, None
+        for an argument whose tangent contributes nothing; the contributions are summed."""
+        if self.nondiff_argnums:
+            raise ArgumentError(f"{_fun_name(self.fun)}: defjvps cannot be used with "
+                                "nondiff_argnums (use defjvp)")
+
+        def jvp(primals, tangents):
+            if len(jvps) != len(primals):
+                raise ArgumentError(f"{_fun_name(self.fun)}: defjvps was given {len(jvps)} "
+                                    f"rules for {len(primals)} arguments")
+            out = self(*primals)
+            shares = [rule(t, out, *primals) for rule, t in zip(jvps, tangents)
+                      if rule is not None]
+            if not shares:
+                return out, tree_map(lambda o: o * 0, out)
+            return out, tree_map(lambda *ts: functools.reduce(lambda a, b: a + b, ts), *shares)
+
+        self.jvp = jvp
 
     def _missing(self):
         return None if self.jvp is not None else \

@@ -1,0 +1,172 @@
+"""vg.scipy.special and vg.scipy.stats.norm: values against scipy where the venv has it, else
+against Python's math/statistics in float64 (the errors vkgrad/scipy/special.py states);
+gradients by vg.check_grads; the whole set jit-ed on Vulkan."""
+
+import math
+from statistics import NormalDist
+
+import numpy as np
+import pytest
+
+import vkgrad as vg
+import vkgrad.numpy as vnp
+from vkgrad.scipy import special as sp
+from vkgrad.scipy.stats import norm
+
+try:
+    import scipy.special as ref_special
+except ImportError:
+    ref_special = None
+
+
+def _digamma_ref(x, h=1e-5):    # d lgamma / dx by central differences in float64
+    return (math.lgamma(x + h) - math.lgamma(x - h)) / (2 * h)
+
+
+def _ref(name):
+    if ref_special is not None:
+        return getattr(ref_special, name)
+    table = {"erf": math.erf, "erfc": math.erfc, "gammaln": math.lgamma,
+             "digamma": _digamma_ref,
+             "ndtr": lambda x: 0.5 * math.erfc(-x / math.sqrt(2)),
+             "log_ndtr": lambda x: math.log(0.5 * math.erfc(-x / math.sqrt(2))),
+             "ndtri": lambda p: NormalDist().inv_cdf(p),
+             "expit": lambda x: 1 / (1 + math.exp(-x)) if x > -700 else 0.0,
+             "logit": lambda p: math.log(p / (1 - p))}
+    return np.vectorize(table[name])
+
+
+def grid(lo, hi, n=401):
+    return np.linspace(lo, hi, n).astype(np.float32)
+
+
+# name, inputs, relative tolerance, absolute tolerance
+VALUES = [
+    ("erf", grid(-6, 6), 3e-7, 1e-30),
+    ("erf", np.float32([1e-7, 1e-4, 0.3, 0.4999, 0.5, 0.5001]), 3e-7, 1e-30),
+    ("erfc", grid(-6, 9), 6e-7, 1e-37),
+    ("ndtr", grid(-5, 8), 3e-6, 1e-37),
+    ("log_ndtr", grid(-37, 6), 2e-6, 1e-12),
+    ("ndtri", np.concatenate([np.logspace(-35, -1, 80), grid(0.03, 0.97, 95),
+                              1 - np.logspace(-7, -2, 30)]).astype(np.float32), 3e-6, 1e-6),
+    ("gammaln", grid(0.01, 16), 0, 6e-6),
+    ("gammaln", grid(16, 1e5), 3e-7, 0),
+    ("gammaln", np.float32([-0.5, -1.5, -2.3, -4.9, -0.01]), 1e-5, 1e-5),
+    ("digamma", grid(0.05, 16), 1e-6, 1e-6),
+    ("digamma", np.float32([-0.5, -1.5, -2.3, -4.9, 100.0, 1e4]), 1e-5, 1e-5),
+    ("expit", grid(-80, 30), 1e-6, 1e-40),
+    ("logit", grid(0.001, 0.999), 2e-6, 1e-6),
+]
+
+
+@pytest.mark.parametrize("name,x,rtol,atol", VALUES, ids=lambda v: v if isinstance(v, str) else "")
+def test_values(name, x, rtol, atol):
+    got = np.asarray(getattr(sp, name)(x), np.float64)
+    want = _ref(name)(x.astype(np.float64))
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
+    assert getattr(sp, name)(x).dtype == np.float32
+
+
+def test_ndtr_far_lower_tail():
+    """ndtr's relative error grows as 1e-7 x^2 there: the rounding of x / sqrt(2)."""
+    x = grid(-12, -5)
+    got = np.asarray(sp.ndtr(x), np.float64)
+    want = _ref("ndtr")(x.astype(np.float64))
+    assert (np.abs(got - want) <= (6e-7 + 1e-7 * x.astype(np.float64) ** 2) * want).all()
+
+
+def test_edges():
+    np.testing.assert_array_equal(sp.ndtri(np.float32([0, 1, 0.5])), [-np.inf, np.inf, 0])
+    assert np.isnan(sp.ndtri(np.float32([-0.1, 1.1]))).all()
+    assert np.isinf(sp.gammaln(np.float32([0, -1, -3]))).all()
+    assert np.isnan(sp.digamma(np.float32([0, -2]))).all()
+    assert float(sp.erf(np.float32(0))) == 0.0 and float(sp.erfc(np.float32(0))) == 1.0
+    np.testing.assert_array_equal(sp.xlogy(np.float32([0, 0, 2]), np.float32([0, 3, 3])),
+                                  np.float32([0, 0, 2 * np.log(3)]))
+    np.testing.assert_allclose(sp.xlog1py(np.float32([0, 2]), np.float32([-1, 3])),
+                               [0, 2 * np.log(4)], rtol=1e-6)
+
+
+def test_logsumexp_like_jax():
+    x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32) * 10
+    ref = lambda a, axis: np.log(np.sum(np.exp(a.astype(np.float64)), axis=axis))
+    np.testing.assert_allclose(sp.logsumexp(x), ref(x, None), rtol=1e-6)
+    np.testing.assert_allclose(sp.logsumexp(x, axis=1), ref(x, 1), rtol=1e-6)
+    np.testing.assert_allclose(sp.logsumexp(x, axis=(0, 1), keepdims=True),
+                               ref(x, None).reshape(1, 1), rtol=1e-6)
+    np.testing.assert_array_equal(sp.logsumexp(np.float32([[-np.inf, -np.inf]]), axis=1),
+                                  [-np.inf])
+    b = np.float32([1, -2, 0.5])
+    a = np.float32([1, 2, 0])
+    s = np.sum(b * np.exp(a.astype(np.float64)))
+    out, sign = sp.logsumexp(a, b=b, return_sign=True)
+    np.testing.assert_allclose(out, np.log(abs(s)), rtol=1e-6)
+    assert float(sign) == -1.0
+    assert np.isnan(sp.logsumexp(a, b=b))              # a negative sum without return_sign
+    np.testing.assert_allclose(sp.logsumexp(a, b=np.float32([1, 2, 0.5])),
+                               np.log(np.sum([1, 2, 0.5] * np.exp(a.astype(np.float64)))),
+                               rtol=1e-6)
+
+
+def test_norm():
+    x = np.linspace(-4, 4, 33).astype(np.float32)
+    d = NormalDist(1.0, 2.0)
+    np.testing.assert_allclose(norm.pdf(x, 1.0, 2.0), [d.pdf(v) for v in x], rtol=1e-6)
+    np.testing.assert_allclose(norm.logpdf(x, 1.0, 2.0), [math.log(d.pdf(v)) for v in x],
+                               rtol=1e-6)
+    np.testing.assert_allclose(norm.cdf(x, 1.0, 2.0), [d.cdf(v) for v in x], rtol=1e-6)
+    np.testing.assert_allclose(norm.logcdf(x, 1.0, 2.0), [math.log(d.cdf(v)) for v in x],
+                               rtol=2e-6)
+    np.testing.assert_allclose(norm.sf(x), [0.5 * math.erfc(v / math.sqrt(2)) for v in x],
+                               rtol=3e-6)
+    q = np.float32([0.001, 0.1, 0.5, 0.9, 0.999])
+    np.testing.assert_allclose(norm.ppf(q, 1.0, 2.0), [d.inv_cdf(v) for v in q], rtol=2e-6,
+                               atol=1e-6)
+
+
+GRADS = {
+    "erf": (sp.erf, np.float64([-3.0, -0.4, 0.1, 0.7, 2.5])),
+    "erfc": (sp.erfc, np.float64([-2.0, 0.3, 1.0, 4.0])),
+    "ndtr": (sp.ndtr, np.float64([-5.0, -1.0, 0.5, 3.0])),
+    "log_ndtr": (sp.log_ndtr, np.float64([-20.0, -2.0, 0.5, 3.0])),
+    "ndtri": (sp.ndtri, np.float64([0.002, 0.01, 0.3, 0.8, 0.99])),
+    "gammaln": (sp.gammaln, np.float64([-2.5, 0.3, 1.5, 7.0, 20.0])),
+    "digamma": (sp.digamma, np.float64([-1.5, 0.7, 3.0, 12.0])),
+    "expit": (sp.expit, np.float64([-30.0, -1.0, 0.0, 2.0])),
+    "erfc_at_0": (sp.erfc, np.float64([0.0])),
+    "logit": (sp.logit, np.float64([0.01, 0.4, 0.9])),
+    "xlogy": (lambda y: sp.xlogy(np.float64([0.0, 2.0, 3.0]), y), np.float64([0.5, 1.5, 4.0])),
+    "xlog1py": (lambda y: sp.xlog1py(np.float64([0.0, 2.0, 3.0]), y), np.float64([0.5, 1.5, 4.0])),
+    "logsumexp": (lambda a: sp.logsumexp(a, b=np.float64([1.0, 2.0, 0.5]), axis=0),
+                  np.float64([0.3, -1.0, 2.0])),
+    "norm": (lambda x: norm.logpdf(x, 0.5, 2.0) + norm.cdf(x) + norm.ppf(sp.expit(x)),
+             np.float64([-1.0, 0.2, 1.3])),
+}
+
+
+@pytest.mark.parametrize("name", GRADS)
+def test_gradients(name):
+    f, x = GRADS[name]
+    vg.test_util.check_grads(f, (x,), order=1, modes=("rev",), rtol=1e-3, atol=1e-4)
+
+
+def test_known_derivatives():
+    x = np.float32([-1.0, 0.0, 0.5, 2.0])
+    np.testing.assert_allclose(vg.grad(lambda v: vnp.sum(sp.erf(v)))(x),
+                               2 / np.sqrt(np.pi) * np.exp(-x.astype(np.float64) ** 2), rtol=2e-5)
+    np.testing.assert_allclose(vg.grad(lambda v: vnp.sum(sp.gammaln(v)))(x[2:]),
+                               [_digamma_ref(0.5), _digamma_ref(2.0)], rtol=2e-4)
+
+
+def test_jitted_on_vulkan():
+    x = np.linspace(-3, 3, 16).astype(np.float32)
+    p = np.linspace(0.01, 0.99, 16).astype(np.float32)
+
+    def f(x, p):
+        return (sp.erf(x), sp.log_ndtr(x), sp.ndtri(p), sp.gammaln(x + 3.5), sp.digamma(x + 3.5),
+                sp.logsumexp(x), sp.expit(x))
+
+    got = vg.jit(f, backend="vulkan")(x, p)
+    want = f(x, p)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=2e-5, atol=2e-5)

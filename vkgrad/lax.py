@@ -1,0 +1,456 @@
+"""vg.lax: JAX's jax.lax names, each meaning what it means in JAX, over vkgrad's primitives
+and vkgrad.numpy.
+
+    from vkgrad import lax
+    y = lax.dot_general(a, b, (((2,), (1,)), ((0,), (0,))))     # a batched matmul
+    w = lax.dynamic_slice(x, (i, 0), (2, 4))                     # i may be traced
+    vals, idx = lax.top_k(x, 3)
+
+Elementwise functions are a table (`_UNARY`, `_BINARY`); the layout, indexing and contraction
+functions compose vnp's. The loops (scan, fori_loop, while_loop, cond) are not here yet, and no
+name here means something other than JAX's: `lax.scan` is an AttributeError, not the selective
+scan (that is `vkgrad.primitives.selective_scan`).
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+import string
+
+import numpy as np
+
+import vkgrad.numpy as vnp
+from vkgrad import primitives as P
+from vkgrad.errors import ArgumentError, ShapeError
+from vkgrad.scipy.special import digamma, erf, erfc, expit, gammaln, ndtri
+from vkgrad.tree_util import tree_map
+
+# ------------------------------------------------------------------------------- elementwise
+
+def rsqrt(x):
+    return 1.0 / vnp.sqrt(x)
+
+
+def cbrt(x):
+    return vnp.sign(x) * vnp.abs(x) ** (1.0 / 3.0)
+
+
+def erf_inv(x):
+    return ndtri(0.5 * (x + 1.0)) * (1.0 / math.sqrt(2.0))
+
+
+_UNARY = {
+    "abs": vnp.abs, "acos": vnp.arccos, "acosh": vnp.arccosh, "asin": vnp.arcsin,
+    "asinh": vnp.arcsinh, "atan": vnp.arctan, "atanh": vnp.arctanh, "ceil": vnp.ceil,
+    "cos": vnp.cos, "cosh": vnp.cosh, "exp": vnp.exp, "exp2": vnp.exp2, "expm1": vnp.expm1,
+    "floor": vnp.floor, "is_finite": vnp.isfinite, "log": vnp.log, "log1p": vnp.log1p,
+    "neg": vnp.negative, "sign": vnp.sign, "sin": vnp.sin, "sinh": vnp.sinh,
+    "sqrt": vnp.sqrt, "square": vnp.square, "tan": vnp.tan, "tanh": vnp.tanh,
+    "erf": erf, "erfc": erfc, "lgamma": gammaln, "digamma": digamma,
+    "rsqrt": rsqrt, "cbrt": cbrt, "logistic": expit, "erf_inv": erf_inv,
+}
+
+
+def _div(x, y):
+    """x / y; integers round toward zero (C's division, lax.div's)."""
+    if vnp.issubdtype(vnp.result_type(x, y), vnp.integer):
+        return vnp.floor_divide(x - vnp.fmod(x, y), y)
+    return vnp.divide(x, y)
+
+
+_BINARY = {
+    "add": vnp.add, "sub": vnp.subtract, "mul": vnp.multiply, "div": _div,
+    "rem": vnp.fmod, "pow": vnp.power, "max": vnp.maximum, "min": vnp.minimum,
+    "atan2": vnp.arctan2, "eq": vnp.equal, "ne": vnp.not_equal, "lt": vnp.less,
+    "le": vnp.less_equal, "gt": vnp.greater, "ge": vnp.greater_equal,
+}
+
+globals().update(_UNARY)
+globals().update(_BINARY)
+
+
+def round(x, rounding_method=0):  # noqa: A001
+    """Rounding to the nearest integer: halves away from zero (rounding_method 0, JAX's
+    default, lax.RoundingMethod.AWAY_FROM_ZERO) or to even (1, TO_NEAREST_EVEN)."""
+    if int(rounding_method) == 1:
+        return vnp.rint(x)
+    return vnp.sign(x) * vnp.floor(vnp.abs(x) + 0.5)
+
+
+class RoundingMethod:
+    AWAY_FROM_ZERO = 0
+    TO_NEAREST_EVEN = 1
+
+
+def integer_pow(x, y: int):
+    """x ** y for a Python int y (negative: the reciprocal)."""
+    if not isinstance(y, (int, np.integer)):
+        raise ArgumentError(f"integer_pow: the exponent must be a Python int, not {y!r}")
+    return x ** int(y)
+
+
+def clamp(min, x, max):  # noqa: A002
+    """x clipped to [min, max] (lax's argument order)."""
+    return vnp.clip(x, min, max)
+
+
+def select(pred, on_true, on_false):
+    return vnp.where(pred, on_true, on_false)
+
+
+def select_n(which, *cases):
+    """cases[which]: which is a bool (two cases) or an integer array."""
+    if not cases:
+        raise ArgumentError("select_n needs at least one case")
+    out = cases[0]
+    for i, case in enumerate(cases[1:], 1):
+        out = vnp.where(which if len(cases) == 2 and vnp.result_type(which) == np.bool_
+                        else vnp.equal(which, i), case, out)
+    return out
+
+
+def stop_gradient(x):
+    """The identity whose derivative is zero, on every leaf of a pytree."""
+    return tree_map(vnp.stop_gradient, x)
+
+
+def convert_element_type(operand, new_dtype):
+    return vnp.astype(operand, new_dtype)
+
+
+# ------------------------------------------------------------------------------- reductions
+
+def reduce_sum(operand, axes):
+    return vnp.sum(operand, axis=tuple(axes))
+
+
+def reduce_max(operand, axes):
+    return vnp.max(operand, axis=tuple(axes))
+
+
+def reduce_min(operand, axes):
+    return vnp.min(operand, axis=tuple(axes))
+
+
+def reduce_prod(operand, axes):
+    return vnp.prod(operand, axis=tuple(axes))
+
+
+def argmax(operand, axis: int, index_dtype=np.int32):
+    return vnp.astype(vnp.argmax(operand, axis=axis), index_dtype)
+
+
+def argmin(operand, axis: int, index_dtype=np.int32):
+    return vnp.astype(vnp.argmin(operand, axis=axis), index_dtype)
+
+
+def cumsum(operand, axis: int = 0, reverse: bool = False):
+    if reverse:
+        return vnp.flip(vnp.cumsum(vnp.flip(operand, axis), axis=axis), axis)
+    return vnp.cumsum(operand, axis=axis)
+
+
+def cumprod(operand, axis: int = 0, reverse: bool = False):
+    if reverse:
+        return vnp.flip(vnp.cumprod(vnp.flip(operand, axis), axis=axis), axis)
+    return vnp.cumprod(operand, axis=axis)
+
+
+# ----------------------------------------------------------------------------------- layout
+
+def broadcast_in_dim(operand, shape, broadcast_dimensions):
+    """operand's axis i becomes axis broadcast_dimensions[i] of a result of `shape`; the other
+    axes are new, and operand axes of size 1 stretch."""
+    operand = vnp.asarray(operand)
+    shape, dims = tuple(shape), tuple(broadcast_dimensions)
+    if len(dims) != operand.ndim or list(dims) != sorted(set(dims)) or \
+            builtins.any(not 0 <= d < len(shape) for d in dims):
+        raise ShapeError(f"broadcast_in_dim: broadcast_dimensions {dims} must be increasing "
+                         f"axes of the result {shape}, one per operand axis of "
+                         f"{tuple(operand.shape)}")
+    full = [1] * len(shape)
+    for i, d in enumerate(dims):
+        if operand.shape[i] not in (1, shape[d]):
+            raise ShapeError(f"broadcast_in_dim: operand axis {i} of size {operand.shape[i]} "
+                             f"cannot become result axis {d} of size {shape[d]}")
+        full[d] = operand.shape[i]
+    return vnp.broadcast_to(vnp.reshape(operand, full), shape)
+
+
+def broadcast(operand, sizes):
+    """New leading axes of the given sizes."""
+    operand = vnp.asarray(operand)
+    sizes = tuple(sizes)
+    return broadcast_in_dim(operand, sizes + tuple(operand.shape),
+                            tuple(range(len(sizes), len(sizes) + operand.ndim)))
+
+
+def reshape(operand, new_sizes, dimensions=None):
+    """operand (transposed by `dimensions` first, when given) reshaped in row-major order."""
+    if dimensions is not None:
+        operand = vnp.transpose(operand, tuple(dimensions))
+    return vnp.reshape(operand, tuple(new_sizes))
+
+
+def transpose(operand, permutation):
+    return vnp.transpose(operand, tuple(permutation))
+
+
+def squeeze(array, dimensions):
+    return vnp.squeeze(array, axis=tuple(dimensions))
+
+
+def expand_dims(array, dimensions):
+    return vnp.expand_dims(array, tuple(dimensions))
+
+
+def rev(operand, dimensions):
+    return vnp.flip(operand, tuple(dimensions)) if dimensions else operand
+
+
+def concatenate(operands, dimension: int):
+    return vnp.concatenate(list(operands), axis=dimension)
+
+
+def pad(operand, padding_value, padding_config):
+    """operand with (low, high, interior) padding per axis, the new entries padding_value.
+    Negative low/high padding (cropping) is not supported."""
+    operand = vnp.asarray(operand)
+    config = [tuple(int(v) for v in c) for c in padding_config]
+    if len(config) != operand.ndim:
+        raise ShapeError(f"pad: {len(config)} (low, high, interior) triples for an operand of "
+                         f"rank {operand.ndim}")
+    if builtins.any(v < 0 for c in config for v in c):
+        raise ShapeError("pad: negative padding is not supported")
+    low, high, interior = zip(*config) if config else ((), (), ())
+    padded = P.pad(operand, low, high, interior)
+    if isinstance(padding_value, (int, float)) and padding_value == 0:
+        return padded
+    inside = P.pad(vnp.ones(operand.shape, np.float32), low, high, interior)
+    return vnp.where(inside > 0.5, padded, padding_value)
+
+
+def slice(operand, start_indices, limit_indices, strides=None):  # noqa: A001
+    return P.slice_(operand, tuple(start_indices), tuple(limit_indices),
+                    None if strides is None else tuple(strides))
+
+
+def slice_in_dim(operand, start_index, limit_index, stride: int = 1, axis: int = 0):
+    operand = vnp.asarray(operand)
+    n = operand.shape[axis]
+    start, limit, _ = builtins.slice(start_index, limit_index).indices(n)
+    starts, limits, strides = [0] * operand.ndim, list(operand.shape), [1] * operand.ndim
+    starts[axis], limits[axis], strides[axis] = start, builtins.max(start, limit), stride
+    return slice(operand, starts, limits, strides)
+
+
+def index_in_dim(operand, index: int, axis: int = 0, keepdims: bool = True):
+    operand = vnp.asarray(operand)
+    index = index % operand.shape[axis]
+    out = slice_in_dim(operand, index, index + 1, 1, axis)
+    return out if keepdims else vnp.squeeze(out, axis=axis)
+
+
+def split(operand, sizes, axis: int = 0):
+    out, start = [], 0
+    for s in sizes:
+        out.append(slice_in_dim(operand, start, start + s, 1, axis))
+        start += s
+    return out
+
+
+def collapse(operand, start_dimension: int, stop_dimension: int | None = None):
+    operand = vnp.asarray(operand)
+    shape = tuple(operand.shape)
+    stop = len(shape) if stop_dimension is None else stop_dimension
+    return vnp.reshape(operand, shape[:start_dimension] +
+                       (math.prod(shape[start_dimension:stop]),) + shape[stop:])
+
+
+def iota(dtype, size: int):
+    return vnp.arange(size, dtype=dtype)
+
+
+def broadcasted_iota(dtype, shape, dimension: int):
+    shape = tuple(shape)
+    return broadcast_in_dim(vnp.arange(shape[dimension], dtype=dtype), shape, (dimension,))
+
+
+def full(shape, fill_value, dtype=None):
+    return vnp.full(tuple(shape), fill_value, dtype=dtype)
+
+
+def full_like(x, fill_value, dtype=None, shape=None):
+    x = vnp.asarray(x)
+    return vnp.full(tuple(x.shape) if shape is None else tuple(shape), fill_value,
+                    dtype=x.dtype if dtype is None else dtype)
+
+
+def zeros_like_array(x):
+    return vnp.zeros_like(x)
+
+
+# ----------------------------------------------------------------------- dynamic indexing
+
+def _start(i, n: int, size: int):
+    """JAX's clamping: a start index is moved into [0, n - size] so the window fits."""
+    return vnp.clip(vnp.astype(vnp.asarray(i), np.int32), 0, n - size)
+
+
+def dynamic_slice(operand, start_indices, slice_sizes):
+    """operand[s0:s0+k0, s1:s1+k1, ...] with start indices that may be traced, each clamped so
+    the window lies inside operand (JAX's rule)."""
+    operand = vnp.asarray(operand)
+    starts, sizes = list(start_indices), [int(s) for s in slice_sizes]
+    if len(starts) != operand.ndim or len(sizes) != operand.ndim:
+        raise ShapeError(f"dynamic_slice: {len(starts)} start indices and {len(sizes)} sizes "
+                         f"for an operand of rank {operand.ndim}")
+    out = operand
+    for axis, (s, k) in enumerate(zip(starts, sizes)):
+        n = operand.shape[axis]
+        if not 0 <= k <= n:
+            raise ShapeError(f"dynamic_slice: slice size {k} does not fit axis {axis} of "
+                             f"size {n}")
+        if k == n:
+            continue
+        out = vnp.take(out, _start(s, n, k) + vnp.arange(k, dtype=np.int32), axis=axis)
+    return out
+
+
+def dynamic_update_slice(operand, update, start_indices):
+    """operand with update written at start_indices (clamped as in dynamic_slice): a select
+    between operand and update gathered to operand's shape, so both are differentiable."""
+    operand, update = vnp.asarray(operand), vnp.asarray(update)
+    starts = list(start_indices)
+    if len(starts) != operand.ndim or update.ndim != operand.ndim:
+        raise ShapeError(f"dynamic_update_slice: an update of shape {tuple(update.shape)} and "
+                         f"{len(starts)} start indices for an operand of shape "
+                         f"{tuple(operand.shape)}")
+    inside, spread = None, update
+    for axis, s in enumerate(starts):
+        n, k = operand.shape[axis], update.shape[axis]
+        if k > n:
+            raise ShapeError(f"dynamic_update_slice: update axis {axis} of size {k} exceeds "
+                             f"the operand's {n}")
+        rel = vnp.arange(n, dtype=np.int32) - _start(s, n, k)      # position in the update
+        hit = (rel >= 0) & (rel < k)
+        spread = vnp.take(spread, vnp.clip(rel, 0, k - 1), axis=axis)
+        shape = [1] * operand.ndim
+        shape[axis] = n
+        hit = vnp.reshape(hit, shape)
+        inside = hit if inside is None else inside & hit
+    if inside is None:      # rank 0
+        return update
+    return vnp.where(inside, spread, operand)
+
+
+def dynamic_slice_in_dim(operand, start_index, slice_size: int, axis: int = 0):
+    operand = vnp.asarray(operand)
+    starts = [0] * operand.ndim
+    starts[axis] = start_index
+    sizes = list(operand.shape)
+    sizes[axis] = slice_size
+    return dynamic_slice(operand, starts, sizes)
+
+
+def dynamic_index_in_dim(operand, index, axis: int = 0, keepdims: bool = True):
+    out = dynamic_slice_in_dim(operand, index, 1, axis)
+    return out if keepdims else vnp.squeeze(out, axis=axis)
+
+
+def dynamic_update_slice_in_dim(operand, update, start_index, axis: int):
+    operand = vnp.asarray(operand)
+    starts = [0] * operand.ndim
+    starts[axis] = start_index
+    return dynamic_update_slice(operand, update, starts)
+
+
+def dynamic_update_index_in_dim(operand, update, index, axis: int):
+    update = vnp.asarray(update)
+    if update.ndim == vnp.ndim(operand) - 1:
+        update = vnp.expand_dims(update, axis)
+    return dynamic_update_slice_in_dim(operand, update, index, axis)
+
+
+# ------------------------------------------------------------------------------ contraction
+
+def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
+    """Contract lhs and rhs over dimension_numbers = ((lhs_contracting, rhs_contracting),
+    (lhs_batch, rhs_batch)); the result's axes are the batch axes, then lhs's free axes, then
+    rhs's (JAX's order). Written as an einsum, which vkgrad lowers to its matmul."""
+    lhs, rhs = vnp.asarray(lhs), vnp.asarray(rhs)
+    (lc, rc), (lb, rb) = dimension_numbers
+    lc, rc, lb, rb = (tuple(int(a) for a in x) for x in (lc, rc, lb, rb))
+    if len(lc) != len(rc) or len(lb) != len(rb):
+        raise ShapeError(f"dot_general: dimension_numbers {dimension_numbers} pair unequal "
+                         "numbers of axes")
+    letters = iter(string.ascii_letters)
+    ls = [None] * lhs.ndim
+    rs = [None] * rhs.ndim
+    batch = []
+    for a, b in list(zip(lb, rb)) + list(zip(lc, rc)):
+        if lhs.shape[a] != rhs.shape[b]:
+            raise ShapeError(f"dot_general: lhs axis {a} (size {lhs.shape[a]}) and rhs axis "
+                             f"{b} (size {rhs.shape[b]}) are paired but differ")
+        ls[a] = rs[b] = next(letters)
+    batch = [ls[a] for a in lb]
+    for i in range(lhs.ndim):
+        ls[i] = ls[i] or next(letters)
+    for i in range(rhs.ndim):
+        rs[i] = rs[i] or next(letters)
+    free_l = [ls[i] for i in range(lhs.ndim) if i not in lb and i not in lc]
+    free_r = [rs[i] for i in range(rhs.ndim) if i not in rb and i not in rc]
+    out = vnp.einsum(f"{''.join(ls)},{''.join(rs)}->{''.join(batch + free_l + free_r)}",
+                     lhs, rhs)
+    return out if preferred_element_type is None else vnp.astype(out, preferred_element_type)
+
+
+def dot(lhs, rhs, precision=None, preferred_element_type=None):
+    """vector . vector, matrix . vector, matrix . matrix (rank 1 or 2 operands)."""
+    lhs, rhs = vnp.asarray(lhs), vnp.asarray(rhs)
+    if lhs.ndim not in (1, 2) or rhs.ndim not in (1, 2):
+        raise ShapeError(f"dot takes rank-1 or rank-2 operands, not {tuple(lhs.shape)} and "
+                         f"{tuple(rhs.shape)} (use dot_general)")
+    return dot_general(lhs, rhs, (((lhs.ndim - 1,), (0,)), ((), ())),
+                       preferred_element_type=preferred_element_type)
+
+
+def batch_matmul(lhs, rhs, precision=None):
+    return vnp.matmul(lhs, rhs)
+
+
+# ---------------------------------------------------------------------------------- sorting
+
+def top_k(operand, k: int):
+    """(values, indices) of the k largest entries along the last axis, largest first."""
+    return P.top_k(operand, k)
+
+
+def sort(operand, dimension: int = -1, is_stable: bool = True, num_keys: int = 1):
+    """One operand sorted along `dimension`, or a tuple of operands sorted by the first
+    (num_keys 1), as lax.sort."""
+    if isinstance(operand, (tuple, list)):
+        if num_keys != 1:
+            raise ArgumentError("sort: only num_keys=1 is supported")
+        keys, *rest = operand
+        idx = vnp.argsort(keys, axis=dimension)
+        return tuple(vnp.take_along_axis(x, idx, axis=dimension) for x in (keys, *rest))
+    return vnp.sort(operand, axis=dimension)
+
+
+def sort_key_val(keys, values, dimension: int = -1, is_stable: bool = True):
+    return sort((keys, values), dimension)
+
+
+__all__ = sorted([*_UNARY, *_BINARY, "round", "RoundingMethod", "integer_pow", "clamp",
+                  "select", "select_n", "stop_gradient", "convert_element_type", "reduce_sum",
+                  "reduce_max", "reduce_min", "reduce_prod", "argmax", "argmin", "cumsum",
+                  "cumprod", "broadcast_in_dim", "broadcast", "reshape", "transpose",
+                  "squeeze", "expand_dims", "rev", "concatenate", "pad", "slice",
+                  "slice_in_dim", "index_in_dim", "split", "collapse", "iota",
+                  "broadcasted_iota", "full", "full_like", "zeros_like_array",
+                  "dynamic_slice", "dynamic_update_slice", "dynamic_slice_in_dim",
+                  "dynamic_index_in_dim", "dynamic_update_slice_in_dim",
+                  "dynamic_update_index_in_dim", "dot_general", "dot", "batch_matmul",
+                  "top_k", "sort", "sort_key_val"])

@@ -1,0 +1,82 @@
+"""vg.tree: JAX's jax.tree module, the short names over vkgrad.tree_util.
+
+    grads = vg.tree.map(lambda g: g * 0.5, grads)
+    leaves, treedef = vg.tree.flatten(params)
+    for path, leaf in vg.tree.leaves_with_path(params): ...
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+from typing import Any, Callable
+
+from vkgrad.errors import ArgumentError
+from vkgrad.tree_util import (TreeDef, flatten_up_to, tree_flatten, tree_flatten_with_path,
+                              tree_leaves, tree_leaves_with_path, tree_map, tree_map_with_path,
+                              tree_structure, tree_unflatten)
+
+_MISSING = object()
+
+
+def map(f: Callable, tree, *rest, is_leaf: Callable | None = None) -> Any:  # noqa: A001
+    return tree_map(f, tree, *rest, is_leaf=is_leaf)
+
+
+def leaves(tree, is_leaf: Callable | None = None) -> list:
+    return tree_leaves(tree, is_leaf)
+
+
+def structure(tree, is_leaf: Callable | None = None) -> TreeDef:
+    return tree_structure(tree, is_leaf)
+
+
+def flatten(tree, is_leaf: Callable | None = None) -> tuple[list, TreeDef]:
+    return tree_flatten(tree, is_leaf)
+
+
+def unflatten(treedef: TreeDef, leaves) -> Any:  # noqa: F811
+    return tree_unflatten(treedef, leaves)
+
+
+def flatten_with_path(tree, is_leaf: Callable | None = None):
+    return tree_flatten_with_path(tree, is_leaf)
+
+
+def leaves_with_path(tree, is_leaf: Callable | None = None) -> list:
+    return tree_leaves_with_path(tree, is_leaf)
+
+
+def map_with_path(f: Callable, tree, *rest, is_leaf: Callable | None = None) -> Any:
+    return tree_map_with_path(f, tree, *rest, is_leaf=is_leaf)
+
+
+def all(tree, *, is_leaf: Callable | None = None) -> bool:  # noqa: A001
+    return builtins.all(tree_leaves(tree, is_leaf))
+
+
+def reduce(function: Callable, tree, initializer: Any = _MISSING,
+           is_leaf: Callable | None = None) -> Any:
+    xs = tree_leaves(tree, is_leaf)
+    if initializer is _MISSING:
+        return functools.reduce(function, xs)
+    return functools.reduce(function, xs, initializer)
+
+
+def transpose(outer_treedef: TreeDef, inner_treedef: TreeDef | None, pytree_to_transpose):
+    """An outer tree of inner trees -> an inner tree of outer trees (jax.tree.transpose);
+    inner_treedef None: that of the first inner tree."""
+    inners = flatten_up_to(outer_treedef, pytree_to_transpose)
+    if inner_treedef is None:
+        if not inners:
+            raise ArgumentError("tree.transpose: an outer tree with no leaves needs "
+                                "inner_treedef")
+        inner_treedef = tree_structure(inners[0])
+    rows = [flatten_up_to(inner_treedef, sub) for sub in inners]   # each: inner's structure
+    columns = [tree_unflatten(outer_treedef, [r[i] for r in rows])
+               for i in range(inner_treedef.num_leaves)]
+    return tree_unflatten(inner_treedef, columns)
+
+
+__all__ = ["all", "flatten", "flatten_with_path", "leaves", "leaves_with_path", "map",
+           "map_with_path", "reduce", "structure", "transpose", "unflatten"]
