@@ -146,6 +146,25 @@ def einsum(subscripts, *operands, out=None, optimize=None, dtype=None, precision
     ops = [asarray(o) for o in operands]
     if dtype is not None:
         ops = [astype(o, dtype) for o in ops]
+    terms, out_t = _einsum_terms(subscripts, ops)
+    sizes = _einsum_sizes(terms, ops)
+    for i in range(len(ops)):
+        others = "".join(terms[j] for j in range(len(ops)) if j != i) + out_t
+        ops[i], terms[i] = _einsum_operand(ops[i], terms[i], sizes, others)
+    a, ta = ops[0], terms[0]
+    for k in range(1, len(ops)):
+        a, ta = _einsum_pair(a, ta, ops[k], terms[k], sizes,
+                             set(out_t + "".join(terms[k + 1:])))
+    lone = [j for j, c in enumerate(ta) if c not in out_t]
+    if lone:
+        a = sum(a, tuple(lone))
+        ta = "".join(c for j, c in enumerate(ta) if j not in lone)
+    return transpose(a, [ta.index(c) for c in out_t]) if ta != out_t else asarray(a)
+
+
+def _einsum_terms(subscripts, ops):
+    """Each operand's index letters and the output's, with '...' spelled out (as greek letters)
+    and the implicit output (the letters used once, sorted) made explicit."""
     spec = subscripts.replace(" ", "")
     ins, arrow, out_spec = spec.partition("->")
     terms = ins.split(",")
@@ -171,6 +190,11 @@ def einsum(subscripts, *operands, out=None, optimize=None, dtype=None, precision
     if len(set(out_t)) != len(out_t) or builtins.any(c not in "".join(terms) for c in out_t):
         raise ShapeError(f"einsum: output {out_spec!r} repeats an index or names one no operand "
                          "has", source=user_source())
+    return terms, out_t
+
+
+def _einsum_sizes(terms, ops) -> dict:
+    """Each index letter's size (1 broadcasts against any size)."""
     sizes: dict = {}
     for t, o in zip(terms, ops):
         for c, d in zip(t, o.shape):
@@ -178,46 +202,44 @@ def einsum(subscripts, *operands, out=None, optimize=None, dtype=None, precision
                 raise ShapeError(f"einsum: index {c!r} has sizes {sizes[c]} and {d}",
                                  source=user_source())
             sizes[c] = builtins.max(sizes.get(c, 1), d)
-    # per operand: diagonals of repeated indices, broadcasting, sums of indices no one else has
-    for i in range(len(ops)):
-        o, t = ops[i], terms[i]
-        while len(set(t)) != len(t):
-            c = next(c for c in t if t.count(c) > 1)
-            p, q = t.index(c), t.index(c, t.index(c) + 1)
-            o = diagonal(o, 0, p, q)
-            t = "".join(x for j, x in enumerate(t) if j not in (p, q)) + c
-        if tuple(o.shape) != tuple(sizes[c] for c in t):
-            o = broadcast_to(o, [sizes[c] for c in t])
-        others = "".join(terms[j] for j in range(len(ops)) if j != i) + out_t
-        lone = [j for j, c in enumerate(t) if c not in others]
-        if lone:
-            o = sum(o, tuple(lone))
-            t = "".join(c for j, c in enumerate(t) if j not in lone)
-        ops[i], terms[i] = o, t
-    a, ta = ops[0], terms[0]
-    for k in range(1, len(ops)):
-        b, tb = ops[k], terms[k]
-        needed = set(out_t + "".join(terms[k + 1:]))
-        batch = [c for c in ta if c in tb and c in needed]
-        summed = [c for c in ta if c in tb and c not in needed]
-        a_only = [c for c in ta if c not in tb]
-        b_only = [c for c in tb if c not in ta]
-        t = batch + a_only + b_only
-        dims = [sizes[c] for c in t]
-        if not summed:   # nothing to sum: a broadcast product
-            a = multiply(_arranged(a, ta, batch + a_only, dims[:len(batch) + len(a_only)]
-                                   + [1] * len(b_only)),
-                         _arranged(b, tb, batch + b_only, dims[:len(batch)] + [1] * len(a_only)
-                                   + dims[len(batch) + len(a_only):]))
-        else:            # one (batched) matmul: [batch, a_only, summed] @ [batch, summed, b_only]
-            nb, m, kk, n = (math.prod(sizes[c] for c in group)
-                            for group in (batch, a_only, summed, b_only))
-            a3 = _arranged(a, ta, batch + a_only + summed, (nb, m, kk))
-            b3 = _arranged(b, tb, batch + summed + b_only, (nb, kk, n))
-            a = reshape(matmul(a3[0], b3[0]) if nb == 1 else matmul(a3, b3), dims)
-        ta = "".join(t)
-    lone = [j for j, c in enumerate(ta) if c not in out_t]
+    return sizes
+
+
+def _einsum_operand(o, t, sizes, others):
+    """One operand before the products: diagonals of its repeated indices, broadcast to the
+    indices' sizes, summed over the indices no other operand nor the output has."""
+    while len(set(t)) != len(t):
+        c = next(c for c in t if t.count(c) > 1)
+        p, q = t.index(c), t.index(c, t.index(c) + 1)
+        o = diagonal(o, 0, p, q)
+        t = "".join(x for j, x in enumerate(t) if j not in (p, q)) + c
+    if tuple(o.shape) != tuple(sizes[c] for c in t):
+        o = broadcast_to(o, [sizes[c] for c in t])
+    lone = [j for j, c in enumerate(t) if c not in others]
     if lone:
-        a = sum(a, tuple(lone))
-        ta = "".join(c for j, c in enumerate(ta) if j not in lone)
-    return transpose(a, [ta.index(c) for c in out_t]) if ta != out_t else asarray(a)
+        o = sum(o, tuple(lone))
+        t = "".join(c for j, c in enumerate(t) if j not in lone)
+    return o, t
+
+
+def _einsum_pair(a, ta, b, tb, sizes, needed):
+    """a (indices ta) times b (tb), summed over the shared indices not `needed` later: a
+    broadcast product when none is summed, else one (batched) matmul."""
+    batch = [c for c in ta if c in tb and c in needed]
+    summed = [c for c in ta if c in tb and c not in needed]
+    a_only = [c for c in ta if c not in tb]
+    b_only = [c for c in tb if c not in ta]
+    t = batch + a_only + b_only
+    dims = [sizes[c] for c in t]
+    if not summed:   # nothing to sum: a broadcast product
+        a = multiply(_arranged(a, ta, batch + a_only, dims[:len(batch) + len(a_only)]
+                               + [1] * len(b_only)),
+                     _arranged(b, tb, batch + b_only, dims[:len(batch)] + [1] * len(a_only)
+                               + dims[len(batch) + len(a_only):]))
+    else:            # one (batched) matmul: [batch, a_only, summed] @ [batch, summed, b_only]
+        nb, m, kk, n = (math.prod(sizes[c] for c in group)
+                        for group in (batch, a_only, summed, b_only))
+        a3 = _arranged(a, ta, batch + a_only + summed, (nb, m, kk))
+        b3 = _arranged(b, tb, batch + summed + b_only, (nb, kk, n))
+        a = reshape(matmul(a3[0], b3[0]) if nb == 1 else matmul(a3, b3), dims)
+    return a, "".join(t)

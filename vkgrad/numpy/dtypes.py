@@ -57,7 +57,7 @@ def result_type(*xs) -> _np.dtype:
 
 
 def promoted_dtype(*xs) -> str:
-    """numpy-style promotion with weakly typed Python scalars (see the module docstring).
+    """numpy-style promotion with weakly typed Python scalars (see the package docstring).
     NumPy scalars beside an array are weakly typed too: `x * (1.0 / np.sqrt(d))` keeps an f32
     x f32, as in JAX (docs/reliability.md, float64 policy); alone they keep their dtype."""
     arrays = [x for x in xs if not is_weak(x) and not _is_np_scalar(x)]
@@ -171,10 +171,12 @@ def promote(x, dt: str):
 
 
 def operands(*xs):
+    """The operands of an op: scalars kept as they are (weakly typed), the rest as arrays."""
     return [x if isinstance(x, ArrayOps) or is_weak(x) or _is_np_scalar(x) else asarray(x)
             for x in xs]
 
 
 def as_float(x):
+    """x as an array of a float dtype (integers and bools as float32)."""
     x = asarray(x)
     return x if is_float(dtype_of(x)) else promote(x, "f32")

@@ -62,8 +62,25 @@ def index_array(indices, n, axis):
 
 
 def getitem(x, key):
-    """x[key] for ints, slices, None, Ellipsis and one integer-array index (module docstring)."""
+    """x[key] for ints, slices, None, Ellipsis and one integer-array index (module docstring):
+    one strided slice, a gather per negative-step slice and one for the array index, then a
+    reshape for the dropped and the new axes."""
     x = asarray(x)
+    start, limit, step, reverse, array_at, out_shape = _index_plan(x, _key_entries(x, key))
+    y = x
+    if (tuple(start), tuple(limit), tuple(step)) != ((0,) * x.ndim, tuple(x.shape),
+                                                     (1,) * x.ndim):
+        y = P.slice_(x, start, limit, step)
+    for dim, s, st, m in reverse:
+        y = P.take(y, P.add(P.mul(P.iota((m,), 0, "i32"), st), s), dim)
+    if array_at is not None:
+        y = P.take(y, array_at[1], array_at[0])
+    return P.reshape(y, out_shape) if tuple(out_shape) != tuple(y.shape) else y
+
+
+def _key_entries(x, key) -> list:
+    """The key as one entry per axis of x (Ellipsis spelled out as full slices), None for a new
+    axis; an integer array as ("array", it)."""
     key = key if isinstance(key, tuple) else (key,)
     entries = []
     for k in key:
@@ -92,12 +109,18 @@ def getitem(x, key):
         raise VkgradIndexError("vkgrad supports one integer-array index, without int indices "
                                "beside it (numpy's mixed advanced indexing reorders axes); use "
                                "vnp.take", source=user_source())
+    return entries
 
-    start, limit, step, reverse, plan = [], [], [], [], []
+
+def _index_plan(x, entries):
+    """What the entries read: the strided slice (start, limit, step per axis), the negative-step
+    slices to gather (axis, start, step, length), the array index (axis, positions) or None, and
+    the result's shape."""
+    start, limit, step, reverse, out_shape = [], [], [], [], []
     array_at, d = None, 0
     for k in entries:
         if k is None:
-            plan.append(("new",))
+            out_shape.append(1)
             continue
         n = x.shape[d]
         if is_int(k):
@@ -113,28 +136,17 @@ def getitem(x, key):
             m = len(range(s, stop, st))
             if st > 0:
                 start.append(s), limit.append(s + (m - 1) * st + 1 if m else s), step.append(st)
-            else:   # negative step: a gather of the indices s, s+st, ... (below)
+            else:   # negative step: a gather of the indices s, s+st, ... (in getitem)
                 start.append(0), limit.append(n), step.append(1)
                 reverse.append((d, s, st, m))
-            plan.append(("keep", m))
+            out_shape.append(m)
         else:
             start.append(0), limit.append(n), step.append(1)
             idx = index_array(k[1], n, d)
             array_at = (d, idx)
-            plan.append(("array", tuple(idx.shape)))
+            out_shape += list(idx.shape)
         d += 1
-    y = x
-    if (tuple(start), tuple(limit), tuple(step)) != ((0,) * x.ndim, tuple(x.shape),
-                                                     (1,) * x.ndim):
-        y = P.slice_(x, start, limit, step)
-    for dim, s, st, m in reverse:
-        y = P.take(y, P.add(P.mul(P.iota((m,), 0, "i32"), st), s), dim)
-    if array_at is not None:
-        y = P.take(y, array_at[1], array_at[0])
-    out_shape = []
-    for p in plan:
-        out_shape += [1] if p[0] == "new" else [p[1]] if p[0] == "keep" else list(p[1])
-    return P.reshape(y, out_shape) if tuple(out_shape) != tuple(y.shape) else y
+    return start, limit, step, reverse, array_at, out_shape
 
 
 class _At:

@@ -112,21 +112,22 @@ def _quantiles(a, q, axis, keepdims, what):
     return reshape(r, qs.shape + tuple(r.shape[1:]))
 
 
-def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
-             keepdims=False):
+def _linear_only(out, method, what) -> None:
     no_out(out)
     if method != "linear":
-        raise ArgumentError(f"quantile(method={method!r}): vkgrad has numpy's default, "
+        raise ArgumentError(f"{what}(method={method!r}): vkgrad has numpy's default, "
                             "'linear'", source=user_source())
+
+
+def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+             keepdims=False):
+    _linear_only(out, method, "quantile")
     return _quantiles(a, _concrete_q(q, "quantile"), axis, keepdims, "quantile")
 
 
 def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                keepdims=False):
-    no_out(out)
-    if method != "linear":
-        raise ArgumentError(f"percentile(method={method!r}): vkgrad has numpy's default, "
-                            "'linear'", source=user_source())
+    _linear_only(out, method, "percentile")
     return _quantiles(a, _concrete_q(q, "percentile") / 100.0, axis, keepdims, "percentile")
 
 

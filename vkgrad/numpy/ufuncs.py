@@ -134,6 +134,7 @@ def clip(a, a_min=None, a_max=None):
 
 
 def as_bool(x):
+    """x as a bool array (x != 0 unless it is one)."""
     x = asarray(x)
     return x if dtype_of(x) == "bool" else not_equal(x, 0)
 

@@ -1,4 +1,5 @@
-"""Argument checks shared by vkgrad.numpy's modules: axes, integer indices, type strings."""
+"""What vkgrad.numpy's modules share: argument checks (axes, integer indices), type strings, and
+define_wrappers, which makes the functions of a table."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from vkgrad.tracer.core import user_source
 
 
 def normalize_axes(axis, ndim) -> tuple:
+    """axis (None: all; an int or a sequence, negative from the end) as sorted distinct axes."""
     if axis is None:
         return tuple(range(ndim))
     axes = axis if isinstance(axis, (tuple, list)) else (axis,)
@@ -26,10 +28,12 @@ def normalize_axes(axis, ndim) -> tuple:
 
 
 def type_string(x) -> str:
+    """x's type as the IR prints it (f32[3,4]), for messages."""
     return type_str(x.shape, dtype_of(x))
 
 
 def is_int(k) -> bool:
+    """A Python or numpy integer, not a bool (an integer index or count)."""
     return isinstance(k, (int, _np.integer)) and not isinstance(k, (bool, _np.bool_))
 
 
