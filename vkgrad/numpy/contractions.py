@@ -49,21 +49,27 @@ def matmul(a, b):
     elif b.ndim == 2:   # (..., m, k) @ (k, n): one 2-D matmul over the flattened rows
         r = P.reshape(P.matmul(P.reshape(a, (math.prod(a.shape[:-1]), ka)), b), a.shape[:-1] + (n,))
     else:
-        batch = P.broadcast_shapes("matmul", [P.TensorType(a.shape[:-2], dt),
-                                              P.TensorType(b.shape[:-2], dt)])
-        if a.shape[:-2] != batch:
-            a = P.broadcast_to(a, batch + a.shape[-2:])
-        if b.shape[:-2] != batch:
-            b = P.broadcast_to(b, batch + b.shape[-2:])
-        if len(batch) == 1:
-            r = P.matmul(a, b)
-        else:
-            nb = math.prod(batch)
-            r = P.matmul(P.reshape(a, (nb, m, ka)), P.reshape(b, (nb, ka, n)))
-            r = P.reshape(r, batch + (m, n))
+        r = _batched_matmul(a, b, dt)
     if vec_a or vec_b:
         r = P.reshape(r, r.shape[:-2] + ((m,) if not vec_a else ()) + ((n,) if not vec_b else ()))
     return r
+
+
+def _batched_matmul(a, b, dt):
+    """(..., m, k) @ (..., k, n) with the batch dims broadcast: the batched 3-D primitive over
+    the flattened batch."""
+    m, ka, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    batch = P.broadcast_shapes("matmul", [P.TensorType(a.shape[:-2], dt),
+                                          P.TensorType(b.shape[:-2], dt)])
+    if a.shape[:-2] != batch:
+        a = P.broadcast_to(a, batch + a.shape[-2:])
+    if b.shape[:-2] != batch:
+        b = P.broadcast_to(b, batch + b.shape[-2:])
+    if len(batch) == 1:
+        return P.matmul(a, b)
+    nb = math.prod(batch)
+    r = P.matmul(P.reshape(a, (nb, m, ka)), P.reshape(b, (nb, ka, n)))
+    return P.reshape(r, batch + (m, n))
 
 
 def _contract(a, b, ca, cb):

@@ -80,35 +80,43 @@ class _Linalg:
             axis = tuple(range(x.ndim))
         ax = [normalize_axes(a, x.ndim)[0] for a in ((axis,) if is_int(axis) else tuple(axis))]
         if len(ax) == 1:
-            a = abs(x)
-            if ord is None or ord == 2:
-                return sqrt(sum(multiply(x, x), ax, keepdims=keepdims))
-            if isinstance(ord, str):
-                raise ArgumentError(f"norm: ord={ord!r} is a matrix norm; give two axes",
-                                    source=user_source())
-            if ord == inf:
-                return max(a, ax, keepdims=keepdims)
-            if ord == -inf:
-                return min(a, ax, keepdims=keepdims)
-            if ord == 0:
-                return sum(astype(not_equal(x, 0), dtype_of(x)), ax, keepdims=keepdims)
-            if ord == 1:
-                return sum(a, ax, keepdims=keepdims)
-            return power(sum(power(a, float(ord)), ax, keepdims=keepdims), 1.0 / ord)
+            return _vector_norm(x, ord, ax, keepdims)
         if len(ax) != 2 or ax[0] == ax[1]:
             raise ArgumentError(f"norm: axis={axis!r} must name one axis (a vector norm) or two "
                                 "(a matrix norm)", source=user_source())
-        row, col = ax
-        if ord in (None, "fro"):
-            return sqrt(sum(multiply(x, x), ax, keepdims=keepdims))
-        if ord not in (1, -1, inf, -inf):
-            raise ArgumentError(f"norm(ord={ord!r}) of a matrix needs its singular values (an "
-                                "SVD), which vkgrad does not have; ord 'fro', 1, -1, inf and "
-                                "-inf are supported", source=user_source())
-        summed, chosen = (row, col) if ord in (1, -1) else (col, row)  # 1: largest column sum
-        s = sum(abs(x), summed, keepdims=True)
-        r = (max if ord > 0 else min)(s, chosen, keepdims=True)
-        return r if keepdims else squeeze(r, (row, col))
+        return _matrix_norm(x, ord, ax, keepdims)
+
+
+def _vector_norm(x, ord, ax, keepdims):
+    a = abs(x)
+    if ord is None or ord == 2:
+        return sqrt(sum(multiply(x, x), ax, keepdims=keepdims))
+    if isinstance(ord, str):
+        raise ArgumentError(f"norm: ord={ord!r} is a matrix norm; give two axes",
+                            source=user_source())
+    if ord == inf:
+        return max(a, ax, keepdims=keepdims)
+    if ord == -inf:
+        return min(a, ax, keepdims=keepdims)
+    if ord == 0:
+        return sum(astype(not_equal(x, 0), dtype_of(x)), ax, keepdims=keepdims)
+    if ord == 1:
+        return sum(a, ax, keepdims=keepdims)
+    return power(sum(power(a, float(ord)), ax, keepdims=keepdims), 1.0 / ord)
+
+
+def _matrix_norm(x, ord, ax, keepdims):
+    row, col = ax
+    if ord in (None, "fro"):
+        return sqrt(sum(multiply(x, x), ax, keepdims=keepdims))
+    if ord not in (1, -1, inf, -inf):
+        raise ArgumentError(f"norm(ord={ord!r}) of a matrix needs its singular values (an "
+                            "SVD), which vkgrad does not have; ord 'fro', 1, -1, inf and "
+                            "-inf are supported", source=user_source())
+    summed, chosen = (row, col) if ord in (1, -1) else (col, row)  # 1: largest column sum
+    s = sum(abs(x), summed, keepdims=True)
+    r = (max if ord > 0 else min)(s, chosen, keepdims=True)
+    return r if keepdims else squeeze(r, (row, col))
 
 
 linalg = _Linalg()

@@ -125,7 +125,7 @@ __all__ = (define_wrappers(globals(), _ARG_EXTREMES, _arg_extreme_of)
            + define_wrappers(globals(), _SCANS, _scan_of)
            + ["sum", "mean", "var", "std", "max", "min", "amax", "amin", "any", "all",
               "count_nonzero", "prod", "diff", "nansum", "nanmean", "nanmax", "nanmin",
-              "average", "softmax", "log_softmax", "logsumexp", "allclose", "array_equal"])
+              "average", "logsumexp", "allclose", "array_equal"])
 
 
 def any(a, axis=None, out=None, keepdims=False):
@@ -284,12 +284,17 @@ def _last_axis(fn, x, axis):
     return moveaxis(fn(moveaxis(x, ax, -1), x.ndim - 1), -1, ax)
 
 
-def softmax(x, axis=-1):
-    return _last_axis(P.softmax, x, axis)
+def _along_one_axis(primitive):
+    def along_one_axis(x, axis=-1):
+        return _last_axis(primitive, x, axis)
+    return along_one_axis
 
 
-def log_softmax(x, axis=-1):
-    return _last_axis(P.log_softmax, x, axis)
+_ALONG_ONE_AXIS = {   # name: (last-axis primitive, docstring)
+    "softmax": (P.softmax, "exp(x) / sum(exp(x)) along `axis` (one axis; a fused kernel)."),
+    "log_softmax": (P.log_softmax, "x - logsumexp(x) along `axis` (one axis; a fused kernel)."),
+}
+__all__ += define_wrappers(globals(), _ALONG_ONE_AXIS, _along_one_axis)
 
 
 def logsumexp(x, axis=None, keepdims=False):

@@ -332,16 +332,7 @@ def pad(array, pad_width, mode="constant", constant_values=0):
     if builtins.any(p < 0 for row in pw for p in row):
         raise ArgumentError("pad: pad widths must be non-negative", source=user_source())
     if mode == "constant":
-        cv = _np.broadcast_to(_np.asarray(constant_values), (a.ndim, 2))
-        r = P.pad(a, [lo for lo, _ in pw], [hi for _, hi in pw])
-        if not cv.any():
-            return r
-        for ax, ((lo, hi), (vlo, vhi)) in enumerate(zip(pw, cv.tolist())):
-            idx = P.iota(r.shape, ax, "i32")
-            inside = logical_and(greater_equal(idx, lo), less(idx, r.shape[ax] - hi))
-            before = less(idx, lo)
-            r = where(inside, r, where(before, vlo, vhi))
-        return astype(r, dtype_of(a))
+        return _pad_constant(a, pw, constant_values)
     if mode not in ("edge", "reflect"):
         raise ArgumentError(f"pad(mode={mode!r}): vkgrad pads in modes 'constant', 'edge' and "
                             "'reflect'", source=user_source())
@@ -350,21 +341,37 @@ def pad(array, pad_width, mode="constant", constant_values=0):
         if (lo or hi) and n == 0:
             raise ShapeError(f"pad: cannot pad an empty axis {ax} in mode {mode!r}",
                              source=user_source())
-        if mode == "edge":
-            before = [0] * lo
-            after = [n - 1] * hi
-        else:
-            if n == 1:
-                before, after = [0] * lo, [0] * hi
-            else:
-                period = 2 * (n - 1)
-
-                def refl(i):
-                    i %= period
-                    return i if i < n else period - i
-                before = [refl(-i) for i in range(lo, 0, -1)]
-                after = [refl(n - 1 + i) for i in range(1, hi + 1)]
+        before, after = _pad_sources(n, lo, hi, mode)
         if before or after:
             idx = _np.asarray(before + list(range(n)) + after, _np.int32)
             a = P.take(a, idx, ax)
     return a
+
+
+def _pad_constant(a, pw, constant_values):
+    """The pad primitive (zeros), then a select per axis where the constants are not 0."""
+    cv = _np.broadcast_to(_np.asarray(constant_values), (a.ndim, 2))
+    r = P.pad(a, [lo for lo, _ in pw], [hi for _, hi in pw])
+    if not cv.any():
+        return r
+    for ax, ((lo, hi), (vlo, vhi)) in enumerate(zip(pw, cv.tolist())):
+        idx = P.iota(r.shape, ax, "i32")
+        inside = logical_and(greater_equal(idx, lo), less(idx, r.shape[ax] - hi))
+        before = less(idx, lo)
+        r = where(inside, r, where(before, vlo, vhi))
+    return astype(r, dtype_of(a))
+
+
+def _pad_sources(n, lo, hi, mode) -> tuple:
+    """Which positions of an axis of size n the lo padded ones before it and the hi after it
+    copy: the edge, or the mirror image without the edge repeated ('reflect')."""
+    if mode == "edge":
+        return [0] * lo, [n - 1] * hi
+    if n == 1:
+        return [0] * lo, [0] * hi
+    period = 2 * (n - 1)
+
+    def refl(i):
+        i %= period
+        return i if i < n else period - i
+    return [refl(-i) for i in range(lo, 0, -1)], [refl(n - 1 + i) for i in range(1, hi + 1)]

@@ -108,10 +108,10 @@ __all__ = (define_wrappers(globals(), _BINARY, _binary_ufunc)
            + define_wrappers(globals(), _UNARY, _unary_ufunc)
            + ["true_divide", "absolute", "arctan2", "positive", "reciprocal", "clip",
               "logical_and", "logical_or", "logical_not", "where", "nonzero", "stop_gradient",
-              "trunc", "fix", "round", "around", "exp2", "log2", "log10", "deg2rad", "rad2deg",
-              "degrees", "radians", "expm1", "logaddexp", "logaddexp2", "hypot", "sinc",
-              "floor_divide", "remainder", "mod", "fmod", "divmod", "isnan", "isinf",
-              "isfinite", "isposinf", "isneginf", "nan_to_num", "isclose"])
+              "trunc", "fix", "round", "around", "exp2", "degrees", "radians", "expm1",
+              "logaddexp", "logaddexp2", "hypot", "sinc", "floor_divide", "remainder", "mod",
+              "fmod", "divmod", "isnan", "isinf", "isfinite", "isposinf", "isneginf",
+              "nan_to_num", "isclose"])
 
 true_divide, absolute = divide, abs   # the tables above define divide and abs
 
@@ -197,16 +197,19 @@ fix = trunc
 def exp2(x): return exp(multiply(as_float(x), math.log(2.0)))
 
 
-def log2(x): return multiply(log(x), 1.0 / math.log(2.0))
+def _scaled(function, factor):
+    def scaled(x):
+        return multiply(function(x), factor)
+    return scaled
 
 
-def log10(x): return multiply(log(x), 1.0 / math.log(10.0))
-
-
-def deg2rad(x): return multiply(as_float(x), math.pi / 180.0)
-
-
-def rad2deg(x): return multiply(as_float(x), 180.0 / math.pi)
+_SCALED = {   # name: (function, factor, docstring): function(x) * factor
+    "log2": (log, 1.0 / math.log(2.0), "The base-2 logarithm: log(x) / log(2)."),
+    "log10": (log, 1.0 / math.log(10.0), "The base-10 logarithm: log(x) / log(10)."),
+    "deg2rad": (as_float, math.pi / 180.0, "Degrees to radians: x * pi / 180."),
+    "rad2deg": (as_float, 180.0 / math.pi, "Radians to degrees: x * 180 / pi."),
+}
+__all__ += define_wrappers(globals(), _SCALED, _scaled)
 
 
 degrees, radians = rad2deg, deg2rad
