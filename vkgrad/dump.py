@@ -28,7 +28,7 @@ from vkgrad.pipeline import (FORMATS, STAGE_ALIASES, STAGE_NAMES, Options, descr
                              disabled_passes, run_stages, stage_dot, stage_name, stage_text)
 from vkgrad.runtime import get_device
 from vkgrad.tracer.core import ShapeDtype
-from vkgrad.transforms.api import _trace
+from vkgrad.transforms.tracing import trace_function
 
 
 def load_function(target: str):
@@ -162,7 +162,7 @@ def main(argv: list[str]) -> int:
     for i in opts.argnums:
         if not 0 <= i < len(specs):
             raise ArgumentError(f"--argnums {i} is out of range for {len(specs)} arguments")
-    traced = _trace(fun, tuple(specs), allow_spec=True)
+    traced = trace_function(fun, tuple(specs), allow_spec=True)
     program = traced.program
     # an argument that is a pytree is several program inputs: differentiate all its leaves
     leaves = tuple(k for i in opts.argnums for k in range(traced.arg_slices[i].start,

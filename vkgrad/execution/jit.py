@@ -37,7 +37,7 @@ from vkgrad.execution.compiled import BACKENDS, Compiled, default_backend, log
 from vkgrad.pipeline import disabled_passes
 from vkgrad.tracer import core
 from vkgrad.tracer.pytree import tree_flatten
-from vkgrad.transforms.api import _fun_name, _normalize_argnums, _trace
+from vkgrad.transforms.tracing import fun_name, normalize_argnums, trace_function
 
 
 # Compiled programs kept per jitted function, least recently called first out: a data loader
@@ -103,13 +103,13 @@ class Jitted:
         self._cache: collections.OrderedDict = collections.OrderedDict()
         self._last_key: _Key | None = None
         self._argnums: dict = {}   # number of arguments -> (static, donated) positions
-        self._where = f"an argument of {_fun_name(fun)}"
+        self._where = f"an argument of {fun_name(fun)}"
         self._fast: list = []       # (guard, entry), newest first (vkgrad/execution/fastpath.py)
         self.compiles = 0
         live.add(self)
 
     def __repr__(self):
-        return f"<vkgrad.jit of {_fun_name(self.fun)}>"
+        return f"<vkgrad.jit of {fun_name(self.fun)}>"
 
     # --- the cache key and the arguments' leaves
     def _prepare(self, args, kwargs):
@@ -119,9 +119,9 @@ class Jitted:
             args = args + (kwargs,)
         nums = self._argnums.get(len(args))
         if nums is None:
-            static = set(_normalize_argnums(self.static_argnums, len(args), "static_argnums")) \
+            static = set(normalize_argnums(self.static_argnums, len(args), "static_argnums")) \
                 if self.static_argnums != () else set()
-            donate = set(_normalize_argnums(self.donate_argnums, len(args), "donate_argnums")) \
+            donate = set(normalize_argnums(self.donate_argnums, len(args), "donate_argnums")) \
                 if self.donate_argnums != () else set()
             if static & donate:
                 raise ArgumentError("an argument cannot be both static and donated")
@@ -133,7 +133,7 @@ class Jitted:
                 try:
                     hash(a)
                 except TypeError:
-                    raise ArgumentError(f"static argument {i} of {_fun_name(self.fun)} is a "
+                    raise ArgumentError(f"static argument {i} of {fun_name(self.fun)} is a "
                                         f"{type(a).__name__}, which is not hashable: static "
                                         "values are part of the compile cache key") from None
                 statics.append((i, a))
@@ -155,13 +155,13 @@ class Jitted:
         entry = self._cache.get(key)
         if entry is None:
             why = "first call" if self._last_key is None else key.describe_change(self._last_key)
-            log(f"compiling {_fun_name(self.fun)} for {key.backend} ({why})")
+            log(f"compiling {fun_name(self.fun)} for {key.backend} ({why})")
             t0 = time.perf_counter()
-            traced = _trace(fun, args, self.static_argnums)
+            traced = trace_function(fun, args, self.static_argnums)
             entry = self._cache[key] = Compiled(traced.program, traced.out_tree, key.backend,
                                                 set(key.donated), key.disabled,
                                                 times={"trace": time.perf_counter() - t0})
-            log(f"compiled {_fun_name(self.fun)}: {entry.describe_times()}")
+            log(f"compiled {fun_name(self.fun)}: {entry.describe_times()}")
             self.compiles += 1
             while len(self._cache) > MAX_PROGRAMS:
                 self._evict(self._cache.popitem(last=False)[1])
@@ -177,7 +177,7 @@ class Jitted:
     def _evict(self, entry) -> None:
         """Forget a compiled program and free its recorded sequences now; its scratch buffers
         and pipelines go when the last reference to it does."""
-        log(f"evicting a compiled program of {_fun_name(self.fun)} (more than {MAX_PROGRAMS})")
+        log(f"evicting a compiled program of {fun_name(self.fun)} (more than {MAX_PROGRAMS})")
         self._fast = [f for f in self._fast if f[1] is not entry]
         release = getattr(entry.runner, "release", None)
         if release is not None:

@@ -134,23 +134,42 @@ def split_count(k: int, tile: Tile, splits: int) -> int:
     return cdiv(steps, per)
 
 
+# A device that ends long loops early (lavapipe: Target.max_loop_iterations, 65,535 counted
+# over all of an invocation's loops) gets K slices short enough to finish: on lavapipe a 1 x K
+# x 1 product of ones gave 18,073 for every K from 18,074 up, every tile with BK = 8, so about
+# 29 counted iterations per k step; 48 per step leaves room (K slices of up to 10,920 at BK 8).
+LOOP_ITERATIONS_PER_STEP = 48
+
+
+def loop_limit_splits(k: int, tile: Tile, target=None) -> int:
+    """The fewest K slices whose k loops stay under the Target's loop limit (1: none needed)."""
+    limit = target_of(target).max_loop_iterations
+    if not limit:
+        return 1
+    steps = cdiv(k, tile.bk * tile.ks)
+    return cdiv(steps, max(1, limit // LOOP_ITERATIONS_PER_STEP))
+
+
 def choose_splits(batch: int, m: int, k: int, n: int, tile: Tile, target=None) -> int:
     """K slices across workgroups for split-K; 1 means none.
 
-    GPU only (lavapipe's 2-4 threads are busy with any output): when `tile` gives fewer than
-    SPLIT_BELOW_GROUPS workgroups and each would loop at least SPLIT_MIN_ITERS k steps, split K
-    into enough slices for about SPLIT_TARGET_GROUPS workgroups, each slice SPLIT_SLICE_ITERS
-    steps or more. The partial products then cost a second dispatch (a sum over the slices).
+    On a GPU (Target.split_k): when `tile` gives fewer than SPLIT_BELOW_GROUPS workgroups and
+    each would loop at least SPLIT_MIN_ITERS k steps, split K into enough slices for about
+    SPLIT_TARGET_GROUPS workgroups, each slice SPLIT_SLICE_ITERS steps or more. On any device,
+    at least `loop_limit_splits` slices. The partial products then cost a second dispatch (a
+    sum over the slices, in a fixed order: deterministic).
     """
-    if not target_of(target).split_k:
-        return 1
-    groups = cdiv(m, tile.bm) * cdiv(n, tile.bn) * batch
-    steps = cdiv(k, tile.bk * tile.ks)
-    if groups == 0 or groups >= SPLIT_BELOW_GROUPS or steps < SPLIT_MIN_ITERS:
-        return 1
-    s = min(cdiv(SPLIT_TARGET_GROUPS, groups), steps // SPLIT_SLICE_ITERS, MAX_SPLITS,
-            MAX_GROUPS_X // batch)
-    return split_count(k, tile, s)
+    target = target_of(target)
+    need = loop_limit_splits(k, tile, target)
+    s = 1
+    if target.split_k:
+        groups = cdiv(m, tile.bm) * cdiv(n, tile.bn) * batch
+        steps = cdiv(k, tile.bk * tile.ks)
+        if 0 < groups < SPLIT_BELOW_GROUPS and steps >= SPLIT_MIN_ITERS:
+            s = min(cdiv(SPLIT_TARGET_GROUPS, groups), steps // SPLIT_SLICE_ITERS, MAX_SPLITS,
+                    MAX_GROUPS_X // batch)
+    s = max(s, need)
+    return split_count(k, tile, s) if s > 1 else 1
 
 
 def plan_matmul_op(batch: int, m: int, k: int, n: int, transpose_a: bool, transpose_b: bool,

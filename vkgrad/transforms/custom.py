@@ -52,7 +52,8 @@ from vkgrad.primitives import (CustomRule, broadcast_to, convert, custom_jvp_cal
                                custom_vjp_call_p)
 from vkgrad.tracer.core import bind, current_trace, user_source
 from vkgrad.tracer.pytree import flatten_up_to, tree_map, tree_unflatten
-from vkgrad.transforms.api import _fun_name, _trace, vjp
+from vkgrad.transforms.differentiation import vjp
+from vkgrad.transforms.tracing import fun_name, trace_function
 
 
 class _Custom:
@@ -80,15 +81,15 @@ class _Custom:
 
     def __call__(self, *args, **kwargs):
         if kwargs:
-            raise ArgumentError(f"{_fun_name(self.fun)} is a custom-derivative function: pass "
+            raise ArgumentError(f"{fun_name(self.fun)} is a custom-derivative function: pass "
                                 "its arguments by position", source=user_source())
         missing = self._missing()
         if missing:
-            raise ArgumentError(f"{_fun_name(self.fun)}: {missing}", source=user_source())
+            raise ArgumentError(f"{fun_name(self.fun)}: {missing}", source=user_source())
         if current_trace() is None:          # nothing differentiates it: just run it
             return self.fun(*args)
         nondiff, dyn = self._split(args)
-        tr = _trace(lambda *d: self.fun(*self._merge(nondiff, d)), tuple(dyn))
+        tr = trace_function(lambda *d: self.fun(*self._merge(nondiff, d)), tuple(dyn))
         n_leaves = len(tr.leaves)
 
         def rule_vjp(gs, ins):
@@ -101,7 +102,7 @@ class _Custom:
                     flat.append(_fit(c, v, self.fun) if is_float(v.dtype) else None)
             return tuple(flat) + (None,) * (len(ins) - n_leaves)
 
-        rule = CustomRule(_fun_name(self.fun), tr.program, rule_vjp)
+        rule = CustomRule(fun_name(self.fun), tr.program, rule_vjp)
         outs = bind(self.prim, *tr.args, rule=rule)
         return tree_unflatten(tr.out_tree, outs)
 
@@ -114,7 +115,7 @@ def _fit(c, v, fun):
     if shape != v.shape:
         if shape == ():
             return broadcast_to(convert(c, v.dtype), v.shape)
-        raise ArgumentError(f"the derivative rule of {_fun_name(fun)} returned a cotangent of "
+        raise ArgumentError(f"the derivative rule of {fun_name(fun)} returned a cotangent of "
                             f"shape {shape} for an argument of type "
                             f"{type_str(v.shape, v.dtype)}")
     return convert(c, v.dtype) if hasattr(c, "shape") else np_dtype(v.dtype).type(c)
@@ -137,11 +138,11 @@ class custom_vjp(_Custom):
     def _cotangents(self, nondiff, dyn_args, g, tr):
         res = self.fwd(*self._merge(nondiff, dyn_args))
         if not isinstance(res, tuple) or len(res) != 2:
-            raise ArgumentError(f"the fwd of {_fun_name(self.fun)} must return a pair "
+            raise ArgumentError(f"the fwd of {fun_name(self.fun)} must return a pair "
                                 "(output, residuals)")
         cts = self.bwd(*nondiff, res[1], g)
         if not isinstance(cts, (tuple, list)) or len(cts) != len(dyn_args):
-            raise ArgumentError(f"the bwd of {_fun_name(self.fun)} must return a tuple with "
+            raise ArgumentError(f"the bwd of {fun_name(self.fun)} must return a tuple with "
                                 f"one cotangent per differentiable argument ({len(dyn_args)})")
         return cts
 
@@ -161,12 +162,12 @@ class custom_jvp(_Custom):
         """One rule per argument, each `(tangent, primal_out, *primals) -> tangent_out`, None
         for an argument whose tangent contributes nothing; the contributions are summed."""
         if self.nondiff_argnums:
-            raise ArgumentError(f"{_fun_name(self.fun)}: defjvps cannot be used with "
+            raise ArgumentError(f"{fun_name(self.fun)}: defjvps cannot be used with "
                                 "nondiff_argnums (use defjvp)")
 
         def jvp(primals, tangents):
             if len(jvps) != len(primals):
-                raise ArgumentError(f"{_fun_name(self.fun)}: defjvps was given {len(jvps)} "
+                raise ArgumentError(f"{fun_name(self.fun)}: defjvps was given {len(jvps)} "
                                     f"rules for {len(primals)} arguments")
             out = self(*primals)
             shares = [rule(t, out, *primals) for rule, t in zip(jvps, tangents)
@@ -195,7 +196,7 @@ class custom_jvp(_Custom):
                                                                                tr.arg_slices)]
             out = self.jvp(*nondiff, tuple(dyn_args), tuple(tangents))
             if not isinstance(out, tuple) or len(out) != 2:
-                raise ArgumentError(f"the jvp rule of {_fun_name(self.fun)} must return a pair "
+                raise ArgumentError(f"the jvp rule of {fun_name(self.fun)} must return a pair "
                                     "(output, tangent of the output)")
             return out[1]
 

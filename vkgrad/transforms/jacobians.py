@@ -22,7 +22,8 @@ from vkgrad.ir.core import np_dtype
 from vkgrad import primitives as P
 from vkgrad.tracer.core import ArrayOps, user_source
 from vkgrad.tracer.pytree import flatten_up_to, tree_flatten, tree_unflatten
-from vkgrad.transforms.api import _normalize_argnums, jvp, vjp
+from vkgrad.transforms.differentiation import jvp, vjp
+from vkgrad.transforms.tracing import normalize_argnums
 
 
 def _shape(x) -> tuple:
@@ -56,7 +57,7 @@ def _move_lead_to_tail(x, n_lead, n_tail):
 
 
 def _split_args(fun, args, argnums):
-    nums = _normalize_argnums(argnums, len(args))
+    nums = normalize_argnums(argnums, len(args))
 
     def partial(*dyn):
         full = list(args)

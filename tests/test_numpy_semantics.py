@@ -1,5 +1,7 @@
-"""vkgrad.numpy beyond the table (tests/cases.py has every function's values and gradients):
-what it refuses and how it says so, operators, x.at inside transforms, vg.lax.top_k."""
+"""vkgrad.numpy's semantics beyond the table (tests/cases.py has every function's values and
+gradients): what it refuses and how it says so (numpy functions it lacks, float16, out=, bad
+shapes), the dtype policy, operators, vg.lax.top_k, einsum's program. Indexing and x.at:
+tests/test_numpy_indexing.py."""
 
 import numpy as np
 import pytest
@@ -70,41 +72,6 @@ def test_one_argument_where_outside_a_trace():
         vg.make_ir(lambda x: vnp.where(x > 0))(X)
 
 
-def test_in_place_assignment_points_to_at():
-    def f(x):
-        x[0] = 1.0
-        return x
-    with pytest.raises(vg.ArgumentError, match=r"x.at\[idx\].set\(v\)") as e:
-        vg.make_ir(f)(X)
-    assert "test_numpy_extras.py" in e.value.source
-
-
-def test_at_inside_grad_and_jit():
-    def loss(x, v):
-        y = x.at[1].set(v).at[:, 0].add(2.0 * v[:3]).at[2, 1:].mul(3.0)
-        return vnp.sum(y * y)
-    v = np.float32([1.0, 2.0, 3.0, 4.0])
-    gx, gv = vg.grad(loss, argnums=(0, 1))(X, v)
-    y = X.copy()
-    y[1] = v
-    y[:, 0] += 2 * v[:3]
-    y[2, 1:] *= 3
-    np.testing.assert_allclose(vg.jit(loss, backend="numpy")(X, v), np.sum(y * y), rtol=1e-6)
-
-    def same_loss(x, v):   # vnp.at(x) is x.at for numpy arrays too (check_grads calls it on them)
-        y = vnp.at(vnp.at(vnp.at(x)[1].set(v))[:, 0].add(2.0 * v[:3]))[2, 1:].mul(3.0)
-        return vnp.sum(y * y)
-    vg.check_grads(same_loss, (X, v), order=2)
-    np.testing.assert_allclose(vg.grad(same_loss)(X, v), gx, rtol=1e-6)
-    assert gx.shape == X.shape and gv.shape == v.shape
-    assert np.all(gx[1] == 0)            # row 1 was overwritten: no gradient reaches x there
-    # x.at[i].get() and traced masks
-    prog = vg.make_ir(lambda x: (x.at[::2].get(), x.at[x > 0].set(0.0)))(X)
-    got = vg.run_program(prog, X)
-    np.testing.assert_array_equal(got[0], X[::2])
-    np.testing.assert_array_equal(got[1], np.where(X > 0, 0, X))
-
-
 def test_matrix_2_norm_and_unknown_pad_modes_are_refused():
     with pytest.raises(vg.ArgumentError, match="singular values"):
         vnp.linalg.norm(X, 2)
@@ -127,3 +94,12 @@ def test_einsum_program_is_transposes_and_one_matmul():
         np.ones((2, 3, 4), np.float32), np.ones((2, 5, 4), np.float32))
     names = [e.prim.name for e in prog.eqns]
     assert names.count("matmul") == 1 and "transpose" in names
+
+
+@pytest.mark.parametrize("make", [lambda: vnp.ones((3.5,)), lambda: vnp.zeros((-1,)),
+                                  lambda: vnp.full(("a",), 1), lambda: vnp.zeros(2.0),
+                                  lambda: vnp.empty((2, None))])
+def test_a_bad_shape_is_refused_by_name(make):
+    with pytest.raises(vg.ShapeError, match="is not a shape"):
+        make()
+    assert vnp.zeros((2, np.int64(3))).shape == (2, 3) and vnp.ones(()).shape == ()

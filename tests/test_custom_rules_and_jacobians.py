@@ -1,5 +1,6 @@
-"""custom_vjp / custom_jvp, jacfwd / jacrev / hessian, vg.tree_util, vg.devices,
-vg.StrictModeError (their values and gradients are rows of tests/cases.py too)."""
+"""custom_vjp / custom_jvp and jacfwd / jacrev / hessian (their values and gradients are rows of
+tests/cases.py too): rules used under jit, jvp and grad of grad; what a rule lacks; Jacobians
+of pytrees against finite differences."""
 
 import numpy as np
 import pytest
@@ -85,48 +86,3 @@ def test_jacobians_match_finite_differences_with_pytrees():
     np.testing.assert_allclose(h, want, atol=1e-12)
 
 
-def test_tree_util_and_registered_nodes_through_grad_jit_and_optim():
-    tu = vg.tree_util
-
-    @tu.register_pytree_node_class
-    class Linear:
-        def __init__(self, w, b):
-            self.w, self.b = w, b
-
-        def tree_flatten(self):
-            return (self.w, self.b), "linear"
-
-        @classmethod
-        def tree_unflatten(cls, aux, children):
-            assert aux == "linear"
-            return cls(*children)
-
-    layer = Linear(np.ones((3, 2), np.float32), np.zeros(2, np.float32))
-    leaves, tree = tu.tree_flatten(layer)
-    assert len(leaves) == 2 and str(tree) == "Linear(*, *)"
-    assert tu.tree_structure(tu.tree_unflatten(tree, leaves)) == tree
-    doubled = tu.tree_map(lambda a: a * 2, layer)
-    assert isinstance(doubled, Linear) and doubled.w[0, 0] == 2
-    assert len(tu.tree_leaves({"a": layer, "b": [1.0, None]})) == 3
-
-    def loss(m, x):
-        return vnp.sum((x @ m.w + m.b) ** 2)
-
-    g = vg.grad(loss)(layer, X)
-    assert isinstance(g, Linear) and g.w.shape == (3, 2)
-    opt = vg.optim.adam(0.1)
-    state = opt.init(layer)
-
-    def step(m, s, x):
-        updates, s = opt.update(vg.grad(loss)(m, x), s, m)
-        return vg.optim.apply_updates(m, updates), s
-
-    layer2, state = vg.jit(step, backend="numpy")(layer, state, X)
-    assert isinstance(layer2, Linear) and float(loss(layer2, X)) < float(loss(layer, X))
-
-
-def test_devices_and_strict_mode_error_are_exported():
-    devs = vg.devices()
-    assert devs and devs[0].index == 0 and devs[0].name
-    assert issubclass(vg.StrictModeError, vg.VkgradError)
-    assert "devices" in vg.__all__ and "StrictModeError" in vg.__all__

@@ -1,0 +1,59 @@
+"""vkgrad.numpy (`vnp`): numpy's names and semantics, on traced values and on numpy arrays.
+
+Inside a transformed function every call here emits IR; outside one it computes now (through
+the single eager path, numpy today) and returns numpy arrays.
+
+Semantics follow numpy, with these choices:
+* dtypes are float32 (the default for Python floats and float lists), float64, int32 (other
+  integer inputs are narrowed) and bool;
+* promotion: bool < i32 < f32 < f64; Python scalars, and NumPy scalars beside an array, are
+  weakly typed (`x * 2.0` and `x * np.float64(2.0)` keep an f32 x f32; `i * 0.5` for an int i
+  is f32); arithmetic on bools computes in i32; divide, power and the transcendental functions
+  on integers compute in f32;
+* negative indices count from the end, traced ones too; traced indices out of range clamp
+  into it, as in JAX (a GPU kernel cannot raise), concrete ones raise;
+* indexing supports ints, slices (negative bounds and steps), None, Ellipsis and ONE integer
+  array index without int indices beside it (numpy's mixed advanced-indexing rules move axes;
+  use vnp.take for those); boolean masks give data-dependent shapes: use vnp.where.
+* softmax, log_softmax and logsumexp live here too (jax.nn / scipy.special names), and
+  stop_gradient;
+* arrays are immutable: `out=` and `x[i] = v` are refused; `x.at[i].set(v)` (or `vnp.at(x)`)
+  returns the updated array.
+
+The modules, by subject (as JAX's numpy):
+    dtypes.py         dtype names, the promotion policy, asarray / astype
+    ufuncs.py         elementwise functions, where
+    indexing.py       x[key], take, x.at[idx]
+    shapes.py         reshaping, transposing, joining, splitting, flipping, padding
+    creation.py       zeros / ones / full, ranges, grids, eye / tri, one_hot, r_ / c_
+    reductions.py     sum, mean, max, argmax, any, prod, cumsum, ..., softmax, logsumexp
+    linalg.py         diagonal, trace, diag, vnp.linalg.norm
+    contractions.py   matmul, tensordot, dot, einsum
+    sorting.py        sort, argsort, quantiles, argwhere
+    array_methods.py  operators and methods on Tracer and vkgrad.Array
+    util.py           argument checks the modules share
+
+docs/numpy.md lists what is covered, how each function is built (a primitive, or a composition
+that fuses on Vulkan), and what is refused and why (complex numbers, float16, data-dependent
+shapes, ...).
+"""
+
+import numpy as _np
+
+from vkgrad.numpy.dtypes import *  # noqa: F401,F403
+from vkgrad.numpy.ufuncs import *  # noqa: F401,F403
+from vkgrad.numpy.indexing import *  # noqa: F401,F403
+from vkgrad.numpy.shapes import *  # noqa: F401,F403
+from vkgrad.numpy.creation import *  # noqa: F401,F403
+from vkgrad.numpy.reductions import *  # noqa: F401,F403
+from vkgrad.numpy.contractions import *  # noqa: F401,F403
+from vkgrad.numpy.sorting import *  # noqa: F401,F403
+# last: its `linalg` (the vnp.linalg namespace) replaces the submodule's name in this package
+from vkgrad.numpy.linalg import *  # noqa: F401,F403
+from vkgrad.numpy import array_methods
+
+pi, e, inf, nan = _np.pi, _np.e, _np.inf, _np.nan
+newaxis = None
+ndarray = _np.ndarray   # what eager computations return
+
+array_methods.install_array_methods(globals())

@@ -1,0 +1,251 @@
+"""Contractions: matmul, tensordot, dot, vdot, inner, outer and einsum. They lower to
+transposes, reshapes and ONE matmul per pair of operands (the kernel the GPU is fast at), with
+reductions for indices only one operand has."""
+
+from __future__ import annotations
+
+import builtins
+import math
+
+import numpy as _np
+
+from vkgrad import primitives as P
+from vkgrad.errors import ArgumentError, ShapeError
+from vkgrad.ir.core import is_float
+from vkgrad.numpy.dtypes import asarray, astype, no_out, promote, promoted_dtype
+from vkgrad.numpy.linalg import diagonal
+from vkgrad.numpy.reductions import sum
+from vkgrad.numpy.shapes import broadcast_to, ravel, reshape, transpose
+from vkgrad.numpy.ufuncs import multiply
+from vkgrad.numpy.util import is_int, normalize_axes, type_string
+from vkgrad.tracer.core import user_source
+
+__all__ = ["matmul", "tensordot", "dot", "vdot", "inner", "outer", "einsum"]
+
+
+def matmul(a, b):
+    """numpy's matmul: vectors are promoted to matrices, batch dims broadcast; lowers to the
+    2-D / batched 3-D `matmul` primitive."""
+    a, b = asarray(a), asarray(b)
+    dt = promoted_dtype(a, b)
+    dt = dt if is_float(dt) else "f32"
+    if a.ndim == 0 or b.ndim == 0:
+        raise ShapeError(f"matmul of {type_string(a)} by {type_string(b)}: operands must be at "
+                         "least 1-D (use * to multiply by a scalar)", primitive="matmul",
+                         source=user_source())
+    ka, kb = a.shape[-1], b.shape[-2] if b.ndim > 1 else b.shape[0]
+    if ka != kb:
+        raise ShapeError(f"matmul of {type_string(a)} by {type_string(b)}: inner dimensions differ "
+                         f"({ka} vs {kb})", primitive="matmul", source=user_source())
+    a, b = promote(a, dt), promote(b, dt)
+    vec_a, vec_b = a.ndim == 1, b.ndim == 1
+    if vec_a:
+        a = P.reshape(a, (1, a.shape[0]))
+    if vec_b:
+        b = P.reshape(b, (b.shape[0], 1))
+    m, n = a.shape[-2], b.shape[-1]
+    if a.ndim == 2 and b.ndim == 2:
+        r = P.matmul(a, b)
+    elif b.ndim == 2:   # (..., m, k) @ (k, n): one 2-D matmul over the flattened rows
+        r = P.reshape(P.matmul(P.reshape(a, (math.prod(a.shape[:-1]), ka)), b), a.shape[:-1] + (n,))
+    else:
+        r = _batched_matmul(a, b, dt)
+    if vec_a or vec_b:
+        r = P.reshape(r, r.shape[:-2] + ((m,) if not vec_a else ()) + ((n,) if not vec_b else ()))
+    return r
+
+
+def _batched_matmul(a, b, dt):
+    """(..., m, k) @ (..., k, n) with the batch dims broadcast: the batched 3-D primitive over
+    the flattened batch."""
+    m, ka, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    batch = P.broadcast_shapes("matmul", [P.TensorType(a.shape[:-2], dt),
+                                          P.TensorType(b.shape[:-2], dt)])
+    if a.shape[:-2] != batch:
+        a = P.broadcast_to(a, batch + a.shape[-2:])
+    if b.shape[:-2] != batch:
+        b = P.broadcast_to(b, batch + b.shape[-2:])
+    if len(batch) == 1:
+        return P.matmul(a, b)
+    nb = math.prod(batch)
+    r = P.matmul(P.reshape(a, (nb, m, ka)), P.reshape(b, (nb, ka, n)))
+    return P.reshape(r, batch + (m, n))
+
+
+def _contract(a, b, ca, cb):
+    """sum over a's axes ca against b's axes cb: a's other axes, then b's, as in tensordot."""
+    fa = [i for i in range(a.ndim) if i not in ca]
+    fb = [i for i in range(b.ndim) if i not in cb]
+    for i, j in zip(ca, cb):
+        if a.shape[i] != b.shape[j]:
+            raise ShapeError(f"contraction of {type_string(a)} with {type_string(b)}: axis {i} "
+                             f"({a.shape[i]}) does not match axis {j} ({b.shape[j]})",
+                             source=user_source())
+    out_shape = [a.shape[i] for i in fa] + [b.shape[j] for j in fb]
+    k = math.prod(a.shape[i] for i in ca)
+    m, n = math.prod(a.shape[i] for i in fa), math.prod(b.shape[j] for j in fb)
+    dt = promoted_dtype(a, b)
+    dt = dt if is_float(dt) else "f32"
+    a2 = reshape(transpose(promote(a, dt), fa + list(ca)), (m, k))
+    b2 = reshape(transpose(promote(b, dt), list(cb) + fb), (k, n))
+    return reshape(P.matmul(a2, b2), out_shape)
+
+
+def tensordot(a, b, axes=2):
+    a, b = asarray(a), asarray(b)
+    if isinstance(axes, (int, _np.integer)):
+        ca, cb = list(range(a.ndim - axes, a.ndim)), list(range(axes))
+    else:
+        ca, cb = ([axes[0]] if is_int(axes[0]) else list(axes[0]),
+                  [axes[1]] if is_int(axes[1]) else list(axes[1]))
+        if len(ca) != len(cb):
+            raise ShapeError(f"tensordot: axes {axes} pair unequal numbers of axes",
+                             source=user_source())
+        ca = [normalize_axes(i, a.ndim)[0] for i in ca]
+        cb = [normalize_axes(i, b.ndim)[0] for i in cb]
+    return _contract(a, b, ca, cb)
+
+
+def dot(a, b, out=None):
+    """numpy's dot: a product with a scalar; 1-D and 2-D as matmul; N-D sums a's last axis
+    against b's second-to-last."""
+    no_out(out)
+    a, b = asarray(a), asarray(b)
+    if a.ndim == 0 or b.ndim == 0:
+        return multiply(a, b)
+    if a.ndim <= 2 and b.ndim <= 2:
+        return matmul(a, b)
+    return _contract(a, b, [a.ndim - 1], [builtins.max(b.ndim - 2, 0)])
+
+
+def vdot(a, b): return dot(ravel(a), ravel(b))
+
+
+def inner(a, b):
+    a, b = asarray(a), asarray(b)
+    if a.ndim == 0 or b.ndim == 0:
+        return multiply(a, b)
+    return _contract(a, b, [a.ndim - 1], [b.ndim - 1])
+
+
+def outer(a, b, out=None):
+    no_out(out)
+    a, b = ravel(a), ravel(b)
+    return multiply(reshape(a, (-1, 1)), reshape(b, (1, -1)))
+
+
+def _arranged(x, term, order, shape):
+    """x, whose axes `term` labels, with its axes in `order` and reshaped to `shape`."""
+    if list(order) != list(term):
+        x = transpose(x, [term.index(c) for c in order])
+    return reshape(x, shape) if tuple(shape) != tuple(x.shape) else x
+
+
+def einsum(subscripts, *operands, out=None, optimize=None, dtype=None, precision=None):
+    """numpy's einsum, any subscripts (repeated indices take diagonals, '...' broadcasts,
+    implicit output when there is no '->'). Lowered to diagonals and sums per operand, then one
+    transpose + matmul per pair of operands, left to right; `vg.make_ir` shows the result."""
+    no_out(out)
+    if not isinstance(subscripts, str):
+        raise ArgumentError("einsum takes its subscripts as a string ('ij,jk->ik'); the "
+                            "interleaved form is not supported", source=user_source())
+    ops = [asarray(o) for o in operands]
+    if dtype is not None:
+        ops = [astype(o, dtype) for o in ops]
+    terms, out_t = _einsum_terms(subscripts, ops)
+    sizes = _einsum_sizes(terms, ops)
+    for i in range(len(ops)):
+        others = "".join(terms[j] for j in range(len(ops)) if j != i) + out_t
+        ops[i], terms[i] = _einsum_operand(ops[i], terms[i], sizes, others)
+    a, ta = ops[0], terms[0]
+    for k in range(1, len(ops)):
+        a, ta = _einsum_pair(a, ta, ops[k], terms[k], sizes,
+                             set(out_t + "".join(terms[k + 1:])))
+    lone = [j for j, c in enumerate(ta) if c not in out_t]
+    if lone:
+        a = sum(a, tuple(lone))
+        ta = "".join(c for j, c in enumerate(ta) if j not in lone)
+    return transpose(a, [ta.index(c) for c in out_t]) if ta != out_t else asarray(a)
+
+
+def _einsum_terms(subscripts, ops):
+    """Each operand's index letters and the output's, with '...' spelled out (as greek letters)
+    and the implicit output (the letters used once, sorted) made explicit."""
+    spec = subscripts.replace(" ", "")
+    ins, arrow, out_spec = spec.partition("->")
+    terms = ins.split(",")
+    if len(terms) != len(ops):
+        raise ArgumentError(f"einsum: {subscripts!r} names {len(terms)} operand(s), "
+                            f"{len(ops)} given", source=user_source())
+    pool = [chr(0x3B1 + i) for i in range(24)]   # greek letters stand for the '...' axes
+    n_ell = builtins.max([o.ndim - (len(t) - 3) for t, o in zip(terms, ops) if "..." in t],
+                         default=0)
+    for i, (t, o) in enumerate(zip(terms, ops)):
+        if "..." in t:
+            k = o.ndim - (len(t) - 3)
+            terms[i] = t.replace("...", "".join(pool[n_ell - k:n_ell]))
+        if len(terms[i]) != o.ndim or not builtins.all(c.isalpha() for c in terms[i]):
+            raise ShapeError(f"einsum: {t!r} does not label the {o.ndim} axes of operand {i} "
+                             f"({type_string(o)})", source=user_source())
+    if arrow:
+        out_t = out_spec.replace("...", "".join(pool[:n_ell]))
+    else:
+        once = [c for c in sorted(set("".join(terms))) if "".join(terms).count(c) == 1
+                and c not in pool]
+        out_t = "".join(pool[:n_ell]) + "".join(once)
+    if len(set(out_t)) != len(out_t) or builtins.any(c not in "".join(terms) for c in out_t):
+        raise ShapeError(f"einsum: output {out_spec!r} repeats an index or names one no operand "
+                         "has", source=user_source())
+    return terms, out_t
+
+
+def _einsum_sizes(terms, ops) -> dict:
+    """Each index letter's size (1 broadcasts against any size)."""
+    sizes: dict = {}
+    for t, o in zip(terms, ops):
+        for c, d in zip(t, o.shape):
+            if sizes.get(c, 1) not in (1, d) and d != 1:
+                raise ShapeError(f"einsum: index {c!r} has sizes {sizes[c]} and {d}",
+                                 source=user_source())
+            sizes[c] = builtins.max(sizes.get(c, 1), d)
+    return sizes
+
+
+def _einsum_operand(o, t, sizes, others):
+    """One operand before the products: diagonals of its repeated indices, broadcast to the
+    indices' sizes, summed over the indices no other operand nor the output has."""
+    while len(set(t)) != len(t):
+        c = next(c for c in t if t.count(c) > 1)
+        p, q = t.index(c), t.index(c, t.index(c) + 1)
+        o = diagonal(o, 0, p, q)
+        t = "".join(x for j, x in enumerate(t) if j not in (p, q)) + c
+    if tuple(o.shape) != tuple(sizes[c] for c in t):
+        o = broadcast_to(o, [sizes[c] for c in t])
+    lone = [j for j, c in enumerate(t) if c not in others]
+    if lone:
+        o = sum(o, tuple(lone))
+        t = "".join(c for j, c in enumerate(t) if j not in lone)
+    return o, t
+
+
+def _einsum_pair(a, ta, b, tb, sizes, needed):
+    """a (indices ta) times b (tb), summed over the shared indices not `needed` later: a
+    broadcast product when none is summed, else one (batched) matmul."""
+    batch = [c for c in ta if c in tb and c in needed]
+    summed = [c for c in ta if c in tb and c not in needed]
+    a_only = [c for c in ta if c not in tb]
+    b_only = [c for c in tb if c not in ta]
+    t = batch + a_only + b_only
+    dims = [sizes[c] for c in t]
+    if not summed:   # nothing to sum: a broadcast product
+        a = multiply(_arranged(a, ta, batch + a_only, dims[:len(batch) + len(a_only)]
+                               + [1] * len(b_only)),
+                     _arranged(b, tb, batch + b_only, dims[:len(batch)] + [1] * len(a_only)
+                               + dims[len(batch) + len(a_only):]))
+    else:            # one (batched) matmul: [batch, a_only, summed] @ [batch, summed, b_only]
+        nb, m, kk, n = (math.prod(sizes[c] for c in group)
+                        for group in (batch, a_only, summed, b_only))
+        a3 = _arranged(a, ta, batch + a_only + summed, (nb, m, kk))
+        b3 = _arranged(b, tb, batch + summed + b_only, (nb, kk, n))
+        a = reshape(matmul(a3[0], b3[0]) if nb == 1 else matmul(a3, b3), dims)
+    return a, "".join(t)

@@ -1,0 +1,213 @@
+"""Array creation: filled arrays, ranges, grids, the matrices eye / tri / tril / triu, one_hot,
+and numpy's r_ / c_."""
+
+from __future__ import annotations
+
+import builtins
+import math
+
+import numpy as _np
+
+from vkgrad import primitives as P
+from vkgrad.errors import ArgumentError, ShapeError
+from vkgrad.ir.core import np_dtype
+from vkgrad.numpy.dtypes import (as_float, asarray, astype, dtype_name, dtype_of, float32,
+                                 promote, promoted_dtype)
+from vkgrad.numpy.shapes import (atleast_1d, broadcast_to, concatenate, expand_dims, moveaxis,
+                                 ravel, reshape, shape)
+from vkgrad.numpy.ufuncs import add, divide, multiply, power, subtract, where
+from vkgrad.numpy.util import define_wrappers
+from vkgrad.tracer.core import ArrayOps, Tracer, user_source
+
+
+def _shape_arg(shape) -> tuple:
+    """A shape argument as a tuple of non-negative integers; anything else is refused, as numpy
+    refuses it."""
+    dims = (shape,) if isinstance(shape, (int, _np.integer, Tracer)) else shape
+    if not isinstance(dims, (tuple, list, _np.ndarray)):
+        raise ShapeError(f"{shape!r} is not a shape: give an int or a tuple of ints",
+                         source=user_source())
+    for d in dims:
+        if isinstance(d, Tracer):
+            d.__index__()   # raises the ConcretizationError explaining static arguments
+        if not isinstance(d, (int, _np.integer)) or d < 0:
+            raise ShapeError(f"{shape!r} is not a shape: dimensions are non-negative ints, "
+                             f"got {d!r}", source=user_source())
+    return tuple(dims)
+
+
+def full(shape, fill_value, dtype=None):
+    """An array of `shape` holding fill_value (its dtype by the promotion rules, or `dtype`)."""
+    shape = _shape_arg(shape)
+    dt = dtype_name(dtype) if dtype is not None else promoted_dtype(fill_value)
+    return P.broadcast_to(promote(fill_value, dt), shape)
+
+
+def full_like(a, fill_value, dtype=None):
+    """full with the shape of a, and its dtype unless `dtype` is given."""
+    return full(shape(a), fill_value, dtype or dtype_of(asarray(a)))
+
+
+def _filled(value):
+    def filled(shape, dtype=float32):
+        return full(shape, value, dtype)
+    return filled
+
+
+def _filled_like(value):
+    def filled_like(a, dtype=None):
+        return full_like(a, value, dtype)
+    return filled_like
+
+
+_FILLED = {   # name: (value, docstring)
+    "zeros": (0, "An array of `shape` holding 0 (float32 unless `dtype` is given)."),
+    "ones": (1, "An array of `shape` holding 1 (float32 unless `dtype` is given)."),
+    "empty": (0, "zeros(shape, dtype): arrays are immutable, so an uninitialized one is 0."),
+}
+_FILLED_LIKE = {   # name: (value, docstring)
+    "zeros_like": (0, "0s with the shape and dtype of a (or `dtype`)."),
+    "ones_like": (1, "1s with the shape and dtype of a (or `dtype`)."),
+    "empty_like": (0, "zeros_like(a, dtype): arrays are immutable, so an uninitialized one is 0."),
+}
+
+__all__ = (define_wrappers(globals(), _FILLED, _filled)
+           + define_wrappers(globals(), _FILLED_LIKE, _filled_like)
+           + ["full", "full_like", "arange", "linspace", "logspace", "geomspace", "meshgrid",
+              "eye", "identity", "tri", "tril", "triu", "one_hot", "r_", "c_"])
+
+
+def arange(start, stop=None, step=1, dtype=None):
+    if stop is None:
+        start, stop = 0, start
+    for v in (start, stop, step):
+        if isinstance(v, Tracer):
+            v.__index__()   # raises the ConcretizationError explaining static arguments
+    n = builtins.max(0, math.ceil((stop - start) / step))
+    dt = dtype_name(dtype) if dtype is not None else (
+        "i32" if builtins.all(isinstance(v, (int, _np.integer)) for v in (start, stop, step))
+        else "f32")
+    r = P.iota((n,), 0, dt)
+    if step != 1:
+        r = P.mul(r, step)
+    return P.add(r, start) if start != 0 else r
+
+
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
+    """Concrete ends: numpy's values (computed in float64, then cast). Traced ends (arrays):
+    start + i * step, along a new axis `axis`."""
+    num = int(num)
+    div = (num - 1) if endpoint else num
+    if not isinstance(start, ArrayOps) and not isinstance(stop, ArrayOps):
+        dt = dtype_name(dtype) if dtype is not None else "f32"
+        r, step = _np.linspace(start, stop, num, endpoint=endpoint, retstep=True, axis=axis)
+        r = asarray(r.astype(np_dtype(dt)))
+        return (r, step) if retstep else r
+    start, stop = as_float(start), as_float(stop)
+    dt = dtype_name(dtype) if dtype is not None else promoted_dtype(start, stop)
+    step = divide(subtract(stop, start), div) if div > 0 else multiply(subtract(stop, start), 0.0)
+    shape = P.broadcast_shapes("linspace", [P.TensorType(tuple(start.shape), "f32"),
+                                           P.TensorType(tuple(stop.shape), "f32")])
+    i = P.iota((num,) + tuple(shape), 0, dtype_of(start))
+    r = add(multiply(i, step), start)
+    if endpoint and num > 1:
+        r = concatenate([r[:-1], expand_dims(broadcast_to(stop, shape), 0)], 0)
+    r = moveaxis(r, 0, axis) if axis != 0 else r
+    r = astype(r, dt)
+    return (r, step) if retstep else r
+
+
+def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
+    if not isinstance(start, ArrayOps) and not isinstance(stop, ArrayOps):
+        r = _np.logspace(start, stop, num, endpoint, base, axis=axis)
+        return asarray(r.astype(np_dtype(dtype_name(dtype) if dtype is not None else "f32")))
+    r = power(base, linspace(start, stop, num, endpoint, axis=axis))
+    return astype(r, dtype) if dtype is not None else r
+
+
+def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
+    return logspace(math.log10(start), math.log10(stop), num, endpoint, 10.0, dtype, axis)
+
+
+def meshgrid(*xi, indexing="xy", sparse=False, copy=True):
+    if indexing not in ("xy", "ij"):
+        raise ArgumentError("meshgrid: indexing is 'xy' or 'ij'", source=user_source())
+    xs = [ravel(x) for x in xi]
+    nd = len(xs)
+    shape = [x.shape[0] for x in xs]
+    if indexing == "xy" and nd > 1:
+        shape[0], shape[1] = shape[1], shape[0]
+    out = []
+    for i, x in enumerate(xs):
+        ax = (1 if i == 0 else 0 if i == 1 else i) if indexing == "xy" and nd > 1 else i
+        r = reshape(x, [x.shape[0] if j == ax else 1 for j in range(nd)])
+        out.append(r if sparse else broadcast_to(r, shape))
+    return out
+
+
+def _tri_mask(n, m, k):
+    """bool[n, m]: j <= i + k."""
+    return P.le(P.iota((n, m), 1, "i32"), P.add(P.iota((n, m), 0, "i32"), int(k)))
+
+
+def tri(N, M=None, k=0, dtype=float32):
+    return astype(_tri_mask(N, N if M is None else M, k), dtype)
+
+
+def eye(N, M=None, k=0, dtype=float32):
+    M = N if M is None else M
+    return astype(P.eq(P.iota((N, M), 1, "i32"), P.add(P.iota((N, M), 0, "i32"), int(k))), dtype)
+
+
+def identity(n, dtype=float32): return eye(n, dtype=dtype)
+
+
+def tril(m, k=0):
+    m = asarray(m)
+    return where(_tri_mask(m.shape[-2], m.shape[-1], k), m, zeros((), dtype_of(m)))
+
+
+def triu(m, k=0):
+    m = asarray(m)
+    return where(_tri_mask(m.shape[-2], m.shape[-1], k - 1), zeros((), dtype_of(m)), m)
+
+
+def one_hot(x, num_classes, dtype=float32):
+    """one_hot(labels, n)[..., c] = (labels == c), as `dtype` (float32)."""
+    x = asarray(x)
+    hit = P.eq(expand_dims(x, -1), P.iota((int(num_classes),), 0, dtype_of(x)))
+    return astype(hit, dtype)
+
+
+class _IndexHelper:
+    """numpy's r_ and c_: concatenate arrays, scalars and slices (an int step is arange, a
+    complex step `1j * num` is linspace) along the first axis (r_) or as columns (c_)."""
+
+    def __init__(self, columns: bool):
+        self.columns = columns
+
+    def __getitem__(self, key):
+        key = key if isinstance(key, tuple) else (key,)
+        parts = []
+        for k in key:
+            if isinstance(k, str):
+                raise ArgumentError(f"{'c_' if self.columns else 'r_'}[{k!r}, ...]: the string "
+                                    "directives of numpy's index helpers are not supported; "
+                                    "use vnp.concatenate / vnp.stack", source=user_source())
+            if isinstance(k, slice):
+                start = 0 if k.start is None else k.start
+                step = 1 if k.step is None else k.step
+                if isinstance(step, complex):
+                    parts.append(linspace(start, k.stop, int(builtins.abs(step))))
+                else:
+                    parts.append(arange(start, k.stop, step))
+            else:
+                parts.append(atleast_1d(k))
+        if self.columns:
+            parts = [reshape(p, (-1, 1)) if p.ndim == 1 else p for p in parts]
+            return concatenate(parts, -1)
+        return concatenate(parts, 0)
+
+
+r_ = _IndexHelper(columns=False)
+c_ = _IndexHelper(columns=True)

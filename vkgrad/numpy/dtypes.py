@@ -1,0 +1,182 @@
+"""dtype names and the dtype policy of vkgrad.numpy (the package docstring states it), and
+asarray / astype, which apply it.
+
+numpy's dtype names map by the policy: float16 is refused where a dtype is asked for (astype,
+dtype=), narrower or wider ints are int32.
+"""
+
+from __future__ import annotations
+
+import builtins
+
+import numpy as _np
+
+from vkgrad import primitives as P
+from vkgrad.errors import ArgumentError, DTypeError
+from vkgrad.ir.core import canonical_dtype, is_float, np_dtype
+from vkgrad.tracer.core import ArrayOps, user_source
+
+__all__ = ["float32", "float64", "int32", "bool_", "float16", "int64", "int16", "int8", "uint8",
+           "uint32", "bool8", "dtype", "finfo", "iinfo", "floating", "integer", "number",
+           "inexact", "signedinteger", "issubdtype", "result_type", "asarray", "array", "astype"]
+
+float32, float64, int32, bool_ = _np.float32, _np.float64, _np.int32, _np.bool_
+float16, int64, int16, int8, uint8, uint32 = (_np.float16, _np.int64, _np.int16, _np.int8,
+                                               _np.uint8, _np.uint32)
+bool8 = _np.bool_
+dtype = _np.dtype
+finfo, iinfo = _np.finfo, _np.iinfo
+floating, integer, number, inexact, signedinteger = (_np.floating, _np.integer, _np.number,
+                                                      _np.inexact, _np.signedinteger)
+
+_ORDER = {"bool": 0, "i32": 1, "f32": 2, "f64": 3}
+
+dtype_of = P.dtype_of
+
+
+def issubdtype(arg1, arg2) -> bool:
+    return _np.issubdtype(arg1, arg2)
+
+
+def is_weak(x) -> bool:
+    """A Python scalar (weakly typed: it takes the dtype of the array beside it)."""
+    return isinstance(x, (bool, int, float)) and not isinstance(x, _np.generic)
+
+
+def _weak_kind(x) -> str:
+    return "bool" if isinstance(x, bool) else "i32" if isinstance(x, int) else "f32"
+
+
+def _is_np_scalar(x) -> bool:
+    return isinstance(x, _np.generic) and x.dtype.kind in "biuf"
+
+
+def result_type(*xs) -> _np.dtype:
+    """The dtype operations on xs compute in (numpy's name; vkgrad's promotion rules)."""
+    return np_dtype(promoted_dtype(*xs))
+
+
+def promoted_dtype(*xs) -> str:
+    """numpy-style promotion with weakly typed Python scalars (see the package docstring).
+    NumPy scalars beside an array are weakly typed too: `x * (1.0 / np.sqrt(d))` keeps an f32
+    x f32, as in JAX (docs/reliability.md, float64 policy); alone they keep their dtype."""
+    arrays = [x for x in xs if not is_weak(x) and not _is_np_scalar(x)]
+    if arrays:
+        xs = [x.item() if _is_np_scalar(x) else x for x in xs]   # as Python scalars
+    strong = [d for d in map(dtype_of, xs) if d is not None]
+    weak = [_weak_kind(x) for x in xs if is_weak(x)]
+    if not strong:
+        return builtins.max(weak, key=_ORDER.get) if weak else "f32"
+    dt = builtins.max(strong, key=_ORDER.get)
+    for w in weak:
+        if _ORDER[w] > _ORDER[dt] and not (w == "f32" and dt == "f64"):
+            dt = "f32" if w == "f32" else builtins.max(dt, w, key=_ORDER.get)
+    return dt
+
+
+def no_out(out) -> None:
+    """numpy's `out=` writes into an existing array; vkgrad's arrays are immutable."""
+    if out is not None:
+        raise ArgumentError("out= is not supported: vkgrad arrays are immutable; use the "
+                            "returned array (x = vnp.f(...)), or x.at[...].set(...) to update "
+                            "part of one", source=user_source())
+
+
+def dtype_name(dtype) -> str:
+    """The dtype an operation asked for `dtype` computes in: numpy's names map by the dtype
+    policy (int64 and other ints -> int32); float16 is refused (no kernel computes in it)."""
+    if isinstance(dtype, str) and dtype in _ORDER:
+        return dtype
+    try:
+        d = _np.dtype(dtype)
+    except TypeError:
+        raise DTypeError(f"{dtype!r} is not a dtype", source=user_source()) from None
+    if d == _np.float16:
+        raise DTypeError("float16 is not supported: vkgrad computes in float32, float64, int32 "
+                         "and bool (its Vulkan kernels in float32); use vnp.float32",
+                         source=user_source())
+    try:
+        return canonical_dtype(d)
+    except DTypeError as e:
+        raise DTypeError(e.message + (" (complex numbers: docs/numpy.md says why not)"
+                                      if d.kind == "c" else ""), source=user_source()) from None
+
+
+def asarray(x, dtype=None):
+    """An array for x: tracers stay tracers; Python data becomes a numpy array (float32 for
+    Python floats); numpy arrays keep their dtype (other ints -> int32)."""
+    if isinstance(x, ArrayOps):
+        out = x
+    elif isinstance(x, (list, tuple)):
+        if _contains_tracer(x):
+            out = _stacked(x)
+        else:
+            a = _np.asarray(x)
+            kinds = {type(v) for v in _leaves_of(x)}
+            weak = kinds and builtins.all(issubclass(k, (bool, int, float)) and
+                                          not issubclass(k, _np.generic) for k in kinds)
+            if weak and a.dtype.kind == "f":
+                a = a.astype(_np.float32)
+            out = a.astype(np_dtype(canonical_dtype(a.dtype)), copy=False)
+    elif is_weak(x):
+        out = _np.asarray(x, dtype=np_dtype(_weak_kind(x)))
+    elif isinstance(x, (_np.ndarray, _np.generic)):
+        out = _np.asarray(x)
+        out = out.astype(np_dtype(canonical_dtype(out.dtype)), copy=False)
+    else:
+        raise DTypeError(f"cannot make an array from a {type(x).__name__}")
+    return astype(out, dtype) if dtype is not None else out
+
+
+array = asarray
+
+
+def _leaves_of(x):
+    for v in x:
+        if isinstance(v, (list, tuple)):
+            yield from _leaves_of(v)
+        else:
+            yield v
+
+
+def _contains_tracer(x) -> bool:
+    return builtins.any(isinstance(v, ArrayOps) for v in _leaves_of(x))
+
+
+def _stacked(values):
+    """A list holding tracers: its entries stacked along a new first axis (vnp.stack's
+    equations: a reshape each, converts to the common dtype, one concatenate)."""
+    parts = [asarray(v) for v in values]
+    parts = [P.reshape(p, [1, *p.shape]) for p in parts]
+    dt = promoted_dtype(*parts)
+    return P.concatenate([promote(p, dt) for p in parts], 0)
+
+
+def astype(x, dtype):
+    dt = dtype_name(dtype)
+    x = asarray(x)
+    if isinstance(x, ArrayOps):
+        return x if x.aval.dtype == dt else P.convert(x, dt)
+    return x if x.dtype == np_dtype(dt) else P.convert(x, dt)
+
+
+def promote(x, dt: str):
+    """x as dtype dt: tracers get a convert eqn, constants are cast now."""
+    if isinstance(x, ArrayOps):
+        return P.convert(x, dt)
+    if is_weak(x):
+        return np_dtype(dt).type(x)
+    a = asarray(x)
+    return a if a.dtype == np_dtype(dt) else a.astype(np_dtype(dt))
+
+
+def operands(*xs):
+    """The operands of an op: scalars kept as they are (weakly typed), the rest as arrays."""
+    return [x if isinstance(x, ArrayOps) or is_weak(x) or _is_np_scalar(x) else asarray(x)
+            for x in xs]
+
+
+def as_float(x):
+    """x as an array of a float dtype (integers and bools as float32)."""
+    x = asarray(x)
+    return x if is_float(dtype_of(x)) else promote(x, "f32")

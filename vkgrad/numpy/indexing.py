@@ -1,0 +1,257 @@
+"""Indexing: x[key] (getitem), vnp.take, and JAX's functional updates x.at[idx].set(v).
+
+x[key] takes ints, slices (negative bounds and steps), None, Ellipsis and ONE integer array
+index without int indices beside it (numpy's mixed advanced-indexing rules move axes; vnp.take
+does those). Negative indices count from the end, traced ones too (a select at this layer);
+traced indices out of range clamp into it, as in JAX (a GPU kernel cannot raise), concrete ones
+raise.
+
+x.at[idx].set(v) returns a new array (arrays are immutable). The updated positions are found
+by indexing an array of flat positions with idx (the same indexing as x[idx]), then updates are
+gathered and scattered on the flattened x.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+
+import numpy as _np
+
+from vkgrad import primitives as P
+from vkgrad.errors import ArgumentError, VkgradIndexError
+from vkgrad.ir.core import np_dtype
+from vkgrad.numpy.dtypes import asarray, astype, dtype_of
+from vkgrad.numpy.ufuncs import (add, divide, greater, less, maximum, minimum, multiply, power,
+                                 where)
+from vkgrad.numpy.util import is_int, normalize_axes, type_string
+from vkgrad.tracer.core import ArrayOps, Tracer, user_source
+
+__all__ = ["take", "at"]
+
+
+def _flat(a):
+    return P.reshape(a, (math.prod(a.shape),))
+
+
+def take(a, indices, axis=None):
+    """Gather along `axis` (numpy's take; embeddings: take(table, ids, axis=0))."""
+    a = asarray(a)
+    if axis is None:
+        a, axis = _flat(a), 0
+    ax = normalize_axes(axis, a.ndim)[0]
+    return P.take(a, index_array(indices, a.shape[ax], ax), ax)
+
+
+def index_array(indices, n, axis):
+    """indices as int32 positions along an axis of size n: negative ones count from the end;
+    concrete ones out of range raise, traced ones clamp (in the take kernel)."""
+    idx = asarray(indices)
+    dt = dtype_of(idx)
+    if dt != "i32":
+        raise VkgradIndexError(f"indices must be integers, got {type_string(idx)}"
+                               + (" (a boolean mask gives a data-dependent shape: use "
+                                  "vnp.where(mask, x, 0) instead)" if dt == "bool" else ""),
+                               source=user_source())
+    if isinstance(idx, Tracer):
+        return where(less(idx, 0), add(idx, n), idx)
+    if idx.size and (idx.min() < -n or idx.max() >= n):
+        raise VkgradIndexError(f"index out of bounds for axis {axis} with size {n}",
+                               source=user_source())
+    return _np.where(idx < 0, idx + n, idx).astype(_np.int32)
+
+
+def getitem(x, key):
+    """x[key] for ints, slices, None, Ellipsis and one integer-array index (module docstring):
+    one strided slice, a gather per negative-step slice and one for the array index, then a
+    reshape for the dropped and the new axes."""
+    x = asarray(x)
+    start, limit, step, reverse, array_at, out_shape = _index_plan(x, _key_entries(x, key))
+    y = x
+    if (tuple(start), tuple(limit), tuple(step)) != ((0,) * x.ndim, tuple(x.shape),
+                                                     (1,) * x.ndim):
+        y = P.slice_(x, start, limit, step)
+    for dim, s, st, m in reverse:
+        y = P.take(y, P.add(P.mul(P.iota((m,), 0, "i32"), st), s), dim)
+    if array_at is not None:
+        y = P.take(y, array_at[1], array_at[0])
+    return P.reshape(y, out_shape) if tuple(out_shape) != tuple(y.shape) else y
+
+
+def _key_entries(x, key) -> list:
+    """The key as one entry per axis of x (Ellipsis spelled out as full slices), None for a new
+    axis; an integer array as ("array", it)."""
+    key = key if isinstance(key, tuple) else (key,)
+    entries = []
+    for k in key:
+        if k is None or k is Ellipsis or isinstance(k, slice) or is_int(k):
+            entries.append(k)
+        elif isinstance(k, (ArrayOps, _np.ndarray, list)):
+            entries.append(("array", k))
+        else:
+            raise VkgradIndexError(f"unsupported index {k!r} of type {type(k).__name__}: use "
+                                   "ints, slices, None, ... or an integer array",
+                                   source=user_source())
+    if builtins.sum(1 for k in entries if k is Ellipsis) > 1:
+        raise VkgradIndexError("an index can only have one ellipsis (...)", source=user_source())
+    n_real = builtins.sum(1 for k in entries if k is not None and k is not Ellipsis)
+    if n_real > x.ndim:
+        raise VkgradIndexError(f"too many indices for {type_string(x)}: {n_real} given",
+                               source=user_source())
+    fill = [slice(None)] * (x.ndim - n_real)
+    if Ellipsis in entries:
+        i = entries.index(Ellipsis)
+        entries = entries[:i] + fill + entries[i + 1:]
+    else:
+        entries = entries + fill
+    arrays = [k for k in entries if isinstance(k, tuple)]
+    if len(arrays) > 1 or (arrays and builtins.any(is_int(k) for k in entries)):
+        raise VkgradIndexError("vkgrad supports one integer-array index, without int indices "
+                               "beside it (numpy's mixed advanced indexing reorders axes); use "
+                               "vnp.take", source=user_source())
+    return entries
+
+
+def _index_plan(x, entries):
+    """What the entries read: the strided slice (start, limit, step per axis), the negative-step
+    slices to gather (axis, start, step, length), the array index (axis, positions) or None, and
+    the result's shape."""
+    start, limit, step, reverse, out_shape = [], [], [], [], []
+    array_at, d = None, 0
+    for k in entries:
+        if k is None:
+            out_shape.append(1)
+            continue
+        n = x.shape[d]
+        if is_int(k):
+            i = int(k) + n if k < 0 else int(k)
+            if not 0 <= i < n:
+                raise VkgradIndexError(f"index {k} is out of bounds for axis {d} with size {n}",
+                                       source=user_source())
+            start.append(i), limit.append(i + 1), step.append(1)
+        elif isinstance(k, slice):
+            if k.step == 0:
+                raise VkgradIndexError("slice step cannot be zero", source=user_source())
+            s, stop, st = k.indices(n)
+            m = len(range(s, stop, st))
+            if st > 0:
+                start.append(s), limit.append(s + (m - 1) * st + 1 if m else s), step.append(st)
+            else:   # negative step: a gather of the indices s, s+st, ... (in getitem)
+                start.append(0), limit.append(n), step.append(1)
+                reverse.append((d, s, st, m))
+            out_shape.append(m)
+        else:
+            start.append(0), limit.append(n), step.append(1)
+            idx = index_array(k[1], n, d)
+            array_at = (d, idx)
+            out_shape += list(idx.shape)
+        d += 1
+    return start, limit, step, reverse, array_at, out_shape
+
+
+class _At:
+    __slots__ = ("_x",)
+
+    def __init__(self, x):
+        self._x = x
+
+    def __getitem__(self, idx):
+        return _AtRef(self._x, idx)
+
+
+class _AtRef:
+    """x.at[idx]: .get(), .set(v), .add(v), .multiply(v) (.mul), .divide(v), .power(v),
+    .min(v), .max(v). Repeated indices: add/mul/min/max combine every update (as JAX);
+    set keeps the last one (numpy's order) where the indices are concrete."""
+
+    __slots__ = ("x", "idx")
+
+    def __init__(self, x, idx):
+        self.x, self.idx = asarray(x), idx
+
+    def get(self, *, mode=None, fill_value=None):
+        return getitem(self.x, self.idx)
+
+    def _positions(self):
+        """The flat positions idx selects, shaped like x[idx]: a numpy array when idx is
+        concrete (any numpy index works, boolean masks too), else a traced i32 array."""
+        x, idx = self.x, self.idx
+        n = math.prod(x.shape)
+        keys = idx if isinstance(idx, tuple) else (idx,)
+        if not builtins.any(isinstance(k, ArrayOps) for k in keys):
+            try:
+                return _np.arange(n, dtype=_np.int32).reshape(x.shape)[idx]
+            except IndexError as e:
+                raise VkgradIndexError(f"x.at[...]: {e}", source=user_source()) from None
+        # gathered as f32 (exact below 2**24; the gather kernel moves f32) and cast back
+        return astype(getitem(P.reshape(P.iota((n,), 0, "f32"), x.shape), idx), "i32")
+
+    def _apply(self, v, combine):
+        """x with combine(x[idx], v) at idx (combine None: v itself)."""
+        x, idx = self.x, self.idx
+        if isinstance(idx, ArrayOps) and dtype_of(idx) == "bool" and \
+                tuple(idx.shape) == tuple(x.shape):   # a traced mask: a select, no scatter
+            v = astype(asarray(v), dtype_of(x))
+            return where(idx, v if combine is None else combine(x, v), x)
+        pos = self._positions()
+        dt = dtype_of(x)
+        n = math.prod(x.shape)
+        v = astype(P.broadcast_to(asarray(v), tuple(pos.shape)), dt)
+        flat_x, flat_v = _flat(x), _flat(v)
+        if isinstance(pos, _np.ndarray):   # concrete: rounds of distinct positions
+            for slots, at_ in _duplicate_rounds(pos.reshape(-1), keep_last=combine is None):
+                hit = _np.zeros(n, bool)
+                hit[at_] = True
+                upd = P.scatter_add(P.take(flat_v, slots.astype(_np.int32), 0),
+                                    at_.astype(_np.int32), 0, (n,))
+                flat_x = where(hit, upd if combine is None else combine(flat_x, upd), flat_x)
+            return P.reshape(flat_x, x.shape)
+        p = _flat(pos)   # traced positions: every update lands
+        if combine is add:
+            return P.reshape(add(flat_x, P.scatter_add(flat_v, p, 0, (n,))), x.shape)
+        if combine is not None:
+            raise VkgradIndexError(
+                "x.at[traced indices].mul/min/max/...: vkgrad needs concrete indices for these "
+                "(repeated indices must be grouped at trace time); use .add, .set, or numpy "
+                "indices", source=user_source())
+        ones = P.broadcast_to(np_dtype(dt).type(1), tuple(p.shape))
+        count = P.scatter_add(ones, p, 0, (n,))   # set: repeats -> mean
+        upd = divide(P.scatter_add(flat_v, p, 0, (n,)), maximum(count, 1))
+        return P.reshape(where(greater(count, 0), astype(upd, dt), flat_x), x.shape)
+
+    def set(self, values, **kw): return self._apply(values, None)
+    def add(self, values, **kw): return self._apply(values, add)
+    def multiply(self, values, **kw): return self._apply(values, multiply)
+    def divide(self, values, **kw): return self._apply(values, divide)
+    def power(self, values, **kw): return self._apply(values, power)
+    def min(self, values, **kw): return self._apply(values, minimum)
+    def max(self, values, **kw): return self._apply(values, maximum)
+    mul = multiply
+
+
+def _duplicate_rounds(pos, keep_last):
+    """Split the update slots into rounds with distinct positions each: [(slots, positions)].
+    keep_last: one round, the last update of each position (numpy's x[idx] = v)."""
+    if keep_last:
+        _, first_rev = _np.unique(pos[::-1], return_index=True)
+        slots = len(pos) - 1 - first_rev
+        return [(slots, pos[slots])] if len(slots) else []
+    rounds, slots = [], _np.arange(len(pos))
+    while len(slots):
+        _, first = _np.unique(pos[slots], return_index=True)
+        rounds.append((slots[first], pos[slots[first]]))
+        slots = _np.delete(slots, first)
+    return rounds
+
+
+def at(x):
+    """`vnp.at(x)[idx].set(v)`: the same as x.at[idx] for any array, numpy's too (outside a
+    transformed function vnp returns numpy arrays, which have no .at)."""
+    return _At(x)
+
+
+def setitem(self, key, value):
+    raise ArgumentError(
+        "vkgrad arrays are immutable: x[idx] = v cannot change x. Use x = x.at[idx].set(v) "
+        "(also .add, .mul, .min, .max), which returns the updated array",
+        source=user_source())

@@ -1,0 +1,328 @@
+"""Reductions along axes: sums, means, variances, extremes and their positions, any / all,
+products, scans (cumsum, cumprod), diff, the nan-ignoring forms, average; softmax,
+log_softmax and logsumexp (jax.nn / scipy.special names); allclose and array_equal."""
+
+from __future__ import annotations
+
+import builtins
+import math
+
+import numpy as _np
+from numpy import inf
+
+from vkgrad import primitives as P
+from vkgrad.errors import ShapeError, VkgradIndexError
+from vkgrad.numpy.creation import full, full_like
+from vkgrad.numpy.dtypes import (as_float, asarray, astype, dtype_of, no_out, promote,
+                                 promoted_dtype)
+from vkgrad.numpy.indexing import getitem
+from vkgrad.numpy.shapes import broadcast_to, concatenate, moveaxis, ravel, reshape
+from vkgrad.numpy.ufuncs import (add, as_bool, divide, equal, exp, greater, isclose, isnan, log,
+                                 logical_not, multiply, sqrt, stop_gradient, subtract, where)
+from vkgrad.numpy.util import define_wrappers, normalize_axes, type_string
+from vkgrad.tracer.core import Tracer, concretization_error, user_source
+
+
+def _keepdims(r, shape, axes, keepdims):
+    return P.reshape(r, P.keep_shape(shape, axes)) if keepdims and axes else r
+
+
+def sum(a, axis=None, dtype=None, out=None, keepdims=False):
+    no_out(out)
+    a = asarray(a)
+    if dtype is not None:
+        a = astype(a, dtype)
+    elif dtype_of(a) == "bool":
+        a = astype(a, "i32")
+    axes = normalize_axes(axis, a.ndim)
+    return _keepdims(P.reduce_sum(a, axes), a.shape, axes, keepdims)
+
+
+def mean(a, axis=None, dtype=None, out=None, keepdims=False):
+    no_out(out)
+    a = asarray(a) if dtype is None else astype(a, dtype)
+    a = as_float(a)
+    axes = normalize_axes(axis, a.ndim)
+    n = math.prod(a.shape[i] for i in axes)
+    return P.mul(sum(a, axes, keepdims=keepdims), 1.0 / n if n else _np.nan)   # mean = sum*scale
+
+
+def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    no_out(out)
+    a = as_float(a)
+    axes = normalize_axes(axis, a.ndim)
+    n = math.prod(a.shape[i] for i in axes)
+    d = subtract(a, mean(a, axes, keepdims=True))
+    v = mean(multiply(d, d), axes, keepdims=keepdims)
+    # numpy: sum(d*d) / (n - ddof), which is inf (nan for a zero sum) when ddof >= n
+    return v if ddof == 0 else P.mul(v, n / (n - ddof) if n > ddof else _np.inf)
+
+
+def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    no_out(out)
+    a = as_float(a)
+    v = var(a, axis, ddof=ddof, keepdims=keepdims)
+    if ddof == 0 and math.prod(a.shape[i] for i in normalize_axes(axis, a.ndim)) == 1:
+        return v   # over one element the variance is identically 0: so is std, and its
+    return sqrt(v)  # gradient (sqrt's at 0 would be 0 * inf = nan)
+
+
+def max(a, axis=None, out=None, keepdims=False):
+    no_out(out)
+    a = asarray(a)
+    axes = normalize_axes(axis, a.ndim)
+    return _keepdims(P.reduce_max(a, axes), a.shape, axes, keepdims)
+
+
+def min(a, axis=None, out=None, keepdims=False):
+    no_out(out)
+    a = asarray(a)
+    axes = normalize_axes(axis, a.ndim)
+    return _keepdims(P.reduce_min(a, axes), a.shape, axes, keepdims)
+
+
+amax, amin = max, min
+
+
+def _arg_extreme(a, axis, keepdims, reduce):
+    """The first index of the max (min) along `axis`: the smallest index where a equals its
+    extreme. Built from eq, where and a min reduction (no primitive of its own); the indices are
+    float32 inside (exact below 2**24), so the float reduction kernels serve it."""
+    a = asarray(a)
+    if axis is None:
+        a, axis = reshape(a, (-1,)), 0
+    ax = normalize_axes(axis, a.ndim)[0]
+    n = a.shape[ax]
+    hit = P.eq(a, reduce(a, axis=ax, keepdims=True))
+    pos = P.iota(a.shape, ax, "f32")
+    first = min(where(hit, pos, float(n)), axis=ax, keepdims=keepdims)
+    return astype(first, "i32")
+
+
+def _arg_extreme_of(reduce):
+    def arg_extreme(a, axis=None, keepdims=False):
+        return _arg_extreme(a, axis, keepdims, reduce)
+    return arg_extreme
+
+
+def _scan_of(combine, unit):
+    def scan(a, axis=None, dtype=None, out=None):
+        no_out(out)
+        return _scan(a, axis, combine, unit, dtype)
+    return scan
+
+
+_ARG_EXTREMES = {   # name: (reduction, docstring)
+    "argmax": (max, "The index of the first maximum along `axis` (of the flattened a if None)."),
+    "argmin": (min, "The index of the first minimum along `axis` (of the flattened a if None)."),
+}
+_SCANS = {   # name: (combine, unit, docstring)
+    "cumsum": (add, 0, "The running sum along `axis` (of the flattened a if None)."),
+    "cumprod": (multiply, 1, "The running product along `axis` (of the flattened a if None)."),
+}
+
+__all__ = (define_wrappers(globals(), _ARG_EXTREMES, _arg_extreme_of)
+           + define_wrappers(globals(), _SCANS, _scan_of)
+           + ["sum", "mean", "var", "std", "max", "min", "amax", "amin", "any", "all",
+              "count_nonzero", "prod", "diff", "nansum", "nanmean", "nanmax", "nanmin",
+              "average", "logsumexp", "allclose", "array_equal"])
+
+
+def any(a, axis=None, out=None, keepdims=False):
+    """A max of 0/1 floats (exact; the reduction kernels compute in f32) compared with 0."""
+    no_out(out)
+    a = asarray(a)
+    return greater(max(astype(as_bool(a), "f32"), axis, keepdims=keepdims), 0)
+
+
+def all(a, axis=None, out=None, keepdims=False):
+    no_out(out)
+    a = asarray(a)
+    return greater(min(astype(as_bool(a), "f32"), axis, keepdims=keepdims), 0)
+
+
+def count_nonzero(a, axis=None, keepdims=False):
+    """Counted in f32 (exact below 2**24 elements), returned as int32."""
+    a = asarray(a)
+    return astype(sum(astype(as_bool(a), "f32"), axis, keepdims=keepdims), "i32")
+
+
+def _halving(a, ax, op, unit):
+    """Reduce axis `ax` of a with the elementwise `op` in log2(n) halving steps (an odd length is
+    padded with `unit`): elementwise and layout ops only, so it fuses into one kernel on Vulkan
+    and its gradient is exact where a value is 0 (a product as exp(sum(log)) is not)."""
+    while a.shape[ax] > 1:
+        n = a.shape[ax]
+        if n % 2:
+            pad_shape = list(a.shape)
+            pad_shape[ax] = 1
+            a = concatenate([a, full(pad_shape, unit, dtype_of(a))], ax)
+            n += 1
+        lo = [slice(None)] * a.ndim
+        hi = [slice(None)] * a.ndim
+        lo[ax], hi[ax] = slice(0, n // 2), slice(n // 2, n)
+        a = op(getitem(a, tuple(lo)), getitem(a, tuple(hi)))
+    return a
+
+
+def prod(a, axis=None, dtype=None, out=None, keepdims=False):
+    no_out(out)
+    a = asarray(a) if dtype is None else astype(a, dtype)
+    if dtype_of(a) == "bool":
+        a = astype(a, "i32")
+    axes = normalize_axes(axis, a.ndim)
+    shape = a.shape
+    for ax in axes:
+        if a.shape[ax] == 0:
+            a = full(tuple(1 if i == ax else d for i, d in enumerate(a.shape)), 1, dtype_of(a))
+        a = _halving(a, ax, multiply, 1)
+    r = P.reshape(a, [d for i, d in enumerate(a.shape) if i not in axes])
+    return _keepdims(r, shape, axes, keepdims)
+
+
+def _shifted(a, ax, s, fill):
+    """a shifted by s along ax (a[i - s], `fill` for i < s)."""
+    n = a.shape[ax]
+    keep = [slice(None)] * a.ndim
+    keep[ax] = slice(0, n - s)
+    lead = list(a.shape)
+    lead[ax] = s
+    return concatenate([full(lead, fill, dtype_of(a)), getitem(a, tuple(keep))], ax)
+
+
+def _scan(a, axis, op, unit, dtype):
+    """Inclusive scan along `axis` (Hillis-Steele: log2(n) steps of shift-and-combine; fusible
+    elementwise and layout ops, gradients by composition)."""
+    a = asarray(a) if dtype is None else astype(a, dtype)
+    if dtype_of(a) == "bool":
+        a = astype(a, "i32")
+    if axis is None:
+        a, axis = ravel(a), 0
+    ax = normalize_axes(axis, a.ndim)[0]
+    s = 1
+    while s < a.shape[ax]:
+        a = op(a, _shifted(a, ax, s, unit))
+        s *= 2
+    return a
+
+
+def diff(a, n=1, axis=-1, prepend=None, append=None):
+    a = asarray(a)
+    ax = normalize_axes(axis, a.ndim)[0]
+    parts = []
+    for extra, at_end in ((prepend, False), (append, True)):
+        if extra is not None:
+            e = asarray(extra)
+            if e.ndim == 0:
+                e = broadcast_to(e, tuple(1 if i == ax else d for i, d in enumerate(a.shape)))
+            parts.append((e, at_end))
+    if parts:
+        a = concatenate([e for e, end in parts if not end] + [a]
+                        + [e for e, end in parts if end], ax)
+    for _ in range(n):
+        hi = [slice(None)] * a.ndim
+        lo = [slice(None)] * a.ndim
+        hi[ax], lo[ax] = slice(1, None), slice(None, -1)
+        a = subtract(getitem(a, tuple(hi)), getitem(a, tuple(lo)))
+    return a
+
+
+def nansum(a, axis=None, dtype=None, out=None, keepdims=False):
+    a = asarray(a)
+    return sum(where(isnan(a), 0, a), axis, dtype, out, keepdims)
+
+
+def nanmean(a, axis=None, dtype=None, out=None, keepdims=False):
+    a = as_float(a)
+    ok = logical_not(isnan(a))
+    return divide(sum(where(ok, a, 0), axis, dtype, out, keepdims),
+                  sum(astype(ok, dtype_of(a)), axis, keepdims=keepdims))
+
+
+def nanmax(a, axis=None, out=None, keepdims=False):
+    a = asarray(a)
+    return max(where(isnan(a), -inf, a), axis, out, keepdims)
+
+
+def nanmin(a, axis=None, out=None, keepdims=False):
+    a = asarray(a)
+    return min(where(isnan(a), inf, a), axis, out, keepdims)
+
+
+def average(a, axis=None, weights=None, returned=False, keepdims=False):
+    """numpy's average: sum(a * w) / sum(w); 1-D weights apply along a single axis."""
+    a = as_float(a)
+    if weights is None:
+        r = mean(a, axis, keepdims=keepdims)
+        n = math.prod(a.shape[i] for i in normalize_axes(axis, a.ndim))
+        return (r, full_like(r, n)) if returned else r
+    w = asarray(weights)
+    dt = promoted_dtype(a, w)
+    a, w = asarray(promote(a, dt)), asarray(promote(w, dt))
+    if tuple(w.shape) != tuple(a.shape):
+        ax = normalize_axes(axis, a.ndim)
+        if axis is None or len(ax) != 1 or w.ndim != 1 or w.shape[0] != a.shape[ax[0]]:
+            raise ShapeError(f"average: weights {type_string(w)} must have the shape of "
+                             f"{type_string(a)}, or be 1-D along the one axis averaged over",
+                             source=user_source())
+        w = reshape(w, [w.shape[0] if i == ax[0] else 1 for i in range(a.ndim)])
+        w = broadcast_to(w, a.shape)
+    scl = sum(w, axis, keepdims=keepdims)
+    r = divide(sum(multiply(a, w), axis, keepdims=keepdims), scl)
+    return (r, scl) if returned else r
+
+
+def _last_axis(fn, x, axis):
+    """Apply a last-axis primitive along `axis` (moved there and back if needed)."""
+    x = as_float(x)
+    ax = normalize_axes(axis, x.ndim)
+    if len(ax) != 1:
+        raise VkgradIndexError("softmax/log_softmax take a single axis", source=user_source())
+    ax = ax[0]
+    if ax == x.ndim - 1:
+        return fn(x, ax)
+    return moveaxis(fn(moveaxis(x, ax, -1), x.ndim - 1), -1, ax)
+
+
+def _along_one_axis(primitive):
+    def along_one_axis(x, axis=-1):
+        return _last_axis(primitive, x, axis)
+    return along_one_axis
+
+
+_ALONG_ONE_AXIS = {   # name: (last-axis primitive, docstring)
+    "softmax": (P.softmax, "exp(x) / sum(exp(x)) along `axis` (one axis; a fused kernel)."),
+    "log_softmax": (P.log_softmax, "x - logsumexp(x) along `axis` (one axis; a fused kernel)."),
+}
+__all__ += define_wrappers(globals(), _ALONG_ONE_AXIS, _along_one_axis)
+
+
+def logsumexp(x, axis=None, keepdims=False):
+    """log(sum(exp(x))) computed stably: m + log(sum(exp(x - m))) with m = max(x) held
+    constant for differentiation (the result does not depend on m; its gradient is softmax)."""
+    x = as_float(x)
+    axes = normalize_axes(axis, x.ndim)
+    m = stop_gradient(max(x, axes, keepdims=True))
+    r = add(log(sum(exp(subtract(x, m)), axes, keepdims=True)), m)
+    return r if keepdims else P.reshape(r, [d for i, d in enumerate(x.shape) if i not in axes])
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:
+    """A Python bool, as numpy's: it needs concrete values (vnp.all(vnp.isclose(...)) is the
+    traceable form)."""
+    r = all(isclose(a, b, rtol, atol, equal_nan))
+    if isinstance(r, Tracer):
+        raise concretization_error(r, "vnp.allclose (it returns a Python bool)",
+                                   "use vnp.all(vnp.isclose(a, b)), which stays an array")
+    return builtins.bool(r)
+
+
+def array_equal(a1, a2) -> bool:
+    a1, a2 = asarray(a1), asarray(a2)
+    if tuple(a1.shape) != tuple(a2.shape):
+        return False
+    r = all(equal(a1, a2))
+    if isinstance(r, Tracer):
+        raise concretization_error(r, "vnp.array_equal (it returns a Python bool)",
+                                   "use vnp.all(a == b), which stays an array")
+    return builtins.bool(r)

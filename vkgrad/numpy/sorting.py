@@ -1,0 +1,140 @@
+"""Sorting and searching: argsort, sort, take_along_axis, quantile / percentile / median, and
+the positions of non-zero entries (argwhere, flatnonzero). One primitive, argsort (stable, last
+axis; vkgrad/primitives/lax.py; a bitonic sort per row on Vulkan): sort, median and percentile
+gather with it (docs/numpy.md, "Sorting")."""
+
+from __future__ import annotations
+
+import builtins
+import math
+
+import numpy as _np
+
+from vkgrad import primitives as P
+from vkgrad.errors import ArgumentError, ShapeError
+from vkgrad.numpy.creation import zeros
+from vkgrad.numpy.dtypes import as_float, asarray, astype, dtype_of, no_out
+from vkgrad.numpy.indexing import index_array
+from vkgrad.numpy.shapes import broadcast_to, moveaxis, ravel, reshape, size, stack, transpose
+from vkgrad.numpy.ufuncs import add, multiply, nonzero
+from vkgrad.numpy.util import normalize_axes, type_string
+from vkgrad.tracer.core import ArrayOps, user_source
+
+__all__ = ["argsort", "sort", "take_along_axis", "quantile", "percentile", "median",
+           "argwhere", "flatnonzero"]
+
+
+def _along_last(fn, a, axis):
+    """fn applied along `axis` of a (moved to the last axis and back)."""
+    if axis is None:
+        return fn(ravel(a))
+    ax = normalize_axes(axis, a.ndim)[0]
+    if ax == a.ndim - 1:
+        return fn(a)
+    return moveaxis(fn(moveaxis(a, ax, -1)), -1, ax)
+
+
+def _sortable(a):
+    a = asarray(a)
+    if a.ndim == 0:
+        raise ShapeError("cannot sort a 0-d array", source=user_source())
+    return a if dtype_of(a) != "bool" else astype(a, "i32")
+
+
+def argsort(a, axis=-1, kind=None, order=None, *, stable=True, descending=False):
+    """Stable indices that sort `a` along `axis` (int32); descending=True for largest first."""
+    if order is not None:
+        raise ArgumentError("argsort(order=...) sorts structured arrays, which vkgrad does not "
+                            "have", source=user_source())
+    return _along_last(lambda x: P.argsort(x, descending), _sortable(a), axis)
+
+
+def sort(a, axis=-1, kind=None, order=None, *, stable=True, descending=False):
+    """Sorted copy along `axis` (its gradient sends each value's cotangent back to where it
+    came from)."""
+    a = _sortable(a)
+
+    def by_rows(x):
+        return P.take_last(x, P.argsort(x, descending))
+    return _along_last(by_rows, a, axis)
+
+
+def take_along_axis(arr, indices, axis):
+    """numpy's take_along_axis: out[..., j, ...] = arr[..., indices[..., j, ...], ...]."""
+    arr = asarray(arr)
+    idx = index_array(indices, arr.shape[normalize_axes(axis, arr.ndim)[0]] if axis is not None
+                       else size(arr), axis)
+    if axis is None:
+        return P.take(ravel(arr), ravel(idx), 0)
+    ax = normalize_axes(axis, arr.ndim)[0]
+    if idx.ndim != arr.ndim:
+        raise ShapeError(f"take_along_axis: indices {type_string(idx)} need as many dimensions as "
+                         f"{type_string(arr)}", source=user_source())
+    lead = [builtins.max(p, q) for i, (p, q) in enumerate(zip(arr.shape, idx.shape)) if i != ax]
+    arr = broadcast_to(arr, [arr.shape[ax] if i == ax else lead[i - (i > ax)]
+                             for i in range(arr.ndim)])
+    idx = broadcast_to(idx, [idx.shape[ax] if i == ax else lead[i - (i > ax)]
+                             for i in range(idx.ndim)])
+    return moveaxis(P.take_last(moveaxis(arr, ax, -1), moveaxis(idx, ax, -1)), -1, ax)
+
+
+def _concrete_q(q, what):
+    if isinstance(q, ArrayOps):
+        raise ArgumentError(f"vnp.{what}: q must be a Python number or a numpy array (it "
+                            "decides which sorted elements are read)", source=user_source())
+    return _np.asarray(q, _np.float64)
+
+
+def _quantiles(a, q, axis, keepdims, what):
+    """Linear interpolation between the sorted values (numpy's default method), q in [0, 1]."""
+    a = as_float(a)
+    qs = _np.asarray(q, _np.float64)
+    if qs.size and (qs.min() < 0 or qs.max() > 1):
+        raise ArgumentError(f"{what}: q must lie in [0, {100 if what == 'percentile' else 1}]",
+                            source=user_source())
+    axes = normalize_axes(axis, a.ndim)
+    kept = [i for i in range(a.ndim) if i not in axes]
+    x = reshape(transpose(a, kept + list(axes)), [a.shape[i] for i in kept] + [-1])
+    n = x.shape[-1]
+    s = sort(x, axis=-1)
+    outs = []
+    for qi in qs.reshape(-1):
+        pos = qi * (n - 1)
+        lo, frac = int(math.floor(pos)), float(pos - math.floor(pos))
+        hi = builtins.min(lo + 1, n - 1)
+        v = s[..., lo]
+        if frac:
+            v = add(multiply(v, 1.0 - frac), multiply(s[..., hi], frac))
+        if keepdims:
+            v = reshape(v, [1 if i in axes else a.shape[i] for i in range(a.ndim)])
+        outs.append(v)
+    r = stack(outs) if outs else zeros((0,))
+    return reshape(r, qs.shape + tuple(r.shape[1:]))
+
+
+def _linear_only(out, method, what) -> None:
+    no_out(out)
+    if method != "linear":
+        raise ArgumentError(f"{what}(method={method!r}): vkgrad has numpy's default, "
+                            "'linear'", source=user_source())
+
+
+def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+             keepdims=False):
+    _linear_only(out, method, "quantile")
+    return _quantiles(a, _concrete_q(q, "quantile"), axis, keepdims, "quantile")
+
+
+def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+               keepdims=False):
+    _linear_only(out, method, "percentile")
+    return _quantiles(a, _concrete_q(q, "percentile") / 100.0, axis, keepdims, "percentile")
+
+
+def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    no_out(out)
+    return _quantiles(a, 0.5, axis, keepdims, "median")
+
+
+def argwhere(a): return _np.stack(nonzero(a), axis=-1)
+def flatnonzero(a): return nonzero(ravel(a))[0]

@@ -1,0 +1,329 @@
+"""Elementwise functions (numpy's ufuncs): a primitive where GLSL has the function
+(vkgrad/primitives/lax.py), compositions that fuse on Vulkan for the rest. The one-primitive
+functions are rows of the tables below."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as _np
+
+from vkgrad import primitives as P
+from vkgrad.errors import ArgumentError
+from vkgrad.ir.core import is_float, np_dtype
+from vkgrad.numpy.dtypes import (as_float, asarray, astype, dtype_of, no_out, operands, promote,
+                                 promoted_dtype)
+from vkgrad.numpy.util import define_wrappers
+from vkgrad.tracer.core import Tracer, concretization_error, user_source
+
+
+def _binary(fn, x, y, floating=False, arith=True):
+    x, y = operands(x, y)
+    dt = promoted_dtype(x, y)
+    if floating and not is_float(dt):
+        dt = "f32"
+    elif arith and dt == "bool":
+        dt = "i32"
+    return fn(promote(x, dt), promote(y, dt))
+
+
+def _unary(fn, x, floating=True):
+    x = asarray(x)
+    dt = dtype_of(x)
+    if floating and not is_float(dt):
+        dt = "f32"
+    elif dt == "bool":
+        dt = "i32"
+    return fn(promote(x, dt))
+
+
+def _binary_ufunc(primitive, floating):
+    def ufunc(x, y):
+        return _binary(primitive, x, y, floating=floating)
+    return ufunc
+
+
+def _comparison(primitive, swapped):
+    def ufunc(x, y):
+        return _binary(primitive, y, x, arith=False) if swapped else \
+            _binary(primitive, x, y, arith=False)
+    return ufunc
+
+
+def _unary_ufunc(primitive, floating):
+    def ufunc(x):
+        return _unary(primitive, x, floating=floating)
+    return ufunc
+
+
+def _square(v):
+    return P.mul(v, v)
+
+
+_BINARY = {   # name: (primitive, computes in float, docstring); bools compute in int32
+    "add": (P.add, False, "x + y, elementwise."),
+    "subtract": (P.sub, False, "x - y, elementwise."),
+    "multiply": (P.mul, False, "x * y, elementwise."),
+    "divide": (P.div, True, "x / y, elementwise, in float (integers divide as float32)."),
+    "power": (P.power, True, "x ** y, elementwise, in float."),
+    "maximum": (P.maximum, False, "The larger of x and y, elementwise."),
+    "minimum": (P.minimum, False, "The smaller of x and y, elementwise."),
+}
+_COMPARISONS = {   # name: (primitive, operands swapped, docstring); the result is bool
+    "less": (P.lt, False, "x < y, elementwise."),
+    "less_equal": (P.le, False, "x <= y, elementwise."),
+    "greater": (P.lt, True, "x > y, elementwise (computed as y < x)."),
+    "greater_equal": (P.le, True, "x >= y, elementwise (computed as y <= x)."),
+    "equal": (P.eq, False, "x == y, elementwise."),
+    "not_equal": (P.ne, False, "x != y, elementwise."),
+}
+_UNARY = {   # name: (primitive, computes in float, docstring); bools compute in int32
+    "negative": (P.neg, False, "-x, elementwise."),
+    "square": (_square, False, "x * x, elementwise."),
+    "abs": (P.absolute, False, "|x|, elementwise."),
+    "sign": (P.sign, False, "-1, 0 or 1: the sign of x, elementwise."),
+    "sqrt": (P.sqrt, True, "The square root, elementwise."),
+    "exp": (P.exp, True, "e ** x, elementwise."),
+    "log": (P.log, True, "The natural logarithm, elementwise."),
+    "log1p": (P.log1p, True, "log(1 + x), accurate for a small x."),
+    "sin": (P.sin, True, "The sine, elementwise."),
+    "cos": (P.cos, True, "The cosine, elementwise."),
+    "tan": (P.tan, True, "The tangent, elementwise."),
+    "arcsin": (P.asin, True, "The inverse sine, elementwise."),
+    "arccos": (P.acos, True, "The inverse cosine, elementwise."),
+    "arctan": (P.atan, True, "The inverse tangent, elementwise."),
+    "sinh": (P.sinh, True, "The hyperbolic sine, elementwise."),
+    "cosh": (P.cosh, True, "The hyperbolic cosine, elementwise."),
+    "tanh": (P.tanh, True, "The hyperbolic tangent, elementwise."),
+    "arcsinh": (P.asinh, True, "The inverse hyperbolic sine, elementwise."),
+    "arccosh": (P.acosh, True, "The inverse hyperbolic cosine, elementwise."),
+    "arctanh": (P.atanh, True, "The inverse hyperbolic tangent, elementwise."),
+    "floor": (P.floor, True, "The largest integer <= x, elementwise."),
+    "ceil": (P.ceil, True, "The smallest integer >= x, elementwise."),
+    "rint": (P.round_even, True, "x rounded to the nearest integer (halves to even)."),
+}
+
+__all__ = (define_wrappers(globals(), _BINARY, _binary_ufunc)
+           + define_wrappers(globals(), _COMPARISONS, _comparison)
+           + define_wrappers(globals(), _UNARY, _unary_ufunc)
+           + ["true_divide", "absolute", "arctan2", "positive", "reciprocal", "clip",
+              "logical_and", "logical_or", "logical_not", "where", "nonzero", "stop_gradient",
+              "trunc", "fix", "round", "around", "exp2", "degrees", "radians", "expm1",
+              "logaddexp", "logaddexp2", "hypot", "sinc", "floor_divide", "remainder", "mod",
+              "fmod", "divmod", "isnan", "isinf", "isfinite", "isposinf", "isneginf",
+              "nan_to_num", "isclose"])
+
+true_divide, absolute = divide, abs   # the tables above define divide and abs
+
+
+def arctan2(y, x):
+    """The angle of the point (x, y), in the right quadrant, elementwise."""
+    return _binary(P.atan2, y, x, floating=True)
+
+
+def positive(x): return asarray(x)
+def reciprocal(x): return divide(1.0, x)
+
+
+def clip(a, a_min=None, a_max=None):
+    if a_min is not None:
+        a = maximum(a, a_min)
+    if a_max is not None:
+        a = minimum(a, a_max)
+    return asarray(a)
+
+
+def as_bool(x):
+    """x as a bool array (x != 0 unless it is one)."""
+    x = asarray(x)
+    return x if dtype_of(x) == "bool" else not_equal(x, 0)
+
+
+def logical_and(a, b): return P.select(as_bool(a), as_bool(b), False)   # a ? b : False
+
+
+def logical_or(a, b): return P.select(as_bool(a), True, as_bool(b))     # a ? True : b
+
+
+def logical_not(a): return P.eq(as_bool(a), False)
+
+
+def where(condition, x=None, y=None):
+    """numpy's where(cond, x, y); where(cond) alone is nonzero(cond) (concrete values only)."""
+    if x is None and y is None:
+        return nonzero(condition)
+    if x is None or y is None:
+        raise ArgumentError("where takes a condition alone, or a condition, x and y",
+                            source=user_source())
+    x, y = operands(x, y)
+    dt = promoted_dtype(x, y)
+    return P.select(as_bool(condition), promote(x, dt), promote(y, dt))
+
+
+def nonzero(a):
+    """Indices of the non-zero entries: concrete values only (the number of results is data)."""
+    a = asarray(a)
+    if isinstance(a, Tracer):
+        raise concretization_error(
+            a, "vnp.nonzero / one-argument vnp.where (their result's shape depends on the "
+            "data)", "use vnp.where(cond, x, y) to select values, or vnp.sum(cond) to count")
+    return tuple(i.astype(_np.int32) for i in _np.nonzero(_np.asarray(a)))
+
+
+def stop_gradient(x):
+    """x, with no gradient flowing back through it."""
+    return P.stop_gradient(asarray(x))
+
+
+def trunc(x): return where(less(x, 0), ceil(x), floor(x))
+
+
+def round(a, decimals=0, out=None):
+    """numpy's round: half to even; decimals < 0 round to tens, hundreds, ..."""
+    no_out(out)
+    a = asarray(a)
+    if dtype_of(a) in ("i32", "bool") and decimals >= 0:
+        return a
+    if decimals == 0:
+        return rint(a)
+    s = 10.0 ** decimals
+    return divide(rint(multiply(a, s)), s)
+
+
+around = round
+fix = trunc
+
+
+def exp2(x): return exp(multiply(as_float(x), math.log(2.0)))
+
+
+def _scaled(function, factor):
+    def scaled(x):
+        return multiply(function(x), factor)
+    return scaled
+
+
+_SCALED = {   # name: (function, factor, docstring): function(x) * factor
+    "log2": (log, 1.0 / math.log(2.0), "The base-2 logarithm: log(x) / log(2)."),
+    "log10": (log, 1.0 / math.log(10.0), "The base-10 logarithm: log(x) / log(10)."),
+    "deg2rad": (as_float, math.pi / 180.0, "Degrees to radians: x * pi / 180."),
+    "rad2deg": (as_float, 180.0 / math.pi, "Radians to degrees: x * 180 / pi."),
+}
+__all__ += define_wrappers(globals(), _SCALED, _scaled)
+
+
+degrees, radians = rad2deg, deg2rad
+
+
+def expm1(x):
+    """exp(x) - 1 without losing a small x's digits: a 5-term series below |x| < 1e-2 (exact to
+    ~x^5/720), exp(x) - 1 above (log1p's treatment, vkgrad/primitives/lax.py)."""
+    x = as_float(x)
+    series = multiply(x, add(1.0, multiply(x, add(0.5, multiply(x, add(
+        1.0 / 6.0, multiply(x, add(1.0 / 24.0, multiply(x, 1.0 / 120.0)))))))))
+    return where(less(abs(x), 1e-2), series, subtract(exp(x), 1.0))
+
+
+def logaddexp(x, y):
+    """log(exp(x) + exp(y)) without overflow: m + log(exp(x-m) + exp(y-m)), m = max(x, y) held
+    constant for differentiation (the result does not depend on it), so at x == y each side
+    gets half the gradient."""
+    x, y = operands(x, y)
+    dt = promoted_dtype(x, y)
+    dt = dt if is_float(dt) else "f32"
+    x, y = asarray(promote(x, dt)), asarray(promote(y, dt))
+    m = stop_gradient(maximum(x, y))
+    return add(log(add(exp(subtract(x, m)), exp(subtract(y, m)))), m)
+
+
+def logaddexp2(x, y):
+    return multiply(logaddexp(multiply(x, math.log(2.0)), multiply(y, math.log(2.0))),
+                    1.0 / math.log(2.0))
+
+
+def hypot(x, y): return sqrt(add(square(as_float(x)), square(as_float(y))))
+
+
+def sinc(x):
+    """sin(pi x) / (pi x), 1 at 0 (the 0/0 branch never sees a 0: no nan gradient)."""
+    x = as_float(x)
+    zero = equal(x, 0)
+    px = multiply(where(zero, 1.0, x), math.pi)
+    return where(zero, 1.0, divide(sin(px), px))
+
+
+def _int_result(fn, x, y):
+    """fn on x, y computed in float; int operands give an int result (exact while |x| < 2**24:
+    the Vulkan kernels have no 64-bit floats)."""
+    x, y = operands(x, y)
+    dt = promoted_dtype(x, y)
+    if dt == "bool":
+        dt = "i32"
+    r = fn(as_float(promote(x, dt)), as_float(promote(y, dt)))
+    return r if is_float(dt) else astype(r, dt)
+
+
+def floor_divide(x, y): return _int_result(lambda a, b: floor(divide(a, b)), x, y)
+
+
+def remainder(x, y):
+    """numpy's mod: x - floor(x / y) * y, with the sign of y."""
+    return _int_result(lambda a, b: subtract(a, multiply(floor(divide(a, b)), b)), x, y)
+
+
+def fmod(x, y):
+    """C's fmod: x - trunc(x / y) * y, with the sign of x."""
+    return _int_result(lambda a, b: subtract(a, multiply(trunc(divide(a, b)), b)), x, y)
+
+
+mod = remainder
+
+
+def divmod(x, y): return floor_divide(x, y), remainder(x, y)
+
+
+def _false_like(x):
+    return P.broadcast_to(_np.bool_(False), tuple(x.shape))   # full_like(x, False, "bool")
+
+
+def isnan(x):
+    x = asarray(x)
+    return P.isnan(x) if is_float(dtype_of(x)) else _false_like(x)
+
+
+def isinf(x):
+    x = asarray(x)
+    return P.isinf(x) if is_float(dtype_of(x)) else _false_like(x)
+
+
+def isfinite(x): return logical_not(logical_or(isnan(x), isinf(x)))
+
+
+def isposinf(x): return logical_and(isinf(x), greater(x, 0))
+
+
+def isneginf(x): return logical_and(isinf(x), less(x, 0))
+
+
+def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    """nan -> `nan`, +inf -> `posinf` (the dtype's largest finite value), -inf -> `neginf`."""
+    x = asarray(x)
+    dt = dtype_of(x)
+    if not is_float(dt):
+        return x
+    big = float(_np.finfo(np_dtype(dt)).max)
+    r = where(isnan(x), nan, x)
+    r = where(isposinf(x), big if posinf is None else posinf, r)
+    return where(isneginf(x), -big if neginf is None else neginf, r)
+
+
+def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """|a - b| <= atol + rtol * |b| (numpy's asymmetric test); equal infinities are close."""
+    a, b = operands(a, b)
+    dt = promoted_dtype(a, b)
+    dt = dt if is_float(dt) else "f32"
+    a, b = asarray(promote(a, dt)), asarray(promote(b, dt))
+    finite = logical_and(isfinite(a), isfinite(b))
+    near = less_equal(abs(subtract(a, b)), add(atol, multiply(rtol, abs(b))))
+    r = logical_or(logical_and(finite, near), equal(a, b))
+    return logical_or(r, logical_and(isnan(a), isnan(b))) if equal_nan else r

@@ -1,0 +1,50 @@
+"""What vkgrad.numpy's modules share: argument checks (axes, integer indices), type strings, and
+define_wrappers, which makes the functions of a table."""
+
+from __future__ import annotations
+
+import numpy as _np
+
+from vkgrad.errors import VkgradIndexError
+from vkgrad.ir.core import type_str
+from vkgrad.primitives import dtype_of
+from vkgrad.tracer.core import user_source
+
+
+def normalize_axes(axis, ndim) -> tuple:
+    """axis (None: all; an int or a sequence, negative from the end) as sorted distinct axes."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+    out = []
+    for a in axes:
+        if not -ndim <= a < ndim:
+            raise VkgradIndexError(f"axis {a} is out of bounds for an array of dimension {ndim}",
+                                   source=user_source())
+        out.append(int(a) % ndim)
+    if len(set(out)) != len(out):
+        raise VkgradIndexError(f"repeated axis in {axis}", source=user_source())
+    return tuple(sorted(out))
+
+
+def type_string(x) -> str:
+    """x's type as the IR prints it (f32[3,4]), for messages."""
+    return type_str(x.shape, dtype_of(x))
+
+
+def is_int(k) -> bool:
+    """A Python or numpy integer, not a bool (an integer index or count)."""
+    return isinstance(k, (int, _np.integer)) and not isinstance(k, (bool, _np.bool_))
+
+
+def define_wrappers(namespace: dict, table: dict, make) -> list:
+    """One function per row of `table`, name -> (*arguments of make, docstring): make(*arguments)
+    builds it; it takes the row's name and docstring and goes into `namespace` (the defining
+    module's globals()). Returns the names, for that module's __all__."""
+    for name, (*spec, doc) in table.items():
+        fn = make(*spec)
+        fn.__name__ = fn.__qualname__ = name
+        fn.__doc__ = doc
+        fn.__module__ = namespace["__name__"]
+        namespace[name] = fn
+    return list(table)

@@ -1,0 +1,206 @@
+"""The derivative transforms users call: grad, value_and_grad, vjp, jvp.
+
+Each one is the same three steps:
+  1. trace `fun` on abstract versions of its (flattened pytree) arguments into a Program, in a
+     fresh trace pushed on top of whatever is active (vkgrad.transforms.tracing);
+  2. transform the Program (vkgrad.transforms.autodiff) and optimise it (vkgrad.passes);
+  3. evaluate the result with `eval_program`, which binds each eqn: concretely (numpy) when no
+     trace is active, or into the enclosing trace when the transform was called on tracers
+     (grad of grad, grad inside a traced function). Values the function closed over from an
+     enclosing trace were captured as extra program inputs (constants for THIS transform) and
+     are passed back in here, so the enclosing trace sees -- and can differentiate -- them.
+
+When the result is evaluated inside an enclosing trace, the program may still be differentiated
+by it, so stop_gradient is kept (`optimize(final=False)`); evaluated concretely it is removed.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from vkgrad.errors import ArgumentError, GradError
+from vkgrad.ir.core import is_float, np_dtype, type_str
+from vkgrad.ir.verifier import checked
+from vkgrad.passes import optimize
+from vkgrad.primitives import broadcast_to, convert
+from vkgrad.transforms.autodiff import grad_program, jvp_program, vjp_program
+from vkgrad.transforms.tracing import (bind_kwargs, check_function, fun_name, fun_where,
+                                       is_final, normalize_argnums, to_user, trace_function)
+from vkgrad.tracer.core import ArrayOps, eval_program, user_source
+from vkgrad.tracer.pytree import TreeDef, tree_flatten, tree_unflatten
+
+
+def value_and_grad(fun, argnums=0, has_aux=False):
+    """`value_and_grad(fun)(*args) -> (value, grads)` (`((value, aux), grads)` with has_aux).
+
+    fun must return a float scalar (or (scalar, aux)). grads has the structure of
+    args[argnums] (a tuple of them when argnums is a tuple)."""
+    check_function(fun, "value_and_grad")
+    return _value_and_grad(fun, argnums, has_aux, keep_value=True)
+
+
+def _value_and_grad(fun, argnums, has_aux, keep_value):
+    name = fun_name(fun)
+
+    @functools.wraps(fun)
+    def value_and_grad_fun(*args, **kwargs):
+        nums = normalize_argnums(argnums, len(args))
+        tr = trace_function(bind_kwargs(fun, kwargs), args)
+        wrt = []   # the inputs first (as JAX): an integer input is the usual cause of both
+        for i in nums:
+            for k in range(tr.arg_slices[i].start, tr.arg_slices[i].stop):
+                v = tr.program.inputs[k]
+                if not is_float(v.dtype):
+                    raise GradError(
+                        f"grad of {name} with respect to argument {i}: it holds "
+                        f"{type_str(v.shape, v.dtype)} values (an integer input), and only "
+                        "float arguments have gradients. Pass floats (e.g. 3.0, not 3, or "
+                        "x.astype(np.float32)), or leave integer arguments (indices, labels) "
+                        "out of argnums.", source=user_source())
+                wrt.append(k)
+        value_tree = _value_tree(tr.out_tree, has_aux, name)
+        out0 = tr.program.outputs[0] if tr.program.outputs else None
+        if value_tree.kind != "leaf" or not is_float(out0.dtype) or out0.shape != ():
+            got = type_str(out0.shape, out0.dtype) if value_tree.kind == "leaf" else \
+                f"a pytree {value_tree}"
+            raise GradError(
+                f"grad of {name} (defined at {fun_where(fun)}) needs it to return a float "
+                f"scalar, but it returned {got}. Reduce it to a scalar (e.g. .sum() or "
+                ".mean()) or use vkgrad.vjp for non-scalar results.", source=user_source())
+        joint = checked(grad_program(tr.program, wrt), f"autodiff of {name}")
+        n = len(tr.program.outputs)
+        if not keep_value:   # grad: the value itself is not returned (aux still is)
+            joint = joint.replace(outputs=joint.outputs[1:])
+        joint = optimize(joint, final=is_final())
+        res = eval_program(joint, tr.args)
+        if not keep_value:
+            res = [None] + res
+        out = tree_unflatten(tr.out_tree, [to_user(r) for r in res[:n]])
+        grads, pos = [], n
+        for i in nums:
+            sl = tr.arg_slices[i]
+            grads.append(tree_unflatten(tr.arg_trees[i],
+                                        [to_user(r) for r in res[pos:pos + sl.stop - sl.start]]))
+            pos += sl.stop - sl.start
+        g = tuple(grads) if isinstance(argnums, (tuple, list)) else grads[0]
+        return (tuple(out) if has_aux else out), g
+
+    return value_and_grad_fun
+
+
+def grad(fun, argnums=0, has_aux=False):
+    """`grad(fun)(*args)`: the gradient of a float-scalar function with respect to
+    args[argnums] (same pytree structure); `(grads, aux)` with has_aux."""
+    check_function(fun, "grad")
+    vg = _value_and_grad(fun, argnums, has_aux, keep_value=False)
+
+    @functools.wraps(fun)
+    def grad_fun(*args, **kwargs):
+        out, g = vg(*args, **kwargs)
+        return (g, out[1]) if has_aux else g
+
+    return grad_fun
+
+
+def _value_tree(out_tree: TreeDef, has_aux: bool, name: str) -> TreeDef:
+    if not has_aux:
+        return out_tree
+    if out_tree.kind not in ("tuple", "list") or len(out_tree.children) != 2:
+        raise GradError(f"has_aux=True needs {name} to return a pair (value, aux), got "
+                        f"{out_tree}", source=user_source())
+    return out_tree.children[0]
+
+
+def vjp(fun, *primals, has_aux=False):
+    """`vjp(fun, *primals) -> (out, vjp_fn)` (`(out, vjp_fn, aux)` with has_aux).
+
+    `vjp_fn(cotangent)` takes a pytree like `out` and returns a tuple with one entry per primal
+    (its structure), holding the cotangent of each float leaf and None for integer leaves."""
+    check_function(fun, "vjp")
+    name = fun_name(fun)
+    tr = trace_function(fun, primals)
+    value_tree = _value_tree(tr.out_tree, has_aux, name)
+    nv = value_tree.num_leaves
+    outs = eval_program(optimize(tr.program, final=is_final()), tr.args)
+    outs = [to_user(o) for o in outs]
+    out_all = tree_unflatten(tr.out_tree, outs)
+    value = out_all[0] if has_aux else out_all
+    wrt = [k for k in range(len(tr.leaves)) if is_float(tr.program.inputs[k].dtype)]
+    ct_outputs = [j for j in range(nv) if is_float(tr.program.outputs[j].dtype)]
+    joint = checked(vjp_program(tr.program, wrt, ct_outputs), f"autodiff of {name}")
+    optimized: dict = {}
+
+    def vjp_fn(cotangent):
+        cts, ct_tree = tree_flatten(cotangent)
+        if ct_tree != value_tree:
+            raise ArgumentError(f"the cotangent passed to vjp_fn of {name} has structure "
+                                f"{ct_tree}, but {name} returned {value_tree}",
+                                source=user_source())
+        ct_vals = []
+        for j in ct_outputs:
+            o, c = tr.program.outputs[j], cts[j]
+            if tuple(np.shape(c)) != o.shape:
+                raise ArgumentError(f"cotangent {j} for vjp_fn of {name} has shape "
+                                    f"{tuple(np.shape(c))}, the result has "
+                                    f"{type_str(o.shape, o.dtype)}", source=user_source())
+            ct_vals.append(c if isinstance(c, ArrayOps) and c.aval.dtype == o.dtype else
+                           _cast(c, o.dtype))
+        final = is_final()
+        if final not in optimized:   # once per kind of use (jacrev calls vjp_fn per row)
+            optimized[final] = optimize(joint, final=final)
+        res = eval_program(optimized[final], tr.args + ct_vals)[len(tr.program.outputs):]
+        by_leaf = dict(zip(wrt, (to_user(r) for r in res)))
+        return tuple(tree_unflatten(tr.arg_trees[i], [by_leaf.get(k) for k in range(
+            tr.arg_slices[i].start, tr.arg_slices[i].stop)]) for i in range(len(primals)))
+
+    return (value, vjp_fn, out_all[1]) if has_aux else (value, vjp_fn)
+
+
+def _cast(x, dtype):
+    if isinstance(x, ArrayOps):
+        return convert(x, dtype)
+    return np.asarray(x, dtype=np_dtype(dtype))
+
+
+def jvp(fun, primals, tangents):
+    """`jvp(fun, primals, tangents) -> (out, tangent_out)`: forward mode, J u.
+
+    Implemented by the double-VJP trick (vkgrad.transforms.autodiff.jvp_program): no JVP rule table.
+    Tangents of integer primals are ignored; integer results get zero tangents."""
+    check_function(fun, "jvp")
+    name = fun_name(fun)
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)) or \
+            len(primals) != len(tangents):
+        raise ArgumentError("jvp takes primals and tangents as tuples of equal length",
+                            source=user_source())
+    tr = trace_function(fun, tuple(primals))
+    t_leaves = []
+    for i, t in enumerate(tangents):
+        ls, tree = tree_flatten(t)
+        if tree != tr.arg_trees[i]:
+            raise ArgumentError(f"tangent {i} of jvp({name}) has structure {tree}, its primal "
+                                f"{tr.arg_trees[i]}", source=user_source())
+        t_leaves += ls
+    wrt = []
+    for k, (v, t) in enumerate(zip(tr.program.inputs, t_leaves)):
+        if is_float(v.dtype):
+            if tuple(np.shape(t)) != v.shape:
+                raise ArgumentError(f"tangent leaf {k} of jvp({name}) has shape "
+                                    f"{tuple(np.shape(t))}, its primal "
+                                    f"{type_str(v.shape, v.dtype)}", source=user_source())
+            wrt.append(k)
+    prog = optimize(checked(jvp_program(tr.program, wrt), f"jvp of {name}"), final=is_final())
+    float_outs = [j for j, o in enumerate(tr.program.outputs) if is_float(o.dtype)]
+    zero_cts = [broadcast_to(np_dtype(o.dtype).type(0), o.shape)
+                for o in (tr.program.outputs[j] for j in float_outs)]
+    tans = [_cast(t_leaves[k], tr.program.inputs[k].dtype) for k in wrt]
+    res = eval_program(prog, tr.args + zero_cts + tans)
+    n = len(tr.program.outputs)
+    outs, touts = res[:n], dict(zip(float_outs, res[n:]))
+    tangent_leaves = [to_user(touts[j]) if j in touts else
+                      np.zeros(o.shape, np_dtype(o.dtype))
+                      for j, o in enumerate(tr.program.outputs)]
+    return (tree_unflatten(tr.out_tree, [to_user(o) for o in outs]),
+            tree_unflatten(tr.out_tree, tangent_leaves))
