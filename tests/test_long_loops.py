@@ -38,3 +38,24 @@ def test_a_weight_gradient_over_many_rows_is_right():
     g = vg.jit(vg.grad(lambda w, x: vnp.sum(vnp.tanh(x @ w))), backend="vulkan")(w, x)
     want = x.T.astype(np.float64) @ (1 - np.tanh(x @ w.astype(np.float64)) ** 2)
     np.testing.assert_allclose(np.asarray(g), want, rtol=2e-4, atol=2e-3)
+
+
+def test_flash_attention_past_the_loop_limit_runs_on_the_interpreter():
+    """70,000 keys: lavapipe's kernel would stop early (the forward gave 1.98 where 1 is
+    right); a Target with a loop limit sends it to the interpreter, with a warning naming the
+    limit; a GPU target plans it."""
+    from vkgrad.lowering.attention import loop_limit_problem
+    assert loop_limit_problem("fwd", 70_000, 16, Target.h200()) is None
+    assert "65535 iterations" in loop_limit_problem("fwd", 70_000, 16, Target.lavapipe())
+    assert loop_limit_problem("fwd", 1024, 64, Target.lavapipe()) is None
+    rng = np.random.default_rng(1)
+    q = rng.standard_normal((1, 1, 2, 16)).astype(np.float32)
+    k = rng.standard_normal((1, 1, 70_000, 16)).astype(np.float32)
+    v = np.ones((1, 1, 70_000, 16), np.float32)
+    f = vg.jit(lambda q, k, v: vg.nn.flash_attention(q, k, v), backend="vulkan")
+    if get_device().target.max_loop_iterations:
+        with pytest.warns(vg.FallbackWarning, match="ends a shader's loops"):
+            o = f(q, k, v)
+    else:
+        o = f(q, k, v)
+    np.testing.assert_allclose(np.asarray(o), 1.0, rtol=1e-5)

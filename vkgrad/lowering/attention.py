@@ -269,6 +269,28 @@ def plan_flash_attention_bwd(BH: int, Lq: int, Lk: int, D: int, *, causal: bool,
 
 # ------------------------------------------------------------------ the contract
 
+# A device that ends long loops early (Target.max_loop_iterations: lavapipe) must not stream
+# more column tiles than it runs out. Counted iterations per streamed tile, bounded from
+# lavapipe's measured cut-offs with about 2x to spare: the forward over 33,073 keys at D = 16
+# and 22,831 at D = 64 (63 and 92 per 32-key tile), dK/dV over 15,554 queries at D = 16 and
+# 12,859 at D = 64 (135 per 32-query tile, 81 per 16-query tile).
+def _iterations_per_tile(mode: str, d: int, tile: FlashTile) -> int:
+    return (8 if mode == "dkdv" else 4) * (d // 4 + tile.bc)
+
+
+def loop_limit_problem(mode: str, streamed: int, d: int, target=None) -> str | None:
+    """Why `mode` cannot stream `streamed` keys (queries for dkdv) on `target`, or None."""
+    limit = target_of(target).max_loop_iterations
+    if not limit:
+        return None
+    tile = choose_tile(mode, d, target)
+    if cdiv(streamed, tile.bc) * _iterations_per_tile(mode, d, tile) <= limit:
+        return None
+    what = "queries" if mode == "dkdv" else "keys"
+    return (f"flash attention {mode} over {streamed} {what} at head_dim {d}: "
+            f"{target_of(target).name} ends a shader's loops after {limit} iterations")
+
+
 def plan_eqn(e, target):
     need_f32(e, *e.inputs)
     q, k = e.inputs[0], e.inputs[1]
@@ -276,6 +298,12 @@ def plan_eqn(e, target):
     if d not in SUPPORTED_HEAD_DIMS:
         raise Unsupported(f"{e.prim.name} at head_dim {d} (the kernel takes head_dim in "
                           f"{SUPPORTED_HEAD_DIMS})", e)
+    lk = k.shape[2]
+    modes = (("dq", lk), ("dkdv", lq)) if e.prim is P.flash_attention_bwd_p else (("fwd", lk),)
+    for mode, streamed in modes:
+        why = loop_limit_problem(mode, streamed, d, target)
+        if why is not None:
+            raise Unsupported(why, e)
     kw = dict(causal=e.params["causal"], scale=e.params["scale"], target=target)
     if e.prim is P.flash_attention_bwd_p:
         roles = dict(zip(("q", "k", "v", "o", "lse", "do", "dlse"), e.inputs))
