@@ -15,9 +15,11 @@ runs the same math written with jax.numpy (attention as softmax(q k^T) v, which 
 the selective scan with lax.associative_scan; `jax_default_matmul_precision="highest"`).
 
 Timing: after a warm-up, rounds alternate (vkgrad, JAX, vkgrad, JAX, ...), each `--steps`
-steps with one sync at its end (vkgrad's calls return when their one submission is done; JAX's
-are asynchronous, so its round waits on the last loss): tokens/s per round, reported as median
-and range. Both sides take exactly the same number of steps on the same batches, so their
+steps, in both loop styles, each side timed the same way: "every" reads the loss to the host
+after every step (what most training loops do: each step then waits for its own result), "end"
+keeps the losses as device values and reads them at the end of the round (both frameworks
+dispatch asynchronously, so the round waits only on its last step). Tokens/s per round,
+reported as median and range per style. Both sides take exactly the same number of steps on the same batches, so their
 validation losses at the end (4 fixed batches of the held-out files) should agree: that shows
 both learn equally. vkgrad's dispatch count and a per-kernel GPU profile are recorded too.
 JSON to $OUT/lm.json.
@@ -108,12 +110,14 @@ def jax_side(cfg):
 
 # ----------------------------------------------------------------------------------- rounds
 
+STYLES = ("every", "end")   # the loss read after every step / at the end of a round
+
 def summarize(xs):
     return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "rounds": len(xs)}
 
 
 def bench_model(model, preset, args, data):
-    total = args.warmup + args.rounds * args.steps
+    total = args.warmup + args.rounds * args.steps * len(STYLES)
     cfg = train_lm.make_config(model, preset, steps=total)
     tokens = cfg["batch"] * cfg["seq"]
     train, val = data
@@ -139,12 +143,17 @@ def bench_model(model, preset, args, data):
           + (f", FALLBACK: {compiled.fallback_reason}" if compiled.fallback_reason else ""),
           flush=True)
 
-    def vk_run(n, st=st):
+    def vk_run(n, style="every", st=st):
+        pending = []
         for _ in range(n):
             x, y = vk_batches[st["i"]]
             st["p"], st["o"], loss, _ = step(st["p"], st["o"], x, y)
-            st["losses"].append(float(loss))   # host data from the step's own submission
+            if style == "every":
+                st["losses"].append(float(loss))   # waits for this step's submission
+            else:
+                pending.append(loss)
             st["i"] += 1
+        st["losses"] += [float(v) for v in pending]   # waits for the round's last step
 
     if compiled.fallback_reason and not args.quick:
         print("  vkgrad falls back to the numpy interpreter: not timed", flush=True)
@@ -164,12 +173,15 @@ def bench_model(model, preset, args, data):
         res["jax"] = {"device": str(jax.devices()[0]),
                       "initial_loss": float(jloss(js["p"], *jb[0]))}
 
-        def jax_run(n, js=js):
+        def jax_run(n, style="every", js=js):
             pending = []
             for _ in range(n):
                 x, y = jb[js["i"]]
                 js["p"], js["o"], loss = jstep(js["p"], js["o"], x, y)
-                pending.append(loss)
+                if style == "every":
+                    js["losses"].append(float(loss))   # waits for this step
+                else:
+                    pending.append(loss)
                 js["i"] += 1
             js["losses"] += [float(v) for v in pending]   # waits for the round's last step
 
@@ -182,21 +194,23 @@ def bench_model(model, preset, args, data):
         t0 = time.perf_counter()
         run(1)
         first = time.perf_counter() - t0
-        run(args.warmup - 1)
+        run(args.warmup - 1, "end")
         res[name]["first_call_s"] = first
         print(f"  {name}: first step (compile) {first:.1f} s", flush=True)
-    per = {k: [] for k in sides}
+    per = {(k, style): [] for style in STYLES for k in sides}
     for r in range(args.rounds):
-        for name, run in sides.items():
-            t0 = time.perf_counter()
-            run(args.steps)
-            dt = time.perf_counter() - t0
-            per[name].append(args.steps * tokens / dt)
-        print(f"  round {r + 1}: " + ", ".join(f"{k} {v[-1]:,.0f} tok/s" for k, v in per.items()),
-              flush=True)
-    for name, xs in per.items():
-        res[name]["tokens_per_s"] = summarize(xs)
-        res[name]["step_ms_median"] = tokens / res[name]["tokens_per_s"]["median"] * 1e3
+        for style in STYLES:
+            for name, run in sides.items():
+                t0 = time.perf_counter()
+                run(args.steps, style)
+                dt = time.perf_counter() - t0
+                per[name, style].append(args.steps * tokens / dt)
+        print(f"  round {r + 1}: " + ", ".join(f"{k} ({s}) {v[-1]:,.0f} tok/s"
+                                              for (k, s), v in per.items()), flush=True)
+    for (name, style), xs in per.items():
+        suffix = "" if style == "every" else f"_{style}"
+        res[name]["tokens_per_s" + suffix] = summarize(xs)
+        res[name]["step_ms_median" + suffix] = tokens / summarize(xs)["median"] * 1e3
 
     # the same steps on the same batches: validation losses should agree
     if "vkgrad" in sides:
@@ -220,17 +234,23 @@ def bench_model(model, preset, args, data):
                                                             jax.device_put(y)))
                                                 for x, y in vals]))
     if "vkgrad" in sides and "jax" in sides:
-        res["vkgrad_over_jax_tokens_per_s"] = (res["vkgrad"]["tokens_per_s"]["median"]
-                                               / res["jax"]["tokens_per_s"]["median"])
+        for suffix in ("", "_end"):
+            res["vkgrad_over_jax_tokens_per_s" + suffix] = (
+                res["vkgrad"]["tokens_per_s" + suffix]["median"]
+                / res["jax"]["tokens_per_s" + suffix]["median"])
     for name in sides:
-        tp = res[name]["tokens_per_s"]
-        print(f"  {name:6s} {tp['median']:>12,.0f} tok/s (range {tp['min']:,.0f}-{tp['max']:,.0f}),"
-              f" {res[name]['step_ms_median']:.2f} ms/step; after {res[name]['steps']} steps "
-              f"train {res[name]['train_loss_curve'][-1]:.4f}, val {res[name]['val_loss']:.4f}",
+        for suffix, style in (("", "loss read every step"), ("_end", "loss read at the end")):
+            tp = res[name]["tokens_per_s" + suffix]
+            print(f"  {name:6s} {style}: {tp['median']:>12,.0f} tok/s (range {tp['min']:,.0f}-"
+                  f"{tp['max']:,.0f}), {res[name]['step_ms_median' + suffix]:.2f} ms/step",
+                  flush=True)
+        print(f"  {name:6s} after {res[name]['steps']} steps train "
+              f"{res[name]['train_loss_curve'][-1]:.4f}, val {res[name]['val_loss']:.4f}",
               flush=True)
     if "vkgrad_over_jax_tokens_per_s" in res:
-        print(f"  vkgrad/JAX tokens/s = {res['vkgrad_over_jax_tokens_per_s']:.2f} "
-              "(>1: vkgrad faster)", flush=True)
+        print(f"  vkgrad/JAX tokens/s = {res['vkgrad_over_jax_tokens_per_s']:.2f} (loss every "
+              f"step), {res['vkgrad_over_jax_tokens_per_s_end']:.2f} (at the end); >1: vkgrad "
+              "faster", flush=True)
     return res
 
 

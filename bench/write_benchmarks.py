@@ -719,6 +719,11 @@ def lm_rows(run, short=False):
                 continue
             tp = r["tokens_per_s"]
             ratio = f"{m['vkgrad_over_jax_tokens_per_s']:.2f}" if name == "vkgrad" else ""
+            # runs since 2026-12-01 also time the loop that reads the loss at the end
+            end = r.get("tokens_per_s_end")
+            end_tp = f"{end['median']:,.0f} ({end['min']:,.0f}-{end['max']:,.0f})" if end else ""
+            end_ratio = (f"{m['vkgrad_over_jax_tokens_per_s_end']:.2f}"
+                         if name == "vkgrad" and "vkgrad_over_jax_tokens_per_s_end" in m else "")
             gpu = f"{r['gpu_us_per_step'] / 1000:.2f}" if "gpu_us_per_step" in r else ""
             if short:
                 rows.append((run["date"], f"`{run['path'].name}`", model, name,
@@ -728,6 +733,7 @@ def lm_rows(run, short=False):
                 rows.append((model, f"{m['parameters']:,}", m["tokens_per_step"], name,
                              f"{tp['median']:,.0f}", f"{tp['min']:,.0f}-{tp['max']:,.0f}",
                              f"{r['step_ms_median']:.2f}", gpu, r.get("dispatches", ""), ratio,
+                             end_tp, end_ratio,
                              f"{r['train_loss_curve'][0]:.4f}", f"{r['train_loss_curve'][-1]:.4f}",
                              f"{r['val_loss']:.4f}", f"{r['first_call_s']:.2f}"))
     return rows
@@ -746,15 +752,17 @@ def lm_section(runs, step_times) -> list[str]:
     d = run["doc"]
     out = [f"## Language models, `{d['preset']}` preset: training step vs JAX", "",
            f"{src(run)}, {d['device']}; `python3 bench/bench_lm.py` ({d['rounds']} interleaved "
-           f"rounds of {d['steps_per_round']} steps after {d['warmup_steps']} warm-up steps; "
-           f"tokens/s median and range over rounds). Both sides take the same steps on the same "
+           f"rounds of {d['steps_per_round']} steps per loop style after {d['warmup_steps']} "
+           f"warm-up steps; tokens/s median and range over rounds). Both sides take the same steps on the same "
            f"batches from the same parameters, so equal losses at the end show both learn alike.",
            ""]
     note = lm_note(run)
     if note:
         out += [f"*{run['date']}*: {note}.", ""]
-    out += table(["model", "parameters", "tokens/step", "framework", "tokens/s (median)", "range",
-                  "ms/step", "GPU ms/step (`vg.profile`)", "dispatches", "vkgrad/JAX tokens/s",
+    out += table(["model", "parameters", "tokens/step", "framework",
+                  "tokens/s, loss read every step (median)", "range", "ms/step",
+                  "GPU ms/step (`vg.profile`)", "dispatches", "vkgrad/JAX tokens/s",
+                  "tokens/s, loss read at the end (range)", "vkgrad/JAX at the end",
                   "loss at step 1", "train loss at the end", "val loss at the end",
                   "first call s"], lm_rows(run))
     for model in ("transformer", "mamba"):
