@@ -191,14 +191,17 @@ def _shifted(a, ax, s, fill):
 
 
 def _scan(a, axis, op, unit, dtype):
-    """Inclusive scan along `axis` (Hillis-Steele: log2(n) steps of shift-and-combine; fusible
-    elementwise and layout ops, gradients by composition)."""
+    """Inclusive scan along `axis`. A sum is the cumsum primitive along the last axis (one
+    kernel); a product is Hillis-Steele: log2(n) steps of shift-and-combine, fusible
+    elementwise and layout ops, gradients by composition (exact where a value is 0)."""
     a = asarray(a) if dtype is None else astype(a, dtype)
     if dtype_of(a) == "bool":
         a = astype(a, "i32")
     if axis is None:
         a, axis = ravel(a), 0
     ax = normalize_axes(axis, a.ndim)[0]
+    if op is add:
+        return moveaxis(P.cumsum(moveaxis(a, ax, -1)), -1, ax)
     s = 1
     while s < a.shape[ax]:
         a = op(a, _shifted(a, ax, s, unit))

@@ -9,6 +9,7 @@ rules are written with).
     scan.py       selective_scan and selective_scan_bwd (Mamba)
     random.py     threefry2x32 (the counter-based hash) and bits_to_unit (bits -> [0, 1))
     custom.py     custom_vjp_call and custom_jvp_call (vg.custom_vjp, vg.custom_jvp)
+    cumulative.py cumsum (a running sum: one kernel however long the axis)
     compiler.py   fused and save: what the compiler's passes introduce
 """
 
@@ -24,3 +25,4 @@ from vkgrad.primitives.random import (bits_to_unit, bits_to_unit_p, threefry2x32
 from vkgrad.primitives.custom import (CUSTOM_CALLS, CustomRule,  # noqa: F401
                                      custom_jvp_call_p, custom_vjp_call_p)
 from vkgrad.primitives.compiler import FUSED_KINDS, fused_p, save_p  # noqa: F401
+from vkgrad.primitives.cumulative import cumsum, cumsum_p  # noqa: F401
