@@ -21,7 +21,7 @@ from child_env import child_env
 PKG = Path(__file__).resolve().parent.parent / "vkgrad"
 
 LAYERS = {
-    "vkgrad.errors": 1, "vkgrad.dtypes": 1, "vkgrad.target": 1,
+    "vkgrad.errors": 1, "vkgrad.dtypes": 1, "vkgrad.target": 1, "vkgrad.lru": 1,
     "vkgrad.ir": 2,
     "vkgrad.tracer": 3, "vkgrad.tree_util": 3, "vkgrad.tree": 3,
     "vkgrad.primitives": 4,

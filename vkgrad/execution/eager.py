@@ -6,27 +6,20 @@ cached; `vkgrad.execution.array.Array` runs them (`Array._eager_apply`, `Array._
 
 from __future__ import annotations
 
-import collections
-
 from vkgrad.ir.core import Eqn, Program, Var
 from vkgrad.execution.compiled import Compiled
+from vkgrad.lru import LRU
 from vkgrad.tracer.pytree import tree_flatten
 
 MAX_CACHED = 256
 
-_eqns: collections.OrderedDict = collections.OrderedDict()
-_programs: collections.OrderedDict = collections.OrderedDict()
+_eqns = LRU(MAX_CACHED)
+_programs = LRU(MAX_CACHED)
 
 
 def _remember(cache, key, make):
     entry = cache.get(key)
-    if entry is None:
-        entry = cache[key] = make()
-        if len(cache) > MAX_CACHED:
-            cache.popitem(last=False)
-    else:
-        cache.move_to_end(key)
-    return entry
+    return cache.put(key, make()) if entry is None else entry
 
 
 def compiled_eqn(prim, params, in_types, out_types) -> Compiled:
