@@ -295,6 +295,8 @@ class Device:
         """A dispatch copying the buffer whose address is `table`'s entry `entry` (two words,
         low first) into `slot`, or with `out`, `slot` into it (kernels_glsl/copy_slot.comp)."""
         if self._copy_slot is None:
+            if self.target.drain_before_compile:   # as pipelines() does: vkgrad/target.py
+                self.inflight.drain()
             self._copy_slot = self.kernel(compile_file("copy_slot.comp"), bindings=2,
                                           push_words=3, name="copy_slot")
         groups = min(-(-slot.size // 256), 1024)
