@@ -332,10 +332,10 @@ def test_split_bindings_keeps_every_part_within_the_limit():
 
 
 def test_new_argument_buffers_reuse_the_recorded_dispatches_that_do_not_read_them():
-    """A loop over batches already on the device binds new buffers every call: the program is
-    recorded again for them, but without looking up its pipelines anew, and every dispatch that
-    reads none of the new buffers keeps its op (and descriptor set). On the H200 a language
-    model step over 105 device batches spent 30 ms per step recording (bench/step_time.py)."""
+    """A loop over batches already on the device binds new buffers every call: the copy of the
+    program recorded for them (the batch's own slots, tests/test_rebind.py; or, without device
+    addresses, the new buffers themselves) looks up no pipeline anew, and every dispatch that
+    reads none of the buffers that differ keeps its op (and descriptor set)."""
     opt = vg.optim.sgd(0.1)
     step = vg.jit(make_step(opt), backend="vulkan", donate_argnums=(0, 1))
     params = vg.device_put(init_params(np.random.default_rng(3)))

@@ -122,24 +122,27 @@ def test_the_pool_gives_a_large_computations_buffers_back(monkeypatch):
     before = stats()
     np.testing.assert_array_equal(np.asarray(big(xb))[:3], [2.0, 2.0, 2.0])
     after_big = stats()
-    assert after_big["pooled_bytes"] >= 8 << 20      # argument and result, both back
+    # the result is back in the pool (the argument is in the program's own slot, runners.py)
+    assert after_big["pooled_bytes"] >= 4 << 20
     assert after_big["pool_mark_bytes"] >= 16 << 20  # twice the big call's footprint
     # while the big call is recent, its buffers stay pooled: calling it again takes the same
-    # two, allocating none
+    # one, allocating none
     def pooled_big():
         return {id(b) for b in pool_of(get_device()).order if b.nbytes == 4 << 20}
-    two = pooled_big()
-    assert len(two) == 2
+    one = pooled_big()
+    assert len(one) == 1
+    allocations = vulkan.counters["allocations"]
     np.testing.assert_array_equal(np.asarray(big(xb))[:3], [2.0, 2.0, 2.0])
     gc.collect()
-    assert pooled_big() == two
+    assert pooled_big() == one and vulkan.counters["allocations"] == allocations
     for _ in range(25):                     # two windows of small calls later...
         np.testing.assert_array_equal(np.asarray(small(xs)), xs + 1)
     end = stats()
-    # ... they are freed: the pool, and the recorded sequence that bound them, let them go
+    # ... they are freed: the pool, and the recorded sequence that bound them (with the
+    # argument's slot), let them go
     assert end["pooled_bytes"] <= end["pool_mark_bytes"] == 1 << 20
     assert end["buffer_bytes"] <= before["buffer_bytes"] + (1 << 20)
     assert end["executables"] <= before["executables"]   # others' may go too
     # and the big program still runs, recording again on new buffers
     np.testing.assert_array_equal(np.asarray(big(xb))[:3], [2.0, 2.0, 2.0])
-    assert pool_of(get_device()).free_bytes >= 8 << 20
+    assert pool_of(get_device()).free_bytes >= 4 << 20

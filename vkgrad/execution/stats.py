@@ -2,12 +2,17 @@
 
     {"buffers", "buffer_bytes", "staging_bytes", "pooled_buffers", "pooled_bytes",
      "pool_mark_bytes", "pool_mark_buffers", "programs", "executables", "sequences",
-     "descriptor_sets", "pipelines", "in_flight", "jit_programs", "rss_bytes"}
+     "descriptor_sets", "pipelines", "in_flight", "jit_programs", "rss_bytes",
+     "recordings", "allocations", "pool_misses", "copy_ins", "copy_outs", "submissions"}
 
 Each count walks the live objects (vkgrad/runtime/stats.py says where each comes from);
 `jit_programs` is the compiled programs held in the caches of the live jitted functions. The
 device counts are those of the default device, and zeros when no device was opened (the numpy
-backend opens none). docs/long_runs.md.
+backend opens none). docs/long_runs.md. The last six count events since the process started
+(`vkgrad.runtime.vulkan.counters`): sequences recorded, device buffers allocated, pool misses
+(a call needed a buffer the pool did not have), arguments copied into and results copied out
+of a program's own slots (vkgrad/runtime/runners.py), submissions. In a training loop that gets a new batch every step,
+the first three stop growing after the first calls.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from vkgrad.runtime import stats, vulkan
 _DEVICE_KEYS = ("buffers", "buffer_bytes", "staging_bytes", "pooled_buffers", "pooled_bytes",
                 "pool_mark_bytes", "pool_mark_buffers", "programs", "executables", "sequences",
                 "descriptor_sets", "pipelines", "in_flight")
+_EVENT_KEYS = ("recordings", "allocations", "pool_misses", "copy_ins", "copy_outs",
+               "submissions")
 
 
 def runtime_stats(device=None) -> dict:
@@ -29,4 +36,5 @@ def runtime_stats(device=None) -> dict:
     out = stats.device_stats(dev) if dev is not None else dict.fromkeys(_DEVICE_KEYS, 0)
     out["jit_programs"] = sum(len(j._cache) for j in list(jit.live))
     out["rss_bytes"] = stats.rss_bytes()
+    out.update({k: vulkan.counters[k] for k in _EVENT_KEYS})
     return out

@@ -13,7 +13,7 @@ from __future__ import annotations
 import weakref
 
 from vkgrad.dtypes import np_dtype
-from vkgrad.runtime.vulkan import device_dtype
+from vkgrad.runtime.vulkan import counters, device_dtype
 
 # The pool's high-water mark (BufferPool.mark): free buffers stay pooled up to max(KEEP_BYTES,
 # twice the most bytes of pooled buffers one recent call bound) in bytes and max(KEEP_BUFFERS,
@@ -58,7 +58,9 @@ class BufferPool:
     a training loop keeps the few buffers it cycles through, while the buffers of a large
     one-off computation go back to Vulkan once the loop has run for a while without them.
     A released buffer is freed when nothing else holds it: the runners that recorded
-    sequences binding it drop those (`forget`), so those hold it no longer either.
+    sequences binding it drop those (`forget`), so those hold it no longer either. A runner
+    not called for a whole window of RECENT_CALLS calls drops its recorded copies that have
+    argument slots of their own (`release_slots`).
     """
 
     def __init__(self, device):
@@ -68,6 +70,7 @@ class BufferPool:
         self.free_bytes = 0
         self.runners = weakref.WeakSet()   # who to tell when a buffer is released
         self._calls, self._peak, self._last_peak = 0, (0, 0), (0, 0)
+        self.windows = 0               # windows of RECENT_CALLS calls so far
 
     def take(self, size: int, dtype: str):
         """A buffer for `size` elements of IR dtype `dtype` (bool is stored as uint32)."""
@@ -77,6 +80,7 @@ class BufferPool:
             del self.order[buffer]
             self.free_bytes -= buffer.nbytes
             return buffer
+        counters["pool_misses"] += 1
         return self.device.buffer(size, np_dtype(dtype), "device")
 
     def owned(self, size: int, dtype: str) -> Owned:
@@ -101,6 +105,13 @@ class BufferPool:
         self._calls += 1
         if self._calls >= RECENT_CALLS:
             self._calls, self._last_peak, self._peak = 0, self._peak, (0, 0)
+            self.windows += 1
+            # a program not called for a whole window gives back its recorded copies' own
+            # buffers (argument slots: a one-off computation's arguments, like its pooled
+            # buffers, go back to Vulkan once the loop has run a while without them)
+            for runner in list(self.runners):
+                if runner.last_window < self.windows - 1:
+                    runner.release_slots()
         if self.free_bytes > KEEP_BYTES or len(self.order) > KEEP_BUFFERS:
             self.trim()
 

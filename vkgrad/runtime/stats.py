@@ -11,8 +11,12 @@ Where each count comes from (kp 0.9.0 with vkgrad's patches, third_party/kompute
   them for the placeholder bindings it is built with).
 - each dispatch of an executable is an OpAlgoDispatch with its own descriptor pool and set
   (patch 0005), shared by every sequence the executable records;
-- each recorded (uploads, downloads) choice of an executable is one kp Sequence (one command
-  buffer and one fence), plus the device's own sequence for one-off transfers.
+- each recorded (uploads, downloads, slot copies) choice of an executable is one kp Sequence
+  (one command buffer and one fence), plus the device's own sequence for one-off transfers;
+  each slot-copy dispatch of an executable (`extra`) has its own descriptor set.
+
+`vulkan.counters` counts events since the process started (sequences recorded, buffers
+allocated, pool misses, arguments copied into a program's slots, submissions, transfers).
 """
 
 from __future__ import annotations
@@ -38,7 +42,8 @@ def device_stats(device) -> dict:
     live_kernels = {id(d.kernel) for ex in executables for d in ex.dispatches}
     pipelines = live_kernels | {id(k) for cache in (device._kernels, device._by_launch)
                                 for k in cache.values()}
-    dispatch_sets = len({id(op) for ex in executables for op in ex._ops})   # ops are shared
+    dispatch_sets = (len({id(op) for ex in executables for op in ex._ops})   # ops are shared
+                     + sum(len(ex._extra_ops) for ex in executables))
     return {
         "buffers": len(buffers),
         "buffer_bytes": sum(b.nbytes for b in buffers),

@@ -31,9 +31,12 @@ from .shaders import compile_file, compile_glsl, compile_many
 from vkgrad.target import Target
 from .shaders import stats as shader_stats
 
-# What tests count: submissions per call, uploads after the first call, pipelines built.
+# What tests count: submissions per call, uploads after the first call, pipelines built,
+# sequences recorded, buffers allocated (each is two Vulkan memory allocations for a "device"
+# buffer, ~4 ms on the H200), pool misses and arguments copied into a program's own slots.
 counters = {"submissions": 0, "uploads": 0, "upload_bytes": 0, "downloads": 0,
-            "download_bytes": 0, "pipelines": 0, "recordings": 0}
+            "download_bytes": 0, "pipelines": 0, "recordings": 0, "allocations": 0,
+            "pool_misses": 0, "copy_ins": 0, "copy_outs": 0}
 
 # Pipelines the device keeps for reuse once no live program uses them (least recently used
 # first out). A shape is part of a generated kernel's source, so a jitted function called with
@@ -80,7 +83,8 @@ class Buffer:
     intermediates.
     """
 
-    __slots__ = ("device", "tensor", "size", "dtype", "kind", "_staging", "__weakref__")
+    __slots__ = ("device", "tensor", "size", "dtype", "kind", "_staging", "_address",
+                 "__weakref__")
 
     def __init__(self, device: "Device", size: int, dtype, kind: str = "device"):
         kp = kp_module()
@@ -95,7 +99,16 @@ class Buffer:
         self.tensor = device.manager.tensor_t(np.zeros(max(self.size, 1), self.dtype), ttype)
         # kp keeps the staging memory mapped while the tensor lives: one numpy view of it
         self._staging = self.tensor.data()[: self.size] if kind == "device" else None
+        self._address = None
         device._buffers.add(self)
+        counters["allocations"] += 1
+
+    @property
+    def address(self) -> int:
+        """The buffer's device address (kp patch 0008; only where `device.addresses`)."""
+        if self._address is None:
+            self._address = self.tensor.device_address()
+        return self._address
 
     @property
     def nbytes(self) -> int:
@@ -170,6 +183,11 @@ class Device:
         # Pipelines are created against placeholder bindings; every dispatch binds its own
         # buffers (kp patch 0005), so one pipeline serves all dispatches of a shader.
         self._placeholder = self.manager.tensor_t(np.zeros(1, np.float32), kp.TensorTypes.storage)
+        # Whether shaders can read a buffer through its device address (kp patch 0008 enables
+        # bufferDeviceAddress where the device has it): then a program copies a new argument
+        # buffer into its own slot instead of being recorded again (runners.py).
+        self.addresses = bool(getattr(self._placeholder, "device_address", lambda: 0)())
+        self._copy_slot = None
         self._executables: "weakref.WeakSet[Executable]" = weakref.WeakSet()
         self.inflight = InFlight()   # submissions pending on this device's queue
         # one thread at a time binds, records and submits (calls from several threads: the
@@ -273,6 +291,18 @@ class Device:
                 "from_disk": shader_stats["disk_hits"] - before["disk_hits"],
                 "new_pipelines": counters["pipelines"] - pipelines}
 
+    def copy_slot(self, table: Buffer, entry: int, slot: Buffer, out: bool) -> Dispatch:
+        """A dispatch copying the buffer whose address is `table`'s entry `entry` (two words,
+        low first) into `slot`, or with `out`, `slot` into it (kernels_glsl/copy_slot.comp)."""
+        if self._copy_slot is None:
+            if self.target.drain_before_compile:   # as pipelines() does: vkgrad/target.py
+                self.inflight.drain()
+            self._copy_slot = self.kernel(compile_file("copy_slot.comp"), bindings=2,
+                                          push_words=3, name="copy_slot")
+        groups = min(-(-slot.size // 256), 1024)
+        return Dispatch(self._copy_slot, (table, slot), (groups, 1, 1),
+                        (entry, slot.size, int(out)))
+
     def dispatch(self, launch, buffers) -> Dispatch:
         """A Dispatch of `launch` on `buffers` (one per binding, in order)."""
         return Dispatch(self.pipeline(launch), tuple(buffers),
@@ -347,11 +377,14 @@ def _counts(ops) -> list:
 class Executable:
     """Dispatches recorded once into one sequence and replayed: one submission per run.
 
-    submit(uploads=[(buffer, array)], downloads=[buffer], keep, on_done) writes the uploads into
-    staging memory, submits [uploads, dispatches, downloads] and returns the `Submission` at
-    once; when it is done, `buffer.read_staging()` holds each download. run(...) is submit and
-    wait. Each distinct (uploads, downloads) choice is recorded once, the first time it is used;
-    a recorded sequence still in flight is waited for before it is submitted again.
+    submit(uploads=[(buffer, array)], downloads=[buffer], keep, on_done, pre=(i,), post=(i,))
+    writes the uploads into staging memory, submits [uploads, extra[i] for i in pre,
+    dispatches, extra[i] for i in post, downloads] (`add_extra` adds a dispatch a run may put
+    around the program) and returns the `Submission` at once; when it is done,
+    `buffer.read_staging()` holds each download. run(...) is submit and wait. Each distinct
+    (uploads, downloads, pre, post) choice is recorded once, the first time it is used. An
+    executable runs once at a time: a submit while its previous run is pending waits for that
+    run first (the choices share the staging memory and descriptor sets).
     """
 
     def __init__(self, device: Device, dispatches: Sequence[Dispatch], *, timestamps: bool = False,
@@ -370,20 +403,23 @@ class Executable:
                                                       [b.tensor for b in d.buffers],
                                                       d.groups, pack_words(d.push))
                      for i, d in enumerate(self.dispatches)]
+        # dispatches a run may put before or after the program (slot copies, runners.py)
+        self.extra: list[Dispatch] = []
+        self._extra_ops: list = []
         self._recorded: dict[tuple, _Recorded] = {}
         self.last = None   # the latest Submission
         self.last_timings_us: list | None = None
         device._executables.add(self)
 
-    def submit(self, uploads=(), downloads=(), keep=(), on_done=None):
-        key = (*[b for b, _ in uploads], None, *downloads)
+    def submit(self, uploads=(), downloads=(), keep=(), on_done=None, pre=(), post=()):
+        key = (*[b for b, _ in uploads], None, *downloads, pre, post)
         rec = self._recorded.get(key)
         if rec is None:
             transfers = [("upload", [b for b, _ in uploads])] if uploads else []
             tail = [("download", list(downloads))] if downloads else []
-            rec = self._recorded[key] = self._record(transfers, tail)
-        elif rec.submission is not None and not rec.submission.done:
-            rec.submission.wait()   # a command buffer runs once at a time
+            rec = self._recorded[key] = self._record(transfers, tail, pre, post)
+        if self.last is not None and not self.last.done:
+            self.last.wait()   # one run at a time: its staging memory is about to be written
         for buf, array in uploads:
             buf.write_staging(array)
         for name, n in rec.counts:
@@ -393,6 +429,14 @@ class Executable:
         rec.submission = self.last = self.device.inflight.submit(rec.seq, self.name, keep,
                                                                  on_done)
         return rec.submission
+
+    def add_extra(self, d: Dispatch) -> int:
+        """Add a dispatch that a run may put before (`pre`) or after (`post`) the program;
+        returns its index."""
+        self.extra.append(d)
+        self._extra_ops.append(kp_module().OpAlgoDispatch(
+            d.kernel.algorithm, [b.tensor for b in d.buffers], d.groups, pack_words(d.push)))
+        return len(self.extra) - 1
 
     def run(self, uploads=(), downloads=()) -> None:
         """Submit and wait."""
@@ -408,16 +452,20 @@ class Executable:
         us = np.diff(ticks) * self.device.info.timestamp_period_ns / 1000.0
         self.last_timings_us = list(zip(rec.labels, us.tolist()))
 
-    def _record(self, transfers, tail) -> "_Recorded":
+    def _record(self, transfers, tail, pre=(), post=()) -> "_Recorded":
         kp = kp_module()
-        n_ops = len(transfers) + len(self._ops) + len(tail)
+        n_ops = len(transfers) + len(pre) + len(self._ops) + len(post) + len(tail)
         seq = self.device.manager.sequence(0, n_ops if self.timestamps else 0)
         labels, ops = [], []
         for kind, buffers in transfers:
             ops.append(_transfer_op(kp, kind, buffers))
             labels.append(kind)
+        ops += [self._extra_ops[i] for i in pre]
+        labels += [self.extra[i].kernel.name for i in pre]
         ops += self._ops
         labels += [d.kernel.name for d in self.dispatches]
+        ops += [self._extra_ops[i] for i in post]
+        labels += [self.extra[i].kernel.name for i in post]
         for kind, buffers in tail:
             ops.append(_transfer_op(kp, kind, buffers))
             labels.append(kind)
@@ -434,6 +482,7 @@ class Executable:
             rec.seq.destroy()
         self._recorded.clear()
         self._ops.clear()
+        self._extra_ops.clear()
 
 
 class _Recorded:

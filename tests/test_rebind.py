@@ -1,0 +1,162 @@
+"""New argument arrays every call (a new batch each training step) cost no recording and no
+allocation: each recorded copy of a program has its own argument slots, host data is uploaded
+into them and device arrays are copied in through their device addresses by a recorded dispatch
+(vkgrad/runtime/runners.py, "Argument slots"; docs/runtime.md, "Rebinding arguments")."""
+
+import numpy as np
+import pytest
+
+import vkgrad as vg
+import vkgrad.numpy as vnp
+from vkgrad.runtime import counters, get_device
+from vkgrad.runtime.inflight import max_in_flight, set_max_in_flight
+from test_jit import D_IN, batch, init_params, make_step   # the MLP training step
+
+EVENTS = ("recordings", "allocations", "pool_misses")
+
+
+def batches(n, seed=1):
+    rng = np.random.default_rng(seed)
+    return [batch(rng) for _ in range(n)]
+
+
+@pytest.fixture
+def bound():
+    old = max_in_flight()
+    yield set_max_in_flight
+    set_max_in_flight(old)
+
+
+def events():
+    return {k: counters[k] for k in EVENTS}
+
+
+def grew(before):
+    return {k: counters[k] - before[k] for k in EVENTS}
+
+
+def reference_losses(data, opt):
+    ref = vg.jit(make_step(opt), backend="numpy")
+    params = init_params(np.random.default_rng(3))
+    state, out = opt.init(params), []
+    for x, y in data:
+        params, state, loss = ref(params, state, x, y)
+        out.append(float(loss))
+    return out
+
+
+@pytest.mark.parametrize("kind", ["numpy", "device_put", "jitted"])
+def test_a_new_batch_every_call_records_and_allocates_nothing_after_two_calls(kind):
+    """20 calls of a donated Adam step, each with a new batch: numpy arrays, arrays put on the
+    device (all kept alive, so every call gets new buffers), or the results of another jitted
+    function made just before the step (a data pipeline on the device; the step reads them
+    while they may still be in flight). After the first two calls: no recording, no
+    allocation, no pool miss; every loss is the interpreter's."""
+    if kind != "numpy" and not get_device().addresses:
+        pytest.skip("this kp build has no buffer device addresses (kp patch 0008)")
+    opt = vg.optim.adam(1e-2)
+    step = vg.jit(make_step(opt), backend="vulkan", donate_argnums=(0, 1))
+    make = vg.jit(lambda x, y: (x * 1.0, y + 0), backend="vulkan")
+    data = batches(20)
+    params = vg.device_put(init_params(np.random.default_rng(3)))
+    state = vg.device_put(opt.init(init_params(np.random.default_rng(3))))
+    kept = vg.device_put(data) if kind == "device_put" else None
+    losses = []
+    for i, (x, y) in enumerate(data):
+        if i == 2:
+            before = events()
+        if kind == "device_put":
+            x, y = kept[i]
+        elif kind == "jitted":
+            x, y = make(x, y)
+        old = params
+        params, state, loss = step(params, state, x, y)
+        assert old["w1"].is_deleted()  # donated: consumed, updated in place
+        losses.append(float(loss))     # read every step, as a training loop does
+    assert grew(before) == dict.fromkeys(EVENTS, 0)
+    np.testing.assert_allclose(losses, reference_losses(data, opt), rtol=2e-3, atol=1e-4)
+    runner = step.lower(params, state, *data[0]).runner
+    assert sum(len(c) for c in runner.variants.values()) <= 2
+
+
+def test_device_batches_are_copied_in_not_recorded():
+    """From the second new device buffer on, the batch is copied into the program's own slot
+    (one copy-in per argument per call) and the recorded sequence is replayed. (A batch
+    dropped before the next is put gives its pooled buffer to the next one, which then binds
+    the same buffer: the batches here stay alive.)"""
+    if not get_device().addresses:
+        pytest.skip("this kp build has no buffer device addresses (kp patch 0008)")
+    f = vg.jit(lambda w, x: vnp.sum(x @ w), backend="vulkan")
+    w = vg.device_put(np.ones((D_IN, 3), np.float32))
+    xs = [x for x, _ in batches(6)]
+    outs, kept = [], []
+    for i, x in enumerate(xs):
+        if i == 2:
+            rec, copies = counters["recordings"], counters["copy_ins"]
+        kept.append(vg.device_put(x))
+        outs.append(float(f(w, kept[-1])))
+    assert counters["recordings"] == rec
+    assert counters["copy_ins"] == copies + 4   # x only: w is the same buffer every call
+    np.testing.assert_allclose(outs, [x.sum() * 3 for x in xs], rtol=1e-4)
+
+
+def heavy_loss(w, x):
+    for _ in range(3):
+        x = vnp.tanh(x @ w)
+    return vnp.sum(x * x)
+
+
+@pytest.mark.parametrize("kind", ["numpy", "device_put"])
+def test_calls_in_flight_keep_their_own_argument_slots(bound, kind):
+    """Several calls in flight at once, each with its own batch: no call sees a later call's
+    batch in its slots (each in-flight call has its own recorded copy and slots)."""
+    bound(3)
+    n = 128                            # a few 128^3 matmuls: long enough to stay in flight
+    rng = np.random.default_rng(5)
+    w = (rng.standard_normal((n, n)) / np.sqrt(n)).astype(np.float32)
+    xs = [rng.standard_normal((n, n)).astype(np.float32) for _ in range(9)]
+    f = vg.jit(heavy_loss, backend="vulkan")
+    dw = vg.device_put(w)
+    float(f(dw, xs[0]))
+    float(f(dw, vg.device_put(xs[1])))
+    args = xs if kind == "numpy" else vg.device_put(xs)   # (device_put waits for the queue)
+    outs, most = [], 0
+    for x in args:
+        outs.append(f(dw, x))
+        most = max(most, len(get_device().inflight))
+    want = [float(vg.jit(heavy_loss, backend="numpy")(w, x)) for x in xs]
+    np.testing.assert_allclose([float(o) for o in outs], want, rtol=1e-3)
+    assert most >= 2 or get_device().info.type != "CPU"   # lavapipe: they do overlap
+
+
+def test_without_device_addresses_a_new_device_buffer_records_again(monkeypatch):
+    """Where the device cannot give addresses, a new device buffer is bound directly and the
+    program recorded again for it (the results are the same)."""
+    monkeypatch.setattr(get_device(), "addresses", False)
+    f = vg.jit(lambda w, x: vnp.sum(x * w) + 1.0, backend="vulkan")
+    w = vg.device_put(np.full(D_IN, 2.0, np.float32))
+    xs = [x[0] for x, _ in batches(4)]
+    rec, kept = counters["recordings"], [vg.device_put(x) for x in xs]
+    outs = [float(f(w, x)) for x in kept]
+    assert counters["recordings"] >= rec + 3
+    np.testing.assert_allclose(outs, [2 * x.sum() + 1 for x in xs], rtol=1e-5)
+    # host data still goes into the slots: no recording
+    rec = counters["recordings"]
+    outs = [float(f(w, x)) for x in xs]
+    assert counters["recordings"] <= rec + 1
+    np.testing.assert_allclose(outs, [2 * x.sum() + 1 for x in xs], rtol=1e-5)
+
+
+def test_step_time_bench_runs_a_tiny_lm_step_with_new_batches():
+    """bench/step_time.py, which the H200 runs at the small preset, at the tiny one: a new
+    device batch every step costs no recording and no allocation."""
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, os.path.join(root, "bench", "step_time.py"),
+                          "--preset", "tiny", "--steps", "2", "--batches", "device"],
+                         capture_output=True, text=True, timeout=600, check=True).stdout
+    assert "transformer tiny, device batches: host call" in out, out
+    if get_device().addresses:
+        assert "recordings 0, allocations 0, pool_misses 0, copy_ins 2" in out, out
