@@ -7,7 +7,7 @@ import pytest
 
 import vkgrad as vg
 import vkgrad.numpy as vnp
-from vkgrad.ir.core import glsl_elementwise
+from vkgrad.lowering.glsl import code_for_op
 from vkgrad.primitives.lax import exp_p
 from vkgrad.runtime import nans
 
@@ -132,7 +132,7 @@ def test_env_variable_turns_it_on(monkeypatch):
 
 
 def test_a_nan_only_the_device_computes_points_to_check_kernels(debug_nans, monkeypatch):
-    monkeypatch.setitem(glsl_elementwise, exp_p, "sqrt(-1.0 - abs({0}))")   # a broken kernel
+    monkeypatch.setitem(code_for_op, exp_p, "sqrt(-1.0 - abs({0}))")   # a broken kernel
     e = raised(vg.jit(lambda x: vnp.exp(x) + 1.0, backend="vulkan"), np.ones(3, np.float32))
     assert "the numpy interpreter computes finite values" in str(e)
     assert "vg.check_kernels" in str(e)

@@ -51,7 +51,8 @@ import vkgrad as vg
 import vkgrad.numpy as vnp
 from fuzz_programs import Program, check, programs
 from vkgrad.errors import ShapeError, VkgradError
-from vkgrad.ir.core import TensorType, abstract_eval_rules, glsl_elementwise
+from vkgrad.ir.core import TensorType, abstract_eval_rules
+from vkgrad.lowering.glsl import code_for_op
 from vkgrad.tracer.core import bind
 
 _ENV_EXAMPLES = os.environ.get("VKGRAD_FUZZ_EXAMPLES")
@@ -214,7 +215,7 @@ def test_special_values_of_every_elementwise_primitive_match_interpreter():
     """Failed before the pow fix (0**0 was 0, 0**-1 was 0 on lavapipe: GLSL's pow is undefined
     there; lax.py's pow template now handles a zero base and a zero exponent)."""
     prims = []
-    for p in sorted(glsl_elementwise, key=lambda p: p.name):
+    for p in sorted(code_for_op, key=lambda p: p.name):
         if p.name in ("select", "convert", "stop_gradient"):   # not float -> float maps
             continue
         arity = next((n for n in (1, 2) if _takes(p, n)), None)
