@@ -116,7 +116,8 @@ def _unary(name: str, body: str) -> str:
 
 
 HELPERS: dict[str, str] = {
-    "vkg_sign": _unary("vkg_sign", "    return vkg_isnan(x) ? x : sign(x);"),
+    "vkg_sign": _unary("vkg_sign", "    return vkg_isnan(x) ? x : sign(x);") +
+                "int vkg_sign(int x) { return sign(x); }\n",
     "vkg_sinh": _unary("vkg_sinh", "    float t = x * x;\n"
                        "    return abs(x) < 0.05 ? x * (1.0 + t * (1.0 / 6.0 + t / 120.0)) : sinh(x);"),
     # asin and acos through atan: lavapipe's asin/acos were off by 3e-4 (relative, measured on
