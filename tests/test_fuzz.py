@@ -312,6 +312,43 @@ def test_nan_and_infinities_through_choosing_ops(name):
     assert _same(got, interp).all(), (got, interp)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_nan_query_row_stays_nan_through_flash_attention(causal):
+    """Failed before on the interpreter: a NaN query row gave zeros and a zero gradient (its lse
+    was taken for an empty row's -inf); the kernel keeps NaN, masked keys get p = 0."""
+    rng = np.random.default_rng(5)
+    q, k, v = (rng.standard_normal((1, 1, n, 16)).astype(np.float32) for n in (4, 5, 5))
+    q[0, 0, 1, 3] = np.nan
+    f = lambda q, k, v: vg.nn.flash_attention(q, k, v, causal=causal)
+    g = vg.grad(lambda q, k, v: vnp.sum(f(q, k, v)), argnums=(0, 1, 2))
+    o = np.asarray(vg.jit(f, backend="numpy")(q, k, v))
+    assert np.isnan(o[0, 0, 1]).all() and np.isfinite(np.delete(o[0, 0], 1, 0)).all()
+    on = {be: [vg.jit(f, backend=be)(q, k, v), *vg.jit(g, backend=be)(q, k, v)]
+          for be in ("numpy", "vulkan")}
+    for want, got in zip(on["numpy"], on["vulkan"]):
+        np.testing.assert_array_equal(np.isnan(np.asarray(got)), np.isnan(np.asarray(want)))
+        np.testing.assert_allclose(np.nan_to_num(np.asarray(got)), np.nan_to_num(np.asarray(want)),
+                                   rtol=1e-4, atol=1e-5)
+
+
+def test_a_nan_in_a_selective_scan_stays_nan_from_its_step_on():
+    rng = np.random.default_rng(6)
+    u, z = (rng.standard_normal((1, 2, 8)).astype(np.float32) for _ in range(2))
+    delta = rng.uniform(0.1, 1, (1, 2, 8)).astype(np.float32)
+    A = -rng.uniform(0.5, 1, (2, 16)).astype(np.float32)
+    B, C = (rng.standard_normal((1, 16, 8)).astype(np.float32) for _ in range(2))
+    u[0, 0, 3] = delta[0, 1, 2] = np.nan
+    f = lambda u, delta: vg.nn.selective_scan(u, delta, A, B, C, None, z, delta_softplus=True)
+    g = vg.grad(lambda u, delta: vnp.sum(f(u, delta)), argnums=(0, 1))
+    y = np.asarray(vg.jit(f, backend="numpy")(u, delta))
+    assert np.isnan(y[0, 0, 3:]).all() and np.isfinite(y[0, 0, :3]).all()
+    assert np.isnan(y[0, 1, 2:]).all() and np.isfinite(y[0, 1, :2]).all()
+    on = {be: [vg.jit(f, backend=be)(u, delta), *vg.jit(g, backend=be)(u, delta)]
+          for be in ("numpy", "vulkan")}
+    for want, got in zip(on["numpy"], on["vulkan"]):
+        np.testing.assert_array_equal(np.isnan(np.asarray(got)), np.isnan(np.asarray(want)))
+
+
 def _takes(prim, n) -> bool:
     try:
         abstract_eval_rules[prim](*[TensorType((1,), "f32")] * n)

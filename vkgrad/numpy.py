@@ -357,8 +357,9 @@ amax, amin = max, min
 
 def _arg_extreme(a, axis, keepdims, reduce):
     """The first index of the max (min) along `axis`: the smallest index where a equals its
-    extreme, or is NaN (numpy: the first NaN). Built from eq, where and a min reduction (no primitive of its own); the indices are
-    float32 inside (exact below 2**24), so the float reduction kernels serve it."""
+    extreme, or is NaN (numpy: the first NaN). Built from eq, where and a min reduction (no
+    primitive of its own); the indices are float32 inside (exact below 2**24), so the float
+    reduction kernels serve it."""
     a = asarray(a)
     if axis is None:
         a, axis = reshape(a, (-1,)), 0

@@ -25,16 +25,20 @@ spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [44
 #define VKG_NAN uintBitsToFloat(0x7fc00000u)
 
 bool vkg_isnan(float x) { return (floatBitsToUint(x) & 0x7fffffffu) > 0x7f800000u; }
-bvec2 vkg_isnan(vec2 x) { return greaterThan(floatBitsToUint(x) & 0x7fffffffu, uvec2(0x7f800000u)); }
-bvec4 vkg_isnan(vec4 x) { return greaterThan(floatBitsToUint(x) & 0x7fffffffu, uvec4(0x7f800000u)); }
+bvec2 vkg_isnan(vec2 x) {
+    return greaterThan(floatBitsToUint(x) & 0x7fffffffu, uvec2(0x7f800000u));
+}
+bvec4 vkg_isnan(vec4 x) {
+    return greaterThan(floatBitsToUint(x) & 0x7fffffffu, uvec4(0x7f800000u));
+}
 
 // numpy: maximum(a, b) = a >= b || isnan(a) ? a : b (so a NaN b falls through to b)
 float vkg_max(float a, float b) { return a >= b || vkg_isnan(a) ? a : b; }
 float vkg_min(float a, float b) { return a <= b || vkg_isnan(a) ? a : b; }
-vec2 vkg_max(vec2 a, vec2 b) { return mix(b, a, bvec2(uvec2(greaterThanEqual(a, b)) | uvec2(vkg_isnan(a)))); }
-vec2 vkg_min(vec2 a, vec2 b) { return mix(b, a, bvec2(uvec2(lessThanEqual(a, b)) | uvec2(vkg_isnan(a)))); }
-vec4 vkg_max(vec4 a, vec4 b) { return mix(b, a, bvec4(uvec4(greaterThanEqual(a, b)) | uvec4(vkg_isnan(a)))); }
-vec4 vkg_min(vec4 a, vec4 b) { return mix(b, a, bvec4(uvec4(lessThanEqual(a, b)) | uvec4(vkg_isnan(a)))); }
+vec2 vkg_max(vec2 a, vec2 b) { return vec2(vkg_max(a.x, b.x), vkg_max(a.y, b.y)); }
+vec2 vkg_min(vec2 a, vec2 b) { return vec2(vkg_min(a.x, b.x), vkg_min(a.y, b.y)); }
+vec4 vkg_max(vec4 a, vec4 b) { return vec4(vkg_max(a.xy, b.xy), vkg_max(a.zw, b.zw)); }
+vec4 vkg_min(vec4 a, vec4 b) { return vec4(vkg_min(a.xy, b.xy), vkg_min(a.zw, b.zw)); }
 int vkg_max(int a, int b) { return max(a, b); }
 int vkg_min(int a, int b) { return min(a, b); }
 ivec4 vkg_max(ivec4 a, ivec4 b) { return max(a, b); }

@@ -90,8 +90,12 @@ uint vkg_subgroup_width() {
 #if SUBGROUPS
 // subgroupMax/Min of a NaN are undefined in SPIR-V: a NaN anywhere in the subgroup is the result
 // (numpy's max), found with one subgroupOr beside the max.
-float vkg_subgroup_max(float v) { return subgroupOr(uint(vkg_isnan(v))) != 0u ? VKG_NAN : subgroupMax(v); }
-float vkg_subgroup_min(float v) { return subgroupOr(uint(vkg_isnan(v))) != 0u ? VKG_NAN : subgroupMin(v); }
+float vkg_subgroup_max(float v) {
+    return subgroupOr(uint(vkg_isnan(v))) != 0u ? VKG_NAN : subgroupMax(v);
+}
+float vkg_subgroup_min(float v) {
+    return subgroupOr(uint(vkg_isnan(v))) != 0u ? VKG_NAN : subgroupMin(v);
+}
 vec4 vkg_subgroup_max(vec4 v) {
     return mix(subgroupMax(v), vec4(VKG_NAN), notEqual(subgroupOr(uvec4(vkg_isnan(v))), uvec4(0u)));
 }

@@ -118,8 +118,8 @@ def _unary(name: str, body: str) -> str:
 HELPERS: dict[str, str] = {
     "vkg_sign": _unary("vkg_sign", "    return vkg_isnan(x) ? x : sign(x);") +
                 "int vkg_sign(int x) { return sign(x); }\n",
-    "vkg_sinh": _unary("vkg_sinh", "    float t = x * x;\n"
-                       "    return abs(x) < 0.05 ? x * (1.0 + t * (1.0 / 6.0 + t / 120.0)) : sinh(x);"),
+    "vkg_sinh": _unary("vkg_sinh", "    float t = x * x;\n    return abs(x) < 0.05 ? "
+                       "x * (1.0 + t * (1.0 / 6.0 + t / 120.0)) : sinh(x);"),
     # asin and acos through atan: lavapipe's asin/acos were off by 3e-4 (relative, measured on
     # 257 points in [-0.9, 0.9]), its atan by 2e-6.
     "vkg_asin": _unary("vkg_asin",
@@ -149,12 +149,16 @@ float vkg_atan2(float y, float x) {
     # x * 0.0 and 0.0 / x of a literal zero, as IEEE has them (see _literal_zero)
     "vkg_times_zero": """\
 float vkg_times_zero(float x, uint zero_sign) {
-    return vkg_isnan(x) || isinf(x) ? VKG_NAN : uintBitsToFloat((floatBitsToUint(x) & 0x80000000u) ^ zero_sign);
+    uint b = floatBitsToUint(x);     // NaN and infinities: exponent all ones
+    if ((b & 0x7f800000u) == 0x7f800000u) return VKG_NAN;
+    return uintBitsToFloat((b & 0x80000000u) ^ zero_sign);
 }
 """,
     "vkg_zero_over": """\
 float vkg_zero_over(uint zero_sign, float y) {
-    return vkg_isnan(y) || y == 0.0 ? VKG_NAN : uintBitsToFloat((floatBitsToUint(y) & 0x80000000u) ^ zero_sign);
+    uint b = floatBitsToUint(y);
+    if (vkg_isnan(y) || (b & 0x7fffffffu) == 0u) return VKG_NAN;
+    return uintBitsToFloat((b & 0x80000000u) ^ zero_sign);
 }
 """,
     "vkg_threefry2x32": """\

@@ -72,11 +72,11 @@ def _scores(q, k, causal, scale):
 
 
 def _probabilities(s, lse):
-    """exp(s - lse), 0 where masked and on rows without keys (lse = -inf); NaN on a row with a
-    NaN score (its lse is NaN), as numpy's softmax and the kernel give."""
-    empty = (lse == -np.inf)[..., None]
+    """exp(s - lse), 0 where masked (s = -inf) and on rows without keys (lse = -inf); NaN at
+    the keys a row with a NaN score sees (its lse is NaN), as the kernel gives."""
+    zero = (lse == -np.inf)[..., None] | (s == -np.inf)
     with np.errstate(invalid="ignore"):
-        return np.where(empty, 0, np.exp(s - np.where(empty, 0, lse[..., None]))).astype(s.dtype)
+        return np.where(zero, 0, np.exp(s - np.where(zero, 0, lse[..., None]))).astype(s.dtype)
 
 
 flash_attention_p = Primitive("flash_attention", ("pure",), multiple_results=True)

@@ -902,8 +902,8 @@ def log_softmax_bwd(y, g, axis): return bind(log_softmax_bwd_p, y, g, axis=int(a
 # =================================================================================== more elementwise
 # numpy's rounding, hyperbolic and inverse trigonometric functions, and the float tests: one
 # GLSL built-in (or helper) each, so a primitive each is a line, and a composition would cost
-# precision (asinh = log(x + sqrt(x^2 + 1)) cancels for x << 0; sinh = (e^x - e^-x)/2 near 0). exp2, log2,
-# log10, expm1 and the rest are compositions in vkgrad.numpy.
+# precision (asinh = log(x + sqrt(x^2 + 1)) cancels for x << 0; sinh = (e^x - e^-x)/2 near 0).
+# exp2, log2, log10, expm1 and the rest are compositions in vkgrad.numpy.
 
 # Rounding: piecewise constant, zero gradient (like sign). numpy's round is half to even.
 floor_p = _elementwise("floor", 1, np.floor)
