@@ -47,19 +47,17 @@ code_for_op: dict = {
     # numpy does, x times an infinity of the zero's sign (0 / 0 is nan).
     L.div_p: ("(({1}) == 0.0 ? ({0}) * uintBitsToFloat((floatBitsToUint({1}) & 0x80000000u) | "
               "0x7f800000u) : ({0}) / ({1}))"),
-    # GLSL's pow is undefined for a negative base; numpy's is defined for integral exponents.
-    # It is undefined for a zero base with y <= 0 too (lavapipe: 0**0 == 0, 0**-1 == 0; numpy:
-    # x**0 == 1, 0**y == inf for y < 0; found by tests/test_fuzz.py's special values).
-    L.pow_p: (f"(({{1}}) == 0.0 ? 1.0 : ({{0}}) == 0.0 ? (({{1}}) < 0.0 ? {_INF} : 0.0) : "
-              "((({0}) < 0.0 && ({1}) == floor({1})) ? (mod({1}, 2.0) == 0.0 ? pow(-({0}), {1}) "
-              ": -pow(-({0}), {1})) : pow({0}, {1})))"),
+    # GLSL's pow is undefined for a negative base, a zero base, NaN and infinities: vkg_pow
+    L.pow_p: "vkg_pow({0}, {1})",
     # numpy's maximum/minimum: NaN if either operand is NaN (GLSL's max/min drop it: lavapipe
     # and the H200 gave max(nan, 0) == 0, so relu(nan) was 0)
     L.max_p: "vkg_max({0}, {1})",
     L.min_p: "vkg_min({0}, {1})",
     L.neg_p: "(-{0})",
     L.exp_p: "exp({0})",
-    L.log_p: "log({0})",
+    # lavapipe's log of a subnormal is off (log(1e-40) gave -88.02, numpy -92.10: the exponent
+    # is read as the smallest normal's): it is scaled into the normal range first
+    L.log_p: "vkg_log({0})",
     # GLSL has no log1p; log(1 + x) loses all digits of a small x. Below |x| < 1e-2 a 4-term
     # series is exact to ~x^5/5; it needs no (1+x)-1 trick that fast-math may reassociate.
     L.log1p_p: ("(abs({0}) < 1e-2 ? ({0}) * (1.0 - ({0}) * (0.5 - ({0}) * (1.0 / 3.0 - 0.25 * "
@@ -116,6 +114,31 @@ def _unary(name: str, body: str) -> str:
 
 
 HELPERS: dict[str, str] = {
+    # numpy's power. GLSL's pow is undefined for a negative base (numpy's is defined for
+    # integral exponents) and for a zero base with y <= 0 (lavapipe: 0**0 == 0, 0**-1 == 0;
+    # numpy: x**0 == 1, 0**y == inf for y < 0), and it need not keep NaN or follow IEEE for
+    # infinities (lavapipe: nan**nan == 0); lavapipe's is off for a subnormal base (1e-40**0.5
+    # gave 7.7e-20, numpy 1.0e-20; 1e-40**-1 was finite), which is scaled by 2^24 first (the two
+    # factors never underflow and overflow at once). Found by tests/test_fuzz.py's special values.
+    "vkg_pow": f"""\
+float vkg_pow(float x, float y) {{
+    if (y == 0.0) return 1.0;
+    if (vkg_isnan(x) || vkg_isnan(y)) return x == 1.0 ? 1.0 : VKG_NAN;
+    float a = abs(x);
+    if ((floatBitsToUint(y) & 0x7fffffffu) == 0x7f800000u)
+        return a == 1.0 ? 1.0 : (a > 1.0) == (y > 0.0) ? {_INF} : 0.0;
+    bool integral = y == floor(y), odd = integral && mod(y, 2.0) == 1.0;
+    bool neg = (floatBitsToUint(x) & 0x80000000u) != 0u;
+    float r;
+    if (a == 0.0 || (floatBitsToUint(a) == 0x7f800000u)) r = (a == 0.0) == (y < 0.0) ? {_INF} : 0.0;
+    else if (neg && !integral) return VKG_NAN;
+    else if (a < 1.17549435e-38) r = pow(a * 16777216.0, y) * exp2(-24.0 * y);
+    else r = pow(a, y);
+    return neg && odd ? -r : r;
+}}
+""",
+    "vkg_log": _unary("vkg_log", "    return x > 0.0 && x < 1.17549435e-38 ? log(x * 16777216.0) - "
+                      "16.63553233 : log(x);   // 2^24, 24 ln 2"),
     "vkg_sign": _unary("vkg_sign", "    return vkg_isnan(x) ? x : sign(x);") +
                 "int vkg_sign(int x) { return sign(x); }\n",
     "vkg_sinh": _unary("vkg_sinh", "    float t = x * x;\n    return abs(x) < 0.05 ? "
@@ -182,6 +205,7 @@ int vkg_threefry2x32(int key0, int key1, int ctr0, int ctr1, int word) {
 }
 
 functions: dict = {
+    L.log_p: ("vkg_log",), L.pow_p: ("vkg_pow",),
     L.mul_p: ("vkg_times_zero",), L.div_p: ("vkg_zero_over",),   # for literal zeros only
     L.sign_p: ("vkg_sign",), L.sinh_p: ("vkg_sinh",), L.asin_p: ("vkg_asin",),
     L.acos_p: ("vkg_acos",), L.asinh_p: ("vkg_asinh",), L.acosh_p: ("vkg_acosh",),
