@@ -95,7 +95,8 @@ code_for_op: dict = {
     L.cosh_p: "cosh({0})",
     L.asin_p: "vkg_asin({0})",
     L.acos_p: "vkg_acos({0})",
-    L.atan_p: "atan({0})",
+    # GLSL's atan need not keep a NaN (lavapipe: atan(nan) == 0)
+    L.atan_p: "(vkg_isnan({0}) ? ({0}) : atan({0}))",
     L.asinh_p: "vkg_asinh({0})",
     L.acosh_p: "vkg_acosh({0})",
     L.atanh_p: "vkg_atanh({0})",
@@ -164,6 +165,7 @@ float vkg_pow(float x, float y) {{
     # (x >= +0) or +-pi (x <= -0), the sign y's.
     "vkg_atan2": """\
 float vkg_atan2(float y, float x) {
+    if (vkg_isnan(y) || vkg_isnan(x)) return VKG_NAN;
     if (y != 0.0 || x != 0.0) return atan(y, x);
     uint sy = floatBitsToUint(y) & 0x80000000u;
     return (floatBitsToUint(x) & 0x80000000u) != 0u ? uintBitsToFloat(sy | 0x40490fdbu) : y;
