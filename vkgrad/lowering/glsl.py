@@ -22,8 +22,10 @@ What an op means is its numpy reference (vkgrad/primitives/); what is here is ho
 value out of GLSL on real drivers: each workaround has the measurement that made it beside it.
 NaN and the infinities are kept as numpy keeps them: GLSL's max/min/clamp return either operand
 when one is NaN, so max and min are `vkg_max`/`vkg_min` (kernels_glsl/ieee.glsl, which every
-shader includes); whether the driver may fold `x * 0.0` to 0 is the device's (Target.nan_preserve,
-the SignedZeroInfNanPreserve execution mode; ieee.glsl says what lavapipe does).
+shader includes), and the float tests read the bits. Whether the driver may fold `x - x` to 0 is
+the device's (the SignedZeroInfNanPreserve execution mode, declared where the device honours it:
+ieee.glsl); `x * 0.0` and `0.0 / x` of a literal zero, which lavapipe folds even then, are
+written out (`_literal_zero`).
 """
 
 from __future__ import annotations
