@@ -17,6 +17,11 @@ its outputs times fixed random weights, through `vg.grad`) with `vg.jit` on Vulk
 and on the interpreter in float64 and float32, and compares (see `assert_close`). It also checks
 that neither Vulkan program fell back to the interpreter: every op here has a kernel.
 
+`programs(special=True)` draws the same programs with IEEE special values sprinkled over the
+float inputs (`SPECIAL_INPUTS`: NaN, +-Inf, +-0, subnormals, huge values); `check_special`
+compares their values with the interpreter's: NaN where it has NaN, the same infinities, finite
+values close (see `assert_ieee`).
+
 Shapes come from a small vocabulary (DIMS: awkward sizes, 4 for the vec4 paths, 130 to cross a
 matmul tile) because on
 lavapipe each distinct fused kernel is a new glslangValidator run (~0.3-0.6 s on the 2-core CI
@@ -45,6 +50,8 @@ DIMS = (1, 3, 4, 7, 33, 130)   # 130: past a 64- or 128-wide matmul tile
 MAX_ELEMENTS = 6000     # per value: keeps the interpreter and lavapipe quick
 RESCALE = 1e3           # a node whose magnitude bound passes this is scaled back down
 EPS32 = float(np.finfo(np.float32).eps)
+SPECIAL_INPUTS = np.float32([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -1e-40, 1e30, -1e30])
+SPECIAL_FRACTION = 0.25  # of each float input's elements, with special=True
 
 
 # ----------------------------------------------------------------------------- programs
@@ -53,11 +60,13 @@ EPS32 = float(np.finfo(np.float32).eps)
 class Program:
     """inputs: ((name, shape, kind), ...), kind "f" (uniform floats in [-2, 2]), "t" (floats
     from {-1, -0.5, 0, 0.5, 1}: ties and zeros) or ("i", n) (int32 indices in [0, n));
-    lines: statements binding v0, v1, ...; outputs: the names returned (a tuple)."""
+    lines: statements binding v0, v1, ...; outputs: the names returned (a tuple); special:
+    SPECIAL_INPUTS over a SPECIAL_FRACTION of the float inputs' elements."""
     inputs: tuple
     lines: tuple
     outputs: tuple
     seed: int = 0
+    special: bool = False
 
     def source(self) -> str:
         args = ", ".join(name for name, _, _ in self.inputs)
@@ -80,6 +89,10 @@ class Program:
                 out.append(rng.choice(np.float32([-1, -0.5, 0, 0.5, 1]), shape))
             else:
                 out.append(rng.integers(0, kind[1], shape).astype(np.int32))
+            if self.special and kind in ("f", "t"):
+                a = out[-1]
+                hit = rng.random(a.shape) < SPECIAL_FRACTION
+                a[hit] = rng.choice(SPECIAL_INPUTS, int(hit.sum()))
         return out
 
     @property
@@ -589,7 +602,7 @@ OPS = [op_unary, op_binary, op_where, op_reduce, op_reshape, op_transpose, op_in
 
 
 @st.composite
-def programs(draw, max_ops: int = 6) -> Program:
+def programs(draw, max_ops: int = 6, special: bool = False) -> Program:
     b = _Builder(draw)
     x = b.fresh(b.shape(1, 3))
     b.nodes.append(x)
@@ -603,7 +616,7 @@ def programs(draw, max_ops: int = 6) -> Program:
         outputs.append(b.pick([name for name, _, kind in b.inputs if kind in ("f", "t")]
                               + outputs[:1]))
     return Program(tuple(b.inputs), tuple(b.lines), tuple(outputs),
-                   draw(st.integers(0, 2**32 - 1)))
+                   draw(st.integers(0, 2**32 - 1)), special)
 
 
 # ----------------------------------------------------------------------------- the check
@@ -712,6 +725,54 @@ def assert_close(what, got, want64, want32, scale, source):
             f"{what}: {int(bad.sum())} of {got.size} elements differ; first at {i}: vulkan "
             f"{got[i]!r}, interpreter f64 {want64[i]!r}, f32 {want32[i]!r} (tolerance "
             f"{tol[i]:.3g}, magnitude scale {scale:.3g})\n{source}")
+
+
+def _ieee_class(a) -> np.ndarray:
+    """0 NaN, 1 +inf, 2 -inf, 3 finite."""
+    return np.select([np.isnan(a), np.isposinf(a), np.isneginf(a)], [0, 1, 2], 3)
+
+
+def assert_ieee(what, got, want64, want32, scale, source):
+    """got (Vulkan, float32) against the interpreter on special values: the same class (NaN,
+    +inf, -inf, finite) as the float32 interpreter's, and finite values as `assert_close` has
+    them. Elements whose class float64 and float32 disagree on (an overflow in float32, a
+    cancellation of huge values: the order of a sum decides) have no reference."""
+    got, want64, want32 = np.asarray(got), np.asarray(want64), np.asarray(want32)
+    assert got.shape == want32.shape, f"{what}: shape {got.shape} != {want32.shape}\n{source}"
+    cls, c64, c32 = _ieee_class(got), _ieee_class(want64), _ieee_class(want32)
+    stable = c64 == c32
+    bad = stable & (cls != c32)
+    fin = stable & (c32 == 3) & (cls == 3)
+    with np.errstate(invalid="ignore", over="ignore"):
+        tol = RTOL * np.abs(want64) + ATOL * scale
+        far = (np.abs(got - want64) > tol) & (np.abs(got - want32) > tol)
+    bad |= fin & far
+    if bad.any():
+        i = tuple(np.argwhere(bad)[0])
+        raise AssertionError(
+            f"{what}: {int(bad.sum())} of {got.size} elements differ; first at {i}: vulkan "
+            f"{got[i]!r}, interpreter f64 {want64[i]!r}, f32 {want32[i]!r}\n{source}")
+
+
+def check_special(program: Program) -> None:
+    """The values of `program` (special=True) on Vulkan against the interpreter (assert_ieee),
+    with no fallback to the interpreter."""
+    f = program.function()
+    source = program.source()
+    a32 = program.arguments()
+    on_gpu = vg.jit(f, backend="vulkan")
+    got = _outputs(on_gpu(*a32))
+    fallback = on_gpu.lower(*a32).stats()["fallback"]
+    assert fallback is None, f"fell back to the interpreter: {fallback}\n{source}"
+    a64 = [a.astype(np.float64) if a.dtype == np.float32 else a for a in a32]
+    ref = vg.jit(f, backend="numpy")
+    want64, want32 = _outputs(ref(*a64)), _outputs(ref(*a32))
+    scale, ill = _reference_walk(ref.lower(*a64), a64)
+    for i, (g, w64, w32) in enumerate(zip(got, want64, want32)):
+        if i in ill:
+            _event("ill-conditioned output skipped (special values)")
+            continue
+        assert_ieee(f"value {i}", g, w64, w32, scale, source)
 
 
 def _outputs(tree) -> list:

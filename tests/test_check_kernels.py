@@ -10,7 +10,7 @@ import vkgrad as vg
 import vkgrad.nn as nn
 import vkgrad.numpy as vnp
 from vkgrad.__main__ import main
-from vkgrad.ir.core import glsl_elementwise
+from vkgrad.lowering.glsl import code_for_op
 from vkgrad.primitives.lax import exp_p
 
 
@@ -61,7 +61,7 @@ def test_a_wrong_kernel_is_flagged_with_its_source_line(monkeypatch):
     x = np.full((3, 4), 0.1, np.float32)
     w = np.ones((4, 2), np.float32)
     assert not vg.check_kernels(scaled_exp, x, w).flagged
-    monkeypatch.setitem(glsl_elementwise, exp_p, "(exp({0}) * 1.5)")   # a wrong exp kernel
+    monkeypatch.setitem(code_for_op, exp_p, "(exp({0}) * 1.5)")   # a wrong exp kernel
     table = vg.check_kernels(scaled_exp, x, w)
     (bad,) = table.flagged
     assert "exp" in bad["primitives"] and bad["max_rel"] > 0.1

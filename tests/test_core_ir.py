@@ -21,7 +21,7 @@ from vkgrad.ir.parser import parse_program
 from vkgrad.passes import PASSES, cse, dce, fold_transposes, optimize, simplify
 from vkgrad.ir.core import print_program
 from vkgrad.ir.verifier import verify
-from vkgrad.ir.core import glsl_elementwise
+from vkgrad.lowering.glsl import code_for_op
 
 S = vg.ShapeDtype
 ARGS = (S((8, 6)), S((4, 6)), S((4,)), S((8,), "i32"))
@@ -389,5 +389,16 @@ def test_every_elementwise_primitive_has_a_glsl_template():
     ew = [p for p in PRIMITIVES.values() if p.elementwise and not p.name.endswith("_for_test")]
     assert len(ew) >= 20
     for p in ew:
-        assert p in glsl_elementwise and "{0}" in glsl_elementwise[p], p
-    assert glsl_elementwise[P.select_p] == "({0} ? {1} : {2})"
+        assert p in code_for_op and "{0}" in code_for_op[p], p
+    assert code_for_op[P.select_p] == "({0} ? {1} : {2})"
+
+
+def test_missing_glsl_names_the_primitive_and_the_stage():
+    from vkgrad.errors import MissingRuleError
+    from vkgrad.ir.core import Eqn, Primitive, Var
+    from vkgrad.lowering import glsl
+    p = Primitive("no_glsl_for_test", ("pure", "elementwise"))
+    x = Var((3,), "f32")
+    with pytest.raises(MissingRuleError) as e:
+        glsl.expression(Eqn(p, (x,), {}, (Var((3,), "f32"),)), ["a"], "float", "fused kernel GLSL")
+    assert "no_glsl_for_test" in str(e.value) and "fused kernel GLSL" in str(e.value)

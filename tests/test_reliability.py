@@ -17,7 +17,7 @@ import pytest
 
 import vkgrad as vg
 import vkgrad.numpy as vnp
-from vkgrad.ir.core import glsl_elementwise
+from vkgrad.lowering.glsl import code_for_op
 from vkgrad.primitives import lax
 from vkgrad.runtime import ShaderCompileError, get_device
 
@@ -188,7 +188,7 @@ def test_a_program_larger_than_device_memory_is_refused_at_plan_time(monkeypatch
 
 def test_a_generated_shader_that_fails_to_compile(monkeypatch, tmp_path):
     monkeypatch.setenv("VKGRAD_CACHE", str(tmp_path))   # a fresh cache: the shader compiles
-    monkeypatch.setitem(glsl_elementwise, lax.tanh_p, "tanh({0}) +* 1.0")   # not GLSL
+    monkeypatch.setitem(code_for_op, lax.tanh_p, "tanh({0}) +* 1.0")   # not GLSL
 
     def act(x):
         return vnp.tanh(x) * 3.0

@@ -1,8 +1,10 @@
 """The Vulkan runtime on the real device (lavapipe in CI): patched Kompute behaviours included."""
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -56,6 +58,32 @@ def test_devices():
     out = subprocess.run([sys.executable, "-m", "vkgrad", "devices"], capture_output=True,
                          text=True, check=True).stdout
     assert devices[0].name in out and "* " in out
+
+
+def test_float_controls_are_reported_and_declared():
+    """kp patch 0009 reports shaderSignedZeroInfNanPreserveFloat32 (lavapipe: true); a kernel
+    compiled with VKGRAD_NAN_PRESERVE carries the SignedZeroInfNanPreserve execution mode."""
+    import kp
+    props = kp.list_physical_devices()
+    if "shader_signed_zero_inf_nan_preserve_float32" not in props[0]:
+        pytest.skip("this kp predates patch 0009 (scripts/build_kp.sh rebuilds it)")
+    for p, d in zip(props, list_devices()):
+        assert d.nan_preserve == p["shader_signed_zero_inf_nan_preserve_float32"]
+        if "llvmpipe" in d.name:
+            assert p["float_controls"] and d.nan_preserve
+    dis = shutil.which("spirv-dis")
+    if dis is None:
+        pytest.skip("spirv-dis (spirv-tools) is not installed")
+    src = "#version 450\n#extension GL_GOOGLE_include_directive : require\n" \
+          '#include "ieee.glsl"\nlayout(local_size_x = 1) in;\nvoid main() {}\n'
+    for define, present in (({}, False), ({"VKGRAD_NAN_PRESERVE": 1}, True)):
+        with tempfile.NamedTemporaryFile(suffix=".spv") as f:
+            f.write(compile_glsl(src, define, name="nan_preserve_probe"))
+            f.flush()
+            text = subprocess.run([dis, f.name], capture_output=True, text=True,
+                                  check=True).stdout
+        assert ("OpExecutionMode %main SignedZeroInfNanPreserve 32" in text) == present
+        assert ("OpCapability SignedZeroInfNanPreserve" in text) == present
 
 
 def test_dependent_chain(dev):

@@ -92,6 +92,7 @@ class Target:
             max_storage_buffer_range=info.max_storage_buffer_range,
             max_storage_buffers=info.max_storage_buffers,
             device_local_bytes=getattr(info, "device_local_bytes", 0),
+            nan_preserve=getattr(info, "nan_preserve", False),
             # lavapipe ends a loop after 65,535 iterations without a word (a 6-line GLSL loop
             # through kp alone sums 65,535 of 70,000); GPUs run them out
             max_loop_iterations=65535 if cpu else None,

@@ -21,12 +21,12 @@ layer above the IR:
     impls[p]                 numpy implementation          (interpreter.py: the reference)
     vjp_rules[p]             VJP rule                      (vkgrad.transforms.autodiff)
     batching_rules[p]        batching rule                 (vkgrad.transforms.batching: vmap)
-    glsl_elementwise[p]      GLSL expression template      (vkgrad.lowering.elementwise)
-    glsl_functions[p]        GLSL functions the template calls (the same)
     param_defaults[p]        params the printer elides     (the printer, the parser)
 
 All of them are filled in beside each primitive's definition (vkgrad/primitives/). Hand-written
-kernels' planners register themselves in vkgrad/lowering/, keyed by primitive.
+kernels' planners register themselves in vkgrad/lowering/, keyed by primitive, and the GLSL
+of each elementwise primitive is the lowering's table (vkgrad/lowering/glsl.py): the IR holds no
+backend's facts.
 """
 
 from __future__ import annotations
@@ -191,29 +191,11 @@ result(s) and where the mapped axis is in each (a list for multiple_results prim
 only when some operand is mapped (vkgrad/transforms/batching.py)."""
 param_defaults: dict["Primitive", dict] = {}  # prim -> {param: value the printer leaves out}
 
-glsl_elementwise: dict["Primitive", str] = {}
-"""prim -> a GLSL expression template over the operands `{0}`, `{1}`, ... (already converted to
-the result's GLSL type), e.g. `"exp({0})"`; a fused kernel renders these inside one shared
-template (vkgrad/lowering/elementwise.py). Conventions:
-* arithmetic operands share the result's type; comparisons (lt, le, eq, ne) take two operands of
-  one type and give `bool` (`"({0} < {1})"`); select's `{0}` is the bool condition;
-* `{T}` is the GLSL type of the result (`float`, `int`, `bool`): convert is `"{T}({0})"`;
-* a template may use an operand more than once (pow, log1p): operands are rendered as
-  identifiers or temporaries, never as expressions with side effects or large cost;
-* operands broadcast numpy-style; the template sees scalars, the kernel does the indexing;
-* GLSL 450 has no double-precision exp/log/sin/cos/tanh/pow, so those templates are float-only
-  (f64 programs run on the interpreter), and GLSL's min/max do not propagate NaN as numpy's do;
-* the primitive's params are there by name (`{word}`), for params that are plain ints.
-"""
-glsl_functions: dict["Primitive", str] = {}
-"""prim -> GLSL function definitions its template calls (a hash is 20 rounds: no expression);
-a kernel that computes the primitive includes them once, before main()."""
-
 
 class Primitive:
     """An operation of the IR. Traits drive the passes (never special cases):
        'pure'        no side effects: DCE may drop it, CSE may merge it
-       'elementwise' numpy-broadcasting elementwise; has a GLSL expression template
+       'elementwise' numpy-broadcasting elementwise (the lowering has its GLSL expression)
        'layout'      each output element is one operand element (or a constant) found by index
                      arithmetic: broadcast, reshape, transpose, slice, pad, concatenate, iota
        'commutative' operands may be reordered (CSE canonicalises them)

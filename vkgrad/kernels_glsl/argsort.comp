@@ -8,6 +8,8 @@
 // which makes the order total, so the unstable bitonic network gives the stable result.
 // log2(NP) * (log2(NP) + 1) / 2 compare-exchange passes, one barrier each.
 // Defines: NP, DESCENDING. Spec constant 0: the workgroup size. Bindings: 0: x, 1: out.
+#extension GL_GOOGLE_include_directive : require
+#include "ieee.glsl"
 layout(local_size_x_id = 0) in;
 
 layout(set = 0, binding = 0) readonly buffer X { float x[]; };
@@ -26,7 +28,7 @@ const uint PAD = 0xffffffffu;
 // does pair a sort strictly before pair b?
 bool before(float ka, uint ia, float kb, uint ib) {
     if (ia == PAD || ib == PAD) return ib == PAD && ia != PAD;
-    bool na = isnan(ka), nb = isnan(kb);
+    bool na = vkg_isnan(ka), nb = vkg_isnan(kb);
     if (na || nb) return (na == nb) ? ia < ib : nb;
 #if DESCENDING
     if (ka != kb) return ka > kb;

@@ -3,6 +3,8 @@
 #ifndef VKGRAD_COMMON_GLSL
 #define VKGRAD_COMMON_GLSL
 
+#include "ieee.glsl"
+
 // [[unroll]] / [[dont_unroll]] on loops: register arrays stay in registers only when every
 // loop indexing them is unrolled.
 #extension GL_EXT_control_flow_attributes : require

@@ -155,11 +155,11 @@ void main() {
         float mx[TR];
         [[unroll]] for (uint m = 0u; m < TR; m++) {
             mx[m] = s[m][0];
-            [[unroll]] for (uint c = 1u; c < TC; c++) mx[m] = max(mx[m], s[m][c]);
+            [[unroll]] for (uint c = 1u; c < TC; c++) mx[m] = vkg_max(mx[m], s[m][c]);
         }
-        ROW_REDUCE(mx, max, P_OFF)
+        ROW_REDUCE(mx, vkg_max, P_OFF)
         [[unroll]] for (uint m = 0u; m < TR; m++) {
-            const float mnew = max(mrun[m], mx[m]);
+            const float mnew = vkg_max(mrun[m], mx[m]);
             // A row with every key so far masked keeps m = -inf; subtracting 0 instead keeps
             // exp2 away from (-inf) - (-inf) and gives p = 0, alpha = 0.
             const float mu = mnew == NEG_INF ? 0.0 : mnew;
@@ -191,10 +191,11 @@ void main() {
     [[unroll]] for (uint m = 0u; m < TR; m++) {
         const uint row = q0 + ty + TY * m;
         if (row >= p.Lq) continue;
-        const float inv = lrun[m] > 0.0 ? 1.0 / lrun[m] : 0.0;
+        // empty rows (lrun 0) give 0 and lse -inf; a NaN score keeps the row NaN, as numpy
+        const float inv = !(lrun[m] <= 0.0) ? 1.0 / lrun[m] : 0.0;
         [[unroll]] for (uint j = 0u; j < TDV; j++) o_v[qbase + row * DV + tx + TX * j] = acc[m][j] * inv;
         if (tx == 0u)
-            lse_out[bh * p.Lq + row] = lrun[m] > 0.0 ? (mrun[m] + log2(lrun[m])) * LN2 : NEG_INF;
+            lse_out[bh * p.Lq + row] = !(lrun[m] <= 0.0) ? (mrun[m] + log2(lrun[m])) * LN2 : NEG_INF;
     }
 
 #elif MODE == 1

@@ -3,6 +3,8 @@
 // it writes its word every run, so the flags need no clearing between runs. The test is on the
 // bits (exponent all ones), not isnan/isinf, which a driver may fold away under fast math.
 #version 450
+#extension GL_GOOGLE_include_directive : require
+#include "ieee.glsl"
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer X { uint x[]; };
 layout(std430, binding = 1) buffer Flags { uint flags[]; };

@@ -35,13 +35,13 @@ layout(local_size_x_id = 0) in;
 #define IDENT 0.0
 #define SUBGROUP_OP subgroupAdd
 #elif OP == 1
-#define COMBINE(a, b) max(a, b)
+#define COMBINE(a, b) vkg_max(a, b)
 #define IDENT VKG_NEG_INF
-#define SUBGROUP_OP subgroupMax
+#define SUBGROUP_OP vkg_subgroup_max
 #elif OP == 2
-#define COMBINE(a, b) min(a, b)
+#define COMBINE(a, b) vkg_min(a, b)
 #define IDENT VKG_POS_INF
-#define SUBGROUP_OP subgroupMin
+#define SUBGROUP_OP vkg_subgroup_min
 #else
 #error "OP must be 0 (sum), 1 (max) or 2 (min)"
 #endif

@@ -15,6 +15,8 @@
 // relies on WHICH threads share a subgroup uses vkg_tid() (below), which numbers threads in
 // subgroup order, never gl_LocalInvocationIndex.
 
+#include "ieee.glsl"
+
 #ifndef SUBGROUPS
 #define SUBGROUPS 1
 #endif
@@ -85,7 +87,24 @@ uint vkg_subgroup_width() {
     }
 #endif
 
+#if SUBGROUPS
+// subgroupMax/Min of a NaN are undefined in SPIR-V: a NaN anywhere in the subgroup is the result
+// (numpy's max), found with one subgroupOr beside the max.
+float vkg_subgroup_max(float v) {
+    return subgroupOr(uint(vkg_isnan(v))) != 0u ? VKG_NAN : subgroupMax(v);
+}
+float vkg_subgroup_min(float v) {
+    return subgroupOr(uint(vkg_isnan(v))) != 0u ? VKG_NAN : subgroupMin(v);
+}
+vec4 vkg_subgroup_max(vec4 v) {
+    return mix(subgroupMax(v), vec4(VKG_NAN), notEqual(subgroupOr(uvec4(vkg_isnan(v))), uvec4(0u)));
+}
+vec4 vkg_subgroup_min(vec4 v) {
+    return mix(subgroupMin(v), vec4(VKG_NAN), notEqual(subgroupOr(uvec4(vkg_isnan(v))), uvec4(0u)));
+}
+#endif
+
 float vkg_add(float a, float b) { return a + b; }
 VKG_WG_REDUCE(vkg_wg_sum, subgroupAdd, vkg_add)
-VKG_WG_REDUCE(vkg_wg_max, subgroupMax, max)
-VKG_WG_REDUCE(vkg_wg_min, subgroupMin, min)
+VKG_WG_REDUCE(vkg_wg_max, vkg_subgroup_max, vkg_max)
+VKG_WG_REDUCE(vkg_wg_min, vkg_subgroup_min, vkg_min)

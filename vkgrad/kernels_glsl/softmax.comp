@@ -87,7 +87,7 @@ void main() {
     [[unroll]] for (uint i = 0u; i < NV; ++i) {
         uint c = t + i * VKG_WG;
         v[i] = c < p.C ? LOAD_B0(base + c) : T(VKG_NEG_INF);
-        m = max(m, HMAX(v[i]));
+        m = vkg_max(m, HMAX(v[i]));
     }
     m = vkg_wg_max(m);
     float s = 0.0;
@@ -118,7 +118,7 @@ void main() {
     for (; c + 3u * VKG_WG < p.C; c += 4u * VKG_WG) {
         T x0 = LOAD_B0(base + c), x1 = LOAD_B0(base + c + VKG_WG);
         T x2 = LOAD_B0(base + c + 2u * VKG_WG), x3 = LOAD_B0(base + c + 3u * VKG_WG);
-        float mn = max(m, max(max(HMAX(x0), HMAX(x1)), max(HMAX(x2), HMAX(x3))));
+        float mn = vkg_max(m, vkg_max(vkg_max(HMAX(x0), HMAX(x1)), vkg_max(HMAX(x2), HMAX(x3))));
         if (mn != VKG_NEG_INF) {                      // else every value so far is -inf: s stays 0
             s = s * exp(m - mn) + HSUM(exp(x0 - mn) + exp(x1 - mn) + exp(x2 - mn) + exp(x3 - mn));
             m = mn;
@@ -126,7 +126,7 @@ void main() {
     }
     for (; c < p.C; c += VKG_WG) {
         T x0 = LOAD_B0(base + c);
-        float mn = max(m, HMAX(x0));
+        float mn = vkg_max(m, HMAX(x0));
         if (mn != VKG_NEG_INF) {
             s = s * exp(m - mn) + HSUM(exp(x0 - mn));
             m = mn;

@@ -1,7 +1,7 @@
 """GLSL for a fused group: one thread per output element, every operand read by index arithmetic.
 
 A `fused` eqn's body holds elementwise eqns (each primitive's expression template is
-`glsl_elementwise[prim]`, vkgrad.ir.core's table, registered beside the primitive) and layout eqns (broadcast_to,
+`code_for_op[prim]`, the table of vkgrad/lowering/glsl.py) and layout eqns (broadcast_to,
 reshape, transpose, slice, pad, concatenate, iota), whose rules are in `index_rules` below: each
 says where an element of its output comes from in its operand. So `x.T + b` is one kernel that
 reads `x` transposed and `b` broadcast; nothing is materialized but the outputs.
@@ -17,7 +17,8 @@ import math
 import numpy as np
 
 from vkgrad import primitives as P
-from vkgrad.ir.core import Literal, Program, Var, glsl_elementwise, glsl_functions
+from vkgrad.ir.core import Literal, Program, Var
+from vkgrad.lowering import glsl
 from vkgrad.lowering.launch import Launch, cdiv, grid
 
 WORKGROUP = 256
@@ -120,14 +121,14 @@ class FusedSource:
             expr = f"({load} != 0u)" if x.dtype == "bool" else load
         else:
             e = self.producer.get(x)
-            if e is None or (e.prim not in index_rules and e.prim not in glsl_elementwise):
+            if e is None or (e.prim not in index_rules and not e.prim.elementwise):
                 raise ValueError(f"{x.type} ({e.prim.name if e else 'not in this body'}) cannot be "
                                  "computed element by element here")
             if e.prim in index_rules:
                 expr = index_rules[e.prim](self, e, idx)
             else:
                 args = [self.value(a, broadcast_index(idx, a.shape)) for a in e.inputs]
-                expr = glsl_elementwise[e.prim].format(*args, T=GLSL_TYPE[x.dtype], **e.params)
+                expr = glsl.expression(e, args, GLSL_TYPE[x.dtype], "fused kernel GLSL")
         name = self.tmp(GLSL_TYPE[x.dtype], expr)
         self.memo[key] = name
         return name
@@ -382,9 +383,10 @@ def generate(body: Program, name: str = "fused") -> tuple[Launch, dict]:
     src = "\n".join([
         "#version 450",
         f"// {name}: {len(body.eqns)} eqns, {shapes}",
+        glsl.PREAMBLE,
         f"layout(local_size_x = {WORKGROUP}) in;",
         *decl,
-        *sorted({glsl_functions[e.prim] for e in body.eqns if e.prim in glsl_functions}),
+        *glsl.helpers(e.prim for e in body.eqns),
         "void main() {",
         *main,
         "}",

@@ -86,14 +86,17 @@ amax, amin = max, min
 
 def _arg_extreme(a, axis, keepdims, reduce):
     """The first index of the max (min) along `axis`: the smallest index where a equals its
-    extreme. Built from eq, where and a min reduction (no primitive of its own); the indices are
-    float32 inside (exact below 2**24), so the float reduction kernels serve it."""
+    extreme, or is NaN (numpy: the first NaN). Built from eq, where and a min reduction (no
+    primitive of its own); the indices are float32 inside (exact below 2**24), so the float
+    reduction kernels serve it."""
     a = asarray(a)
     if axis is None:
         a, axis = reshape(a, (-1,)), 0
     ax = normalize_axes(axis, a.ndim)[0]
     n = a.shape[ax]
     hit = P.eq(a, reduce(a, axis=ax, keepdims=True))
+    if dtype_of(a) in ("f32", "f64"):   # a NaN is the extreme (max/min propagate it): the first
+        hit = P.select(P.isnan(a), True, hit)
     pos = P.iota(a.shape, ax, "f32")
     first = min(where(hit, pos, float(n)), axis=ax, keepdims=keepdims)
     return astype(first, "i32")

@@ -65,9 +65,11 @@ def _scores(q, k, causal, scale):
 
 
 def _probabilities(s, lse):
-    """exp(s - lse), 0 where masked and on rows without keys (lse = -inf)."""
-    finite = np.isfinite(lse)[..., None]
-    return np.where(finite, np.exp(s - np.where(finite, lse[..., None], 0)), 0).astype(s.dtype)
+    """exp(s - lse), 0 where masked (s = -inf) and on rows without keys (lse = -inf); NaN at
+    the keys a row with a NaN score sees (its lse is NaN), as the kernel gives."""
+    zero = (lse == -np.inf)[..., None] | (s == -np.inf)
+    with np.errstate(invalid="ignore"):
+        return np.where(zero, 0, np.exp(s - np.where(zero, 0, lse[..., None]))).astype(s.dtype)
 
 
 flash_attention_p = Primitive("flash_attention", ("pure",), multiple_results=True)
@@ -80,11 +82,12 @@ def _flash_rule(q, k, v, *, causal, scale):
 
 def _flash_impl(q, k, v, *, causal, scale):
     s = _scores(q, k, causal, scale)
-    m = np.max(s, axis=-1)
-    safe = np.where(np.isfinite(m), m, 0)
-    with np.errstate(divide="ignore"):
+    m = np.max(s, axis=-1)                 # NaN on a row with a NaN score: it stays NaN
+    empty = m == -np.inf                   # every key masked: o = 0, lse = -inf
+    safe = np.where(empty, 0, m)
+    with np.errstate(divide="ignore", invalid="ignore"):
         lse = safe + np.log(np.sum(np.exp(s - safe[..., None]), axis=-1))
-    lse = np.where(np.isfinite(m), lse, -np.inf).astype(q.dtype)
+    lse = np.where(empty, -np.inf, lse).astype(q.dtype)
     return _probabilities(s, lse) @ v, lse
 
 

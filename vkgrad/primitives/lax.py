@@ -6,8 +6,8 @@ vkgrad.ir.interpreter's):
     abstract_eval_rules[p]   shape/dtype rule
     impls[p]                 numpy implementation
     vjp_rules[p]             VJP rule
-    glsl_elementwise[p]      GLSL expression template (elementwise only)
     param_defaults[p]        params the printer elides (where useful)
+Their GLSL, with the driver workarounds, is the lowering's (vkgrad/lowering/glsl.py).
 
 The functions below the primitives (`add`, `matmul`, `reduce_sum`, ...) bind them: this is the
 lax-like layer that vkgrad.numpy (numpy semantics: promotion, keepdims, axis=-1, ...) is built
@@ -34,7 +34,7 @@ from vkgrad.dtypes import (ALL_DTYPES, FLOAT_DTYPES, NUMERIC_DTYPES, canonical_d
                            np_dtype)
 from vkgrad.errors import DTypeError, ShapeError, VkgradIndexError
 from vkgrad.ir.core import (Primitive, TensorType, abstract_eval_rules, batching_rules,
-                            glsl_elementwise, glsl_functions, param_defaults, vjp_rules)
+                            param_defaults, vjp_rules)
 from vkgrad.ir.interpreter import impls
 from vkgrad.tracer.core import ArrayOps, bind
 
@@ -97,12 +97,12 @@ def _elementwise_rule(name, nargs, allowed, out_dtype=None):
     return rule
 
 
-def _elementwise(name, nargs, impl, glsl, allowed=FLOAT_DTYPES, *, out_dtype=None, traits=()):
-    """Define an elementwise primitive: shape rule, numpy impl and GLSL template in one line."""
+def _elementwise(name, nargs, impl, allowed=FLOAT_DTYPES, *, out_dtype=None, traits=()):
+    """Define an elementwise primitive: shape rule and numpy impl in one line (its GLSL is the
+    lowering's, vkgrad/lowering/glsl.py)."""
     p = Primitive(name, ("pure", "elementwise", *traits))
     abstract_eval_rules[p] = _elementwise_rule(name, nargs, allowed, out_dtype)
     impls[p] = impl
-    glsl_elementwise[p] = glsl
     batching_rules[p] = elementwise_batcher(p)
     return p
 
@@ -213,31 +213,19 @@ def _index_axis(x, d, i):
 # =================================================================================== elementwise
 # Binary arithmetic. Operands share a dtype (vkgrad.numpy promotes first).
 
-add_p = _elementwise("add", 2, np.add, "({0} + {1})", NUMERIC_DTYPES, traits=("commutative",))
+add_p = _elementwise("add", 2, np.add, NUMERIC_DTYPES, traits=("commutative",))
 vjp_rules[add_p] = lambda g, ans, x, y: (_unbroadcast(g, x), _unbroadcast(g, y))
 
-mul_p = _elementwise("mul", 2, np.multiply, "({0} * {1})", NUMERIC_DTYPES,
+mul_p = _elementwise("mul", 2, np.multiply, NUMERIC_DTYPES,
                      traits=("commutative",))
 vjp_rules[mul_p] = lambda g, ans, x, y: (_unbroadcast(mul(g, y), x), _unbroadcast(mul(g, x), y))
 
-div_p = _elementwise(
-    "div", 2, np.divide,
-    # Vulkan leaves x / 0 undefined (lavapipe folds x / 0.0 to garbage): divide by zero as
-    # numpy does, x times an infinity of the zero's sign (0 / 0 is nan).
-    "(({1}) == 0.0 ? ({0}) * uintBitsToFloat((floatBitsToUint({1}) & 0x80000000u) | 0x7f800000u)"
-    " : ({0}) / ({1}))")
+div_p = _elementwise("div", 2, np.divide)
 # d(x/y)/dy = -x/y^2 = -(x/y)/y
 vjp_rules[div_p] = lambda g, ans, x, y: (_unbroadcast(div(g, y), x),
                                          _unbroadcast(neg(div(mul(g, ans), y)), y))
 
-pow_p = _elementwise(
-    "pow", 2, np.power,
-    # GLSL's pow is undefined for a negative base; numpy's is defined for integral exponents.
-    # It is undefined for a zero base with y <= 0 too (lavapipe: 0**0 == 0, 0**-1 == 0; numpy:
-    # x**0 == 1, 0**y == inf for y < 0; found by test_fuzz.py's special values).
-    "(({1}) == 0.0 ? 1.0 : ({0}) == 0.0 ? (({1}) < 0.0 ? uintBitsToFloat(0x7f800000u) : 0.0) : "
-    "((({0}) < 0.0 && ({1}) == floor({1})) ? (mod({1}, 2.0) == 0.0 ? pow(-({0}), {1}) "
-    ": -pow(-({0}), {1})) : pow({0}, {1})))")
+pow_p = _elementwise("pow", 2, np.power)
 
 
 def _pow_vjp(g, ans, x, y):
@@ -254,64 +242,57 @@ def _pow_vjp(g, ans, x, y):
 
 vjp_rules[pow_p] = _pow_vjp
 
-max_p = _elementwise("max", 2, np.maximum, "max({0}, {1})", NUMERIC_DTYPES,
+max_p = _elementwise("max", 2, np.maximum, NUMERIC_DTYPES,
                      traits=("commutative",))
 # The gradient goes to the larger operand; ties go to the first (relu: x >= 0 passes g).
 vjp_rules[max_p] = lambda g, ans, x, y: (_unbroadcast(select(le(y, x), g, 0), x),
                                          _unbroadcast(select(le(y, x), 0, g), y))
 
-min_p = _elementwise("min", 2, np.minimum, "min({0}, {1})", NUMERIC_DTYPES,
+min_p = _elementwise("min", 2, np.minimum, NUMERIC_DTYPES,
                      traits=("commutative",))
 vjp_rules[min_p] = lambda g, ans, x, y: (_unbroadcast(select(le(x, y), g, 0), x),
                                          _unbroadcast(select(le(x, y), 0, g), y))
 
 # Unary.
-neg_p = _elementwise("neg", 1, np.negative, "(-{0})", NUMERIC_DTYPES)
+neg_p = _elementwise("neg", 1, np.negative, NUMERIC_DTYPES)
 vjp_rules[neg_p] = lambda g, ans, x: (neg(g),)
 
-exp_p = _elementwise("exp", 1, np.exp, "exp({0})")
+exp_p = _elementwise("exp", 1, np.exp)
 vjp_rules[exp_p] = lambda g, ans, x: (mul(g, ans),)
 
-log_p = _elementwise("log", 1, np.log, "log({0})")
+log_p = _elementwise("log", 1, np.log)
 vjp_rules[log_p] = lambda g, ans, x: (div(g, x),)
 
-log1p_p = _elementwise(
-    "log1p", 1, np.log1p,
-    # GLSL has no log1p; log(1 + x) loses all digits of a small x. Below |x| < 1e-2 a 4-term
-    # series is exact to ~x^5/5; it needs no (1+x)-1 trick that fast-math may reassociate.
-    "(abs({0}) < 1e-2 ? ({0}) * (1.0 - ({0}) * (0.5 - ({0}) * (1.0 / 3.0 - 0.25 * ({0})))) "
-    ": log(1.0 + ({0})))")
+log1p_p = _elementwise("log1p", 1, np.log1p)
 vjp_rules[log1p_p] = lambda g, ans, x: (div(g, add(x, 1)),)
 
-tanh_p = _elementwise("tanh", 1, np.tanh,
-                      # some drivers compute tanh as a ratio of exps: inf/inf = nan past |x|~44
-                      "tanh(clamp({0}, -15.0, 15.0))")
+tanh_p = _elementwise("tanh", 1, np.tanh)
 vjp_rules[tanh_p] = lambda g, ans, x: (mul(g, sub(1, mul(ans, ans))),)
 
-sin_p = _elementwise("sin", 1, np.sin, "sin({0})")
+sin_p = _elementwise("sin", 1, np.sin)
 vjp_rules[sin_p] = lambda g, ans, x: (mul(g, cos(x)),)
 
-cos_p = _elementwise("cos", 1, np.cos, "cos({0})")
+cos_p = _elementwise("cos", 1, np.cos)
 vjp_rules[cos_p] = lambda g, ans, x: (neg(mul(g, sin(x))),)
 
-abs_p = _elementwise("abs", 1, np.abs, "abs({0})", NUMERIC_DTYPES)
+abs_p = _elementwise("abs", 1, np.abs, NUMERIC_DTYPES)
 vjp_rules[abs_p] = lambda g, ans, x: (mul(g, sign(x)),)
 
-sign_p = _elementwise("sign", 1, np.sign, "sign({0})", NUMERIC_DTYPES)
+sign_p = _elementwise("sign", 1, np.sign, NUMERIC_DTYPES)
 vjp_rules[sign_p] = lambda g, ans, x: (None,)      # piecewise constant: zero gradient
 
-sqrt_p = _elementwise("sqrt", 1, np.sqrt, "sqrt({0})")
+sqrt_p = _elementwise("sqrt", 1, np.sqrt)
 vjp_rules[sqrt_p] = lambda g, ans, x: (div(g, mul(ans, 2)),)
 
-stop_gradient_p = _elementwise("stop_gradient", 1, lambda x: x, "{0}", ALL_DTYPES)
+stop_gradient_p = _elementwise("stop_gradient", 1, lambda x: x, ALL_DTYPES)
 vjp_rules[stop_gradient_p] = lambda g, ans, x: (None,)   # identity forward, zero backward
 
 # Comparisons produce bool (no VJP: nothing flows back through a bool). gt/ge swap operands.
-lt_p = _elementwise("lt", 2, np.less, "({0} < {1})", NUMERIC_DTYPES, out_dtype="bool")
-le_p = _elementwise("le", 2, np.less_equal, "({0} <= {1})", NUMERIC_DTYPES, out_dtype="bool")
-eq_p = _elementwise("eq", 2, np.equal, "({0} == {1})", ALL_DTYPES, out_dtype="bool",
+lt_p = _elementwise("lt", 2, np.less, NUMERIC_DTYPES, out_dtype="bool")
+le_p = _elementwise("le", 2, np.less_equal, NUMERIC_DTYPES, out_dtype="bool")
+eq_p = _elementwise("eq", 2, np.equal, ALL_DTYPES, out_dtype="bool",
                     traits=("commutative",))
-ne_p = _elementwise("ne", 2, np.not_equal, "({0} != {1})", ALL_DTYPES, out_dtype="bool",
+ne_p = _elementwise("ne", 2, np.not_equal, ALL_DTYPES, out_dtype="bool",
                     traits=("commutative",))
 
 # select(cond, a, b): numpy's where, broadcasting all three.
@@ -327,7 +308,6 @@ def _select_rule(c, a, b):
 
 abstract_eval_rules[select_p] = _select_rule
 impls[select_p] = np.where
-glsl_elementwise[select_p] = "({0} ? {1} : {2})"
 vjp_rules[select_p] = lambda g, ans, c, a, b: (None, _unbroadcast(select(c, g, 0), a),
                                                _unbroadcast(select(c, 0, g), b))
 batching_rules[select_p] = elementwise_batcher(select_p)
@@ -336,7 +316,6 @@ batching_rules[select_p] = elementwise_batcher(select_p)
 convert_p = Primitive("convert", ("pure", "elementwise"))
 abstract_eval_rules[convert_p] = lambda x, *, dtype: TensorType(x.shape, dtype_name(dtype))
 impls[convert_p] = lambda x, *, dtype: np.asarray(x).astype(np_dtype(dtype))
-glsl_elementwise[convert_p] = "{T}({0})"   # {T}: the GLSL type of the result
 vjp_rules[convert_p] = lambda g, ans, x, *, dtype: (
     (convert(g, dtype_of(x)),) if dtype_of(x) in FLOAT_DTYPES else (None,))
 batching_rules[convert_p] = elementwise_batcher(convert_p)
@@ -922,79 +901,40 @@ def log_softmax_bwd(y, g, axis): return bind(log_softmax_bwd_p, y, g, axis=int(a
 
 # =================================================================================== more elementwise
 # numpy's rounding, hyperbolic and inverse trigonometric functions, and the float tests: one
-# GLSL built-in each, so a primitive each is a line, and a composition would cost precision
-# (asinh = log(x + sqrt(x^2 + 1)) cancels for x << 0; sinh = (e^x - e^-x)/2 near 0). exp2, log2,
-# log10, expm1 and the rest are compositions in vkgrad.numpy.
+# GLSL built-in (or helper) each, so a primitive each is a line, and a composition would cost
+# precision (asinh = log(x + sqrt(x^2 + 1)) cancels for x << 0; sinh = (e^x - e^-x)/2 near 0).
+# exp2, log2, log10, expm1 and the rest are compositions in vkgrad.numpy.
 
 # Rounding: piecewise constant, zero gradient (like sign). numpy's round is half to even.
-floor_p = _elementwise("floor", 1, np.floor, "floor({0})")
+floor_p = _elementwise("floor", 1, np.floor)
 vjp_rules[floor_p] = lambda g, ans, x: (None,)
-ceil_p = _elementwise("ceil", 1, np.ceil, "ceil({0})")
+ceil_p = _elementwise("ceil", 1, np.ceil)
 vjp_rules[ceil_p] = lambda g, ans, x: (None,)
-round_p = _elementwise("round", 1, np.rint, "roundEven({0})")
+round_p = _elementwise("round", 1, np.rint)
 vjp_rules[round_p] = lambda g, ans, x: (None,)
 
-# The inverse and hyperbolic functions below are GLSL functions of their own (glsl_functions):
-# GLSL leaves asin/acos outside [-1, 1], acosh below 1 and atan(0, 0) undefined (lavapipe gave
-# 0 where numpy gives nan, 3pi/4 for atan2(0, 0)), and the formulas drivers use lose small
-# arguments (sinh(1e-30) was 3e-8, asinh(1e-30) 0) and overflow large ones (asinh(1e30) was
-# inf). Each is numpy's value now within the Vulkan spec's 4096-ulp bound for atan (lavapipe's
-# atan is off by ~2e-5 relative); found by tests/test_fuzz.py's special values.
-_NAN = "uintBitsToFloat(0x7fc00000u)"
-_LN2 = "0.69314718"
-
-
-def _glsl_function(p, name, body):
-    glsl_functions[p] = f"float {name}(float x) {{\n{body}\n}}\n"
-
-
-tan_p = _elementwise("tan", 1, np.tan, "tan({0})")
+tan_p = _elementwise("tan", 1, np.tan)
 vjp_rules[tan_p] = lambda g, ans, x: (mul(g, add(mul(ans, ans), 1)),)         # 1 + tan^2
-sinh_p = _elementwise("sinh", 1, np.sinh, "vkg_sinh({0})")
-_glsl_function(sinh_p, "vkg_sinh", "    float t = x * x;\n"
-               "    return abs(x) < 0.05 ? x * (1.0 + t * (1.0 / 6.0 + t / 120.0)) : sinh(x);")
+sinh_p = _elementwise("sinh", 1, np.sinh)
 vjp_rules[sinh_p] = lambda g, ans, x: (mul(g, cosh(x)),)
-cosh_p = _elementwise("cosh", 1, np.cosh, "cosh({0})")
+cosh_p = _elementwise("cosh", 1, np.cosh)
 vjp_rules[cosh_p] = lambda g, ans, x: (mul(g, sinh(x)),)
-# asin and acos through atan: lavapipe's asin/acos were off by 3e-4 (relative, measured on
-# 257 points in [-0.9, 0.9]), its atan by 2e-6.
-asin_p = _elementwise("asin", 1, np.arcsin, "vkg_asin({0})")
-_glsl_function(asin_p, "vkg_asin",
-               f"    return abs(x) <= 1.0 ? atan(x / sqrt(1.0 - x * x)) : {_NAN};")
+asin_p = _elementwise("asin", 1, np.arcsin)
 vjp_rules[asin_p] = lambda g, ans, x: (div(g, sqrt(sub(1, mul(x, x)))),)      # 1/sqrt(1-x^2)
-acos_p = _elementwise("acos", 1, np.arccos, "vkg_acos({0})")
-_glsl_function(acos_p, "vkg_acos",
-               f"    return abs(x) <= 1.0 ? 2.0 * atan(sqrt((1.0 - x) / (1.0 + x))) : {_NAN};")
+acos_p = _elementwise("acos", 1, np.arccos)
 vjp_rules[acos_p] = lambda g, ans, x: (neg(div(g, sqrt(sub(1, mul(x, x))))),)
-atan_p = _elementwise("atan", 1, np.arctan, "atan({0})")
+atan_p = _elementwise("atan", 1, np.arctan)
 vjp_rules[atan_p] = lambda g, ans, x: (div(g, add(mul(x, x), 1)),)            # 1/(1+x^2)
-asinh_p = _elementwise("asinh", 1, np.arcsinh, "vkg_asinh({0})")
-# written out: some drivers compute asinh as log(x + sqrt(x^2+1)), which cancels for x << 0
-_glsl_function(asinh_p, "vkg_asinh",
-               "    float a = abs(x), t = a * a;\n"
-               "    float r = a < 0.05 ? a * (1.0 - t * (1.0 / 6.0 - t * 0.075))\n"
-               f"            : a > 1e18 ? log(a) + {_LN2} : log(a + sqrt(t + 1.0));\n"
-               "    return x < 0.0 ? -r : x > 0.0 ? r : x;")
+asinh_p = _elementwise("asinh", 1, np.arcsinh)
 vjp_rules[asinh_p] = lambda g, ans, x: (div(g, sqrt(add(mul(x, x), 1))),)
-acosh_p = _elementwise("acosh", 1, np.arccosh, "vkg_acosh({0})")
-_glsl_function(acosh_p, "vkg_acosh",
-               f"    return !(x >= 1.0) ? {_NAN} : x > 1e18 ? log(x) + {_LN2} : acosh(x);")
+acosh_p = _elementwise("acosh", 1, np.arccosh)
 vjp_rules[acosh_p] = lambda g, ans, x: (div(g, sqrt(sub(mul(x, x), 1))),)
-atanh_p = _elementwise("atanh", 1, np.arctanh, "vkg_atanh({0})")
-_glsl_function(atanh_p, "vkg_atanh", "    float t = x * x;\n"
-               "    return abs(x) < 0.05 ? x * (1.0 + t * (1.0 / 3.0 + t / 5.0)) : atanh(x);")
+atanh_p = _elementwise("atanh", 1, np.arctanh)
 vjp_rules[atanh_p] = lambda g, ans, x: (div(g, sub(1, mul(x, x))),)           # 1/(1-x^2)
 
-# atan2(y, x): the angle of the point (x, y); GLSL's two-argument atan, which is undefined at
-# y == x == 0, where numpy gives +-0 (x >= +0) or +-pi (x <= -0), the sign y's.
-atan2_p = _elementwise("atan2", 2, np.arctan2, "vkg_atan2({0}, {1})")
-glsl_functions[atan2_p] = """\
-float vkg_atan2(float y, float x) {
-    if (y != 0.0 || x != 0.0) return atan(y, x);
-    uint sy = floatBitsToUint(y) & 0x80000000u;
-    return (floatBitsToUint(x) & 0x80000000u) != 0u ? uintBitsToFloat(sy | 0x40490fdbu) : y;
-}
-"""
+# atan2(y, x): the angle of the point (x, y); at y == x == 0 numpy gives +-0 (x >= +0) or +-pi
+# (x <= -0), the sign y's.
+atan2_p = _elementwise("atan2", 2, np.arctan2)
 
 
 def _atan2_vjp(g, ans, y, x):
@@ -1005,8 +945,8 @@ def _atan2_vjp(g, ans, y, x):
 vjp_rules[atan2_p] = _atan2_vjp
 
 # Float tests (bool results: no VJP, like the comparisons).
-isnan_p = _elementwise("isnan", 1, np.isnan, "isnan({0})", out_dtype="bool")
-isinf_p = _elementwise("isinf", 1, np.isinf, "isinf({0})", out_dtype="bool")
+isnan_p = _elementwise("isnan", 1, np.isnan, out_dtype="bool")
+isinf_p = _elementwise("isinf", 1, np.isinf, out_dtype="bool")
 
 
 def floor(x): return bind(floor_p, x)

@@ -25,8 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from vkgrad.errors import DTypeError, VkgradIndexError
-from vkgrad.ir.core import (Primitive, TensorType, abstract_eval_rules, batching_rules,
-                            glsl_elementwise, glsl_functions)
+from vkgrad.ir.core import Primitive, TensorType, abstract_eval_rules, batching_rules
 from vkgrad.ir.interpreter import impls
 from vkgrad.primitives import lax as L
 from vkgrad.tracer.core import bind
@@ -77,24 +76,6 @@ def _threefry_rule(*types, word):
 threefry2x32_p = Primitive("threefry2x32", ("pure", "elementwise"))
 abstract_eval_rules[threefry2x32_p] = _threefry_rule
 impls[threefry2x32_p] = _threefry_impl
-glsl_elementwise[threefry2x32_p] = "vkg_threefry2x32({0}, {1}, {2}, {3}, {word})"
-glsl_functions[threefry2x32_p] = """\
-int vkg_threefry2x32(int key0, int key1, int ctr0, int ctr1, int word) {
-    // Threefry-2x32, 20 rounds, in uint arithmetic (int <-> uint keeps the bits)
-    const uint rot[8] = uint[8](13u, 15u, 26u, 6u, 17u, 29u, 16u, 24u);
-    uint ks[3] = uint[3](uint(key0), uint(key1), uint(key0) ^ uint(key1) ^ 0x1BD11BDAu);
-    uint x0 = uint(ctr0) + ks[0], x1 = uint(ctr1) + ks[1];
-    for (int i = 0; i < 5; i++) {
-        for (int j = 0; j < 4; j++) {
-            uint r = rot[(i & 1) * 4 + j];
-            x0 += x1;
-            x1 = ((x1 << r) | (x1 >> (32u - r))) ^ x0;
-        }
-        x0 += ks[(i + 1) % 3];
-        x1 += ks[(i + 2) % 3] + uint(i + 1);
-    }
-    return int(word == 0 ? x0 : word == 1 ? x1 : x0 ^ x1);
-}"""
 batching_rules[threefry2x32_p] = L.elementwise_batcher(threefry2x32_p)
 
 
@@ -103,10 +84,8 @@ def _bits_to_unit_impl(bits):
     return (u.view(np.float32) - np.float32(1)).reshape(np.shape(bits))
 
 
-bits_to_unit_p = L._elementwise(
-    "bits_to_unit", 1, _bits_to_unit_impl,
-    "(uintBitsToFloat((uint({0}) >> 9u) | 0x3F800000u) - 1.0)", frozenset({"i32"}),
-    out_dtype="f32")
+bits_to_unit_p = L._elementwise("bits_to_unit", 1, _bits_to_unit_impl, frozenset({"i32"}),
+                                out_dtype="f32")
 
 
 def threefry2x32(k0, k1, x0, x1, word: int):

@@ -170,6 +170,8 @@ class Device:
         kp = kp_module()
         self.info = info
         self.target = Target.from_device(info)   # what every compile for it plans for
+        # shaders declare SignedZeroInfNanPreserve where the device honours it (ieee.glsl)
+        self.defines = (("VKGRAD_NAN_PRESERVE", 1),) if self.target.nan_preserve else ()
         try:
             self.manager = kp.Manager(info.index)
         except RuntimeError as e:
@@ -232,7 +234,7 @@ class Device:
         k = self._by_launch.get(key)
         if k is None:
             k = self._remember(key, self.kernel(
-                _spirv(_shader_of(launch)), bindings=launch.bindings,
+                _spirv(_shader_of(launch, self.defines)), bindings=launch.bindings,
                 push_words=len(launch.push), spec=launch.spec, name=launch.name))
         else:
             self._by_launch.move_to_end(key)
@@ -252,7 +254,8 @@ class Device:
         seconds per stage and counts, for VKGRAD_LOG_COMPILES."""
         t0 = time.perf_counter()
         before = dict(shader_stats)
-        jobs = {_shader_of(launch): (_spirv, (_shader_of(launch),)) for launch in launches}
+        jobs = {_shader_of(launch, self.defines): (_spirv, (_shader_of(launch, self.defines),))
+                for launch in launches}
         compile_many(jobs.values())
         t1 = time.perf_counter()
         pipelines = counters["pipelines"]
@@ -261,7 +264,7 @@ class Device:
             lkey = _launch_key(launch)
             if lkey in self._by_launch:
                 continue
-            spirv = _spirv(_shader_of(launch))   # from memory now
+            spirv = _spirv(_shader_of(launch, self.defines))   # from memory now
             key = _kernel_key(spirv, launch.bindings, len(launch.push), launch.spec)
             if key in self._kernels:
                 self._remember(lkey, self._kernels[key])
@@ -340,9 +343,12 @@ def _launch_key(launch) -> tuple:
     return _shader_of(launch), launch.bindings, len(launch.push), launch.spec
 
 
-def _shader_of(launch) -> tuple:
-    """What decides a launch's SPIR-V (hashable): file or source, the defines, the name."""
-    return launch.is_file, launch.shader, tuple(sorted(dict(launch.defines).items())), launch.name
+def _shader_of(launch, device_defines=()) -> tuple:
+    """What decides a launch's SPIR-V (hashable): file or source, the defines (the launch's and
+    the device's), the name."""
+    defines = dict(device_defines)
+    defines.update(launch.defines)
+    return launch.is_file, launch.shader, tuple(sorted(defines.items())), launch.name
 
 
 def _spirv(shader) -> bytes:

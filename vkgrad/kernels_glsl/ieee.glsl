@@ -1,0 +1,47 @@
+// ieee.glsl: IEEE-754 NaN and infinities as numpy keeps them. Every kernel includes it (the
+// hand-written ones through common.glsl / reduce_common.glsl or directly, the generated ones
+// through vkgrad/lowering/glsl.py's PREAMBLE), before its own code.
+//
+// VKGRAD_NAN_PRESERVE (defined by the compile when the device honours it: Target.nan_preserve,
+// from shaderSignedZeroInfNanPreserveFloat32) declares the SignedZeroInfNanPreserve execution
+// mode for 32-bit floats (SPV_KHR_float_controls: execution mode 4461, capability 4466). Without
+// it Vulkan lets a driver assume no NaN/Inf: on lavapipe (Mesa 22.3) and the H200, for
+// x = [inf, nan, -inf, 2], `x - x` gave [0, 0, 0, 0] (IEEE: nan nan nan 0). Measured on lavapipe
+// with the mode: `x - x` keeps the NaNs, and `x * z`, `z / x` of a zero z read at run time are
+// IEEE; `x * 0.0` and `0.0 / x` of a literal zero are still folded to 0 (with and without the
+// mode, `precise` or not).
+//
+// vkg_max / vkg_min are numpy's maximum / minimum: NaN when either operand is NaN (GLSL's
+// max/min/clamp return either operand then; lavapipe and the H200 gave max(nan, 0) == 0). The
+// NaN test is on the bits, which no driver may fold away.
+#ifndef VKGRAD_IEEE_GLSL
+#define VKGRAD_IEEE_GLSL
+
+#ifdef VKGRAD_NAN_PRESERVE
+#extension GL_EXT_spirv_intrinsics : require
+spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [4466], 4461, 32);
+#endif
+
+#define VKG_NAN uintBitsToFloat(0x7fc00000u)
+
+bool vkg_isnan(float x) { return (floatBitsToUint(x) & 0x7fffffffu) > 0x7f800000u; }
+bvec2 vkg_isnan(vec2 x) {
+    return greaterThan(floatBitsToUint(x) & 0x7fffffffu, uvec2(0x7f800000u));
+}
+bvec4 vkg_isnan(vec4 x) {
+    return greaterThan(floatBitsToUint(x) & 0x7fffffffu, uvec4(0x7f800000u));
+}
+
+// numpy: maximum(a, b) = a >= b || isnan(a) ? a : b (so a NaN b falls through to b)
+float vkg_max(float a, float b) { return a >= b || vkg_isnan(a) ? a : b; }
+float vkg_min(float a, float b) { return a <= b || vkg_isnan(a) ? a : b; }
+vec2 vkg_max(vec2 a, vec2 b) { return vec2(vkg_max(a.x, b.x), vkg_max(a.y, b.y)); }
+vec2 vkg_min(vec2 a, vec2 b) { return vec2(vkg_min(a.x, b.x), vkg_min(a.y, b.y)); }
+vec4 vkg_max(vec4 a, vec4 b) { return vec4(vkg_max(a.xy, b.xy), vkg_max(a.zw, b.zw)); }
+vec4 vkg_min(vec4 a, vec4 b) { return vec4(vkg_min(a.xy, b.xy), vkg_min(a.zw, b.zw)); }
+int vkg_max(int a, int b) { return max(a, b); }
+int vkg_min(int a, int b) { return min(a, b); }
+ivec4 vkg_max(ivec4 a, ivec4 b) { return max(a, b); }
+ivec4 vkg_min(ivec4 a, ivec4 b) { return min(a, b); }
+
+#endif
