@@ -676,8 +676,13 @@ def _matmul_rule(a, b, *, transpose_a, transpose_b):
 
 
 def _matmul_impl(a, b, *, transpose_a, transpose_b):
-    return np.matmul(np.swapaxes(a, -1, -2) if transpose_a else a,
-                     np.swapaxes(b, -1, -2) if transpose_b else b)
+    a = np.swapaxes(a, -1, -2) if transpose_a else a
+    b = np.swapaxes(b, -1, -2) if transpose_b else b
+    if np.isfinite(a).all() and np.isfinite(b).all():
+        return np.matmul(a, b)
+    # BLAS skips the products of a zero (reference gemv/gemm test x[k] != 0), so numpy's matmul
+    # of 0 and inf gives inf where IEEE (and the kernel, and XLA) give nan: sum the products
+    return np.einsum("...ik,...kj->...ij", a, b, optimize=False)
 
 
 def _matmul_vjp(g, ans, a, b, *, transpose_a, transpose_b):
