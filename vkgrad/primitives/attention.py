@@ -87,7 +87,9 @@ def _flash_rule(q, k, v, *, causal, scale):
 
 def _flash_impl(q, k, v, *, causal, scale):
     s = _scores(q, k, causal, scale)
-    m = np.max(s, axis=-1)
+    # initial=-inf: with no keys at all (Lk = 0) every row is a row without keys, o = 0 and
+    # lse = -inf, as the Vulkan kernel gives (np.max of an empty axis raises)
+    m = np.max(s, axis=-1, initial=-np.inf)
     safe = np.where(np.isfinite(m), m, 0)
     with np.errstate(divide="ignore"):
         lse = safe + np.log(np.sum(np.exp(s - safe[..., None]), axis=-1))
