@@ -58,3 +58,22 @@ def test_a_chain_of_3000_ops_compiles_and_runs_on_vulkan():
     np.testing.assert_allclose(float(vg.jit(f, backend="vulkan")(X)), want, rtol=1e-4)
     grad = vg.jit(vg.grad(f), backend="vulkan")(X)
     np.testing.assert_allclose(np.asarray(grad), want_grad, rtol=2e-3, atol=1e-6)
+
+
+def test_a_chain_of_3000_ops_after_a_matmul_lowers_to_one_epilogue():
+    """The kernels' source of a matmul whose epilogue is 3,000 ops, and of its gradient (with
+    the backward's recomputation), built without a device: the stages up to GLSL."""
+    from vkgrad.lowering.stages import run_stages
+    body = chain(3_000)
+    f = lambda x, w: body(x @ w)
+    x, w = np.full((4, 4), 0.1, np.float32), np.eye(4, dtype=np.float32)
+    for program in (vg.make_ir(f)(x, w), vg.make_ir(vg.grad(f))(x, w)):
+        glsl = run_stages(program, "glsl")["glsl"]
+        assert glsl.count("sin(") >= 1_000
+
+
+def test_kernel_bodies_are_ordered_without_recursion():
+    """toposort of a 5,000-eqn chain given consumers first: producers before users."""
+    from vkgrad.passes.kernel_fusion import toposort
+    eqns = list(vg.make_ir(chain(5_000))(X).eqns)
+    assert toposort(eqns[::-1]) == eqns
