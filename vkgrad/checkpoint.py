@@ -55,6 +55,7 @@ import zlib
 import numpy as np
 
 from vkgrad.errors import ArgumentError, CheckpointError
+from vkgrad.tracer.core import user_source
 from vkgrad.tracer.pytree import TreeDef, tree_flatten, tree_unflatten
 
 __all__ = ["save", "load", "load_metadata"]
@@ -202,7 +203,8 @@ def _encode(td: TreeDef, leaves, path: tuple, named: list):
         if name == "__metadata__":
             raise ArgumentError("save: a leaf named '__metadata__' (a top-level dict key) "
                                 "collides with the safetensors header's metadata entry; "
-                                "rename the key, or pass strings through metadata=")
+                                "rename the key, or pass strings through metadata=",
+                                source=user_source())
         if any(name == n for n, _ in named):
             raise ArgumentError(f"save: two leaves are both named {name!r} (a dict key with a "
                                 "'.' in it collides with a nested path)")
