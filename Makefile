@@ -1,7 +1,8 @@
 # make test       set up if needed, then run every test
 # make demo       set up if needed, then train the tiny transformer LM on the default backend
 #                 (examples/train_lm.py; outputs in runs/demo; VKGRAD_BACKEND=vulkan|numpy
-#                 chooses; DEMO_ARGS="--steps 50" passes arguments)
+#                 chooses; DEMO_ARGS="--steps 50" passes arguments; each run starts over,
+#                 --overwrite, unless DEMO_ARGS has --resume)
 # make demo-mlp   the MLP classifier demo (examples/demo.py)
 PY := .venv/bin/python
 SETUP := .venv/.vkgrad-setup
@@ -11,7 +12,8 @@ test: $(SETUP)
 	$(PY) -m pytest tests
 
 demo: $(SETUP)
-	$(PY) examples/train_lm.py --model transformer --preset tiny --out runs/demo $(DEMO_ARGS)
+	$(PY) examples/train_lm.py --model transformer --preset tiny --out runs/demo \
+		$(if $(findstring --resume,$(DEMO_ARGS)),,--overwrite) $(DEMO_ARGS)
 
 demo-mlp: $(SETUP)
 	$(PY) examples/demo.py $(DEMO_ARGS)

@@ -2,8 +2,8 @@
 transformer (causal flash attention) or a Mamba LM (selective scan).
 
     python examples/train_lm.py --model transformer|mamba --preset tiny|small|medium
-        [--steps N] [--batch B] [--seq L] [--lr LR] [--out DIR] [--resume] [--sample N]
-        [--seed S] [--eval-every K] [--temperature T]
+        [--steps N] [--batch B] [--seq L] [--lr LR] [--out DIR] [--resume | --overwrite]
+        [--allow-nonfinite] [--sample N] [--seed S] [--eval-every K] [--temperature T]
     make demo        # the transformer at the tiny preset
 
 Data: the Python standard library's own source files, which every machine with Python has
@@ -21,7 +21,10 @@ Written to --out: log.jsonl (one object per step: step, loss, lr, tokens_per_s, 
 val_loss every K steps), loss.png, and checkpoint.safetensors (params and optimizer state; the
 step and the config in its metadata) every K steps and at the end, atomically (vg.save).
 --resume continues from it; a checkpoint of another model or config is refused, naming the
-difference.
+difference, and so is one whose parameters or optimizer state hold NaN or inf (the run had
+diverged) unless --allow-nonfinite. A folder that already holds a run (a checkpoint or a log) is
+never started over silently: without --resume it takes --overwrite. A file that cannot be read
+or written (corrupt, a full disk, a read-only folder) is one line on stderr and exit status 2.
 """
 
 from __future__ import annotations
@@ -218,7 +221,11 @@ def sample(cfg, params, prompts: list[bytes], n_bytes: int, temperature: float, 
 
 # ----------------------------------------------------------------------------------- checkpoints
 
-class ResumeError(Exception):
+class RunError(Exception):
+    """The run cannot start in this folder (the message says why and what to pass instead)."""
+
+
+class ResumeError(RunError):
     """--resume cannot continue from this directory's checkpoint (the message says why)."""
 
 
@@ -228,8 +235,9 @@ def save_checkpoint(out: Path, cfg: dict, step: int, params, opt_state) -> None:
                       "writer": "vkgrad examples/train_lm.py"})
 
 
-def load_checkpoint(out: Path, cfg: dict, params, opt_state):
-    """(step, params, opt_state) from out's checkpoint, which must be of this config."""
+def load_checkpoint(out: Path, cfg: dict, params, opt_state, allow_nonfinite: bool = False):
+    """(step, params, opt_state) from out's checkpoint, which must be of this config and hold
+    only finite values (unless allow_nonfinite)."""
     path = out / CHECKPOINT
     if not path.exists():
         raise ResumeError(f"--resume: {path} does not exist (run without --resume to start)")
@@ -246,7 +254,40 @@ def load_checkpoint(out: Path, cfg: dict, params, opt_state):
                           + "\n  ".join(diff)
                           + "\nresume with the same options, or train into another --out")
     state = vg.load(path, like={"params": params, "opt_state": opt_state})
+    if not allow_nonfinite:
+        bad = [f"{name} ({n:,} of {size:,} values)" for name, n, size in nonfinite(state)]
+        if bad:
+            raise ResumeError(
+                f"--resume: {path} holds NaN or inf in " + ", ".join(bad[:4])
+                + (f" and {len(bad) - 4} more" if len(bad) > 4 else "")
+                + ": the run had diverged by that step. Resume from an earlier checkpoint, or "
+                "pass --allow-nonfinite to continue from it anyway")
     return step, state["params"], state["opt_state"]
+
+
+def nonfinite(tree, prefix: str = "") -> list:
+    """(name, count, size) of each float leaf of `tree` holding NaN or inf, named by its key
+    path as in the checkpoint ("params.blocks.0.w")."""
+    if isinstance(tree, dict):
+        items = tree.items()
+    elif isinstance(tree, tuple) and hasattr(tree, "_fields"):
+        items = zip(tree._fields, tree)
+    elif isinstance(tree, (list, tuple)):
+        items = enumerate(tree)
+    else:
+        a = np.asarray(tree)
+        n = int(np.size(a) - np.count_nonzero(np.isfinite(a))) \
+            if np.issubdtype(a.dtype, np.floating) else 0
+        return [(prefix, n, int(np.size(a)))] if n else []
+    return [bad for k, v in items for bad in nonfinite(v, f"{prefix}.{k}" if prefix else str(k))]
+
+
+def check_fresh_start(out: Path) -> None:
+    """A run without --resume or --overwrite must not replace a run already in `out`."""
+    held = [name for name in (CHECKPOINT, "log.jsonl") if (out / name).exists()]
+    if held:
+        raise RunError(f"{out} already holds a run ({' and '.join(held)}): pass --resume to "
+                       "continue it, or --overwrite to start over and replace it")
 
 
 def read_log(out: Path, upto: int) -> list[dict]:
@@ -297,21 +338,25 @@ def device_name() -> str:
         return f"no Vulkan device ({e})"
 
 
-def train(cfg: dict, out, *, eval_every: int, resume: bool = False, data=None,
-          stop_after: int | None = None, progress: bool = True, log=print) -> dict:
+def train(cfg: dict, out, *, eval_every: int, resume: bool = False, overwrite: bool = False,
+          allow_nonfinite: bool = False, data=None, stop_after: int | None = None,
+          progress: bool = True, log=print) -> dict:
     """Train per `cfg` into `out`; returns {"params", "opt_state", "records", "backend",
-    "fallback", "compile_s", "step_s"}. stop_after: stop (as if interrupted) once that many
-    steps are done, after the checkpoint of that step if one is due."""
+    "fallback", "compile_s", "step_s"}. A folder holding a run needs resume (continue it) or
+    overwrite (start over). stop_after: stop (as if interrupted) once that many steps are done,
+    after the checkpoint of that step if one is due."""
     out = Path(out)
+    if not resume and not overwrite:
+        check_fresh_start(out)
     out.mkdir(parents=True, exist_ok=True)
     params = init_params(cfg)
     opt_state = optimizer(cfg).init(params)
     start = 0
     if resume:
-        start, params, opt_state = load_checkpoint(out, cfg, params, opt_state)
+        start, params, opt_state = load_checkpoint(out, cfg, params, opt_state, allow_nonfinite)
         log(f"resuming from {out / CHECKPOINT} at step {start}")
     elif (out / CHECKPOINT).exists():
-        log(f"note: starting over in {out} (its checkpoint is replaced; --resume continues it)")
+        log(f"note: starting over in {out} (--overwrite: its checkpoint and log are replaced)")
     train_data, val_data = data if data is not None else load_text()
     records = read_log(out, start) if resume else []
     with open(out / "log.jsonl", "w") as f:
@@ -396,14 +441,24 @@ def parse_args(argv=None):
     ap.add_argument("--lr", type=float, help="peak learning rate")
     ap.add_argument("--seed", type=int, help="seed of the init, the batches and the sample")
     ap.add_argument("--out", default=None, help="output folder (default runs/<model>-<preset>)")
-    ap.add_argument("--resume", action="store_true",
-                    help="continue from --out's checkpoint (same options as the run that wrote it)")
+    again = ap.add_mutually_exclusive_group()
+    again.add_argument("--resume", action="store_true",
+                       help="continue from --out's checkpoint (same options as the run that "
+                            "wrote it)")
+    again.add_argument("--overwrite", action="store_true",
+                       help="start over in an --out that already holds a run, replacing its "
+                            "checkpoint and log")
+    ap.add_argument("--allow-nonfinite", action="store_true",
+                    help="with --resume: continue from a checkpoint holding NaN or inf")
     ap.add_argument("--eval-every", type=int, help="validate and checkpoint every K steps")
     ap.add_argument("--sample", type=int, default=120, metavar="N",
                     help="bytes to sample after each of three prompts at the end (0: none; "
                          "default 120)")
     ap.add_argument("--temperature", type=float, default=0.8, help="sampling temperature")
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    if args.allow_nonfinite and not args.resume:
+        ap.error("--allow-nonfinite goes with --resume (it accepts a checkpoint's NaN or inf)")
+    return args
 
 
 def main(argv=None) -> int:
@@ -416,9 +471,13 @@ def main(argv=None) -> int:
     print(f"device: {dev}; data: {sysconfig.get_paths()['stdlib']} (*.py, bytes)")
     try:
         t0 = time.perf_counter()
-        res = train(cfg, out, eval_every=eval_every, resume=args.resume)
-    except (ResumeError, vg.CheckpointError) as e:
+        res = train(cfg, out, eval_every=eval_every, resume=args.resume,
+                    overwrite=args.overwrite, allow_nonfinite=args.allow_nonfinite)
+    except (RunError, vg.CheckpointError) as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:   # the log or the plot: a full disk, a read-only folder
+        print(f"error: {e.filename or out}: cannot write it: {e.strerror or e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"\ninterrupted; {out / CHECKPOINT} holds the last checkpoint: continue with "

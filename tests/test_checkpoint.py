@@ -1,9 +1,14 @@
 """vg.save / vg.load: pytrees round-trip through safetensors files; the `safetensors` package
 reads ours and we read its; broken files are CheckpointErrors naming the file and the problem."""
 
+import errno
 import json
 import os
+import stat
 import struct
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +17,7 @@ import vkgrad as vg
 from vkgrad.errors import ArgumentError, CheckpointError
 
 RNG = np.random.default_rng(3)
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def tree():
@@ -161,3 +167,125 @@ def test_an_interrupted_save_leaves_the_old_file(tmp_path, monkeypatch):
         vg.save(path, {"w": np.ones(3, np.float32)})
     assert vg.load(path)["w"].tolist() == [0, 0, 0]
     assert [p.name for p in tmp_path.iterdir()] == ["c.safetensors"]
+
+
+# ----------------------------------------------------------------------------- integrity
+
+def _header(path) -> tuple[dict, int]:
+    """(the header, the file offset where the tensor data begins)."""
+    raw = path.read_bytes()
+    n = struct.unpack("<Q", raw[:8])[0]
+    return json.loads(raw[8:8 + n]), 8 + n
+
+
+def test_a_damaged_tensor_is_a_checkpoint_error_naming_it(tmp_path):
+    path = tmp_path / "c.safetensors"
+    t = {"w": np.arange(6, dtype=np.float32), "b": np.ones(3, np.float32)}
+    vg.save(path, t, metadata={"step": "3"})
+    header, data_at = _header(path)
+    crcs = json.loads(header["__metadata__"]["vkgrad.crc32"])
+    assert sorted(crcs) == ["b", "w"] and all(len(c) == 8 for c in crcs.values())
+    assert vg.load_metadata(path) == {"step": "3"}          # vkgrad's own keys left out
+    raw = bytearray(path.read_bytes())
+    raw[data_at + header["w"]["data_offsets"][0] + 5] ^= 0x40   # one flipped bit in w's data
+    path.write_bytes(bytes(raw))
+    for kw in ({}, {"like": t}):
+        with pytest.raises(CheckpointError) as e:
+            vg.load(path, **kw)
+        assert str(path) in str(e.value) and "tensor 'w' is corrupt" in str(e.value)
+        assert "checksum" in str(e.value)
+
+
+def test_a_checkpoint_without_checksums_still_loads(tmp_path):
+    """Files written before the checksums (and by other writers) load, unchecked."""
+    path = tmp_path / "old.safetensors"
+    vg.save(path, {"w": np.arange(4, dtype=np.float32), "n": {"k": np.int32(2)}})
+    header, data_at = _header(path)
+    del header["__metadata__"]["vkgrad.crc32"]
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    _write_raw(path, text, path.read_bytes()[data_at:])
+    back = vg.load(path)
+    assert back["w"].tolist() == [0, 1, 2, 3] and back["n"]["k"] == 2
+
+
+def test_a_top_level_metadata_key_is_refused_at_save(tmp_path):
+    path = tmp_path / "m.safetensors"
+    with pytest.raises(ArgumentError, match="'__metadata__'.*collides"):
+        vg.save(path, {"__metadata__": np.zeros(2), "w": np.ones(2)})
+    assert not path.exists() and not list(tmp_path.iterdir())
+    vg.save(path, {"__metadata__": {"a": np.ones(2, np.float32)}})   # nested: "__metadata__.a"
+    assert vg.load(path)["__metadata__"]["a"].tolist() == [1, 1]
+
+
+@pytest.mark.parametrize("err, words", [
+    (OSError(errno.ENOSPC, "No space left on device"), "no space left on the device"),
+    (OSError(errno.EROFS, "Read-only file system"), "read-only file system"),
+    (PermissionError(errno.EACCES, "Permission denied"), "permission denied")])
+def test_os_errors_at_save_are_one_line_checkpoint_errors(tmp_path, monkeypatch, err, words):
+    path = tmp_path / "c.safetensors"
+    vg.save(path, {"w": np.zeros(3, np.float32)})
+    real_open = os.open
+
+    def failing(*a, **k):
+        raise err
+
+    if err.errno == errno.ENOSPC:
+        monkeypatch.setattr(os, "fsync", failing)       # the disk fills during the write
+    else:
+        monkeypatch.setattr(os, "open", failing)        # the folder takes no new file
+    with pytest.raises(CheckpointError) as e:
+        vg.save(path, {"w": np.ones(3, np.float32)})
+    monkeypatch.setattr(os, "open", real_open)
+    msg = str(e.value)
+    assert msg.startswith(f"{path}: cannot write it: ") and words in msg and "\n" not in msg
+    assert vg.load(path)["w"].tolist() == [0, 0, 0]    # the old checkpoint is intact
+    assert [p.name for p in tmp_path.iterdir()] == ["c.safetensors"]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_a_read_only_folder_is_a_checkpoint_error(tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        with pytest.raises(CheckpointError, match="permission denied"):
+            vg.save(folder / "c.safetensors", {"w": np.zeros(2)})
+    finally:
+        folder.chmod(0o755)
+
+
+def test_a_killed_writes_temporary_file_is_removed_at_the_next_save(tmp_path):
+    """A save killed mid-write (SIGKILL: no cleanup runs) leaves its .tmp; the next save to
+    that path removes it, and leaves alone the temporaries of live writers and other files."""
+    path = tmp_path / "c.safetensors"
+    code = ("import os, sys, time, numpy as np, vkgrad as vg\n"
+            "os.fsync = lambda fd: (print('writing', flush=True), time.sleep(60))\n"
+            f"vg.save({str(path)!r}, {{'w': np.zeros(1000, np.float32)}})\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                            cwd=ROOT)
+    try:
+        assert proc.stdout.readline().strip() == "writing"
+    finally:
+        proc.kill()
+        proc.wait()
+    stale = [p.name for p in tmp_path.glob("c.safetensors.*.tmp")]
+    assert len(stale) == 1 and stale[0].startswith(f"c.safetensors.{proc.pid}-")
+    old_style = tmp_path / "c.safetensors.ab1cd_2e.tmp"       # tempfile.mkstemp's names
+    live = tmp_path / f"c.safetensors.{os.getpid()}-0123abcd.tmp"
+    other = tmp_path / "d.safetensors.1-0123abcd.tmp"
+    for p in (old_style, live, other):
+        p.write_bytes(b"x")
+    vg.save(path, {"w": np.ones(2, np.float32)})
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["c.safetensors", live.name, other.name])
+    assert vg.load(path)["w"].tolist() == [1, 1]
+
+
+def test_saved_files_have_the_usual_mode(tmp_path):
+    old = os.umask(0o022)
+    try:
+        vg.save(tmp_path / "c.safetensors", {"w": np.zeros(2, np.float32)})
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(tmp_path / "c.safetensors").st_mode) == 0o644

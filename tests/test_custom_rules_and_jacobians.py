@@ -84,5 +84,3 @@ def test_jacobians_match_finite_differences_with_pytrees():
     want[0, :] += np.cos(x)
     want[:, 0] += np.cos(x)
     np.testing.assert_allclose(h, want, atol=1e-12)
-
-

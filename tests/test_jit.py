@@ -136,6 +136,28 @@ def test_static_argnums_and_kwargs():
     assert f.compiles == 2
 
 
+def test_a_static_argument_passed_by_keyword_is_static_and_named():
+    f = vg.jit(lambda x, n, scale=1.0: vnp.sum(x ** n) * scale, static_argnums=(1,), backend="vulkan")
+    x = RNG.uniform(0.5, 1.5, 9).astype(np.float32)
+    close(f(x, n=2), np.sum(x ** 2))
+    close(f(x, scale=2.0, n=2), 2 * np.sum(x ** 2))
+    close(f(x, 2), np.sum(x ** 2))
+    assert f.compiles == 2                          # n=2 by keyword and by position: one program
+    g = vg.jit(lambda x, n: x * n["a"], static_argnums=1, backend="vulkan")
+    with pytest.raises(vg.ArgumentError, match="static argument 'n' of lambda is a dict") as e:
+        g(x, n={"a": 2.0})
+    assert "test_jit.py" in str(e.value)
+    h = vg.jit(lambda x, *, n: x * n, static_argnums=1, backend="vulkan")
+    with pytest.raises(vg.ArgumentError, match="keyword argument.*n are traced, not static"):
+        h(x, n=2)
+
+
+def test_jit_of_a_non_function_is_an_argument_error():
+    with pytest.raises(vg.ArgumentError, match="vg.jit expects a function, got int 5") as e:
+        vg.jit(5)
+    assert "test_jit.py" in str(e.value)
+
+
 def test_reading_a_donated_array_is_a_clear_error():
     f = vg.jit(lambda x: x * 2.0, donate_argnums=0, backend="vulkan")
     a = f(np.ones(4, np.float32))

@@ -135,6 +135,47 @@ def test_selective_scan_errors_name_the_argument():
         nn.selective_scan(u, u.astype(np.int32), A, B, B)
 
 
+def test_selective_scan_of_no_steps_is_empty_on_both_backends():
+    """L = 0: the empty result and empty gradients, alike on the interpreter and on Vulkan (the
+    kernel needs a step, and raised a plain ValueError)."""
+    rng = np.random.default_rng(6)
+    u = rng.standard_normal((2, 3, 0)).astype(np.float32)
+    A, D = -np.ones((3, 4), np.float32), np.ones(3, np.float32)
+    B = rng.standard_normal((2, 4, 0)).astype(np.float32)
+    f = lambda u, A, B: nn.selective_scan(u, u, A, B, B, D=D, z=u, delta_bias=D,
+                                          delta_softplus=True)
+    loss = lambda u, A, B: vnp.sum(f(u, A, B) ** 2)
+    for run in (f, vg.jit(f, backend="vulkan")):
+        out = np.asarray(run(u, A, B))
+        assert out.shape == (2, 3, 0) and out.dtype == np.float32
+    for grad in (vg.grad(loss, argnums=(0, 1, 2)), vg.jit(vg.grad(loss, argnums=(0, 1, 2)),
+                                                         backend="vulkan")):
+        du, dA, dB = (np.asarray(g) for g in grad(u, A, B))
+        assert du.shape == (2, 3, 0) and dB.shape == (2, 4, 0)
+        np.testing.assert_array_equal(dA, np.zeros((3, 4), np.float32))
+    with pytest.raises(vg.ShapeError, match="d_state N = 5") as err:
+        nn.selective_scan(u, u, -np.ones((3, 5), np.float32), B, B)
+    assert "test_nn.py" in str(err.value)
+
+
+def test_flash_attention_with_no_keys_is_zero_on_both_backends():
+    """Lk = 0: every query sees no key, so o = 0 (and lse = -inf), as for the queries a causal
+    mask leaves without keys; the interpreter raised where the Vulkan kernel returned zeros."""
+    rng = np.random.default_rng(7)
+    q = rng.standard_normal((1, 2, 3, 16)).astype(np.float32)
+    kv = np.zeros((1, 2, 0, 16), np.float32)
+    for causal in (False, True):
+        f = lambda q, k, v: nn.flash_attention(q, k, v, causal=causal)
+        loss = lambda q, k, v: vnp.sum(f(q, k, v) * q)
+        for run in (f, vg.jit(f, backend="vulkan")):
+            np.testing.assert_array_equal(np.asarray(run(q, kv, kv)), np.zeros_like(q))
+        for grad in (vg.grad(loss, argnums=(0, 1)), vg.jit(vg.grad(loss, argnums=(0, 1)),
+                                                            backend="vulkan")):
+            dq, dk = (np.asarray(g) for g in grad(q, kv, kv))
+            np.testing.assert_array_equal(dq, np.zeros_like(q))
+            assert dk.shape == kv.shape
+
+
 def test_second_derivative_through_the_scan_is_a_clear_error():
     rng = np.random.default_rng(5)
     u = rng.standard_normal((1, 2, 4))

@@ -20,6 +20,7 @@ import vkgrad.numpy as vnp
 from vkgrad.lowering.glsl import code_for_op
 from vkgrad.primitives import lax
 from vkgrad.runtime import ShaderCompileError, get_device
+from vkgrad.tracer.core import Tracer
 
 HERE = os.path.basename(__file__)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -238,6 +239,64 @@ def test_calls_from_four_threads_are_safe():
     for t in threads:
         t.join()
     assert not errors and not bad
+
+
+def test_a_trace_in_one_thread_never_sees_another_threads_operations():
+    """Thread A traces a function that blocks mid-trace; meanwhile thread B's eager ops and
+    jitted call run concretely, and A's program holds only A's two eqns."""
+    started, release = threading.Event(), threading.Event()
+    result = {}
+
+    def traced(x):
+        y = x * 2.0
+        started.set()
+        release.wait(30)
+        return y + 1.0
+
+    def thread_a():
+        try:
+            result["program"] = vg.make_ir(traced)(np.ones(3, np.float32))
+        except Exception as e:        # noqa: BLE001  (reported below)
+            result["error"] = repr(e)
+
+    a = threading.Thread(target=thread_a)
+    a.start()
+    try:
+        assert started.wait(30)
+        s = vnp.sum(np.arange(4.0, dtype=np.float32))                 # B: eager, while A traces
+        out = vg.jit(lambda v: vnp.tanh(v) * 3.0, backend="vulkan")(np.ones(2, np.float32))
+        assert not isinstance(s, Tracer) and float(s) == 6.0
+        np.testing.assert_allclose(np.asarray(out), np.tanh(np.ones(2)) * 3.0, rtol=1e-6)
+    finally:
+        release.set()
+        a.join()
+    assert "error" not in result, result.get("error")
+    assert [e.prim.name for e in result["program"].eqns] == ["mul", "add"]
+
+
+def test_threads_racing_the_first_call_of_new_shapes_all_succeed():
+    """4 threads call one jitted function at once, each with a shape not compiled yet: each
+    traces in its own thread (before, one of them was pulled into another's trace and raised a
+    ConcretizationError)."""
+    step = vg.jit(lambda x: vnp.sum(x * x) + 1.0, backend="vulkan")
+    barrier = threading.Barrier(4)
+    got, errors = {}, []
+
+    def worker(n):
+        try:
+            x = np.arange(n, dtype=np.float32)
+            barrier.wait(30)
+            got[n] = float(step(x))
+        except Exception as e:        # noqa: BLE001  (reported below, with its thread)
+            errors.append((n, repr(e)))
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in (2, 3, 4, 5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert got == {n: float(np.sum(np.arange(n) ** 2) + 1) for n in (2, 3, 4, 5)}
 
 
 # ----------------------------------------------------------------------------- faults: no device

@@ -6,7 +6,9 @@ until the flash-attention and selective-scan kernels are merged they run on the 
 interpreter (the whole step falls back), afterwards on Vulkan: the same code either way.
 """
 
+import errno
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -120,3 +122,59 @@ def test_help():
     for flag in ("--model", "--preset", "--steps", "--batch", "--seq", "--lr", "--out",
                  "--resume", "--sample", "--seed"):
         assert flag in out.stdout
+
+
+def test_a_folder_holding_a_run_needs_resume_or_overwrite(data, tmp_path, capsys):
+    cfg = train_lm.make_config("transformer", "tiny", steps=2, **SMALL)
+    train_lm.train(cfg, tmp_path, eval_every=2, data=data, progress=False, log=quiet)
+    log_before = (tmp_path / "log.jsonl").read_text()
+    with pytest.raises(train_lm.RunError, match="already holds a run.*--resume.*--overwrite"):
+        train_lm.train(cfg, tmp_path, eval_every=2, data=data, progress=False, log=quiet)
+    assert (tmp_path / "log.jsonl").read_text() == log_before        # not truncated
+    (tmp_path / train_lm.CHECKPOINT).unlink()                         # a log alone is a run too
+    args = ["--steps", "2", "--batch", "8", "--seq", "32", "--sample", "0", "--out", str(tmp_path)]
+    assert train_lm.main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "log.jsonl" in err and "--overwrite" in err
+    assert (tmp_path / "log.jsonl").read_text() == log_before
+    res = train_lm.train(cfg, tmp_path, eval_every=2, data=data, overwrite=True,
+                         progress=False, log=quiet)
+    assert [r["step"] for r in res["records"]] == [1, 2]
+    with pytest.raises(SystemExit):
+        train_lm.parse_args(["--resume", "--overwrite"])
+
+
+def test_resume_refuses_a_checkpoint_with_nonfinite_values(data, tmp_path):
+    cfg = train_lm.make_config("mamba", "tiny", steps=2, **SMALL)
+    train_lm.train(cfg, tmp_path, eval_every=2, data=data, progress=False, log=quiet)
+    path = tmp_path / train_lm.CHECKPOINT
+    meta = vg.load_metadata(path)
+    state = vg.load(path)
+    name, leaf = next((k, v) for k, v in state["params"].items() if isinstance(v, np.ndarray))
+    leaf = leaf.copy()
+    leaf.flat[:3] = [np.nan, np.inf, np.nan]
+    state["params"][name] = leaf
+    vg.save(path, state, metadata=meta)
+    with pytest.raises(train_lm.ResumeError) as e:
+        train_lm.train(cfg, tmp_path, eval_every=2, data=data, resume=True, progress=False,
+                       log=quiet)
+    assert f"params.{name} (3 of {leaf.size:,} values)" in str(e.value)
+    assert "--allow-nonfinite" in str(e.value)
+    res = train_lm.train(cfg, tmp_path, eval_every=2, data=data, resume=True,
+                         allow_nonfinite=True, progress=False, log=quiet)
+    assert np.isnan(np.asarray(res["params"][name]).flat[0])          # taken as it is
+
+
+def test_a_full_disk_at_a_checkpoint_is_one_line_and_exit_status_2(tmp_path, monkeypatch,
+                                                                    capsys):
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    args = ["--model", "mamba", "--steps", "2", "--batch", "8", "--seq", "32", "--sample", "0",
+            "--out", str(tmp_path)]
+    assert train_lm.main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {tmp_path / train_lm.CHECKPOINT}: cannot write it: no space")
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert not list(tmp_path.glob("*.tmp"))

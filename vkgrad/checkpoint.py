@@ -25,25 +25,37 @@ metadata key "vkgrad.tree": a leaf is its tensor name, a dict {"dict": {key: nod
 namedtuple class of the same name and fields; pass `like=` to get the caller's own classes); a
 file without it (written by another program) loads as a flat {name: array} dict.
 
+Each tensor's CRC-32 (of its bytes as stored) is JSON in the metadata key "vkgrad.crc32"
+({name: "8 hex digits"}); `load` checks every tensor it reads against it, so a file damaged
+after it was written is a CheckpointError naming the tensor. Files without that key (older
+ones, other writers') load unchecked.
+
 Leaves are anything numpy can read (vg.Array downloads, numpy arrays); Python scalars are stored
 with vkgrad's dtypes (float -> F32, int -> I32). `save` is atomic: it writes a temporary file
-beside `path`, flushes it to disk, then renames it over `path`, so an interrupted save never
-leaves a torn file. Every problem with a file is a CheckpointError naming the file and what is
-wrong, never an exception from deep inside json or numpy.
+beside `path` ("<name>.<pid>-<random>.tmp", created with the usual mode under the umask),
+flushes it to disk, then renames it over `path`, so an interrupted save never leaves a torn
+file; the temporary files of writes that were killed (their process is gone) are removed by the
+next save to the same path. Every problem with a file is a CheckpointError naming the file and
+what is wrong (a full disk, a read-only folder, a permission), never an exception from deep
+inside json, numpy or the OS.
 """
 
 from __future__ import annotations
 
 import collections
+import errno
 import json
 import math
 import os
+import re
+import secrets
 import struct
-import tempfile
+import zlib
 
 import numpy as np
 
 from vkgrad.errors import ArgumentError, CheckpointError
+from vkgrad.tracer.core import user_source
 from vkgrad.tracer.pytree import TreeDef, tree_flatten, tree_unflatten
 
 __all__ = ["save", "load", "load_metadata"]
@@ -54,6 +66,9 @@ _DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4",
            "I8": "i1", "U64": "<u8", "U32": "<u4", "U16": "<u2", "U8": "u1", "BOOL": "?"}
 _NAME_OF = {np.dtype(v): k for k, v in _DTYPES.items()}
 TREE_KEY = "vkgrad.tree"
+# zlib.crc32 checks 100 MB of float32 in 23 ms (this 2-core machine), against 55 ms for
+# SHA-256 and 106 ms for BLAKE2b: enough to catch a damaged file, cheap beside the write.
+CRC_KEY = "vkgrad.crc32"
 # The safetensors package refuses headers over 100 MB; a length beyond that is a corrupt file.
 MAX_HEADER = 100_000_000
 ROOT_NAME = "value"   # the tensor name of a tree that is a single array
@@ -70,46 +85,126 @@ def save(path, tree, metadata: dict | None = None) -> None:
         if not isinstance(k, str) or not isinstance(v, str):
             raise ArgumentError(f"save({path!r}): metadata must map str to str (safetensors "
                                 f"stores only strings), got {k!r}: {type(v).__name__}")
-    if TREE_KEY in meta:
-        raise ArgumentError(f"save({path!r}): metadata key {TREE_KEY!r} is vkgrad's own")
+    for key in (TREE_KEY, CRC_KEY):
+        if key in meta:
+            raise ArgumentError(f"save({path!r}): metadata key {key!r} is vkgrad's own")
     leaves, treedef = tree_flatten(tree)
     named: list = []
     meta[TREE_KEY] = json.dumps(_encode(treedef, iter(leaves), (), named),
                                 separators=(",", ":"))
-    header, chunks = {}, []
+    header, chunks, crcs = {}, [], {}
     # Widest dtype first, as the safetensors package orders them: with the header padded to 8
     # bytes, every tensor then starts at an offset its element size divides.
-    arrays = [(name, _host(leaf, name)) for name, leaf in named]
+    arrays = [(name, np.require(_host(leaf, name), requirements="C")) for name, leaf in named]
     offset = 0
     for name, a in sorted(arrays, key=lambda na: -na[1].dtype.itemsize):
         header[name] = {"dtype": _NAME_OF[a.dtype], "shape": list(a.shape),
                         "data_offsets": [offset, offset + a.nbytes]}
+        crcs[name] = f"{zlib.crc32(_bytes(a)):08x}"
         offset += a.nbytes
         chunks.append(a)
+    meta[CRC_KEY] = json.dumps(crcs, separators=(",", ":"), sort_keys=True)
     header["__metadata__"] = meta
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+    _remove_stale_temporaries(path, directory)
+    tmp = None
     try:
+        fd, tmp = _create_temporary(path, directory)
         with os.fdopen(fd, "wb") as f:
             f.write(struct.pack("<Q", len(text)))
             f.write(text)
             for a in chunks:
-                f.write(np.ascontiguousarray(a).data)
+                f.write(_bytes(a))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
+    except BaseException as e:
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise CheckpointError(f"{path}: cannot write it: {_os_reason(e, directory)}") \
+                from None
         raise
+
+
+def _bytes(a: np.ndarray) -> memoryview:
+    """The raw bytes of a C-contiguous array (a 0-d or empty one included)."""
+    return memoryview(a.reshape(-1)).cast("B")
+
+
+def _create_temporary(path: str, directory: str) -> tuple[int, str]:
+    """(fd, name) of a new temporary file beside `path`, named after this process so that a
+    later save can tell a killed write's leftover from a write in progress. Opened with mode
+    0666 under the umask, the mode any new file gets (tempfile.mkstemp's 0600 would leave the
+    checkpoint readable by its owner only)."""
+    base = os.path.join(directory, os.path.basename(path))
+    for _ in range(100):
+        tmp = f"{base}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temporary file name", base)
+
+
+def _remove_stale_temporaries(path: str, directory: str) -> None:
+    """Remove `path`'s temporary files whose writing process is gone (killed mid-write): each
+    would otherwise stay beside the checkpoint, as large as it, for good. A name without a
+    process id is the older mkstemp form, also a leftover."""
+    name = re.escape(os.path.basename(path))
+    pattern = re.compile(rf"{name}\.(?:(\d+)-[0-9a-f]+|[A-Za-z0-9_]{{8}})\.tmp")
+    try:
+        entries = os.listdir(directory)
+    except OSError:
+        return   # the write below reports the folder's problem
+    for entry in entries:
+        m = pattern.fullmatch(entry)
+        if m is None or (m.group(1) is not None and _alive(int(m.group(1)))):
+            continue
+        try:
+            os.unlink(os.path.join(directory, entry))
+        except OSError:
+            pass   # gone already, or not ours to remove: the save goes on
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True    # this process: another thread's save may be writing it
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True    # another user's live process
+    return True
+
+
+def _os_reason(e: OSError, directory: str) -> str:
+    """An OSError in the words of someone saving a checkpoint."""
+    if e.errno == errno.ENOSPC:
+        return "no space left on the device (free some space, or save elsewhere)"
+    if e.errno == errno.EDQUOT:
+        return "the disk quota is exceeded"
+    if e.errno == errno.EROFS:
+        return f"the folder {directory} is on a read-only file system"
+    if e.errno in (errno.EACCES, errno.EPERM):
+        return f"permission denied (cannot create files in {directory})"
+    if e.errno == errno.ENOENT:
+        return f"the folder {directory} does not exist"
+    return e.strerror or str(e)
 
 
 def _encode(td: TreeDef, leaves, path: tuple, named: list):
     """The structure JSON of `td`, appending (name, leaf) for each leaf in order."""
     if td.kind == "leaf":
         name = ".".join(path) if path else ROOT_NAME
+        if name == "__metadata__":
+            raise ArgumentError("save: a leaf named '__metadata__' (a top-level dict key) "
+                                "collides with the safetensors header's metadata entry; "
+                                "rename the key, or pass strings through metadata=",
+                                source=user_source())
         if any(name == n for n, _ in named):
             raise ArgumentError(f"save: two leaves are both named {name!r} (a dict key with a "
                                 "'.' in it collides with a nested path)")
@@ -156,6 +251,7 @@ def load(path, like=None):
     path = os.fspath(path)
     header, data = _read(path)
     meta = header.pop("__metadata__", {})
+    _verify(path, header, data, meta)
     arrays = {name: _tensor(path, name, info, data) for name, info in header.items()}
     if like is not None:
         return _like(path, arrays, like)
@@ -180,7 +276,32 @@ def load_metadata(path) -> dict:
     header, _ = _read(path, header_only=True)
     meta = dict(header.get("__metadata__", {}))
     meta.pop(TREE_KEY, None)
+    meta.pop(CRC_KEY, None)
     return meta
+
+
+def _verify(path: str, header: dict, data: bytes, meta: dict) -> None:
+    """Check each tensor's bytes against the CRC-32 saved with it (files without checksums,
+    older ones and other writers', pass unchecked)."""
+    if CRC_KEY not in meta:
+        return
+    try:
+        crcs = json.loads(meta[CRC_KEY])
+        if not isinstance(crcs, dict) or set(crcs) != set(header):
+            raise ValueError("they do not name exactly the file's tensors")
+        want = {name: int(c, 16) for name, c in crcs.items()}
+    except (ValueError, TypeError) as e:
+        raise CheckpointError(f"{path}: the checksums in its metadata are corrupt ({e})") \
+            from None
+    view = memoryview(data)
+    for name, info in header.items():
+        begin, end = info["data_offsets"]
+        got = zlib.crc32(view[begin:end])
+        if got != want[name]:
+            raise CheckpointError(
+                f"{path}: tensor {name!r} is corrupt: its bytes do not match the checksum "
+                f"saved with it (CRC-32 {got:08x}, saved {want[name]:08x}); the file was "
+                "damaged after it was written")
 
 
 def _read(path: str, header_only: bool = False):

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import inspect
 import time
 import weakref
 from dataclasses import dataclass
@@ -59,6 +60,9 @@ def jit(fun=None, *, static_argnums=(), donate_argnums=(), backend=None, disable
         return functools.partial(jit, static_argnums=static_argnums,
                                  donate_argnums=donate_argnums, backend=backend,
                                  disable_passes=disable_passes)
+    if not callable(fun):
+        raise ArgumentError(f"vg.jit expects a function, got {type(fun).__name__} {fun!r:.60}",
+                            source=core.user_source())
     return Jitted(fun, static_argnums, donate_argnums, backend, disable_passes)
 
 
@@ -112,8 +116,48 @@ class Jitted:
         return f"<vkgrad.jit of {fun_name(self.fun)}>"
 
     # --- the cache key and the arguments' leaves
+    def _static_list(self) -> list:
+        """static_argnums as a list of the ints in it (_normalize_argnums reports the rest)."""
+        nums = self.static_argnums if isinstance(self.static_argnums, (tuple, list)) else \
+            (self.static_argnums,)
+        return [n for n in nums if isinstance(n, int) and not isinstance(n, bool)]
+
+    def _static_by_keyword(self, args, kwargs):
+        """(args, kwargs, {position: name}) with each keyword argument that names a static
+        position moved to it (positions between filled from the parameters' defaults), so a
+        static argument passed by keyword is static, as in JAX."""
+        last = max((n for n in self._static_list() if n >= 0), default=-1)
+        if last < len(args):
+            return args, kwargs, {}
+        try:
+            params = list(inspect.signature(self.fun).parameters.values())[:last + 1]
+        except (TypeError, ValueError):   # no signature (a builtin): nothing to match
+            params = []
+        named = [p for p in params if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]
+        if len(named) != last + 1 or not any(p.name in kwargs for p in named[len(args):]):
+            return args, kwargs, {}
+        kwargs, extra, names = dict(kwargs), [], {}
+        for i, p in enumerate(named[len(args):], start=len(args)):
+            if p.name in kwargs:
+                extra.append(kwargs.pop(p.name))
+                names[i] = p.name
+            elif p.default is not inspect.Parameter.empty:
+                extra.append(p.default)
+            else:
+                break
+        return args + tuple(extra), kwargs, names
+
     def _prepare(self, args, kwargs):
         fun = self.fun
+        by_name = {}
+        if kwargs and self.static_argnums != ():
+            args, kwargs, by_name = self._static_by_keyword(args, kwargs)
+        if kwargs and any(n >= len(args) for n in self._static_list()):
+            raise ArgumentError(
+                f"static_argnums={self.static_argnums!r} names a position this call of "
+                f"{_fun_name(self.fun)} does not fill (it passes {len(args)} positional "
+                f"argument(s)); keyword argument(s) {', '.join(sorted(kwargs))} are traced, not "
+                "static: pass static values positionally", source=core.user_source())
         if kwargs:   # keyword arguments are dynamic too: pass them as one more (pytree) argument
             fun = lambda *a: self.fun(*a[:-1], **a[-1])
             args = args + (kwargs,)
@@ -133,9 +177,11 @@ class Jitted:
                 try:
                     hash(a)
                 except TypeError:
-                    raise ArgumentError(f"static argument {i} of {fun_name(self.fun)} is a "
+                    what = f"'{by_name[i]}'" if i in by_name else str(i)
+                    raise ArgumentError(f"static argument {what} of {fun_name(self.fun)} is a "
                                         f"{type(a).__name__}, which is not hashable: static "
-                                        "values are part of the compile cache key") from None
+                                        "values are part of the compile cache key",
+                                        source=core.user_source()) from None
                 statics.append((i, a))
                 continue
             ls, tree = tree_flatten(a)

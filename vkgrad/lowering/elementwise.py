@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from vkgrad import primitives as P
-from vkgrad.ir.core import Literal, Program, Var
+from vkgrad.ir.core import Eqn, Literal, Program, Var
 from vkgrad.lowering import glsl
 from vkgrad.lowering.launch import Launch, cdiv, grid
 
@@ -127,11 +127,28 @@ class FusedSource:
             if e.prim in index_rules:
                 expr = index_rules[e.prim](self, e, idx)
             else:
+                self._operands_first(e, idx)
                 args = [self.value(a, broadcast_index(idx, a.shape)) for a in e.inputs]
                 expr = glsl.expression(e, args, GLSL_TYPE[x.dtype], "fused kernel GLSL")
         name = self.tmp(GLSL_TYPE[x.dtype], expr)
         self.memo[key] = name
         return name
+
+    def _operands_first(self, e: Eqn, idx: Index) -> None:
+        """Compute e's operands, and down a chain of elementwise producers theirs, bottom-up
+        with an explicit stack, in the order value()'s recursion takes them (so the source is
+        the same): a body of 3,000 chained ops otherwise recursed past Python's 1,000 frames."""
+        todo = [(a, broadcast_index(idx, a.shape), False) for a in reversed(e.inputs)]
+        while todo:
+            x, i, ready = todo.pop()
+            if isinstance(x, Literal) or (x, i.key()) in self.memo:
+                continue
+            p = None if x in self.own or x in self.arrays else self.producer.get(x)
+            if ready or p is None or p.prim in index_rules or p.prim not in glsl.code_for_op:
+                self.value(x, i)   # its operands are computed: one level deep
+                continue
+            todo.append((x, i, True))
+            todo.extend((a, broadcast_index(i, a.shape), False) for a in reversed(p.inputs))
 
     def own_index(self, shape, prefix: str = "i") -> Index:
         """The thread's own element of a value of `shape` (flat index `gid`), naming the index of

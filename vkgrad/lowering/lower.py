@@ -246,17 +246,18 @@ def _epilogue_outputs(body, results) -> dict:
     out = {y: [] for y in results}
 
     def depends(v, seen):
-        if v in results:
-            return v
-        b = producer.get(v)
-        if b is None or v in seen:
-            return None
-        seen.add(v)
-        for x in b.inputs:
-            if isinstance(x, Var):
-                d = depends(x, seen)
-                if d is not None:
-                    return d
+        """The first result v is computed from, depth first (an explicit stack: an epilogue
+        of 1,500 chained ops recursed past Python's 1,000 frames)."""
+        todo = [v]
+        while todo:
+            v = todo.pop()
+            if v in results:
+                return v
+            b = producer.get(v)
+            if b is None or v in seen:
+                continue
+            seen.add(v)
+            todo.extend(x for x in reversed(b.inputs) if isinstance(x, Var))
         return None
 
     for o in body.outputs:

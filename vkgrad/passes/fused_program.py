@@ -65,18 +65,25 @@ def toposort(eqns) -> list:
     producer = {o: e for e in eqns for o in e.outputs}
     done, out = set(), []
 
-    def visit(e):
-        if e in done:
-            return
-        for x in e.inputs:
-            p = producer.get(x) if isinstance(x, Var) else None
-            if p is not None and p not in done and p is not e:
-                visit(p)
-        done.add(e)
-        out.append(e)
+    def producers(e):
+        return (producer.get(x) if isinstance(x, Var) else None for x in e.inputs)
 
-    for e in eqns:
-        visit(e)
+    # depth first with an explicit stack of (eqn, its producers still to visit): a chain of
+    # thousands of eqns given consumers first would recurse past Python's 1,000 frames
+    for root in eqns:
+        if root in done:
+            continue
+        todo = [(root, producers(root))]
+        while todo:
+            e, rest = todo[-1]
+            p = next((p for p in rest if p is not None and p not in done and p is not e), None)
+            if p is not None:
+                todo.append((p, producers(p)))
+                continue
+            todo.pop()
+            if e not in done:
+                done.add(e)
+                out.append(e)
     return out
 
 

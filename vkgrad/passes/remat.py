@@ -104,17 +104,29 @@ class SaveOrRecompute(Pass):
         clones: dict = {}          # forward value -> its recomputed copy in the backward
         out = []
 
+        def cloned(x) -> bool:
+            """Whether the backward reads x as a recomputed copy (made or still to make)."""
+            return (isinstance(x, Var) and x in producer and x not in alias and x not in saved
+                    and producer[x].prim.fusible)
+
         def recompute(x):
-            """x as the backward sees it: saved, or recomputed from what is saved."""
-            if not isinstance(x, Var) or x not in producer:
-                return x
-            if x in alias:
-                return alias[x]
-            p = producer[x]
-            if x in saved or not p.prim.fusible:
-                return x
-            if x not in clones:
-                ins = tuple(recompute(u) for u in p.inputs)
+            """x as the backward sees it: saved, or recomputed from what is saved. The copies
+            are made operands first with an explicit stack, in the order a recursion would
+            make them: a chain of 3,000 recomputed ops recursed past Python's 1,000 frames."""
+            if not cloned(x):
+                return alias.get(x, x) if isinstance(x, Var) else x
+            todo = [(x, False)]
+            while todo:
+                v, ready = todo.pop()
+                if v in clones or not cloned(v):
+                    continue
+                p = producer[v]
+                if not ready:
+                    todo.append((v, True))
+                    todo.extend((u, False) for u in reversed(p.inputs))
+                    continue
+                ins = tuple(clones[u] if cloned(u) else alias.get(u, u) if isinstance(u, Var)
+                            else u for u in p.inputs)
                 outs = tuple(Var(o.shape, o.dtype) for o in p.outputs)
                 out.append(Eqn(p.prim, ins, p.params, outs, p.source, "bwd"))
                 clones.update(zip(p.outputs, outs))

@@ -82,7 +82,10 @@ def _flash_rule(q, k, v, *, causal, scale):
 
 def _flash_impl(q, k, v, *, causal, scale):
     s = _scores(q, k, causal, scale)
-    m = np.max(s, axis=-1)                 # NaN on a row with a NaN score: it stays NaN
+    # NaN on a row with a NaN score: it stays NaN. initial=-inf: with no keys at all (Lk = 0)
+    # every row is a row without keys, o = 0 and lse = -inf, as the Vulkan kernel gives (np.max
+    # of an empty axis raises)
+    m = np.max(s, axis=-1, initial=-np.inf)
     empty = m == -np.inf                   # every key masked: o = 0, lse = -inf
     safe = np.where(empty, 0, m)
     with np.errstate(divide="ignore", invalid="ignore"):

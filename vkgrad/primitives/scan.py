@@ -30,7 +30,7 @@ from vkgrad.errors import DTypeError, ShapeError
 from vkgrad.ir.core import Primitive, TensorType, abstract_eval_rules, batching_rules, vjp_rules
 from vkgrad.ir.interpreter import impls
 from vkgrad.primitives import lax as L
-from vkgrad.tracer.core import bind
+from vkgrad.tracer.core import abstract_leaf, bind, user_source
 
 # The default steps between saved states (it fixes the shape of the `states` output).
 # 8: the backward keeps a chunk of h in registers; at 8 it ran 897 us against 1227 at 16 and
@@ -255,7 +255,22 @@ batching_rules[selective_scan_bwd_p] = L.unrolled_batcher(selective_scan_bwd_p)
 def selective_scan(u, delta, A, B, C, D=None, z=None, delta_bias=None, softplus=False):
     """(out, states) of selective_scan_p; None for an absent optional input."""
     opt = [x for x in (D, z, delta_bias) if x is not None]
-    L = u.shape[-1] if len(u.shape) else 0
-    return bind(selective_scan_p, u, delta, A, B, C, *opt, has_D=D is not None,
-                has_z=z is not None, has_bias=delta_bias is not None, softplus=bool(softplus),
-                chunk=scan_chunk(L))
+    flags = dict(has_D=D is not None, has_z=z is not None, has_bias=delta_bias is not None)
+    length = u.shape[-1] if len(u.shape) else 0
+    if length == 0 and len(u.shape) == 3:
+        return _empty_scan(u, delta, A, B, C, opt, flags)
+    return bind(selective_scan_p, u, delta, A, B, C, *opt, **flags, softplus=bool(softplus),
+                chunk=scan_chunk(length))
+
+
+def _empty_scan(u, delta, A, B, C, opt, flags):
+    """A sequence of no steps (L = 0): the empty result, on every backend alike. The Vulkan
+    kernel needs at least one step, so no scan is bound; the operands are checked as the shape
+    rule checks them."""
+    types = [abstract_leaf(x, "an operand of selective_scan") for x in (u, delta, A, B, C, *opt)]
+    try:
+        _, batch, dim, _, N = _check("selective_scan", types, **flags)
+    except (ShapeError, DTypeError) as e:
+        raise e.with_context(primitive="selective_scan", source=user_source()) from None
+    zeros = lambda shape: L.broadcast_to(L.convert(0.0, types[0].dtype), shape)
+    return zeros((batch, dim, 0)), zeros((batch, 0, dim, N))

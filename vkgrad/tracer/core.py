@@ -18,12 +18,17 @@ stack of such traces:
 * Each Eqn records the first stack frame outside the vkgrad package ("file:line");
   `source_context(src)` overrides that while a VJP rule or a program replay runs, so eqns made
   from another eqn carry the user's line of the original.
+
+The trace stack and the source override are per thread: a trace in one thread never records
+another thread's operations, and an eager call in a thread with no trace of its own runs
+eagerly even while another thread is tracing.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
 from contextlib import contextmanager
 from typing import Any
 
@@ -39,7 +44,19 @@ from vkgrad.ir.core import (Eqn, Literal, Params, Program, TensorType, Var, cano
 
 _PKG_PREFIX = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _display_cache: dict = {}
-_source_override: list = []
+
+
+class _ThreadState(threading.local):
+    """What tracing keeps per thread: the stack of active traces and the source overrides
+    (`source_context`). Module-level lists would let thread B's eager ops land in thread A's
+    trace, and B's jitted calls be inlined into it."""
+
+    def __init__(self):
+        self.traces: list["Trace"] = []
+        self.sources: list = []
+
+
+_state = _ThreadState()
 
 
 def _display(filename: str) -> str:
@@ -68,8 +85,9 @@ def source_location(filename: str, line: int) -> str:
 def user_source() -> str | None:
     """Where the user's code is (`source_location`) of the innermost stack frame outside the
     vkgrad package (or the override set by `source_context`)."""
-    if _source_override:
-        return _source_override[-1]
+    sources = _state.sources
+    if sources:
+        return sources[-1]
     f = sys._getframe(1)
     while f is not None:
         fn = f.f_code.co_filename
@@ -85,17 +103,15 @@ def source_context(source: str | None):
     if source is None:
         yield
         return
-    _source_override.append(source)
+    sources = _state.sources
+    sources.append(source)
     try:
         yield
     finally:
-        _source_override.pop()
+        sources.pop()
 
 
 # ----------------------------------------------------------------------------------- traces
-
-_trace_stack: list["Trace"] = []
-
 
 class Trace:
     """Records eqns on its tracers; `finish(outputs)` makes the Program."""
@@ -169,19 +185,21 @@ class Trace:
 @contextmanager
 def new_trace(name: str):
     """Push a fresh trace; it is popped and marked ended (inactive) on exit."""
-    t = Trace(name, len(_trace_stack) + 1)
-    _trace_stack.append(t)
+    stack = _state.traces
+    t = Trace(name, len(stack) + 1)
+    stack.append(t)
     try:
         yield t
     finally:
-        popped = _trace_stack.pop()
+        popped = stack.pop()
         popped.active = False
         if popped is not t:   # pragma: no cover - a bug in a transform
             raise IRError("trace stack corrupted: traces ended out of order")
 
 
 def current_trace() -> Trace | None:
-    return _trace_stack[-1] if _trace_stack else None
+    stack = _state.traces
+    return stack[-1] if stack else None
 
 
 def _weak_dtype(x) -> str:
