@@ -3,6 +3,7 @@
 import time
 
 import numpy as np
+import pytest
 
 import vkgrad as vg
 from vkgrad.tracer import pytree

@@ -117,7 +117,7 @@ class Jitted:
 
     # --- the cache key and the arguments' leaves
     def _static_list(self) -> list:
-        """static_argnums as a list of the ints in it (_normalize_argnums reports the rest)."""
+        """static_argnums as a list of the ints in it (normalize_argnums reports the rest)."""
         nums = self.static_argnums if isinstance(self.static_argnums, (tuple, list)) else \
             (self.static_argnums,)
         return [n for n in nums if isinstance(n, int) and not isinstance(n, bool)]
@@ -155,7 +155,7 @@ class Jitted:
         if kwargs and any(n >= len(args) for n in self._static_list()):
             raise ArgumentError(
                 f"static_argnums={self.static_argnums!r} names a position this call of "
-                f"{_fun_name(self.fun)} does not fill (it passes {len(args)} positional "
+                f"{fun_name(self.fun)} does not fill (it passes {len(args)} positional "
                 f"argument(s)); keyword argument(s) {', '.join(sorted(kwargs))} are traced, not "
                 "static: pass static values positionally", source=core.user_source())
         if kwargs:   # keyword arguments are dynamic too: pass them as one more (pytree) argument

@@ -250,9 +250,9 @@ def plan_selective_scan_bwd(batch: int, dim: int, L: int, N: int, *, variable_B:
                 (batch, dim) if has_D else (0, 0),                  # dD
                 (batch, dim) if has_bias else (0, 0)]               # ddelta_bias
     offs, size = [], 0
-    for P, M in sections:
+    for n_rows, M in sections:
         offs.append(size)
-        size += P * M
+        size += n_rows * M
     if size >= 2**32:
         raise ValueError("selective scan: the backward's partials exceed 2**32 elements")
     flags = _flags(variable_B, variable_C, has_D, has_z, has_bias, softplus, subgroups)
