@@ -22,8 +22,7 @@ def device_put(x, device=None):
     (vg.default_backend()): on "numpy" (VKGRAD_BACKEND=numpy, or a machine whose only Vulkan
     device is lavapipe) the Array is host-backed, so eager ops and transforms on it run on the
     interpreter instead of one Vulkan submission per op (issue 21 measured an eager grad 5x
-    slower through lavapipe), and
-    jitted numpy calls take it as is; naming a device uploads to it."""
+    slower through lavapipe), and jitted numpy calls take it as is; naming a device uploads."""
     if device is None and default_backend() == "numpy":
         return tree_map(_host_array, x)
     dev = get_device(device)
