@@ -153,6 +153,19 @@ def mismatches(got: str, want: str, rtol: float = 1e-4, atol: float = 1e-6) -> l
     return bad
 
 
+_PATH = re.compile(r"(?<![\w/.<-])(?:docs|examples|vkgrad|tests|bench|scripts|third_party)/"
+                   r"[\w/.-]*\.(?:md|py|comp|sh|patch|toml|json)\b")
+
+
+def missing_paths(path: str) -> list[str]:
+    """Repository paths the page names in its text (docs/jit.md, vkgrad/random.py, ...) that
+    do not exist (from the repository root, or from the page's folder)."""
+    src = open(os.path.join(ROOT, path)).read()
+    here = os.path.dirname(os.path.join(ROOT, path))
+    return sorted({p for p in _PATH.findall(src) if not os.path.exists(os.path.join(ROOT, p))
+                   and not os.path.exists(os.path.join(here, p))})
+
+
 def relative_links(path: str) -> list[tuple[str, str]]:
     """(link, the file it names) for each relative Markdown link of `path` whose file does not
     exist."""

@@ -50,9 +50,10 @@ def test_dump_commands_print_what_the_page_shows(path):
         assert not bad, f"{path}:{block.line}: {' '.join(argv[1:])}\n" + "\n".join(bad)
 
 
-def test_every_relative_link_names_a_file():
-    broken = {p: doc_blocks.relative_links(p) for p in PAGES}
+def test_every_relative_link_and_path_names_a_file():
+    broken = {p: doc_blocks.relative_links(p) + doc_blocks.missing_paths(p) for p in PAGES}
     assert not {p: b for p, b in broken.items() if b}
+    assert "DESIGN.md" not in "".join(open(os.path.join(ROOT, p)).read() for p in PAGES)
 
 
 def test_the_comparison():
