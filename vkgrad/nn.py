@@ -60,12 +60,11 @@ def cross_entropy(logits, labels):
     under a trace (jit, grad of traced labels) the ids are not known, and one out of range
     picks no class (one_hot's row of zeros), so its example adds 0 to the loss."""
     logits, labels = vnp.asarray(logits), vnp.asarray(labels)
-    logp = vnp.log_softmax(logits, axis=-1)
-    shape, classes = tuple(logits.shape), logits.shape[-1] if logits.ndim else 0
-    ldt = P.dtype_of(labels)
     if logits.ndim == 0:
         raise ShapeError("cross_entropy: logits need a class axis (the last), got a scalar",
                          source=user_source())
+    logp = vnp.log_softmax(logits, axis=-1)
+    shape, classes, ldt = tuple(logits.shape), logits.shape[-1], P.dtype_of(labels)
     if tuple(labels.shape) == shape:                  # one-hot (any dtype) or probabilities
         return -vnp.mean(vnp.sum(logp * vnp.astype(labels, logp.dtype), axis=-1))
     if tuple(labels.shape) != shape[:-1]:

@@ -149,6 +149,9 @@ def _uniform(key, shape, dt, minval, maxval, fn):
     return vnp.maximum(lo, vnp.add(vnp.multiply(u, vnp.subtract(hi, lo)), lo))
 
 
+_NORMAL_LO = float(np.nextafter(np.float32(-1), np.float32(0)))     # JAX's lower bound
+
+
 def normal(key, shape=(), dtype=np.float32):
     """Standard normal floats, as jax.random.normal: sqrt(2) erfinv(u) of a uniform u in
     (-1, 1) (uniform(key, shape, minval=nextafter(-1, 0), maxval=1)), computed in float32 (a
@@ -157,9 +160,6 @@ def normal(key, shape=(), dtype=np.float32):
     dt = _float_dtype(dtype, "normal")
     u = _uniform(key, shape, "f32", _NORMAL_LO, 1.0, "normal")
     return vnp.astype(vnp.multiply(erfinv(u), np.float32(math.sqrt(2))), dt)
-
-
-_NORMAL_LO = float(np.nextafter(np.float32(-1), np.float32(0)))
 
 
 def bernoulli(key, p=0.5, shape=None):
@@ -241,4 +241,5 @@ def _shuffle_keys(key, n: int) -> list:
     rounds = max(1, math.ceil(3 * math.log(max(n, 1)) / math.log(2 ** 23)))
     if rounds == 1:
         return [key]
-    return [split(key, rounds)[i] for i in range(rounds)]
+    keys = split(key, rounds)
+    return [keys[i] for i in range(rounds)]
