@@ -4,7 +4,7 @@ The whole training step (forward, backward, Adam) is one jitted program: one sub
 step, parameters and optimizer state donated, so they never leave the device. Data: points
 from three interleaved spirals, labelled by spiral.
 
-    make demo                    # or: .venv/bin/python examples/demo.py [--steps N]
+    make demo-mlp                # or: .venv/bin/python examples/demo.py [--steps N]
 """
 
 import argparse

@@ -183,3 +183,43 @@ def test_second_derivative_through_the_scan_is_a_clear_error():
     f = lambda u: vnp.sum(nn.selective_scan(u, u, A, B, B) ** 2)
     with pytest.raises(vg.MissingRuleError, match="selective_scan_bwd.*second derivative"):
         vg.grad(lambda u: vnp.sum(vg.grad(f)(u)))(u)
+
+
+# ------------------------------------------------------------------- messages in user terms
+
+def test_cross_entropy_takes_one_hot_labels_and_names_bad_labels():
+    from vkgrad.errors import ArgumentError, DTypeError, ShapeError
+    logits = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+    y = np.array([0, 2, 1, 1], np.int32)
+    want = -np.mean(np.log(np.exp(logits) / np.exp(logits).sum(-1, keepdims=True))[range(4), y])
+    onehot = np.eye(3, dtype=np.float32)[y]
+    for labels in (y, onehot, onehot.astype(np.int32)):     # optax's two cross-entropies
+        np.testing.assert_allclose(nn.cross_entropy(logits, labels), want, rtol=1e-5)
+    soft = np.full((4, 3), 1 / 3, np.float32)
+    np.testing.assert_allclose(nn.cross_entropy(logits, soft),
+                               -np.mean(np.sum(soft * np.asarray(nn.log_softmax(logits)), -1)),
+                               rtol=1e-5)
+    with pytest.raises(ShapeError, match=r"labels i32\[3\] do not fit logits f32\[4,3\]: give "
+                                         r"integer class ids of shape \[4\], or one-hot"):
+        nn.cross_entropy(logits, y[:3])
+    with pytest.raises(DTypeError, match="class ids and must be integers, got f32"):
+        nn.cross_entropy(logits, y.astype(np.float32))
+    with pytest.raises(ArgumentError, match=r"2 label\(s\) outside the 3 classes \[0, 3\).*"
+                                            r"labels\[1\] = 3"):
+        nn.cross_entropy(logits, np.array([0, 3, 1, -1], np.int32))
+    # under jit the ids are not known: an out-of-range one picks no class (documented)
+    traced = vg.jit(nn.cross_entropy, backend="numpy")(logits, np.array([0, 3, 1, 1], np.int32))
+    logp = np.asarray(nn.log_softmax(logits))
+    np.testing.assert_allclose(float(traced), -(logp[0, 0] + logp[2, 1] + logp[3, 1]) / 4,
+                               rtol=1e-5)
+
+
+def test_causal_conv1d_names_the_shapes():
+    from vkgrad.errors import ShapeError
+    x = np.ones((2, 5, 4), np.float32)
+    with pytest.raises(ShapeError, match=r"causal_conv1d: x f32\[2,5,4\], weight f32\[3,4\]; "
+                                         r"expected x \[batch, L, channels\], weight \[4, K\]"):
+        nn.causal_conv1d(x, np.ones((3, 4), np.float32))
+    with pytest.raises(ShapeError, match=r"bias f32\[3\]"):
+        nn.causal_conv1d(x, np.ones((4, 2), np.float32), np.zeros(3, np.float32))
+    assert nn.causal_conv1d(x, np.ones((4, 3), np.float32)).shape == (2, 5, 4)

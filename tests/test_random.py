@@ -166,6 +166,70 @@ def test_permutations_are_uniform_and_vmap_draws_per_key():
     np.testing.assert_array_equal(firsts[:5], [R.permutation(k, 6)[0] for k in keys[:5]])
 
 
+def jax_uniform_from_bits(b, lo, hi):
+    """jax.random.uniform's formula in numpy float32, from the words: the top 23 bits as a
+    mantissa in [1, 2), minus 1, scaled, clamped below."""
+    f = ((b.view(np.uint32) >> 9) | np.uint32(0x3F800000)).view(np.float32) - np.float32(1)
+    lo, hi = np.float32(lo), np.float32(hi)
+    return np.maximum(lo, f * (hi - lo) + lo)
+
+
+# XLA's ErfInv<float> coefficients (Giles 2011), typed here from XLA's source, not imported
+XLA_W_LT_5 = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,
+              -0.00125372503, -0.00417768164, 0.246640727, 1.50140941)
+XLA_W_GE_5 = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
+              -0.0076224613, 0.00943887047, 1.00167406, 2.83297682)
+
+
+def xla_erf_inv(x):
+    """XLA's float32 ErfInv (what jax.lax.erf_inv runs), written out in numpy float32."""
+    x = x.astype(np.float32)
+    w = -np.log1p(-(x * x))
+    central = w < np.float32(5)
+    t = np.where(central, w - np.float32(2.5), np.sqrt(np.where(central, 5, w)) - np.float32(3))
+    p = np.where(central, np.float32(XLA_W_LT_5[0]), np.float32(XLA_W_GE_5[0]))
+    for a, b in zip(XLA_W_LT_5[1:], XLA_W_GE_5[1:]):
+        p = np.where(central, np.float32(a), np.float32(b)) + p * t
+    return (p * x).astype(np.float32)
+
+
+def test_normal_is_jax_formula_from_the_bits():
+    """jax.random.normal = sqrt(2) erf_inv(uniform(key, minval=nextafter(-1, 0), maxval=1)):
+    on the interpreter, bit for bit that formula computed in numpy float32 from vg's bits."""
+    k = R.fold_in(KEY, 7)
+    lo = np.nextafter(np.float32(-1), np.float32(0))
+    u = jax_uniform_from_bits(R.bits(k, (5000,)), lo, 1.0)
+    np.testing.assert_array_equal(R.uniform(k, (5000,), minval=float(lo), maxval=1.0), u)
+    want = np.float32(math.sqrt(2)) * xla_erf_inv(u)
+    np.testing.assert_array_equal(R.normal(k, (5000,)), want)
+    # the float32 polynomial against the exact inverse (Newton on math.erf, in float64)
+    z = want.astype(np.float64) / math.sqrt(2)
+    for _ in range(4):
+        z -= (np.vectorize(math.erf)(z) - u) / (2 / math.sqrt(math.pi) * np.exp(-z * z))
+    np.testing.assert_allclose(want / math.sqrt(2), z, rtol=4e-6, atol=1e-7)
+    np.testing.assert_array_equal(vg.scipy.special.erfinv(np.float32([-1, 0, 1, 2])),
+                                  [-np.inf, 0, np.inf, np.nan])
+
+
+def test_permutation_is_a_sort_of_random_keys_and_scales():
+    """argsort of 23-bit uniform keys, JAX's number of rounds (1 up to n = 203, 2 beyond)."""
+    from vkgrad.random import _shuffle_keys
+    assert [len(_shuffle_keys(KEY, n)) for n in (1, 203, 204, 41_000, 42_000)] == [1, 1, 2, 2, 3]
+    u = R.uniform(KEY, (100,))
+    np.testing.assert_array_equal(R.permutation(KEY, 100), np.argsort(u, kind="stable"))
+    k1, k2 = R.split(KEY, 2)
+    p1 = np.argsort(R.uniform(k1, (1000,)), kind="stable")
+    np.testing.assert_array_equal(R.permutation(KEY, 1000),
+                                  p1[np.argsort(R.uniform(k2, (1000,)), kind="stable")])
+    perm = R.permutation(KEY, 100_000)      # was O(n^2): 5.9 s and 1.7 GB at n = 10,000
+    np.testing.assert_array_equal(np.sort(perm), np.arange(100_000))
+    # one argsort kernel per round on Vulkan
+    gpu = vg.jit(lambda k: R.permutation(k, 300), backend="vulkan")
+    np.testing.assert_array_equal(np.asarray(gpu(KEY)), R.permutation(KEY, 300))
+    low = gpu.lower(KEY)
+    assert low.fallback_reason is None and low.stats()["kernels"].get("argsort") == 2
+
+
 def test_errors_name_the_function():
     with pytest.raises(ArgumentError, match=r"vg.random.uniform: the key must be an i32\[2\].*"
                                             "vmap over them"):

@@ -19,7 +19,7 @@ import vkgrad as vg
 import vkgrad.numpy as vnp
 from vkgrad.lowering.glsl import code_for_op
 from vkgrad.primitives import lax
-from vkgrad.runtime import ShaderCompileError, get_device
+from vkgrad.runtime import ShaderCompileError, counters, get_device
 from vkgrad.tracer.core import Tracer
 
 HERE = os.path.basename(__file__)
@@ -157,6 +157,30 @@ def test_an_argument_over_the_buffer_limit_is_refused_before_upload():
     with pytest.raises(vg.BufferSizeError, match=rf"device_put's argument: f32\[{n},{n}\]"):
         vg.device_put(big)
     np.testing.assert_array_equal(np.asarray(vg.device_put(np.ones(2, np.float32))), [1, 1])
+
+
+def test_device_put_follows_the_backend_and_advice_is_not_what_is_set(monkeypatch):
+    """Under the numpy backend device_put returns a host-backed Array (eager work on it runs on
+    the interpreter); a Vulkan limit met there (a call that asked for Vulkan itself) does not
+    advise setting VKGRAD_BACKEND=numpy, which is set."""
+    monkeypatch.setenv("VKGRAD_BACKEND", "numpy")
+    x = vg.device_put({"a": np.ones((2, 3), np.float32), "b": 2.0})
+    assert type(x["a"]) is vg.Array and x["a"].buffer is None and x["b"].buffer is None
+    assert vg.device_put(x["a"]) is x["a"]
+    sub = counters["submissions"]
+    g = vg.grad(lambda p: vnp.sum(p["a"] * p["b"]))(x)
+    np.testing.assert_array_equal(np.asarray(g["a"]), np.full((2, 3), 2.0))
+    assert counters["submissions"] == sub                       # nothing ran on Vulkan
+    n = _too_big(get_device().info)
+    big = np.broadcast_to(np.float32(1), (n, n))
+    for call in (lambda: vg.jit(lambda x: x + 1.0, backend="vulkan")(big),
+                 lambda: vg.device_put(big, device=0)):
+        with pytest.raises(vg.BufferSizeError) as e:
+            call()
+        assert "(VKGRAD_BACKEND=numpy)" not in str(e.value)
+        assert "VKGRAD_BACKEND=numpy is set, but the call asked for Vulkan" in str(e.value)
+    monkeypatch.setenv("VKGRAD_BACKEND", "vulkan")
+    assert vg.device_put(np.ones(2, np.float32)).buffer is not None
 
 
 def test_a_program_larger_than_device_memory_is_refused_at_plan_time(monkeypatch):

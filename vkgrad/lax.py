@@ -23,7 +23,7 @@ import numpy as np
 import vkgrad.numpy as vnp
 from vkgrad import primitives as P
 from vkgrad.errors import ArgumentError, ShapeError
-from vkgrad.scipy.special import digamma, erf, erfc, expit, gammaln, ndtri
+from vkgrad.scipy.special import digamma, erf, erfc, erfinv, expit, gammaln
 from vkgrad.tree_util import tree_map
 
 # ------------------------------------------------------------------------------- elementwise
@@ -36,10 +36,6 @@ def cbrt(x):
     return vnp.sign(x) * vnp.abs(x) ** (1.0 / 3.0)
 
 
-def erf_inv(x):
-    return ndtri(0.5 * (x + 1.0)) * (1.0 / math.sqrt(2.0))
-
-
 _UNARY = {
     "abs": vnp.abs, "acos": vnp.arccos, "acosh": vnp.arccosh, "asin": vnp.arcsin,
     "asinh": vnp.arcsinh, "atan": vnp.arctan, "atanh": vnp.arctanh, "ceil": vnp.ceil,
@@ -48,7 +44,7 @@ _UNARY = {
     "neg": vnp.negative, "sign": vnp.sign, "sin": vnp.sin, "sinh": vnp.sinh,
     "sqrt": vnp.sqrt, "square": vnp.square, "tan": vnp.tan, "tanh": vnp.tanh,
     "erf": erf, "erfc": erfc, "lgamma": gammaln, "digamma": digamma,
-    "rsqrt": rsqrt, "cbrt": cbrt, "logistic": expit, "erf_inv": erf_inv,
+    "rsqrt": rsqrt, "cbrt": cbrt, "logistic": expit, "erf_inv": erfinv,
 }
 
 

@@ -21,8 +21,9 @@ import numpy as np
 from vkgrad import numpy as vnp
 from vkgrad import primitives as P
 from vkgrad import random
-from vkgrad.errors import ArgumentError, DTypeError
+from vkgrad.errors import ArgumentError, DTypeError, ShapeError
 from vkgrad.numpy import log_softmax, logsumexp, one_hot, softmax  # noqa: F401
+from vkgrad.tracer.core import Tracer, user_source
 
 __all__ = ["relu", "sigmoid", "silu", "gelu", "softmax", "log_softmax", "logsumexp", "one_hot",
            "cross_entropy", "mse", "dropout", "layer_norm", "rms_norm", "embedding", "linear",
@@ -51,11 +52,47 @@ def gelu(x):
 
 
 def cross_entropy(logits, labels):
-    """Mean over the batch of -log softmax(logits)[label]; labels are integer class ids, one
-    per row of logits (the class axis is the last)."""
+    """Mean over the batch of -log softmax(logits)[label], the class axis last. labels:
+    integer class ids of the logits' shape without the class axis (optax's
+    softmax_cross_entropy_with_integer_labels), or float one-hot labels / probabilities of the
+    logits' own shape, giving the mean of -sum(labels * log softmax(logits)) (optax's
+    softmax_cross_entropy). Concrete integer labels outside [0, classes) raise an ArgumentError;
+    under a trace (jit, grad of traced labels) the ids are not known, and one out of range
+    picks no class (one_hot's row of zeros), so its example adds 0 to the loss."""
+    logits, labels = vnp.asarray(logits), vnp.asarray(labels)
+    if logits.ndim == 0:
+        raise ShapeError("cross_entropy: logits need a class axis (the last), got a scalar",
+                         source=user_source())
     logp = vnp.log_softmax(logits, axis=-1)
-    picked = vnp.sum(logp * vnp.one_hot(labels, logp.shape[-1], dtype=logp.dtype), axis=-1)
+    shape, classes, ldt = tuple(logits.shape), logits.shape[-1], P.dtype_of(labels)
+    if tuple(labels.shape) == shape:                  # one-hot (any dtype) or probabilities
+        return -vnp.mean(vnp.sum(logp * vnp.astype(labels, logp.dtype), axis=-1))
+    if tuple(labels.shape) != shape[:-1]:
+        raise ShapeError(
+            f"cross_entropy: labels {_shape_str(ldt, labels.shape)} do not fit logits "
+            f"{_shape_str(P.dtype_of(logits), shape)}: give integer class ids of shape "
+            f"{list(shape[:-1])}, or one-hot / probability labels of shape {list(shape)}",
+            source=user_source())
+    if ldt != "i32":
+        raise DTypeError(
+            f"cross_entropy: labels of shape {list(labels.shape)} are class ids and must be "
+            f"integers, got {ldt}: convert them (labels.astype(np.int32)), or give one-hot / "
+            f"probability labels of the logits' shape {list(shape)}", source=user_source())
+    if not isinstance(labels, Tracer):
+        ids = np.asarray(labels)
+        bad = (ids < 0) | (ids >= classes)
+        if bad.any():
+            at = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise ArgumentError(
+                f"cross_entropy: {int(bad.sum())} label(s) outside the {classes} classes "
+                f"[0, {classes}) of logits {_shape_str(P.dtype_of(logits), shape)}: "
+                f"labels{list(at)} = {int(ids[at])}", source=user_source())
+    picked = vnp.sum(logp * vnp.one_hot(labels, classes, dtype=logp.dtype), axis=-1)
     return -vnp.mean(picked)
+
+
+def _shape_str(dtype, shape) -> str:
+    return f"{dtype}[{','.join(map(str, shape))}]"
 
 
 def mse(pred, target):
@@ -181,11 +218,22 @@ def selective_scan(u, delta, A, B, C, D=None, z=None, delta_bias=None,
 
 def causal_conv1d(x, weight, bias=None):
     """Depthwise causal convolution along the middle axis of x [batch, L, channels] with
-    weight [channels, K]: y[:, t] = sum_k weight[:, k] * x[:, t - K + 1 + k] (zeros before the
-    start), as Mamba's short convolution. One fused kernel: K shifted reads of x."""
+    weight [channels, K] and bias [channels]: y[:, t] = sum_k weight[:, k] * x[:, t - K + 1 + k]
+    (zeros before the start), as Mamba's short convolution. One fused kernel: K shifted reads
+    of x."""
+    x, weight = vnp.asarray(x), vnp.asarray(weight)
+    if x.ndim != 3 or weight.ndim != 2 or weight.shape[0] != x.shape[2] or weight.shape[1] < 1 \
+            or (bias is not None and tuple(vnp.shape(bias)) != (x.shape[2],)):
+        got = f"x {_shape_str(P.dtype_of(x), x.shape)}, weight " \
+              f"{_shape_str(P.dtype_of(weight), weight.shape)}" + (
+                  "" if bias is None else
+                  f", bias {_shape_str(P.dtype_of(vnp.asarray(bias)), vnp.shape(bias))}")
+        c = x.shape[2] if x.ndim == 3 else "channels"
+        raise ShapeError(f"causal_conv1d: {got}; expected x [batch, L, channels], weight "
+                         f"[{c}, K] with K >= 1 and bias [{c}]", source=user_source())
     b, length, c = x.shape
     k = weight.shape[1]
-    xp = P.pad(vnp.asarray(x), (0, k - 1, 0), (0, 0, 0)) if k > 1 else x
+    xp = P.pad(x, (0, k - 1, 0), (0, 0, 0)) if k > 1 else x
     y = sum(xp[:, i:i + length, :] * weight[:, i] for i in range(k))
     return y + bias if bias is not None else y
 

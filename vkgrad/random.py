@@ -15,8 +15,10 @@ The layout is that of jax.random's partitionable threefry (`jax_threefry_partiti
 default since 0.5): key(seed) = (seed >> 32, seed mod 2^32); split(key, n)[i] and fold_in(key,
 i) are the block (0, i) encrypted under the key; bits(key, shape) at flat position i is the xor
 of the two words of the block (0, i). The block function is checked against Random123's
-known-answer vectors (tests/test_random.py); the distributions are our own compositions (normal
-is Box-Muller, not JAX's inverse erf), so floats are not JAX's.
+known-answer vectors (tests/test_random.py). uniform and bernoulli are JAX's formulas on those
+bits, and normal is JAX's sqrt(2) erfinv(uniform(-1, 1)) with XLA's erfinv polynomial (equal to
+JAX's up to the device's log1p and sqrt); randint and permutation have JAX's distributions, not
+its numbers (docs/random.md says why).
 
 Words are stored as i32 whose bit pattern is the uint32 (vkgrad has no unsigned dtype; why in
 docs/random.md). Like any vkgrad function these run eagerly on numpy or device values, or trace
@@ -33,6 +35,7 @@ from vkgrad import numpy as vnp
 from vkgrad import primitives as P
 from vkgrad.dtypes import dtype_name, is_float
 from vkgrad.errors import ArgumentError, DTypeError, ShapeError
+from vkgrad.scipy.special import erfinv
 from vkgrad.tracer.core import ArrayOps, Tracer, user_source
 
 __all__ = ["key", "PRNGKey", "split", "fold_in", "bits", "uniform", "normal", "bernoulli",
@@ -146,18 +149,17 @@ def _uniform(key, shape, dt, minval, maxval, fn):
     return vnp.maximum(lo, vnp.add(vnp.multiply(u, vnp.subtract(hi, lo)), lo))
 
 
+_NORMAL_LO = float(np.nextafter(np.float32(-1), np.float32(0)))     # JAX's lower bound
+
+
 def normal(key, shape=(), dtype=np.float32):
-    """Standard normal floats by Box-Muller from the two words of one block:
-    sqrt(-2 log1p(-u0)) cos(2 pi u1). 23-bit uniforms put the tails' end at |x| = 5.64.
-    (log1p, not log(1 - u0): lavapipe's log near 1 was off by 2% of its value at u0 = 2.5e-6,
-    which moved a normal by 4e-6; through log1p's series the largest difference from the
-    interpreter is 5e-7, measured over 100000 draws.)"""
+    """Standard normal floats, as jax.random.normal: sqrt(2) erfinv(u) of a uniform u in
+    (-1, 1) (uniform(key, shape, minval=nextafter(-1, 0), maxval=1)), computed in float32 (a
+    float64 result carries float32's numbers). 23-bit uniforms put the tails' end at
+    |x| = 5.42, where u is its smallest, -1 + 2^-24."""
     dt = _float_dtype(dtype, "normal")
-    shape = _shape(shape, "normal")
-    u0 = P.bits_to_unit(_block(key, shape, 0, "normal"))
-    u1 = P.bits_to_unit(_block(key, shape, 1, "normal"))
-    r = vnp.sqrt(vnp.multiply(vnp.log1p(vnp.negative(u0)), -2.0))
-    return vnp.astype(vnp.multiply(r, vnp.cos(vnp.multiply(u1, 2 * math.pi))), dt)
+    u = _uniform(key, shape, "f32", _NORMAL_LO, 1.0, "normal")
+    return vnp.astype(vnp.multiply(erfinv(u), np.float32(math.sqrt(2))), dt)
 
 
 def bernoulli(key, p=0.5, shape=None):
@@ -213,9 +215,10 @@ def categorical(key, logits, axis=-1, shape=None):
 
 
 def permutation(key, x, axis=0):
-    """A random permutation of range(x) (x an int), or x shuffled along `axis`. The order is
-    the rank of a random word per element (ties broken by position): O(n^2) comparisons, as
-    vkgrad has no sort; fine up to a few thousand elements."""
+    """A random permutation of range(x) (x an int), or x shuffled along `axis`: JAX's shuffle,
+    a stable argsort of random keys, repeated with a fresh key while ties are likely (rounds =
+    ceil(3 log n / log 2^23), the keys being 23-bit uniform floats: one round up to n = 203, two
+    up to 41,000, three to 8.4 million); each round is one argsort kernel on Vulkan."""
     if isinstance(x, (int, np.integer)):
         n, arr = int(x), None
     else:
@@ -224,10 +227,19 @@ def permutation(key, x, axis=0):
             raise ShapeError("vg.random.permutation: x must be an int or an array with an axis",
                              source=user_source())
         n = arr.shape[axis]
-    r = _block(key, (n,), 2, "permutation")
-    ri, rj = vnp.reshape(r, (1, n)), vnp.reshape(r, (n, 1))
-    i, j = P.iota((n, n), 1), P.iota((n, n), 0)
-    before = vnp.logical_or(vnp.less(rj, ri), vnp.logical_and(vnp.equal(rj, ri), vnp.less(j, i)))
-    # the sum in float32 (exact below 2^24): the reduction kernels compute in f32
-    rank = vnp.astype(vnp.sum(vnp.astype(before, np.float32), axis=0), np.int32)
-    return rank if arr is None else vnp.take(arr, rank, axis=axis)
+    perm = P.iota((n,), 0)
+    for k in _shuffle_keys(key, n):
+        # the keys as floats: the argsort kernel sorts f32 (23 random bits, exact in f32)
+        perm = vnp.take(perm, vnp.argsort(P.bits_to_unit(_block(k, (n,), 2, "permutation"))))
+    return perm if arr is None else vnp.take(arr, perm, axis=axis)
+
+
+def _shuffle_keys(key, n: int) -> list:
+    """One key per round of permutation's sort: JAX's round count (its exponent 3) for 23-bit
+    keys, so that n^2 / 2^(23 rounds), about the chance of two elements tying in every round,
+    stays below 1/n."""
+    rounds = max(1, math.ceil(3 * math.log(max(n, 1)) / math.log(2 ** 23)))
+    if rounds == 1:
+        return [key]
+    keys = split(key, rounds)
+    return [keys[i] for i in range(rounds)]

@@ -1,4 +1,5 @@
-"""vg.device_put: host data onto a Vulkan device, as Arrays, once."""
+"""vg.device_put: host data onto a Vulkan device, as Arrays, once; under the numpy backend, a
+host-backed Array (nothing to upload to)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import numpy as np
 
 from vkgrad.dtypes import np_dtype
 from vkgrad.execution.array import Array
+from vkgrad.execution.compiled import default_backend
 from vkgrad.execution.fastpath import intern
 from vkgrad.lowering import limits
 from vkgrad.runtime import get_device, list_devices
@@ -16,7 +18,13 @@ from vkgrad.tracer.pytree import tree_map
 
 def device_put(x, device=None):
     """An Array holding `x` on the (default) Vulkan device: uploaded now, once (one submission).
-    Pytrees are mapped leaf by leaf."""
+    Pytrees are mapped leaf by leaf. Without a `device`, it follows the default backend
+    (vg.default_backend()): on "numpy" (VKGRAD_BACKEND=numpy, or a machine whose only Vulkan
+    device is lavapipe) the Array is host-backed, so eager ops and transforms on it run on the
+    interpreter instead of one Vulkan submission per op (issue 21 measured an eager grad 5x
+    slower through lavapipe), and jitted numpy calls take it as is; naming a device uploads."""
+    if device is None and default_backend() == "numpy":
+        return tree_map(_host_array, x)
     dev = get_device(device)
     pool = pool_of(dev)
 
@@ -31,6 +39,13 @@ def device_put(x, device=None):
         return Array(aval, owned, host=host)
 
     return tree_map(put, x)
+
+
+def _host_array(leaf):
+    if isinstance(leaf, Array):
+        return leaf
+    aval = intern(core.abstract_leaf(leaf, "device_put's argument"))
+    return Array(aval, host=np.asarray(leaf, dtype=np_dtype(aval.dtype)))
 
 
 def devices() -> list:

@@ -10,6 +10,7 @@ stay usable.
 from __future__ import annotations
 
 import math
+import os
 
 from vkgrad.errors import VkgradError
 from vkgrad.ir.core import Var
@@ -32,8 +33,18 @@ def check(type_, target, what: str, source: str | None = None) -> None:
         raise BufferSizeError(
             f"{what} {type_} needs {_size(nbytes)} in one buffer, and {target.name} allows at most "
             f"{_size(limit)} per buffer (maxStorageBufferRange): make it smaller (a smaller "
-            "batch, or split it in chunks), or run on the numpy interpreter "
-            "(VKGRAD_BACKEND=numpy)", source=source)
+            f"batch, or split it in chunks), or {numpy_advice()}", source=source)
+
+
+def numpy_advice() -> str:
+    """How to run on the interpreter instead, without advising what is already set: under
+    VKGRAD_BACKEND=numpy, only a call that asked for Vulkan itself (backend="vulkan", or a
+    device named) reaches a Vulkan limit."""
+    if os.environ.get("VKGRAD_BACKEND", "").strip().lower() == "numpy":
+        return ('run this call on the numpy interpreter: VKGRAD_BACKEND=numpy is set, but the '
+                'call asked for Vulkan (backend="vulkan" in vg.jit, or a device given to '
+                'vg.device_put); leave that out')
+    return "run on the numpy interpreter (VKGRAD_BACKEND=numpy)"
 
 
 def check_plan(program, raw, temps: dict, target) -> None:
@@ -74,8 +85,7 @@ def check_memory(lowered, target) -> None:
         f"{_amount(parts['arguments'])}, results {_amount(parts['outputs'])}, scratch "
         f"{_amount(parts['scratch'])}), and {target.name} has {_amount(limit)} (its largest "
         f"device-local heap); the largest buffers: {named}. Make the batch smaller, donate "
-        "arguments the step replaces (donate_argnums), or run on the numpy interpreter "
-        "(VKGRAD_BACKEND=numpy)")
+        f"arguments the step replaces (donate_argnums), or {numpy_advice()}")
 
 
 def _line_of(lowered, v) -> str:

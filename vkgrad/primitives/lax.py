@@ -656,7 +656,7 @@ batching_rules[scatter_add_p] = _scatter_add_batcher
 # =================================================================================== matmul
 # matmul[transpose_a, transpose_b](A, B) = op(A) @ op(B), op = swap of the last two dims when its
 # flag is set. 2-D, or 3-D with equal batch dims (vkgrad.numpy broadcasts batches first). The
-# flags let `A @ B.T` and the whole backward run without a transpose kernel (DESIGN.md).
+# flags let `A @ B.T` and the whole backward run without a transpose kernel (docs/compiler.md).
 matmul_p = Primitive("matmul")
 param_defaults[matmul_p] = {"transpose_a": False, "transpose_b": False}
 

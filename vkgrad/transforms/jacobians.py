@@ -1,8 +1,8 @@
 """vg.jacfwd, vg.jacrev, vg.hessian (JAX's API): whole Jacobians, one row or column at a time.
 
 jacrev pulls back one basis cotangent per output element (one vjp, then one backward
-evaluation each); jacfwd pushes forward one basis tangent per input element (a jvp each). Until
-vmap lands these are Python loops over the basis; the results are stacked with the lax layer,
+evaluation each); jacfwd pushes forward one basis tangent per input element (a jvp each). These
+are Python loops over the basis (not yet vmap over it); the results are stacked with the lax layer,
 so they also trace (hessian = jacfwd(jacrev(f)), a Jacobian inside a jitted function).
 
 The result's structure, as JAX's: the output pytree, each leaf replaced by the pytree of the
