@@ -103,3 +103,21 @@ def test_a_bad_shape_is_refused_by_name(make):
     with pytest.raises(vg.ShapeError, match="is not a shape"):
         make()
     assert vnp.zeros((2, np.int64(3))).shape == (2, 3) and vnp.ones(()).shape == ()
+
+
+def test_integers_beyond_int32_are_an_error_not_a_wrap():
+    """vkgrad computes integers in int32 (JAX without x64): a value int32 cannot hold is an
+    IntegerOverflowError (an OverflowError, as JAX raises for Python ints), never a silent
+    wrap (`jit(lambda x: x + 1)(2**40)` gave 1; `sum(arange(100000) ** 2)` 216474736)."""
+    with pytest.raises(vg.IntegerOverflowError, match="Python int 1099511627776"):
+        vg.jit(lambda x: x + 1)(2 ** 40)
+    with pytest.raises(OverflowError, match="int64 value 9999800001 does not fit int32"):
+        vnp.sum(np.arange(100000) ** 2)
+    with pytest.raises(vg.IntegerOverflowError):
+        vg.jit(lambda x: x * 2)(np.array([2 ** 33]))
+    with pytest.raises(OverflowError):
+        vnp.asarray(2 ** 31)
+    assert float(vg.grad(lambda x: x * (2 ** 31))(1.0)) == 2.0 ** 31   # weak: takes float32
+    # int64 data that fits is narrowed to int32 exactly
+    np.testing.assert_array_equal(np.asarray(vg.jit(lambda x: x + 1)(np.arange(3))), [1, 2, 3])
+    assert vnp.sum(np.arange(1000) ** 2) == 332833500

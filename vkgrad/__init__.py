@@ -27,8 +27,9 @@ work without Vulkan.
 import importlib
 
 from vkgrad.errors import (ArgumentError, CheckpointError, ConcretizationError, DTypeError,
-                           GradError, GradientCheckError, IRError, LeakedTracerError,
-                           MissingRuleError, ShapeError, VkgradError, VkgradIndexError)
+                           GradError, GradientCheckError, IntegerOverflowError, IRError,
+                           LeakedTracerError, MissingRuleError, ShapeError, VkgradError,
+                           VkgradIndexError)
 from vkgrad import primitives as _primitives  # noqa: F401  (defines every primitive)
 from vkgrad.ir.core import Eqn, Literal, Program, Var
 from vkgrad.ir.interpreter import run_program
@@ -63,9 +64,8 @@ __all__ = ["grad", "value_and_grad", "vjp", "jvp", "vmap", "make_ir", "trace", "
            "save", "load", "load_metadata", "random", "lax", "scipy", "test_util", "tree",
            "tree_util", "jacobian",
            "VkgradError", "ArgumentError", "CheckpointError", "ConcretizationError", "DTypeError",
-           "GradError",
-           "GradientCheckError", "IRError", "LeakedTracerError", "MissingRuleError",
-           "ShapeError", "VkgradIndexError", *_LAZY]
+           "GradError", "GradientCheckError", "IntegerOverflowError", "IRError",
+           "LeakedTracerError", "MissingRuleError", "ShapeError", "VkgradIndexError", *_LAZY]
 
 
 def __getattr__(name):

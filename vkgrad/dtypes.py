@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vkgrad.errors import DTypeError
+from vkgrad.errors import DTypeError, IntegerOverflowError
 
 DTYPES: dict[str, np.dtype] = {
     "f32": np.dtype(np.float32),
@@ -49,6 +49,33 @@ def canonical_dtype(dt) -> str:
     if d.kind == "f" and d.itemsize <= 4:
         return "f32"
     raise DTypeError(f"unsupported dtype {d}: vkgrad computes in float32, float64, int32 and bool")
+
+
+INT32_RANGE = (-2 ** 31, 2 ** 31 - 1)
+
+
+def canonical_array(a):
+    """numpy data `a` in the dtype vkgrad stores it in (canonical_dtype). Integers that int32
+    cannot hold are an IntegerOverflowError, never a silent wrap (numpy's astype wraps:
+    `sum(arange(100000) ** 2)` came back as 216474736)."""
+    d = np_dtype(canonical_dtype(a.dtype))
+    if a.dtype == d:
+        return a
+    if a.dtype.kind in "iu" and a.size and (int(a.min()) < INT32_RANGE[0] or
+                                            int(a.max()) > INT32_RANGE[1]):
+        bad = int(a.max()) if int(a.max()) > INT32_RANGE[1] else int(a.min())
+        raise IntegerOverflowError(
+            f"{a.dtype} value {bad} does not fit int32: vkgrad computes integers in int32 (as "
+            "JAX does without x64); scale or split the values, or compute them in float")
+    return np.asarray(a, dtype=d)
+
+
+def check_int(x: int) -> int:
+    """A Python int that int32 holds, else an IntegerOverflowError (JAX raises too)."""
+    if not INT32_RANGE[0] <= x <= INT32_RANGE[1]:
+        raise IntegerOverflowError(f"Python int {x} does not fit int32: vkgrad computes "
+                                   "integers in int32 (as JAX does without x64)")
+    return x
 
 
 def np_dtype(name: str) -> np.dtype:

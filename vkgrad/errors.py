@@ -59,6 +59,10 @@ class DTypeError(VkgradError, TypeError):
     """An unsupported dtype, or operands whose dtypes an operation cannot combine."""
 
 
+class IntegerOverflowError(DTypeError, OverflowError):
+    """An integer that int32 cannot hold, where vkgrad would otherwise have wrapped it."""
+
+
 class VkgradIndexError(VkgradError, IndexError):
     """An index or axis out of range, or an indexing form vkgrad does not support."""
 

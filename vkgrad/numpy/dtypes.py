@@ -13,6 +13,7 @@ import numpy as _np
 
 from vkgrad import primitives as P
 from vkgrad.errors import ArgumentError, DTypeError
+from vkgrad.dtypes import canonical_array
 from vkgrad.ir.core import canonical_dtype, is_float, np_dtype
 from vkgrad.tracer.core import ArrayOps, user_source
 
@@ -117,12 +118,11 @@ def asarray(x, dtype=None):
                                           not issubclass(k, _np.generic) for k in kinds)
             if weak and a.dtype.kind == "f":
                 a = a.astype(_np.float32)
-            out = a.astype(np_dtype(canonical_dtype(a.dtype)), copy=False)
+            out = canonical_array(a)
     elif is_weak(x):
         out = _np.asarray(x, dtype=np_dtype(_weak_kind(x)))
     elif isinstance(x, (_np.ndarray, _np.generic)):
-        out = _np.asarray(x)
-        out = out.astype(np_dtype(canonical_dtype(out.dtype)), copy=False)
+        out = canonical_array(_np.asarray(x))
     else:
         raise DTypeError(f"cannot make an array from a {type(x).__name__}")
     return astype(out, dtype) if dtype is not None else out

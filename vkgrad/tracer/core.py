@@ -34,9 +34,10 @@ from typing import Any
 
 import numpy as np
 
-from vkgrad.errors import (ArgumentError, ConcretizationError, IRError, LeakedTracerError,
-                           VkgradError)
+from vkgrad.errors import (ArgumentError, ConcretizationError, IRError, IntegerOverflowError,
+                           LeakedTracerError, VkgradError)
 from vkgrad.ir import interpreter
+from vkgrad.dtypes import canonical_array, check_int
 from vkgrad.ir.core import (Eqn, Literal, Params, Program, TensorType, Var, canonical_dtype,
                             dtype_name, np_dtype, type_str)
 
@@ -148,13 +149,13 @@ class Trace:
             x = np.asarray(x)
         # numpy scalars first: np.float64 is a subclass of Python's float
         if isinstance(x, np.generic) or (isinstance(x, np.ndarray) and x.ndim == 0):
-            return Literal(x.item(), canonical_dtype(x.dtype))
+            return Literal(canonical_array(np.asarray(x)).item(), canonical_dtype(x.dtype))
         if isinstance(x, (bool, int, float)):
             return Literal(x, _weak_dtype(x))
         if isinstance(x, np.ndarray):
             hit = self._const_of.get(id(x))
             if hit is None:
-                arr = np.array(x, dtype=np_dtype(canonical_dtype(x.dtype)), copy=True)
+                arr = np.array(canonical_array(x), copy=True)
                 v = Var(arr.shape, dtype_name(arr.dtype))
                 self.consts.append((v, arr))
                 hit = (x, v)
@@ -269,8 +270,7 @@ def _concrete(x):
     if isinstance(x, ArrayOps):   # a vkgrad.Array: the eager backend decides where it runs
         return x
     if isinstance(x, (np.ndarray, np.generic)):   # before float: np.float64 is a float
-        dt = canonical_dtype(x.dtype)
-        return x if x.dtype == np_dtype(dt) else np.asarray(x, dtype=np_dtype(dt))
+        return canonical_array(x)
     if isinstance(x, (bool, int, float)):
         return np_dtype(_weak_dtype(x)).type(x)
     raise ArgumentError(f"an operation got a value of type {type(x).__name__}; vkgrad "
@@ -426,9 +426,15 @@ def abstract_leaf(x, where: str, allow_spec: bool = False) -> TensorType:
         return x.aval
     if isinstance(x, (np.ndarray, np.generic)):   # before float: np.float64 is a float
         try:
+            if x.dtype.kind in "iu":
+                canonical_array(np.asarray(x))      # an int64 value beyond int32: an error
             return TensorType(tuple(x.shape), canonical_dtype(x.dtype))
+        except IntegerOverflowError as e:
+            raise IntegerOverflowError(f"{where}: {e.message}") from None
         except VkgradError as e:
             raise ArgumentError(f"{where}: {e.message}") from None
+    if isinstance(x, int) and not isinstance(x, bool):
+        check_int(x)   # an argument becomes an int32 array (JAX raises OverflowError too)
     if isinstance(x, (bool, int, float)):
         return TensorType((), _weak_dtype(x))
     if allow_spec and isinstance(x, ShapeDtype):
