@@ -34,7 +34,7 @@ def run_both(fn, *args, info=None, grad=None):
     device = get_device()
     values = run_stages(program, "fused", Options(target=info or device.target))
     lw = lower(values["fused"], info or device.target)
-    outs = VulkanRunner(device, lw, ()).run([np.asarray(a) for a in args])
+    outs = VulkanRunner(device, lw).run([np.asarray(a) for a in args])
     got = []
     for o, v in zip(outs, program.outputs):
         if isinstance(o, Owned):

@@ -12,8 +12,8 @@ given the Target (`for_target`) because what pays depends on the device. Any pas
 switched off by name: `VKGRAD_DISABLE_PASSES=fuse,remat` or `vg.jit(f, disable_passes=...)`;
 `memory` (the lowering's buffer reuse) too.
 
-This module sits above the lowering (it runs autodiff, the passes and the lowering); the
-donation plan is made by the runner from a finished plan and never written back into it.
+This module sits above the lowering (it runs autodiff, the passes, the lowering and the
+donation plan); a runner allocates and runs a finished plan and never rewrites it.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from typing import Callable
 from vkgrad.errors import ArgumentError
 from vkgrad.ir.core import Program, print_program
 from vkgrad.ir.verifier import checked
+from vkgrad.lowering.donation import plan_donation
 from vkgrad.lowering.fusion import KERNEL_FUSION_PASSES
 from vkgrad.lowering.lower import Lowered, lower
 from vkgrad.lowering.render import glsl_text, plan_graph, program_graph, to_dot
@@ -96,6 +97,7 @@ class Options:
     argnums: tuple = (0,)            # ... with respect to these inputs
     target: object = None            # plan for this Target (None: the generic one)
     disabled: frozenset = frozenset()   # passes switched off (disabled_passes)
+    donated: frozenset = frozenset()    # `plan` stage: inputs whose buffers results may reuse
 
 
 @dataclass(frozen=True)
@@ -120,8 +122,10 @@ STAGES = (
           "kernel (`fused` ones: generated, or a hand-written kernel with fused loads/stores)",
           lambda p, opts: fuse_program(p, opts.disabled, opts.target)),
     Stage("plan", "the dispatches in order (kernel, shapes, workgroups), buffers with sizes and "
-          "lifetimes, peak bytes, the saved residuals: what vg.jit records",
-          lambda p, opts: lower(p, opts.target, reuse="memory" not in opts.disabled)),
+          "lifetimes, peak bytes, the saved residuals, which results reuse donated arguments' "
+          "buffers: what vg.jit records",
+          lambda p, opts: plan_donation(lower(p, opts.target, reuse="memory" not in opts.disabled),
+                                        opts.donated)),
     Stage("glsl", "the shader of every dispatch, headed by the eqns it computes",
           lambda lw, opts: glsl_text(lw)),
 )
@@ -159,12 +163,12 @@ def run_stages(program: Program, until: str, opts: Options | None = None,
     return values
 
 
-def stage_text(value, *, source: bool = False, donation: dict | None = None) -> str:
+def stage_text(value, *, source: bool = False) -> str:
     """The printed form of a stage's value."""
     if isinstance(value, Program):
         return print_program(value, source=source)
     if isinstance(value, Lowered):
-        return value.text(donation)
+        return value.text()
     return value
 
 

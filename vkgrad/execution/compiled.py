@@ -104,11 +104,11 @@ class Compiled:
         if backend == "vulkan":
             try:
                 device = get_device()
-                self.options = Options(target=device.target, disabled=frozenset(disabled))
+                self.options = Options(target=device.target, disabled=frozenset(disabled),
+                                       donated=frozenset(donated))
                 run_stages(program, "plan", self.options, self.stages, self.times)
-                self.runner = VulkanRunner(device, self.stages["plan"], donated)
+                self.runner = VulkanRunner(device, self.stages["plan"])
                 self.times.update(self.runner.compile_times)
-                self.stages["plan"] = self.runner.lowered   # in the order it runs
             except Unsupported as u:
                 self.stages.pop("fused", None)
                 self.fallback_reason = u.reason
@@ -165,9 +165,6 @@ class Compiled:
     def compile(self) -> "Compiled":
         return self
 
-    def _donation(self) -> dict:
-        return getattr(self.runner, "donation", {}) or {}
-
     def as_text(self, stage: str = "plan", format: str = "text") -> str:
         """The program at `stage`, as text, Graphviz DOT or SVG (`format`); the stages are
         those of `python -m vkgrad dump --stage` (vkgrad/pipeline.py)."""
@@ -181,7 +178,7 @@ class Compiled:
                     f"({self.fallback_reason or 'numpy backend'})\n")
         value = self.stages[stage]
         if format == "text":
-            return stage_text(value, donation=self._donation())
+            return stage_text(value)
         dot = stage_dot(value)
         return dot if format == "dot" else dot_svg(dot)
 
@@ -193,7 +190,7 @@ class Compiled:
               "disabled_passes": sorted(self.options.disabled)}
         lw = self.lowered
         if lw is not None:
-            mem = lw.memory(self._donation())
+            mem = lw.memory()
             st.update(dispatches=len(lw.steps),
                       buffers=len(lw.slots),
                       peak_bytes=mem["peak"],

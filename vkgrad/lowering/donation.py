@@ -1,8 +1,9 @@
 """Donation planning: which program outputs may be written over a donated input's buffer.
 
-`plan_donation(lowered, donated) -> (lowered', plan)` is a pure function: `plan` maps an output
-slot to the donated input (by index) whose buffer it may overwrite, and `lowered'` is `lowered`
-with its steps possibly reordered to make that legal.
+`plan_donation(lowered, donated) -> lowered'` is a pure function: `lowered'.donation` maps an
+output slot to the donated input (by index) whose buffer it may overwrite, and `lowered'` is
+`lowered` with its steps possibly reordered to make that legal. The pipeline's plan stage runs
+it (vkgrad/pipeline.py); the runner only follows it.
 
 An output may take a donated input's buffer when its first write comes after the input's last
 read, or in that same dispatch when that dispatch reads the input only at the thread's own
@@ -19,7 +20,7 @@ import dataclasses
 from vkgrad.lowering.lower import Lowered
 
 
-def plan_donation(lowered: Lowered, donated) -> tuple[Lowered, dict]:
+def plan_donation(lowered: Lowered, donated) -> Lowered:
     plan, taken = {}, set()
     steps = list(lowered.steps)
     for i in sorted(donated):
@@ -46,7 +47,7 @@ def plan_donation(lowered: Lowered, donated) -> tuple[Lowered, dict]:
                 plan[so] = i
                 taken.add(so)
                 break
-    return dataclasses.replace(lowered, steps=steps), plan
+    return dataclasses.replace(lowered, steps=steps, donation=plan)
 
 
 def _can_move_after(steps, w, r, same=None) -> bool:

@@ -65,12 +65,15 @@ class Lowered:
     output_slots: list           # per program output: slot id, or None (a literal)
     const_values: dict = field(default_factory=dict)   # slot id -> ndarray
     saved: tuple = ()            # (slot, Var, source): forward values the backward reads
+    # output slot -> the donated input (by index) whose buffer it is written over: the
+    # donation plan (lowering/donation.py), made by the pipeline's plan stage
+    donation: dict = field(default_factory=dict)
 
-    def memory(self, donation: dict | None = None) -> dict:
+    def memory(self) -> dict:
         """Device bytes of one call: arguments, outputs (those not written over a donated
         argument), consts, scratch, and their sum, `peak` (every buffer of a call exists for
         all of it)."""
-        donation = donation or {}
+        donation = self.donation
         out = {"arguments": 0, "outputs": 0, "consts": 0, "scratch": 0}
         key = {"input": "arguments", "output": "outputs", "const": "consts", "scratch": "scratch"}
         for i, s in enumerate(self.slots):
@@ -84,9 +87,9 @@ class Lowered:
         """Bytes of the forward values the backward reads from memory."""
         return sum(4 * max(1, math.prod(v.shape)) for _, v, _ in self.saved)
 
-    def text(self, donation: dict | None = None) -> str:
+    def text(self) -> str:
         """The plan stage (what `as_text(stage="plan")` shows; lowering/render.py)."""
-        return plan_text(self, donation)
+        return plan_text(self)
 
     def _repr_markdown_(self) -> str:
         return f"```\n{self.text()}```\n"

@@ -37,9 +37,10 @@ def _types(xs) -> str:
     return " ".join(type_str(x.shape, x.dtype) for x in xs if isinstance(x, Var)) or "-"
 
 
-def plan_text(lw, donation: dict | None = None) -> str:
+def plan_text(lw) -> str:
     names = value_names(lw.program)
-    mem = lw.memory(donation)
+    donation = lw.donation
+    mem = lw.memory()
     n = lambda v: names.get(v, "temp") if isinstance(v, Var) else "temp"
     lines = [f"plan {lw.program.name}: {len(lw.steps)} dispatches, {len(lw.slots)} buffers, "
              f"peak {fmt_bytes(mem['peak'])} (arguments {fmt_bytes(mem['arguments'])}, "

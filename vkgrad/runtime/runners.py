@@ -41,7 +41,6 @@ import numpy as np
 from vkgrad.dtypes import np_dtype
 from vkgrad.ir.core import Literal
 from vkgrad.ir.interpreter import run_program
-from vkgrad.lowering.donation import plan_donation
 from vkgrad.lowering.lower import Lowered
 from vkgrad.runtime.errors import ShaderCompileError
 from vkgrad.runtime import nans
@@ -77,9 +76,9 @@ class NumpyRunner:
 
 
 class VulkanRunner:
-    def __init__(self, device, lowered: Lowered, donated):
+    def __init__(self, device, lowered: Lowered):
         self.device = device
-        self.lowered, self.donation = plan_donation(lowered, donated)
+        self.lowered, self.donation = lowered, lowered.donation
         lowered = self.lowered
         self.pool = pool_of(device)
         # Compile every kernel now (in parallel), not on the first call's critical path.
