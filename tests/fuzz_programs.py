@@ -50,7 +50,10 @@ DIMS = (1, 3, 4, 7, 33, 130)   # 130: past a 64- or 128-wide matmul tile
 MAX_ELEMENTS = 6000     # per value: keeps the interpreter and lavapipe quick
 RESCALE = 1e3           # a node whose magnitude bound passes this is scaled back down
 EPS32 = float(np.finfo(np.float32).eps)
-SPECIAL_INPUTS = np.float32([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -1e-40, 1e30, -1e30])
+# Huge is 3e18, whose square still fits: a product that overflows beside an infinity in a sum is
+# NaN (inf - inf) or inf as a*b+c is contracted into an fma or not (x0 @ x1 with -1e30 * 1e30
+# and an inf term: numpy's BLAS gave inf, lavapipe nan), which no reference can settle.
+SPECIAL_INPUTS = np.float32([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -1e-40, 3e18, -3e18])
 SPECIAL_FRACTION = 0.25  # of each float input's elements, with special=True
 
 
