@@ -295,8 +295,11 @@ def op_where(b: _Builder):
                    (f"{x.name} * {y.name}", x.name)])
     mag = max(x.mag, y.mag, 2.0, x.mag * y.mag if "*" in t else 0)
     expr = f"vnp.where({lhs} {cmp} {rhs}, {t}, {f})"
-    if x.name not in re.findall(r"\w+", expr):    # the result has the shape of what it reads
+    read = re.findall(r"\w+", expr)                # the result has the shape of what it reads
+    if x.name not in read:
         shape = y.shape
+    elif y.name not in read:
+        shape = x.shape
     b.emit(expr, shape, mag)
 
 
@@ -639,6 +642,11 @@ NEAR = 1e-5     # "near": within this much of the operands' magnitude
 
 def _near_choice(e, ins) -> bool:
     """Does eqn e (a chooser) decide anything by less than NEAR times its operands' scale?"""
+    with np.errstate(invalid="ignore", over="ignore"):   # special values: inf - inf
+        return _near(e, ins)
+
+
+def _near(e, ins) -> bool:
     arrays = [np.asarray(a, np.float64) for a in ins]
     scale = max([float(np.max(np.abs(a))) for a in arrays if a.size] + [1e-30])
     tol = NEAR * scale
