@@ -50,7 +50,10 @@ DIMS = (1, 3, 4, 7, 33, 130)   # 130: past a 64- or 128-wide matmul tile
 MAX_ELEMENTS = 6000     # per value: keeps the interpreter and lavapipe quick
 RESCALE = 1e3           # a node whose magnitude bound passes this is scaled back down
 EPS32 = float(np.finfo(np.float32).eps)
-SPECIAL_INPUTS = np.float32([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -1e-40, 1e30, -1e30])
+# Huge is 3e18, whose square still fits: a product that overflows beside an infinity in a sum is
+# NaN (inf - inf) or inf as a*b+c is contracted into an fma or not (x0 @ x1 with -1e30 * 1e30
+# and an inf term: numpy's BLAS gave inf, lavapipe nan), which no reference can settle.
+SPECIAL_INPUTS = np.float32([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -1e-40, 3e18, -3e18])
 SPECIAL_FRACTION = 0.25  # of each float input's elements, with special=True
 
 
@@ -292,8 +295,11 @@ def op_where(b: _Builder):
                    (f"{x.name} * {y.name}", x.name)])
     mag = max(x.mag, y.mag, 2.0, x.mag * y.mag if "*" in t else 0)
     expr = f"vnp.where({lhs} {cmp} {rhs}, {t}, {f})"
-    if x.name not in re.findall(r"\w+", expr):    # the result has the shape of what it reads
+    read = re.findall(r"\w+", expr)                # the result has the shape of what it reads
+    if x.name not in read:
         shape = y.shape
+    elif y.name not in read:
+        shape = x.shape
     b.emit(expr, shape, mag)
 
 
@@ -636,6 +642,11 @@ NEAR = 1e-5     # "near": within this much of the operands' magnitude
 
 def _near_choice(e, ins) -> bool:
     """Does eqn e (a chooser) decide anything by less than NEAR times its operands' scale?"""
+    with np.errstate(invalid="ignore", over="ignore"):   # special values: inf - inf
+        return _near(e, ins)
+
+
+def _near(e, ins) -> bool:
     arrays = [np.asarray(a, np.float64) for a in ins]
     scale = max([float(np.max(np.abs(a))) for a in arrays if a.size] + [1e-30])
     tol = NEAR * scale

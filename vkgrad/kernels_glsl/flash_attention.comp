@@ -152,10 +152,12 @@ void main() {
                 }
             }
         }
+        // GLSL's max in the hot loop (it may drop a NaN score: that score's exp2(s - m) is NaN
+        // all the same, and so are the row's sum and output); the row's max keeps one
         float mx[TR];
         [[unroll]] for (uint m = 0u; m < TR; m++) {
             mx[m] = s[m][0];
-            [[unroll]] for (uint c = 1u; c < TC; c++) mx[m] = vkg_max(mx[m], s[m][c]);
+            [[unroll]] for (uint c = 1u; c < TC; c++) mx[m] = max(mx[m], s[m][c]);
         }
         ROW_REDUCE(mx, vkg_max, P_OFF)
         [[unroll]] for (uint m = 0u; m < TR; m++) {

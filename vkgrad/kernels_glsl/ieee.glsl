@@ -2,14 +2,14 @@
 // hand-written ones through common.glsl / reduce_common.glsl or directly, the generated ones
 // through vkgrad/lowering/glsl.py's PREAMBLE), before its own code.
 //
-// VKGRAD_NAN_PRESERVE (defined by the compile when the device honours it: Target.nan_preserve,
-// from shaderSignedZeroInfNanPreserveFloat32) declares the SignedZeroInfNanPreserve execution
+// VKGRAD_NAN_PRESERVE (defined by the compile when the device honours it: vkgrad/runtime/vulkan.py's
+// Device, from shaderSignedZeroInfNanPreserveFloat32 as kp patch 0008 reports it) declares the SignedZeroInfNanPreserve execution
 // mode for 32-bit floats (SPV_KHR_float_controls: execution mode 4461, capability 4466). Without
 // it Vulkan lets a driver assume no NaN/Inf: on lavapipe (Mesa 22.3) and the H200, for
 // x = [inf, nan, -inf, 2], `x - x` gave [0, 0, 0, 0] (IEEE: nan nan nan 0). Measured on lavapipe
-// with the mode: `x - x` keeps the NaNs, and `x * z`, `z / x` of a zero z read at run time are
-// IEEE; `x * 0.0` and `0.0 / x` of a literal zero are still folded to 0 (with and without the
-// mode, `precise` or not).
+// with the mode: `x - x` keeps the NaNs; `x * 0.0` and `0.0 / x` of a literal zero are still
+// folded to 0 (with and without the mode, `precise` or not: vkgrad/lowering/glsl.py writes them
+// out), while `x * z`, `z / x` of a zero z read at run time are IEEE with and without it.
 //
 // vkg_max / vkg_min are numpy's maximum / minimum: NaN when either operand is NaN (GLSL's
 // max/min/clamp return either operand then; lavapipe and the H200 gave max(nan, 0) == 0). The

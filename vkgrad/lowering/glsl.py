@@ -164,10 +164,12 @@ float vkg_pow(float x, float y) {{
                         "    return abs(x) < 0.05 ? x * (1.0 + t * (1.0 / 3.0 + t / 5.0)) : "
                         "atanh(x);"),
     # atan2(y, x): GLSL's two-argument atan is undefined at y == x == 0, where numpy gives +-0
-    # (x >= +0) or +-pi (x <= -0), the sign y's.
+    # (x >= +0) or +-pi (x <= -0), the sign y's; lavapipe's gave nan for a subnormal and a zero
+    # (atan(1e-40, 0.0)), so two tiny operands are scaled by 2^24 first (the angle is the same)
     "vkg_atan2": """\
 float vkg_atan2(float y, float x) {
     if (vkg_isnan(y) || vkg_isnan(x)) return VKG_NAN;
+    if (max(abs(y), abs(x)) < 1.17549435e-38) { y *= 16777216.0; x *= 16777216.0; }
     if (y != 0.0 || x != 0.0) return atan(y, x);
     uint sy = floatBitsToUint(y) & 0x80000000u;
     return (floatBitsToUint(x) & 0x80000000u) != 0u ? uintBitsToFloat(sy | 0x40490fdbu) : y;
