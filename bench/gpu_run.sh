@@ -23,6 +23,7 @@ for step in "$@"; do
              tests/test_reliability.py tests/test_fastpath.py tests/test_vulkan_ops.py ;;
     suite) PYTHONPATH=$PYTHONPATH:$PWD/.gpu/pylib run suite 540 python3 -m pytest -q -p no:cacheprovider \
              tests --ignore=tests/test_notebook.py ;;
+    permcheck) run permcheck 60 python3 bench/perm_check.py ;;
     longrun) run longrun 200 python3 bench/long_run.py --out "$OUT/long_run.json" ;;
     fuzz) PYTHONPATH=$PYTHONPATH:$PWD/.gpu/pylib run fuzz 150 python3 -m pytest -q -p no:cacheprovider tests/test_fuzz.py ;;
     attention) run attention 200 python3 bench/bench_attention.py --sweep --budget 80 ;;
@@ -37,6 +38,7 @@ for step in "$@"; do
     compile) run compile 120 python3 bench/bench_compile.py ;;
     fusion) run fusion 200 python3 bench/bench_fusion.py ;;
     steptime) run steptime 200 bash -c 'python3 bench/step_time.py --model transformer --steps 50 && python3 bench/step_time.py --model mamba --steps 50' ;;
+    rebind) run rebind 200 bash -c 'for b in same host device; do python3 bench/step_time.py --model transformer --steps 30 --batches $b; done' ;;
     lm) run lm 280 python3 bench/bench_lm.py ;;
     matmul) run matmul 150 python3 bench/bench_matmul.py --only tf_qkv,tf_qkv_dX,tf_qkv_dW,tf_fc,tf_fc_dX,tf_fc_dW,tf_out,tf_out_dX,tf_out_dW,tf_scores,tf_scores_qkT,tf_pv,mlp_x@w1,mlp_h@w2,mlp_dw2=hT@g,mlp_dh=g@w2T,mlp_dw1=xT@g,mlp_h@w3,mlp_dh2=g@w3T,mlp_dw3=hT@g ;;
   esac

@@ -128,16 +128,20 @@ def _literal(line: str):
     return v if isinstance(v, dict) else None
 
 
-def mismatches(got: str, want: str, rtol: float = 1e-4, atol: float = 1e-6) -> list[str]:
+def mismatches(got: str, want: str, rtol: float = 1e-4, atol: float = 1e-6,
+               ignore_keys=frozenset()) -> list[str]:
     """How `got` differs from `want`, line by line (empty when they agree): numbers within
-    rtol/atol, dicts key by key (same keys; values as numbers or exactly), other text exactly
-    up to runs of spaces."""
+    rtol/atol, dicts key by key (same keys; values as numbers or exactly; `ignore_keys` not
+    compared), other text exactly up to runs of spaces."""
     g, w = got.rstrip("\n").split("\n"), want.rstrip("\n").split("\n")
     if len(g) != len(w):
         return [f"{len(g)} lines printed, {len(w)} shown:\n{got}"]
     bad = []
     for i, (gl, wl) in enumerate(zip(g, w)):
         gd, wd = _literal(gl), _literal(wl)
+        if wd is not None and ignore_keys:
+            wd = {k: v for k, v in wd.items() if k not in ignore_keys}
+            gd = gd if gd is None else {k: v for k, v in gd.items() if k not in ignore_keys}
         if wd is not None:
             if gd is None or not _same_value(gd, wd, rtol, atol):
                 diff = sorted(k for k in set(wd) | set(gd or {})

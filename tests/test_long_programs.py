@@ -55,7 +55,9 @@ def test_a_chain_of_10000_ops_runs_and_differentiates_on_the_interpreter():
 def test_a_chain_of_3000_ops_compiles_and_runs_on_vulkan():
     f = chain(3_000)
     want, want_grad = reference(X, 3_000)
-    np.testing.assert_allclose(float(vg.jit(f, backend="vulkan")(X)), want, rtol=1e-4)
+    # 1,500 sines in float32 on the device's sin (Vulkan bounds its error by 2^-11 absolute):
+    # lavapipe 1e-4 off, the H200 1.3e-3
+    np.testing.assert_allclose(float(vg.jit(f, backend="vulkan")(X)), want, rtol=5e-3)
     grad = vg.jit(vg.grad(f), backend="vulkan")(X)
     np.testing.assert_allclose(np.asarray(grad), want_grad, rtol=2e-3, atol=1e-6)
 

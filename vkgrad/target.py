@@ -68,6 +68,7 @@ class Target:
     float16: bool = False
     int8: bool = False
     nan_preserve: bool = False           # SignedZeroInfNanPreserve for float32 honoured
+    denorm_preserve: bool = False        # DenormPreserve for float32 honoured (else flushed)
     cooperative_matrix: tuple = ()       # shapes and types the device reports
     # policies (see _GPU_POLICY / _CPU_POLICY)
     split_k: bool = True
@@ -93,6 +94,7 @@ class Target:
             max_storage_buffers=info.max_storage_buffers,
             device_local_bytes=getattr(info, "device_local_bytes", 0),
             nan_preserve=getattr(info, "nan_preserve", False),
+            denorm_preserve=getattr(info, "denorm_preserve", False),
             # lavapipe ends a loop after 65,535 iterations without a word (a 6-line GLSL loop
             # through kp alone sums 65,535 of 70,000); GPUs run them out
             max_loop_iterations=65535 if cpu else None,

@@ -3,7 +3,7 @@
 // through vkgrad/lowering/glsl.py's PREAMBLE), before its own code.
 //
 // VKGRAD_NAN_PRESERVE (defined by the compile when the device honours it: vkgrad/runtime/vulkan.py's
-// Device, from shaderSignedZeroInfNanPreserveFloat32 as kp patch 0008 reports it) declares the SignedZeroInfNanPreserve execution
+// Device, from shaderSignedZeroInfNanPreserveFloat32 as kp patch 0009 reports it) declares the SignedZeroInfNanPreserve execution
 // mode for 32-bit floats (SPV_KHR_float_controls: execution mode 4461, capability 4466). Without
 // it Vulkan lets a driver assume no NaN/Inf: on lavapipe (Mesa 22.3) and the H200, for
 // x = [inf, nan, -inf, 2], `x - x` gave [0, 0, 0, 0] (IEEE: nan nan nan 0). Measured on lavapipe
@@ -17,9 +17,17 @@
 #ifndef VKGRAD_IEEE_GLSL
 #define VKGRAD_IEEE_GLSL
 
-#ifdef VKGRAD_NAN_PRESERVE
+#if defined(VKGRAD_NAN_PRESERVE) || defined(VKGRAD_DENORM_PRESERVE)
 #extension GL_EXT_spirv_intrinsics : require
+#endif
+#ifdef VKGRAD_NAN_PRESERVE
 spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [4466], 4461, 32);
+#endif
+// VKGRAD_DENORM_PRESERVE (shaderDenormPreserveFloat32): the DenormPreserve execution mode (4459,
+// capability 4464) for 32-bit floats; a driver may flush subnormals to zero otherwise (the H200
+// did: 0.0 / 1e-40 gave nan, 1e-40 == 0.0 was true).
+#ifdef VKGRAD_DENORM_PRESERVE
+spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [4464], 4459, 32);
 #endif
 
 #define VKG_NAN uintBitsToFloat(0x7fc00000u)

@@ -35,6 +35,8 @@ class DeviceInfo:
     device_local_bytes: int = 0   # the largest device-local memory heap (0: not known)
     # shaderSignedZeroInfNanPreserveFloat32 (kp patch 0009): shaders may ask to keep NaN/Inf
     nan_preserve: bool = False
+    # shaderDenormPreserveFloat32 (kp patch 0009): shaders may ask to keep subnormals
+    denorm_preserve: bool = False
 
 
 def kp_module():
@@ -70,7 +72,8 @@ def list_devices() -> tuple[DeviceInfo, ...]:
                    max_storage_buffers=p["max_storage_buffers_per_stage"],
                    timestamps=p["timestamps_supported"],
                    device_local_bytes=p.get("device_local_bytes", 0),
-                   nan_preserve=p.get("shader_signed_zero_inf_nan_preserve_float32", False))
+                   nan_preserve=p.get("shader_signed_zero_inf_nan_preserve_float32", False),
+                   denorm_preserve=p.get("shader_denorm_preserve_float32", False))
         for i, p in enumerate(props))
 
 

@@ -170,8 +170,11 @@ class Device:
         kp = kp_module()
         self.info = info
         self.target = Target.from_device(info)   # what every compile for it plans for
-        # shaders declare SignedZeroInfNanPreserve where the device honours it (ieee.glsl)
-        self.defines = (("VKGRAD_NAN_PRESERVE", 1),) if self.target.nan_preserve else ()
+        # shaders declare SignedZeroInfNanPreserve and DenormPreserve where the device honours
+        # them (ieee.glsl)
+        self.defines = tuple((name, 1) for name, on in (
+            ("VKGRAD_NAN_PRESERVE", self.target.nan_preserve),
+            ("VKGRAD_DENORM_PRESERVE", self.target.denorm_preserve)) if on)
         try:
             self.manager = kp.Manager(info.index)
         except RuntimeError as e:
