@@ -47,10 +47,9 @@ FUSION_GPU_REASON = ("the matmuls of that step run at 6-20 TFLOP/s, few workgrou
 COMPILE_REASON = ("pipeline creation (vkCreateComputePipelines in the driver) dominates: "
                   "{pipe:.1f} s of {total:.1f} s cold")
 LM_NOTE = {"2026-12-01": (
-    "after two fixes on that day (a new batch's buffers re-recorded the whole program, ~30 ms "
-    "per step; small matmuls over a long K ran unsplit with fused loads), the Mamba LM is faster "
-    "than JAX; the transformer LM is not (its GPU time per step, {tgpu:.1f} ms, is above JAX's "
-    "whole step, {tjax:.1f} ms)")}
+    "the Mamba LM is faster than JAX; the transformer LM is not: its GPU time per step, "
+    "{tgpu:.1f} ms, is above JAX's whole step, {tjax:.1f} ms (the kernels, not the host: a new "
+    "batch no longer records or allocates anything, bench/step_time.py)")}
 
 HEADER = """# Benchmarks
 
