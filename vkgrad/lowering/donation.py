@@ -43,7 +43,7 @@ def plan_donation(lowered: Lowered, donated) -> Lowered:
             if w < last_read and _can_move_after(steps, w, last_read, same):
                 steps.insert(last_read, steps.pop(w))
                 w = last_read
-            if w > last_read or (w == last_read and si in steps[w].in_place_ok):
+            if w > last_read or (w == last_read and (si, so) in steps[w].in_place_ok):
                 plan[so] = i
                 taken.add(so)
                 break

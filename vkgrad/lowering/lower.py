@@ -48,7 +48,9 @@ class Step:
     eqn: object                  # the eqn it computes (for profiles)
     reads: tuple                 # slots read
     writes: tuple                # slots written
-    in_place_ok: frozenset = frozenset()   # slots read only at the thread's own element
+    # (input slot, output slot): the output may be written over the input, which the thread
+    # reads only at its own element and before that output's store depends on it
+    in_place_ok: frozenset = frozenset()
     index: int = 0               # its place in the memory plan's order (before any reordering)
 
     @property
@@ -145,7 +147,8 @@ class _Builder:
             pe = e if len(parts) == 1 else e.replace(
                 inputs=part.inputs, outputs=part.outputs, params=e.params.replace(body=part))
             self.add(launch, ins + list(part.outputs), pe, ins, list(part.outputs),
-                     {self.root(x) for x, ok in identity.items() if ok})
+                     {(self.root(x), o) for o, xs in _inputs_of_outputs(part).items()
+                      for x in xs if identity.get(x)})
 
     def kernel(self, e):
         contract = CONTRACTS.get(e.prim)
@@ -236,8 +239,29 @@ class _Builder:
                 writes += list(hw.written)
             # in place only over what nothing but the store hook reads (never a kernel operand)
             plain = {r for r in refs[:len(role_names)] if r is not _UNUSED}
-            self.add(launch, refs, e, reads, writes,
-                     {self.root(x) for x in hw.in_place_inputs()} - plain if hw else ())
+            inputs = {self.root(x) for x in hw.in_place_inputs()} - plain if hw else set()
+            self.add(launch, refs, e, reads, writes, {(x, o) for x in inputs for o in writes})
+
+
+def _inputs_of_outputs(body) -> dict:
+    """{body output: the body inputs its value reads}. An output may be written over an input
+    only where its own value reads it: on the H200 an output that did not (an iota) took the
+    buffer of an input another output read, and the driver's compiler moved that read after
+    the store (the two are separate bindings, one readonly): a wrong permutation, right on
+    lavapipe (bench/perm_check.py)."""
+    producer = {o: e for e in body.eqns for o in e.outputs}
+    inputs = set(body.inputs)
+    reads: dict = {}
+    for e in body.eqns:   # in order: an eqn's operands are done before it
+        got = set()
+        for x in e.inputs:
+            if x in inputs:
+                got.add(x)
+            elif x in producer:
+                got |= reads.get(x, set())
+        for o in e.outputs:
+            reads[o] = got
+    return {o: (reads.get(o, set()) | ({o} & inputs)) for o in body.outputs}
 
 
 def _epilogue_outputs(body, results) -> dict:
@@ -309,7 +333,7 @@ def lower(program: Program, target=None, *, reuse: bool = True) -> Lowered:
     for i, (launch, refs, e, reads, writes, in_place) in enumerate(b.raw):
         steps.append(Step(launch, tuple(slot_of[r] for r in refs), e,
                           tuple(slot_of[r] for r in reads), tuple(slot_of[r] for r in writes),
-                          frozenset(slot_of[r] for r in in_place), i))
+                          frozenset((slot_of[x], slot_of[o]) for x, o in in_place), i))
     input_slots = [slot_of[v] for v in program.inputs]
     output_slots = [None if isinstance(o, Literal) else slot_of[root(o)] for o in program.outputs]
     const_values = {slot_of[v]: arr for v, arr in program.consts}

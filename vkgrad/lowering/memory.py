@@ -69,11 +69,10 @@ def plan_memory(program, raw, temps: dict, exposed, *, reuse: bool = True):
     scratch = [r for r in first if r not in slot_of]
     in_place = set()            # (dying, born): may share a slot although both live at step i
     for i, (_, refs, _, reads, writes, ip) in enumerate(raw):
-        for x in ip:
-            for o in writes:
-                if last.get(x) == i and first.get(o) == i and x in scratch and \
-                        _elements(temps.get(x, x)) == _elements(temps.get(o, o)):
-                    in_place.add((x, o))
+        for x, o in ip:
+            if last.get(x) == i and first.get(o) == i and x in scratch and \
+                    _elements(temps.get(x, x)) == _elements(temps.get(o, o)):
+                in_place.add((x, o))
 
     def clash(a, b) -> bool:
         if last[a] < first[b] or last[b] < first[a]:
