@@ -21,7 +21,7 @@ for step in "$@"; do
              tests/test_fusion_vulkan.py tests/test_jit.py tests/test_kernels.py tests/test_matmul.py \
              tests/test_debug_nans.py tests/test_check_kernels.py tests/test_long_run.py \
              tests/test_reliability.py tests/test_fastpath.py tests/test_vulkan_ops.py ;;
-    suite) PYTHONPATH=$PYTHONPATH:$PWD/.gpu/pylib run suite 540 python3 -m pytest -q -p no:cacheprovider \
+    suite) PYTHONPATH=$PYTHONPATH:$PWD/.gpu/pylib run suite ${SUITE_LIMIT:-540} python3 -m pytest -q -p no:cacheprovider \
              tests --ignore=tests/test_notebook.py ;;
     permcheck) run permcheck 60 python3 bench/perm_check.py ;;
     longrun) run longrun 200 python3 bench/long_run.py --out "$OUT/long_run.json" ;;

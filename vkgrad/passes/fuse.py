@@ -44,7 +44,9 @@ class Fuse(Pass):
         kernel_read = {x for e in eqns if e not in fusible for x in e.inputs if isinstance(x, Var)}
 
         def materialized(v) -> bool:   # in memory without a fused kernel of its own
-            return producer.get(v) not in fusible
+            # (a literal is in no buffer: a reshape of one is a value to compute, not a view;
+            # as a view, x.at[i].set(10.0) bound another buffer in the literal's place)
+            return isinstance(v, Var) and producer.get(v) not in fusible
 
         roots = [e.out for e in eqns if e in fusible and (e.out in returned or e.out in kernel_read)]
         aliases = {r for r in roots if producer[r].prim is P.reshape_p
