@@ -368,15 +368,9 @@ def generate(body: Program, name: str = "fused") -> tuple[Launch, dict]:
     for v, count in seen.items():   # read by two segments: another thread reads it too
         if count > 1:
             identity[v] = False
-    # An output may overwrite an input read only at the thread's own element, and the memory
-    # plan pairs them by size: if two segments have the same size, the output could belong to
-    # the other segment, whose thread for that element is not the one reading it.
-    shared_size = {s for s in sizes if sizes.count(s) > 1}
-    for seg, size in zip(segments, sizes):
-        if size in shared_size:
-            for v in body.inputs:
-                if v in seen and math.prod(v.shape) == size:
-                    identity[v] = False
+    # An output may overwrite an input only where its own value reads it (lowering/lower.py,
+    # _inputs_of_outputs): an input read by one segment pairs only with that segment's outputs,
+    # even where another segment has the same size.
 
     gx, gy, _ = grid(max(1, cdiv(n, WORKGROUP)))
     decl = []
