@@ -40,6 +40,9 @@ class LRU:
         """Remove and return the most recently used value."""
         return self._d.popitem(last=True)[1]
 
+    def __iter__(self):
+        return iter(self._d)
+
     def __contains__(self, key) -> bool:
         return key in self._d
 

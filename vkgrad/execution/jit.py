@@ -24,7 +24,6 @@ interpreter (vkgrad/execution/compiled.py).
 
 from __future__ import annotations
 
-import collections
 import functools
 import inspect
 import time
@@ -35,6 +34,7 @@ from vkgrad.errors import ArgumentError
 from vkgrad.execution import fastpath
 from vkgrad.execution.array import Array, call
 from vkgrad.execution.compiled import BACKENDS, Compiled, default_backend, log
+from vkgrad.lru import LRU
 from vkgrad.pipeline import disabled_passes
 from vkgrad.tracer import core
 from vkgrad.tracer.pytree import tree_flatten
@@ -104,7 +104,7 @@ class Jitted:
         self.static_argnums = static_argnums
         self.donate_argnums = donate_argnums
         self.backend = backend
-        self._cache: collections.OrderedDict = collections.OrderedDict()
+        self._cache = LRU(MAX_PROGRAMS, on_evict=self._evict)
         self._last_key: _Key | None = None
         self._argnums: dict = {}   # number of arguments -> (static, donated) positions
         self._where = f"an argument of {fun_name(fun)}"
@@ -204,15 +204,11 @@ class Jitted:
             log(f"compiling {fun_name(self.fun)} for {key.backend} ({why})")
             t0 = time.perf_counter()
             traced = trace_function(fun, args, self.static_argnums)
-            entry = self._cache[key] = Compiled(traced.program, traced.out_tree, key.backend,
-                                                set(key.donated), key.disabled,
-                                                times={"trace": time.perf_counter() - t0})
+            entry = Compiled(traced.program, traced.out_tree, key.backend, set(key.donated),
+                             key.disabled, times={"trace": time.perf_counter() - t0})
             log(f"compiled {fun_name(self.fun)}: {entry.describe_times()}")
             self.compiles += 1
-            while len(self._cache) > MAX_PROGRAMS:
-                self._evict(self._cache.popitem(last=False)[1])
-        else:
-            self._cache.move_to_end(key)
+            self._cache.put(key, entry)   # the least recently used beyond MAX_PROGRAMS go
         self._last_key = key
         if not kwargs:   # the next call with arguments like these skips the key (fastpath.py)
             self._fast.insert(0, (fastpath.guard(Array, len(args), key.structure, key.static,

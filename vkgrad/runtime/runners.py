@@ -41,6 +41,7 @@ import numpy as np
 from vkgrad.dtypes import np_dtype
 from vkgrad.ir.core import Literal
 from vkgrad.ir.interpreter import run_program
+from vkgrad.lru import LRU
 from vkgrad.lowering.lower import Lowered
 from vkgrad.runtime.errors import ShaderCompileError
 from vkgrad.runtime import nans
@@ -104,7 +105,7 @@ class VulkanRunner:
             slot for slot in set(lowered.output_slots) - {None}
             if lowered.slots[slot].kind == "output" and slot not in self.donation
             and lowered.slots[slot].size <= EAGER_DOWNLOAD_ELEMENTS)
-        self.variants: collections.OrderedDict = collections.OrderedDict()
+        self.variants = LRU(MAX_VARIANTS, on_evict=self._drop)
         self.last_run: Executable | None = None
         self.last_submission = None
         self._plan_call()
@@ -236,11 +237,7 @@ class VulkanRunner:
         key = (*bufs, timestamps, check_nans)
         copies = self.variants.get(key)
         if copies is None:
-            copies = self.variants[key] = []
-            if len(self.variants) > MAX_VARIANTS:
-                self._drop(self.variants.popitem(last=False)[1])
-        else:
-            self.variants.move_to_end(key)
+            copies = self.variants.put(key, [])
         for c in copies:
             if not c.ex.busy():
                 return c
@@ -347,7 +344,7 @@ class VulkanRunner:
         """Free every recorded copy (sequences, descriptor sets), waiting for pending ones;
         the next call records again. For a program evicted from a compile cache."""
         while self.variants:
-            self._drop(self.variants.popitem()[1])
+            self._drop(self.variants.pop_newest())
 
     def _drop(self, copies) -> None:
         for c in copies:

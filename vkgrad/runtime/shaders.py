@@ -8,7 +8,6 @@ and saves its source where the message says (<cache>/failed/<kernel>-<hash>.comp
 
 from __future__ import annotations
 
-import collections
 import concurrent.futures
 import hashlib
 import os
@@ -21,6 +20,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Mapping
 
+from vkgrad.lru import LRU
+
 from .errors import ShaderCompileError
 
 KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels_glsl"
@@ -31,7 +32,7 @@ TARGET_ENV = "vulkan1.1"
 # shape is a new shader (vkgrad/lowering/elementwise.py), so without a bound a jitted function
 # called with ragged shapes would grow this forever.
 MAX_IN_MEMORY = 1024
-_memory: collections.OrderedDict[str, bytes] = collections.OrderedDict()
+_memory = LRU(MAX_IN_MEMORY)   # cache key -> SPIR-V
 stats = {"compiled": 0, "disk_hits": 0}
 _lock = threading.Lock()
 
@@ -79,7 +80,6 @@ def compile_glsl(source: str, defines: Mapping[str, object] | None = None, *,
     with _lock:
         spirv = _memory.get(key)
         if spirv is not None:
-            _memory.move_to_end(key)
             return spirv
     path = cache_dir() / f"{key}.spv"
     if path.exists():
@@ -114,9 +114,7 @@ def compile_glsl(source: str, defines: Mapping[str, object] | None = None, *,
 
 def _remember(key: str, spirv: bytes) -> bytes:
     with _lock:
-        _memory[key] = spirv
-        while len(_memory) > MAX_IN_MEMORY:
-            _memory.popitem(last=False)
+        _memory.put(key, spirv)
     return spirv
 
 

@@ -13,7 +13,6 @@ whatever it holds, so everything a training step does goes into one sequence.
 from __future__ import annotations
 
 import atexit
-import collections
 import concurrent.futures
 import hashlib
 import time
@@ -28,8 +27,9 @@ from .device import DeviceInfo, check_index, default_device_index, kp_module, li
 from .errors import DeviceError
 from .inflight import InFlight
 from .shaders import compile_file, compile_glsl, compile_many
-from vkgrad.target import Target
 from .shaders import stats as shader_stats
+from vkgrad.lru import LRU
+from vkgrad.target import Target
 
 # What tests count: submissions per call, uploads after the first call, pipelines built,
 # sequences recorded, buffers allocated (each is two Vulkan memory allocations for a "device"
@@ -181,8 +181,8 @@ class Device:
             raise DeviceError(f"could not open Vulkan device {info.index} ({info.name}): {e}") from None
         # pipelines by what builds them, and by what decides a launch's pipeline (both least
         # recently used first out, MAX_PIPELINES each)
-        self._kernels: collections.OrderedDict[tuple, Kernel] = collections.OrderedDict()
-        self._by_launch: collections.OrderedDict[tuple, Kernel] = collections.OrderedDict()
+        self._kernels = LRU(MAX_PIPELINES)     # kernel key -> Kernel
+        self._by_launch = LRU(MAX_PIPELINES)   # launch key -> Kernel
         self._buffers: "weakref.WeakSet[Buffer]" = weakref.WeakSet()   # live, for runtime_stats
         self._transfer = self.manager.sequence()
         # Pipelines are created against placeholder bindings; every dispatch binds its own
@@ -211,8 +211,6 @@ class Device:
         k = self._kernels.get(key)
         if k is None:
             k = self._add_kernel(key, name, self._algorithm(spirv, bindings, push_words, spec))
-        else:
-            self._kernels.move_to_end(key)
         return k
 
     def _algorithm(self, spirv: bytes, bindings: int, push_words: int, spec):
@@ -223,10 +221,7 @@ class Device:
     def _add_kernel(self, key, name, algorithm) -> Kernel:
         counters["pipelines"] += 1
         _, bindings, push_words, _ = key
-        k = self._kernels[key] = Kernel(name, algorithm, bindings, push_words)
-        if len(self._kernels) > MAX_PIPELINES:
-            self._kernels.popitem(last=False)
-        return k
+        return self._kernels.put(key, Kernel(name, algorithm, bindings, push_words))
 
     def pipeline(self, launch) -> Kernel:
         """The pipeline of a lowering `Launch` (vkgrad/lowering/launch.py): its SPIR-V and its
@@ -239,15 +234,10 @@ class Device:
             k = self._remember(key, self.kernel(
                 _spirv(_shader_of(launch, self.defines)), bindings=launch.bindings,
                 push_words=len(launch.push), spec=launch.spec, name=launch.name))
-        else:
-            self._by_launch.move_to_end(key)
         return k
 
     def _remember(self, launch_key, k: Kernel) -> Kernel:
-        self._by_launch[launch_key] = k
-        if len(self._by_launch) > MAX_PIPELINES:
-            self._by_launch.popitem(last=False)
-        return k
+        return self._by_launch.put(launch_key, k)
 
     def pipelines(self, launches) -> dict:
         """The pipelines of many launches: their shaders compiled in parallel first (cached
@@ -270,7 +260,7 @@ class Device:
             spirv = _spirv(_shader_of(launch, self.defines))   # from memory now
             key = _kernel_key(spirv, launch.bindings, len(launch.push), launch.spec)
             if key in self._kernels:
-                self._remember(lkey, self._kernels[key])
+                self._remember(lkey, self._kernels.get(key))
             else:
                 todo.setdefault(key, []).append((lkey, launch, spirv))
 
