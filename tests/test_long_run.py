@@ -81,8 +81,10 @@ def test_2000_donated_async_steps_grow_nothing(tmp_path):
 
 @pytest.fixture
 def small_limits(monkeypatch):
-    monkeypatch.setattr(jit, "MAX_PROGRAMS", 8)
-    monkeypatch.setattr(vulkan, "MAX_PIPELINES", 8)
+    monkeypatch.setattr(jit, "MAX_PROGRAMS", 8)        # read by each new jitted function
+    device = get_device()
+    for cache in (device._kernels, device._by_launch):  # the device's, made when it opened
+        monkeypatch.setattr(cache, "maxsize", 8)
 
 
 def test_a_new_shape_every_call_keeps_programs_pipelines_and_buffers_bounded(small_limits):
