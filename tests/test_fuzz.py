@@ -41,7 +41,7 @@ where the fix is; the test):
    n (out of range) on both backends, the interpreter's flash attention turned a NaN query row
    into zeros, and x * 0.0, 0.0 / x (a literal zero) and x - x gave 0 on lavapipe for an
    infinite or NaN x. kernels_glsl/ieee.glsl (vkg_max/vkg_min, SignedZeroInfNanPreserve),
-   lowering/glsl.py (literal zeros), vkgrad/numpy.py (argmax), primitives/attention.py.
+   lowering/glsl.py (literal zeros), vkgrad/numpy/reductions.py (argmax), primitives/attention.py.
    test_nan_and_infinities_through_choosing_ops, test_a_nan_query_row_stays_nan_...
 11. With special values in the fuzzed programs: nan**nan was 0, (-2)**inf and 0**nan wrong,
    1e-40**0.5 was 7.7e-20 and log(1e-40) -88.0 (numpy -92.1) on lavapipe (its pow and log read a
