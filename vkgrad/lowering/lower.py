@@ -22,7 +22,6 @@ import math
 from dataclasses import dataclass, field
 
 import dataclasses
-from pathlib import Path
 
 from vkgrad.ir.core import Literal, Program, Var
 from vkgrad.primitives.compiler import fused_p
@@ -32,10 +31,9 @@ from vkgrad.lowering.contracts import CONTRACTS, Concat, Each, Unsupported  # no
 from vkgrad.lowering.hooks import HookWriter, splice
 from vkgrad.lowering.launch import Launch
 from vkgrad.lowering.memory import Slot, plan_memory  # noqa: F401  (Slot: part of a plan)
-from vkgrad.lowering.render import plan_text
+from vkgrad.lowering.render import KERNELS_DIR, plan_text
 from vkgrad.passes.fused_program import VIEWS
 
-KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels_glsl"
 
 
 # ----------------------------------------------------------------------------- the plan

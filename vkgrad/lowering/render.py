@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import shutil
 import subprocess
+from pathlib import Path
 
 import networkx as nx
 
@@ -88,9 +89,26 @@ def plan_text(lw) -> str:
     return "\n".join(lines) + "\n"
 
 
+KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels_glsl"
+
+
+def shader_source(launch) -> str:
+    """The complete source a launch compiles: a hand-written kernel's file (with its generated
+    loads and stores spliced in, if any) and its defines as #define lines after #version, or a
+    generated kernel's source. It compiles as it is with `-I vkgrad/kernels_glsl` (the device
+    may add VKGRAD_NAN_PRESERVE / VKGRAD_DENORM_PRESERVE; specialization constants keep their
+    defaults unless given)."""
+    src = (KERNELS_DIR / launch.shader).read_text() if launch.is_file else launch.shader
+    if not launch.defines:
+        return src
+    lines = src.split("\n")
+    at = next((k + 1 for k, ln in enumerate(lines) if ln.startswith("#version")), 0)
+    return "\n".join(lines[:at] + [f"#define {k} {v}" for k, v in launch.defines] + lines[at:])
+
+
 def glsl_text(lw) -> str:
-    """Every dispatch's shader: generated sources in full, a hand-written kernel by its file
-    and settings (with the generated loads and stores spliced into it, if any)."""
+    """Every dispatch's complete shader (`shader_source`), headed by the eqns it computes; a
+    source already shown is named, not repeated."""
     names = value_names(lw.program)
     out, seen = [], {}
     for i, st in enumerate(lw.steps):
@@ -103,22 +121,16 @@ def glsl_text(lw) -> str:
         if la.is_file or la.base:
             head.append(f"// hand-written kernel vkgrad/kernels_glsl/{la.base or la.shader}"
                         + (f", defines {defines}" if defines else "")
-                        + (f", specialization {la.spec}" if la.spec else ""))
-        key = la.hooks if la.base else (None if la.is_file else la.shader)
-        if key is not None and key in seen:
-            head.append(f"// (same source as k{seen[key]})")
+                        + (f", specialization {la.spec}" if la.spec else "")
+                        + (", with generated loads/stores at its // VKGRAD_FUSION_HOOKS line"
+                           if la.base else ""))
+        source = shader_source(la)
+        if source in seen:
+            head.append(f"// (same source as k{seen[source]})")
             out.append("\n".join(head))
             continue
-        if key is not None:
-            seen[key] = i
-        if la.base:
-            head.append(f"// with these generated loads/stores at its {'// VKGRAD_FUSION_HOOKS'} "
-                        "line:")
-            out.append("\n".join(head + [la.hooks.rstrip()]))
-        elif la.is_file:
-            out.append("\n".join(head))
-        else:
-            out.append("\n".join(head + [la.shader.rstrip()]))
+        seen[source] = i
+        out.append("\n".join(head + [source.rstrip()]))
     return "\n\n".join(out) + "\n"
 
 
