@@ -425,6 +425,28 @@ def n_params(params) -> int:
     return sum(int(np.size(p)) for p in tree_leaves(params))
 
 
+def positive(text: str) -> int:
+    """An option that counts something: a whole number of at least 1 (--batch 0 trained 200
+    steps of NaN and wrote a checkpoint of them)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{n} must be at least 1")
+    return n
+
+
+def positive_float(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not x > 0 or x == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} must be a positive finite number")
+    return x
+
+
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(
         description="Train a byte-level transformer or Mamba LM on the Python standard "
@@ -435,10 +457,10 @@ def parse_args(argv=None):
                    for m in PRESETS for p, c in PRESETS[m].items() if p == "tiny"))
     ap.add_argument("--model", choices=sorted(PRESETS), default="transformer")
     ap.add_argument("--preset", choices=["tiny", "small", "medium"], default="tiny")
-    ap.add_argument("--steps", type=int, help="training steps (the cosine ends there)")
-    ap.add_argument("--batch", type=int, help="sequences per step")
-    ap.add_argument("--seq", type=int, help="bytes per sequence (context length)")
-    ap.add_argument("--lr", type=float, help="peak learning rate")
+    ap.add_argument("--steps", type=positive, help="training steps (the cosine ends there)")
+    ap.add_argument("--batch", type=positive, help="sequences per step")
+    ap.add_argument("--seq", type=positive, help="bytes per sequence (context length)")
+    ap.add_argument("--lr", type=positive_float, help="peak learning rate")
     ap.add_argument("--seed", type=int, help="seed of the init, the batches and the sample")
     ap.add_argument("--out", default=None, help="output folder (default runs/<model>-<preset>)")
     again = ap.add_mutually_exclusive_group()
@@ -450,7 +472,7 @@ def parse_args(argv=None):
                             "checkpoint and log")
     ap.add_argument("--allow-nonfinite", action="store_true",
                     help="with --resume: continue from a checkpoint holding NaN or inf")
-    ap.add_argument("--eval-every", type=int, help="validate and checkpoint every K steps")
+    ap.add_argument("--eval-every", type=positive, help="validate and checkpoint every K steps")
     ap.add_argument("--sample", type=int, default=120, metavar="N",
                     help="bytes to sample after each of three prompts at the end (0: none; "
                          "default 120)")
@@ -499,11 +521,13 @@ def main(argv=None) -> int:
     val = next((r["val_loss"] for r in reversed(recs) if "val_loss" in r), float("nan"))
     where = res["backend"] + (f", interpreter fallback: {res['fallback']}"
                               if res["fallback"] else "")
-    step_s = res["step_s"] or float("nan")
+    step_s = res["step_s"]
+    # a resumed run that was already finished takes no step: no speed to report
+    speed = (f"{cfg['batch'] * cfg['seq'] / step_s:,.0f} tokens/s ({step_s * 1e3:.0f} ms/step, "
+             "median)" if step_s else "no step taken in this run")
     print(f"{cfg['model']} {cfg['preset']} on {dev} ({where}): {last.get('step', 0)} steps, "
           f"train loss {last.get('loss', float('nan')):.3f}, val loss {val:.3f}, "
-          f"{cfg['batch'] * cfg['seq'] / step_s:,.0f} tokens/s ({step_s * 1e3:.0f} ms/step, "
-          f"median), compile {res['compile_s']:.1f} s, total {wall:.0f} s")
+          f"{speed}, compile {res['compile_s']:.1f} s, total {wall:.0f} s")
     print(f"wrote {out / 'log.jsonl'}, {out / 'loss.png'}, {out / CHECKPOINT}")
     return 0
 

@@ -178,3 +178,14 @@ def test_a_full_disk_at_a_checkpoint_is_one_line_and_exit_status_2(tmp_path, mon
     assert err.startswith(f"error: {tmp_path / train_lm.CHECKPOINT}: cannot write it: no space")
     assert err.count("\n") == 1 and "Traceback" not in err
     assert not list(tmp_path.glob("*.tmp"))
+
+
+@pytest.mark.parametrize("option", [["--batch", "0"], ["--steps", "-1"], ["--seq", "x"],
+                                    ["--lr", "nan"], ["--eval-every", "0"]])
+def test_options_that_count_must_be_positive(option, capsys):
+    """--batch 0 trained 200 steps of NaN and wrote a checkpoint; --steps -1 printed nan
+    tokens/s: such options are argparse errors naming the option."""
+    with pytest.raises(SystemExit) as e:
+        train_lm.parse_args(option)
+    assert e.value.code == 2
+    assert f"argument {option[0]}" in capsys.readouterr().err
