@@ -19,6 +19,7 @@ import numpy as np
 from vkgrad import primitives as P
 from vkgrad.ir.core import Eqn, Literal, Program, Var
 from vkgrad.lowering import glsl
+from vkgrad.target import target_of
 from vkgrad.lowering.launch import Launch, cdiv, grid
 
 WORKGROUP = 256
@@ -262,15 +263,11 @@ index_rules = {
 
 # ------------------------------------------------------------------ the kernel
 
-# Storage buffers one kernel may bind when the device is not known: lavapipe's
-# maxPerStageDescriptorStorageBuffers (32). The device reports its own (DeviceInfo; NVIDIA and
-# AMD allow far more). Binding more than the device allows crashed lavapipe, so a fused kernel
-# with more is split.
-DEFAULT_MAX_BINDINGS = 32
-
-
+# Storage buffers one kernel may bind: the Target's maxPerStageDescriptorStorageBuffers (32 on
+# lavapipe and where the device is not known; NVIDIA and AMD allow far more). Binding more than
+# the device allows crashed lavapipe, so a fused kernel with more is split.
 def max_bindings(target) -> int:
-    return getattr(target, "max_storage_buffers", None) or DEFAULT_MAX_BINDINGS
+    return target_of(target).max_storage_buffers
 
 
 def split_bindings(body: Program, cap: int) -> list[Program]:
