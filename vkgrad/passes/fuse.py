@@ -15,6 +15,8 @@ its matmuls, so an intermediate that never leaves registers is the win (docs/arc
     cannot depend on each other, so merging never makes a cycle. An Adam update (new param,
     new m, new v) is one kernel, and it runs after every read of the old parameter, so a
     donated parameter can be updated in place.
+  * a chain longer than MAX_FUSED_DEPTH dependent ops is cut: every MAX_FUSED_DEPTH-th value is
+    materialized (compile time, see there);
   * a reshape of a value that is materialized anyway is an alias, not a kernel: it stays a plain
     `reshape` eqn, which the lowering turns into a second view of the same buffer.
 
@@ -36,7 +38,7 @@ class Fuse(Pass):
     name = "fuse"
 
     def apply(self, program: Program) -> Program:
-        program = _materialize_kernel_literals(program)
+        program = _cut_long_chains(_materialize_kernel_literals(program))
         eqns = program.eqns
         fusible = {e for e in eqns if e.prim.fusible}
         producer = {o: e for e in eqns for o in e.outputs}
@@ -98,6 +100,35 @@ class Fuse(Pass):
                                   position[e], e))
         scheduled.sort(key=lambda t: (-t[0], t[1]))
         return program.replace(eqns=tuple(e for _, _, e in scheduled))
+
+
+# The longest chain of dependent ops one generated kernel computes. LLVM's compile time grows
+# faster than the kernel (lavapipe: a 3,000-op chain compiled in 5 s as one kernel, a 10,000-op
+# one had not in 14 minutes), and a GPU loses nothing measurable writing one value in a thousand
+# ops to memory.
+MAX_FUSED_DEPTH = 1000
+
+
+def _cut_long_chains(program: Program) -> Program:
+    """Every MAX_FUSED_DEPTH-th value of a chain of fusible eqns kept in memory: `save` (not
+    fusible, so the value is a kernel's output, and no later fusion computes it in a reader's
+    loads) read by the rest of the chain. An eqn's depth is one more than its deepest fusible
+    operand's; a saved value's is 0."""
+    depth, rename, eqns = {}, {}, []
+    for e in program.eqns:
+        if rename:
+            e = e.replace(inputs=tuple(rename.get(x, x) if isinstance(x, Var) else x
+                                       for x in e.inputs))
+        eqns.append(e)
+        if not e.prim.fusible:
+            continue
+        d = 1 + max((depth.get(x, 0) for x in e.inputs if isinstance(x, Var)), default=0)
+        if d >= MAX_FUSED_DEPTH:
+            saved = Var(e.out.shape, e.out.dtype)
+            eqns.append(Eqn(P.save_p, (e.out,), Params(), (saved,), e.source, e.phase))
+            rename[e.out], d = saved, 0
+        depth[e.out] = d
+    return program.replace(eqns=tuple(eqns)) if rename else program
 
 
 def body_inputs(eqns) -> list:
