@@ -192,10 +192,21 @@ def test_take(dev, A, N, B, J):
 
 
 def take_grad_ref(g, idx, N):
-    """Sequential float32 scatter-add in increasing j, the order the kernel sums in."""
+    """float32 scatter-add in the kernel's order: each bucket's entries in increasing j summed
+    TAKE_GRAD_CHUNK at a time (from 0.0), then those sums in order (from 0.0)."""
+    from vkgrad.lowering.kernels import TAKE_GRAD_CHUNK as CH
     A, J, B = g.shape
     dx = np.zeros((A, N, B), np.float32)
-    np.add.at(dx, (slice(None), np.clip(idx, 0, N - 1)), g)
+    bucket = np.clip(idx, 0, N - 1)
+    for n in np.unique(bucket):
+        js = np.flatnonzero(bucket == n)
+        total = np.zeros((A, B), np.float32)
+        for c in range(0, len(js), CH):
+            part = np.zeros((A, B), np.float32)
+            for j in js[c:c + CH]:
+                part += g[:, j]
+            total += part
+        dx[:, n] = total
     return dx
 
 
@@ -222,7 +233,7 @@ def test_take_grad(dev, A, N, B, J):
     ref64 = np.zeros((A, N, B))
     np.add.at(ref64, (slice(None), np.clip(idx, 0, N - 1)), g.astype(np.float64))
     np.testing.assert_allclose(dx, ref64, rtol=1e-5, atol=1e-5)
-    # summed in increasing j: exactly the sequential float32 result
+    # summed in the kernel's order: exactly that float32 result
     np.testing.assert_array_equal(dx, take_grad_ref(g, idx, N))
 
 
@@ -260,14 +271,29 @@ def test_take_grad_plan():
     plan = plan_take_grad(1, 50000, 512, 4096)
     assert [launch.name for launch in plan.launches] == [
         "take_grad_clear", "take_grad_hist", "take_grad_scan", "take_grad_fill",
-        "take_grad_rank", "take_grad_accum"]
+        "take_grad_rank", "take_grad_chunks", "take_grad_accum"]
+    chunks = 4096 // 32 + 4096        # ceil(J / 32) + min(N, J)
     assert {(t.role, t.size, t.dtype) for t in plan.temps} == {
-        ("counts", 50000, "int32"), ("offsets", 50001, "int32"), ("perm", 4096, "int32"),
-        ("order", 4096, "int32")}
+        ("counts", 50000, "int32"), ("offsets", 50001, "int32"), ("coffsets", 50001, "int32"),
+        ("perm", 4096, "int32"), ("order", 4096, "int32"), ("partial", chunks * 512, "float32")}
     for launch, roles in plan.steps:
         assert launch.bindings == len(roles)
     accum = plan.steps[-1][0]
     assert dict(accum.defines)["VEC"] == 4 and accum.groups == (50000 * 128 // 256, 1, 1)
+    rank = plan.steps[4][0]
+    assert rank.groups == (4096 * 32 // 256, 1, 1)      # a team of 32 threads per index
+
+
+def test_take_grad_frequent_index_past_the_loop_limit(dev):
+    """One index 70,000 times (a bucket longer than lavapipe's 65,535-iteration loops): the
+    ranking and the sums are split, never truncated."""
+    A, N, B, J = 1, 3, 4, 70_000
+    rng = np.random.default_rng(5)
+    g = rng.integers(-3, 4, (A, J, B)).astype(np.float32)     # exact sums in float32
+    idx = np.ones(J, np.int32)
+    idx[::1000] = 0
+    dx = run_take_grad(dev, g, idx, N)
+    np.testing.assert_array_equal(dx, take_grad_ref(g, idx, N))
 
 
 # ---------------------------------------------------------------- argsort

@@ -22,7 +22,8 @@ Operand roles, all dense row-major with no offset (whole buffers):
 - plan_softmax_grad: reads "y", "g" [rows, cols]; writes "dx" [rows, cols]
 - plan_take:         reads "x" [A, N, B], "idx" [J]; writes "out" [A, J, B]
 - plan_take_grad:    reads "g" [A, J, B], "idx" [J]; writes "dx" [A, N, B]; temps int32
-                     "counts" [N], "offsets" [N + 1], "perm" [J], "order" [J]
+                     "counts" [N], "offsets" and "coffsets" [N + 1], "perm" [J], "order" [J],
+                     float32 "partial" [A, chunks, B]
 
 `idx` is int32. A plan with no steps means the output is empty (nothing to run).
 
@@ -53,12 +54,12 @@ Everything here is memory-bound; the figure of merit is bytes moved / time again
   Measure: 20480x4096, 4096x50257 (a vocabulary), and rows of 64 or 128 (one small workgroup per
   row: if those are slow, pack several rows per workgroup).
 - take: a copy: one thread per output vec4, contiguous rows.
-- take_grad: O(J) index work in five small launches (histogram with int atomics, a one-workgroup
-  scan over N, bucket fill, per-bucket ranking by j: O(bucket size) per index, so O(J**2) only
-  when one index value takes most of J) and one O(A*N*B + A*J*B) accumulation writing dx once.
-  Embedding backward N=50k, J=4096, B=512: ~100 MB written, expected tens of microseconds plus
-  the scan (one workgroup, ~13 chunks of 4096 counts). Measure that case, and one where half the
-  tokens are the same index (the per-bucket rank and that dx row's serial sum are the risk).
+- take_grad: O(J) index work in small launches (histogram with int atomics, a one-workgroup
+  scan over N, bucket fill, per-bucket ranking by j: a team of 32 threads per index, so a
+  bucket of thousands costs thousands / 32 steps) and the sums: chunks of at most 32 entries of
+  one bucket (one thread each), then each dx element the sum of its bucket's chunk sums. A
+  frequent index was one thread's serial sum before: 356 us for the LM's [256, 256] gradient
+  from 8,192 ids on the H200 (bench_lm, 2026-12-01).
 """
 
 from __future__ import annotations
@@ -280,27 +281,31 @@ def plan_take(A: int, N: int, B: int, J: int, *, target=None, ints: bool = False
 _TAKE_GRAD_STAGES = (  # (stage, name, roles)
     (0, "take_grad_clear", ("counts",)),
     (1, "take_grad_hist", ("idx", "counts")),
-    (2, "take_grad_scan", ("counts", "offsets")),
+    (2, "take_grad_scan", ("counts", "offsets", "coffsets")),
     (3, "take_grad_fill", ("idx", "offsets", "counts", "perm")),
     (4, "take_grad_rank", ("idx", "offsets", "perm", "order")),
-    (5, "take_grad_accum", ("g", "offsets", "order", "dx")),
+    (5, "take_grad_chunks", ("g", "offsets", "coffsets", "order", "partial")),
+    (6, "take_grad_accum", ("coffsets", "partial", "dx")),
 )
+TAKE_GRAD_CHUNK = 32    # entries of a bucket one thread sums (take_grad.comp's CHUNK)
+TAKE_GRAD_TEAM = 32     # threads that rank one entry in its bucket (take_grad.comp's TEAM)
 
 
 def plan_take_grad(A: int, N: int, B: int, J: int, *, target=None,
                    subgroups: bool = True) -> OpPlan:
-    """dx[a, n, b] = sum over j with clamp(idx[j], 0, N-1) == n of g[a, j, b], summed in
-    increasing j (deterministic; no float atomics). Roles: "g", "idx", "dx"; int32 temps
-    "counts" [N], "offsets" [N+1], "perm" [J], "order" [J] (see take_grad.comp for the stages).
-    """
+    """dx[a, n, b] = sum over j with clamp(idx[j], 0, N-1) == n of g[a, j, b]: each bucket's
+    entries in increasing j, summed TAKE_GRAD_CHUNK at a time, then those sums in order
+    (deterministic; no float atomics). Roles: "g", "idx", "dx"; int32 temps "counts" [N],
+    "offsets" [N+1], "coffsets" [N+1], "perm" [J], "order" [J], and the chunk sums "partial"
+    [A, chunks, B] (see take_grad.comp for the stages)."""
     _check_sizes(A=A, N=N, B=B, J=J)
     if A * N * B == 0:
         return OpPlan(())
     vec = 4 if B % 4 == 0 else 1
     Bv = B // vec
     wg = _wg(256, target)
-    total = A * N * Bv
-    threads = {0: N, 1: J, 3: J, 4: J, 5: total}
+    chunks = cdiv(J, TAKE_GRAD_CHUNK) + min(N, J)    # each bucket's last chunk may be partial
+    threads = {0: N, 1: J, 3: J, 4: J * TAKE_GRAD_TEAM, 5: A * chunks * Bv, 6: A * N * Bv}
     steps = []
     for stage, name, roles in _TAKE_GRAD_STAGES:
         if stage == 2:
@@ -310,13 +315,14 @@ def plan_take_grad(A: int, N: int, B: int, J: int, *, target=None,
         else:
             swg, groups = wg, grid(cdiv(threads[stage], wg))
         defines = dict(STAGE=stage, SUBGROUPS=subgroups)
-        if stage == 5:
+        if stage >= 5:
             defines["VEC"] = vec
         steps.append((Launch(name=name, shader="take_grad.comp", bindings=len(roles),
-                             groups=groups, push=(N, J, Bv, total), spec=(swg,),
-                             defines=_defines(**defines)), roles))
+                             groups=groups, push=(N, J, Bv, threads.get(stage, 0), chunks),
+                             spec=(swg,), defines=_defines(**defines)), roles))
     temps = (Temp("counts", N, "int32"), Temp("offsets", N + 1, "int32"),
-             Temp("perm", max(J, 1), "int32"), Temp("order", max(J, 1), "int32"))
+             Temp("coffsets", N + 1, "int32"), Temp("perm", max(J, 1), "int32"),
+             Temp("order", max(J, 1), "int32"), Temp("partial", max(A * chunks * B, 1), "float32"))
     return OpPlan(tuple(steps), temps)
 
 
