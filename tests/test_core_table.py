@@ -43,7 +43,10 @@ def traced(name):
 @pytest.mark.parametrize("case", CASES, ids=ids(CASES))
 def test_program_matches_eager_and_round_trips(case):
     args = case.args32()
-    eager = [np.asarray(x) for x in tree_flatten(case.fun(*args))[0]]
+    results = tree_flatten(case.fun(*tree_map(vnp.asarray, args)))[0]   # on vg.Arrays, eagerly
+    assert all(isinstance(x, vg.Array) for x in results), \
+        f"{case.name}: eager results {[type(x).__name__ for x in results]}, not vg.Arrays"
+    eager = [np.asarray(x) for x in results]
     if case.numpy is not None:          # vkgrad.numpy's numpy semantics, eagerly
         want = [np.asarray(x) for x in tree_flatten(case.numpy(*args))[0]]
         assert len(eager) == len(want)

@@ -198,8 +198,8 @@ def test_tracers_behave_like_arrays():
 
 
 def test_eager_evaluation_goes_through_one_path(monkeypatch):
-    """On numpy values every operation, and every eqn of a transform's result, is evaluated by
-    the interpreter through `eval_eager`, op by op."""
+    """On numpy values every operation (through `eval_eager`), and every eqn of a transform's
+    result (the whole program at once), is evaluated by the interpreter, giving vg.Arrays."""
     seen = []
     apply = core.interpreter.apply
 
@@ -211,6 +211,7 @@ def test_eager_evaluation_goes_through_one_path(monkeypatch):
     out = vnp.tanh(vnp.matmul(X, W))
     g = vg.grad(lambda w: vnp.sum(X @ w))(W)
     assert seen[:2] == ["matmul", "tanh"] and "matmul" in seen[2:]
+    assert isinstance(out, vg.Array) and isinstance(g, vg.Array)
     np.testing.assert_allclose(out, np.tanh(X @ W), rtol=1e-6)
     np.testing.assert_allclose(g, np.broadcast_to(X.sum(0)[:, None], W.shape), rtol=1e-5)
 

@@ -6,7 +6,7 @@
     def loss(w, x, y):
         return vnp.mean((x @ w - y) ** 2)
 
-    g = vg.grad(loss)(w, x, y)              # numpy arrays in, numpy arrays out
+    g = vg.grad(loss)(w, x, y)              # numpy arrays in, vg.Arrays out
     print(vg.make_ir(vg.grad(loss))(w, x, y))   # the program, forward and backward
     step = vg.jit(train_step)                # one Vulkan submission per call
 
@@ -33,6 +33,7 @@ from vkgrad.errors import (ArgumentError, CheckpointError, ConcretizationError, 
 from vkgrad import primitives as _primitives  # noqa: F401  (defines every primitive)
 from vkgrad.ir.core import Eqn, Literal, Program, Var
 from vkgrad.ir.interpreter import run_program
+from vkgrad.tracer.array import Array, DeletedArrayError, block_until_ready
 from vkgrad.tracer.core import ShapeDtype
 from vkgrad.transforms import (check_grads, custom_jvp, custom_vjp, grad, hessian, jacfwd,
                                jacrev, jvp, make_ir, trace, value_and_grad, vjp, vmap)
@@ -45,11 +46,9 @@ jacobian = jacrev   # JAX's alias
 __version__ = "0.1.0"
 
 # name -> module of the execution layer that defines it (imported on first use)
-_LAZY = {"jit": "vkgrad.execution.jit", "Array": "vkgrad.execution.array",
-         "block_until_ready": "vkgrad.execution.array",
+_LAZY = {"jit": "vkgrad.execution.jit",
          "set_max_in_flight": "vkgrad.runtime.inflight", "debug_nans": "vkgrad.runtime.nans",
          "check_kernels": "vkgrad.execution.check",
-         "DeletedArrayError": "vkgrad.execution.array",
          "device_put": "vkgrad.execution.device_put", "profile": "vkgrad.execution.profile",
          "fallbacks": "vkgrad.execution.compiled", "default_backend": "vkgrad.execution.compiled",
          "StrictModeError": "vkgrad.execution.compiled",
@@ -60,7 +59,8 @@ _LAZY = {"jit": "vkgrad.execution.jit", "Array": "vkgrad.execution.array",
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "vmap", "make_ir", "trace", "check_grads",
            "custom_vjp", "custom_jvp", "jacfwd", "jacrev", "hessian",
-           "ShapeDtype", "Program", "Var", "Literal", "Eqn", "run_program", "numpy", "nn", "optim",
+           "Array", "DeletedArrayError", "block_until_ready", "ShapeDtype", "Program", "Var",
+           "Literal", "Eqn", "run_program", "numpy", "nn", "optim",
            "save", "load", "load_metadata", "random", "lax", "scipy", "test_util", "tree",
            "tree_util", "jacobian",
            "VkgradError", "ArgumentError", "CheckpointError", "ConcretizationError", "DTypeError",

@@ -5,6 +5,8 @@ core needs no knowledge of them."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from vkgrad.numpy.contractions import dot, matmul
 from vkgrad.numpy.dtypes import astype
 from vkgrad.numpy.indexing import at, getitem, setitem
@@ -24,13 +26,18 @@ from vkgrad.tracer.core import ArrayOps, Tracer, concretization_error
 _NAMESPACE: dict = {}
 
 
+# what an operator takes beside an array; anything else gets NotImplemented, so Python asks the
+# other operand (as JAX's operators do: `x == pytest.approx(3.0)` is approx's comparison)
+_OPERANDS = (int, float, complex, np.generic, np.ndarray, ArrayOps, list, tuple)
+
+
 def _operator(fn, reflected=False):
     if reflected:
         def method(self, other):
-            return fn(other, self)
+            return fn(other, self) if isinstance(other, _OPERANDS) else NotImplemented
     else:
         def method(self, other):
-            return fn(self, other)
+            return fn(self, other) if isinstance(other, _OPERANDS) else NotImplemented
     return method
 
 

@@ -15,7 +15,8 @@ from vkgrad import primitives as P
 from vkgrad.errors import ArgumentError, DTypeError
 from vkgrad.dtypes import canonical_array
 from vkgrad.ir.core import canonical_dtype, is_float, np_dtype
-from vkgrad.tracer.core import ArrayOps, user_source
+from vkgrad.tracer.array import host_array
+from vkgrad.tracer.core import ArrayOps, current_trace, user_source
 
 __all__ = ["float32", "float64", "int32", "bool_", "float16", "int64", "int16", "int8", "uint8",
            "uint32", "bool8", "dtype", "finfo", "iinfo", "floating", "integer", "number",
@@ -104,8 +105,9 @@ def dtype_name(dtype) -> str:
 
 
 def asarray(x, dtype=None):
-    """An array for x: tracers stay tracers; Python data becomes a numpy array (float32 for
-    Python floats); numpy arrays keep their dtype (other ints -> int32)."""
+    """An array for x: tracers and Arrays stay as they are; Python data (float32 for Python
+    floats) and numpy arrays (other ints -> int32) become a vkgrad.Array holding a copy, or,
+    inside a transformed function, a numpy constant."""
     if isinstance(x, ArrayOps):
         out = x
     elif isinstance(x, (list, tuple)):
@@ -125,6 +127,8 @@ def asarray(x, dtype=None):
         out = canonical_array(_np.asarray(x))
     else:
         raise DTypeError(f"cannot make an array from a {type(x).__name__}")
+    if not isinstance(out, ArrayOps) and current_trace() is None:
+        out = host_array(out)   # outside a trace, a vkgrad.Array (inside, a constant)
     return astype(out, dtype) if dtype is not None else out
 
 

@@ -244,24 +244,31 @@ def bind_eqn(prim, args, params, *, source: str | None = None, phase: str | None
 
 
 def eval_eager(prim, args, params):
-    """Evaluate one primitive on concrete values now: the single eager path. Values of a
-    concrete array class (vkgrad.Array) run where that class says (their device); numpy values
-    run on the interpreter."""
+    """Evaluate one primitive on concrete values now: the single eager path. The concrete array
+    class (vkgrad.Array) runs it where its values live: their device, else the interpreter."""
     vals = [_concrete(a) for a in args]
-    types = [TensorType(v.shape, dtype_name(v.dtype)) for v in vals]
+    types = [v.aval if isinstance(v, ArrayOps) else TensorType(v.shape, dtype_name(v.dtype))
+             for v in vals]
     out_types = abstract_eval(prim, types, params, None)
-    owner = _array_owner(vals)
-    outs = (owner._eager_apply(prim, vals, params, out_types) if owner is not None
-            else interpreter.apply(prim, vals, params, out_types))
+    outs = _array_owner(vals)._eager_apply(prim, vals, params, out_types)
     return outs if prim.multiple_results else outs[0]
 
 
+_ARRAY: list = [None]   # the concrete array class: vkgrad.tracer.array.Array registers itself
+
+
+def register_array(cls) -> None:
+    """`cls` (vkgrad.Array, defined above this module's layer-mates) makes eager results."""
+    _ARRAY[0] = cls
+
+
 def _array_owner(values):
-    """The concrete array class (vkgrad.Array) of the first such value, or None."""
+    """The concrete array class of the first concrete array among `values` (vkgrad.Array, or a
+    class of its own that a test defines), else vkgrad.Array."""
     for v in values:
         if isinstance(v, ArrayOps) and not isinstance(v, Tracer):
             return type(v)
-    return None
+    return _ARRAY[0]
 
 
 def _concrete(x):
@@ -287,13 +294,12 @@ def leaked_error(t: "Tracer") -> LeakedTracerError:
 
 
 def eval_program(program: Program, args) -> list:
-    """Run `program` by binding each eqn: into the enclosing trace if one is active (keeping
-    each eqn's source line and backward marker), else concretely through `eval_eager`. With no
-    trace active and a vkgrad.Array among the arguments, the WHOLE program runs where that
-    Array lives (the joint program of an eager `grad`: one device submission)."""
-    owner = _array_owner(args) if current_trace() is None else None
-    if owner is not None:
-        return list(owner._eager_program(program, list(args)))
+    """Run `program`: with no trace active, the WHOLE program where the concrete arrays among
+    the arguments live (the joint program of an eager `grad`: on the interpreter, or one device
+    submission), giving vkgrad.Arrays; inside a trace, by binding each eqn into it (keeping each
+    eqn's source line and backward marker)."""
+    if current_trace() is None:
+        return list(_array_owner(args)._eager_program(program, list(args)))
     env: dict[Var, Any] = dict(zip(program.inputs, args))
     env.update(program.consts)
 

@@ -17,6 +17,8 @@ import numpy as np
 from vkgrad.errors import ArgumentError
 from vkgrad.ir.core import Program
 from vkgrad.ir.verifier import checked
+from vkgrad.dtypes import canonical_array
+from vkgrad.tracer.array import host_array
 from vkgrad.tracer.core import (ArrayOps, abstract_leaf, current_trace, new_trace,
                                 source_location, user_source)
 from vkgrad.tracer.pytree import TreeDef, tree_flatten, tree_unflatten
@@ -149,8 +151,9 @@ def is_final() -> bool:
 
 
 def to_user(x):
-    """A result as users get it: arrays and tracers as they are, anything else as numpy."""
-    return x if isinstance(x, ArrayOps) or x is None else np.asarray(x)
+    """A result as users get it: Arrays and tracers as they are, anything else as an Array."""
+    return x if isinstance(x, ArrayOps) or x is None else host_array(canonical_array(
+        np.asarray(x)))
 
 
 def make_ir(fun, static_argnums=()):
