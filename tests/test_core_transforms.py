@@ -149,7 +149,7 @@ def test_dtypes_follow_numpy_with_weak_python_scalars():
     x32, x64 = np.ones(3, np.float32), np.ones(3, np.float64)
     i = np.arange(3)
     assert vnp.multiply(x32, 2.0).dtype == np.float32                  # weak scalar
-    assert vnp.add(x32, x64).dtype == np.float64
+    assert vnp.add(x32, x64).dtype == np.float32                       # x64 off: f64 is f32
     assert vnp.multiply(i, 0.5).dtype == np.float32                    # int * weak float
     assert vnp.divide(i, 2).dtype == np.float32                        # true division
     assert vnp.add(i, 1).dtype == np.int32                             # int64 narrowed
@@ -157,7 +157,10 @@ def test_dtypes_follow_numpy_with_weak_python_scalars():
     assert vnp.asarray([1.0, 2.0]).dtype == np.float32
     assert vnp.exp(i).dtype == np.float32
     assert vg.grad(lambda x: vnp.sum(x * 2.5))(x32).dtype == np.float32
-    assert vg.grad(lambda x: vnp.sum(x * 2.5))(x64).dtype == np.float64
+    assert vg.grad(lambda x: vnp.sum(x * 2.5))(x64).dtype == np.float32
+    with vg.enable_x64():
+        assert vnp.add(x32, x64).dtype == np.float64
+        assert vg.grad(lambda x: vnp.sum(x * 2.5))(x64).dtype == np.float64
     prog = vg.make_ir(lambda x: x * 2 + 1)(x32)
     assert "2.0:f32" in str(prog) and "f64" not in str(prog)
 

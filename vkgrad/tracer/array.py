@@ -90,9 +90,9 @@ class Array(ArrayOps):
     def _check(self) -> None:
         if self._deleted:
             raise DeletedArrayError(
-                f"this {type_str(self._aval.shape, self._aval.dtype)} Array was donated to a jitted "
-                "call (donate_argnums) or deleted, and its buffer now holds something else; use "
-                "the call's result instead", source=user_source())
+                f"this {type_str(self._aval.shape, self._aval.dtype)} Array was donated to a "
+                "jitted call (donate_argnums) or deleted, and its buffer now holds something "
+                "else; use the call's result instead", source=user_source())
 
     def _value(self) -> np.ndarray:
         if self._host is None:

@@ -98,6 +98,15 @@ def user_source() -> str | None:
     return None
 
 
+def api_name() -> str:
+    """The name of the vkgrad function the user called: the outermost frame of the vkgrad
+    package below the user's (for JAX's messages, "requested in zeros")."""
+    f, name = sys._getframe(1), "?"
+    while f is not None and f.f_code.co_filename.startswith(_PKG_PREFIX):
+        name, f = f.f_code.co_name, f.f_back
+    return name
+
+
 @contextmanager
 def source_context(source: str | None):
     """Eqns bound inside get `source` (when not None) instead of the caller's frame."""
