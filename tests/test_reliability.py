@@ -34,13 +34,6 @@ def line_of(fn, text) -> str:
     return f"{HERE}:{start + next(i for i, l in enumerate(lines) if text in l)}"
 
 
-@pytest.fixture
-def x64():
-    """float64 computed in float64 (vg.config's x64 on) for the test."""
-    with vg.enable_x64(True):
-        yield
-
-
 # ----------------------------------------------------------------------- no silent slow path
 
 def _scaled_step(x, w):

@@ -47,7 +47,7 @@ def _value_and_grad(fun, argnums, has_aux, keep_value):
     @functools.wraps(fun)
     def value_and_grad_fun(*args, **kwargs):
         nums = normalize_argnums(argnums, len(args))
-        tr = trace_function(bind_kwargs(fun, kwargs), args)
+        tr = trace_function(bind_kwargs(fun, kwargs), args, concrete=True)
         wrt = []   # the inputs first (as JAX): an integer input is the usual cause of both
         for i in nums:
             for k in range(tr.arg_slices[i].start, tr.arg_slices[i].stop):
@@ -120,7 +120,7 @@ def vjp(fun, *primals, has_aux=False):
     (its structure), holding the cotangent of each float leaf and None for integer leaves."""
     check_function(fun, "vjp")
     name = fun_name(fun)
-    tr = trace_function(fun, primals)
+    tr = trace_function(fun, primals, concrete=True)
     value_tree = _value_tree(tr.out_tree, has_aux, name)
     nv = value_tree.num_leaves
     outs = eval_program(optimize(tr.program, final=is_final()), tr.args)
@@ -175,7 +175,7 @@ def jvp(fun, primals, tangents):
             len(primals) != len(tangents):
         raise ArgumentError("jvp takes primals and tangents as tuples of equal length",
                             source=user_source())
-    tr = trace_function(fun, tuple(primals))
+    tr = trace_function(fun, tuple(primals), concrete=True)
     t_leaves = []
     for i, t in enumerate(tangents):
         ls, tree = tree_flatten(t)

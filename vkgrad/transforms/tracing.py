@@ -66,9 +66,13 @@ class Traced:
         return list(self.leaves) + list(self.captured)
 
 
-def trace_function(fun, args, static_argnums=(), allow_spec=False) -> Traced:
+def trace_function(fun, args, static_argnums=(), allow_spec=False, concrete=False) -> Traced:
     """fun traced on `args` (static_argnums passed through as Python values; allow_spec: leaves
-    may be vkgrad.ShapeDtype specs)."""
+    may be vkgrad.ShapeDtype specs). concrete: the trace knows the arguments' values (the eager
+    transforms, as JAX's outside jit), so Python may read values computed from them (`if x > 0`);
+    a tracer of an enclosing abstract trace (jit) has none, and reading it stays an error. Such a
+    program holds for these values only: the eager transforms trace on every call and cache no
+    program, so it is never reused for others."""
     name = fun_name(fun)
     static = set(normalize_argnums(static_argnums, len(args), "static_argnums")) \
         if static_argnums != () else set()
@@ -86,6 +90,8 @@ def trace_function(fun, args, static_argnums=(), allow_spec=False) -> Traced:
     src = user_source()
     with new_trace(name) as t:
         tracers = [t.new_arg(ty.shape, ty.dtype, src) for ty in types]
+        if concrete:
+            t.known = dict(zip(t.inputs, leaves))
         rebuilt = [a if sl is None else tree_unflatten(tree, tracers[sl])
                    for a, sl, tree in zip(args, slices, trees)]
         out = fun(*rebuilt)
