@@ -22,6 +22,7 @@ PKG = Path(__file__).resolve().parent.parent / "vkgrad"
 
 LAYERS = {
     "vkgrad.errors": 1, "vkgrad.dtypes": 1, "vkgrad.target": 1, "vkgrad.lru": 1, "vkgrad.config": 1,
+    "vkgrad.traceback_util": 1,
     "vkgrad.ir": 2,
     "vkgrad.tracer": 3, "vkgrad.tree_util": 3, "vkgrad.tree": 3,
     "vkgrad.primitives": 4,

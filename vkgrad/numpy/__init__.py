@@ -41,6 +41,7 @@ shapes, ...).
 
 import numpy as _np
 
+from vkgrad.traceback_util import wrap_namespace
 from vkgrad.tracer.array import Array as _Array
 
 from vkgrad.numpy.dtypes import *  # noqa: F401,F403
@@ -60,3 +61,4 @@ newaxis = None
 ndarray = _Array   # what eager computations return (jnp.ndarray is jax.Array)
 
 array_methods.install_array_methods(globals())
+wrap_namespace(globals())   # tracebacks without vkgrad's frames (vkgrad/traceback_util.py)

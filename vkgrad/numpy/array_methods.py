@@ -19,6 +19,7 @@ from vkgrad.numpy.ufuncs import (abs, add, clip, divide, equal, floor_divide, gr
                                  greater_equal, less, less_equal, logical_and, logical_not,
                                  logical_or, multiply, negative, nonzero, not_equal, power,
                                  remainder, round, subtract)
+from vkgrad.traceback_util import api_boundary
 from vkgrad.tracer.core import ArrayOps, Tracer, concretization_error
 
 # vkgrad.numpy's names (its package namespace, given to install_array_methods): numpy's
@@ -136,12 +137,12 @@ def install_array_methods(namespace: dict) -> None:
     is vkgrad.numpy's, which numpy's functions on a Tracer dispatch to."""
     _NAMESPACE.update(namespace)
     for name, fn in _OPERATORS.items():
-        setattr(ArrayOps, f"__{name}__", _operator(fn))
-        setattr(ArrayOps, f"__r{name}__", _operator(fn, reflected=True))
+        setattr(ArrayOps, f"__{name}__", api_boundary(_operator(fn)))
+        setattr(ArrayOps, f"__r{name}__", api_boundary(_operator(fn, reflected=True)))
     for name, fn in _COMPARISONS.items():
-        setattr(ArrayOps, f"__{name}__", _operator(fn))
+        setattr(ArrayOps, f"__{name}__", api_boundary(_operator(fn)))
     for name, fn in _METHODS.items():
-        setattr(ArrayOps, name, fn)
+        setattr(ArrayOps, name, fn if isinstance(fn, property) else api_boundary(fn))
     Tracer.__array_ufunc__ = _tracer_array_ufunc
     Tracer.__array_function__ = _tracer_array_function
 

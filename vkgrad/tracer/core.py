@@ -60,6 +60,7 @@ class _ThreadState(threading.local):
     def __init__(self):
         self.traces: list["Trace"] = []
         self.sources: list = []
+        self.deriving: list = []   # the primitives whose VJP rules are running (derivative_of)
 
 
 _state = _ThreadState()
@@ -101,6 +102,17 @@ def user_source() -> str | None:
             return source_location(fn, f.f_lineno)
         f = f.f_back
     return None
+
+
+@contextmanager
+def derivative_of(prim_name: str):
+    """Backward eqns bound inside are part of the derivative of `prim_name` (Eqn.of: debug_nans
+    says "div in the derivative of sqrt")."""
+    _state.deriving.append(prim_name)
+    try:
+        yield
+    finally:
+        _state.deriving.pop()
 
 
 def api_name() -> str:
@@ -207,12 +219,14 @@ class Trace:
             self._evaluated += 1
         return env.get(var)
 
-    def emit(self, prim, args, params: Params, source, phase):
+    def emit(self, prim, args, params: Params, source, phase, of=None):
         ins = [self.lift(a) for a in args]
         out_types = abstract_eval(prim, [i.type for i in ins], params, source)
         outs = [Var(t.shape, t.dtype) for t in out_types]
         ph = "bwd" if "bwd" in (self.phase, phase) else "fwd"
-        self.eqns.append(Eqn(prim, ins, params, outs, source, ph))
+        if ph == "bwd" and of is None and _state.deriving:
+            of = _state.deriving[-1]
+        self.eqns.append(Eqn(prim, ins, params, outs, source, ph, of))
         tracers = [Tracer(self, v, source) for v in outs]
         return tracers if prim.multiple_results else tracers[0]
 
@@ -282,8 +296,10 @@ def bind(prim, *args, **params):
     return bind_eqn(prim, args, params)
 
 
-def bind_eqn(prim, args, params, *, source: str | None = None, phase: str | None = None):
-    """`bind` with an explicit source line and phase (replaying an eqn of another program)."""
+def bind_eqn(prim, args, params, *, source: str | None = None, phase: str | None = None,
+             of: str | None = None):
+    """`bind` with an explicit source line, phase and derivative (replaying an eqn of another
+    program)."""
     params = params if isinstance(params, Params) else Params(params)
     trace = current_trace()
     if trace is None:
@@ -291,7 +307,7 @@ def bind_eqn(prim, args, params, *, source: str | None = None, phase: str | None
             return eval_eager(prim, args, params)
         except VkgradError as e:
             raise e.with_context(primitive=prim.name, source=source or user_source())
-    return trace.emit(prim, args, params, source or user_source(), phase)
+    return trace.emit(prim, args, params, source or user_source(), phase, of)
 
 
 def eval_eager(prim, args, params):
@@ -359,7 +375,7 @@ def eval_program(program: Program, args) -> list:
 
     for e in program.eqns:
         outs = bind_eqn(e.prim, [read(x) for x in e.inputs], e.params, source=e.source,
-                        phase=e.phase)
+                        phase=e.phase, of=e.of)
         env.update(zip(e.outputs, outs if e.prim.multiple_results else [outs]))
     return [read(o) for o in program.outputs]
 

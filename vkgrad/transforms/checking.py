@@ -10,8 +10,10 @@ from vkgrad.errors import GradientCheckError
 from vkgrad.transforms.differentiation import jvp, vjp
 from vkgrad.transforms.tracing import check_function, fun_name
 from vkgrad.tracer.pytree import flatten_up_to, tree_flatten, tree_map, tree_unflatten
+from vkgrad.traceback_util import api_boundary
 
 
+@api_boundary
 def check_grads(fun, args, order=1, modes=("fwd", "rev"), atol=1e-5, rtol=1e-4, eps=1e-4,
                 seed=0):
     """Check fun's derivatives against central finite differences, in float64.

@@ -22,6 +22,7 @@ from vkgrad.tracer.array import host_array
 from vkgrad.tracer.core import (ArrayOps, abstract_leaf, current_trace, new_trace,
                                 source_location, user_source)
 from vkgrad.tracer.pytree import TreeDef, tree_flatten, tree_unflatten
+from vkgrad.traceback_util import api_boundary
 
 
 def check_function(fun, what: str) -> None:
@@ -166,6 +167,7 @@ def make_ir(fun, static_argnums=()):
     """`make_ir(fun)(*args) -> Program`: the program `fun` traces to on these arguments (arrays,
     scalars, pytrees of them, or vkgrad.ShapeDtype specs). `str(program)` is its text."""
     check_function(fun, "make_ir")
+    @api_boundary
     @functools.wraps(fun)
     def make(*args, **kwargs) -> Program:
         traced = trace_function(bind_kwargs(fun, kwargs), args, static_argnums, allow_spec=True)
