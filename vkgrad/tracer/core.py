@@ -6,7 +6,8 @@ stack of such traces:
 
 * `bind(prim, *args, **params)` is the ONE entry point of every operation. With no active
   trace it evaluates now through `eval_eager` (on the interpreter, or on the device of the
-  vkgrad.Arrays among the arguments), giving vkgrad.Arrays. Otherwise it emits an Eqn into the innermost trace.
+  vkgrad.Arrays among the arguments), giving vkgrad.Arrays. Otherwise it emits an Eqn into
+  the innermost trace.
 * The top trace lifts each argument: its own tracers are Vars; Python and numpy scalars become
   Literals; numpy arrays become consts; a tracer of an OUTER active trace (a closure, as in
   `grad(lambda x: grad(lambda y: x * y)(x))`) becomes an extra input of the inner program,
