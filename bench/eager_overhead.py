@@ -37,6 +37,7 @@ def main():
     x, y = vnp.tanh(a), vnp.tanh(b)   # eager results, as a user holds them
     w = np.ones((8, 4), np.float32)
     loss = vg.grad(lambda w: vnp.sum(vnp.tanh(a @ w)))
+    step = vg.jit(lambda w: vnp.tanh(a @ w) * 2.0, backend="numpy")
     out = {
         "vnp.add(ndarray, ndarray)": per_call_us(lambda: vnp.add(a, b), n),
         "x + y (results)": per_call_us(lambda: x + y, n),
@@ -44,6 +45,7 @@ def main():
         "vnp.sum(x)": per_call_us(lambda: vnp.sum(x), n),
         "x[0] (results)": per_call_us(lambda: x[0], n),
         "vg.grad(tanh matmul sum)": per_call_us(lambda: loss(w), max(1, n // 10)),
+        "jitted call (numpy backend)": per_call_us(lambda: step(w), n),
     }
     print(json.dumps(out, indent=1))
 

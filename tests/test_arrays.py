@@ -75,6 +75,16 @@ def test_source_data_changed_later_does_not_change_the_array():
     assert a[0, 0].item() == 0.0
 
 
+def test_basic_indexing_of_host_arrays_is_numpy_and_errors_stay_vkgrads():
+    a = vnp.asarray(X)
+    for key in (1, (slice(None), 2), (Ellipsis, None, slice(1, None, 2)), -1, (2, -3)):
+        got = a[key]
+        assert isinstance(got, vg.Array)
+        np.testing.assert_array_equal(got, X[key])
+    with pytest.raises(vg.VkgradIndexError, match="out of"):
+        a[5]
+
+
 def test_concrete_boolean_mask_selects_as_numpy():
     a = vnp.asarray(X)
     np.testing.assert_array_equal(a[a > 0.5], X[X > 0.5])

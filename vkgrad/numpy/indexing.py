@@ -25,7 +25,7 @@ from vkgrad.numpy.dtypes import asarray, astype, dtype_of
 from vkgrad.numpy.ufuncs import (add, divide, greater, less, maximum, minimum, multiply, power,
                                  where)
 from vkgrad.numpy.util import is_int, normalize_axes, type_string
-from vkgrad.tracer.array import host_array
+from vkgrad.tracer.array import Array, host_array
 from vkgrad.tracer.core import ArrayOps, Tracer, user_source
 
 __all__ = ["take", "at"]
@@ -69,6 +69,11 @@ def getitem(x, key):
     reshape for the dropped and the new axes. A concrete boolean mask of a concrete array
     selects as numpy's does (outside a trace the shape is known, as in JAX)."""
     x = asarray(x)
+    if isinstance(x, Array) and x._owned is None and _basic(key):   # host data: numpy's view
+        try:
+            return host_array(_np.asarray(x)[key])
+        except (IndexError, ValueError):
+            pass   # out of range, a zero step: the general path raises vkgrad's error
     if not isinstance(x, Tracer) and _concrete_mask(key):
         return host_array(_np.asarray(x)[tuple(_np.asarray(k) if isinstance(k, ArrayOps) else k
                                                for k in key) if isinstance(key, tuple) else
@@ -83,6 +88,14 @@ def getitem(x, key):
     if array_at is not None:
         y = P.take(y, array_at[1], array_at[0])
     return P.reshape(y, out_shape) if tuple(out_shape) != tuple(y.shape) else y
+
+
+def _basic(key) -> bool:
+    """A key of ints, slices, None and Ellipsis only (numpy's basic indexing)."""
+    keys = key if isinstance(key, tuple) else (key,)
+    return builtins.all(k is None or k is Ellipsis or isinstance(k, slice) and
+                        builtins.all(b is None or is_int(b) for b in (k.start, k.stop, k.step))
+                        or is_int(k) for k in keys)
 
 
 def _concrete_mask(key) -> bool:
