@@ -59,7 +59,8 @@ def test_keys_follow_jax_layout():
     ks = R.split(KEY, 4)
     assert ks.shape == (4, 2) and ks.dtype == np.int32
     np.testing.assert_array_equal(R.fold_in(KEY, 2), ks[2])     # as JAX's partitionable mode
-    assert len({tuple(k.tolist()) for k in ks} | {tuple(KEY.tolist())}) == 5   # unhashable, as JAX's
+    # Arrays are unhashable, as JAX's: their values are
+    assert len({tuple(k.tolist()) for k in ks} | {tuple(KEY.tolist())}) == 5
     np.testing.assert_array_equal(R.fold_in(KEY, 2 ** 32 - 1), R.fold_in(KEY, -1))
 
 
@@ -169,7 +170,8 @@ def test_permutations_are_uniform_and_vmap_draws_per_key():
 def jax_uniform_from_bits(b, lo, hi):
     """jax.random.uniform's formula in numpy float32, from the words: the top 23 bits as a
     mantissa in [1, 2), minus 1, scaled, clamped below."""
-    f = ((np.asarray(b).view(np.uint32) >> 9) | np.uint32(0x3F800000)).view(np.float32) - np.float32(1)
+    b = np.asarray(b).view(np.uint32)
+    f = ((b >> 9) | np.uint32(0x3F800000)).view(np.float32) - np.float32(1)
     lo, hi = np.float32(lo), np.float32(hi)
     return np.maximum(lo, f * (hi - lo) + lo)
 
