@@ -64,9 +64,6 @@ def _coerce(*xs):
 
 def broadcast_shapes(name: str, types) -> tuple:
     """numpy's broadcasting of the operand shapes, or a ShapeError naming them."""
-    first = types[0].shape if types else ()
-    if all(t.shape == first for t in types):   # the common case, on every eager op
-        return tuple(first)
     ndim = max((len(t.shape) for t in types), default=0)
     padded = [(1,) * (ndim - len(t.shape)) + tuple(t.shape) for t in types]
     out = []
