@@ -22,9 +22,13 @@ val_loss every K steps), loss.png, and checkpoint.safetensors (params and optimi
 step and the config in its metadata) every K steps and at the end, atomically (vg.save).
 --resume continues from it; a checkpoint of another model or config is refused, naming the
 difference, and so is one whose parameters or optimizer state hold NaN or inf (the run had
-diverged) unless --allow-nonfinite. A folder that already holds a run (a checkpoint or a log) is
-never started over silently: without --resume it takes --overwrite. A file that cannot be read
-or written (corrupt, a full disk, a read-only folder) is one line on stderr and exit status 2.
+diverged) unless --allow-nonfinite. --steps may differ on --resume: the checkpoint's config holds
+the schedule's length, and the run says how the learning rate's cosine changes (a checkpoint
+past the new --steps is refused). When the first step says the run would take over an hour, it
+warns with the estimate (the preset is too big for the backend). A folder that already holds a
+run (a checkpoint or a log) is never started over silently: without --resume it takes
+--overwrite. A file that cannot be read or written (corrupt, a full disk, a read-only folder) is
+one line on stderr and exit status 2.
 """
 
 from __future__ import annotations
@@ -230,14 +234,16 @@ class ResumeError(RunError):
 
 
 def save_checkpoint(out: Path, cfg: dict, step: int, params, opt_state) -> None:
+    """The state at `step`; the config in the metadata holds the schedule's length ("steps")."""
     vg.save(out / CHECKPOINT, {"params": params, "opt_state": opt_state},
             metadata={"step": str(step), "config": json.dumps(cfg, sort_keys=True),
                       "writer": "vkgrad examples/train_lm.py"})
 
 
 def load_checkpoint(out: Path, cfg: dict, params, opt_state, allow_nonfinite: bool = False):
-    """(step, params, opt_state) from out's checkpoint, which must be of this config and hold
-    only finite values (unless allow_nonfinite)."""
+    """(step, params, opt_state, the schedule's length) from out's checkpoint, which must be of
+    this config (but for --steps: a run may be extended) and hold only finite values (unless
+    allow_nonfinite)."""
     path = out / CHECKPOINT
     if not path.exists():
         raise ResumeError(f"--resume: {path} does not exist (run without --resume to start)")
@@ -248,7 +254,9 @@ def load_checkpoint(out: Path, cfg: dict, params, opt_state, allow_nonfinite: bo
         raise ResumeError(f"--resume: {path} is not a checkpoint of examples/train_lm.py "
                           "(its metadata has no config and step)") from None
     diff = [f"{k}: {saved.get(k, '(none)')} in the checkpoint, {cfg.get(k, '(none)')} now"
-            for k in sorted(set(saved) | set(cfg)) if saved.get(k) != cfg.get(k)]
+            for k in sorted((set(saved) | set(cfg)) - {"steps"}) if saved.get(k) != cfg.get(k)]
+    if step > cfg["steps"]:
+        diff.append(f"steps: the checkpoint is at step {step}, past --steps {cfg['steps']}")
     if diff:
         raise ResumeError(f"--resume: {path} is from another run, refusing it:\n  "
                           + "\n  ".join(diff)
@@ -262,7 +270,33 @@ def load_checkpoint(out: Path, cfg: dict, params, opt_state, allow_nonfinite: bo
                 + (f" and {len(bad) - 4} more" if len(bad) > 4 else "")
                 + ": the run had diverged by that step. Resume from an earlier checkpoint, or "
                 "pass --allow-nonfinite to continue from it anyway")
-    return step, state["params"], state["opt_state"]
+    return step, state["params"], state["opt_state"], saved.get("steps", cfg["steps"])
+
+
+def schedule_change(cfg: dict, was_steps: int, step: int) -> str:
+    """What resuming at `step` with cfg's --steps does to a schedule made for `was_steps`."""
+    old = schedule(dict(cfg, steps=was_steps))(np.float32(step))
+    new = schedule(cfg)(np.float32(step))
+    return (f"--steps {cfg['steps']} {'extends' if cfg['steps'] > was_steps else 'shortens'} "
+            f"the run of {was_steps} steps: the learning rate's cosine now decays to step "
+            f"{cfg['steps']} instead of {was_steps}, so at step {step} it is {float(new):.3g} "
+            f"(the checkpoint's schedule: {float(old):.3g})")
+
+
+# A run whose first step says it would take longer than this (seconds) is warned about: the
+# small preset on lavapipe took 53 s/step, 29 hours for its 2000 steps, without a word.
+SLOW_RUN_S = 3600.0
+
+
+def slow_run_warning(cfg: dict, step_s: float, remaining: int, backend: str) -> str | None:
+    """A warning with the time estimate when the run would take over SLOW_RUN_S, else None."""
+    total = step_s * remaining
+    if total <= SLOW_RUN_S:
+        return None
+    return (f"warning: at {step_s:.2f} s/step on {backend}, the {remaining} remaining steps "
+            f"take about {total / 3600:.1f} h: the {cfg['preset']} preset is too big for this "
+            "backend (the tiny preset is sized for a CPU; small and medium for a GPU), or "
+            "pass fewer --steps")
 
 
 def nonfinite(tree, prefix: str = "") -> list:
@@ -353,8 +387,11 @@ def train(cfg: dict, out, *, eval_every: int, resume: bool = False, overwrite: b
     opt_state = optimizer(cfg).init(params)
     start = 0
     if resume:
-        start, params, opt_state = load_checkpoint(out, cfg, params, opt_state, allow_nonfinite)
+        start, params, opt_state, was = load_checkpoint(out, cfg, params, opt_state,
+                                                        allow_nonfinite)
         log(f"resuming from {out / CHECKPOINT} at step {start}")
+        if was != cfg["steps"]:
+            log(schedule_change(cfg, was, start))
     elif (out / CHECKPOINT).exists():
         log(f"note: starting over in {out} (--overwrite: its checkpoint and log are replaced)")
     train_data, val_data = data if data is not None else load_text()
@@ -375,8 +412,8 @@ def train(cfg: dict, out, *, eval_every: int, resume: bool = False, overwrite: b
         + (f" (interpreter fallback: {fallback})" if fallback else ""))
 
     tokens = cfg["batch"] * cfg["seq"]
-    title = f"{cfg['model']} {cfg['preset']} on " + (
-        f"{device_name()}" if not fallback else "the numpy interpreter (fallback)")
+    where = device_name() if not fallback else "the numpy interpreter (fallback)"
+    title = f"{cfg['model']} {cfg['preset']} on {where}"
     bar = None
     if progress:
         from tqdm import tqdm
@@ -394,6 +431,10 @@ def train(cfg: dict, out, *, eval_every: int, resume: bool = False, overwrite: b
             dt = time.perf_counter() - t
             times.append(dt)
             done = step + 1
+            warning = slow_run_warning(cfg, dt, cfg["steps"] - step, where) \
+                if len(times) == 1 else None
+            if warning:
+                say(warning)
             rec = {"step": done, "loss": loss, "lr": float(lr_at(np.float32(step))),
                    "tokens_per_s": tokens / dt, "grad_norm": float(grad_norm)}
             if done % eval_every == 0 or done == cfg["steps"]:
@@ -457,7 +498,8 @@ def parse_args(argv=None):
                    for m in PRESETS for p, c in PRESETS[m].items() if p == "tiny"))
     ap.add_argument("--model", choices=sorted(PRESETS), default="transformer")
     ap.add_argument("--preset", choices=["tiny", "small", "medium"], default="tiny")
-    ap.add_argument("--steps", type=positive, help="training steps (the cosine ends there)")
+    ap.add_argument("--steps", type=positive, help="training steps (the cosine ends there; "
+                    "with --resume, more steps than the checkpoint's run extend it)")
     ap.add_argument("--batch", type=positive, help="sequences per step")
     ap.add_argument("--seq", type=positive, help="bytes per sequence (context length)")
     ap.add_argument("--lr", type=positive_float, help="peak learning rate")

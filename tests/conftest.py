@@ -26,3 +26,16 @@ try:
     settings.load_profile("vkgrad")
 except ImportError:  # pragma: no cover
     pass
+
+
+import pytest  # noqa: E402
+
+import vkgrad as _vg  # noqa: E402
+
+
+@pytest.fixture
+def x64():
+    """float64 computed in float64 (vg.config's x64 on, in this thread) for the test: JAX's
+    policy truncates float64 data to float32 otherwise."""
+    with _vg.enable_x64(True):
+        yield

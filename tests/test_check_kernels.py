@@ -74,7 +74,7 @@ def test_a_wrong_kernel_is_flagged_with_its_source_line(monkeypatch):
     assert "1 of 2 kernels disagree" in str(table).splitlines()[-1]
 
 
-def test_a_program_on_the_interpreter_says_why():
+def test_a_program_on_the_interpreter_says_why(x64):
     table = vg.check_kernels(lambda x: vnp.sin(x) * 2.0, np.ones(3, np.float64))
     assert table.rows and all(r["placement"].startswith("interpreter: ") and r["ok"]
                               for r in table.rows)

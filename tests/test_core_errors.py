@@ -5,6 +5,7 @@ comment on that line, so editing this file does not break the tests)."""
 from __future__ import annotations
 
 import os
+import traceback
 
 import numpy as np
 import pytest
@@ -89,17 +90,17 @@ def test_python_if_on_a_traced_value():
         if x.sum() > 0:  # control-flow
             return x.sum()
         return -x.sum()
-    with pytest.raises(ConcretizationError) as e:
-        vg.grad(f)(X)
+    with pytest.raises(ConcretizationError) as e:   # under jit (an eager grad sees values)
+        vg.jit(vg.grad(f), backend="numpy")(X)
     check(e.value, marker="control-flow", words=["vnp.where", "static_argnums"])
 
 
 def test_float_and_int_of_a_tracer():
     with pytest.raises(ConcretizationError) as e:
-        vg.grad(lambda x: float(x.sum()))(X)  # float
+        vg.jit(vg.grad(lambda x: float(x.sum())), backend="numpy")(X)  # float
     check(e.value, marker="float", words=["float()", "f32[]"])
     with pytest.raises(ConcretizationError) as e:
-        vg.grad(lambda x: x.sum() * int(x[0, 0]))(X)  # int
+        vg.jit(lambda x: x.sum() * int(x[0, 0]), backend="numpy")(X)  # int
     check(e.value, marker="int", words=["int()", "static"])
 
 
@@ -186,3 +187,33 @@ def test_vjp_cotangent_structure_mismatch():
 def test_errors_are_also_the_builtin_kind_users_expect():
     assert issubclass(ShapeError, ValueError) and issubclass(ConcretizationError, TypeError)
     assert issubclass(VkgradIndexError, IndexError) and issubclass(GradError, TypeError)
+
+
+def _frames(err) -> list:
+    return [(os.path.basename(f.filename), f.name) for f in traceback.extract_tb(err.__traceback__)]
+
+
+def _bad_loss(x):
+    return vnp.sum(vnp.matmul(x, np.ones((5, 2), np.float32)))   # 4 vs 5: a ShapeError
+
+
+def test_tracebacks_leave_out_vkgrad_frames_unless_asked(monkeypatch):
+    vkgrad_dir = os.path.dirname(vg.__file__)
+    for call in (lambda: vg.grad(_bad_loss)(np.ones((3, 4), np.float32)),
+                 lambda: vg.jit(_bad_loss, backend="numpy")(np.ones((3, 4), np.float32)),
+                 lambda: vnp.asarray(np.ones((3, 4), np.float32)) @ np.ones((5, 2))):
+        with pytest.raises(ShapeError) as e:
+            call()
+        inside = [f for f in traceback.extract_tb(e.value.__traceback__)
+                  if f.filename.startswith(vkgrad_dir)]
+        assert [os.path.basename(f.filename) for f in inside] == ["traceback_util.py"]
+        assert ("test_core_errors.py", "<lambda>") in _frames(e.value)
+        assert any("VKGRAD_TRACEBACK_FILTERING=off" in n for n in e.value.__notes__)
+    with pytest.raises(ShapeError) as e:
+        vg.grad(_bad_loss)(np.ones((3, 4), np.float32))
+    assert ("test_core_errors.py", "_bad_loss") in _frames(e.value)   # the user's function
+    monkeypatch.setenv("VKGRAD_TRACEBACK_FILTERING", "off")
+    with pytest.raises(ShapeError) as e:
+        vg.grad(_bad_loss)(np.ones((3, 4), np.float32))
+    assert len([f for f in traceback.extract_tb(e.value.__traceback__)
+                if f.filename.startswith(vkgrad_dir)]) > 3

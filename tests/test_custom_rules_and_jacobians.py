@@ -60,7 +60,7 @@ def test_custom_rules_say_what_is_missing():
         vg.grad(h)(1.0, 2.0)
 
 
-def test_jacobians_match_finite_differences_with_pytrees():
+def test_jacobians_match_finite_differences_with_pytrees(x64):
     def f(p, x):
         return {"y": vnp.tanh(p["w"] @ x + p["b"]), "n": vnp.sum(x ** 2)}
 

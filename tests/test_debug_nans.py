@@ -70,6 +70,7 @@ def test_division_by_zero_only_in_the_backward(debug_nans, backend):
     assert "in the backward part" in str(e) and e.primitive == "div"   # 0.5 / sqrt(0)
     assert "f32[4]" in str(e)
     assert e.source.endswith(line_of(root_sum, "vnp.sqrt"))
+    assert f"is div in the derivative of sqrt at {e.source}:" in str(e)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -158,6 +158,9 @@ def test_dump_command_line_stages_and_formats():
     assert low.as_text("plan").splitlines()[1:] == plan.stdout.splitlines()[1:]
     lines = plan.stdout.splitlines()
     n = int(lines[0].split(": ")[1].split()[0])
+    # each dispatch lists the user's lines it computes (the loss's lines of examples/model.py)
+    ats = [ln.strip() for ln in lines if ln.startswith("        at ")]
+    assert len(ats) == n and all(a.startswith("at examples/model.py:") for a in ats), ats
     # the dispatch count is the device's: 5 on lavapipe
     lava = plan_of(vg.value_and_grad(loss), args, target=Target.lavapipe())
     assert len(lava.steps) == 5

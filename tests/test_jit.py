@@ -181,7 +181,7 @@ def test_outputs_read_lazily_large_ones_on_demand():
     assert counters["downloads"] == down + 1
 
 
-def test_fallback_whole_program_and_strict_mode(monkeypatch):
+def test_fallback_whole_program_and_strict_mode(x64, monkeypatch):
     x = np.linspace(0, 1, 5)   # float64: no Vulkan kernel computes in f64
     f = vg.jit(lambda x: vnp.exp(x) + 1.0, backend="vulkan")
     before = vg.fallbacks()
@@ -253,7 +253,8 @@ def test_device_put_then_no_upload():
     up = counters["uploads"]
     close(f(a), (x * 2).sum(0))
     assert counters["uploads"] == up                # bound where it lives: nothing uploaded
-    with pytest.raises(vg.VkgradError, match="float64"):
+    assert vg.device_put(np.ones(3)).dtype == np.float32   # x64 off: float64 data is float32
+    with vg.enable_x64(), pytest.raises(vg.VkgradError, match="float64"):
         vg.device_put(np.ones(3))                    # no f64 storage on the device: said plainly
 
 

@@ -1,10 +1,10 @@
 """The layering rule: a module imports only from its own layer or below, at the top of its file.
 
 Layers, bottom to top (docs/compiler.md, "Layers"):
-    1 errors, dtypes, target  2 the IR as data       3 the trace core
+    1 errors, dtypes, config, target  2 the IR as data  3 the trace core (and vg.Array)
     4 primitives              5 transforms, passes, vkgrad.numpy, nn, optim, checkpoint
     6 lowering (and its kernel fusion)  7 the pipeline (stages, pass lists)
-    8 runtime                 9 execution (jit, Array, ...), dump, CLI
+    8 runtime                 9 execution (jit, device Arrays, ...), dump, CLI
 
 An import of a vkgrad module inside a function is refused too: it is how a cycle hides.
 """
@@ -21,7 +21,8 @@ from child_env import child_env
 PKG = Path(__file__).resolve().parent.parent / "vkgrad"
 
 LAYERS = {
-    "vkgrad.errors": 1, "vkgrad.dtypes": 1, "vkgrad.target": 1, "vkgrad.lru": 1,
+    "vkgrad.errors": 1, "vkgrad.dtypes": 1, "vkgrad.target": 1, "vkgrad.lru": 1, "vkgrad.config": 1,
+    "vkgrad.traceback_util": 1,
     "vkgrad.ir": 2,
     "vkgrad.tracer": 3, "vkgrad.tree_util": 3, "vkgrad.tree": 3,
     "vkgrad.primitives": 4,

@@ -19,6 +19,10 @@ CELLS = [
     "    vg.grad(lambda x: vnp.sum(x @ x))(x)\n"
     "except vg.ShapeError as e:\n"
     "    print(e)",
+    "import warnings\n"
+    "warnings.simplefilter('always', vg.FallbackWarning)\n"
+    "with vg.enable_x64():   # float64: no Vulkan kernel computes in it\n"
+    "    vg.jit(lambda x: vnp.exp(x) * 2.0, backend='vulkan')(np.ones(3))",
 ]
 
 
@@ -45,3 +49,6 @@ def test_notebook_shows_programs_and_names_cells(tmp_path, monkeypatch):
     error = text(nb.cells[3])
     assert "inner dimensions differ" in error and "at Cell In[4], line 2" in error, error
     assert "ipykernel_" not in error
+    warning = text(nb.cells[4])
+    assert "FallbackWarning" in warning and warning.startswith("Cell In[5]:4:"), warning
+    assert "ipykernel_" not in warning

@@ -21,6 +21,7 @@ from vkgrad.lowering.glsl import code_for_op
 from vkgrad.primitives import lax
 from vkgrad.runtime import ShaderCompileError, counters, get_device
 from vkgrad.tracer.core import Tracer
+from child_env import child_env
 
 HERE = os.path.basename(__file__)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -41,7 +42,7 @@ def _scaled_step(x, w):
     return vnp.sum(vnp.tanh(h) + np.ones(w.shape[1]))   # a float64 array: float64 program
 
 
-def test_fallback_warns_once_naming_the_float64_line():
+def test_fallback_warns_once_naming_the_float64_line(x64):
     x, w = np.ones((2, 3), np.float32), np.ones((3, 4), np.float32)
     f = vg.jit(_scaled_step, backend="vulkan")
     with pytest.warns(vg.FallbackWarning) as got:
@@ -59,7 +60,7 @@ def test_fallback_warns_once_naming_the_float64_line():
                                rtol=1e-6)
 
 
-def test_fallback_names_a_float64_argument_and_strict_mode_refuses(monkeypatch):
+def test_fallback_names_a_float64_argument_and_strict_mode_refuses(x64, monkeypatch):
     f = vg.jit(lambda x: vnp.exp(x) * 2.0, backend="vulkan")
     with pytest.warns(vg.FallbackWarning, match="float64 argument 0"):
         f(np.ones(3))
@@ -104,13 +105,60 @@ def test_numpy_scalars_are_weakly_typed_beside_arrays():
     for s in (np.float64(0.5), np.float32(0.5), np.int64(2), np.bool_(True)):
         assert vnp.multiply(x32, s).dtype == np.float32             # eagerly as well
         assert (s * vg.jit(lambda x: x + 1.0)(x32)).dtype == np.float32   # reflected too
-    assert vnp.multiply(np.ones(3), np.float32(2.0)).dtype == np.float64   # f64 arrays stay
     assert vnp.multiply(np.arange(3, dtype=np.int32), np.float64(0.5)).dtype == np.float32
-    assert vnp.add(np.float64(1.0), np.float64(2.0)).dtype == np.float64   # alone: their own
-    assert vnp.asarray(np.float64(1.0)).dtype == np.float64
+    with vg.enable_x64():
+        assert vnp.multiply(np.ones(3), np.float32(2.0)).dtype == np.float64   # f64 arrays stay
+        assert vnp.add(np.float64(1.0), np.float64(2.0)).dtype == np.float64   # alone: theirs
+        assert vnp.asarray(np.float64(1.0)).dtype == np.float64
+    assert vnp.multiply(np.ones(3), np.float32(2.0)).dtype == np.float32   # x64 off: truncated
+    assert vnp.add(np.float64(1.0), np.float64(2.0)).dtype == np.float32
 
 
-def test_grad_and_check_grads_keep_float64():
+def test_without_x64_float64_data_is_float32_and_runs_on_vulkan():
+    """JAX's policy with 64 bits off: float64 data is float32 (no fallback to the interpreter),
+    a float64 asked for by name is float32 with JAX's warning, and int64 never wraps."""
+    x, w = np.ones((2, 3)), np.ones((3, 4))                              # float64
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = vg.jit(_scaled_step, backend="vulkan")(x, w)
+        g = vg.grad(lambda w: vnp.sum(vnp.tanh(x @ w)))(w)
+        preds, targets = vnp.asarray(np.float32([0.2, 0.7])), np.array([0.0, 1.0])
+        assert ((1 - preds) * (1 - targets)).dtype == np.float32
+    assert out.dtype == np.float32 and g.dtype == np.float32
+    np.testing.assert_allclose(out, np.sum(np.tanh(x @ w / np.sqrt(3)) + 1.0), rtol=1e-6)
+    for make, where in [(lambda: vnp.zeros(3, np.float64), "zeros"),
+                        (lambda: vnp.asarray([1.0], dtype="float64"), "asarray"),
+                        (lambda: vnp.ones(2).astype(vnp.float64), "astype"),
+                        (lambda: vnp.arange(3, dtype=np.int64), "arange")]:
+        with pytest.warns(UserWarning, match=f"Explicitly requested dtype (float|int)64 "
+                          f"requested in {where} is not available, and will be truncated to "
+                          "dtype (float|int)32") as got:
+            r = make()
+        assert r.dtype in (np.float32, np.int32) and got[0].filename == __file__, where
+    with pytest.raises(vg.IntegerOverflowError, match="9999800001 does not fit int32"):
+        vnp.sum(np.arange(100000) ** 2)                                  # never a silent wrap
+    with pytest.raises(OverflowError, match="1099511627777 does not fit int32"):
+        vnp.asarray(2 ** 40 + 1)
+
+
+def test_config_switches_x64_as_jax_config_does():
+    assert vg.config.x64_enabled is False and vnp.asarray(np.ones(2)).dtype == np.float32
+    try:
+        vg.config.update("jax_enable_x64", True)                         # JAX's name works too
+        assert vg.config.x64_enabled and vnp.asarray(np.ones(2)).dtype == np.float64
+        with vg.enable_x64(False):                                      # a block, this thread
+            assert not vg.config.x64_enabled and vnp.zeros(2, "float32").dtype == np.float32
+    finally:
+        vg.config.update("enable_x64", False)
+    with pytest.raises(vg.ArgumentError, match="no option 'enable_x32'"):
+        vg.config.update("enable_x32", True)
+    out = subprocess.run([sys.executable, "-c", "import numpy as np, vkgrad.numpy as vnp; "
+                          "print(vnp.sin(np.ones(2)).dtype)"], capture_output=True, text=True,
+                         env=child_env(VKGRAD_ENABLE_X64="1"), check=True)
+    assert out.stdout.strip() == "float64"
+
+
+def test_grad_and_check_grads_keep_float64(x64):
     def loss(w, x):
         return vnp.sum(vnp.tanh(x @ w) * (1.0 / np.sqrt(x.shape[-1])))
 

@@ -189,3 +189,33 @@ def test_options_that_count_must_be_positive(option, capsys):
         train_lm.parse_args(option)
     assert e.value.code == 2
     assert f"argument {option[0]}" in capsys.readouterr().err
+
+
+def test_resume_extends_the_run_and_says_how_the_schedule_changes(data, tmp_path):
+    short = train_lm.make_config("mamba", "tiny", steps=4, **SMALL)
+    train_lm.train(short, tmp_path, eval_every=2, data=data, progress=False, log=quiet)
+    said = []
+    longer = train_lm.make_config("mamba", "tiny", steps=6, **SMALL)
+    res = train_lm.train(longer, tmp_path, eval_every=2, data=data, resume=True, progress=False,
+                         log=said.append)
+    assert [r["step"] for r in res["records"]] == list(range(1, 7))
+    change = next(s for s in said if s.startswith("--steps 6 extends the run of 4 steps"))
+    assert "now decays to step 6 instead of 4" in change and "at step 4 it is" in change
+    meta = vg.load_metadata(tmp_path / train_lm.CHECKPOINT)
+    assert meta["step"] == "6" and json.loads(meta["config"])["steps"] == 6   # its length
+    past = train_lm.make_config("mamba", "tiny", steps=3, **SMALL)
+    with pytest.raises(train_lm.ResumeError, match="at step 6, past --steps 3"):
+        train_lm.train(past, tmp_path, eval_every=2, data=data, resume=True, progress=False,
+                       log=quiet)
+
+
+def test_a_run_far_too_big_for_the_backend_warns_with_an_estimate(data, tmp_path, monkeypatch):
+    cfg = train_lm.make_config("transformer", "tiny", steps=2, **SMALL)
+    assert train_lm.slow_run_warning(cfg, 53.0, 2000, "llvmpipe").startswith(
+        "warning: at 53.00 s/step on llvmpipe, the 2000 remaining steps take about 29.4 h")
+    assert train_lm.slow_run_warning(cfg, 0.01, 2000, "llvmpipe") is None
+    monkeypatch.setattr(train_lm, "SLOW_RUN_S", 0.0)   # this machine's step, as if far too slow
+    said = []
+    train_lm.train(cfg, tmp_path, eval_every=2, data=data, progress=False, log=said.append)
+    assert sum(s.startswith("warning: at ") and "tiny preset is too big" in s for s in said) == 1
+

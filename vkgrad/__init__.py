@@ -6,7 +6,7 @@
     def loss(w, x, y):
         return vnp.mean((x @ w - y) ** 2)
 
-    g = vg.grad(loss)(w, x, y)              # numpy arrays in, numpy arrays out
+    g = vg.grad(loss)(w, x, y)              # numpy arrays in, vg.Arrays out
     print(vg.make_ir(vg.grad(loss))(w, x, y))   # the program, forward and backward
     step = vg.jit(train_step)                # one Vulkan submission per call
 
@@ -16,7 +16,8 @@ with optax's contract: vg.optim (docs/optim.md); random numbers: vg.random (docs
 set_max_in_flight (docs/jit.md); runtime_stats (docs/long_runs.md); check_kernels, debug_nans: when a result looks wrong
 (docs/debugging.md); JAX's modules: vg.tree and vg.tree_util (pytrees), vg.lax (jax.lax's
 names), vg.scipy (special, stats.norm), vg.test_util (check_grads); save, load, load_metadata:
-pytrees of arrays as safetensors files (vkgrad/checkpoint.py).
+pytrees of arrays as safetensors files (vkgrad/checkpoint.py). Every result is a vg.Array
+(vkgrad/tracer/array.py); vg.config and vg.enable_x64 switch float64 on (vkgrad/config.py).
 
 The package is layered (docs/compiler.md, "Layers"): importing it loads the compiler core
 (IR, tracer, primitives, transforms, vkgrad.numpy); the layers that talk to a device (lowering,
@@ -30,9 +31,12 @@ from vkgrad.errors import (ArgumentError, CheckpointError, ConcretizationError, 
                            GradError, GradientCheckError, IntegerOverflowError, IRError,
                            LeakedTracerError, MissingRuleError, ShapeError, VkgradError,
                            VkgradIndexError)
+from vkgrad import config  # noqa: F401  (vg.config: JAX's x64 switch)
+from vkgrad.config import enable_x64
 from vkgrad import primitives as _primitives  # noqa: F401  (defines every primitive)
 from vkgrad.ir.core import Eqn, Literal, Program, Var
 from vkgrad.ir.interpreter import run_program
+from vkgrad.tracer.array import Array, DeletedArrayError, block_until_ready
 from vkgrad.tracer.core import ShapeDtype
 from vkgrad.transforms import (check_grads, custom_jvp, custom_vjp, grad, hessian, jacfwd,
                                jacrev, jvp, make_ir, trace, value_and_grad, vjp, vmap)
@@ -45,11 +49,9 @@ jacobian = jacrev   # JAX's alias
 __version__ = "0.1.0"
 
 # name -> module of the execution layer that defines it (imported on first use)
-_LAZY = {"jit": "vkgrad.execution.jit", "Array": "vkgrad.execution.array",
-         "block_until_ready": "vkgrad.execution.array",
+_LAZY = {"jit": "vkgrad.execution.jit",
          "set_max_in_flight": "vkgrad.runtime.inflight", "debug_nans": "vkgrad.runtime.nans",
          "check_kernels": "vkgrad.execution.check",
-         "DeletedArrayError": "vkgrad.execution.array",
          "device_put": "vkgrad.execution.device_put", "profile": "vkgrad.execution.profile",
          "fallbacks": "vkgrad.execution.compiled", "default_backend": "vkgrad.execution.compiled",
          "StrictModeError": "vkgrad.execution.compiled",
@@ -60,6 +62,7 @@ _LAZY = {"jit": "vkgrad.execution.jit", "Array": "vkgrad.execution.array",
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "vmap", "make_ir", "trace", "check_grads",
            "custom_vjp", "custom_jvp", "jacfwd", "jacrev", "hessian",
+           "config", "enable_x64", "Array", "DeletedArrayError", "block_until_ready",
            "ShapeDtype", "Program", "Var", "Literal", "Eqn", "run_program", "numpy", "nn", "optim",
            "save", "load", "load_metadata", "random", "lax", "scipy", "test_util", "tree",
            "tree_util", "jacobian",

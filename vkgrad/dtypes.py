@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from vkgrad.config import stored_dtype
 from vkgrad.errors import DTypeError, IntegerOverflowError
 
 DTYPES: dict[str, np.dtype] = {
@@ -37,13 +38,14 @@ def dtype_name(dt) -> str:
 
 
 def canonical_dtype(dt) -> str:
-    """The dtype user data of dtype `dt` is stored in: other ints -> i32, float16 -> f32.
+    """The dtype user data of dtype `dt` is stored in: other ints -> i32, float16 -> f32, and
+    float64 by the x64 policy (vkgrad/config.py: f32 unless x64 is on).
 
     (int64 is numpy's default integer; indices and labels fit int32, which is what GPUs index
     with, so we narrow rather than reject.)"""
     d = np.dtype(dt)
     if d in _NAME_OF:
-        return _NAME_OF[d]
+        return stored_dtype(_NAME_OF[d])
     if d.kind in "iu":
         return "i32"
     if d.kind == "f" and d.itemsize <= 4:

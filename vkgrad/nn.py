@@ -23,6 +23,7 @@ from vkgrad import primitives as P
 from vkgrad import random
 from vkgrad.errors import ArgumentError, DTypeError, ShapeError
 from vkgrad.numpy import log_softmax, logsumexp, one_hot, softmax  # noqa: F401
+from vkgrad.traceback_util import wrap_namespace
 from vkgrad.tracer.core import Tracer, user_source
 
 __all__ = ["relu", "sigmoid", "silu", "gelu", "softmax", "log_softmax", "logsumexp", "one_hot",
@@ -337,3 +338,6 @@ def mamba_lm(params, ids):
     for block in params["blocks"]:
         x = mamba_block(block, x)
     return _lm_head(params, rms_norm(x, params["norm_f"]["w"]))
+
+
+wrap_namespace(globals())   # tracebacks without vkgrad's frames (vkgrad/traceback_util.py)

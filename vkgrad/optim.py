@@ -26,8 +26,6 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, NamedTuple
 
-import numpy as np
-
 import vkgrad.numpy as vnp
 from vkgrad.errors import ArgumentError, DTypeError
 from vkgrad.tree_util import keystr, tree_leaves, tree_leaves_with_path, tree_map
@@ -135,7 +133,7 @@ def scale_by_schedule(step_size_fn: Callable) -> GradientTransformation:
     """updates * step_size_fn(count), count being the steps taken before this one."""
 
     def init(params):
-        return ScaleByScheduleState(np.zeros((), np.int32))
+        return ScaleByScheduleState(vnp.zeros((), vnp.int32))
 
     def update(updates, state, params=None):
         _check_state(state, ScaleByScheduleState, "scale_by_schedule")
@@ -161,7 +159,7 @@ def scale_by_adam(b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
     with mu_hat = mu / (1 - b1^t), nu_hat = nu / (1 - b2^t)."""
 
     def init(params):
-        return ScaleByAdamState(np.zeros((), np.int32), _zeros_like(params, "scale_by_adam"),
+        return ScaleByAdamState(vnp.zeros((), vnp.int32), _zeros_like(params, "scale_by_adam"),
                                 _zeros_like(params, "scale_by_adam"))
 
     def update(updates, state, params=None):
@@ -185,7 +183,7 @@ def scale_by_lion(b1: float = 0.9, b2: float = 0.99) -> GradientTransformation:
     sign((1 - b1) g + b1 mu), then mu <- (1 - b2) g + b2 mu."""
 
     def init(params):
-        return ScaleByLionState(np.zeros((), np.int32), _zeros_like(params, "scale_by_lion"))
+        return ScaleByLionState(vnp.zeros((), vnp.int32), _zeros_like(params, "scale_by_lion"))
 
     def update(updates, state, params=None):
         _check_state(state, ScaleByLionState, "scale_by_lion")

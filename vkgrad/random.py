@@ -36,6 +36,7 @@ from vkgrad import primitives as P
 from vkgrad.dtypes import dtype_name, is_float
 from vkgrad.errors import ArgumentError, DTypeError, ShapeError
 from vkgrad.scipy.special import erfinv
+from vkgrad.traceback_util import wrap_namespace
 from vkgrad.tracer.core import ArrayOps, Tracer, user_source
 
 __all__ = ["key", "PRNGKey", "split", "fold_in", "bits", "uniform", "normal", "bernoulli",
@@ -243,3 +244,6 @@ def _shuffle_keys(key, n: int) -> list:
         return [key]
     keys = split(key, rounds)
     return [keys[i] for i in range(rounds)]
+
+
+wrap_namespace(globals())   # tracebacks without vkgrad's frames (vkgrad/traceback_util.py)

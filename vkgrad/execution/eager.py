@@ -1,7 +1,8 @@
 """Eager execution on device Arrays: what a vnp operation, or a whole program evaluated outside
 any trace (the joint program of an eager `vg.grad`), compiles to when its arguments live on a
 Vulkan device. One compiled program per primitive, params and argument types (or per program),
-cached; `vkgrad.execution.array.Array` runs them (`Array._eager_apply`, `Array._eager_program`).
+cached; vkgrad.Array runs them through the DeviceOps that vkgrad/execution/array.py registers
+(`Array._eager_apply`, `Array._eager_program` in vkgrad/tracer/array.py).
 """
 
 from __future__ import annotations

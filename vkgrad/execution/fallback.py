@@ -14,6 +14,8 @@ import re
 import sys
 import warnings
 
+from vkgrad.tracer.core import source_location
+
 
 class FallbackWarning(UserWarning):
     """A compiled program runs on the numpy interpreter instead of the Vulkan device."""
@@ -63,12 +65,15 @@ def _at(source: str | None, prim: str = "") -> str:
 
 def warn(message: str) -> None:
     """A FallbackWarning at the user's frame (the innermost one outside vkgrad): issued each
-    time it is called (no registry), i.e. once per compiled program."""
+    time it is called (no registry), i.e. once per compiled program. In a notebook its file is
+    the cell as IPython names it ("Cell In[7]"), not the kernel's temporary file."""
     f = sys._getframe(1)
     while f is not None and f.f_code.co_filename.startswith(_PKG):
         f = f.f_back
     if f is None:
         warnings.warn(message, FallbackWarning, stacklevel=2)
         return
-    warnings.warn_explicit(message, FallbackWarning, f.f_code.co_filename, f.f_lineno,
+    where = source_location(f.f_code.co_filename, f.f_lineno)
+    filename = where.rpartition(",")[0] if where.startswith("Cell ") else f.f_code.co_filename
+    warnings.warn_explicit(message, FallbackWarning, filename, f.f_lineno,
                            module=f.f_globals.get("__name__"))

@@ -21,16 +21,8 @@ import operator
 
 import numpy as np
 
-from vkgrad.ir.core import TensorType
+from vkgrad.tracer.array import intern  # noqa: F401  (the jit interns its avals)
 from vkgrad.tracer.pytree import TreeDef, custom_unflatten
-
-_interned: dict = {}
-
-
-def intern(aval: TensorType) -> TensorType:
-    """One TensorType object per distinct type, so a guard compares avals by identity."""
-    return _interned.setdefault(aval, aval)
-
 
 class _Gen:
     def __init__(self, array_cls):

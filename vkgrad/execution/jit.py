@@ -39,6 +39,7 @@ from vkgrad.pipeline import disabled_passes
 from vkgrad.tracer import core
 from vkgrad.tracer.pytree import tree_flatten
 from vkgrad.transforms.tracing import fun_name, normalize_argnums, trace_function
+from vkgrad.traceback_util import api_boundary
 
 
 # Compiled programs kept per jitted function, least recently called first out: a data loader
@@ -225,6 +226,7 @@ class Jitted:
         if release is not None:
             release()
 
+    @api_boundary
     def __call__(self, *args, **kwargs):
         if core.current_trace() is not None:   # inside another transform: inline
             return self.fun(*args, **kwargs)

@@ -251,6 +251,7 @@ class Eqn:
     outputs: tuple
     source: str | None = None
     phase: str = "fwd"
+    of: str | None = None   # a backward eqn: the primitive whose derivative it computes (messages)
 
     def __post_init__(self):
         object.__setattr__(self, "inputs", tuple(self.inputs))

@@ -34,6 +34,19 @@ def _what(e) -> str:
     return e.prim.name
 
 
+def _sources(e) -> list:
+    """The user's lines an eqn computes (a fused kernel's: its body's), each file once with its
+    lines in order: ["model.py:18,19", "Cell In[3], line 2"]."""
+    body = e.params["body"].eqns if e.prim is fused_p else (e,)
+    lines: dict = {}
+    for b in body:
+        if b.source:
+            path, sep, line = b.source.rpartition(":")
+            path, line = (path, line) if sep and line.isdigit() else (b.source, "")
+            lines.setdefault(path, {})[line] = None
+    return [f"{p}:{','.join(sorted(ls, key=int))}" if all(ls) else p for p, ls in lines.items()]
+
+
 def _types(xs) -> str:
     return " ".join(type_str(x.shape, x.dtype) for x in xs if isinstance(x, Var)) or "-"
 
@@ -49,13 +62,15 @@ def plan_text(lw) -> str:
              + (f", consts {fmt_bytes(mem['consts'])}" if mem["consts"] else "") + "), "
              f"saved for the backward {fmt_bytes(lw.saved_bytes())}",
              "dispatches, in order (kernel, phase, what it computes, operands -> results, "
-             "workgroups, buffers):"]
+             "workgroups, buffers, the user's lines it computes):"]
     for i, st in enumerate(lw.steps):
         e = st.eqn
         g = "x".join(map(str, st.launch.groups))
         lines.append(f"  k{i:<3} {st.launch.name:<22} {e.phase}  {_what(e)}")
         lines.append(f"        {_types(e.inputs)} -> {_types(e.outputs)}  groups {g}  "
                      f"({', '.join(f'b{s}' for s in st.slots)})")
+        if _sources(e):
+            lines.append(f"        at {', '.join(_sources(e))}")
     lines.append("buffers (elements, bytes, kind, the values each holds and the dispatches "
                  "from first write to last read):")
     # lifetimes are in the memory plan's order; the runner may have moved a dispatch since

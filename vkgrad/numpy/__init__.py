@@ -1,7 +1,8 @@
 """vkgrad.numpy (`vnp`): numpy's names and semantics, on traced values and on numpy arrays.
 
 Inside a transformed function every call here emits IR; outside one it computes now (through
-the single eager path, numpy today) and returns numpy arrays.
+the single eager path: the interpreter, or the device of the Arrays it is given) and returns
+vg.Arrays (vkgrad/tracer/array.py), as jax.numpy returns jax.Arrays.
 
 Semantics follow numpy, with these choices:
 * dtypes are float32 (the default for Python floats and float lists), float64, int32 (other
@@ -40,6 +41,9 @@ shapes, ...).
 
 import numpy as _np
 
+from vkgrad.traceback_util import wrap_namespace
+from vkgrad.tracer.array import Array as _Array
+
 from vkgrad.numpy.dtypes import *  # noqa: F401,F403
 from vkgrad.numpy.ufuncs import *  # noqa: F401,F403
 from vkgrad.numpy.indexing import *  # noqa: F401,F403
@@ -54,6 +58,7 @@ from vkgrad.numpy import array_methods
 
 pi, e, inf, nan = _np.pi, _np.e, _np.inf, _np.nan
 newaxis = None
-ndarray = _np.ndarray   # what eager computations return
+ndarray = _Array   # what eager computations return (jnp.ndarray is jax.Array)
 
 array_methods.install_array_methods(globals())
+wrap_namespace(globals())   # tracebacks without vkgrad's frames (vkgrad/traceback_util.py)

@@ -5,6 +5,8 @@ core needs no knowledge of them."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from vkgrad.numpy.contractions import dot, matmul
 from vkgrad.numpy.dtypes import astype
 from vkgrad.numpy.indexing import at, getitem, setitem
@@ -17,6 +19,7 @@ from vkgrad.numpy.ufuncs import (abs, add, clip, divide, equal, floor_divide, gr
                                  greater_equal, less, less_equal, logical_and, logical_not,
                                  logical_or, multiply, negative, nonzero, not_equal, power,
                                  remainder, round, subtract)
+from vkgrad.traceback_util import api_boundary
 from vkgrad.tracer.core import ArrayOps, Tracer, concretization_error
 
 # vkgrad.numpy's names (its package namespace, given to install_array_methods): numpy's
@@ -24,13 +27,18 @@ from vkgrad.tracer.core import ArrayOps, Tracer, concretization_error
 _NAMESPACE: dict = {}
 
 
+# what an operator takes beside an array; anything else gets NotImplemented, so Python asks the
+# other operand (as JAX's operators do: `x == pytest.approx(3.0)` is approx's comparison)
+_OPERANDS = (int, float, complex, np.generic, np.ndarray, ArrayOps, list, tuple)
+
+
 def _operator(fn, reflected=False):
     if reflected:
         def method(self, other):
-            return fn(other, self)
+            return fn(other, self) if isinstance(other, _OPERANDS) else NotImplemented
     else:
         def method(self, other):
-            return fn(self, other)
+            return fn(self, other) if isinstance(other, _OPERANDS) else NotImplemented
     return method
 
 
@@ -129,12 +137,12 @@ def install_array_methods(namespace: dict) -> None:
     is vkgrad.numpy's, which numpy's functions on a Tracer dispatch to."""
     _NAMESPACE.update(namespace)
     for name, fn in _OPERATORS.items():
-        setattr(ArrayOps, f"__{name}__", _operator(fn))
-        setattr(ArrayOps, f"__r{name}__", _operator(fn, reflected=True))
+        setattr(ArrayOps, f"__{name}__", api_boundary(_operator(fn)))
+        setattr(ArrayOps, f"__r{name}__", api_boundary(_operator(fn, reflected=True)))
     for name, fn in _COMPARISONS.items():
-        setattr(ArrayOps, f"__{name}__", _operator(fn))
+        setattr(ArrayOps, f"__{name}__", api_boundary(_operator(fn)))
     for name, fn in _METHODS.items():
-        setattr(ArrayOps, name, fn)
+        setattr(ArrayOps, name, fn if isinstance(fn, property) else api_boundary(fn))
     Tracer.__array_ufunc__ = _tracer_array_ufunc
     Tracer.__array_function__ = _tracer_array_function
 

@@ -27,9 +27,10 @@ def _shape_arg(shape) -> tuple:
     if not isinstance(dims, (tuple, list, _np.ndarray)):
         raise ShapeError(f"{shape!r} is not a shape: give an int or a tuple of ints",
                          source=user_source())
+    # a traced dimension: its value when an eager transform knows it, else the
+    # ConcretizationError explaining static arguments
+    dims = [d.__index__() if isinstance(d, Tracer) else d for d in dims]
     for d in dims:
-        if isinstance(d, Tracer):
-            d.__index__()   # raises the ConcretizationError explaining static arguments
         if not isinstance(d, (int, _np.integer)) or d < 0:
             raise ShapeError(f"{shape!r} is not a shape: dimensions are non-negative ints, "
                              f"got {d!r}", source=user_source())

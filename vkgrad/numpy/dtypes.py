@@ -13,9 +13,11 @@ import numpy as _np
 
 from vkgrad import primitives as P
 from vkgrad.errors import ArgumentError, DTypeError
-from vkgrad.dtypes import canonical_array
+from vkgrad.config import requested_dtype
+from vkgrad.dtypes import canonical_array, check_int
 from vkgrad.ir.core import canonical_dtype, is_float, np_dtype
-from vkgrad.tracer.core import ArrayOps, user_source
+from vkgrad.tracer.array import host_array
+from vkgrad.tracer.core import ArrayOps, api_name, current_trace, user_source
 
 __all__ = ["float32", "float64", "int32", "bool_", "float16", "int64", "int16", "int8", "uint8",
            "uint32", "bool8", "dtype", "finfo", "iinfo", "floating", "integer", "number",
@@ -85,7 +87,9 @@ def no_out(out) -> None:
 
 def dtype_name(dtype) -> str:
     """The dtype an operation asked for `dtype` computes in: numpy's names map by the dtype
-    policy (int64 and other ints -> int32); float16 is refused (no kernel computes in it)."""
+    policy (vkgrad/config.py: int64 and other ints -> int32, float64 -> float32 unless x64 is
+    on, with JAX's warning for a 64-bit dtype truncated); float16 is refused (no kernel
+    computes in it)."""
     if isinstance(dtype, str) and dtype in _ORDER:
         return dtype
     try:
@@ -97,15 +101,17 @@ def dtype_name(dtype) -> str:
                          "and bool (its Vulkan kernels in float32); use vnp.float32",
                          source=user_source())
     try:
-        return canonical_dtype(d)
+        name = canonical_dtype(d)
     except DTypeError as e:
         raise DTypeError(e.message + (" (complex numbers: docs/numpy.md says why not)"
                                       if d.kind == "c" else ""), source=user_source()) from None
+    return requested_dtype(d, name, api_name())
 
 
 def asarray(x, dtype=None):
-    """An array for x: tracers stay tracers; Python data becomes a numpy array (float32 for
-    Python floats); numpy arrays keep their dtype (other ints -> int32)."""
+    """An array for x: tracers and Arrays stay as they are; Python data (float32 for Python
+    floats) and numpy arrays (other ints -> int32) become a vkgrad.Array holding a copy, or,
+    inside a transformed function, a numpy constant."""
     if isinstance(x, ArrayOps):
         out = x
     elif isinstance(x, (list, tuple)):
@@ -120,11 +126,15 @@ def asarray(x, dtype=None):
                 a = a.astype(_np.float32)
             out = canonical_array(a)
     elif is_weak(x):
+        if _weak_kind(x) == "i32":
+            check_int(x)   # a Python int int32 cannot hold: an error, as JAX's
         out = _np.asarray(x, dtype=np_dtype(_weak_kind(x)))
     elif isinstance(x, (_np.ndarray, _np.generic)):
         out = canonical_array(_np.asarray(x))
     else:
         raise DTypeError(f"cannot make an array from a {type(x).__name__}")
+    if not isinstance(out, ArrayOps) and current_trace() is None:
+        out = host_array(out)   # outside a trace, a vkgrad.Array (inside, a constant)
     return astype(out, dtype) if dtype is not None else out
 
 

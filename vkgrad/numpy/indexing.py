@@ -25,6 +25,7 @@ from vkgrad.numpy.dtypes import asarray, astype, dtype_of
 from vkgrad.numpy.ufuncs import (add, divide, greater, less, maximum, minimum, multiply, power,
                                  where)
 from vkgrad.numpy.util import is_int, normalize_axes, type_string
+from vkgrad.tracer.array import Array, host_array
 from vkgrad.tracer.core import ArrayOps, Tracer, user_source
 
 __all__ = ["take", "at"]
@@ -55,6 +56,7 @@ def index_array(indices, n, axis):
                                source=user_source())
     if isinstance(idx, Tracer):
         return where(less(idx, 0), add(idx, n), idx)
+    idx = _np.asarray(idx)   # concrete (an Array's ops inside a trace would be traced)
     if idx.size and (idx.min() < -n or idx.max() >= n):
         raise VkgradIndexError(f"index out of bounds for axis {axis} with size {n}",
                                source=user_source())
@@ -64,8 +66,18 @@ def index_array(indices, n, axis):
 def getitem(x, key):
     """x[key] for ints, slices, None, Ellipsis and one integer-array index (module docstring):
     one strided slice, a gather per negative-step slice and one for the array index, then a
-    reshape for the dropped and the new axes."""
+    reshape for the dropped and the new axes. A concrete boolean mask of a concrete array
+    selects as numpy's does (outside a trace the shape is known, as in JAX)."""
     x = asarray(x)
+    if isinstance(x, Array) and x._owned is None and _basic(key):   # host data: numpy's view
+        try:
+            return host_array(_np.asarray(x)[key])
+        except (IndexError, ValueError):
+            pass   # out of range, a zero step: the general path raises vkgrad's error
+    if not isinstance(x, Tracer) and _concrete_mask(key):
+        return host_array(_np.asarray(x)[tuple(_np.asarray(k) if isinstance(k, ArrayOps) else k
+                                               for k in key) if isinstance(key, tuple) else
+                                         _np.asarray(key)])
     start, limit, step, reverse, array_at, out_shape = _index_plan(x, _key_entries(x, key))
     y = x
     if (tuple(start), tuple(limit), tuple(step)) != ((0,) * x.ndim, tuple(x.shape),
@@ -76,6 +88,22 @@ def getitem(x, key):
     if array_at is not None:
         y = P.take(y, array_at[1], array_at[0])
     return P.reshape(y, out_shape) if tuple(out_shape) != tuple(y.shape) else y
+
+
+def _basic(key) -> bool:
+    """A key of ints, slices, None and Ellipsis only (numpy's basic indexing)."""
+    keys = key if isinstance(key, tuple) else (key,)
+    return builtins.all(k is None or k is Ellipsis or isinstance(k, slice) and
+                        builtins.all(b is None or is_int(b) for b in (k.start, k.stop, k.step))
+                        or is_int(k) for k in keys)
+
+
+def _concrete_mask(key) -> bool:
+    """Whether a key holds a boolean mask and no traced index."""
+    keys = key if isinstance(key, tuple) else (key,)
+    return builtins.any(dtype_of(k) == "bool" for k in keys
+                        if isinstance(k, (ArrayOps, _np.ndarray))) and \
+        not builtins.any(isinstance(k, Tracer) for k in keys)
 
 
 def _key_entries(x, key) -> list:
@@ -245,13 +273,14 @@ def _duplicate_rounds(pos, keep_last):
 
 
 def at(x):
-    """`vnp.at(x)[idx].set(v)`: the same as x.at[idx] for any array, numpy's too (outside a
-    transformed function vnp returns numpy arrays, which have no .at)."""
+    """`vnp.at(x)[idx].set(v)`: the same as x.at[idx], for numpy's arrays too (which have no
+    .at)."""
     return _At(x)
 
 
 def setitem(self, key, value):
     raise ArgumentError(
-        "vkgrad arrays are immutable: x[idx] = v cannot change x. Use x = x.at[idx].set(v) "
-        "(also .add, .mul, .min, .max), which returns the updated array",
+        f"'{type(self).__name__}' object does not support item assignment. vkgrad arrays are "
+        "immutable (as JAX's). Instead of ``x[idx] = y``, use ``x = x.at[idx].set(y)`` or "
+        "another .at[] method (.add, .multiply, .min, .max; .get reads)",
         source=user_source())

@@ -44,6 +44,7 @@ def define_wrappers(namespace: dict, table: dict, make) -> list:
     for name, (*spec, doc) in table.items():
         fn = make(*spec)
         fn.__name__ = fn.__qualname__ = name
+        fn.__code__ = fn.__code__.replace(co_name=name)   # tracebacks and messages say `name`
         fn.__doc__ = doc
         fn.__module__ = namespace["__name__"]
         namespace[name] = fn

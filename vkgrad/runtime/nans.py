@@ -79,9 +79,11 @@ def hunt(program: Program, args, what: str) -> NaNError:
                         for v, x in zip(e.inputs, xs))
         res = ", ".join(type_str(o.shape, o.dtype) for o in e.outputs)
         bad = sum(int((~np.isfinite(o)).sum()) for o in outs if o.dtype.kind == "f")
+        where = f" in the derivative of {e.of}" if e.of else ""
+        at = f" at {e.source}" if e.source else ""
         return NaNError(f"{head}; the first eqn to make one from finite inputs is "
-                        f"{e.prim.name}({ins}) -> {res} in the {part} part, "
-                        f"{bad} non-finite element(s)",
+                        f"{e.prim.name}{where}{at}: {e.prim.name}({ins}) -> {res} in the {part} "
+                        f"part, {bad} non-finite element(s)",
                         primitive=e.prim.name, source=e.source)
     return NaNError(f"{head}; the numpy interpreter computes finite values from the same "
                     "arguments, so a kernel disagrees with it: vg.check_kernels(fun, *args) "

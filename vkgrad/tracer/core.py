@@ -6,7 +6,8 @@ stack of such traces:
 
 * `bind(prim, *args, **params)` is the ONE entry point of every operation. With no active
   trace it evaluates now through `eval_eager` (on the interpreter, or on the device of the
-  vkgrad.Arrays among the arguments). Otherwise it emits an Eqn into the innermost trace.
+  vkgrad.Arrays among the arguments), giving vkgrad.Arrays. Otherwise it emits an Eqn into
+  the innermost trace.
 * The top trace lifts each argument: its own tracers are Vars; Python and numpy scalars become
   Literals; numpy arrays become consts; a tracer of an OUTER active trace (a closure, as in
   `grad(lambda x: grad(lambda y: x * y)(x))`) becomes an extra input of the inner program,
@@ -18,6 +19,11 @@ stack of such traces:
 * Each Eqn records the first stack frame outside the vkgrad package ("file:line");
   `source_context(src)` overrides that while a VJP rule or a program replay runs, so eqns made
   from another eqn carry the user's line of the original.
+* A trace made by an eager transform (grad, vjp, jvp, ... on concrete arguments) knows its
+  inputs' values (`Trace.known`: each a value, or a tracer of an enclosing trace that knows
+  its own), so `bool(x > 0)`, `float(x)`, `int(n)` on a tracer compute its value on the
+  interpreter (`Trace.value_of`, each eqn once) and Python control flow works, as in JAX
+  outside jit. An abstract trace (jit, vmap, make_ir) knows none: a ConcretizationError.
 
 The trace stack and the source override are per thread: a trace in one thread never records
 another thread's operations, and an eager call in a thread with no trace of its own runs
@@ -55,6 +61,7 @@ class _ThreadState(threading.local):
     def __init__(self):
         self.traces: list["Trace"] = []
         self.sources: list = []
+        self.deriving: list = []   # the primitives whose VJP rules are running (derivative_of)
 
 
 _state = _ThreadState()
@@ -99,6 +106,26 @@ def user_source() -> str | None:
 
 
 @contextmanager
+def derivative_of(prim_name: str):
+    """Backward eqns bound inside are part of the derivative of `prim_name` (Eqn.of: debug_nans
+    says "div in the derivative of sqrt")."""
+    _state.deriving.append(prim_name)
+    try:
+        yield
+    finally:
+        _state.deriving.pop()
+
+
+def api_name() -> str:
+    """The name of the vkgrad function the user called: the outermost frame of the vkgrad
+    package below the user's (for JAX's messages, "requested in zeros")."""
+    f, name = sys._getframe(1), "?"
+    while f is not None and f.f_code.co_filename.startswith(_PKG_PREFIX):
+        name, f = f.f_code.co_name, f.f_back
+    return name
+
+
+@contextmanager
 def source_context(source: str | None):
     """Eqns bound inside get `source` (when not None) instead of the caller's frame."""
     if source is None:
@@ -127,6 +154,11 @@ class Trace:
         self.captured: dict[int, tuple["Tracer", Var]] = {}  # id(outer tracer) -> (it, Var)
         self.phase = "fwd"
         self.active = True
+        # the concrete value of each input (a value, or a tracer of an enclosing trace), when
+        # an eager transform traces concrete arguments; None: an abstract trace (jit, vmap)
+        self.known: dict[Var, Any] | None = None
+        self._values: dict | None = None   # the values computed so far (value_of)
+        self._evaluated = 0                # how many of self.eqns they cover
 
     def new_arg(self, shape, dtype: str, source: str | None = None) -> "Tracer":
         v = Var(tuple(shape), dtype)
@@ -164,12 +196,38 @@ class Trace:
         raise ArgumentError(f"an operation got a value of type {type(x).__name__}; vkgrad "
                             "operations take arrays and Python/numpy scalars")
 
-    def emit(self, prim, args, params: Params, source, phase):
+    def value_of(self, var: Var):
+        """var's concrete value, computed on the interpreter from the known input values (each
+        eqn once, as Python asks), or None in an abstract trace or when an input is unknown."""
+        if self.known is None:
+            return None
+        env = self._values
+        if env is None:
+            env = self._values = dict(self.consts)
+        for v, src in list(self.known.items()) + [(v, t) for t, v in self.captured.values()]:
+            if v not in env:
+                value = _value_of_source(src)
+                if value is None:
+                    return None
+                env[v] = value
+        eqns = self.eqns
+        while var not in env and self._evaluated < len(eqns):
+            e = eqns[self._evaluated]
+            outs = interpreter.apply(e.prim, [x.array() if isinstance(x, Literal) else env[x]
+                                              for x in e.inputs],
+                                     e.params, [o.type for o in e.outputs])
+            env.update(zip(e.outputs, outs))
+            self._evaluated += 1
+        return env.get(var)
+
+    def emit(self, prim, args, params: Params, source, phase, of=None):
         ins = [self.lift(a) for a in args]
         out_types = abstract_eval(prim, [i.type for i in ins], params, source)
         outs = [Var(t.shape, t.dtype) for t in out_types]
         ph = "bwd" if "bwd" in (self.phase, phase) else "fwd"
-        self.eqns.append(Eqn(prim, ins, params, outs, source, ph))
+        if ph == "bwd" and of is None and _state.deriving:
+            of = _state.deriving[-1]
+        self.eqns.append(Eqn(prim, ins, params, outs, source, ph, of))
         tracers = [Tracer(self, v, source) for v in outs]
         return tracers if prim.multiple_results else tracers[0]
 
@@ -196,6 +254,14 @@ def new_trace(name: str):
         popped.active = False
         if popped is not t:   # pragma: no cover - a bug in a transform
             raise IRError("trace stack corrupted: traces ended out of order")
+
+
+def _value_of_source(src):
+    """The concrete value of an input's source: a tracer of an enclosing trace (its value, if
+    that trace knows it), an Array, numpy data or a Python scalar."""
+    if isinstance(src, Tracer):
+        return src._trace.value_of(src._var) if src._trace.active else None
+    return np.asarray(src)
 
 
 def current_trace() -> Trace | None:
@@ -231,8 +297,10 @@ def bind(prim, *args, **params):
     return bind_eqn(prim, args, params)
 
 
-def bind_eqn(prim, args, params, *, source: str | None = None, phase: str | None = None):
-    """`bind` with an explicit source line and phase (replaying an eqn of another program)."""
+def bind_eqn(prim, args, params, *, source: str | None = None, phase: str | None = None,
+             of: str | None = None):
+    """`bind` with an explicit source line, phase and derivative (replaying an eqn of another
+    program)."""
     params = params if isinstance(params, Params) else Params(params)
     trace = current_trace()
     if trace is None:
@@ -240,28 +308,35 @@ def bind_eqn(prim, args, params, *, source: str | None = None, phase: str | None
             return eval_eager(prim, args, params)
         except VkgradError as e:
             raise e.with_context(primitive=prim.name, source=source or user_source())
-    return trace.emit(prim, args, params, source or user_source(), phase)
+    return trace.emit(prim, args, params, source or user_source(), phase, of)
 
 
 def eval_eager(prim, args, params):
-    """Evaluate one primitive on concrete values now: the single eager path. Values of a
-    concrete array class (vkgrad.Array) run where that class says (their device); numpy values
-    run on the interpreter."""
+    """Evaluate one primitive on concrete values now: the single eager path. The concrete array
+    class (vkgrad.Array) runs it where its values live: their device, else the interpreter."""
     vals = [_concrete(a) for a in args]
-    types = [TensorType(v.shape, dtype_name(v.dtype)) for v in vals]
+    types = [v.aval if isinstance(v, ArrayOps) else TensorType(v.shape, dtype_name(v.dtype))
+             for v in vals]
     out_types = abstract_eval(prim, types, params, None)
-    owner = _array_owner(vals)
-    outs = (owner._eager_apply(prim, vals, params, out_types) if owner is not None
-            else interpreter.apply(prim, vals, params, out_types))
+    outs = _array_owner(vals)._eager_apply(prim, vals, params, out_types)
     return outs if prim.multiple_results else outs[0]
 
 
+_ARRAY: list = [None]   # the concrete array class: vkgrad.tracer.array.Array registers itself
+
+
+def register_array(cls) -> None:
+    """`cls` (vkgrad.Array, defined above this module's layer-mates) makes eager results."""
+    _ARRAY[0] = cls
+
+
 def _array_owner(values):
-    """The concrete array class (vkgrad.Array) of the first such value, or None."""
+    """The concrete array class of the first concrete array among `values` (vkgrad.Array, or a
+    class of its own that a test defines), else vkgrad.Array."""
     for v in values:
         if isinstance(v, ArrayOps) and not isinstance(v, Tracer):
             return type(v)
-    return None
+    return _ARRAY[0]
 
 
 def _concrete(x):
@@ -287,13 +362,12 @@ def leaked_error(t: "Tracer") -> LeakedTracerError:
 
 
 def eval_program(program: Program, args) -> list:
-    """Run `program` by binding each eqn: into the enclosing trace if one is active (keeping
-    each eqn's source line and backward marker), else concretely through `eval_eager`. With no
-    trace active and a vkgrad.Array among the arguments, the WHOLE program runs where that
-    Array lives (the joint program of an eager `grad`: one device submission)."""
-    owner = _array_owner(args) if current_trace() is None else None
-    if owner is not None:
-        return list(owner._eager_program(program, list(args)))
+    """Run `program`: with no trace active, the WHOLE program where the concrete arrays among
+    the arguments live (the joint program of an eager `grad`: on the interpreter, or one device
+    submission), giving vkgrad.Arrays; inside a trace, by binding each eqn into it (keeping each
+    eqn's source line and backward marker)."""
+    if current_trace() is None:
+        return list(_array_owner(args)._eager_program(program, list(args)))
     env: dict[Var, Any] = dict(zip(program.inputs, args))
     env.update(program.consts)
 
@@ -302,7 +376,7 @@ def eval_program(program: Program, args) -> list:
 
     for e in program.eqns:
         outs = bind_eqn(e.prim, [read(x) for x in e.inputs], e.params, source=e.source,
-                        phase=e.phase)
+                        phase=e.phase, of=e.of)
         env.update(zip(e.outputs, outs if e.prim.multiple_results else [outs]))
     return [read(o) for o in program.outputs]
 
@@ -368,35 +442,45 @@ class Tracer(ArrayOps):
     def __repr__(self) -> str:
         return f"Traced<{type_str(self._var.shape, self._var.dtype)}>"
 
-    # --- concretization: Python needs a value the trace does not have
-    def __array__(self, *a, **k):
+    # --- concretization: Python needs a value. An eager transform traces concrete arguments
+    # (as JAX's outside jit), so a value computed from them is known; in an abstract trace (jit,
+    # vmap, make_ir) it is not, and asking for it is a ConcretizationError saying what to do
+    def _known(self, what: str, instead: str) -> np.ndarray:
+        value = self._trace.value_of(self._var) if self._trace.active else None
+        if value is None:
+            raise concretization_error(self, what, instead)
+        return value
+
+    def __array__(self, *a, **k):   # as JAX's: a numpy value would silently cut the gradient
         raise concretization_error(self, "np.asarray()/np.array()",
                                    "use vkgrad.numpy functions on it instead of numpy's")
 
     def __bool__(self):
-        raise concretization_error(
-            self, "Python control flow (`if`, `while`, `and`/`or`, bool())",
+        return bool(self._known(
+            "Python control flow (`if`, `while`, `and`/`or`, bool())",
             "use vnp.where(cond, a, b) to choose between values, or pass the value as a static "
-            "argument (static_argnums) if it does not depend on the traced inputs")
+            "argument (static_argnums) if it does not depend on the traced inputs"))
 
     def __float__(self):
-        raise concretization_error(self, "float()", "keep it an array (x.sum() is already a "
-                                   "0-d array), or return it and convert the result")
+        return float(self._known("float()", "keep it an array (x.sum() is already a 0-d "
+                                 "array), or return it and convert the result"))
 
     def __int__(self):
-        raise concretization_error(self, "int()", "pass the value as a static argument "
-                                   "(static_argnums) if it must be a Python int")
+        return int(self._known("int()", "pass the value as a static argument (static_argnums) "
+                               "if it must be a Python int"))
 
-    __index__ = __int__
+    def __index__(self):
+        return int(self._known("int()", "pass the value as a static argument (static_argnums) "
+                               "if it must be a Python int"))
 
     def __complex__(self):
-        raise concretization_error(self, "complex()", "keep it an array")
+        return complex(self._known("complex()", "keep it an array"))
 
-    def item(self):
-        raise concretization_error(self, ".item()", "return the array and read it afterwards")
+    def item(self, *args):
+        return self._known(".item()", "return the array and read it afterwards").item(*args)
 
     def tolist(self):
-        raise concretization_error(self, ".tolist()", "return the array and read it afterwards")
+        return self._known(".tolist()", "return the array and read it afterwards").tolist()
 
 
 def concretization_error(t: Tracer, what: str, instead: str) -> ConcretizationError:

@@ -30,7 +30,7 @@ from __future__ import annotations
 from vkgrad import primitives as P
 from vkgrad.errors import GradError, IRError, MissingRuleError
 from vkgrad.ir.core import Literal, Program, Var, is_float, type_str, vjp_rules
-from vkgrad.tracer.core import bind_eqn, new_trace, source_context
+from vkgrad.tracer.core import bind_eqn, derivative_of, new_trace, source_context
 
 
 def grad_program(program: Program, wrt, out_index: int = 0, name: str | None = None) -> Program:
@@ -139,7 +139,7 @@ def _joint(program, wrt, seed_one, ct_outputs, name):
                     primitive=e.prim.name, stage="autodiff", source=e.source)
             ins = [read(x) for x in e.inputs]
             outs = [read(o) for o in e.outputs]
-            with source_context(e.source):
+            with source_context(e.source), derivative_of(e.prim.name):
                 if e.prim.multiple_results:
                     gs = [g if g is not None else P.broadcast_to(P.convert(0, o.dtype), o.shape)
                           for g, o in zip(gs, e.outputs)]

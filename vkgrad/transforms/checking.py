@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from vkgrad.config import enable_x64
 from vkgrad.errors import GradientCheckError
 from vkgrad.transforms.differentiation import jvp, vjp
 from vkgrad.transforms.tracing import check_function, fun_name
 from vkgrad.tracer.pytree import flatten_up_to, tree_flatten, tree_map, tree_unflatten
+from vkgrad.traceback_util import api_boundary
 
 
+@api_boundary
 def check_grads(fun, args, order=1, modes=("fwd", "rev"), atol=1e-5, rtol=1e-4, eps=1e-4,
                 seed=0):
     """Check fun's derivatives against central finite differences, in float64.
@@ -18,9 +21,14 @@ def check_grads(fun, args, order=1, modes=("fwd", "rev"), atol=1e-5, rtol=1e-4, 
     Float leaves of `args` are converted to float64 (integer leaves are held fixed). For a
     random unit tangent u and unit cotangent v, <v, (f(x+eps u) - f(x-eps u)) / 2eps> must match
     <vjp(v), u> ("rev") and <v, jvp(u)> ("fwd") within atol + rtol * scale. order=2 also checks
-    the derivatives of x -> vjp(fun, x)(v), and so on. Raises GradientCheckError on mismatch."""
+    the derivatives of x -> vjp(fun, x)(v), and so on. Raises GradientCheckError on mismatch.
+    x64 is on while it runs (vg.enable_x64), so float64 arguments stay float64."""
     check_function(fun, "check_grads")
-    args = tuple(args)
+    with enable_x64(True):   # the check is in float64, whatever the x64 switch says
+        _check_grads(fun, tuple(args), order, modes, atol, rtol, eps, seed)
+
+
+def _check_grads(fun, args, order, modes, atol, rtol, eps, seed):
     x = tree_map(_to_f64, args)
     rng = np.random.default_rng(seed)
     leaves, tree = tree_flatten(x)
@@ -71,7 +79,7 @@ def check_grads(fun, args, order=1, modes=("fwd", "rev"), atol=1e-5, rtol=1e-4, 
         def vjp_of_fun(*xs):
             return vjp(fun, *xs)[1](v_tree)
         vjp_of_fun.__name__ = f"vjp_{name}"
-        check_grads(vjp_of_fun, x, order - 1, modes, atol, rtol, eps, seed + 1)
+        _check_grads(vjp_of_fun, x, order - 1, modes, atol, rtol, eps, seed + 1)
 
 
 def _ct_leaves(primal, ct) -> list:

@@ -30,6 +30,7 @@ from vkgrad.transforms.tracing import (bind_kwargs, check_function, fun_name, fu
                                        is_final, normalize_argnums, to_user, trace_function)
 from vkgrad.tracer.core import ArrayOps, eval_program, user_source
 from vkgrad.tracer.pytree import TreeDef, tree_flatten, tree_unflatten
+from vkgrad.traceback_util import api_boundary
 
 
 def value_and_grad(fun, argnums=0, has_aux=False):
@@ -44,10 +45,11 @@ def value_and_grad(fun, argnums=0, has_aux=False):
 def _value_and_grad(fun, argnums, has_aux, keep_value):
     name = fun_name(fun)
 
+    @api_boundary
     @functools.wraps(fun)
     def value_and_grad_fun(*args, **kwargs):
         nums = normalize_argnums(argnums, len(args))
-        tr = trace_function(bind_kwargs(fun, kwargs), args)
+        tr = trace_function(bind_kwargs(fun, kwargs), args, concrete=True)
         wrt = []   # the inputs first (as JAX): an integer input is the usual cause of both
         for i in nums:
             for k in range(tr.arg_slices[i].start, tr.arg_slices[i].stop):
@@ -96,6 +98,7 @@ def grad(fun, argnums=0, has_aux=False):
     check_function(fun, "grad")
     vg = _value_and_grad(fun, argnums, has_aux, keep_value=False)
 
+    @api_boundary
     @functools.wraps(fun)
     def grad_fun(*args, **kwargs):
         out, g = vg(*args, **kwargs)
@@ -113,6 +116,7 @@ def _value_tree(out_tree: TreeDef, has_aux: bool, name: str) -> TreeDef:
     return out_tree.children[0]
 
 
+@api_boundary
 def vjp(fun, *primals, has_aux=False):
     """`vjp(fun, *primals) -> (out, vjp_fn)` (`(out, vjp_fn, aux)` with has_aux).
 
@@ -120,7 +124,7 @@ def vjp(fun, *primals, has_aux=False):
     (its structure), holding the cotangent of each float leaf and None for integer leaves."""
     check_function(fun, "vjp")
     name = fun_name(fun)
-    tr = trace_function(fun, primals)
+    tr = trace_function(fun, primals, concrete=True)
     value_tree = _value_tree(tr.out_tree, has_aux, name)
     nv = value_tree.num_leaves
     outs = eval_program(optimize(tr.program, final=is_final()), tr.args)
@@ -132,6 +136,7 @@ def vjp(fun, *primals, has_aux=False):
     joint = checked(vjp_program(tr.program, wrt, ct_outputs), f"autodiff of {name}")
     optimized: dict = {}
 
+    @api_boundary
     def vjp_fn(cotangent):
         cts, ct_tree = tree_flatten(cotangent)
         if ct_tree != value_tree:
@@ -164,6 +169,7 @@ def _cast(x, dtype):
     return np.asarray(x, dtype=np_dtype(dtype))
 
 
+@api_boundary
 def jvp(fun, primals, tangents):
     """`jvp(fun, primals, tangents) -> (out, tangent_out)`: forward mode, J u.
 
@@ -175,7 +181,7 @@ def jvp(fun, primals, tangents):
             len(primals) != len(tangents):
         raise ArgumentError("jvp takes primals and tangents as tuples of equal length",
                             source=user_source())
-    tr = trace_function(fun, tuple(primals))
+    tr = trace_function(fun, tuple(primals), concrete=True)
     t_leaves = []
     for i, t in enumerate(tangents):
         ls, tree = tree_flatten(t)

@@ -24,6 +24,7 @@ from vkgrad.tracer.core import ArrayOps, user_source
 from vkgrad.tracer.pytree import flatten_up_to, tree_flatten, tree_unflatten
 from vkgrad.transforms.differentiation import jvp, vjp
 from vkgrad.transforms.tracing import normalize_argnums
+from vkgrad.traceback_util import api_boundary
 
 
 def _shape(x) -> tuple:
@@ -77,6 +78,7 @@ def _check_float(leaves, name):
 
 def jacrev(fun, argnums=0, has_aux=False):
     """The Jacobian of fun with respect to args[argnums], by reverse mode (one vjp)."""
+    @api_boundary
     @functools.wraps(fun)
     def jac(*args):
         nums, partial, dyn = _split_args(fun, args, argnums)
@@ -110,6 +112,7 @@ def jacrev(fun, argnums=0, has_aux=False):
 def jacfwd(fun, argnums=0, has_aux=False):
     """The Jacobian of fun with respect to args[argnums], by forward mode (a jvp per input
     element)."""
+    @api_boundary
     @functools.wraps(fun)
     def jac(*args):
         nums, partial, dyn = _split_args(fun, args, argnums)

@@ -17,9 +17,12 @@ import numpy as np
 from vkgrad.errors import ArgumentError
 from vkgrad.ir.core import Program
 from vkgrad.ir.verifier import checked
+from vkgrad.dtypes import canonical_array
+from vkgrad.tracer.array import host_array
 from vkgrad.tracer.core import (ArrayOps, abstract_leaf, current_trace, new_trace,
                                 source_location, user_source)
 from vkgrad.tracer.pytree import TreeDef, tree_flatten, tree_unflatten
+from vkgrad.traceback_util import api_boundary
 
 
 def check_function(fun, what: str) -> None:
@@ -64,9 +67,13 @@ class Traced:
         return list(self.leaves) + list(self.captured)
 
 
-def trace_function(fun, args, static_argnums=(), allow_spec=False) -> Traced:
+def trace_function(fun, args, static_argnums=(), allow_spec=False, concrete=False) -> Traced:
     """fun traced on `args` (static_argnums passed through as Python values; allow_spec: leaves
-    may be vkgrad.ShapeDtype specs)."""
+    may be vkgrad.ShapeDtype specs). concrete: the trace knows the arguments' values (the eager
+    transforms, as JAX's outside jit), so Python may read values computed from them (`if x > 0`);
+    a tracer of an enclosing abstract trace (jit) has none, and reading it stays an error. Such a
+    program holds for these values only: the eager transforms trace on every call and cache no
+    program, so it is never reused for others."""
     name = fun_name(fun)
     static = set(normalize_argnums(static_argnums, len(args), "static_argnums")) \
         if static_argnums != () else set()
@@ -84,6 +91,8 @@ def trace_function(fun, args, static_argnums=(), allow_spec=False) -> Traced:
     src = user_source()
     with new_trace(name) as t:
         tracers = [t.new_arg(ty.shape, ty.dtype, src) for ty in types]
+        if concrete:
+            t.known = dict(zip(t.inputs, leaves))
         rebuilt = [a if sl is None else tree_unflatten(tree, tracers[sl])
                    for a, sl, tree in zip(args, slices, trees)]
         out = fun(*rebuilt)
@@ -149,14 +158,16 @@ def is_final() -> bool:
 
 
 def to_user(x):
-    """A result as users get it: arrays and tracers as they are, anything else as numpy."""
-    return x if isinstance(x, ArrayOps) or x is None else np.asarray(x)
+    """A result as users get it: Arrays and tracers as they are, anything else as an Array."""
+    return x if isinstance(x, ArrayOps) or x is None else host_array(canonical_array(
+        np.asarray(x)))
 
 
 def make_ir(fun, static_argnums=()):
     """`make_ir(fun)(*args) -> Program`: the program `fun` traces to on these arguments (arrays,
     scalars, pytrees of them, or vkgrad.ShapeDtype specs). `str(program)` is its text."""
     check_function(fun, "make_ir")
+    @api_boundary
     @functools.wraps(fun)
     def make(*args, **kwargs) -> Program:
         traced = trace_function(bind_kwargs(fun, kwargs), args, static_argnums, allow_spec=True)

@@ -17,6 +17,7 @@ from vkgrad.transforms.tracing import (check_function, fun_name, is_final, to_us
                                        trace_function)
 from vkgrad.tracer.core import ShapeDtype, abstract_leaf, eval_program, user_source
 from vkgrad.tracer.pytree import TreeDef, tree_flatten, tree_unflatten
+from vkgrad.traceback_util import api_boundary
 
 
 def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
@@ -33,6 +34,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
     _check_axes_spec(in_axes, "in_axes", name)
     _check_axes_spec(out_axes, "out_axes", name)
 
+    @api_boundary
     @functools.wraps(fun)
     def vmapped(*args, **kwargs):
         specs = _in_axes_per_argument(in_axes, len(args), name)

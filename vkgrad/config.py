@@ -1,0 +1,108 @@
+"""vg.config: JAX's configuration for what vkgrad follows of it, the 64-bit switch.
+
+    vg.config.update("enable_x64", True)     # or "jax_enable_x64", or VKGRAD_ENABLE_X64=1
+    vg.config.x64_enabled                    # True
+    with vg.enable_x64(False): ...           # for one block, in this thread (jax.enable_x64)
+
+This module is vg.config itself (JAX's jax.config is an object; a module with `update` and
+PEP 562 attributes reads the same).
+
+The dtype policy is JAX's: with 64 bits off (the default) float64 data (numpy's default float)
+becomes float32, and a float64 asked for by name (`dtype=np.float64`, `.astype("float64")`) is
+float32 with JAX's UserWarning ("Explicitly requested dtype float64 requested in zeros is not
+available, and will be truncated to dtype float32. ..."). With x64 on, float64 stays float64:
+the interpreter computes in it, and a jitted program holding it runs on the interpreter (no
+Vulkan kernel computes in float64; vg.FallbackWarning says so). Integers are int32 either way
+(no int64 kernels or interpreter dtype): an int64 value beyond int32 is an IntegerOverflowError,
+never a silent wrap, and an explicitly requested int64 warns that it is truncated.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import warnings
+from contextlib import contextmanager
+
+from vkgrad.errors import ArgumentError
+
+_OPTIONS = {"enable_x64": "enable_x64", "jax_enable_x64": "enable_x64"}
+
+
+class _State(threading.local):
+    """The enable_x64 context managers' values in this thread, innermost last."""
+
+    def __init__(self):
+        self.x64: list = []
+
+
+_values = {"enable_x64": os.environ.get("VKGRAD_ENABLE_X64", "0").lower() in ("1", "true")}
+_local = _State()
+
+
+def update(name: str, value) -> None:
+    """Set option `name` (JAX's `jax.config.update`; its names, with or without `jax_`)."""
+    option = _OPTIONS.get(name)
+    if option is None:
+        raise ArgumentError(f"vg.config has no option {name!r}; it has {sorted(_OPTIONS)}")
+    _values[option] = bool(value)
+
+
+def x64() -> bool:
+    """Whether float64 is computed in float64 (else it is truncated to float32)."""
+    return _local.x64[-1] if _local.x64 else _values["enable_x64"]
+
+
+def __getattr__(name):   # vg.config.x64_enabled, vg.config.jax_enable_x64: the current value
+    if name in ("x64_enabled", "jax_enable_x64"):
+        return x64()
+    raise AttributeError(f"vg.config has no attribute {name!r}")
+
+
+@contextmanager
+def enable_x64(value: bool = True):
+    """x64 on (or off) for the block, in this thread only (JAX's `with jax.enable_x64(True)`)."""
+    _local.x64.append(bool(value))
+    try:
+        yield
+    finally:
+        _local.x64.pop()
+
+
+def stored_dtype(name: str) -> str:
+    """The dtype data of dtype `name` (a vkgrad dtype name) is computed in under the policy:
+    float64 is float32 unless x64 is on."""
+    return "f32" if name == "f64" and not x64() else name
+
+
+def requested_dtype(requested, name: str, where: str) -> str:
+    """`stored_dtype` of a dtype asked for by name (numpy's `requested`, vkgrad's `name`):
+    JAX's UserWarning when it is a 64-bit dtype computed narrower."""
+    stored = stored_dtype(name)
+    if requested.itemsize == 8 and requested.kind in "fiu" and stored != "f64":
+        warn_truncated(requested.name, "float32" if requested.kind == "f" else "int32", where)
+    return stored
+
+
+_PKG = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _user_stacklevel() -> int:
+    """warnings.warn's stacklevel that points at the first frame outside the vkgrad package."""
+    f, level = sys._getframe(2), 2
+    while f is not None and f.f_code.co_filename.startswith(_PKG):
+        f, level = f.f_back, level + 1
+    return level
+
+
+def warn_truncated(requested: str, truncated: str, where: str) -> None:
+    """JAX's warning for a 64-bit dtype asked for by name that vkgrad computes narrower."""
+    how = ("To enable more dtypes, set vg.config.update('enable_x64', True) or the "
+           "VKGRAD_ENABLE_X64=1 shell environment variable (JAX's jax_enable_x64)"
+           if truncated == "float32" else
+           "vkgrad has no 64-bit integers (its kernels and interpreter compute int32), x64 or not")
+    warnings.warn(f"Explicitly requested dtype {requested} requested in {where} is not "
+                  f"available, and will be truncated to dtype {truncated}. {how}. See "
+                  "docs/numpy.md, \"dtypes\", for more.", UserWarning,
+                  stacklevel=_user_stacklevel())

@@ -1,0 +1,241 @@
+"""vkgrad.Array: every concrete value vkgrad gives a user, as JAX's jax.Array is.
+
+An Array is an abstract value (`aval`: shape, dtype) and where its data lives:
+* host-backed: a read-only numpy array (the interpreter's results, `vnp.asarray` of host data,
+  an eager vnp operation on them);
+* device-backed: a view of a device buffer (an `Owned` of the runtime's pool, shared by the
+  Arrays that view it), made by the execution layer (vkgrad/execution/array.py: jitted calls,
+  vg.device_put, eager operations on device Arrays). Its host copy is made only when someone
+  reads it (np.asarray, .item(), printing) and kept; small results of a jitted call come with a
+  `future` (a HostResult) that holds their host data once the call's submission is done.
+
+Arrays are immutable: `x[i] = v` is JAX's TypeError; `x.at[i].set(v)` returns a new Array.
+Calls are asynchronous (docs/jit.md): an Array is ready when the submission that computes it is
+done; reading it waits for that submission only, and `block_until_ready` waits without reading.
+
+Operations on Arrays outside any trace run where the Arrays live (the trace core asks the
+concrete array class: `_eager_apply`, `_eager_program`): on the interpreter for host Arrays, on
+the device through the execution layer's `DeviceOps` (registered with `register_device`) when
+one of them is on a device. This module is in the trace core's layer so that `import vkgrad`,
+the interpreter and the transforms give Arrays without loading the runtime.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vkgrad.dtypes import np_dtype, type_str
+from vkgrad.errors import ArgumentError
+from vkgrad.ir.core import TensorType
+from vkgrad.ir import interpreter
+from vkgrad.tracer import core
+from vkgrad.tracer.core import ArrayOps, user_source
+from vkgrad.tracer.pytree import tree_leaves
+
+_interned: dict = {}
+
+
+def intern(aval: TensorType) -> TensorType:
+    """One TensorType object per distinct type, so a jitted call's guard compares avals by
+    identity (vkgrad/execution/fastpath.py)."""
+    return _interned.setdefault(aval, aval)
+
+
+class DeletedArrayError(ArgumentError):
+    """An Array was read after a jitted call consumed (donated) its buffer, or after delete()."""
+
+
+class Array(ArrayOps):
+    __slots__ = ("_aval", "_owned", "_host", "_future", "_deleted", "__weakref__")
+    __array_priority__ = 100   # ndarray (op) Array defers to Array's operators
+
+    def __init__(self, aval: TensorType, owned=None, host=None, future=None):
+        self._aval = aval
+        self._owned = owned
+        self._host = None
+        self._future = future     # a HostResult: host data once its submission is done
+        self._deleted = False
+        if owned is not None:
+            owned.users += 1
+        if host is not None:
+            self._set_host(host)
+
+    @classmethod
+    def from_host(cls, aval: TensorType, host: np.ndarray) -> "Array":
+        """A host-backed Array taking `host` (of aval's shape and dtype, owned by no one else:
+        an interpreter result) as is: the eager path's constructor, without __init__'s checks."""
+        a = object.__new__(cls)
+        a._aval, a._owned, a._future, a._deleted = aval, None, None, False
+        host.flags.writeable = False
+        a._host = host
+        return a
+
+    def _set_host(self, host) -> None:
+        # a device buffer holds at least one element: an empty result's is one too many
+        h = np.asarray(host).reshape(-1)[: self._aval.size].reshape(self._aval.shape)
+        h = h.astype(np_dtype(self._aval.dtype), copy=False)
+        h.flags.writeable = False   # np.asarray(a) must not let anyone change an immutable array
+        self._host = h
+
+    @property
+    def aval(self) -> TensorType:
+        return self._aval
+
+    @property
+    def buffer(self):
+        """The device buffer (None for an Array that lives only on the host)."""
+        self._check()
+        return self._owned.buffer if self._owned is not None else None
+
+    def _check(self) -> None:
+        if self._deleted:
+            raise DeletedArrayError(
+                f"this {type_str(self._aval.shape, self._aval.dtype)} Array was donated to a "
+                "jitted call (donate_argnums) or deleted, and its buffer now holds something "
+                "else; use the call's result instead", source=user_source())
+
+    def _value(self) -> np.ndarray:
+        if self._host is None:
+            self._check()
+            if self._future is not None:
+                self._set_host(self._future.result())
+                self._future = None
+            else:
+                self._owned.wait()
+                self._set_host(self._owned.buffer.download()[: self.size])
+        return self._host
+
+    # --- reading
+    def __array__(self, dtype=None, copy=None):
+        v = self._value()
+        if dtype is not None and np.dtype(dtype) != v.dtype:
+            return v.astype(dtype)
+        return v.copy() if copy else v
+
+    def numpy(self) -> np.ndarray:
+        return np.array(self._value())
+
+    def item(self, *args):
+        return self._value().item(*args)
+
+    def tolist(self):
+        return self._value().tolist()
+
+    def __iter__(self):   # rows from the host copy: an eager getitem per row would be slow
+        if not self.shape:
+            raise ArgumentError("iteration over a 0-d array", source=user_source())
+        aval = intern(TensorType(self.shape[1:], self._aval.dtype))
+        return (Array.from_host(aval, np.array(row)) for row in self._value())
+
+    def copy(self) -> "Array":
+        """The same values (an Array is immutable, so sharing them is a copy)."""
+        return self
+
+    def __float__(self):
+        return float(self._value())
+
+    def __int__(self):
+        return int(self._value())
+
+    def __index__(self):
+        return int(self._value())
+
+    def __bool__(self):
+        return bool(self._value())
+
+    def __complex__(self):
+        return complex(self._value())
+
+    def __format__(self, spec):
+        return format(self._value(), spec) if self.ndim == 0 else format(str(self), spec)
+
+    def __repr__(self) -> str:
+        if self._deleted:
+            return f"Array(<deleted>, {type_str(self._aval.shape, self._aval.dtype)})"
+        return "Array(" + np.array2string(self._value(), separator=", ", prefix="Array(") + \
+            f", dtype={np_dtype(self._aval.dtype)})"
+
+    def __str__(self) -> str:
+        return str(self._value())
+
+    def __reduce__(self):   # pickles (and deep-copies) as its values
+        return (_from_numpy, (np.asarray(self._value()),))
+
+    # --- lifetime
+    def block_until_ready(self) -> "Array":
+        """Wait until the call that computes this Array is done (its value is not read)."""
+        self._check()
+        if self._future is not None:
+            self._set_host(self._future.result())
+            self._future = None
+        elif self._owned is not None:
+            self._owned.wait()
+        return self
+
+    def is_deleted(self) -> bool:
+        return self._deleted
+
+    def delete(self) -> None:
+        self._deleted = True
+        if self._owned is not None:
+            self._owned.users -= 1
+        self._owned = None
+        self._host = self._future = None
+
+    def __del__(self):
+        if self._owned is not None:
+            self._owned.users -= 1
+
+    # --- operations on concrete values (the trace core calls these; see tracer/core.py)
+    @staticmethod
+    def _eager_apply(prim, values, params, out_types) -> list:
+        """One vnp operation outside any trace: on the device of the Arrays among `values` (the
+        execution layer's DeviceOps), else on the interpreter."""
+        if _on_device(values):
+            return _device[0].apply(prim, values, params, out_types)
+        outs = interpreter.apply(prim, [np.asarray(v) for v in values], params, out_types)
+        return [Array.from_host(intern(t), o) for t, o in zip(out_types, outs)]
+
+    @staticmethod
+    def _eager_program(program, values) -> list:
+        """A whole program outside any trace: ONE compiled submission on the device of the
+        Arrays among `values`, or the interpreter when none is on a device."""
+        if _on_device(values):
+            return _device[0].program(program, values)
+        outs = interpreter.run_program(program, *[np.asarray(v) for v in values])
+        return [Array.from_host(intern(o.type), h) for o, h in zip(program.outputs, outs)]
+
+
+def _on_device(values) -> bool:
+    return any(type(v) is Array and v._owned is not None for v in values)
+
+
+def _from_numpy(value: np.ndarray) -> Array:
+    return Array(intern(TensorType(value.shape, core.dtype_name(value.dtype))), host=value)
+
+
+def host_array(x) -> Array:
+    """A host-backed Array of `x` (numpy data or a Python scalar, already in a dtype vkgrad
+    computes in), copied: changing `x` later does not change the Array."""
+    h = np.array(x, copy=True)
+    return Array.from_host(intern(TensorType(h.shape, core.dtype_name(h.dtype))), h)
+
+
+def block_until_ready(tree):
+    """Wait until every Array in `tree` (a pytree) is computed; returns `tree`, as in JAX."""
+    for leaf in tree_leaves(tree):
+        if isinstance(leaf, Array):
+            leaf.block_until_ready()
+    return tree
+
+
+_device: list = [None]   # the execution layer's DeviceOps (apply, program), once it is loaded
+
+
+def register_device(ops) -> None:
+    """The execution layer's eager operations on device Arrays: `ops.apply(prim, values, params,
+    out_types)` and `ops.program(program, values)`, each returning Arrays."""
+    _device[0] = ops
+
+
+core.register_array(Array)
