@@ -52,8 +52,8 @@ def api_boundary(fun):
         except Exception as e:
             if not filtering():
                 raise
-            if _NOTE not in getattr(e, "__notes__", ()):
-                e.add_note(_NOTE)
+            if _NOTE not in getattr(e, "__notes__", ()) and hasattr(e, "add_note"):
+                e.add_note(_NOTE)          # (Python 3.11+)
             raise e.with_traceback(filtered(e.__traceback__))   # (VKGRAD_TRACEBACK_FILTERING)
     # the frame carries the API's name (tracebacks; "requested in zeros" in dtype warnings)
     boundary.__code__ = boundary.__code__.replace(co_name=getattr(fun, "__name__", "boundary"))
