@@ -161,7 +161,7 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
         raise ArgumentError(f"flash_attention: layout={layout!r}; use 'BHLD' or 'BLHD'")
     q, k, v = vnp.asarray(q), vnp.asarray(k), vnp.asarray(v)
     for name, t in (("q", q), ("k", k), ("v", v)):
-        if not np.issubdtype(t.dtype, np.floating):
+        if not vnp.issubdtype(t.dtype, np.floating):
             raise DTypeError(f"flash_attention: {name} must be a float array, got {t.dtype}")
     if layout == "BLHD":
         q, k, v = (vnp.transpose(t, (0, 2, 1, 3)) if t.ndim == 4 else t for t in (q, k, v))

@@ -65,6 +65,9 @@ dtype_of = P.dtype_of
 
 
 def issubdtype(arg1, arg2) -> bool:
+    """numpy's, with bfloat16 a floating type as in JAX (numpy sees ml_dtypes's as void)."""
+    if arg1 is bfloat16 or (isinstance(arg1, _np.dtype) and arg1 == np_dtype("bf16")):
+        arg1 = _np.float16
     return _np.issubdtype(arg1, arg2)
 
 
