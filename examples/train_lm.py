@@ -147,10 +147,12 @@ def init_params(cfg: dict):
 
 
 def logits_fn(cfg: dict):
-    """params, ids [batch, L] -> logits [batch, L, vocab]."""
+    """params, ids [batch, L] -> logits [batch, L, vocab] (f32), computed in cfg's precision
+    (policy(cfg))."""
+    mp = policy(cfg)
     if cfg["model"] == "transformer":
-        return lambda params, ids: nn.transformer_lm(params, ids, cfg["heads"])
-    return nn.mamba_lm
+        return lambda params, ids: nn.transformer_lm(params, ids, cfg["heads"], policy=mp)
+    return lambda params, ids: nn.mamba_lm(params, ids, policy=mp)
 
 
 def schedule(cfg: dict):
@@ -167,7 +169,7 @@ def optimizer(cfg: dict):
                          vg.optim.adamw(schedule(cfg), b1=cfg["b1"], b2=cfg["b2"],
                                         weight_decay=cfg["weight_decay"]))
     if cfg["precision"] == "f16":
-        return vg.mp.loss_scaled(opt, vg.mp.DynamicLossScale(LOSS_SCALE))
+        return vg.mp.loss_scaled(opt, vg.mp.DynamicLossScale(np.float32(LOSS_SCALE)))
     return opt
 
 
@@ -178,11 +180,10 @@ def policy(cfg: dict):
 def make_steps(cfg: dict):
     """(train_step, loss) jitted: train_step(params, opt_state, x, y) -> (params, opt_state,
     loss, grad_norm) with params and opt_state donated; loss(params, x, y) for validation."""
-    forward, opt, mp = logits_fn(cfg), optimizer(cfg), policy(cfg)
+    forward, opt = logits_fn(cfg), optimizer(cfg)
 
     def loss_fn(params, x, y):
-        logits = forward(mp.cast_to_compute(params), x)
-        return nn.cross_entropy(mp.cast_to_output(logits), y)
+        return nn.cross_entropy(forward(params, x), y)
 
     def train_step(params, opt_state, x, y):
         scale = vg.mp.loss_scale_of(opt_state)
@@ -263,6 +264,7 @@ def load_checkpoint(out: Path, cfg: dict, params, opt_state, allow_nonfinite: bo
     except (KeyError, ValueError):
         raise ResumeError(f"--resume: {path} is not a checkpoint of examples/train_lm.py "
                           "(its metadata has no config and step)") from None
+    saved.setdefault("precision", "f32")   # checkpoints from before --precision were f32
     diff = [f"{k}: {saved.get(k, '(none)')} in the checkpoint, {cfg.get(k, '(none)')} now"
             for k in sorted(set(saved) | set(cfg)) if saved.get(k) != cfg.get(k)]
     if diff:

@@ -128,3 +128,30 @@ def test_lm_in_16_bits_ends_near_its_f32_loss(precision):
     f32 = _train("f32", 60, data)
     half = _train(precision, 60, data)
     assert abs(half - f32) <= 0.02 * f32, (precision, half, f32)
+
+
+def test_nn_models_take_a_policy():
+    """The f32 parameters are cast to the compute dtype inside the model: its matmuls run in
+    bf16, its logits come out in the output dtype."""
+    cfg, _, params = _tiny_step("bf16")
+    ids = np.zeros((2, 16), np.int32)
+    prog = vg.make_ir(lambda p: vg.nn.transformer_lm(p, ids, 2, policy="p=f32,c=bf16,o=f32"))(
+        params)
+    matmuls = [e for e in prog.eqns if e.prim.name == "matmul"]
+    assert matmuls and all(x.dtype == "bf16" for e in matmuls for x in e.inputs)
+    assert prog.outputs[0].dtype == "f32"
+    block = params["blocks"][0]
+    x = np.ones((1, 4, 32), np.float32)
+    y = vg.nn.attention_block(block, x, 2, policy=vg.mp.get_policy("params=f32,compute=f16,"
+                                                                   "output=f16"))
+    assert np.asarray(y).dtype == np.float16
+
+
+def test_a_loss_scaled_state_goes_through_a_checkpoint(tmp_path):
+    cfg, _, params = _tiny_step("f16")
+    state = train_lm.optimizer(cfg).init(params)
+    state = vg.mp.LossScaledState(state.inner, vg.mp.DynamicLossScale(256.0, 7, period=50))
+    vg.save(tmp_path / "s.safetensors", state)
+    back = vg.load(tmp_path / "s.safetensors", like=state)
+    assert isinstance(back.loss_scale, vg.mp.DynamicLossScale) and back.loss_scale.period == 50
+    assert float(back.loss_scale.loss_scale) == 256.0 and int(back.loss_scale.counter) == 7

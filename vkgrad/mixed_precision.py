@@ -28,10 +28,8 @@ smaller (get_policy keeps the names it is given).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import NamedTuple
-
-import numpy as np
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from vkgrad import numpy as vnp
 from vkgrad.dtypes import is_float
@@ -40,7 +38,6 @@ from vkgrad.numpy.dtypes import dtype_name
 from vkgrad.optim import GradientTransformation
 from vkgrad.tracer.core import user_source
 from vkgrad.tracer.pytree import tree_leaves, tree_map
-from vkgrad.tree_util import register_dataclass
 
 __all__ = ["Policy", "get_policy", "cast_to_full", "cast_to_half", "all_finite", "select_tree",
            "NoOpLossScale", "StaticLossScale", "DynamicLossScale", "LossScaledState",
@@ -156,10 +153,19 @@ def select_tree(pred, on_true, on_false):
 
 
 # ------------------------------------------------------------------- loss scales
+# NamedTuples: pytrees whose every field is state, so they go through a jitted step and a
+# checkpoint (vg.save) as they are.
 
-@register_dataclass
-@dataclass(frozen=True)
-class NoOpLossScale:
+def _scaled(tree, scale):
+    return tree_map(lambda x: x * vnp.astype(scale, vnp.result_type(x)), tree)
+
+
+def _unscaled(tree, scale):
+    inv = 1.0 / vnp.asarray(scale, vnp.float32)
+    return tree_map(lambda x: x * vnp.astype(inv, vnp.result_type(x)), tree)
+
+
+class NoOpLossScale(NamedTuple):
     """No scaling (f32 and bf16 training)."""
 
     @property
@@ -176,59 +182,48 @@ class NoOpLossScale:
         return self
 
 
-@register_dataclass
-@dataclass(frozen=True)
-class StaticLossScale:
+class StaticLossScale(NamedTuple):
     """Multiply the loss by a fixed `loss_scale`, divide the gradients by it."""
-    loss_scale: object
+    loss_scale: Any
 
     def scale(self, tree):
-        return tree_map(lambda x: x * vnp.astype(self.loss_scale, vnp.result_type(x)), tree)
+        return _scaled(tree, self.loss_scale)
 
     def unscale(self, tree):
-        inv = 1.0 / vnp.asarray(self.loss_scale, vnp.float32)
-        return tree_map(lambda x: x * vnp.astype(inv, vnp.result_type(x)), tree)
+        return _unscaled(tree, self.loss_scale)
 
     def adjust(self, grads_finite) -> "StaticLossScale":
         return self
 
 
-@register_dataclass
-@dataclass(frozen=True)
-class DynamicLossScale:
-    """A loss scale that halves (`factor`) when the gradients overflow and doubles after
-    `period` steps with finite gradients in a row (jmp's DynamicLossScale, torch's GradScaler).
-    `loss_scale` and `counter` are arrays, so the state goes in and out of a jitted step."""
-    loss_scale: object
-    counter: object = 0
-    period: int = field(default=2000, metadata=dict(static=True))
-    factor: float = field(default=2.0, metadata=dict(static=True))
-    min_loss_scale: float = field(default=1.0, metadata=dict(static=True))
+class DynamicLossScale(NamedTuple):
+    """A loss scale that is divided by `factor` when the gradients overflow and multiplied by
+    it after `period` steps with finite gradients in a row (jmp's DynamicLossScale, torch's
+    GradScaler), never below `min_loss_scale`. `adjust` is traced code, so the state goes in and
+    out of a jitted step."""
+    loss_scale: Any
+    counter: Any = 0
+    period: Any = 2000
+    factor: Any = 2.0
+    min_loss_scale: Any = 1.0
 
-    def __post_init__(self):
-        for f, dt in (("loss_scale", np.float32), ("counter", np.int32)):
-            v = getattr(self, f)
-            if isinstance(v, (int, float)):
-                object.__setattr__(self, f, np.asarray(v, dt))
-        if self.period < 1 or not self.factor > 1:
-            raise ArgumentError(f"DynamicLossScale: period must be at least 1 and factor above 1 "
-                                f"(got period={self.period}, factor={self.factor})",
-                                source=user_source())
+    def scale(self, tree):
+        return _scaled(tree, self.loss_scale)
 
-    scale = StaticLossScale.scale
-    unscale = StaticLossScale.unscale
+    def unscale(self, tree):
+        return _unscaled(tree, self.loss_scale)
 
     def adjust(self, grads_finite) -> "DynamicLossScale":
         """The next state: after an overflow the scale divided by `factor` (not below
         min_loss_scale) and the count restarted; after `period` finite steps in a row the
-        scale times `factor`."""
+        scale times `factor` and the count restarted."""
         grow = vnp.logical_and(grads_finite, self.counter == self.period - 1)
         scale = vnp.where(grads_finite,
                           vnp.where(grow, self.loss_scale * self.factor, self.loss_scale),
                           vnp.maximum(self.loss_scale / self.factor, self.min_loss_scale))
-        counter = vnp.where(grads_finite, (self.counter + 1) % self.period, 0)
-        return DynamicLossScale(vnp.astype(scale, vnp.float32), vnp.astype(counter, vnp.int32),
-                                self.period, self.factor, self.min_loss_scale)
+        counter = vnp.where(grow, 0, vnp.where(grads_finite, self.counter + 1, 0))
+        return self._replace(loss_scale=vnp.astype(scale, vnp.float32),
+                             counter=vnp.astype(counter, vnp.int32))
 
 
 # ------------------------------------------------------------------- an optimizer that skips
