@@ -94,6 +94,9 @@ VALUES = [
     ("f16_matmul_accumulates_in_f32", lambda a, b: a @ b,
      [np.ones((1, 4096), f16), np.ones((4096, 1), f16)], [[4096.0]], "f16"),
     ("bf16_mean", lambda x: vnp.mean(x), [np.full(300, 3.0, bf16)], 3.0, "bf16"),
+    # var of 0, 1/1000, ..., 1 (as bf16) computed in f32 (JAX upcasts mean and var), rounded once
+    ("bf16_var_in_f32", lambda x: vnp.var(x), [np.linspace(0, 1, 1001).astype(bf16)],
+     0.08349609375, "bf16"),
     # f32 -> f16 rounds: 1/3 is 0x3555 in f16
     ("f32_to_f16", lambda x: x.astype(f16), [np.float32(1 / 3)], 0.333251953125, "f16"),
     ("f16_to_i32", lambda x: x.astype(vnp.int32), [np.float16(-2.75)], -2, "i32"),
@@ -168,6 +171,21 @@ KERNELS = [
      [U(1, 2, 7, 16), U(1, 2, 7, 16), U(1, 2, 7, 16)], 2e-3),
     ("training_step", lambda w, x: vg.grad(lambda w: vnp.mean(vnp.tanh(
         x.astype(f16) @ w.astype(f16)).astype(f32) ** 2))(w), [U(33, 7), U(5, 33)], 2e-3),
+    ("layout", lambda x, y: (vnp.concatenate([x.astype(bf16), y.astype(bf16)], axis=0),
+                             vnp.pad(x.astype(f16), ((1, 2), (0, 3)))[::2, 1:],
+                             vnp.transpose(x.astype(f16))), [U(7, 33), U(3, 33)], 1e-2),
+    ("cumsum_sort", lambda x: (vnp.cumsum(x.astype(f16), axis=1), vnp.sort(x.astype(bf16), axis=1),
+                               vnp.argsort(x.astype(f16), axis=1)), [U(7, 33)], 2e-3),
+    ("norm_and_gradients", lambda x, w, t, i: vg.grad(lambda w, t: vnp.sum(
+        nn.layer_norm(x.astype(f16), w.astype(f16)).astype(f32) ** 2) + vnp.sum(
+        nn.embedding(t.astype(bf16), i).astype(f32) ** 2), argnums=(0, 1))(w, t),
+     [U(7, 33), U(33), U(11, 6), np.array([3, 0, 10, 3], np.int32)], 1e-2),
+    ("attention_gradient", lambda q, k, v: vg.grad(lambda q, k, v: vnp.sum(nn.flash_attention(
+        q.astype(f16), k.astype(f16), v.astype(f16)).astype(f32) ** 2), argnums=(0, 1, 2))(
+        q, k, v), [U(1, 2, 7, 16), U(1, 2, 9, 16), U(1, 2, 9, 16)], 1e-2),
+    ("selective_scan", lambda u, d, a, b, c: nn.selective_scan(
+        u.astype(f16), vnp.abs(d.astype(f16)), -vnp.abs(a.astype(f16)), b.astype(f16),
+        c.astype(f16)), [U(1, 5, 9), U(1, 5, 9), U(5, 4), U(1, 4, 9), U(1, 4, 9)], 2e-3),
 ]
 
 
@@ -204,3 +222,20 @@ def test_16_bit_arguments_and_results_cross_to_the_device_exactly():
     x = x[~np.isnan(x)][:1001]               # an odd count: the last word half used
     got = np.asarray(_jit(lambda a: vnp.negative(vnp.negative(a)), "vulkan")(x))
     np.testing.assert_array_equal(got.view(np.uint16), x.view(np.uint16))
+
+
+@pytest.mark.parametrize("dtype", [f16, bf16])
+def test_debug_nans_sees_16_bit_results(dtype):
+    """nan_check reads both halves of each word of an odd-sized f16 or bf16 result: a NaN in
+    either is found, and the eqn that made it named."""
+    f = _jit(lambda x: vnp.log(x.astype(dtype) - 1), "vulkan")
+    old = vg.debug_nans(True)
+    try:
+        np.asarray(f(np.array([2.0, 3.0, 5.0, 9.0, 4.0], np.float32)))   # finite: no error
+        for bad in (4, 1):     # the low half of the last word, the high half of the first
+            x = np.array([2.0, 3.0, 5.0, 9.0, 4.0], np.float32)
+            x[bad] = 0.5
+            with pytest.raises(vg.runtime.errors.NaNError, match="log"):
+                np.asarray(f(x))       # (the check's error comes with the result)
+    finally:
+        vg.debug_nans(old)
