@@ -13,8 +13,9 @@ import pytest
 import vkgrad as vg
 import vkgrad.nn as nn
 import vkgrad.numpy as vnp
-from vkgrad.ir.parser import parse_program
 from vkgrad.ir.core import print_program
+from vkgrad.ir.parser import parse_program
+from vkgrad.lowering.fusion import widen_halves
 
 f16, bf16, f32 = vnp.float16, vnp.bfloat16, vnp.float32
 
@@ -239,3 +240,36 @@ def test_debug_nans_sees_16_bit_results(dtype):
                 np.asarray(f(x))       # (the check's error comes with the result)
     finally:
         vg.debug_nans(old)
+
+
+WIDEN_IN = """\
+program f(%0: f16[5,33], %1: f16[33,7]) -> (f16[5,7], bf16[5]) {
+  %2: f16[5,7] = matmul %0, %1
+  %3: bf16[5,33] = convert[dtype=bf16] %0
+  %4: bf16[5] = reduce_sum[axes=(1,)] %3
+  return %2, %4
+}
+"""
+WIDEN_OUT = """\
+program f(%0: f16[5,33], %1: f16[33,7]) -> (f16[5,7], bf16[5]) {
+  %2: f32[5,33] = convert[dtype=f32] %0
+  %3: f32[33,7] = convert[dtype=f32] %1
+  %4: f32[5,7] = matmul %2, %3
+  %5: f16[5,7] = convert[dtype=f16] %4
+  %6: bf16[5,33] = convert[dtype=bf16] %0
+  %7: f32[5,33] = convert[dtype=f32] %6
+  %8: f32[5] = reduce_sum[axes=(1,)] %7
+  %9: bf16[5] = convert[dtype=bf16] %8
+  return %5, %9
+}
+"""
+
+
+def test_widen_halves_converts_around_kernels_that_take_f32():
+    """The pass's golden text: a kernel whose contract lists f32 only gets converts to f32
+    before it and back after it; elementwise eqns (the generated kernels) are left alone."""
+    out = widen_halves.apply(parse_program(WIDEN_IN))
+    assert print_program(out) == WIDEN_OUT
+    x = [np.linspace(-1, 1, 165).reshape(5, 33).astype(f16), np.full((33, 7), 0.25, f16)]
+    for a, b in zip(vg.run_program(parse_program(WIDEN_IN), *x), vg.run_program(out, *x)):
+        np.testing.assert_array_equal(a, b)      # the same values: the interpreter widens too

@@ -89,7 +89,10 @@ def test_an_overflow_skips_the_step_and_halves_the_scale_in_one_submission():
     state = vg.mp.LossScaledState(state.inner, big)
     x = np.arange(32, dtype=np.int32).reshape(2, 16) % 7
     on_gpu = vg.jit(step.fun, backend="vulkan")
-    new_params, new_state, loss, _ = on_gpu(params, state, x, x)
+    on_gpu(params, state, x, x)                      # compiled, recorded
+    before = vg.runtime_stats()["submissions"]
+    new_params, new_state, loss, _ = vg.block_until_ready(on_gpu(params, state, x, x))
+    assert vg.runtime_stats()["submissions"] - before == 1   # the skip is a select on the device
     assert on_gpu.lower(params, state, x, x).fallback_reason is None
     assert float(np.asarray(new_state.loss_scale.loss_scale)) == 2.0 ** 119
     for a, b in zip(vg.tree.leaves((new_params, new_state.inner)),
