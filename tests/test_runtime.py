@@ -60,6 +60,57 @@ def test_devices():
     assert devices[0].name in out and "* " in out
 
 
+def test_device_features_are_reported_enabled_and_in_the_target():
+    """kp patch 0010 reports the features a Manager enables (by name) and the cooperative-matrix
+    shapes; DeviceInfo and the device's Target carry them. lavapipe (Mesa 22.3) has 16-bit
+    storage, float16, int8 and the memory model, and no cooperative matrix; a device that
+    reports cooperative matrices lists a 16x16x16 f16 x f16 + f32 shape among them (every
+    vendor's KHR driver does)."""
+    import kp
+    from vkgrad.target import CooperativeShape, Target
+    props = kp.list_physical_devices()
+    assert all("features" in p and "cooperative_matrix_shapes" in p for p in props), \
+        "this kp predates patch 0010: run `make setup` (scripts/build_kp.sh rebuilds it)"
+    for p, d in zip(props, list_devices()):
+        assert dict(d.features) == p["features"]
+        assert [str(c) for c in d.cooperative_matrix] == [
+            str(CooperativeShape(**c)) for c in p["cooperative_matrix_shapes"]]
+        t = Target.from_device(d)
+        assert t.storage_16bit == p["features"]["storage_buffer_16bit_access"]
+        assert t.float16 == p["features"]["shader_float16"]
+        assert t.memory_model == p["features"]["vulkan_memory_model"]
+        assert (t.cooperative_shape("f16", "f32") is not None) == p["features"]["cooperative_matrix"]
+        if "llvmpipe" in d.name:
+            assert t.storage_16bit and t.float16 and t.int8 and t.memory_model
+            assert not t.cooperative_matrix
+    # the device really opens with them enabled: a shader storing float16_t runs
+    dev = get_device()
+    if dev.target.storage_16bit and dev.target.float16:
+        src = """#version 450
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+layout(local_size_x = 1) in;
+layout(set = 0, binding = 0) buffer Out { float16_t h[]; };
+void main() { h[0] = float16_t(1.5) * float16_t(3.0); h[1] = float16_t(-2.0); }
+"""
+        k = dev.kernel(compile_glsl(src, name="f16_store"), bindings=1, name="f16_store")
+        out = dev.buffer(1, np.uint32)
+        Executable(dev, [Dispatch(k, [out], (1, 1, 1))]).run(downloads=[out])
+        assert out.read_staging().view(np.float16).tolist() == [4.5, -2.0]
+
+
+def test_shaders_compile_with_glslang_13():
+    """Every shader goes through one compiler, glslang 13 from PyPI (`make setup` installs it
+    into .venv), the first to know GL_KHR_cooperative_matrix; its version keys the SPIR-V cache.
+    The cooperative-matrix matmul compiles for every layout it has."""
+    assert shaders.compiler_version().startswith("13."), (
+        f"the shader compiler is glslang {shaders.compiler_version()} "
+        f"({shaders._glslang()[0]}): run `make setup` to install glslang 13 into .venv")
+    for d in ({}, {"TRANS_A": 1}, {"TRANS_B": 1, "SH_VEC": 1, "VEC": 1}, {"OUT_F16": 1}):
+        words = shaders.compile_file("matmul_coop.comp", d, target_env="vulkan1.3")
+        assert words[:4] == b"\x03\x02\x23\x07"    # the SPIR-V magic number
+
+
 def test_float_controls_are_reported_and_declared():
     """kp patch 0009 reports shaderSignedZeroInfNanPreserveFloat32 (lavapipe: true); a kernel
     compiled with VKGRAD_NAN_PRESERVE carries the SignedZeroInfNanPreserve execution mode."""

@@ -52,8 +52,16 @@ def test_a_target_comes_from_the_device_properties():
     lava = Target.lavapipe()
     same = Target.from_device(_info("CPU", name=lava.name, max_shared_memory=32768,
                                     max_storage_buffer_range=2 ** 27, max_storage_buffers=32,
-                                    device_local_bytes=2 ** 31))
+                                    device_local_bytes=2 ** 31,
+                                    features=tuple(dict.fromkeys(LAVAPIPE_FEATURES, True).items())))
     assert same == lava
+    h200 = Target.h200()
+    assert h200.cooperative_shape("f16", "f32") is not None and lava.cooperative_shape("f16", "f32") is None
+
+
+# what kp patch 0010 reports on lavapipe (Mesa 22.3), besides what it lacks (cooperative_matrix)
+LAVAPIPE_FEATURES = ("storage_buffer_16bit_access", "shader_float16", "shader_int8",
+                     "vulkan_memory_model")
 
 
 def test_the_device_has_its_target():

@@ -49,6 +49,24 @@ _CPU_POLICY = dict(
 
 
 @dataclass(frozen=True)
+class CooperativeShape:
+    """One cooperative-matrix shape a device runs: D (m x n, `result`) = A (m x k, `a`) times
+    B (k x n, `b`) plus C (m x n, `c`), types as the IR names them ("f16", "f32", "bf16", "i8")."""
+    m: int
+    n: int
+    k: int
+    a: str
+    b: str
+    c: str
+    result: str
+    scope: str = "subgroup"
+    saturating: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.m}x{self.n}x{self.k} {self.a}*{self.b}+{self.c}->{self.result}"
+
+
+@dataclass(frozen=True)
 class Target:
     name: str = "generic Vulkan device"
     kind: str = "discrete GPU"           # for messages only; decisions read the fields below
@@ -64,12 +82,13 @@ class Target:
     device_local_bytes: int = 0          # the largest device-local heap (0: not known)
     max_loop_iterations: int | None = None   # a shader loop stops after this many (lavapipe)
     # features
-    storage_16bit: bool = False
-    float16: bool = False
+    storage_16bit: bool = False          # 16-bit loads and stores in storage buffers
+    float16: bool = False                # float16_t arithmetic in shaders
     int8: bool = False
+    memory_model: bool = False           # the Vulkan memory model (cooperative matrices need it)
     nan_preserve: bool = False           # SignedZeroInfNanPreserve for float32 honoured
     denorm_preserve: bool = False        # DenormPreserve for float32 honoured (else flushed)
-    cooperative_matrix: tuple = ()       # shapes and types the device reports
+    cooperative_matrix: tuple = ()       # the shapes the device runs (CooperativeShape)
     # policies (see _GPU_POLICY / _CPU_POLICY)
     split_k: bool = True
     matmul_tiles: str = "waves"
@@ -95,6 +114,10 @@ class Target:
             device_local_bytes=getattr(info, "device_local_bytes", 0),
             nan_preserve=getattr(info, "nan_preserve", False),
             denorm_preserve=getattr(info, "denorm_preserve", False),
+            storage_16bit=_has(info, "storage_buffer_16bit_access"),
+            float16=_has(info, "shader_float16"), int8=_has(info, "shader_int8"),
+            memory_model=_has(info, "vulkan_memory_model"),
+            cooperative_matrix=tuple(getattr(info, "cooperative_matrix", ())),
             # lavapipe ends a loop after 65,535 iterations without a word (a 6-line GLSL loop
             # through kp alone sums 65,535 of 70,000); GPUs run them out
             max_loop_iterations=65535 if cpu else None,
@@ -109,7 +132,8 @@ class Target:
         return replace(cls(**_CPU_POLICY), name="llvmpipe (LLVM 15.0.6, 256 bits)", kind="CPU",
                        max_shared_memory=32768, max_workgroup_invocations=1024,
                        max_storage_buffer_range=2 ** 27, max_storage_buffers=32,
-                       device_local_bytes=2 ** 31, max_loop_iterations=65535)
+                       device_local_bytes=2 ** 31, max_loop_iterations=65535,
+                       storage_16bit=True, float16=True, int8=True, memory_model=True)
 
     @classmethod
     def h200(cls) -> "Target":
@@ -117,7 +141,32 @@ class Target:
         return replace(cls(**_GPU_POLICY), name="NVIDIA H200", kind="discrete GPU",
                        max_shared_memory=49152, max_workgroup_invocations=1024,
                        max_storage_buffer_range=2 ** 32 - 1, max_storage_buffers=2 ** 20,
-                       device_local_bytes=143 * 2 ** 30, subgroup_size=32, pipeline_threads=16)
+                       device_local_bytes=143 * 2 ** 30, subgroup_size=32, pipeline_threads=16,
+                       storage_16bit=True, float16=True, int8=True, memory_model=True,
+                       cooperative_matrix=H200_COOPERATIVE_SHAPES)
+
+    def cooperative_shape(self, a: str, c: str) -> "CooperativeShape | None":
+        """A 16 x 16 x 16 subgroup shape taking `a` inputs and accumulating in `c` (what
+        kernels_glsl/matmul_coop.comp is written for), or None."""
+        for s in self.cooperative_matrix:
+            if (s.m, s.n, s.k, s.a, s.b, s.c, s.result, s.scope) == (16, 16, 16, a, a, c, c,
+                                                                    "subgroup"):
+                return s
+        return None
+
+
+# What the H200's driver reported through kp patch 0010 (2026-12-01): f16 x f16 + f16/f32 at
+# 16x16x16, 16x8x16, 16x8x8; i8/u8 at 16x16x32 and 16x8x32; bf16 x bf16 + f32 at 16x16x16.
+H200_COOPERATIVE_SHAPES = tuple(
+    [CooperativeShape(16, n, k, "f16", "f16", c, c) for c in ("f16", "f32")
+     for n, k in ((16, 16), (8, 16), (8, 8))] +
+    [CooperativeShape(16, n, 32, t, t, acc, acc) for n in (16, 8)
+     for t, acc in (("u8", "u32"), ("i8", "i32"))] +
+    [CooperativeShape(16, 16, 16, "bf16", "bf16", "f32", "f32")])
+
+
+def _has(info, feature: str) -> bool:
+    return dict(getattr(info, "features", ())).get(feature, False)
 
 
 def _compile_threads() -> int:

@@ -10,6 +10,8 @@ import os
 from dataclasses import dataclass
 from functools import lru_cache
 
+from vkgrad.target import CooperativeShape
+
 from .errors import DeviceError
 
 _INSTALL_HINT = ("install a Vulkan driver: `apt-get install libvulkan1 mesa-vulkan-drivers` gives "
@@ -37,6 +39,14 @@ class DeviceInfo:
     nan_preserve: bool = False
     # shaderDenormPreserveFloat32 (kp patch 0009): shaders may ask to keep subnormals
     denorm_preserve: bool = False
+    # the features a Manager enables on it (kp patch 0010: storage_buffer_16bit_access,
+    # shader_float16, shader_int8, vulkan_memory_model, cooperative_matrix, ...): name -> bool
+    features: tuple = ()
+    # the cooperative-matrix shapes it runs (VK_KHR_cooperative_matrix), as CooperativeShape
+    cooperative_matrix: tuple = ()
+
+    def has(self, feature: str) -> bool:
+        return dict(self.features).get(feature, False)
 
 
 def kp_module():
@@ -73,7 +83,10 @@ def list_devices() -> tuple[DeviceInfo, ...]:
                    timestamps=p["timestamps_supported"],
                    device_local_bytes=p.get("device_local_bytes", 0),
                    nan_preserve=p.get("shader_signed_zero_inf_nan_preserve_float32", False),
-                   denorm_preserve=p.get("shader_denorm_preserve_float32", False))
+                   denorm_preserve=p.get("shader_denorm_preserve_float32", False),
+                   features=tuple(sorted(p.get("features", {}).items())),
+                   cooperative_matrix=tuple(CooperativeShape(**c) for c in
+                                            p.get("cooperative_matrix_shapes", ())))
         for i, p in enumerate(props))
 
 

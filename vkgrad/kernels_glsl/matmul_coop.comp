@@ -1,0 +1,288 @@
+#version 450
+// C[b] (M x N, f32 or f16) = op(A[b]) (M x K, f16) @ op(B[b]) (K x N, f16) on cooperative
+// matrices (VK_KHR_cooperative_matrix: the tensor cores), accumulating in f32.
+//
+// A workgroup computes a BM x BN block of C with (BM/WM) x (BN/WN) subgroups, each a WM x WN
+// piece as (WM/16) x (WN/16) accumulators of 16 x 16. K is walked BK at a time: the next A and
+// B tiles are read from memory into registers while the current ones, in shared memory, feed
+// the products. Tiles are kept in shared memory in their memory order, the contiguous axis
+// padded by 8 halves (16 bytes: rows start on different banks), so a transposed operand is the
+// same copy and a column-major fragment load.
+//
+// Defines (lowering/matmul_coop.py plans them): BM BN BK WM WN SG (subgroup size); TRANS_A
+// (A is stored K x M), TRANS_B (B is stored N x K); OUT_F16 (C is f16); SH_VEC (shared tiles as
+// 16-byte words); STAGES 2 (double-buffered shared tiles); VEC (the contiguous
+// axes of A and B are multiples of 8 halves: 16-byte loads). Bindings: 0 A, 1 B, 2 C, as
+// packed halves (two per 32-bit word). Push constants: M N K lda ldb ldc (elements) and the
+// batch strides sa sb sc (elements).
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_EXT_control_flow_attributes : require
+
+#ifndef BM
+#define BM 128
+#endif
+#ifndef BN
+#define BN 128
+#endif
+#ifndef BK
+#define BK 32
+#endif
+#ifndef WM
+#define WM 64
+#endif
+#ifndef WN
+#define WN 64
+#endif
+#ifndef SG
+#define SG 32
+#endif
+#define FM (WM / 16)
+#define FN (WN / 16)
+#define NWARPS ((BM / WM) * (BN / WN))
+#define NT (NWARPS * SG)
+#define PAD 8
+
+layout(local_size_x = NT) in;
+
+layout(push_constant) uniform Push {
+    uint M, N, K, lda, ldb, ldc, sa, sb, sc;
+} p;
+
+layout(set = 0, binding = 0) readonly buffer A1 { float16_t a1[]; };
+layout(set = 0, binding = 0) readonly buffer A4 { uvec4 a4[]; };
+layout(set = 0, binding = 1) readonly buffer B1 { float16_t b1[]; };
+layout(set = 0, binding = 1) readonly buffer B4 { uvec4 b4[]; };
+#ifdef OUT_F16
+#define OUT_T float16_t
+#else
+#define OUT_T float
+#endif
+layout(set = 0, binding = 2) writeonly buffer C1 { OUT_T c1[]; };
+
+// The shared tiles, in memory order: rows of the contiguous axis, ROW_* halves each (padded).
+#ifdef TRANS_A
+#define A_ROWS BK
+#define A_COLS BM
+#else
+#define A_ROWS BM
+#define A_COLS BK
+#endif
+#ifdef TRANS_B
+#define B_ROWS BN
+#define B_COLS BK
+#else
+#define B_ROWS BK
+#define B_COLS BN
+#endif
+#define A_STRIDE (A_COLS + PAD)
+#define B_STRIDE (B_COLS + PAD)
+#ifndef STAGES
+#define STAGES 1
+#endif
+#define A_SIZE (A_ROWS * A_STRIDE)
+#define B_SIZE (B_ROWS * B_STRIDE)
+#ifdef SH_VEC
+// 16-byte words: a tile row of the contiguous axis is A_STRIDE / 8 of them; fragment loads
+// count elements and strides in words
+shared uvec4 shA[STAGES * A_SIZE / 8];
+shared uvec4 shB[STAGES * B_SIZE / 8];
+#define SH(x) ((x) / 8)
+#else
+shared float16_t shA[STAGES * A_SIZE];
+shared float16_t shB[STAGES * B_SIZE];
+#define SH(x) (x)
+#endif
+// a partial output fragment goes through here (one 16 x 16 per subgroup)
+shared OUT_T shC[NWARPS * 256];
+
+#define A_VECS (A_ROWS * A_COLS / 8)     // 8-half pieces of a tile
+#define B_VECS (B_ROWS * B_COLS / 8)
+#define A_PER ((A_VECS + NT - 1) / NT)
+#define B_PER ((B_VECS + NT - 1) / NT)
+
+uvec4 ra[A_PER];
+uvec4 rb[B_PER];
+
+// The 8 halves of row `r`, columns c..c+7 of an operand stored rows x cols (leading dim ld),
+// zero outside it. `base` is the batch's first element.
+uvec4 load8A(uint base, uint r, uint c, uint rows, uint cols) {
+    if (r >= rows || c >= cols) return uvec4(0);
+#ifdef VEC
+    return a4[(base + r * p.lda + c) / 8];
+#else
+    uint w[4];
+    [[unroll]] for (uint i = 0; i < 4; i++) {
+        uint c0 = c + 2 * i, e = base + r * p.lda + c0;
+        float16_t x = c0 < cols ? a1[e] : float16_t(0);
+        float16_t y = c0 + 1 < cols ? a1[e + 1] : float16_t(0);
+        w[i] = packFloat2x16(f16vec2(x, y));
+    }
+    return uvec4(w[0], w[1], w[2], w[3]);
+#endif
+}
+
+uvec4 load8B(uint base, uint r, uint c, uint rows, uint cols) {
+    if (r >= rows || c >= cols) return uvec4(0);
+#ifdef VEC
+    return b4[(base + r * p.ldb + c) / 8];
+#else
+    uint w[4];
+    [[unroll]] for (uint i = 0; i < 4; i++) {
+        uint c0 = c + 2 * i, e = base + r * p.ldb + c0;
+        float16_t x = c0 < cols ? b1[e] : float16_t(0);
+        float16_t y = c0 + 1 < cols ? b1[e + 1] : float16_t(0);
+        w[i] = packFloat2x16(f16vec2(x, y));
+    }
+    return uvec4(w[0], w[1], w[2], w[3]);
+#endif
+}
+
+
+void main() {
+    const uint tid = gl_LocalInvocationID.x;
+    const uint warp = gl_SubgroupID;
+    const uint wr = warp / (BN / WN), wc = warp % (BN / WN);
+    const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
+    const uint batch = gl_WorkGroupID.z;
+    const uint baseA = batch * p.sa, baseB = batch * p.sb, baseC = batch * p.sc;
+
+    // the operands as stored: rows x cols of memory
+#ifdef TRANS_A
+    const uint aRows = p.K, aCols = p.M;      // A^T: K x M
+#else
+    const uint aRows = p.M, aCols = p.K;
+#endif
+#ifdef TRANS_B
+    const uint bRows = p.N, bCols = p.K;      // B^T: N x K
+#else
+    const uint bRows = p.K, bCols = p.N;
+#endif
+
+    coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> acc[FM][FN];
+    [[unroll]] for (uint i = 0; i < FM; i++)
+        [[unroll]] for (uint j = 0; j < FN; j++)
+            acc[i][j] = coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);
+
+    const uint tiles = (p.K + BK - 1) / BK;
+    // tile t's pieces into registers
+#define FETCH(t) { \
+        const uint k0 = (t) * BK; \
+        [[unroll]] for (uint q = 0; q < A_PER; q++) { \
+            uint v = tid + q * NT, r = v / (A_COLS / 8), c = (v % (A_COLS / 8)) * 8; \
+            TILE_A_COORDS \
+            ra[q] = v < A_VECS ? load8A(baseA, gr, gc, aRows, aCols) : uvec4(0); \
+        } \
+        [[unroll]] for (uint q = 0; q < B_PER; q++) { \
+            uint v = tid + q * NT, r = v / (B_COLS / 8), c = (v % (B_COLS / 8)) * 8; \
+            TILE_B_COORDS \
+            rb[q] = v < B_VECS ? load8B(baseB, gr, gc, bRows, bCols) : uvec4(0); \
+        } }
+#ifdef TRANS_A
+#define TILE_A_COORDS uint gr = k0 + r, gc = m0 + c;
+#else
+#define TILE_A_COORDS uint gr = m0 + r, gc = k0 + c;
+#endif
+#ifdef TRANS_B
+#define TILE_B_COORDS uint gr = n0 + r, gc = k0 + c;
+#else
+#define TILE_B_COORDS uint gr = k0 + r, gc = n0 + c;
+#endif
+    // registers into the shared tiles
+#ifdef SH_VEC
+#define PUT(sh, at, v) sh[(at) / 8] = v;
+#else
+#define PUT(sh, at, v) [[unroll]] for (uint w = 0; w < 4; w++) { \
+                    f16vec2 h = unpackFloat2x16(v[w]); sh[(at) + 2 * w] = h.x; sh[(at) + 2 * w + 1] = h.y; }
+#endif
+#define STORE(stage) { \
+        [[unroll]] for (uint q = 0; q < A_PER; q++) { \
+            uint v = tid + q * NT; \
+            if (v < A_VECS) { \
+                uint at = (stage) * A_SIZE + (v / (A_COLS / 8)) * A_STRIDE + (v % (A_COLS / 8)) * 8; \
+                PUT(shA, at, ra[q]) \
+            } \
+        } \
+        [[unroll]] for (uint q = 0; q < B_PER; q++) { \
+            uint v = tid + q * NT; \
+            if (v < B_VECS) { \
+                uint at = (stage) * B_SIZE + (v / (B_COLS / 8)) * B_STRIDE + (v % (B_COLS / 8)) * 8; \
+                PUT(shB, at, rb[q]) \
+            } \
+        } }
+
+    FETCH(0)
+    STORE(0)
+    barrier();
+    for (uint t = 0; t < tiles; t++) {
+        if (t + 1 < tiles) FETCH(t + 1)
+        const uint sa = (t % STAGES) * A_SIZE, sb = (t % STAGES) * B_SIZE;
+        [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> fa[FM];
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> fb[FN];
+            [[unroll]] for (uint i = 0; i < FM; i++) {
+                uint mi = wr * WM + i * 16;
+#ifdef TRANS_A
+                coopMatLoad(fa[i], shA, SH(sa + kk * A_STRIDE + mi), SH(A_STRIDE),
+                            gl_CooperativeMatrixLayoutColumnMajor);
+#else
+                coopMatLoad(fa[i], shA, SH(sa + mi * A_STRIDE + kk), SH(A_STRIDE),
+                            gl_CooperativeMatrixLayoutRowMajor);
+#endif
+            }
+            [[unroll]] for (uint j = 0; j < FN; j++) {
+                uint ni = wc * WN + j * 16;
+#ifdef TRANS_B
+                coopMatLoad(fb[j], shB, SH(sb + ni * B_STRIDE + kk), SH(B_STRIDE),
+                            gl_CooperativeMatrixLayoutColumnMajor);
+#else
+                coopMatLoad(fb[j], shB, SH(sb + kk * B_STRIDE + ni), SH(B_STRIDE),
+                            gl_CooperativeMatrixLayoutRowMajor);
+#endif
+            }
+            [[unroll]] for (uint i = 0; i < FM; i++)
+                [[unroll]] for (uint j = 0; j < FN; j++)
+                    acc[i][j] = coopMatMulAdd(fa[i], fb[j], acc[i][j]);
+        }
+#if STAGES == 2
+        // the next tile goes to the other stage, which nobody reads now: one barrier a tile
+        if (t + 1 < tiles) STORE((t + 1) % 2)
+        barrier();
+#else
+        barrier();
+        if (t + 1 < tiles) {
+            STORE(0)
+            barrier();
+        }
+#endif
+    }
+
+    // C: whole fragments straight to memory, a fragment over the edge through shared memory
+    [[unroll]] for (uint i = 0; i < FM; i++) {
+        [[unroll]] for (uint j = 0; j < FN; j++) {
+            uint row = m0 + wr * WM + i * 16, col = n0 + wc * WN + j * 16;
+            if (row >= p.M || col >= p.N) continue;
+#ifdef OUT_F16
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> o =
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(acc[i][j]);
+#else
+            coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> o = acc[i][j];
+#endif
+            if (row + 16 <= p.M && col + 16 <= p.N) {
+                coopMatStore(o, c1, baseC + row * p.ldc + col, p.ldc,
+                             gl_CooperativeMatrixLayoutRowMajor);
+            } else {
+                coopMatStore(o, shC, warp * 256, 16, gl_CooperativeMatrixLayoutRowMajor);
+                subgroupBarrier();
+                for (uint e = gl_SubgroupInvocationID; e < 256; e += SG) {
+                    uint r = row + e / 16, cc = col + e % 16;
+                    if (r < p.M && cc < p.N) c1[baseC + r * p.ldc + cc] = shC[warp * 256 + e];
+                }
+                subgroupBarrier();
+            }
+        }
+    }
+}
