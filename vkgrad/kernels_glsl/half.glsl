@@ -1,7 +1,8 @@
 // half.glsl: the 16-bit floats (f16, bf16) in 32-bit words. A buffer of n 16-bit values is
 // (n + 1) / 2 uint words, element i in the low half of word i / 2 when i is even, the high
 // half when odd (the byte order of a little-endian numpy array viewed as uint32: uploads and
-// downloads are views, vkgrad/runtime/vulkan.py). Values compute in f32; a result is rounded
+// downloads are views, vkgrad/runtime/vulkan.py), and of a float16_t[] buffer: a kernel with
+// 16-bit storage binds the same buffers. Values compute in f32; a result is rounded
 // to its 16-bit dtype (round to nearest even), as the interpreter rounds it. No device feature
 // is needed: unpackHalf2x16 and packHalf2x16 are core GLSL, and a bf16 is the high half of an
 // f32's bits. ieee.glsl includes this file, so every kernel has it.
