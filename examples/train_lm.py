@@ -80,8 +80,12 @@ PRESETS = {
 }
 # The same for every preset: AdamW (b2 0.95, as GPT-style LMs train), decay 0.1, clip 1.0, the
 # cosine ends at a tenth of the peak; validation on a fixed set of batches.
+# precision: the compute dtype (f32, f16 or bf16; parameters, the optimizer and the loss stay
+# f32: vg.mp); f16 trains with a dynamic loss scale starting at LOSS_SCALE.
 COMMON = dict(weight_decay=0.1, clip=1.0, final_lr_frac=0.1, b1=0.9, b2=0.95, val_batches=4,
-              seed=0, tied=True)
+              seed=0, tied=True, precision="f32")
+LOSS_SCALE = 2.0 ** 15
+PRECISIONS = ("f32", "f16", "bf16")
 
 
 def make_config(model: str, preset: str, **overrides) -> dict:
@@ -147,10 +151,12 @@ def init_params(cfg: dict):
 
 
 def logits_fn(cfg: dict):
-    """params, ids [batch, L] -> logits [batch, L, vocab]."""
+    """params, ids [batch, L] -> logits [batch, L, vocab] (f32), computed in cfg's precision
+    (policy(cfg))."""
+    mp = policy(cfg)
     if cfg["model"] == "transformer":
-        return lambda params, ids: nn.transformer_lm(params, ids, cfg["heads"])
-    return nn.mamba_lm
+        return lambda params, ids: nn.transformer_lm(params, ids, cfg["heads"], policy=mp)
+    return lambda params, ids: nn.mamba_lm(params, ids, policy=mp)
 
 
 def schedule(cfg: dict):
@@ -161,9 +167,18 @@ def schedule(cfg: dict):
 
 
 def optimizer(cfg: dict):
-    return vg.optim.chain(vg.optim.clip_by_global_norm(cfg["clip"]),
-                          vg.optim.adamw(schedule(cfg), b1=cfg["b1"], b2=cfg["b2"],
-                                         weight_decay=cfg["weight_decay"]))
+    """AdamW on the f32 (master) parameters; for f16 compute, wrapped in a dynamic loss scale
+    that skips a step whose gradients overflow (vg.mp.loss_scaled)."""
+    opt = vg.optim.chain(vg.optim.clip_by_global_norm(cfg["clip"]),
+                         vg.optim.adamw(schedule(cfg), b1=cfg["b1"], b2=cfg["b2"],
+                                        weight_decay=cfg["weight_decay"]))
+    if cfg["precision"] == "f16":
+        return vg.mp.loss_scaled(opt, vg.mp.DynamicLossScale(np.float32(LOSS_SCALE)))
+    return opt
+
+
+def policy(cfg: dict):
+    return vg.mp.get_policy(f"params=f32,compute={cfg['precision']},output=f32")
 
 
 def make_steps(cfg: dict):
@@ -175,8 +190,10 @@ def make_steps(cfg: dict):
         return nn.cross_entropy(forward(params, x), y)
 
     def train_step(params, opt_state, x, y):
-        loss, grads = vg.value_and_grad(loss_fn)(params, x, y)
-        grad_norm = vg.optim.global_norm(grads)
+        scale = vg.mp.loss_scale_of(opt_state)
+        loss, grads = vg.value_and_grad(lambda p: scale.scale(loss_fn(p, x, y)))(params)
+        loss = scale.unscale(loss)     # opt.update unscales the gradients (and may skip)
+        grad_norm = vg.optim.global_norm(scale.unscale(grads))
         updates, opt_state = opt.update(grads, opt_state, params)
         params = vg.optim.apply_updates(params, updates)
         return params, opt_state, loss, grad_norm
@@ -253,6 +270,7 @@ def load_checkpoint(out: Path, cfg: dict, params, opt_state, allow_nonfinite: bo
     except (KeyError, ValueError):
         raise ResumeError(f"--resume: {path} is not a checkpoint of examples/train_lm.py "
                           "(its metadata has no config and step)") from None
+    saved.setdefault("precision", "f32")   # checkpoints from before --precision were f32
     diff = [f"{k}: {saved.get(k, '(none)')} in the checkpoint, {cfg.get(k, '(none)')} now"
             for k in sorted((set(saved) | set(cfg)) - {"steps"}) if saved.get(k) != cfg.get(k)]
     if step > cfg["steps"]:
@@ -504,6 +522,9 @@ def parse_args(argv=None):
     ap.add_argument("--seq", type=positive, help="bytes per sequence (context length)")
     ap.add_argument("--lr", type=positive_float, help="peak learning rate")
     ap.add_argument("--seed", type=int, help="seed of the init, the batches and the sample")
+    ap.add_argument("--precision", choices=PRECISIONS,
+                    help="compute dtype (default f32; parameters and optimizer stay f32, f16 "
+                         "uses a dynamic loss scale)")
     ap.add_argument("--out", default=None, help="output folder (default runs/<model>-<preset>)")
     again = ap.add_mutually_exclusive_group()
     again.add_argument("--resume", action="store_true",
@@ -528,7 +549,7 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     args = parse_args(argv)
     cfg = make_config(args.model, args.preset, steps=args.steps, batch=args.batch,
-                      seq=args.seq, lr=args.lr, seed=args.seed)
+                      seq=args.seq, lr=args.lr, seed=args.seed, precision=args.precision)
     eval_every = args.eval_every or PRESETS[args.model][args.preset]["eval_every"]
     out = Path(args.out or f"runs/{args.model}-{args.preset}")
     dev = device_name()

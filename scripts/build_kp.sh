@@ -27,8 +27,11 @@ key=$( { echo "$pyver $kp_version"; cat "$0" "${patches[@]}"; } | sha256sum | cu
 cache=${VKGRAD_CACHE:-$HOME/.cache/vkgrad}/kp/$key
 mkdir -p "$dest"
 
+# a new file renamed over the old one: a process that has the old module loaded keeps its copy
+# (copying over it in place crashed Python processes running the old one)
+install_so() { for f in "$@"; do cp "$f" "$dest/.$(basename "$f").tmp" && mv -f "$dest/.$(basename "$f").tmp" "$dest/$(basename "$f")"; done; }
 if ls "$cache"/kp.cpython-*.so >/dev/null 2>&1; then
-  cp "$cache"/kp.cpython-*.so "$dest"/
+  install_so "$cache"/kp.cpython-*.so
   echo "kp $kp_version (patched, cached $key) -> $dest"
   exit 0
 fi
@@ -64,5 +67,5 @@ cmake --build "$src/build" -j"$(nproc)" >"$work/make.log" 2>&1 \
 so=$(ls "$src"/build/lib/kp.cpython-*.so 2>/dev/null || find "$src/build" -name 'kp.cpython-*.so' | head -1)
 mkdir -p "$cache"
 cp "$so" "$cache"/
-cp "$so" "$dest"/
+install_so "$so"
 echo "kp $kp_version (patched, built $key) -> $dest"

@@ -248,6 +248,19 @@ CASES = [
          numpy=lambda x: (x * 10).astype(np.int32), **NOGRAD, vulkan="convert"),
     Case("astype_bool", lambda x: x.astype(bool), [F(3, 4)], numpy=lambda x: x.astype(bool),
          **NOGRAD),
+    # --- 16-bit floats: computed in f32, each result rounded (tests/test_float16.py has their
+    # semantics). grad=0: a rounding to 16 bits is a step that finite differences cannot
+    # differentiate through; test_float16.py checks the casts' gradients by hand.
+    Case("f16_chain", lambda x, y: vnp.tanh(x.astype(vnp.float16)) * y.astype(vnp.float16) + 0.5,
+         [U(7, 130), U(130)], numpy=lambda x, y: (np.tanh(x.astype(np.float16)) *
+                                                  y.astype(np.float16) + 0.5), grad=0,
+         vk_rtol=2e-3),
+    Case("bf16_chain", lambda x, y: (vnp.exp(x.astype(vnp.bfloat16)) - 2 * y.astype(vnp.bfloat16),
+                                     x.astype(vnp.float16) + y.astype(vnp.bfloat16)),
+         [U(7, 33), U(33)], grad=0, vk_rtol=1e-2),
+    Case("f16_matmul_softmax", lambda a, b: vnp.softmax(a.astype(vnp.float16) @
+                                                        b.astype(vnp.float16), axis=-1),
+         [U(5, 33), U(33, 7)], grad=0, vk_rtol=2e-3),
     # --- broadcasting, both ways (forward broadcast = backward reduction)
     Case("bias_row", lambda x, b: x + b, [F(3, 4), F(4)], vulkan="add_bcast"),
     Case("scale_col", lambda x, c: x * c, [F(3, 4), F(3, 1)], vulkan="add_bcast_col"),

@@ -27,7 +27,7 @@ LAYERS = {
     "vkgrad.tracer": 3, "vkgrad.tree_util": 3, "vkgrad.tree": 3,
     "vkgrad.primitives": 4,
     "vkgrad.transforms": 5, "vkgrad.passes": 5, "vkgrad.numpy": 5, "vkgrad.nn": 5,
-    "vkgrad.optim": 5, "vkgrad.checkpoint": 5, "vkgrad.random": 5, "vkgrad.lax": 5,
+    "vkgrad.optim": 5, "vkgrad.mixed_precision": 5, "vkgrad.checkpoint": 5, "vkgrad.random": 5, "vkgrad.lax": 5,
     "vkgrad.scipy": 5, "vkgrad.test_util": 5,
     "vkgrad.lowering": 6,
     "vkgrad.pipeline": 7,

@@ -1,5 +1,5 @@
 """vkgrad.numpy's semantics beyond the table (tests/cases.py has every function's values and
-gradients): what it refuses and how it says so (numpy functions it lacks, float16, out=, bad
+gradients): what it refuses and how it says so (numpy functions it lacks, out=, bad
 shapes), the dtype policy, operators, vg.lax.top_k, einsum's program. Indexing and x.at:
 tests/test_numpy_indexing.py."""
 
@@ -37,8 +37,8 @@ def test_dtype_names_follow_the_policy():
     with vg.enable_x64():
         assert vnp.zeros(2, vnp.float64).dtype == np.float64
     assert vnp.ones(2, vnp.bool_).dtype == np.bool_
-    with pytest.raises(vg.DTypeError, match="float16 is not supported"):
-        vnp.astype(X, vnp.float16)
+    assert vnp.astype(X, vnp.float16).dtype == np.float16     # tests/test_float16.py
+    assert vnp.astype(X, "bfloat16").dtype == vnp.bfloat16
     with pytest.raises(vg.DTypeError, match="complex"):
         vnp.zeros(2, np.complex64)
 

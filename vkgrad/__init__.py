@@ -15,7 +15,8 @@ custom_jvp, jacfwd, jacrev (= jacobian), hessian (docs/compiler.md, docs/vmap.md
 with optax's contract: vg.optim (docs/optim.md); random numbers: vg.random (docs/random.md); jit, device_put, devices, profile, Array, block_until_ready,
 set_max_in_flight (docs/jit.md); runtime_stats (docs/long_runs.md); check_kernels, debug_nans: when a result looks wrong
 (docs/debugging.md); JAX's modules: vg.tree and vg.tree_util (pytrees), vg.lax (jax.lax's
-names), vg.scipy (special, stats.norm), vg.test_util (check_grads); save, load, load_metadata:
+names), vg.scipy (special, stats.norm), vg.test_util (check_grads); vg.mp (= vg.mixed_precision:
+jmp's policies and loss scales, float16 and bfloat16 training); save, load, load_metadata:
 pytrees of arrays as safetensors files (vkgrad/checkpoint.py). Every result is a vg.Array
 (vkgrad/tracer/array.py); vg.config and vg.enable_x64 switch float64 on (vkgrad/config.py).
 
@@ -43,6 +44,9 @@ from vkgrad.transforms import (check_grads, custom_jvp, custom_vjp, grad, hessia
 from vkgrad import numpy, nn, optim, random, tree, tree_util  # noqa: E402,F401  (vg.numpy, ...)
 from vkgrad import lax, scipy, test_util  # noqa: E402,F401  (JAX's jax.lax, jax.scipy, ...)
 from vkgrad.checkpoint import load, load_metadata, save  # noqa: E402
+from vkgrad import mixed_precision  # noqa: E402  (vg.mixed_precision, also vg.mp as jmp)
+
+mp = mixed_precision
 
 jacobian = jacrev   # JAX's alias
 
@@ -65,7 +69,7 @@ __all__ = ["grad", "value_and_grad", "vjp", "jvp", "vmap", "make_ir", "trace", "
            "config", "enable_x64", "Array", "DeletedArrayError", "block_until_ready",
            "ShapeDtype", "Program", "Var", "Literal", "Eqn", "run_program", "numpy", "nn", "optim",
            "save", "load", "load_metadata", "random", "lax", "scipy", "test_util", "tree",
-           "tree_util", "jacobian",
+           "tree_util", "jacobian", "mixed_precision", "mp",
            "VkgradError", "ArgumentError", "CheckpointError", "ConcretizationError", "DTypeError",
            "GradError", "GradientCheckError", "IntegerOverflowError", "IRError",
            "LeakedTracerError", "MissingRuleError", "ShapeError", "VkgradIndexError", *_LAZY]

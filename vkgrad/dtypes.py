@@ -1,25 +1,37 @@
-"""Dtypes: the short names the IR uses ('f32', 'f64', 'i32', 'bool') and numpy's for them.
+"""Dtypes: the short names the IR uses ('f16', 'bf16', 'f32', 'f64', 'i32', 'bool') and
+numpy's for them.
 
 The printer shows these names and the lowering switches on them; `np_dtype(name)` gives numpy's
 dtype, `dtype_name(x)` the name for anything numpy calls a dtype, and `canonical_dtype(x)` the
-dtype user data of dtype x is stored in (other integers narrow to i32, float16 widens to f32).
+dtype user data of dtype x is stored in (other integers narrow to i32). bfloat16 is the
+`ml_dtypes` package's numpy dtype, as in JAX.
+
+The 16-bit floats are storage types: every operation on them computes in f32 and rounds its
+result to the dtype (the interpreter, vkgrad/ir/interpreter.py, and the generated kernels
+alike); reductions and matmuls accumulate in f32, as JAX does on GPUs.
 """
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from vkgrad.config import stored_dtype
 from vkgrad.errors import DTypeError, IntegerOverflowError
 
+bfloat16 = np.dtype(ml_dtypes.bfloat16)
+
 DTYPES: dict[str, np.dtype] = {
+    "f16": np.dtype(np.float16),
+    "bf16": bfloat16,
     "f32": np.dtype(np.float32),
     "f64": np.dtype(np.float64),
     "i32": np.dtype(np.int32),
     "bool": np.dtype(np.bool_),
 }
-FLOAT_DTYPES = frozenset({"f32", "f64"})
-NUMERIC_DTYPES = frozenset({"f32", "f64", "i32"})
+HALF_DTYPES = frozenset({"f16", "bf16"})      # 16-bit storage, f32 arithmetic
+FLOAT_DTYPES = frozenset({"f16", "bf16", "f32", "f64"})
+NUMERIC_DTYPES = frozenset({"f16", "bf16", "f32", "f64", "i32"})
 ALL_DTYPES = frozenset(DTYPES)
 _NAME_OF = {v: k for k, v in DTYPES.items()}
 
@@ -34,12 +46,15 @@ def dtype_name(dt) -> str:
         raise DTypeError(f"{dt!r} is not a dtype") from None
     if d in _NAME_OF:
         return _NAME_OF[d]
-    raise DTypeError(f"unsupported dtype {d}: vkgrad computes in float32, float64, int32 and bool")
+    raise DTypeError(f"unsupported dtype {d}: {SUPPORTED}")
+
+
+SUPPORTED = "vkgrad computes in float16, bfloat16, float32, float64, int32 and bool"
 
 
 def canonical_dtype(dt) -> str:
-    """The dtype user data of dtype `dt` is stored in: other ints -> i32, float16 -> f32, and
-    float64 by the x64 policy (vkgrad/config.py: f32 unless x64 is on).
+    """The dtype user data of dtype `dt` is stored in: other ints -> i32, float64 by the x64
+    policy (vkgrad/config.py: f32 unless x64 is on).
 
     (int64 is numpy's default integer; indices and labels fit int32, which is what GPUs index
     with, so we narrow rather than reject.)"""
@@ -48,9 +63,7 @@ def canonical_dtype(dt) -> str:
         return stored_dtype(_NAME_OF[d])
     if d.kind in "iu":
         return "i32"
-    if d.kind == "f" and d.itemsize <= 4:
-        return "f32"
-    raise DTypeError(f"unsupported dtype {d}: vkgrad computes in float32, float64, int32 and bool")
+    raise DTypeError(f"unsupported dtype {d}: {SUPPORTED}")
 
 
 INT32_RANGE = (-2 ** 31, 2 ** 31 - 1)
@@ -86,6 +99,22 @@ def np_dtype(name: str) -> np.dtype:
 
 def is_float(name: str) -> bool:
     return name in FLOAT_DTYPES
+
+
+def is_half(name: str) -> bool:
+    """A 16-bit float: stored in 16 bits, computed in f32."""
+    return name in HALF_DTYPES
+
+
+def compute_dtype(name: str) -> str:
+    """The dtype arithmetic on `name` runs in: f32 for the 16-bit floats, else `name`."""
+    return "f32" if name in HALF_DTYPES else name
+
+
+def storage_words(n: int, name: str) -> int:
+    """32-bit words that hold `n` elements of dtype `name` on a device: the 16-bit floats are
+    packed two to a word (the last word half used when n is odd), the rest one each."""
+    return (n + 1) // 2 if name in HALF_DTYPES else n
 
 
 def type_str(shape, dtype) -> str:

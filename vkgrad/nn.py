@@ -22,6 +22,7 @@ from vkgrad import numpy as vnp
 from vkgrad import primitives as P
 from vkgrad import random
 from vkgrad.errors import ArgumentError, DTypeError, ShapeError
+from vkgrad.mixed_precision import Policy, get_policy
 from vkgrad.numpy import log_softmax, logsumexp, one_hot, softmax  # noqa: F401
 from vkgrad.traceback_util import wrap_namespace
 from vkgrad.tracer.core import Tracer, user_source
@@ -162,7 +163,7 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
         raise ArgumentError(f"flash_attention: layout={layout!r}; use 'BHLD' or 'BLHD'")
     q, k, v = vnp.asarray(q), vnp.asarray(k), vnp.asarray(v)
     for name, t in (("q", q), ("k", k), ("v", v)):
-        if not np.issubdtype(t.dtype, np.floating):
+        if not vnp.issubdtype(t.dtype, np.floating):
             raise DTypeError(f"flash_attention: {name} must be a float array, got {t.dtype}")
     if layout == "BLHD":
         q, k, v = (vnp.transpose(t, (0, 2, 1, 3)) if t.ndim == 4 else t for t in (q, k, v))
@@ -185,9 +186,25 @@ def init_attention_block(rng: np.random.Generator, d_model: int, d_ff: int | Non
             "out": {"w": w(d_ff, d_model), "b": zeros(d_model)}}
 
 
-def attention_block(params, x, heads: int, causal: bool = True):
+def _in_policy(policy, params, x):
+    """params and x in the policy's compute dtype (jmp: a module computes in it); None: as
+    they are."""
+    if policy is None:
+        return params, x
+    policy = get_policy(policy)
+    return policy.cast_to_compute(params), policy.cast_to_compute(x)
+
+
+def _out_policy(policy, y):
+    return y if policy is None else get_policy(policy).cast_to_output(y)
+
+
+def attention_block(params, x, heads: int, causal: bool = True,
+                    policy: Policy | str | None = None):
     """One pre-norm transformer block on x [batch, L, d_model]:
-        x + proj(attention(ln1(x))), then + out(gelu(fc(ln2(.))))."""
+        x + proj(attention(ln1(x))), then + out(gelu(fc(ln2(.)))).
+    policy (vg.mp.Policy or its text): compute in its compute dtype, return its output dtype."""
+    params, x = _in_policy(policy, params, x)
     b, length, d = x.shape
     if d % heads:
         raise ArgumentError(f"attention_block: d_model {d} is not a multiple of heads {heads}")
@@ -197,7 +214,7 @@ def attention_block(params, x, heads: int, causal: bool = True):
     a = flash_attention(q, k, v, causal=causal)
     x = x + linear(params["proj"], vnp.transpose(a, (0, 2, 1, 3)).reshape(b, length, d))
     h = layer_norm(x, params["ln2"]["w"], params["ln2"]["b"])
-    return x + linear(params["out"], gelu(linear(params["fc"], h)))
+    return _out_policy(policy, x + linear(params["out"], gelu(linear(params["fc"], h))))
 
 
 # ----------------------------------------------------------------------------------- Mamba
@@ -259,10 +276,12 @@ def init_mamba_block(rng: np.random.Generator, d_model: int, d_state: int = 16,
             "out_proj": {"w": w(d_inner, d_model)}}
 
 
-def mamba_block(params, x):
+def mamba_block(params, x, policy: Policy | str | None = None):
     """One pre-norm residual Mamba block on x [batch, L, d_model]: rms_norm, in_proj to
     (x, z), causal depthwise conv + silu, x_proj to (dt, B, C), dt_proj, the selective scan
-    with D, z gating and softplus(dt + bias), out_proj, residual add."""
+    with D, z gating and softplus(dt + bias), out_proj, residual add. policy: as
+    attention_block's."""
+    params, x = _in_policy(policy, params, x)
     b, length, _ = x.shape
     d_inner = params["D"].shape[0]
     d_state = params["A_log"].shape[1]
@@ -278,7 +297,7 @@ def mamba_block(params, x):
     to_bdl = lambda t: vnp.transpose(t, (0, 2, 1))
     y = selective_scan(to_bdl(xi), to_bdl(dt), -vnp.exp(params["A_log"]), B, C, D=params["D"],
                        z=to_bdl(z), delta_bias=params["dt_proj"]["b"], delta_softplus=True)
-    return x + to_bdl(y) @ params["out_proj"]["w"]
+    return _out_policy(policy, x + to_bdl(y) @ params["out_proj"]["w"])
 
 
 # ----------------------------------------------------------------------------------- language models
@@ -311,14 +330,17 @@ def init_transformer_lm(rng: np.random.Generator, vocab: int, d_model: int, laye
     return params
 
 
-def transformer_lm(params, ids, heads: int):
+def transformer_lm(params, ids, heads: int, policy: Policy | str | None = None):
     """Next-token logits [batch, L, vocab] of a GPT-style model on integer ids [batch, L]
-    (L <= max_len): embeddings + positions, causal flash-attention blocks, layer norm, head."""
+    (L <= max_len): embeddings + positions, causal flash-attention blocks, layer norm, head.
+    policy (vg.mp): the f32 params cast to its compute dtype, the logits to its output dtype."""
+    params, ids = _in_policy(policy, params, ids)
     length = ids.shape[1]
     x = embedding(params["embed"], ids) + params["pos"][:length]
     for block in params["blocks"]:
         x = attention_block(block, x, heads, causal=True)
-    return _lm_head(params, layer_norm(x, params["norm_f"]["w"], params["norm_f"]["b"]))
+    x = layer_norm(x, params["norm_f"]["w"], params["norm_f"]["b"])
+    return _out_policy(policy, _lm_head(params, x))
 
 
 def init_mamba_lm(rng: np.random.Generator, vocab: int, d_model: int, layers: int,
@@ -330,14 +352,15 @@ def init_mamba_lm(rng: np.random.Generator, vocab: int, d_model: int, layers: in
     return _init_lm(rng, vocab, d_model, blocks, {"w": np.ones(d_model, np.float32)}, tied)
 
 
-def mamba_lm(params, ids):
+def mamba_lm(params, ids, policy: Policy | str | None = None):
     """Next-token logits [batch, L, vocab] of a Mamba LM on integer ids [batch, L]: embedding,
     residual Mamba blocks (each rms_norm first), rms_norm, head. No positions: the causal
-    convolution and the scan see the order."""
+    convolution and the scan see the order. policy: as transformer_lm's."""
+    params, ids = _in_policy(policy, params, ids)
     x = embedding(params["embed"], ids)
     for block in params["blocks"]:
         x = mamba_block(block, x)
-    return _lm_head(params, rms_norm(x, params["norm_f"]["w"]))
+    return _out_policy(policy, _lm_head(params, rms_norm(x, params["norm_f"]["w"])))
 
 
 wrap_namespace(globals())   # tracebacks without vkgrad's frames (vkgrad/traceback_util.py)

@@ -10,7 +10,8 @@ its text form.
 
 Nothing here is mutated after construction: passes build new objects (`dataclasses.replace`).
 Names (%0, %1, ...) exist only in the printer (`print_program`, below), numbered in order of
-appearance. Dtypes are short names ('f32', 'f64', 'i32', 'bool'; vkgrad/dtypes.py).
+appearance. Dtypes are short names ('f16', 'bf16', 'f32', 'f64', 'i32', 'bool';
+vkgrad/dtypes.py).
 
 A `Primitive` is a name plus traits ('pure', 'elementwise', 'layout', 'commutative'). Rules about
 a primitive live in plain dicts keyed by it, defined here (and the numpy implementations in
@@ -86,7 +87,8 @@ class Var:
         return f"Var({type_str(self.shape, self.dtype)})"
 
 
-_PY_TYPE = {"f32": float, "f64": float, "i32": int, "bool": bool}
+_PY_TYPE = {"f16": float, "bf16": float, "f32": float, "f64": float, "i32": int,
+            "bool": bool}
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,12 +15,26 @@ import numpy as np
 
 from vkgrad.errors import IRError, MissingRuleError, VkgradError
 from vkgrad.ir.core import Literal, Program, TensorType, Var, np_dtype
+from vkgrad.dtypes import HALF_DTYPES
 
 impls: dict = {}   # Primitive -> fn(*np.ndarray, **params) -> np.ndarray (or list if multiple)
 
 
+_F32 = np.dtype(np.float32)
+_HALVES = frozenset(np_dtype(d) for d in HALF_DTYPES)
+
+
+def _widened(x):
+    """A 16-bit float operand as f32: every primitive computes on them in f32 (exact: f32
+    holds every f16 and bf16 value) and its result is rounded to the 16-bit dtype once, so a
+    sum or matmul accumulates in f32, as JAX does on GPUs and as vkgrad's kernels do."""
+    return x.astype(_F32) if getattr(x, "dtype", None) in _HALVES else x
+
+
 def apply(prim, values, params, out_types: list[TensorType]) -> list[np.ndarray]:
-    """Evaluate one primitive on numpy values; results cast to, and checked against, out_types."""
+    """Evaluate one primitive on numpy values; results cast to, and checked against, out_types
+    (16-bit float operands computed in f32, `_widened`)."""
+    values = [_widened(v) for v in values]
     impl: Callable | None = impls.get(prim)
     if impl is None:
         raise MissingRuleError(f"primitive '{prim.name}' has no numpy implementation",
@@ -42,8 +56,10 @@ def apply(prim, values, params, out_types: list[TensorType]) -> list[np.ndarray]
             raise IRError(f"numpy implementation of '{prim.name}' returned shape {r.shape}, "
                           f"its shape rule says {t}", primitive=prim.name,
                           stage="interpretation")
-        # A fresh, writable, contiguous array: broadcast views must not leak to users.
-        out.append(np.array(r, dtype=np_dtype(t.dtype), copy=True))
+        # A fresh, writable, contiguous array: broadcast views must not leak to users. (A
+        # 16-bit result overflows to inf as IEEE rounding says: no numpy warning.)
+        with np.errstate(over="ignore"):
+            out.append(np.array(r, dtype=np_dtype(t.dtype), copy=True))
     return out
 
 

@@ -16,10 +16,10 @@ from vkgrad.errors import IRError
 from vkgrad.ir.core import (BACKWARD_MARKER, DTYPES, PRIMITIVES, Eqn, Literal, Params, Program,
                             Var, np_dtype, param_defaults)
 
-_TYPE = re.compile(r"^(f32|f64|i32|bool)\[([0-9,\s]*)\]$")
+_TYPE = re.compile(r"^(f16|bf16|f32|f64|i32|bool)\[([0-9,\s]*)\]$")
 _HEADER = re.compile(r"^program\s+([\w.]+)\s*\((.*)\)\s*->\s*(.*?)\s*\{$")
 _BINDING = re.compile(r"^(%\w+)\s*:\s*(.+)$")
-_LITERAL = re.compile(r"^(.+):(f32|f64|i32|bool)$")
+_LITERAL = re.compile(r"^(.+):(f16|bf16|f32|f64|i32|bool)$")
 _PRIM = re.compile(r"^([A-Za-z_]\w*)")
 
 

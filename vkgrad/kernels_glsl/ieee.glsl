@@ -32,6 +32,8 @@ spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [44
 
 #define VKG_NAN uintBitsToFloat(0x7fc00000u)
 
+#include "half.glsl"
+
 bool vkg_isnan(float x) { return (floatBitsToUint(x) & 0x7fffffffu) > 0x7f800000u; }
 bvec2 vkg_isnan(vec2 x) {
     return greaterThan(floatBitsToUint(x) & 0x7fffffffu, uvec2(0x7f800000u));

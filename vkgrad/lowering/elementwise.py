@@ -8,6 +8,12 @@ reads `x` transposed and `b` broadcast; nothing is materialized but the outputs.
 
 Shapes are static, so sizes and strides are compile-time constants in the source (the driver
 folds the index arithmetic); a distinct shape is a distinct shader, compiled once and cached.
+
+16-bit floats (f16, bf16) live two to a 32-bit word (kernels_glsl/half.glsl): a read unpacks
+its element, every value computes in f32 and is rounded to its 16-bit dtype where an eqn makes
+it (what the interpreter computes). Two threads must not write halves of one word, so a kernel
+with a 16-bit output gives each thread two neighbouring elements (`PAIR`): it computes both,
+stores its 32-bit outputs one by one and each 16-bit output as one packed word.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import math
 import numpy as np
 
 from vkgrad import primitives as P
+from vkgrad.dtypes import is_half
 from vkgrad.ir.core import Eqn, Literal, Program, Var
 from vkgrad.lowering import glsl
 from vkgrad.target import target_of
@@ -24,8 +31,10 @@ from vkgrad.lowering.launch import Launch, cdiv, grid
 
 WORKGROUP = 256
 
-GLSL_TYPE = {"f32": "float", "i32": "int", "bool": "bool"}
-STORAGE_TYPE = {"f32": "float", "i32": "int", "bool": "uint"}   # bool lives as uint32
+GLSL_TYPE = {"f32": "float", "i32": "int", "bool": "bool", "f16": "float", "bf16": "float"}
+# bool lives as uint32; the 16-bit floats two to a uint32 (kernels_glsl/half.glsl)
+STORAGE_TYPE = {"f32": "float", "i32": "int", "bool": "uint", "f16": "uint", "bf16": "uint"}
+PAIR = 2     # elements per thread in a kernel that stores 16-bit values
 
 
 def supports(dtype: str) -> bool:
@@ -118,8 +127,7 @@ class FusedSource:
             self.reads.add(x)
             if flat != "gid" or math.prod(x.shape) != self.own_size:
                 self.identity_reads[x] = False
-            load = f"{self.arrays[x]}[{flat}]"
-            expr = f"({load} != 0u)" if x.dtype == "bool" else load
+            expr = self.load(x, flat)
         else:
             e = self.producer.get(x)
             if e is None or (e.prim not in index_rules and not e.prim.elementwise):
@@ -131,9 +139,21 @@ class FusedSource:
                 self._operands_first(e, idx)
                 args = [self.value(a, broadcast_index(idx, a.shape)) for a in e.inputs]
                 expr = glsl.expression(e, args, GLSL_TYPE[x.dtype], "fused kernel GLSL")
+                if is_half(x.dtype):    # computed in f32, rounded to its dtype once
+                    expr = f"vkg_round_{x.dtype}({expr})"
         name = self.tmp(GLSL_TYPE[x.dtype], expr)
         self.memo[key] = name
         return name
+
+    def load(self, x: Var, flat: str) -> str:
+        """Element `flat` of body input x, from its array."""
+        array = self.arrays[x]
+        if is_half(x.dtype):
+            if not flat.isidentifier() and not flat.isdigit():
+                flat = self.tmp("int", flat)
+            return f"vkg_{x.dtype}_at({array}[{flat} >> 1], {flat})"
+        load = f"{array}[{flat}]"
+        return f"({load} != 0u)" if x.dtype == "bool" else load
 
     def _operands_first(self, e: Eqn, idx: Index) -> None:
         """Compute e's operands, and down a chain of elementwise producers theirs, bottom-up
@@ -327,6 +347,21 @@ def split_bindings(body: Program, cap: int) -> list[Program]:
     return narrowed + [sub(p) for p in parts]
 
 
+def _paired(lines: list, halves: list, slot: dict, size: int) -> list:
+    """A segment's lines for thread t computing elements 2t and 2t + 1: the element's lines in
+    a loop, each 16-bit output kept (h<j>[e]) and stored after it as one word."""
+    out = [f"    float h{slot[o]}[{PAIR}] = float[{PAIR}](0.0, 0.0);" for o in halves]
+    out.append(f"    for (int e = 0; e < {PAIR}; e++) {{")
+    out.append(f"        int gid = {PAIR} * t + e;")
+    if size % PAIR:
+        out.append(f"        if (gid >= {size}) break;")
+    out += ["    " + ln for ln in lines]
+    out.append("    }")
+    out += [f"    out{slot[o]}[t] = vkg_pack_{o.dtype}(h{slot[o]}[0], h{slot[o]}[1]);"
+            for o in halves]
+    return out
+
+
 def segments_of(body: Program) -> list[list]:
     """The body's outputs grouped by shape, in order: one segment of a kernel's index space each
     (a horizontal fusion has several)."""
@@ -341,33 +376,41 @@ def generate(body: Program, name: str = "fused") -> tuple[Launch, dict]:
     input whether every read of it is the thread's own element (then an output may overwrite
     it in place).
 
-    Outputs of one shape: one thread per element. Outputs of several shapes (a horizontal
-    fusion): one dispatch over the concatenated index space, each shape a segment of it."""
+    Outputs of one shape: one thread per element (per `PAIR` of elements where an output is
+    16-bit). Outputs of several shapes (a horizontal fusion): one dispatch over the
+    concatenated index space, each shape a segment of it."""
     segments = segments_of(body)
     slot = {o: j for j, o in enumerate(body.outputs)}
+    per = PAIR if any(is_half(o.dtype) for o in body.outputs) else 1
     sizes = [math.prod(seg[0].shape) for seg in segments]
-    n = sum(sizes)
+    threads = [cdiv(size, per) for size in sizes]
+    n = sum(threads)
     arrays = {v: f"in{i}" for i, v in enumerate(body.inputs)}
     blocks, identity, seen = [], {v: True for v in body.inputs}, {}
     offset = 0
-    for seg, size in zip(segments, sizes):
+    for seg, size, count in zip(segments, sizes, threads):
         k = FusedSource(body, arrays, own_size=size)
         it = k.own_index(seg[0].shape)
         stores = []
         for o in seg:
             v = k.value(o, it)
-            stores.append(f"    out{slot[o]}[gid] = {k.store_expr(v, o.dtype)};")
+            stores.append(f"    h{slot[o]}[e] = {v};" if is_half(o.dtype) else
+                          f"    out{slot[o]}[gid] = {k.store_expr(v, o.dtype)};")
         for v in k.reads:
             seen[v] = seen.get(v, 0) + 1
             identity[v] = identity[v] and k.identity_reads[v]
-        blocks.append((offset, size, k.lines + stores))
-        offset += size
+        lines = k.lines + stores
+        if per > 1:
+            lines = _paired(lines, [o for o in seg if is_half(o.dtype)], slot, size)
+        blocks.append((offset, count, lines))
+        offset += count
     for v, count in seen.items():   # read by two segments: another thread reads it too
         if count > 1:
             identity[v] = False
     # An output may overwrite an input only where its own value reads it (lowering/lower.py,
     # _inputs_of_outputs): an input read by one segment pairs only with that segment's outputs,
     # even where another segment has the same size.
+    own = "t" if per > 1 else "gid"     # the thread's index: its pair, or its element
 
     gx, gy, _ = grid(max(1, cdiv(n, WORKGROUP)))
     decl = []
@@ -379,12 +422,12 @@ def generate(body: Program, name: str = "fused") -> tuple[Launch, dict]:
                     f"buffer Out{j} {{ {STORAGE_TYPE[o.dtype]} out{j}[]; }};")
     index = f"int(gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * {gx * WORKGROUP}u)"
     if len(blocks) == 1:
-        main = [f"    int gid = {index};", f"    if (gid >= {n}) return;", *blocks[0][2]]
+        main = [f"    int {own} = {index};", f"    if ({own} >= {n}) return;", *blocks[0][2]]
     else:
         main = [f"    int g = {index};", f"    if (g >= {n}) return;"]
         for offset, size, lines in blocks:
             main.append(f"    if (g < {offset + size}) {{   // segment [{offset}, {offset + size})")
-            main.append(f"        int gid = g - {offset};" if offset else "        int gid = g;")
+            main.append(f"        int {own} = g - {offset};" if offset else f"        int {own} = g;")
             main += ["    " + ln for ln in lines]
             main += ["        return;", "    }"]
     shapes = ", ".join(str(o.type) for o in body.outputs)

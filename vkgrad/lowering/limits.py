@@ -9,12 +9,11 @@ stay usable.
 
 from __future__ import annotations
 
-import math
 import os
 
 from vkgrad.errors import VkgradError
 from vkgrad.ir.core import Var
-from vkgrad.lowering.memory import ITEM_BYTES
+from vkgrad.lowering.memory import value_bytes
 
 
 class BufferSizeError(VkgradError, MemoryError):
@@ -28,7 +27,7 @@ class DeviceMemoryError(VkgradError, MemoryError):
 def check(type_, target, what: str, source: str | None = None) -> None:
     """BufferSizeError if a value of `type_` does not fit one buffer of the device `target`."""
     limit = getattr(target, "max_storage_buffer_range", None)
-    nbytes = max(1, math.prod(type_.shape)) * ITEM_BYTES
+    nbytes = value_bytes(type_)
     if limit and nbytes > limit:
         raise BufferSizeError(
             f"{what} {type_} needs {_size(nbytes)} in one buffer, and {target.name} allows at most "

@@ -30,7 +30,7 @@ from vkgrad.lowering import elementwise, limits
 from vkgrad.lowering.contracts import CONTRACTS, Concat, Each, Unsupported  # noqa: F401
 from vkgrad.lowering.hooks import HookWriter, splice
 from vkgrad.lowering.launch import Launch
-from vkgrad.lowering.memory import Slot, plan_memory  # noqa: F401  (Slot: part of a plan)
+from vkgrad.lowering.memory import Slot, plan_memory, value_bytes  # noqa: F401  (Slot: a plan's)
 from vkgrad.lowering.render import KERNELS_DIR, plan_text
 from vkgrad.passes.fused_program import VIEWS
 
@@ -85,7 +85,7 @@ class Lowered:
 
     def saved_bytes(self) -> int:
         """Bytes of the forward values the backward reads from memory."""
-        return sum(4 * max(1, math.prod(v.shape)) for _, v, _ in self.saved)
+        return sum(value_bytes(v) for _, v, _ in self.saved)
 
     def text(self) -> str:
         """The plan stage (what `as_text(stage="plan")` shows; lowering/render.py)."""

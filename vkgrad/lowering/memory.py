@@ -10,7 +10,9 @@ holds it and is free for its whole life, else a new slot. Two values may share a
 dispatch where one dies and the other is born when that dispatch reads the dying one only at
 the element each thread writes (an elementwise kernel, a fused epilogue): in place.
 
-A slot's bytes do not depend on the dtype: f32, i32 and bool (stored as uint32) are 4 bytes.
+f32, i32 and bool (stored as uint32) are 4 bytes an element; f16 and bf16 are 2, packed two to a
+32-bit word (kernels_glsl/half.glsl). A slot holds values of one element width only, so its
+size in elements means one thing whatever it holds.
 `reuse=False` (VKGRAD_DISABLE_PASSES=memory) gives every value its own slot.
 """
 
@@ -19,7 +21,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-ITEM_BYTES = 4    # every device dtype (f32, i32, bool as uint32) is 4 bytes
+from vkgrad.dtypes import is_half, storage_words
+
+WORD_BYTES = 4
 
 
 @dataclass
@@ -31,11 +35,16 @@ class Slot:
 
     @property
     def nbytes(self) -> int:
-        return self.size * ITEM_BYTES
+        return storage_words(self.size, self.dtype) * WORD_BYTES
 
 
 def _elements(v) -> int:
     return max(1, math.prod(v.shape))
+
+
+def value_bytes(v) -> int:
+    """Device bytes of value v (a Var)."""
+    return storage_words(_elements(v), v.dtype) * WORD_BYTES
 
 
 def plan_memory(program, raw, temps: dict, exposed, *, reuse: bool = True):
@@ -68,13 +77,20 @@ def plan_memory(program, raw, temps: dict, exposed, *, reuse: bool = True):
 
     scratch = [r for r in first if r not in slot_of]
     in_place = set()            # (dying, born): may share a slot although both live at step i
+
+    def half(r) -> bool:
+        return is_half(temps.get(r, r).dtype)
+
     for i, (_, refs, _, reads, writes, ip) in enumerate(raw):
         for x, o in ip:
             if last.get(x) == i and first.get(o) == i and x in scratch and \
-                    _elements(temps.get(x, x)) == _elements(temps.get(o, o)):
+                    _elements(temps.get(x, x)) == _elements(temps.get(o, o)) and \
+                    half(x) == half(o):
                 in_place.add((x, o))
 
     def clash(a, b) -> bool:
+        if half(a) != half(b):          # one element width per slot
+            return True
         if last[a] < first[b] or last[b] < first[a]:
             return False
         return (a, b) not in in_place and (b, a) not in in_place

@@ -6,7 +6,6 @@ forward and backward in separate clusters), rendered to SVG by the `dot` program
 
 from __future__ import annotations
 
-import math
 import shutil
 import subprocess
 from pathlib import Path
@@ -16,6 +15,7 @@ import networkx as nx
 from vkgrad.errors import ArgumentError
 from vkgrad.ir.core import Program, Var, format_eqns, type_str, value_names
 from vkgrad.primitives.compiler import fused_p
+from vkgrad.lowering.memory import value_bytes
 
 
 def fmt_bytes(n: int) -> str:
@@ -98,7 +98,7 @@ def plan_text(lw) -> str:
                      "shape, source line):")
         for slot, v, src in lw.saved:
             lines.append(f"  b{slot:<3} {n(v):<6} {type_str(v.shape, v.dtype):<16} "
-                         f"{fmt_bytes(4 * max(1, math.prod(v.shape))):>10}  {src or '?'}")
+                         f"{fmt_bytes(value_bytes(v)):>10}  {src or '?'}")
     outs = ", ".join("literal" if s is None else f"b{s}" for s in lw.output_slots)
     lines.append(f"return {outs}")
     return "\n".join(lines) + "\n"

@@ -1,25 +1,26 @@
 """dtype names and the dtype policy of vkgrad.numpy (the package docstring states it), and
 asarray / astype, which apply it.
 
-numpy's dtype names map by the policy: float16 is refused where a dtype is asked for (astype,
-dtype=), narrower or wider ints are int32.
+numpy's dtype names map by the policy: narrower or wider ints are int32; float16 and bfloat16
+(ml_dtypes's, as JAX's) are storage types computed in float32 (vkgrad/dtypes.py).
 """
 
 from __future__ import annotations
 
 import builtins
 
+import ml_dtypes as _ml_dtypes
 import numpy as _np
 
 from vkgrad import primitives as P
 from vkgrad.errors import ArgumentError, DTypeError
 from vkgrad.config import requested_dtype
-from vkgrad.dtypes import canonical_array, check_int
-from vkgrad.ir.core import canonical_dtype, is_float, np_dtype
+from vkgrad.dtypes import bfloat16, canonical_array, check_int
+from vkgrad.ir.core import DTYPES, canonical_dtype, is_float, np_dtype
 from vkgrad.tracer.array import host_array
 from vkgrad.tracer.core import ArrayOps, api_name, current_trace, user_source
 
-__all__ = ["float32", "float64", "int32", "bool_", "float16", "int64", "int16", "int8", "uint8",
+__all__ = ["float32", "float64", "int32", "bool_", "float16", "bfloat16", "int64", "int16", "int8", "uint8",
            "uint32", "bool8", "dtype", "finfo", "iinfo", "floating", "integer", "number",
            "inexact", "signedinteger", "issubdtype", "result_type", "asarray", "array", "astype"]
 
@@ -28,16 +29,47 @@ float16, int64, int16, int8, uint8, uint32 = (_np.float16, _np.int64, _np.int16,
                                                _np.uint8, _np.uint32)
 bool8 = _np.bool_
 dtype = _np.dtype
-finfo, iinfo = _np.finfo, _np.iinfo
+iinfo = _np.iinfo
 floating, integer, number, inexact, signedinteger = (_np.floating, _np.integer, _np.number,
                                                       _np.inexact, _np.signedinteger)
 
-_ORDER = {"bool": 0, "i32": 1, "f32": 2, "f64": 3}
+bfloat16 = bfloat16.type
+
+
+def finfo(dt):
+    """Machine limits of a float dtype (ml_dtypes's finfo knows bfloat16 too, as in JAX)."""
+    d = dt.dtype if isinstance(dt, (_np.ndarray, _np.generic, ArrayOps)) else dt
+    return _ml_dtypes.finfo(np_dtype(dtype_name(d)))
+
+
+# JAX's type promotion lattice (jax/_src/dtypes.py, docs/type_promotion.rst), restricted to
+# vkgrad's dtypes: each dtype and what it promotes to directly; i* and f* are weakly typed
+# Python scalars, which take the dtype of the array beside them. f16 and bf16 join at f32.
+_LATTICE = {"bool": ("i*",), "i*": ("i32",), "i32": ("f*",), "f*": ("f16", "bf16"),
+            "f16": ("f32",), "bf16": ("f32",), "f32": ("f64",), "f64": ()}
+
+
+def _upper(node, memo={}) -> frozenset:
+    if node not in memo:
+        memo[node] = frozenset({node}).union(*(_upper(n) for n in _LATTICE[node]))
+    return memo[node]
+
+
+def _join(a: str, b: str) -> str:
+    """The least dtype both a and b promote to."""
+    common = _upper(a) & _upper(b)
+    return builtins.max(common, key=lambda n: len(_upper(n)))
+
+
+_STRONG = {"i*": "i32", "f*": "f32"}      # a weak result alone: the default int and float
 
 dtype_of = P.dtype_of
 
 
 def issubdtype(arg1, arg2) -> bool:
+    """numpy's, with bfloat16 a floating type as in JAX (numpy sees ml_dtypes's as void)."""
+    if arg1 is bfloat16 or (isinstance(arg1, _np.dtype) and arg1 == np_dtype("bf16")):
+        arg1 = _np.float16
     return _np.issubdtype(arg1, arg2)
 
 
@@ -50,6 +82,10 @@ def _weak_kind(x) -> str:
     return "bool" if isinstance(x, bool) else "i32" if isinstance(x, int) else "f32"
 
 
+def _lattice_node(x) -> str:
+    return "bool" if isinstance(x, bool) else "i*" if isinstance(x, int) else "f*"
+
+
 def _is_np_scalar(x) -> bool:
     return isinstance(x, _np.generic) and x.dtype.kind in "biuf"
 
@@ -60,21 +96,21 @@ def result_type(*xs) -> _np.dtype:
 
 
 def promoted_dtype(*xs) -> str:
-    """numpy-style promotion with weakly typed Python scalars (see the package docstring).
-    NumPy scalars beside an array are weakly typed too: `x * (1.0 / np.sqrt(d))` keeps an f32
-    x f32, as in JAX (docs/reliability.md, float64 policy); alone they keep their dtype."""
+    """JAX's promotion (its lattice, `_LATTICE`) with weakly typed Python scalars: `x * 2.0`
+    keeps x's f16; i32 with f16 is f16; f16 with f32 is f32; f16 with bf16 is f32. NumPy
+    scalars beside an array are weakly typed too: `x * (1.0 / np.sqrt(d))` keeps an f32 x f32,
+    as in JAX (docs/reliability.md, float64 policy); alone they keep their dtype."""
     arrays = [x for x in xs if not is_weak(x) and not _is_np_scalar(x)]
     if arrays:
         xs = [x.item() if _is_np_scalar(x) else x for x in xs]   # as Python scalars
-    strong = [d for d in map(dtype_of, xs) if d is not None]
-    weak = [_weak_kind(x) for x in xs if is_weak(x)]
-    if not strong:
-        return builtins.max(weak, key=_ORDER.get) if weak else "f32"
-    dt = builtins.max(strong, key=_ORDER.get)
-    for w in weak:
-        if _ORDER[w] > _ORDER[dt] and not (w == "f32" and dt == "f64"):
-            dt = "f32" if w == "f32" else builtins.max(dt, w, key=_ORDER.get)
-    return dt
+    nodes = [_lattice_node(x) if is_weak(x) else dtype_of(x) for x in xs]
+    nodes = [n for n in nodes if n is not None]
+    if not nodes:
+        return "f32"
+    out = nodes[0]
+    for n in nodes[1:]:
+        out = _join(out, n)
+    return _STRONG.get(out, out)
 
 
 def no_out(out) -> None:
@@ -88,18 +124,14 @@ def no_out(out) -> None:
 def dtype_name(dtype) -> str:
     """The dtype an operation asked for `dtype` computes in: numpy's names map by the dtype
     policy (vkgrad/config.py: int64 and other ints -> int32, float64 -> float32 unless x64 is
-    on, with JAX's warning for a 64-bit dtype truncated); float16 is refused (no kernel
-    computes in it)."""
-    if isinstance(dtype, str) and dtype in _ORDER:
+    on, with JAX's warning for a 64-bit dtype truncated); 'float16', 'bfloat16' and 'f16',
+    'bf16' name the 16-bit floats."""
+    if isinstance(dtype, str) and dtype in DTYPES:
         return dtype
     try:
         d = _np.dtype(dtype)
     except TypeError:
         raise DTypeError(f"{dtype!r} is not a dtype", source=user_source()) from None
-    if d == _np.float16:
-        raise DTypeError("float16 is not supported: vkgrad computes in float32, float64, int32 "
-                         "and bool (its Vulkan kernels in float32); use vnp.float32",
-                         source=user_source())
     try:
         name = canonical_dtype(d)
     except DTypeError as e:

@@ -11,6 +11,7 @@ import numpy as _np
 from numpy import inf
 
 from vkgrad import primitives as P
+from vkgrad.dtypes import is_half
 from vkgrad.errors import ShapeError, VkgradIndexError
 from vkgrad.numpy.creation import full, full_like
 from vkgrad.numpy.dtypes import (as_float, asarray, astype, dtype_of, no_out, promote,
@@ -42,6 +43,8 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False):
     no_out(out)
     a = asarray(a) if dtype is None else astype(a, dtype)
     a = as_float(a)
+    if is_half(dtype_of(a)):    # as JAX: the sum and the scaling in f32, rounded once
+        return astype(mean(astype(a, "f32"), axis, keepdims=keepdims), dtype_of(a))
     axes = normalize_axes(axis, a.ndim)
     n = math.prod(a.shape[i] for i in axes)
     return P.mul(sum(a, axes, keepdims=keepdims), 1.0 / n if n else _np.nan)   # mean = sum*scale
@@ -50,6 +53,8 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False):
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
     no_out(out)
     a = as_float(a)
+    if is_half(dtype_of(a)):    # as JAX: computed in f32, rounded once
+        return astype(var(astype(a, "f32"), axis, ddof=ddof, keepdims=keepdims), dtype_of(a))
     axes = normalize_axes(axis, a.ndim)
     n = math.prod(a.shape[i] for i in axes)
     d = subtract(a, mean(a, axes, keepdims=True))

@@ -36,12 +36,13 @@ import networkx as nx
 
 from vkgrad.ir.core import (Eqn, Params, Primitive, Program, Var, abstract_eval_rules,
                             vjp_rules)
+from vkgrad.dtypes import storage_words
 from vkgrad.ir.interpreter import impls
 from vkgrad.passes.base import Pass
 from vkgrad.primitives.compiler import save_p
 
 def nbytes(v) -> int:
-    return 4 * max(1, math.prod(v.shape))
+    return storage_words(max(1, math.prod(v.shape)), v.dtype) * 4
 
 
 class SaveOrRecompute(Pass):

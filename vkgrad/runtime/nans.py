@@ -20,7 +20,7 @@ import os
 
 import numpy as np
 
-from vkgrad.dtypes import type_str
+from vkgrad.dtypes import bfloat16, storage_words, type_str
 from vkgrad.ir.core import Literal, Program
 from vkgrad.ir.interpreter import apply
 from vkgrad.lowering.launch import Launch
@@ -45,21 +45,32 @@ def debug_nans(on: bool = True) -> bool:
     return old
 
 
+# the exponent bits of each element of a 32-bit word (all ones: inf or NaN), low and high half
+_EXPONENTS = {"f32": (0x7f800000, 0x7f800000), "f16": (0x7c00, 0x7c000000),
+              "bf16": (0x7f80, 0x7f800000)}
+
+
 def check_launches(slots, lowered) -> list:
     """One nan_check dispatch per slot (binding the slot, then the flags buffer)."""
     return [Launch("nan_check", "nan_check.comp", 2, (1, 1, 1),
-                   push=(lowered.slots[s].size, i)) for i, s in enumerate(slots)]
+                   push=(storage_words(lowered.slots[s].size, lowered.slots[s].dtype), i,
+                         *_EXPONENTS[lowered.slots[s].dtype]))
+            for i, s in enumerate(slots)]
 
 
 def checked_slots(lowered) -> list:
     """The float result buffers a call checks."""
     return sorted(s for s in set(lowered.output_slots) - {None}
-                  if lowered.slots[s].dtype == "f32" and lowered.slots[s].kind != "const")
+                  if lowered.slots[s].dtype in _EXPONENTS and lowered.slots[s].kind != "const")
 
 
 def finite(x) -> bool:
     x = np.asarray(x)
-    return x.dtype.kind != "f" or bool(np.isfinite(x).all())
+    return not _floating(x) or bool(np.isfinite(x).all())
+
+
+def _floating(x) -> bool:
+    return x.dtype.kind == "f" or x.dtype == bfloat16
 
 
 def hunt(program: Program, args, what: str) -> NaNError:
@@ -78,7 +89,7 @@ def hunt(program: Program, args, what: str) -> NaNError:
         ins = ", ".join(repr(x.item()) if isinstance(v, Literal) else type_str(x.shape, v.dtype)
                         for v, x in zip(e.inputs, xs))
         res = ", ".join(type_str(o.shape, o.dtype) for o in e.outputs)
-        bad = sum(int((~np.isfinite(o)).sum()) for o in outs if o.dtype.kind == "f")
+        bad = sum(int((~np.isfinite(o)).sum()) for o in outs if _floating(o))
         where = f" in the derivative of {e.of}" if e.of else ""
         at = f" at {e.source}" if e.source else ""
         return NaNError(f"{head}; the first eqn to make one from finite inputs is "

@@ -28,6 +28,7 @@ from .errors import DeviceError
 from .inflight import InFlight
 from .shaders import compile_file, compile_glsl, compile_many
 from .shaders import stats as shader_stats
+from vkgrad.dtypes import bfloat16
 from vkgrad.lru import LRU
 from vkgrad.target import Target
 
@@ -45,8 +46,11 @@ counters = {"submissions": 0, "uploads": 0, "upload_bytes": 0, "downloads": 0,
 # docs/long_runs.md.
 MAX_PIPELINES = 256
 
-# Storage dtypes on the device. bool lives as uint32 (GLSL has no 1-byte storage by default).
-_DEVICE_DTYPES = {np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.uint32)}
+# Storage dtypes on the device. bool lives as uint32 (GLSL has no 1-byte storage by default);
+# float16 and bfloat16 two to a uint32 word (kernels_glsl/half.glsl), which needs no device
+# feature: kp 0.9.0's tensors have no 16-bit type, and the words are numpy views of the data.
+_HALVES = {np.dtype(np.float16), bfloat16}
+_DEVICE_DTYPES = {np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.uint32), *_HALVES}
 
 
 def device_dtype(dtype) -> np.dtype:
@@ -55,8 +59,14 @@ def device_dtype(dtype) -> np.dtype:
         return np.dtype(np.uint32)
     if dt not in _DEVICE_DTYPES:
         raise DeviceError(f"{dt} arrays cannot live on a Vulkan device here; vkgrad stores float32, "
-                          "int32, uint32 and bool (as uint32)")
+                          "int32, uint32, float16 and bfloat16 (two to a word) and bool (as "
+                          "uint32)")
     return dt
+
+
+def _words(size: int, dtype: np.dtype) -> int:
+    """32-bit words holding `size` elements of device dtype `dtype`."""
+    return (size + 1) // 2 if dtype in _HALVES else size
 
 
 def pack_words(values) -> np.ndarray:
@@ -76,29 +86,37 @@ def pack_words(values) -> np.ndarray:
 
 
 class Buffer:
-    """A device-resident storage buffer of `size` elements.
+    """A device-resident storage buffer of `size` elements (`words` 32-bit words: 16-bit
+    floats are packed two to a word; the staging view shows them as elements).
 
     kind "device": device-local memory with a host-visible staging copy, for what crosses to or
     from the host (inputs, parameters, outputs); kind "scratch": device memory only, for
     intermediates.
     """
 
-    __slots__ = ("device", "tensor", "size", "dtype", "kind", "_staging", "_address",
+    __slots__ = ("device", "tensor", "size", "words", "dtype", "kind", "_staging", "_address",
                  "__weakref__")
 
     def __init__(self, device: "Device", size: int, dtype, kind: str = "device"):
         kp = kp_module()
         self.device, self.size, self.dtype, self.kind = device, int(size), device_dtype(dtype), kind
-        nbytes = max(self.size, 1) * self.dtype.itemsize
+        self.words = _words(self.size, self.dtype)
+        word = np.dtype(np.uint32) if self.dtype in _HALVES else self.dtype
+        nbytes = max(self.words, 1) * 4
         if nbytes > device.info.max_storage_buffer_range:
             raise DeviceError(
                 f"a buffer of {nbytes} bytes is larger than {device.info.name} can bind "
                 f"(maxStorageBufferRange = {device.info.max_storage_buffer_range} bytes)")
         ttype = kp.TensorTypes.device if kind == "device" else kp.TensorTypes.storage
         # kp copies the array into the staging memory; its contents are not uploaded.
-        self.tensor = device.manager.tensor_t(np.zeros(max(self.size, 1), self.dtype), ttype)
-        # kp keeps the staging memory mapped while the tensor lives: one numpy view of it
-        self._staging = self.tensor.data()[: self.size] if kind == "device" else None
+        self.tensor = device.manager.tensor_t(np.zeros(max(self.words, 1), word), ttype)
+        # kp keeps the staging memory mapped while the tensor lives: one numpy view of it (of
+        # its 16-bit halves as elements, for the 16-bit floats)
+        self._staging = None
+        if kind == "device":
+            data = self.tensor.data()
+            self._staging = (data[: self.words] if word == self.dtype else
+                             data.view(np.uint16)[: self.size].view(self.dtype))
         self._address = None
         device._buffers.add(self)
         counters["allocations"] += 1
@@ -112,7 +130,7 @@ class Buffer:
 
     @property
     def nbytes(self) -> int:
-        return self.size * self.dtype.itemsize
+        return self.words * 4
 
     def write_staging(self, array) -> None:
         """Copy host data into the staging memory; an upload op moves it to the device."""
@@ -295,9 +313,9 @@ class Device:
                 self.inflight.drain()
             self._copy_slot = self.kernel(compile_file("copy_slot.comp"), bindings=2,
                                           push_words=3, name="copy_slot")
-        groups = min(-(-slot.size // 256), 1024)
+        groups = min(-(-slot.words // 256), 1024)
         return Dispatch(self._copy_slot, (table, slot), (groups, 1, 1),
-                        (entry, slot.size, int(out)))
+                        (entry, slot.words, int(out)))
 
     def dispatch(self, launch, buffers) -> Dispatch:
         """A Dispatch of `launch` on `buffers` (one per binding, in order)."""

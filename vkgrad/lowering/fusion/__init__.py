@@ -3,6 +3,8 @@ contract (lowering/contracts.py) what it may take there. They sit in the lowerin
 its GPU fusion decisions in its GPU backend, because what pays depends on the kernel and the
 device; the target-independent passes are in vkgrad/passes/.
 
+    widen_halves       converts to and from f32 around a kernel for the 16-bit floats its
+                       contract does not take
     fuse_producers     elementwise chains computed in the loads of the kernels they feed
     fuse_epilogues     elementwise work on a kernel's result done in its store
     fuse_multi_output  sibling reductions in one pass; a bias gradient's column sum computed
@@ -13,8 +15,11 @@ from vkgrad.lowering.fusion.base import HookFusion
 from vkgrad.lowering.fusion.epilogues import EpilogueFusion, fuse_epilogues
 from vkgrad.lowering.fusion.multi_output import MultiOutputFusion, fuse_multi_output
 from vkgrad.lowering.fusion.producers import ProducerFusion, fuse_producers
+from vkgrad.lowering.fusion.widen import WidenHalves, widen_halves
 
-KERNEL_FUSION_PASSES = {p.name: p for p in (fuse_producers, fuse_epilogues, fuse_multi_output)}
+KERNEL_FUSION_PASSES = {p.name: p for p in (widen_halves, fuse_producers, fuse_epilogues,
+                                            fuse_multi_output)}
 
-__all__ = ["HookFusion", "EpilogueFusion", "MultiOutputFusion", "ProducerFusion",
-           "fuse_producers", "fuse_epilogues", "fuse_multi_output", "KERNEL_FUSION_PASSES"]
+__all__ = ["HookFusion", "EpilogueFusion", "MultiOutputFusion", "ProducerFusion", "WidenHalves",
+           "widen_halves", "fuse_producers", "fuse_epilogues", "fuse_multi_output",
+           "KERNEL_FUSION_PASSES"]

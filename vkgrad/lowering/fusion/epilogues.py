@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 
 from vkgrad import primitives as P
+from vkgrad.dtypes import is_half
 from vkgrad.ir.core import Program, Var
 from vkgrad.lowering.fusion.base import EPILOGUE_MAX_EXTRA_INPUTS, EPILOGUE_MAX_OUTPUTS, HookFusion
 from vkgrad.passes.dce import dce
@@ -78,6 +79,8 @@ class EpilogueFusion(HookFusion):
             return False
         if any(math.prod(o.shape) != size for o in f.outputs):
             return False
+        if any(is_half(o.dtype) for o in f.outputs):   # a store writes one element a thread,
+            return False                               # and two 16-bit ones share a word
         # only the stored element of the kernel's values: elementwise at their shape, reshapes
         aligned = set(reads_mine)
         for e in fbody.eqns:
