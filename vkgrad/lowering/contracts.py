@@ -27,7 +27,8 @@ A contract says:
     column_sum          the kernel can also write the column sums of its B operand
                         (a bias gradient beside its weight gradient: matmul)
     siblings            how many operands of one shape one dispatch can take (reductions)
-    dtypes              the element types it computes in
+    dtypes              the element types it computes in (and target_dtypes(target): those
+                        it takes on a target that has what they need)
     limits              its limits, in words (also raised as Unsupported with the numbers)
 
 Adding a family: its shader, its lowering module (planner + contract, registered with
@@ -94,7 +95,13 @@ class KernelContract:
     column_sum: bool = False
     siblings: int = 1
     dtypes: tuple = ("f32",)
+    # the element types it takes on a target beyond `dtypes` (matmul: f16 where the target
+    # has cooperative matrices)
+    target_dtypes: Callable = field(default=lambda target: (), repr=False)
     limits: str = ""
+
+    def dtypes_on(self, target) -> tuple:
+        return self.dtypes + tuple(self.target_dtypes(target))
 
     def group(self, anchors, target, root):
         return (self.plan_group or _single(self))(anchors, target, root)

@@ -27,6 +27,7 @@ class Launch:
     defines: tuple = field(default=())  # (("NAME", value), ...) for glslang -D
     hooks: str = ""                 # generated loads/stores spliced into a hand-written shader
     base: str = ""                  # ... that shader's file (the `shader` is then the source)
+    spirv_env: str = "vulkan1.1"    # the SPIR-V's Vulkan version (cooperative matrices: 1.3)
 
     @property
     def is_file(self) -> bool:

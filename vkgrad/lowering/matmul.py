@@ -29,8 +29,10 @@ from dataclasses import dataclass
 from vkgrad import primitives as P
 from vkgrad.lowering.contracts import Concat, KernelContract, Unsupported, need_f32, register
 from vkgrad.lowering.kernels import OpPlan, Temp, plan_reduce
-from vkgrad.target import target_of
 from vkgrad.lowering.launch import MAX_GROUPS_X, Launch, cdiv
+from vkgrad.lowering.matmul_coop import plan_matmul_coop
+from vkgrad.lowering.matmul_coop import runs_on as coop_runs_on
+from vkgrad.target import target_of
 
 _U32 = 2**32
 
@@ -324,6 +326,8 @@ def takes_hooks(e, target=None, loads: bool = False) -> bool:
     weight gradients over 8,192 tokens ran 406 us ([256,256] with a fused column sum) and
     1510 us ([512,48] with fused loads) unsplit (bench_lm, 2026-12-01)."""
     target = target_of(target)
+    if e.inputs[0].dtype == "f16":
+        return False             # the cooperative-matrix kernel has no hooks
     batch, m, k, n = _operands(e)
     limit = target.matmul_load_hook_max_flops if loads else target.matmul_hook_max_flops
     return 2 * batch * m * n * k <= limit and not would_split(e, target)
@@ -335,8 +339,13 @@ def plan_eqn(e, target, column_sum=None, fused=False):
     generated loads or stores, and then never split-K (see `takes_hooks`)."""
     a, b = e.inputs
     c = e.out
-    need_f32(e, a, b)
     batch, m, k, n = _operands(e)
+    if a.dtype == "f16" and b.dtype == "f16" and column_sum is None:
+        return (plan_matmul_coop(batch, m, k, n, e.params["transpose_a"],
+                                 e.params["transpose_b"], m * k if a.ndim == 3 else 0,
+                                 k * n if b.ndim == 3 else 0, target),
+                {"a": a, "b": b, "c": c})
+    need_f32(e, a, b)
     plan = plan_matmul_op(batch, m, k, n, e.params["transpose_a"], e.params["transpose_b"],
                           m * k if a.ndim == 3 else 0, k * n if b.ndim == 3 else 0, target,
                           ones_row=column_sum is not None,
@@ -366,5 +375,7 @@ CONTRACT = register(KernelContract(
     fused_loads={P.matmul_p: (0, 1)}, load_max_cost=3, load_max_full_inputs=1,
     fused_stores=frozenset({P.matmul_p}),
     takes_hooks=takes_hooks, column_sum=True,
+    # float16 on the tensor cores (lowering/matmul_coop.py) where the target has them
+    target_dtypes=lambda target: ("f16",) if coop_runs_on(target) else (),
     limits="f32; operands and result under 2^32 elements; workgroup counts under 65,535 per "
            "dimension"))

@@ -359,13 +359,14 @@ def _shader_of(launch, device_defines=()) -> tuple:
     the device's), the name."""
     defines = dict(device_defines)
     defines.update(launch.defines)
-    return launch.is_file, launch.shader, tuple(sorted(defines.items())), launch.name
+    return (launch.is_file, launch.shader, tuple(sorted(defines.items())), launch.name,
+            launch.spirv_env)
 
 
 def _spirv(shader) -> bytes:
-    is_file, text, defines, name = shader
-    return (compile_file(text, dict(defines)) if is_file
-            else compile_glsl(text, dict(defines), name=name))
+    is_file, text, defines, name, env = shader
+    return (compile_file(text, dict(defines), target_env=env) if is_file
+            else compile_glsl(text, dict(defines), name=name, target_env=env))
 
 
 def _transfer_op(kp, kind, buffers):

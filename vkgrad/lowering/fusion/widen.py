@@ -1,5 +1,5 @@
 """widen_halves: 16-bit float operands and results of a hand-written kernel that its contract
-does not take (`KernelContract.dtypes`) go through converts to and from f32 around it.
+does not take (`KernelContract.dtypes_on(target)`) go through converts to and from f32 around it.
 
     y: f16 = matmul a: f16, b: f16
 becomes
@@ -27,13 +27,13 @@ class WidenHalves(HookFusion):
         eqns, changed = [], False
         for e in program.eqns:
             c = self.contract(e)
-            if c is None or not _halves(e, c.dtypes):
+            if c is None or not _halves(e, c.dtypes_on(self.target)):
                 eqns.append(e)
                 continue
             changed = True
             ins = []
             for x in e.inputs:
-                if not _needs(x, c.dtypes):
+                if not _needs(x, c.dtypes_on(self.target)):
                     ins.append(x)
                 elif isinstance(x, Literal):
                     ins.append(Literal(x.value, "f32"))
@@ -41,7 +41,7 @@ class WidenHalves(HookFusion):
                     ins.append(_convert(x, "f32", e, eqns))
             outs, back = [], []
             for o in e.outputs:
-                if _needs(o, c.dtypes):
+                if _needs(o, c.dtypes_on(self.target)):
                     w = Var(o.shape, "f32")
                     back.append(Eqn(convert_p, (w,), Params(dtype=o.dtype), (o,), e.source,
                                     e.phase))
