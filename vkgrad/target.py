@@ -118,6 +118,7 @@ class Target:
             float16=_has(info, "shader_float16"), int8=_has(info, "shader_int8"),
             memory_model=_has(info, "vulkan_memory_model"),
             cooperative_matrix=tuple(getattr(info, "cooperative_matrix", ())),
+            subgroup_size=getattr(info, "subgroup_size", None),
             # lavapipe ends a loop after 65,535 iterations without a word (a 6-line GLSL loop
             # through kp alone sums 65,535 of 70,000); GPUs run them out
             max_loop_iterations=65535 if cpu else None,

@@ -25,11 +25,19 @@ uint vkg_bf16_bits(float x) {
     return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
 }
 
-float vkg_round_f16(float x) { return unpackHalf2x16(packHalf2x16(vec2(x, 0.0))).x; }
+// the f16 bits of x, rounded to nearest even. Past f16's range GLSL leaves packHalf2x16
+// undefined (the H200's gave a finite value where the interpreter has inf, so a loss scale's
+// overflow went unseen): from 65520 up, which rounds to inf, the bits are inf's.
+uint vkg_f16_bits(float x) {
+    if (abs(x) >= 65520.0 && !isnan(x)) return ((floatBitsToUint(x) >> 16) & 0x8000u) | 0x7c00u;
+    return packHalf2x16(vec2(x, 0.0)) & 0xffffu;
+}
+
+float vkg_round_f16(float x) { return unpackHalf2x16(vkg_f16_bits(x)).x; }
 float vkg_round_bf16(float x) { return uintBitsToFloat(vkg_bf16_bits(x) << 16); }
 
 // the word holding elements 2k (a) and 2k + 1 (b)
-uint vkg_pack_f16(float a, float b) { return packHalf2x16(vec2(a, b)); }
+uint vkg_pack_f16(float a, float b) { return vkg_f16_bits(a) | (vkg_f16_bits(b) << 16); }
 uint vkg_pack_bf16(float a, float b) { return vkg_bf16_bits(a) | (vkg_bf16_bits(b) << 16); }
 
 #endif

@@ -44,6 +44,7 @@ class DeviceInfo:
     features: tuple = ()
     # the cooperative-matrix shapes it runs (VK_KHR_cooperative_matrix), as CooperativeShape
     cooperative_matrix: tuple = ()
+    subgroup_size: int | None = None   # VkPhysicalDeviceSubgroupProperties (kp patch 0010)
 
     def has(self, feature: str) -> bool:
         return dict(self.features).get(feature, False)
@@ -86,7 +87,8 @@ def list_devices() -> tuple[DeviceInfo, ...]:
                    denorm_preserve=p.get("shader_denorm_preserve_float32", False),
                    features=tuple(sorted(p.get("features", {}).items())),
                    cooperative_matrix=tuple(CooperativeShape(**c) for c in
-                                            p.get("cooperative_matrix_shapes", ())))
+                                            p.get("cooperative_matrix_shapes", ())),
+                   subgroup_size=p.get("subgroup_size"))
         for i, p in enumerate(props))
 
 
