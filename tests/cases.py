@@ -834,6 +834,30 @@ CASES += [
                              np.correlate(a, v, "full"))),
 ]
 
+# --- windows and norms (vg.lax.reduce_window, vg.nn's pools, batch/group/instance norm):
+# compositions of strided slices and elementwise ops, one fused kernel on Vulkan
+CASES += [
+    Case("reduce_window_max", lambda x: _lax.reduce_window(x, -np.inf, _lax.max, (1, 3, 2),
+                                                           (1, 2, 1), "SAME"), [F(2, 7, 5)]),
+    Case("reduce_window_sum_dilated",
+         lambda x: _lax.reduce_window(x, 0.0, _lax.add, (2, 2), (1, 2), ((1, 0), (0, 2)),
+                                      base_dilation=(2, 1), window_dilation=(1, 2)), [F(4, 5)]),
+    Case("pools", lambda x: (nn.max_pool(x, (2, 2), (2, 1)),
+                             nn.avg_pool(x, (3, 3), (2, 2), "SAME", count_include_pad=False),
+                             nn.avg_pool(x, (2, 2), padding="SAME", channels_last=True)),
+         [F(2, 3, 5, 6)]),
+    Case("batch_norm_train_eval",
+         lambda p, x: (lambda y, st: (y, st["mean"], st["var"], nn.batch_norm(p, st, x, False)[0]))(
+             *nn.batch_norm(p, {"mean": vnp.zeros(3), "var": vnp.ones(3)}, x, True)),
+         [lambda r: {"scale": r.uniform(0.5, 2, 3), "bias": r.standard_normal(3)}, F(4, 3, 2, 3)]),
+    Case("group_instance_norm",
+         lambda x, w, b: (nn.group_norm(x, 2, w, b), nn.instance_norm(x, channels_last=True)),
+         [F(2, 4, 3, 2), F(4), F(4)]),
+    Case("conv_layer", lambda p, x: nn.relu(nn.conv(p, x, strides=2, padding="SAME")),
+         [lambda r: {"w": r.standard_normal((4, 3, 3, 3)), "b": r.standard_normal(4)},
+          NZ(2, 3, 7, 6)]),
+]
+
 # --- matmul on Vulkan: every transpose combination on awkward shapes (one row, one column,
 # sizes off every tile boundary). Not gradient-checked: matmul's derivatives are the small
 # matmul_* rows' (every transpose combination); checking these 20 too took 3.5 s (measured).
