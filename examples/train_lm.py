@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import os
 import sys
 import sysconfig
 import time
@@ -43,14 +41,16 @@ import numpy as np
 import vkgrad as vg
 import vkgrad.nn as nn
 import vkgrad.numpy as vnp
-from vkgrad.runtime import get_device
-from vkgrad.tracer.pytree import tree_leaves
+
+import training_run
+from training_run import (CHECKPOINT, ResumeError, RunError, check_fresh_start,  # noqa: F401
+                          device_name, n_params, positive, positive_float, read_log)
 
 # tqdm and matplotlib (the `examples` extra) are imported where they are used: bench/bench_lm.py
 # imports this module for the presets, data and step on a machine that has neither.
 
 VOCAB = 256
-CHECKPOINT = "checkpoint.safetensors"
+WRITER = "examples/train_lm.py"
 
 # Sizes and schedules per model and preset. small and medium are for a real GPU
 # (bench/bench_lm.py runs small on the H200). tiny is what a 2-core machine without a GPU can
@@ -219,124 +219,13 @@ def sample(cfg, params, prompts: list[bytes], n_bytes: int, temperature: float, 
     return [bytes(t) for t in texts]
 
 
-# ----------------------------------------------------------------------------------- checkpoints
-
-class RunError(Exception):
-    """The run cannot start in this folder (the message says why and what to pass instead)."""
-
-
-class ResumeError(RunError):
-    """--resume cannot continue from this directory's checkpoint (the message says why)."""
-
-
-def save_checkpoint(out: Path, cfg: dict, step: int, params, opt_state) -> None:
-    vg.save(out / CHECKPOINT, {"params": params, "opt_state": opt_state},
-            metadata={"step": str(step), "config": json.dumps(cfg, sort_keys=True),
-                      "writer": "vkgrad examples/train_lm.py"})
-
-
-def load_checkpoint(out: Path, cfg: dict, params, opt_state, allow_nonfinite: bool = False):
-    """(step, params, opt_state) from out's checkpoint, which must be of this config and hold
-    only finite values (unless allow_nonfinite)."""
-    path = out / CHECKPOINT
-    if not path.exists():
-        raise ResumeError(f"--resume: {path} does not exist (run without --resume to start)")
-    meta = vg.load_metadata(path)        # a corrupt file: vg.CheckpointError, naming it
-    try:
-        saved, step = json.loads(meta["config"]), int(meta["step"])
-    except (KeyError, ValueError):
-        raise ResumeError(f"--resume: {path} is not a checkpoint of examples/train_lm.py "
-                          "(its metadata has no config and step)") from None
-    diff = [f"{k}: {saved.get(k, '(none)')} in the checkpoint, {cfg.get(k, '(none)')} now"
-            for k in sorted(set(saved) | set(cfg)) if saved.get(k) != cfg.get(k)]
-    if diff:
-        raise ResumeError(f"--resume: {path} is from another run, refusing it:\n  "
-                          + "\n  ".join(diff)
-                          + "\nresume with the same options, or train into another --out")
-    state = vg.load(path, like={"params": params, "opt_state": opt_state})
-    if not allow_nonfinite:
-        bad = [f"{name} ({n:,} of {size:,} values)" for name, n, size in nonfinite(state)]
-        if bad:
-            raise ResumeError(
-                f"--resume: {path} holds NaN or inf in " + ", ".join(bad[:4])
-                + (f" and {len(bad) - 4} more" if len(bad) > 4 else "")
-                + ": the run had diverged by that step. Resume from an earlier checkpoint, or "
-                "pass --allow-nonfinite to continue from it anyway")
-    return step, state["params"], state["opt_state"]
-
-
-def nonfinite(tree, prefix: str = "") -> list:
-    """(name, count, size) of each float leaf of `tree` holding NaN or inf, named by its key
-    path as in the checkpoint ("params.blocks.0.w")."""
-    if isinstance(tree, dict):
-        items = tree.items()
-    elif isinstance(tree, tuple) and hasattr(tree, "_fields"):
-        items = zip(tree._fields, tree)
-    elif isinstance(tree, (list, tuple)):
-        items = enumerate(tree)
-    else:
-        a = np.asarray(tree)
-        n = int(np.size(a) - np.count_nonzero(np.isfinite(a))) \
-            if np.issubdtype(a.dtype, np.floating) else 0
-        return [(prefix, n, int(np.size(a)))] if n else []
-    return [bad for k, v in items for bad in nonfinite(v, f"{prefix}.{k}" if prefix else str(k))]
-
-
-def check_fresh_start(out: Path) -> None:
-    """A run without --resume or --overwrite must not replace a run already in `out`."""
-    held = [name for name in (CHECKPOINT, "log.jsonl") if (out / name).exists()]
-    if held:
-        raise RunError(f"{out} already holds a run ({' and '.join(held)}): pass --resume to "
-                       "continue it, or --overwrite to start over and replace it")
-
-
-def read_log(out: Path, upto: int) -> list[dict]:
-    """log.jsonl's records of steps <= upto (those after the checkpoint are redone)."""
-    path = out / "log.jsonl"
-    if not path.exists():
-        return []
-    records = []
-    for line in path.read_text().splitlines():
-        try:
-            r = json.loads(line)
-        except ValueError:
-            break    # a line torn by the interruption
-        if r.get("step", upto + 1) <= upto:
-            records.append(r)
-    return records
-
+# ----------------------------------------------------------------------------------- plot
 
 def plot(out: Path, records: list[dict], title: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")   # headless: no display needed
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
-    steps = [r["step"] for r in records]
-    ax.plot(steps, [r["loss"] for r in records], lw=0.8, alpha=0.8, label="train")
-    val = [(r["step"], r["val_loss"]) for r in records if "val_loss" in r]
-    if val:
-        ax.plot(*zip(*val), "o-", lw=1.5, label="validation")
-    ax.set_xlabel("step")
-    ax.set_ylabel("loss (nats per byte)")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    tmp = out / "loss.png.tmp"
-    fig.savefig(tmp, format="png")
-    plt.close(fig)
-    os.replace(tmp, out / "loss.png")
+    training_run.plot(out, records, title, [("loss (nats per byte)", "loss", "val_loss")])
 
 
 # ----------------------------------------------------------------------------------- training
-
-def device_name() -> str:
-    try:
-        return get_device().info.name
-    except vg.VkgradError as e:
-        return f"no Vulkan device ({e})"
-
 
 def train(cfg: dict, out, *, eval_every: int, resume: bool = False, overwrite: bool = False,
           allow_nonfinite: bool = False, data=None, stop_after: int | None = None,
@@ -353,7 +242,8 @@ def train(cfg: dict, out, *, eval_every: int, resume: bool = False, overwrite: b
     opt_state = optimizer(cfg).init(params)
     start = 0
     if resume:
-        start, params, opt_state = load_checkpoint(out, cfg, params, opt_state, allow_nonfinite)
+        start, params, opt_state = training_run.load_checkpoint(
+            out, cfg, params, opt_state, allow_nonfinite, writer=WRITER)
         log(f"resuming from {out / CHECKPOINT} at step {start}")
     elif (out / CHECKPOINT).exists():
         log(f"note: starting over in {out} (--overwrite: its checkpoint and log are replaced)")
@@ -408,7 +298,7 @@ def train(cfg: dict, out, *, eval_every: int, resume: bool = False, overwrite: b
                                     f"{dt * 1e3:.0f} ms/step", refresh=False)
                 bar.update(1)
             if "val_loss" in rec:
-                save_checkpoint(out, cfg, done, params, opt_state)
+                training_run.save_checkpoint(out, cfg, done, params, opt_state, writer=WRITER)
                 plot(out, records, title)
             if stop_after is not None and done >= stop_after:
                 break
@@ -419,32 +309,6 @@ def train(cfg: dict, out, *, eval_every: int, resume: bool = False, overwrite: b
     return {"params": params, "opt_state": opt_state, "records": records,
             "backend": compiled.backend, "fallback": fallback, "compile_s": compile_s,
             "step_s": float(np.median(times)) if times else None}
-
-
-def n_params(params) -> int:
-    return sum(int(np.size(p)) for p in tree_leaves(params))
-
-
-def positive(text: str) -> int:
-    """An option that counts something: a whole number of at least 1 (--batch 0 trained 200
-    steps of NaN and wrote a checkpoint of them)."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{n} must be at least 1")
-    return n
-
-
-def positive_float(text: str) -> float:
-    try:
-        x = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not x > 0 or x == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text} must be a positive finite number")
-    return x
 
 
 def parse_args(argv=None):

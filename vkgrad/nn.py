@@ -31,7 +31,7 @@ __all__ = ["relu", "sigmoid", "silu", "gelu", "softmax", "log_softmax", "logsume
            "flash_attention", "attention_block", "init_attention_block", "selective_scan",
            "causal_conv1d", "mamba_block", "init_mamba_block", "init_transformer_lm",
            "transformer_lm", "init_mamba_lm", "mamba_lm", "init_conv", "conv", "max_pool",
-           "avg_pool", "init_batch_norm", "batch_norm", "group_norm", "instance_norm"]
+           "avg_pool", "init_batch_norm", "batch_norm", "group_norm", "instance_norm", "init_resnet", "resnet"]
 
 
 def relu(x):
@@ -377,6 +377,67 @@ def instance_norm(x, weight=None, bias=None, eps: float = 1e-5, channels_last: b
     """group_norm with a group per channel: each example's channel over its spatial positions."""
     c = vnp.shape(x)[-1] if channels_last else vnp.shape(x)[1]
     return group_norm(x, c, weight, bias, eps, channels_last)
+
+
+def _init_conv_bn(rng, cin: int, cout: int, k: int):
+    bn, bn_state = init_batch_norm(cout)
+    return {"conv": init_conv(rng, cin, cout, k, bias=False), "bn": bn}, {"bn": bn_state}
+
+
+def _conv_bn(params, state, x, strides, training):
+    y, bn_state = batch_norm(params["bn"], state["bn"], conv(params["conv"], x, strides),
+                             training)
+    return y, {"bn": bn_state}
+
+
+def init_resnet(rng: np.random.Generator, in_channels: int, classes: int,
+                widths=(64, 128, 256, 512), blocks=(2, 2, 2, 2)):
+    """(params, state) of a ResNet of basic blocks (He et al. 2016) for small images: a 3x3
+    stem, stages of `blocks[i]` blocks of `widths[i]` channels (each stage after the first
+    halves the resolution in its first block, whose shortcut is a 1x1 projection), global
+    average pooling and a linear head. ResNet-18 for 32x32 images: the defaults. state holds
+    the batch norms' running statistics."""
+    params, state = {}, {}
+    params["stem"], state["stem"] = _init_conv_bn(rng, in_channels, widths[0], 3)
+    params["stages"], state["stages"] = [], []
+    cin = widths[0]
+    for s, (width, n) in enumerate(zip(widths, blocks)):
+        ps, ss = [], []
+        for b in range(n):
+            p, st = {}, {}
+            p["a"], st["a"] = _init_conv_bn(rng, cin, width, 3)
+            p["b"], st["b"] = _init_conv_bn(rng, width, width, 3)
+            if cin != width or (s > 0 and b == 0):
+                p["proj"], st["proj"] = _init_conv_bn(rng, cin, width, 1)
+            ps.append(p), ss.append(st)
+            cin = width
+        params["stages"].append(ps), state["stages"].append(ss)
+    bound = 1.0 / math.sqrt(cin)
+    params["head"] = {"w": rng.uniform(-bound, bound, (cin, classes)).astype(np.float32),
+                      "b": np.zeros(classes, np.float32)}
+    return params, state
+
+
+def resnet(params, state, x, training: bool):
+    """(logits [N, classes], new state) of init_resnet's network for images x [N, C, H, W];
+    training uses and updates the batch statistics, evaluation the running ones."""
+    new = {"stages": []}
+    h, new["stem"] = _conv_bn(params["stem"], state["stem"], x, 1, training)
+    h = relu(h)
+    for s, (ps, ss) in enumerate(zip(params["stages"], state["stages"])):
+        out_states = []
+        for b, (p, st) in enumerate(zip(ps, ss)):
+            strides = 2 if s > 0 and b == 0 else 1
+            y, st_a = _conv_bn(p["a"], st["a"], h, strides, training)
+            y, st_b = _conv_bn(p["b"], st["b"], relu(y), 1, training)
+            nst = {"a": st_a, "b": st_b}
+            if "proj" in p:
+                h, nst["proj"] = _conv_bn(p["proj"], st["proj"], h, strides, training)
+            h = relu(y + h)
+            out_states.append(nst)
+        new["stages"].append(out_states)
+    pooled = vnp.mean(h, axis=(2, 3))
+    return linear(params["head"], pooled), new
 
 
 def init_mamba_block(rng: np.random.Generator, d_model: int, d_state: int = 16,
