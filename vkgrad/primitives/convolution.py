@@ -125,7 +125,7 @@ def _impl(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
     g = feature_group_count
     x = _prepared_input(lhs.astype(np.float64), padding, lhs_dilation)
     w = rhs.astype(np.float64)
-    (n, c), (o, i), window = x.shape[:2], w.shape[:2], w.shape[2:]
+    n, (o, i), window = x.shape[0], w.shape[:2], w.shape[2:]
     outs = tuple((p - dilate(k, rd)) // s + 1 for p, k, s, rd in
                  zip(x.shape[2:], window, window_strides, rhs_dilation))
     xg = x.reshape((n, g, i) + x.shape[2:])
