@@ -26,6 +26,8 @@ statistics and optimizer state donated) against the same network and step in JAX
 The target: 1.0x JAX or better. Both sides print their first loss (same init: same loss).
 
 Every round alternates vkgrad, torch, JAX; medians and ranges over rounds are reported.
+--sweep: also times vkgrad with each kernel variant forced (vkgrad/lowering/conv.py's
+VARIANTS), per conv and mode, so the planner's choice can follow the measurement.
 --quick: small shapes and a tiny ResNet (runs on lavapipe, to check the script itself).
 """
 
@@ -46,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import vkgrad as vg  # noqa: E402
 import vkgrad.nn as nn  # noqa: E402
 from vkgrad import lax  # noqa: E402
+from vkgrad.lowering import conv as conv_lowering  # noqa: E402
 
 from peers import cuda_torch  # noqa: E402
 
@@ -106,6 +109,18 @@ def vkgrad_programs(case):
 def time_vkgrad(fns, args):
     return {m: vg.profile(vg.jit(f, backend="vulkan"), *args, runs=10).total_us
             for m, f in fns.items()}
+
+
+def sweep_variants(case, args):
+    """{variant: {mode: us}} with every conv of the programs forced to that variant."""
+    chosen, out = conv_lowering.choose_variant, {}
+    try:
+        for name in conv_lowering.VARIANTS:
+            conv_lowering.choose_variant = lambda og, name=name: name
+            out[name] = time_vkgrad(vkgrad_programs(case), args)   # fresh jits: new plans
+    finally:
+        conv_lowering.choose_variant = chosen
+    return out
 
 
 # ------------------------------------------------------------------------------- torch
@@ -310,6 +325,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="small shapes (for lavapipe)")
     ap.add_argument("--only", default="", help="comma-separated conv names ('' all, 'none')")
     ap.add_argument("--no-resnet", action="store_true")
+    ap.add_argument("--sweep", action="store_true", help="time every kernel variant too")
     args = ap.parse_args()
     torch, jax = cuda_torch(), get_jax()
     cases = QUICK if args.quick else CONVS
@@ -348,6 +364,8 @@ def main():
             if peer in row["us"]:
                 row[f"{peer}_over_vkgrad"] = {m: row["us"][peer][m]["median"] / vk[m]["median"]
                                               for m in (*MODES, "total")}
+        if args.sweep:
+            row["sweep_us"] = sweep_variants(case, (x, w, gy))
         result["convs"][case[0]] = row
         print(json.dumps({case[0]: row}), flush=True)
     if not args.no_resnet:

@@ -11,6 +11,7 @@ import pytest
 import vkgrad as vg
 import vkgrad.numpy as vnp
 from vkgrad import lax
+from vkgrad.lowering import conv as conv_lowering
 from vkgrad.lowering.conv import VARIANTS, choose_splits, choose_variant, plan_conv
 from vkgrad.target import Target
 
@@ -25,6 +26,19 @@ def test_the_variant_follows_the_output_features_per_group():
     (launch, roles), = plan.steps
     assert roles == ("x", "w", "out") and dict(launch.defines)["CV_TX"] == 256
     assert launch.groups == (1, 1, 8)          # 162 positions in one 512-row block, 8 groups
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_every_variant_is_a_valid_tile_and_matches_the_interpreter(name, monkeypatch):
+    """Each variant on a shape off its tile edges, with both gradients (the sweep in
+    bench/bench_conv.py forces variants the same way)."""
+    VARIANTS[name].check()
+    monkeypatch.setattr(conv_lowering, "choose_variant", lambda og: name)
+    f = vg.grad(lambda x, w: vnp.sum(vnp.sin(lax.conv(x, w, (2, 1), "SAME"))), argnums=(0, 1))
+    lowered = _check(f, _f32(3, 5, 7, 9), _f32(70, 5, 3, 2), rtol=1e-4)
+    defines = {dict(s.launch.defines).get("CV_RM") for s in lowered.lowered.steps
+               if s.launch.name == "conv"}
+    assert defines == {VARIANTS[name].rm}
 
 
 def test_weight_gradients_split_k_on_a_gpu_and_under_lavapipes_loop_limit():

@@ -12,6 +12,7 @@ Variants (defines; a thread holds RM x RN accumulators, TX x TY threads):
 | wide      | 16 x 16 | 64 x 64         | 16 | Og >= 32 output features per group         |
 | narrow    | 64 x 4  | 128 x 16        | 16 | 4 < Og < 32                                |
 | depthwise | 256 x 1 | 512 x 4         | 16 | Og <= 4 (depthwise: Og = 1; short 1-D)     |
+| tall      | 16 x 16 | 128 x 64        | 16 | not chosen yet: bench/bench_conv.py --sweep |
 
 Split-K: a weight gradient has few output rows (M = C/G * window) and a long k (N * out
 spatial), so the k range is split over workgroups (grid z = splits * groups) into partial
@@ -52,11 +53,19 @@ class ConvTile:
     def threads(self) -> int:
         return self.tx * self.ty
 
+    def check(self) -> None:
+        """The shader's gathers: every thread loads whole rows of A's tile (BM a multiple or a
+        divisor of the thread count, BM * BK a multiple of it)."""
+        t = self.threads
+        if (self.bm * self.bk) % t or (t % self.bm and self.bm % t):
+            raise ValueError(f"conv tile {self} does not divide its A tile among {t} threads")
+
 
 VARIANTS = {
     "wide": ConvTile(tx=16, ty=16, rm=4, rn=4),
     "narrow": ConvTile(tx=64, ty=4, rm=2, rn=4),
     "depthwise": ConvTile(tx=256, ty=1, rm=2, rn=4),
+    "tall": ConvTile(tx=16, ty=16, rm=8, rn=4),
 }
 
 # Counted loop iterations per k step on a Target that ends long loops (lavapipe counts about
