@@ -24,7 +24,6 @@ examples/train_lm.py (examples/training_run.py holds what the two share).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -36,8 +35,8 @@ import vkgrad.nn as nn
 import vkgrad.numpy as vnp
 
 import training_run
-from training_run import (CHECKPOINT, RunError, check_fresh_start, device_name,  # noqa: F401
-                          n_params, positive, positive_float, read_log)
+from training_run import (CHECKPOINT, RunError, RunLog, check_fresh_start,  # noqa: F401
+                          device_name, n_params, positive, positive_float)
 
 WRITER = "examples/train_cnn.py"
 CONFIG = dict(widths=(16, 32), blocks=(1, 1), steps=400, batch=64, lr=3e-3, warmup=20,
@@ -134,9 +133,6 @@ def train(cfg: dict, out, *, eval_every: int = EVAL_EVERY, resume: bool = False,
             out, cfg, model, opt_state, allow_nonfinite, writer=WRITER)
         log(f"resuming from {out / CHECKPOINT} at step {start}")
     train_data, (test_x, test_y) = load_data(cfg)
-    records = read_log(out, start) if resume else []
-    with open(out / "log.jsonl", "w") as f:
-        f.writelines(json.dumps(r) + "\n" for r in records)
     step_fn, evaluate = make_steps(cfg)
     lowered = step_fn.lower(model, opt_state, *train_batch(train_data, cfg, start))
     fallback = lowered.fallback_reason
@@ -144,15 +140,9 @@ def train(cfg: dict, out, *, eval_every: int = EVAL_EVERY, resume: bool = False,
         f"{len(train_data[1])} training and {len(test_y)} test images; step on "
         f"{lowered.backend}" + (f" (fallback: {fallback})" if fallback else ""))
     title = f"ResNet on the digits ({lowered.backend})"
-    bar = None
-    if progress:
-        from tqdm import tqdm
-        bar = tqdm(total=cfg["steps"], initial=start, unit="step", dynamic_ncols=True,
-                   desc="resnet digits", file=sys.stdout)
-    say = bar.write if bar is not None else log
     lr_at, times = schedule(cfg), []
-    logf = open(out / "log.jsonl", "a")
-    try:
+    with RunLog(out, start, cfg["steps"], "resnet digits", resume=resume, progress=progress,
+                log=log) as run:
         for step in range(start, cfg["steps"]):
             x, y = train_batch(train_data, cfg, step)
             t = time.perf_counter()
@@ -166,24 +156,15 @@ def train(cfg: dict, out, *, eval_every: int = EVAL_EVERY, resume: bool = False,
             if done % eval_every == 0 or done == cfg["steps"]:
                 test_loss, test_acc = evaluate(model, test_x, test_y)
                 rec["test_loss"], rec["test_acc"] = float(test_loss), float(test_acc)
-                say(f"step {done:5d}  train loss {loss:.4f}  test loss {rec['test_loss']:.4f}"
-                    f"  test accuracy {rec['test_acc']:.2%}")
-            records.append(rec)
-            logf.write(json.dumps(rec) + "\n")
-            logf.flush()
-            if bar is not None:
-                bar.set_postfix_str(f"loss {loss:.3f}, acc {acc:.0%}, {dt * 1e3:.0f} ms/step",
-                                    refresh=False)
-                bar.update(1)
+                run.say(f"step {done:5d}  train loss {loss:.4f}  test loss "
+                        f"{rec['test_loss']:.4f}  test accuracy {rec['test_acc']:.2%}")
+            run.add(rec, f"loss {loss:.3f}, acc {acc:.0%}, {dt * 1e3:.0f} ms/step")
             if "test_acc" in rec:
                 training_run.save_checkpoint(out, cfg, done, model, opt_state, writer=WRITER)
-                plot(out, records, title)
+                plot(out, run.records, title)
             if stop_after is not None and done >= stop_after:
                 break
-    finally:
-        logf.close()
-        if bar is not None:
-            bar.close()
+    records = run.records
     return {"model": model, "opt_state": opt_state, "records": records,
             "backend": lowered.backend, "fallback": fallback,
             "step_s": float(np.median(times)) if times else None}

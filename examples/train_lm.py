@@ -30,7 +30,6 @@ or written (corrupt, a full disk, a read-only folder) is one line on stderr and 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import sysconfig
 import time
@@ -43,8 +42,8 @@ import vkgrad.nn as nn
 import vkgrad.numpy as vnp
 
 import training_run
-from training_run import (CHECKPOINT, ResumeError, RunError, check_fresh_start,  # noqa: F401
-                          device_name, n_params, positive, positive_float, read_log)
+from training_run import (CHECKPOINT, ResumeError, RunError, RunLog,  # noqa: F401
+                          check_fresh_start, device_name, n_params, positive, positive_float)
 
 # tqdm and matplotlib (the `examples` extra) are imported where they are used: bench/bench_lm.py
 # imports this module for the presets, data and step on a machine that has neither.
@@ -248,10 +247,6 @@ def train(cfg: dict, out, *, eval_every: int, resume: bool = False, overwrite: b
     elif (out / CHECKPOINT).exists():
         log(f"note: starting over in {out} (--overwrite: its checkpoint and log are replaced)")
     train_data, val_data = data if data is not None else load_text()
-    records = read_log(out, start) if resume else []
-    with open(out / "log.jsonl", "w") as f:
-        f.writelines(json.dumps(r) + "\n" for r in records)
-
     step_fn, loss_fn = make_steps(cfg)
     vals = val_batches(val_data, cfg)
     lr_at = schedule(cfg)
@@ -267,15 +262,9 @@ def train(cfg: dict, out, *, eval_every: int, resume: bool = False, overwrite: b
     tokens = cfg["batch"] * cfg["seq"]
     title = f"{cfg['model']} {cfg['preset']} on " + (
         f"{device_name()}" if not fallback else "the numpy interpreter (fallback)")
-    bar = None
-    if progress:
-        from tqdm import tqdm
-        bar = tqdm(total=cfg["steps"], initial=start, unit="step", dynamic_ncols=True,
-                   desc=f"{cfg['model']} {cfg['preset']}", file=sys.stdout)
-    say = bar.write if bar is not None else log
     times = []
-    logf = open(out / "log.jsonl", "a")
-    try:
+    with RunLog(out, start, cfg["steps"], f"{cfg['model']} {cfg['preset']}", resume=resume,
+                progress=progress, log=log) as run:
         for step in range(start, cfg["steps"]):
             x, y = train_batch(train_data, cfg, step)
             t = time.perf_counter()
@@ -289,23 +278,15 @@ def train(cfg: dict, out, *, eval_every: int, resume: bool = False, overwrite: b
             if done % eval_every == 0 or done == cfg["steps"]:
                 rec["val_loss"] = float(np.mean([float(loss_fn(params, vx, vy))
                                                  for vx, vy in vals]))
-                say(f"step {done:5d}  train loss {loss:.4f}  val loss {rec['val_loss']:.4f}")
-            records.append(rec)
-            logf.write(json.dumps(rec) + "\n")
-            logf.flush()
-            if bar is not None:
-                bar.set_postfix_str(f"loss {loss:.3f}, {tokens / dt:,.0f} tok/s, "
-                                    f"{dt * 1e3:.0f} ms/step", refresh=False)
-                bar.update(1)
+                run.say(f"step {done:5d}  train loss {loss:.4f}  val loss "
+                        f"{rec['val_loss']:.4f}")
+            run.add(rec, f"loss {loss:.3f}, {tokens / dt:,.0f} tok/s, {dt * 1e3:.0f} ms/step")
             if "val_loss" in rec:
                 training_run.save_checkpoint(out, cfg, done, params, opt_state, writer=WRITER)
-                plot(out, records, title)
+                plot(out, run.records, title)
             if stop_after is not None and done >= stop_after:
                 break
-    finally:
-        logf.close()
-        if bar is not None:
-            bar.close()
+    records = run.records
     return {"params": params, "opt_state": opt_state, "records": records,
             "backend": compiled.backend, "fallback": fallback, "compile_s": compile_s,
             "step_s": float(np.median(times)) if times else None}

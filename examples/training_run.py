@@ -1,7 +1,8 @@
 """What the training examples (train_lm.py, train_cnn.py) share about a run's folder: the
 checkpoint (params and optimizer state, the step and the config in its metadata, written
 atomically by vg.save), resuming from it (refused for another config or for NaN/inf values),
-the log (log.jsonl, one object per step), the plots, and the command-line checks.
+the log (log.jsonl, one object per step) and progress bar (RunLog), the plots, and the
+command-line checks. tqdm and matplotlib (the `examples` extra) are imported where they are used.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -166,3 +168,44 @@ def positive_float(text: str) -> float:
     if not x > 0 or x == float("inf"):
         raise argparse.ArgumentTypeError(f"{text} must be a positive finite number")
     return x
+
+
+class RunLog:
+    """A run's log.jsonl and progress bar, as a context manager. On entry the log keeps the
+    records of steps up to `start` (a resume; they are redone after that), `records` holds
+    them; `add(rec, postfix)` appends a step's record (written and flushed at once, so an
+    interruption loses nothing before it) and moves the bar; `say` prints above the bar."""
+
+    def __init__(self, out: Path, start: int, total: int, desc: str, *, resume: bool,
+                 progress: bool, log=print):
+        self.out, self.start, self.total, self.desc = out, start, total, desc
+        self.resume, self.progress, self.log = resume, progress, log
+        self.records, self.bar, self.file = [], None, None
+
+    def __enter__(self):
+        self.records = read_log(self.out, self.start) if self.resume else []
+        with open(self.out / "log.jsonl", "w") as f:
+            f.writelines(json.dumps(r) + "\n" for r in self.records)
+        self.file = open(self.out / "log.jsonl", "a")
+        if self.progress:
+            from tqdm import tqdm
+            self.bar = tqdm(total=self.total, initial=self.start, unit="step",
+                            dynamic_ncols=True, desc=self.desc, file=sys.stdout)
+        return self
+
+    def say(self, text: str) -> None:
+        (self.bar.write if self.bar is not None else self.log)(text)
+
+    def add(self, rec: dict, postfix: str) -> None:
+        self.records.append(rec)
+        self.file.write(json.dumps(rec) + "\n")
+        self.file.flush()
+        if self.bar is not None:
+            self.bar.set_postfix_str(postfix, refresh=False)
+            self.bar.update(1)
+
+    def __exit__(self, *exc):
+        self.file.close()
+        if self.bar is not None:
+            self.bar.close()
+        return False

@@ -6,26 +6,21 @@ rows (tests/cases.py, conv*) check the interpreter, gradients and Vulkan."""
 from __future__ import annotations
 
 import itertools
-import os
 
 import numpy as np
 import pytest
 
+import source_lines
 import vkgrad as vg
 import vkgrad.numpy as vnp
 from vkgrad import lax
 from vkgrad.errors import ArgumentError, ShapeError
 
-HERE = os.path.basename(__file__)
 RNG = np.random.default_rng(0)
 
 
 def line_of(marker: str) -> str:
-    with open(__file__) as f:
-        for n, text in enumerate(f, 1):
-            if text.rstrip().endswith(f"# {marker}"):
-                return f"{HERE}:{n}"
-    raise AssertionError(marker)
+    return source_lines.line_of(__file__, marker)
 
 
 def direct(x, w, strides, padding, lhs_dilation, rhs_dilation, groups):

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from vkgrad import primitives as P
 from vkgrad.lowering.contracts import KernelContract, Unsupported, need_f32, register
-from vkgrad.lowering.kernels import OpPlan, Temp, _defines, plan_reduce
+from vkgrad.lowering.kernels import OpPlan, _defines, plan_split_sum
 from vkgrad.lowering.launch import MAX_GROUPS_X, Launch, cdiv
 from vkgrad.target import target_of
 
@@ -132,14 +132,7 @@ def plan_conv(lhs: tuple, rhs: tuple, out: tuple, window_strides, padding, lhs_d
                                                 CV_RN=tile.rn, CV_BK=tile.bk))
     if splits == 1:
         return OpPlan(((launch, ("x", "w", "out")),))
-    total = math.prod(out)
-    red = plan_reduce("sum", 1, splits, total, target=target, splits=1)
-    rename = {"x": "partials", "out": "out", "partials": "reduce_partials"}
-    steps = ((launch, ("x", "w", "partials")),) + tuple(
-        (lw, tuple(rename[r] for r in roles)) for lw, roles in red.steps)
-    temps = (Temp("partials", splits * total, "float32"),) + tuple(
-        Temp(rename[t.role], t.size, t.dtype) for t in red.temps)
-    return OpPlan(steps, temps)
+    return plan_split_sum(launch, ("x", "w"), "out", splits, math.prod(out), target=target)
 
 
 def plan_eqn(e, target):
