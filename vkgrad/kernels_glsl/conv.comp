@@ -19,7 +19,7 @@
 // m, which is contiguous in `out` (along ow). K advances BK at a time through tiles in shared
 // memory, k-major (As[k][m], Bs[k][n]); the next step's elements are gathered from global
 // memory into registers while the threads compute on the current tiles. The gathers decode m
-// once per thread (before the k loop) and k once per element and step.
+// once per thread (before the k loop), and k once per slot, then step it on by carries.
 // Split-K: workgroup z = s * G + g sums k in [s * chunk, (s + 1) * chunk) and writes slice s
 // of out, [splits, N, O, OD, OH, OW], which a reduction then sums (chunk >= K: no split).
 // Defines: CV_TX, CV_TY, CV_RM, CV_RN, CV_BK (the variant; the planner's VARIANTS).
@@ -52,6 +52,7 @@ layout(push_constant) uniform Push {
     uint ld_d; uint ld_h; uint ld_w;
     uint rd_d; uint rd_h; uint rd_w;
     uint chunk;            // k per slice (a multiple of BK)
+    uint bk_c; uint bk_d; uint bk_h; uint bk_w;   // BK in k's mixed radix (I, KD, KH, KW)
 } p;
 
 shared float As[BK * BM];
@@ -105,21 +106,39 @@ void main() {
         [[unroll]] for (uint j = 0u; j < RN; j++) acc[i][j] = 0.0;
 
     // gather step `k0`'s elements into registers
+    // Each gather slot's k, decoded into (c, kd, kh, kw) once, then advanced by BK per step
+    // digit by digit with carries (BK's digits are push constants): no division in the loop.
+    uint dc[LA], dd[LA], dh[LA], dw[LA];
+    [[unroll]] for (uint l = 0u; l < LA; l++) {
+        uint k = kbegin + (t / BM) + KA * (l / RA);
+        uint kp = k % KP;
+        dc[l] = k / KP;
+        dw[l] = kp % p.KW;
+        dh[l] = (kp / p.KW) % p.KH;
+        dd[l] = kp / (p.KW * p.KH);
+    }
+
+    // gather step `k0`'s elements into registers, and move the slots on to the next step
 #define GATHER(k0) { \
     [[unroll]] for (uint l = 0u; l < LA; l++) { \
         uint r = l % RA, kl = (t / BM) + KA * (l / RA); \
         uint k = (k0) + kl; \
         float v = 0.0; \
         if (live[r] && k < kend) { \
-            uint c = k / KP, kp = k % KP; \
-            uint kw = kp % p.KW, kh = (kp / p.KW) % p.KH, kd = kp / (p.KW * p.KH); \
-            int id = input_at(d0[r] + int(kd * p.rd_d), p.ld_d, p.D); \
-            int ih = input_at(h0[r] + int(kh * p.rd_h), p.ld_h, p.H); \
-            int iw = input_at(w0[r] + int(kw * p.rd_w), p.ld_w, p.W); \
+            int id = input_at(d0[r] + int(dd[l] * p.rd_d), p.ld_d, p.D); \
+            int ih = input_at(h0[r] + int(dh[l] * p.rd_h), p.ld_h, p.H); \
+            int iw = input_at(w0[r] + int(dw[l] * p.rd_w), p.ld_w, p.W); \
             if (id >= 0 && ih >= 0 && iw >= 0) \
-                v = x[xbase[r] + c * DHW + (uint(id) * p.H + uint(ih)) * p.W + uint(iw)]; \
+                v = x[xbase[r] + dc[l] * DHW + (uint(id) * p.H + uint(ih)) * p.W + uint(iw)]; \
         } \
         ra[l] = v; \
+        dw[l] += p.bk_w; \
+        if (dw[l] >= p.KW) { dw[l] -= p.KW; dh[l] += 1u; } \
+        dh[l] += p.bk_h; \
+        if (dh[l] >= p.KH) { dh[l] -= p.KH; dd[l] += 1u; } \
+        dd[l] += p.bk_d; \
+        if (dd[l] >= p.KD) { dd[l] -= p.KD; dc[l] += 1u; } \
+        dc[l] += p.bk_c; \
     } \
     [[unroll]] for (uint l = 0u; l < LB; l++) { \
         uint idx = t + NT * l; \

@@ -97,6 +97,16 @@ def choose_splits(groups: int, k: int, tile: ConvTile, target=None) -> int:
     return cdiv(steps, per)
 
 
+def mixed_radix(n: int, radices: tuple) -> tuple:
+    """n's digits in the mixed radix (r0, r1, r2, r3), most significant first; the first digit
+    takes what is left (n // (r1 * r2 * r3))."""
+    digits = []
+    for r in reversed(radices[1:]):
+        digits.append(n % r)
+        n //= r
+    return (n,) + tuple(reversed(digits))
+
+
 def plan_conv(lhs: tuple, rhs: tuple, out: tuple, window_strides, padding, lhs_dilation,
               rhs_dilation, groups: int, *, target=None, variant: str | None = None) -> OpPlan:
     """The dispatches of conv_general_dilated for operands of these shapes (1 to 3 spatial
@@ -126,7 +136,8 @@ def plan_conv(lhs: tuple, rhs: tuple, out: tuple, window_strides, padding, lhs_d
     chunk = cdiv(cdiv(k, tile.bk), splits) * tile.bk
     push = (n, c, *fill(lhs[2:], 1), o, og, i, *fill(rhs[2:], 1), *fill(out[2:], 1),
             *fill(window_strides, 1), *fill((lo for lo, _ in padding), 0),
-            *fill(lhs_dilation, 1), *fill(rhs_dilation, 1), chunk)
+            *fill(lhs_dilation, 1), *fill(rhs_dilation, 1), chunk,
+            *mixed_radix(tile.bk, (i, *fill(rhs[2:], 1))))
     launch = Launch(name="conv", shader="conv.comp", bindings=3, groups=(gx, gy, splits * groups),
                     push=push, defines=_defines(CV_TX=tile.tx, CV_TY=tile.ty, CV_RM=tile.rm,
                                                 CV_RN=tile.rn, CV_BK=tile.bk))
