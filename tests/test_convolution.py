@@ -168,3 +168,28 @@ def test_convolve_and_correlate_follow_numpy():
             np.testing.assert_allclose(vnp.correlate(a, v, mode), np.correlate(a, v, mode))
     with pytest.raises(ShapeError, match="both must be 1-D"):
         vnp.convolve(np.ones((2, 2)), np.ones(2))
+
+
+@pytest.mark.parametrize("spatial,window,dilation,padding", [
+    ((5,), (3,), (2,), ((2, 2),)), ((4, 3), (3, 2), (2, 3), ((1, -1), (2, 0))),
+    ((3, 4), (1, 1), (2, 2), ((0, 1), (0, 1))), ((2, 5), (4, 3), (3, 1), ((-2, 3), (1, 1))),
+])
+def test_a_transposed_convolution_is_bound_as_its_phases(spatial, window, dilation, padding):
+    """P.conv binds an lhs-dilated stride-1 convolution as one plain convolution per output
+    phase (no products with the dilation's zeros): the same values as the primitive itself,
+    and the gradient of a strided convolution has no lhs-dilated convolution left."""
+    from vkgrad import primitives as P
+    from vkgrad.tracer.core import bind
+    nd = len(spatial)
+    x = RNG.standard_normal((2, 4) + spatial)
+    w = RNG.standard_normal((6, 2) + window)
+    want = bind(P.conv_p, x, w, window_strides=(1,) * nd, padding=padding,
+                lhs_dilation=dilation, rhs_dilation=(1,) * nd, feature_group_count=2)
+    got = P.conv(x, w, (1,) * nd, padding, dilation, (1,) * nd, 2)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    prog = vg.make_ir(vg.grad(lambda x: vnp.sum(lax.conv(x, w[:, :2], (2,) * nd, "SAME") ** 2)))(
+        RNG.standard_normal((1, 2) + tuple(s + 4 for s in spatial)))
+    convs = [e for e in prog.eqns if e.prim is P.conv_p]
+    assert len(convs) > 2 - (window == (1, 1))       # the forward, one per phase with taps
+    assert all(set(e.params["lhs_dilation"]) == {1} for e in convs)

@@ -24,16 +24,19 @@ derivatives come out of the same rules:
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
-from vkgrad.dtypes import FLOAT_DTYPES
+from vkgrad.dtypes import FLOAT_DTYPES, np_dtype
 from vkgrad.errors import ShapeError
 from vkgrad.ir.core import (Primitive, TensorType, abstract_eval_rules, batching_rules,
                             param_defaults, vjp_rules)
 from vkgrad.ir.interpreter import impls
-from vkgrad.primitives.lax import (_check_dtypes, _shape, add, iota, mapped_size, moveaxis,
-                                   mul, reshape, take, transpose)
-from vkgrad.tracer.core import bind
+from vkgrad.primitives.lax import (_check_dtypes, _shape, add, broadcast_to, dtype_of, iota,
+                                   mapped_size, moveaxis, mul, pad, reshape, slice_, take,
+                                   transpose)
+from vkgrad.tracer.core import bind, user_source
 
 
 def dilate(n: int, d: int) -> int:
@@ -237,10 +240,62 @@ batching_rules[conv_p] = _batch
 
 def conv(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
          feature_group_count=1):
-    """Bind conv_general_dilated in the (N, C, spatial) / (O, I, spatial) layout, every
-    geometry param given (vkgrad.lax.conv_general_dilated is the user's function)."""
-    return bind(conv_p, lhs, rhs, window_strides=tuple(int(s) for s in window_strides),
-                padding=tuple((int(lo), int(hi)) for lo, hi in padding),
-                lhs_dilation=tuple(int(d) for d in lhs_dilation),
-                rhs_dilation=tuple(int(d) for d in rhs_dilation),
-                feature_group_count=int(feature_group_count))
+    """conv_general_dilated in the (N, C, spatial) / (O, I, spatial) layout, every geometry
+    param given (vkgrad.lax.conv_general_dilated is the user's function). A transposed
+    convolution (lhs dilation, at unit strides and rhs dilation: the input gradient of a
+    strided convolution, lax.conv_transpose) is bound as its phases (_phase_conv), which do
+    not multiply by the dilation's zeros."""
+    params = dict(window_strides=tuple(int(s) for s in window_strides),
+                  padding=tuple((int(lo), int(hi)) for lo, hi in padding),
+                  lhs_dilation=tuple(int(d) for d in lhs_dilation),
+                  rhs_dilation=tuple(int(d) for d in rhs_dilation),
+                  feature_group_count=int(feature_group_count))
+    if max(params["lhs_dilation"], default=1) > 1 and \
+            max(params["window_strides"] + params["rhs_dilation"]) == 1:
+        try:
+            check_conv(tuple(_shape(lhs)), tuple(_shape(rhs)), *params.values())
+        except ShapeError as e:
+            raise e.with_context(primitive=conv_p, source=user_source()) from None
+        return _phase_conv(lhs, rhs, params["padding"], params["lhs_dilation"],
+                           params["feature_group_count"])
+    return bind(conv_p, lhs, rhs, **params)
+
+
+def _phase_conv(x, w, padding, lhs_dilation, groups):
+    """A stride-1 convolution of x dilated by lhs_dilation, as one plain convolution per output
+    phase. Per spatial axis (input n, window k, padding (lo, hi), dilation d, output L): the
+    outputs i = p + d*j of phase p see the window taps r = r0 + d*t, r0 = (lo - p) mod d, at
+    input m = j + t + c, c = (p + r0 - lo) / d, so
+        out[p + d*j] = sum_t x[j + t + c] w[r0 + d*t]
+    a convolution of x with the strided slice w[r0::d], padded by (-c, ...); the phases are
+    interleaved back by interior padding and summed (their supports are disjoint)."""
+    xs, ws = tuple(_shape(x)), tuple(_shape(w))
+    out_sp = tuple(dilate(n, d) + lo + hi - k + 1
+                   for n, k, (lo, hi), d in zip(xs[2:], ws[2:], padding, lhs_dilation))
+    total = None
+    for phase in itertools.product(*(range(d) for d in lhs_dilation)):
+        axes = []
+        for p, n, k, (lo, _), d, length in zip(phase, xs[2:], ws[2:], padding, lhs_dilation,
+                                               out_sp):
+            r0 = (lo - p) % d
+            taps, outs = max(0, -(-(k - r0) // d)), max(0, -(-(length - p) // d))
+            c = (p + r0 - lo) // d
+            axes.append((p, r0, taps, outs, c, n, d, length))
+        if any(taps == 0 or outs == 0 for _, _, taps, outs, *_ in axes):
+            continue                                 # no tap reaches this phase: zeros
+        w_p = slice_(w, (0, 0) + tuple(a[1] for a in axes),
+                     ws[:2] + tuple(r0 + d * (taps - 1) + 1 for _, r0, taps, _, _, _, d, _ in axes),
+                     (1, 1) + tuple(a[6] for a in axes))
+        y = bind(conv_p, x, w_p, window_strides=(1,) * len(axes),
+                 padding=tuple((-c, outs - 1 + taps - n + c) for _, _, taps, outs, c, n, _, _
+                               in axes),
+                 lhs_dilation=(1,) * len(axes), rhs_dilation=(1,) * len(axes),
+                 feature_group_count=groups)
+        y = pad(y, (0, 0) + phase,
+                (0, 0) + tuple(length - (p + d * (outs - 1) + 1)
+                               for p, _, _, outs, _, _, d, length in axes),
+                (0, 0) + tuple(d - 1 for d in lhs_dilation))
+        total = y if total is None else add(total, y)
+    if total is None:
+        return broadcast_to(np_dtype(dtype_of(x)).type(0), (xs[0], ws[0]) + out_sp)
+    return total
