@@ -10,7 +10,7 @@ import pytest
 
 import vkgrad as vg
 import vkgrad.numpy as vnp
-from vkgrad import lax
+from vkgrad import lax, nn
 from vkgrad.lowering import conv as conv_lowering
 from vkgrad.lowering.conv import VARIANTS, choose_splits, choose_variant, plan_conv
 from vkgrad.target import Target
@@ -106,3 +106,16 @@ def test_a_long_window_sum_is_exact():
     w = np.ones((1, 1, 200_000), np.float32)
     got = vg.jit(lambda x, w: lax.conv(x, w, (1,), "VALID"), backend="vulkan")(x, w)
     np.testing.assert_array_equal(np.asarray(got), np.full((1, 1, 1), 200_000, np.float32))
+
+
+def test_a_bias_and_activation_run_in_the_kernels_store():
+    """nn.conv's bias, a relu and a scaling after it: one conv dispatch whose store computes
+    them (VKG_STORE_B2), as the interpreter does."""
+    params = {"w": _f32(8, 3, 3, 3), "b": _f32(8)}
+    lowered = _check(lambda p, x: nn.relu(nn.conv(p, x)) * 2.0, params, _f32(2, 3, 9, 9))
+    (step,) = lowered.lowered.steps
+    assert step.launch.name == "conv" and "VKG_STORE_B2" in step.launch.hooks
+    assert not conv_lowering.takes_hooks(
+        vg.make_ir(lambda x, w: lax.conv(x, w, (1,), "VALID"))(
+            np.ones((1, 1, 200_000), np.float32), np.ones((1, 1, 100_000), np.float32)).eqns[0],
+        Target.lavapipe())                     # split K: no epilogue

@@ -26,6 +26,8 @@
 // Bindings: 0 x, 1 w, 2 out. Grid: (ceil(M / BM), ceil(Og / BN), splits * G).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+// VKGRAD_FUSION_HOOKS
+// VKG_STORE_B2 (fusion.glsl): out's elements go through a fused epilogue (bias, activation).
 
 const uint TX = CV_TX, TY = CV_TY, RM = CV_RM, RN = CV_RN, BK = CV_BK;
 const uint NT = TX * TY, BM = TX * RM, BN = TY * RN;
@@ -179,7 +181,12 @@ void main() {
         uint n = m / P, q = m % P;
         [[unroll]] for (uint j = 0u; j < RN; j++) {
             uint on = n0 + ty + TY * j;
-            if (on < p.Og) o[obase + (n * p.O + g * p.Og + on) * P + q] = acc[i][j];
+            if (on >= p.Og) continue;
+#ifdef VKG_STORE_B2
+            VKG_STORE_B2(obase + (n * p.O + g * p.Og + on) * P + q, acc[i][j]);
+#else
+            o[obase + (n * p.O + g * p.Og + on) * P + q] = acc[i][j];
+#endif
         }
     }
 }

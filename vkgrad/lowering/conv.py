@@ -14,6 +14,9 @@ Variants (defines; a thread holds RM x RN accumulators, TX x TY threads):
 | depthwise | 256 x 1 | 512 x 4         | 16 | Og <= 4 (depthwise: Og = 1; short 1-D)     |
 | tall      | 16 x 16 | 128 x 64        | 16 | not chosen yet: bench/bench_conv.py --sweep |
 
+Epilogues: elementwise work on the result (a bias, an activation) runs in the kernel's store
+(VKG_STORE_B2) unless K is split.
+
 Split-K: a weight gradient has few output rows (M = C/G * window) and a long k (N * out
 spatial), so the k range is split over workgroups (grid z = splits * groups) into partial
 results [splits, N, O, P] that a reduction sums, on a GPU when the output alone gives fewer
@@ -146,19 +149,37 @@ def plan_conv(lhs: tuple, rhs: tuple, out: tuple, window_strides, padding, lhs_d
     return plan_split_sum(launch, ("x", "w"), "out", splits, math.prod(out), target=target)
 
 
+def _plan(e, target):
+    lhs, rhs = e.inputs
+    prm = e.params
+    return plan_conv(lhs.shape, rhs.shape, e.out.shape, prm["window_strides"], prm["padding"],
+                     prm["lhs_dilation"], prm["rhs_dilation"], prm["feature_group_count"],
+                     target=target)
+
+
 def plan_eqn(e, target):
     lhs, rhs = e.inputs
     need_f32(e, lhs, rhs)
-    prm = e.params
     try:
-        plan = plan_conv(lhs.shape, rhs.shape, e.out.shape, prm["window_strides"],
-                         prm["padding"], prm["lhs_dilation"], prm["rhs_dilation"],
-                         prm["feature_group_count"], target=target)
+        plan = _plan(e, target)
     except ValueError as err:
         raise Unsupported(str(err), e) from None
     return plan, {"x": lhs, "w": rhs, "out": e.out}
 
 
+def takes_hooks(e, target=None, loads: bool = False) -> bool:
+    """An epilogue (bias, activation) in the store of a convolution that does not split K:
+    a split one stores partial sums (the matmul's rule too, lowering/matmul.py)."""
+    if loads or any(x.dtype != "f32" for x in e.inputs):
+        return False
+    try:
+        return len(_plan(e, target).steps) == 1
+    except ValueError:
+        return False
+
+
 CONTRACT = register(KernelContract(
     name="conv", shader="conv.comp", primitives=(P.conv_p,), plan=plan_eqn,
-    limits="1 to 3 spatial dimensions, operands under 2**31 elements"))
+    fused_stores=frozenset({P.conv_p}), takes_hooks=takes_hooks,
+    limits="1 to 3 spatial dimensions, operands under 2**31 elements; epilogues only "
+           "without split-K"))
