@@ -4,10 +4,11 @@
 #                 chooses; DEMO_ARGS="--steps 50" passes arguments; each run starts over,
 #                 --overwrite, unless DEMO_ARGS has --resume)
 # make demo-mlp   the MLP classifier demo (examples/demo.py)
+# make demo-cnn   a small ResNet on scikit-learn's 8x8 digits (examples/train_cnn.py; runs/cnn-digits)
 PY := .venv/bin/python
 SETUP := .venv/.vkgrad-setup
 
-.PHONY: test demo demo-mlp setup clean
+.PHONY: test demo demo-mlp demo-cnn setup clean
 test: $(SETUP)
 	$(PY) -m pytest tests
 
@@ -17,6 +18,10 @@ demo: $(SETUP)
 
 demo-mlp: $(SETUP)
 	$(PY) examples/demo.py $(DEMO_ARGS)
+
+demo-cnn: $(SETUP)
+	$(PY) examples/train_cnn.py --out runs/cnn-digits \
+		$(if $(findstring --resume,$(DEMO_ARGS)),,--overwrite) $(DEMO_ARGS)
 
 setup: $(SETUP)
 

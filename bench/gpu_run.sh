@@ -28,6 +28,7 @@ for step in "$@"; do
     fuzz) PYTHONPATH=$PYTHONPATH:$PWD/.gpu/pylib run fuzz 150 python3 -m pytest -q -p no:cacheprovider tests/test_fuzz.py ;;
     attention) run attention 200 python3 bench/bench_attention.py --sweep --budget 80 ;;
     scan) run scan 90 python3 bench/bench_scan.py ;;
+    conv) run conv 540 python3 bench/bench_conv.py --rounds 5 ;;
     transformer) run transformer 240 python3 bench/bench_transformer.py --rounds 5 --steps 10 ;;
     mlp100) run mlp100 150 python3 bench/bench_mlp.py ;;
     mlphooks) for d in fuse_multi_output fuse_multi_output,fuse_epilogues,fuse_producers; do

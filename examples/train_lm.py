@@ -34,9 +34,6 @@ one line on stderr and exit status 2.
 from __future__ import annotations
 
 import argparse
-import json
-import math
-import os
 import sys
 import sysconfig
 import time
@@ -47,14 +44,16 @@ import numpy as np
 import vkgrad as vg
 import vkgrad.nn as nn
 import vkgrad.numpy as vnp
-from vkgrad.runtime import get_device
-from vkgrad.tracer.pytree import tree_leaves
+
+import training_run
+from training_run import (CHECKPOINT, ResumeError, RunError, RunLog,  # noqa: F401
+                          check_fresh_start, device_name, n_params, positive, positive_float)
 
 # tqdm and matplotlib (the `examples` extra) are imported where they are used: bench/bench_lm.py
 # imports this module for the presets, data and step on a machine that has neither.
 
 VOCAB = 256
-CHECKPOINT = "checkpoint.safetensors"
+WRITER = "examples/train_lm.py"
 
 # Sizes and schedules per model and preset. small and medium are for a real GPU
 # (bench/bench_lm.py runs small on the H200). tiny is what a 2-core machine without a GPU can
@@ -240,57 +239,6 @@ def sample(cfg, params, prompts: list[bytes], n_bytes: int, temperature: float, 
     return [bytes(t) for t in texts]
 
 
-# ----------------------------------------------------------------------------------- checkpoints
-
-class RunError(Exception):
-    """The run cannot start in this folder (the message says why and what to pass instead)."""
-
-
-class ResumeError(RunError):
-    """--resume cannot continue from this directory's checkpoint (the message says why)."""
-
-
-def save_checkpoint(out: Path, cfg: dict, step: int, params, opt_state) -> None:
-    """The state at `step`; the config in the metadata holds the schedule's length ("steps")."""
-    vg.save(out / CHECKPOINT, {"params": params, "opt_state": opt_state},
-            metadata={"step": str(step), "config": json.dumps(cfg, sort_keys=True),
-                      "writer": "vkgrad examples/train_lm.py"})
-
-
-def load_checkpoint(out: Path, cfg: dict, params, opt_state, allow_nonfinite: bool = False):
-    """(step, params, opt_state, the schedule's length) from out's checkpoint, which must be of
-    this config (but for --steps: a run may be extended) and hold only finite values (unless
-    allow_nonfinite)."""
-    path = out / CHECKPOINT
-    if not path.exists():
-        raise ResumeError(f"--resume: {path} does not exist (run without --resume to start)")
-    meta = vg.load_metadata(path)        # a corrupt file: vg.CheckpointError, naming it
-    try:
-        saved, step = json.loads(meta["config"]), int(meta["step"])
-    except (KeyError, ValueError):
-        raise ResumeError(f"--resume: {path} is not a checkpoint of examples/train_lm.py "
-                          "(its metadata has no config and step)") from None
-    saved.setdefault("precision", "f32")   # checkpoints from before --precision were f32
-    diff = [f"{k}: {saved.get(k, '(none)')} in the checkpoint, {cfg.get(k, '(none)')} now"
-            for k in sorted((set(saved) | set(cfg)) - {"steps"}) if saved.get(k) != cfg.get(k)]
-    if step > cfg["steps"]:
-        diff.append(f"steps: the checkpoint is at step {step}, past --steps {cfg['steps']}")
-    if diff:
-        raise ResumeError(f"--resume: {path} is from another run, refusing it:\n  "
-                          + "\n  ".join(diff)
-                          + "\nresume with the same options, or train into another --out")
-    state = vg.load(path, like={"params": params, "opt_state": opt_state})
-    if not allow_nonfinite:
-        bad = [f"{name} ({n:,} of {size:,} values)" for name, n, size in nonfinite(state)]
-        if bad:
-            raise ResumeError(
-                f"--resume: {path} holds NaN or inf in " + ", ".join(bad[:4])
-                + (f" and {len(bad) - 4} more" if len(bad) > 4 else "")
-                + ": the run had diverged by that step. Resume from an earlier checkpoint, or "
-                "pass --allow-nonfinite to continue from it anyway")
-    return step, state["params"], state["opt_state"], saved.get("steps", cfg["steps"])
-
-
 def schedule_change(cfg: dict, was_steps: int, step: int) -> str:
     """What resuming at `step` with cfg's --steps does to a schedule made for `was_steps`."""
     old = schedule(dict(cfg, steps=was_steps))(np.float32(step))
@@ -317,78 +265,13 @@ def slow_run_warning(cfg: dict, step_s: float, remaining: int, backend: str) -> 
             "pass fewer --steps")
 
 
-def nonfinite(tree, prefix: str = "") -> list:
-    """(name, count, size) of each float leaf of `tree` holding NaN or inf, named by its key
-    path as in the checkpoint ("params.blocks.0.w")."""
-    if isinstance(tree, dict):
-        items = tree.items()
-    elif isinstance(tree, tuple) and hasattr(tree, "_fields"):
-        items = zip(tree._fields, tree)
-    elif isinstance(tree, (list, tuple)):
-        items = enumerate(tree)
-    else:
-        a = np.asarray(tree)
-        n = int(np.size(a) - np.count_nonzero(np.isfinite(a))) \
-            if np.issubdtype(a.dtype, np.floating) else 0
-        return [(prefix, n, int(np.size(a)))] if n else []
-    return [bad for k, v in items for bad in nonfinite(v, f"{prefix}.{k}" if prefix else str(k))]
-
-
-def check_fresh_start(out: Path) -> None:
-    """A run without --resume or --overwrite must not replace a run already in `out`."""
-    held = [name for name in (CHECKPOINT, "log.jsonl") if (out / name).exists()]
-    if held:
-        raise RunError(f"{out} already holds a run ({' and '.join(held)}): pass --resume to "
-                       "continue it, or --overwrite to start over and replace it")
-
-
-def read_log(out: Path, upto: int) -> list[dict]:
-    """log.jsonl's records of steps <= upto (those after the checkpoint are redone)."""
-    path = out / "log.jsonl"
-    if not path.exists():
-        return []
-    records = []
-    for line in path.read_text().splitlines():
-        try:
-            r = json.loads(line)
-        except ValueError:
-            break    # a line torn by the interruption
-        if r.get("step", upto + 1) <= upto:
-            records.append(r)
-    return records
-
+# ----------------------------------------------------------------------------------- plot
 
 def plot(out: Path, records: list[dict], title: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")   # headless: no display needed
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
-    steps = [r["step"] for r in records]
-    ax.plot(steps, [r["loss"] for r in records], lw=0.8, alpha=0.8, label="train")
-    val = [(r["step"], r["val_loss"]) for r in records if "val_loss" in r]
-    if val:
-        ax.plot(*zip(*val), "o-", lw=1.5, label="validation")
-    ax.set_xlabel("step")
-    ax.set_ylabel("loss (nats per byte)")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    tmp = out / "loss.png.tmp"
-    fig.savefig(tmp, format="png")
-    plt.close(fig)
-    os.replace(tmp, out / "loss.png")
+    training_run.plot(out, records, title, [("loss (nats per byte)", "loss", "val_loss")])
 
 
 # ----------------------------------------------------------------------------------- training
-
-def device_name() -> str:
-    try:
-        return get_device().info.name
-    except vg.VkgradError as e:
-        return f"no Vulkan device ({e})"
-
 
 def train(cfg: dict, out, *, eval_every: int, resume: bool = False, overwrite: bool = False,
           allow_nonfinite: bool = False, data=None, stop_after: int | None = None,
@@ -405,18 +288,14 @@ def train(cfg: dict, out, *, eval_every: int, resume: bool = False, overwrite: b
     opt_state = optimizer(cfg).init(params)
     start = 0
     if resume:
-        start, params, opt_state, was = load_checkpoint(out, cfg, params, opt_state,
-                                                        allow_nonfinite)
+        start, params, opt_state, was = training_run.load_checkpoint(
+            out, cfg, params, opt_state, allow_nonfinite, writer=WRITER)
         log(f"resuming from {out / CHECKPOINT} at step {start}")
         if was != cfg["steps"]:
             log(schedule_change(cfg, was, start))
     elif (out / CHECKPOINT).exists():
         log(f"note: starting over in {out} (--overwrite: its checkpoint and log are replaced)")
     train_data, val_data = data if data is not None else load_text()
-    records = read_log(out, start) if resume else []
-    with open(out / "log.jsonl", "w") as f:
-        f.writelines(json.dumps(r) + "\n" for r in records)
-
     step_fn, loss_fn = make_steps(cfg)
     vals = val_batches(val_data, cfg)
     lr_at = schedule(cfg)
@@ -432,15 +311,9 @@ def train(cfg: dict, out, *, eval_every: int, resume: bool = False, overwrite: b
     tokens = cfg["batch"] * cfg["seq"]
     where = device_name() if not fallback else "the numpy interpreter (fallback)"
     title = f"{cfg['model']} {cfg['preset']} on {where}"
-    bar = None
-    if progress:
-        from tqdm import tqdm
-        bar = tqdm(total=cfg["steps"], initial=start, unit="step", dynamic_ncols=True,
-                   desc=f"{cfg['model']} {cfg['preset']}", file=sys.stdout)
-    say = bar.write if bar is not None else log
     times = []
-    logf = open(out / "log.jsonl", "a")
-    try:
+    with RunLog(out, start, cfg["steps"], f"{cfg['model']} {cfg['preset']}", resume=resume,
+                progress=progress, log=log) as run:
         for step in range(start, cfg["steps"]):
             x, y = train_batch(train_data, cfg, step)
             t = time.perf_counter()
@@ -452,58 +325,24 @@ def train(cfg: dict, out, *, eval_every: int, resume: bool = False, overwrite: b
             warning = slow_run_warning(cfg, dt, cfg["steps"] - step, where) \
                 if len(times) == 1 else None
             if warning:
-                say(warning)
+                run.say(warning)
             rec = {"step": done, "loss": loss, "lr": float(lr_at(np.float32(step))),
                    "tokens_per_s": tokens / dt, "grad_norm": float(grad_norm)}
             if done % eval_every == 0 or done == cfg["steps"]:
                 rec["val_loss"] = float(np.mean([float(loss_fn(params, vx, vy))
                                                  for vx, vy in vals]))
-                say(f"step {done:5d}  train loss {loss:.4f}  val loss {rec['val_loss']:.4f}")
-            records.append(rec)
-            logf.write(json.dumps(rec) + "\n")
-            logf.flush()
-            if bar is not None:
-                bar.set_postfix_str(f"loss {loss:.3f}, {tokens / dt:,.0f} tok/s, "
-                                    f"{dt * 1e3:.0f} ms/step", refresh=False)
-                bar.update(1)
+                run.say(f"step {done:5d}  train loss {loss:.4f}  val loss "
+                        f"{rec['val_loss']:.4f}")
+            run.add(rec, f"loss {loss:.3f}, {tokens / dt:,.0f} tok/s, {dt * 1e3:.0f} ms/step")
             if "val_loss" in rec:
-                save_checkpoint(out, cfg, done, params, opt_state)
-                plot(out, records, title)
+                training_run.save_checkpoint(out, cfg, done, params, opt_state, writer=WRITER)
+                plot(out, run.records, title)
             if stop_after is not None and done >= stop_after:
                 break
-    finally:
-        logf.close()
-        if bar is not None:
-            bar.close()
+    records = run.records
     return {"params": params, "opt_state": opt_state, "records": records,
             "backend": compiled.backend, "fallback": fallback, "compile_s": compile_s,
             "step_s": float(np.median(times)) if times else None}
-
-
-def n_params(params) -> int:
-    return sum(int(np.size(p)) for p in tree_leaves(params))
-
-
-def positive(text: str) -> int:
-    """An option that counts something: a whole number of at least 1 (--batch 0 trained 200
-    steps of NaN and wrote a checkpoint of them)."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{n} must be at least 1")
-    return n
-
-
-def positive_float(text: str) -> float:
-    try:
-        x = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not x > 0 or x == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text} must be a positive finite number")
-    return x
 
 
 def parse_args(argv=None):

@@ -803,6 +803,74 @@ CASES += [
          [F(3)], grad=1),
 ]
 
+# --- convolutions (vg.lax.conv_general_dilated and friends; vnp.convolve/correlate): every
+# option on odd sizes, each a conv kernel on Vulkan; the gradients are convolutions too
+_lax = vg.lax
+
+
+def _conv(**kw):
+    return lambda x, w: _lax.conv_general_dilated(x, w, **kw)
+
+
+CASES += [
+    Case("conv2d_groups_strides_dilation",
+         _conv(window_strides=(2, 1), padding="SAME", rhs_dilation=(1, 2),
+               feature_group_count=2), [F(2, 4, 7, 6), F(6, 2, 3, 2)]),
+    Case("conv2d_nhwc_valid", _conv(window_strides=(2, 3), padding="VALID",
+                                    dimension_numbers=("NHWC", "HWIO", "NHWC")),
+         [F(1, 9, 8, 3), F(3, 2, 3, 5)]),
+    Case("conv2d_pairs_lhs_dilation",      # a transposed convolution, and negative padding
+         _conv(window_strides=(1, 1), padding=((2, -1), (0, 1)), lhs_dilation=(2, 3)),
+         [F(2, 3, 4, 3), F(2, 3, 2, 3)]),
+    Case("conv1d_depthwise_causal",        # the Mamba conv: window 4, padded on the left
+         _conv(window_strides=(1,), padding=((3, 0),), feature_group_count=5),
+         [F(2, 5, 9), F(5, 1, 4)]),
+    Case("conv3d_strided", _conv(window_strides=(1, 2, 1), padding="SAME", rhs_dilation=(2, 1, 1),
+                                 dimension_numbers=("NDHWC", "DHWIO", "NCDHW")),
+         [F(1, 5, 4, 3, 2), F(2, 3, 2, 2, 3)], grad=1),
+    Case("conv_transpose_same",
+         lambda x, w: _lax.conv_transpose(x, w, (2, 2), "SAME", transpose_kernel=True),
+         [F(1, 3, 4, 2), F(3, 3, 3, 2)], grad=1),
+    Case("conv_vk", _conv(window_strides=(1, 1), padding="SAME"), [U(3, 33, 7, 5), U(40, 33, 3, 3)],
+         grad=0, vk_rtol=1e-4),
+    Case("conv_grad",                      # both gradients run forward, their own VJPs checked
+         lambda x, w: vg.grad(lambda x, w: vnp.sum(vnp.tanh(_lax.conv_general_dilated(
+             x, w, (2, 1), ((1, 0), (1, 1)), rhs_dilation=(1, 2), feature_group_count=2))),
+             argnums=(0, 1))(x, w), [F(2, 4, 5, 6), F(4, 2, 2, 2)], grad=1),
+    Case("convolve_modes", lambda a, v: (vnp.convolve(a, v), vnp.convolve(v, a, "same"),
+                                         vnp.convolve(a, v, "valid")), [F(7), F(3)],
+         numpy=lambda a, v: (np.convolve(a, v), np.convolve(v, a, "same"),
+                             np.convolve(a, v, "valid"))),
+    Case("correlate_modes", lambda a, v: (vnp.correlate(a, v), vnp.correlate(v, a, "same"),
+                                          vnp.correlate(a, v, "full")), [F(6), F(4)],
+         numpy=lambda a, v: (np.correlate(a, v), np.correlate(v, a, "same"),
+                             np.correlate(a, v, "full"))),
+]
+
+# --- windows and norms (vg.lax.reduce_window, vg.nn's pools, batch/group/instance norm):
+# compositions of strided slices and elementwise ops, one fused kernel on Vulkan
+CASES += [
+    Case("reduce_window_max", lambda x: _lax.reduce_window(x, -np.inf, _lax.max, (1, 3, 2),
+                                                           (1, 2, 1), "SAME"), [F(2, 7, 5)]),
+    Case("reduce_window_sum_dilated",
+         lambda x: _lax.reduce_window(x, 0.0, _lax.add, (2, 2), (1, 2), ((1, 0), (0, 2)),
+                                      base_dilation=(2, 1), window_dilation=(1, 2)), [F(4, 5)]),
+    Case("pools", lambda x: (nn.max_pool(x, (2, 2), (2, 1)),
+                             nn.avg_pool(x, (3, 3), (2, 2), "SAME", count_include_pad=False),
+                             nn.avg_pool(x, (2, 2), padding="SAME", channels_last=True)),
+         [F(2, 3, 5, 6)]),
+    Case("batch_norm_train_eval",
+         lambda p, x: (lambda y, st: (y, st["mean"], st["var"], nn.batch_norm(p, st, x, False)[0]))(
+             *nn.batch_norm(p, {"mean": vnp.zeros(3), "var": vnp.ones(3)}, x, True)),
+         [lambda r: {"scale": r.uniform(0.5, 2, 3), "bias": r.standard_normal(3)}, F(4, 3, 2, 3)]),
+    Case("group_instance_norm",
+         lambda x, w, b: (nn.group_norm(x, 2, w, b), nn.instance_norm(x, channels_last=True)),
+         [F(2, 4, 3, 2), F(4), F(4)]),
+    Case("conv_layer", lambda p, x: nn.relu(nn.conv(p, x, strides=2, padding="SAME")),
+         [lambda r: {"w": r.standard_normal((4, 3, 3, 3)), "b": r.standard_normal(4)},
+          NZ(2, 3, 7, 6)]),
+]
+
 # --- matmul on Vulkan: every transpose combination on awkward shapes (one row, one column,
 # sizes off every tile boundary). Not gradient-checked: matmul's derivatives are the small
 # matmul_* rows' (every transpose combination); checking these 20 too took 3.5 s (measured).

@@ -10,6 +10,7 @@ import traceback
 import numpy as np
 import pytest
 
+import source_lines
 import vkgrad as vg
 import vkgrad.numpy as vnp
 from vkgrad.errors import (ArgumentError, ConcretizationError, GradError, LeakedTracerError,
@@ -18,7 +19,6 @@ from vkgrad.ir.core import Primitive, TensorType, abstract_eval_rules
 from vkgrad.tracer.core import bind
 from vkgrad.ir.interpreter import impls
 
-HERE = os.path.basename(__file__)
 
 # Two primitives defined the way vkgrad/primitives/lax.py defines its own, minus some rules.
 floor_p = Primitive("floor_for_test", ("pure", "elementwise"))     # no VJP rule
@@ -30,11 +30,7 @@ X = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
 
 def line_of(marker: str) -> str:
     """'test_core_errors.py:<n>' for the line holding `# <marker>`."""
-    with open(__file__) as f:
-        for n, text in enumerate(f, 1):
-            if text.rstrip().endswith(f"# {marker}"):
-                return f"{HERE}:{n}"
-    raise AssertionError(marker)
+    return source_lines.line_of(__file__, marker)
 
 
 def check(err: VkgradError, *, marker: str, words=(), primitive=None):

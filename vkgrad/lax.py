@@ -23,7 +23,9 @@ import numpy as np
 import vkgrad.numpy as vnp
 from vkgrad import primitives as P
 from vkgrad.errors import ArgumentError, ShapeError
+from vkgrad.primitives.convolution import check_conv, dilate
 from vkgrad.scipy.special import digamma, erf, erfc, erfinv, expit, gammaln
+from vkgrad.tracer.core import user_source
 from vkgrad.tree_util import tree_map
 
 # ------------------------------------------------------------------------------- elementwise
@@ -450,3 +452,225 @@ __all__ = sorted([*_UNARY, *_BINARY, "round", "RoundingMethod", "integer_pow", "
                   "dynamic_index_in_dim", "dynamic_update_slice_in_dim",
                   "dynamic_update_index_in_dim", "dot_general", "dot", "batch_matmul",
                   "top_k", "sort", "sort_key_val"])
+
+
+# ------------------------------------------------------------------ convolution, windows
+# JAX's conv_general_dilated, conv, conv_with_general_padding, conv_transpose, reduce_window
+# (jax/_src/lax/convolution.py, windowed_reductions.py): dimension_numbers become transposes to
+# the primitive's one layout (N, C, spatial / O, I, spatial: vkgrad/primitives/convolution.py)
+# and back; a transpose next to another folds away in the optimizer.
+
+class ConvDimensionNumbers(tuple):
+    """(lhs_spec, rhs_spec, out_spec): each the axis positions of (batch or out-feature,
+    feature or in-feature, spatial...) as JAX's namedtuple of that name."""
+
+    def __new__(cls, lhs_spec, rhs_spec, out_spec):
+        return super().__new__(cls, (tuple(lhs_spec), tuple(rhs_spec), tuple(out_spec)))
+
+    lhs_spec = property(lambda self: self[0])
+    rhs_spec = property(lambda self: self[1])
+    out_spec = property(lambda self: self[2])
+
+
+def _conv_error(message):
+    return ShapeError(f"conv_general_dilated: {message}", source=user_source())
+
+
+def conv_general_permutations(dimension_numbers):
+    """JAX's: the (lhs, rhs, out) permutations to (N, C, spatial...) of three layout strings
+    such as ("NHWC", "HWIO", "NHWC"); spatial dims in the rhs string's order."""
+    lhs_spec, rhs_spec, out_spec = dimension_numbers
+    pairs = (("N", "C"), ("O", "I"), ("N", "C"))
+    for spec, (a, b) in zip(dimension_numbers, pairs):
+        if spec.count(a) != 1 or spec.count(b) != 1 or len(set(spec)) != len(spec):
+            raise _conv_error(f"dimension_numbers {tuple(dimension_numbers)}: {spec!r} needs "
+                              f"one '{a}', one '{b}' and distinct spatial letters")
+    spatial = [set(s) - set(p) for s, p in zip(dimension_numbers, pairs)]
+    if not spatial[0] == spatial[1] == spatial[2]:
+        raise _conv_error(f"dimension_numbers {tuple(dimension_numbers)}: the three layouts "
+                          "must name the same spatial dimensions")
+
+    def perm(spec, pair):
+        sp = sorted((i for i, c in enumerate(spec) if c not in pair),
+                    key=lambda i: rhs_spec.index(spec[i]))
+        return (spec.index(pair[0]), spec.index(pair[1])) + tuple(sp)
+
+    return tuple(perm(s, p) for s, p in zip(dimension_numbers, pairs))
+
+
+def conv_dimension_numbers(lhs_shape, rhs_shape, dimension_numbers):
+    """dimension_numbers (None, three layout strings, or ConvDimensionNumbers) as
+    ConvDimensionNumbers for operands of these shapes (JAX's)."""
+    nd = len(lhs_shape)
+    if len(rhs_shape) != nd or nd < 3:
+        raise _conv_error(f"lhs {tuple(lhs_shape)} and rhs {tuple(rhs_shape)} need the same "
+                          "rank, at least 3 (batch, feature, spatial...)")
+    if dimension_numbers is None:
+        canonical = tuple(range(nd))
+        return ConvDimensionNumbers(canonical, canonical, canonical)
+    if isinstance(dimension_numbers, ConvDimensionNumbers):
+        return dimension_numbers
+    if len(dimension_numbers) != 3:
+        raise _conv_error(f"dimension_numbers {dimension_numbers!r}: give three layouts "
+                          "(lhs, rhs, out), e.g. ('NHWC', 'HWIO', 'NHWC')")
+    if builtins.all(isinstance(s, str) for s in dimension_numbers):
+        for what, spec in zip(("lhs", "rhs", "out"), dimension_numbers):
+            if len(spec) != nd:
+                raise _conv_error(f"the {what} layout {spec!r} has {len(spec)} letters for "
+                                  f"rank-{nd} operands (lhs {tuple(lhs_shape)}, rhs "
+                                  f"{tuple(rhs_shape)})")
+        return ConvDimensionNumbers(*conv_general_permutations(dimension_numbers))
+    return ConvDimensionNumbers(*dimension_numbers)
+
+
+def padtype_to_pads(in_shape, window_shape, window_strides, padding):
+    """'SAME', 'SAME_LOWER' or 'VALID' as (low, high) pairs per dimension (JAX's)."""
+    kind = str(padding).upper()
+    if kind == "VALID":
+        return [(0, 0)] * len(in_shape)
+    if kind not in ("SAME", "SAME_LOWER"):
+        raise ArgumentError(f"padding {padding!r}: expected 'VALID', 'SAME', 'SAME_LOWER' or "
+                            "(low, high) pairs")
+    pads = []
+    for n, k, s in zip(in_shape, window_shape, window_strides):
+        total = builtins.max((-(-n // s) - 1) * s + k - n, 0)
+        half = total // 2
+        pads.append((half, total - half) if kind == "SAME" else (total - half, half))
+    return pads
+
+
+def _dilated(shape, dilation):
+    return [dilate(n, d) for n, d in zip(shape, dilation)]
+
+
+def _inverse(perm):
+    return tuple(int(i) for i in np.argsort(perm))
+
+
+def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
+                         rhs_dilation=None, dimension_numbers=None, feature_group_count=1,
+                         batch_group_count=1, precision=None, preferred_element_type=None):
+    """JAX's general convolution: strides, padding ('SAME', 'VALID' or (low, high) pairs), lhs
+    dilation (a transposed convolution), rhs dilation (atrous), dimension_numbers, feature
+    groups (grouped, depthwise). precision is accepted and ignored (vkgrad computes f32 in
+    f32); batch_group_count other than 1 is not supported."""
+    lhs, rhs = vnp.asarray(lhs), vnp.asarray(rhs)
+    if batch_group_count != 1:
+        raise ArgumentError(f"conv_general_dilated: batch_group_count={batch_group_count} is "
+                            "not supported (only 1)")
+    dn = conv_dimension_numbers(lhs.shape, rhs.shape, dimension_numbers)
+    lhs_t, rhs_t = vnp.transpose(lhs, dn.lhs_spec), vnp.transpose(rhs, dn.rhs_spec)
+    nd = lhs.ndim - 2
+    one = (1,) * nd
+    lhs_dilation = tuple(lhs_dilation or one)
+    rhs_dilation = tuple(rhs_dilation or one)
+    window_strides = tuple(window_strides)
+    if isinstance(padding, str):
+        padding = padtype_to_pads(lhs_t.shape[2:], _dilated(rhs_t.shape[2:], rhs_dilation),
+                                  window_strides, padding)
+    padding = tuple(tuple(p) for p in padding)
+    if builtins.any(len(p) != 2 for p in padding):
+        raise _conv_error(f"padding {padding}: give one (low, high) pair per spatial dimension")
+    letters = [dimension_numbers[i] if isinstance(dimension_numbers, (tuple, list)) and
+               builtins.all(isinstance(s, str) for s in dimension_numbers) else None
+               for i in range(2)]
+    specs = ["".join(s[i] for i in perm) if s else ""
+             for s, perm in zip(letters, (dn.lhs_spec, dn.rhs_spec))]
+    try:
+        check_conv(tuple(lhs_t.shape), tuple(rhs_t.shape), window_strides, padding,
+                   lhs_dilation, rhs_dilation, int(feature_group_count), *specs)
+    except ShapeError as e:
+        raise ShapeError(e.message, source=user_source()) from None
+    out = P.conv(lhs_t, rhs_t, window_strides, padding, lhs_dilation, rhs_dilation,
+                 feature_group_count)
+    out = vnp.transpose(out, _inverse(dn.out_spec))
+    return out if preferred_element_type is None else vnp.astype(out, preferred_element_type)
+
+
+def conv(lhs, rhs, window_strides, padding, precision=None, preferred_element_type=None):
+    """conv_general_dilated in the NCHW / OIHW layout, without dilation."""
+    return conv_general_dilated(lhs, rhs, window_strides, padding,
+                                preferred_element_type=preferred_element_type)
+
+
+def conv_with_general_padding(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
+                              precision=None, preferred_element_type=None):
+    return conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
+                                preferred_element_type=preferred_element_type)
+
+
+def _conv_transpose_padding(k, s, padding):
+    """JAX's: the (low, high) padding of a transposed convolution's dilated input."""
+    if padding == "SAME":
+        total = k + s - 2
+        low = k - 1 if s > k - 1 else -(-total // 2)
+    elif padding == "VALID":
+        total = k + s - 2 + builtins.max(k - s, 0)
+        low = k - 1
+    else:
+        raise ArgumentError(f"conv_transpose: padding {padding!r} must be 'SAME', 'VALID' or "
+                            "(low, high) pairs")
+    return low, total - low
+
+
+def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numbers=None,
+                   transpose_kernel=False, precision=None, preferred_element_type=None):
+    """JAX's transposed convolution: the input dilated by `strides`, convolved at stride 1
+    (layouts default to NHC/NHWC/NHWDC with HIO/HWIO/HWDIO kernels, as JAX's)."""
+    lhs, rhs = vnp.asarray(lhs), vnp.asarray(rhs)
+    nd = lhs.ndim
+    if dimension_numbers is None:
+        spatial = {3: "H", 4: "HW", 5: "HWD"}.get(nd)
+        if spatial is None:
+            raise _conv_error(f"conv_transpose has default layouts for rank 3 to 5, not {nd}")
+        dimension_numbers = ("N" + spatial + "C", spatial + "IO", "N" + spatial + "C")
+    dn = conv_dimension_numbers(lhs.shape, rhs.shape, dimension_numbers)
+    rhs_dilation = tuple(rhs_dilation or (1,) * (nd - 2))
+    if isinstance(padding, str):
+        window = _dilated([rhs.shape[i] for i in dn.rhs_spec[2:]], rhs_dilation)
+        padding = [_conv_transpose_padding(k, s, padding) for k, s in zip(window, strides)]
+    if transpose_kernel:
+        rhs = vnp.flip(rhs, tuple(dn.rhs_spec[2:]))
+        rhs = vnp.swapaxes(rhs, dn.rhs_spec[0], dn.rhs_spec[1])
+    return conv_general_dilated(lhs, rhs, (1,) * (nd - 2), padding, strides, rhs_dilation, dn,
+                                preferred_element_type=preferred_element_type)
+
+
+def reduce_window(operand, init_value, computation, window_dimensions, window_strides,
+                  padding, base_dilation=None, window_dilation=None):
+    """JAX's reduce_window on one array: `computation` (lax.add, lax.max, vnp.maximum, any
+    associative binary function of arrays) folded over each window, starting from init_value;
+    padding and base dilation fill with init_value. The fold is over strided slices, one per
+    window position, in row-major order, so a max's gradient goes to the first maximum of a
+    window (JAX's select_and_scatter_add with `ge`) and overlapping windows add up."""
+    x = vnp.asarray(operand)
+    nd = x.ndim
+    window = tuple(int(k) for k in window_dimensions)
+    strides = tuple(int(s) for s in window_strides)
+    base = tuple(base_dilation or (1,) * nd)
+    wdil = tuple(window_dilation or (1,) * nd)
+    if not len(window) == len(strides) == len(base) == len(wdil) == nd:
+        raise ShapeError(f"reduce_window: window {window}, strides {strides} and dilations "
+                         f"need one entry per dimension of the operand {tuple(x.shape)}")
+    if isinstance(padding, str):
+        padding = padtype_to_pads(_dilated(x.shape, base), _dilated(window, wdil), strides,
+                                  padding)
+    x = pad(x, init_value, [(lo, hi, b - 1) for (lo, hi), b in zip(padding, base)])
+    out = [(n - dilate(k, d)) // s + 1
+           for n, k, d, s in zip(x.shape, window, wdil, strides)]
+    if builtins.min(out, default=1) < 1:
+        raise ShapeError(f"reduce_window: the window {window} (dilated by {wdil}) is larger "
+                         f"than the padded operand {tuple(x.shape)}")
+    result = None
+    for r in np.ndindex(*window):
+        start = [k * d for k, d in zip(r, wdil)]
+        part = slice(x, start, [b + (m - 1) * s + 1 for b, m, s in zip(start, out, strides)],
+                     strides)
+        result = part if result is None else computation(result, part)
+    return computation(result, vnp.astype(vnp.asarray(init_value), x.dtype))
+
+
+__all__ = sorted(__all__ + ["ConvDimensionNumbers", "conv_general_permutations",
+                            "conv_dimension_numbers", "padtype_to_pads",
+                            "conv_general_dilated", "conv", "conv_with_general_padding",
+                            "conv_transpose", "reduce_window"])

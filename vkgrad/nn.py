@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 
+from vkgrad import lax
 from vkgrad import numpy as vnp
 from vkgrad import primitives as P
 from vkgrad import random
@@ -31,7 +32,8 @@ __all__ = ["relu", "sigmoid", "silu", "gelu", "softmax", "log_softmax", "logsume
            "cross_entropy", "mse", "dropout", "layer_norm", "rms_norm", "embedding", "linear",
            "flash_attention", "attention_block", "init_attention_block", "selective_scan",
            "causal_conv1d", "mamba_block", "init_mamba_block", "init_transformer_lm",
-           "transformer_lm", "init_mamba_lm", "mamba_lm"]
+           "transformer_lm", "init_mamba_lm", "mamba_lm", "init_conv", "conv", "max_pool",
+           "avg_pool", "init_batch_norm", "batch_norm", "group_norm", "instance_norm", "init_resnet", "resnet"]
 
 
 def relu(x):
@@ -254,6 +256,206 @@ def causal_conv1d(x, weight, bias=None):
     xp = P.pad(x, (0, k - 1, 0), (0, 0, 0)) if k > 1 else x
     y = sum(xp[:, i:i + length, :] * weight[:, i] for i in range(k))
     return y + bias if bias is not None else y
+
+
+# ------------------------------------------------------------------ convolutional layers
+# Channels first (N, C, spatial...) by default: the convolution primitive's own layout
+# (primitives/convolution.py), so a network of these layers has no transposes around its convs;
+# channels_last=True takes flax's (N, spatial..., C).
+
+def _tuple(v, n: int) -> tuple:
+    return tuple(v) if isinstance(v, (tuple, list)) else (int(v),) * n
+
+
+def init_conv(rng: np.random.Generator, in_features: int, out_features: int, kernel_size,
+              feature_group_count: int = 1, bias: bool = True, spatial: int = 2):
+    """{"w": [out, in / groups, *kernel] (He-uniform, as torch's Conv), "b": [out]}."""
+    kernel = _tuple(kernel_size, spatial)
+    fan_in = in_features // feature_group_count * math.prod(kernel)
+    bound = 1.0 / math.sqrt(fan_in)
+    w = rng.uniform(-bound, bound, (out_features, in_features // feature_group_count) + kernel)
+    params = {"w": w.astype(np.float32)}
+    if bias:
+        params["b"] = rng.uniform(-bound, bound, out_features).astype(np.float32)
+    return params
+
+
+def conv(params, x, strides=1, padding="SAME", dilation=1, feature_group_count: int = 1,
+         channels_last: bool = False):
+    """A convolution layer: x [N, C, *spatial] (or [N, *spatial, C]) convolved with params["w"]
+    [O, C / groups, *kernel], plus params["b"] [O] when present."""
+    w = params["w"]
+    nd = vnp.ndim(w) - 2
+    spec = "DHW"[3 - nd:] if nd <= 3 else None
+    if spec is None:
+        raise ShapeError(f"nn.conv: a kernel of rank {vnp.ndim(w)}: 1 to 3 spatial dims",
+                         source=user_source())
+    dn = ("N" + spec + "C", "OI" + spec, "N" + spec + "C") if channels_last else None
+    y = lax.conv_general_dilated(x, w, _tuple(strides, nd), padding,
+                                 rhs_dilation=_tuple(dilation, nd), dimension_numbers=dn,
+                                 feature_group_count=feature_group_count)
+    if "b" not in params:
+        return y
+    b = params["b"]
+    return y + (b if channels_last else vnp.reshape(b, (-1,) + (1,) * nd))
+
+
+def _pool(x, init, fn, window_shape, strides, padding, channels_last):
+    x = vnp.asarray(x)
+    nd = len(window_shape)
+    if x.ndim != nd + 2:
+        raise ShapeError(f"pooling a {nd}-D window over an array of rank {x.ndim}: expected "
+                         f"[batch, {'spatial..., channels' if channels_last else 'channels, spatial...'}]",
+                         source=user_source())
+    strides = tuple(strides) if strides is not None else (1,) * nd
+    pads = padding if isinstance(padding, str) else tuple(padding)
+    place = (lambda t, v: (v,) + tuple(t) + (v,)) if channels_last else \
+        (lambda t, v: (v, v) + tuple(t))
+    if not isinstance(pads, str):
+        pads = place(pads, (0, 0))
+    return lax.reduce_window(x, init, fn, place(window_shape, 1), place(strides, 1), pads)
+
+
+def max_pool(x, window_shape, strides=None, padding="VALID", channels_last: bool = False):
+    """The maximum over each window of the spatial axes (flax's max_pool; padding pads with
+    -inf). The gradient goes to the first maximum of each window, as JAX's."""
+    return _pool(x, -np.inf, vnp.maximum, tuple(window_shape), strides, padding, channels_last)
+
+
+def avg_pool(x, window_shape, strides=None, padding="VALID", count_include_pad: bool = True,
+             channels_last: bool = False):
+    """The mean over each window of the spatial axes (flax's avg_pool): padding counts as zeros,
+    or with count_include_pad=False the mean is over the window's elements inside x."""
+    window_shape = tuple(window_shape)
+    total = _pool(x, 0.0, vnp.add, window_shape, strides, padding, channels_last)
+    if count_include_pad:
+        return total / math.prod(window_shape)
+    ones = np.ones((1,) + tuple(vnp.shape(x))[1:], np.float32)
+    return total / _pool(ones, 0.0, np.add, window_shape, strides, padding, channels_last)
+
+
+def init_batch_norm(features: int):
+    """(params, state): params {"scale": ones, "bias": zeros}; state, the running statistics
+    that evaluation uses, {"mean": zeros, "var": ones} (float32 [features])."""
+    return ({"scale": np.ones(features, np.float32), "bias": np.zeros(features, np.float32)},
+            {"mean": np.zeros(features, np.float32), "var": np.ones(features, np.float32)})
+
+
+def _feature_view(v, ndim: int, axis: int):
+    shape = [1] * ndim
+    shape[axis] = -1
+    return vnp.reshape(v, shape)
+
+
+def batch_norm(params, state, x, training: bool, momentum: float = 0.9, eps: float = 1e-5,
+               axis: int = 1):
+    """Batch normalization over every axis but the feature axis (`axis`; 1 for channels
+    first). Training: normalized by the batch's mean and (biased) variance, and returns the
+    new running statistics, state * momentum + batch * (1 - momentum) (flax's BatchNorm), as
+    explicit state to carry through a jitted step: `y, state = batch_norm(params, state, x,
+    True)`. Evaluation: normalized by state's statistics, which come back unchanged."""
+    x = vnp.asarray(x)
+    axis = axis % x.ndim
+    others = tuple(a for a in range(x.ndim) if a != axis)
+    if training:
+        mean = vnp.mean(x, axis=others)
+        var = vnp.mean(vnp.square(x - _feature_view(mean, x.ndim, axis)), axis=others)
+        keep = lambda old, new: momentum * old + (1 - momentum) * new  # noqa: E731
+        state = {"mean": keep(state["mean"], mean), "var": keep(state["var"], var)}
+    else:
+        mean, var = state["mean"], state["var"]
+    inv = params["scale"] / vnp.sqrt(var + eps)
+    y = (x - _feature_view(mean, x.ndim, axis)) * _feature_view(inv, x.ndim, axis)
+    return y + _feature_view(params["bias"], x.ndim, axis), state
+
+
+def group_norm(x, num_groups: int, weight=None, bias=None, eps: float = 1e-5,
+               channels_last: bool = False):
+    """Normalize each example over groups of channels (and all spatial positions), then scale
+    and shift per channel (weight, bias [C]); torch's GroupNorm, flax's with channels_last."""
+    x = vnp.asarray(x)
+    c = x.shape[-1] if channels_last else x.shape[1]
+    if c % num_groups:
+        raise ShapeError(f"group_norm: {num_groups} groups do not divide {c} channels of "
+                         f"{tuple(x.shape)}", source=user_source())
+    xc = vnp.moveaxis(x, -1, 1) if channels_last else x
+    g = vnp.reshape(xc, (xc.shape[0], num_groups, -1))
+    mu = vnp.mean(g, axis=2, keepdims=True)
+    d = g - mu
+    y = vnp.reshape(d / vnp.sqrt(vnp.mean(d * d, axis=2, keepdims=True) + eps), xc.shape)
+    view = (-1,) + (1,) * (x.ndim - 2)
+    if weight is not None:
+        y = y * vnp.reshape(weight, view)
+    if bias is not None:
+        y = y + vnp.reshape(bias, view)
+    return vnp.moveaxis(y, 1, -1) if channels_last else y
+
+
+def instance_norm(x, weight=None, bias=None, eps: float = 1e-5, channels_last: bool = False):
+    """group_norm with a group per channel: each example's channel over its spatial positions."""
+    c = vnp.shape(x)[-1] if channels_last else vnp.shape(x)[1]
+    return group_norm(x, c, weight, bias, eps, channels_last)
+
+
+def _init_conv_bn(rng, cin: int, cout: int, k: int):
+    bn, bn_state = init_batch_norm(cout)
+    return {"conv": init_conv(rng, cin, cout, k, bias=False), "bn": bn}, {"bn": bn_state}
+
+
+def _conv_bn(params, state, x, strides, training):
+    y, bn_state = batch_norm(params["bn"], state["bn"], conv(params["conv"], x, strides),
+                             training)
+    return y, {"bn": bn_state}
+
+
+def init_resnet(rng: np.random.Generator, in_channels: int, classes: int,
+                widths=(64, 128, 256, 512), blocks=(2, 2, 2, 2)):
+    """(params, state) of a ResNet of basic blocks (He et al. 2016) for small images: a 3x3
+    stem, stages of `blocks[i]` blocks of `widths[i]` channels (each stage after the first
+    halves the resolution in its first block, whose shortcut is a 1x1 projection), global
+    average pooling and a linear head. ResNet-18 for 32x32 images: the defaults. state holds
+    the batch norms' running statistics."""
+    params, state = {}, {}
+    params["stem"], state["stem"] = _init_conv_bn(rng, in_channels, widths[0], 3)
+    params["stages"], state["stages"] = [], []
+    cin = widths[0]
+    for s, (width, n) in enumerate(zip(widths, blocks)):
+        ps, ss = [], []
+        for b in range(n):
+            p, st = {}, {}
+            p["a"], st["a"] = _init_conv_bn(rng, cin, width, 3)
+            p["b"], st["b"] = _init_conv_bn(rng, width, width, 3)
+            if cin != width or (s > 0 and b == 0):
+                p["proj"], st["proj"] = _init_conv_bn(rng, cin, width, 1)
+            ps.append(p), ss.append(st)
+            cin = width
+        params["stages"].append(ps), state["stages"].append(ss)
+    bound = 1.0 / math.sqrt(cin)
+    params["head"] = {"w": rng.uniform(-bound, bound, (cin, classes)).astype(np.float32),
+                      "b": np.zeros(classes, np.float32)}
+    return params, state
+
+
+def resnet(params, state, x, training: bool):
+    """(logits [N, classes], new state) of init_resnet's network for images x [N, C, H, W];
+    training uses and updates the batch statistics, evaluation the running ones."""
+    new = {"stages": []}
+    h, new["stem"] = _conv_bn(params["stem"], state["stem"], x, 1, training)
+    h = relu(h)
+    for s, (ps, ss) in enumerate(zip(params["stages"], state["stages"])):
+        out_states = []
+        for b, (p, st) in enumerate(zip(ps, ss)):
+            strides = 2 if s > 0 and b == 0 else 1
+            y, st_a = _conv_bn(p["a"], st["a"], h, strides, training)
+            y, st_b = _conv_bn(p["b"], st["b"], relu(y), 1, training)
+            nst = {"a": st_a, "b": st_b}
+            if "proj" in p:
+                h, nst["proj"] = _conv_bn(p["proj"], st["proj"], h, strides, training)
+            h = relu(y + h)
+            out_states.append(nst)
+        new["stages"].append(out_states)
+    pooled = vnp.mean(h, axis=(2, 3))
+    return linear(params["head"], pooled), new
 
 
 def init_mamba_block(rng: np.random.Generator, d_model: int, d_state: int = 16,

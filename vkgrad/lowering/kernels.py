@@ -210,6 +210,20 @@ def _reduce_pass(op, A, R, B, src, dst, target, splits, subgroups, nout=1):
     return (launch, (src, dst)), S
 
 
+def plan_split_sum(partial: Launch, inputs: tuple, out: str, splits: int, total: int, *,
+                   target=None) -> OpPlan:
+    """A split-K plan: `partial` (binding the roles `inputs`, then the temp "partials":
+    `splits` slices of `total` floats) and the sum over the slices into the role `out`, in a
+    fixed order (deterministic). The matmul and conv planners' second dispatch."""
+    red = plan_reduce("sum", 1, splits, total, target=target, splits=1)
+    rename = {"x": "partials", "out": out, "partials": "reduce_partials"}
+    steps = ((partial, tuple(inputs) + ("partials",)),) + tuple(
+        (launch, tuple(rename[r] for r in roles)) for launch, roles in red.steps)
+    temps = (Temp("partials", splits * total, "float32"),) + tuple(
+        Temp(rename[t.role], t.size, t.dtype) for t in red.temps)
+    return OpPlan(steps, temps)
+
+
 # ---------------------------------------------------------------- softmax
 
 def _softmax_launch(name, mode, rows, cols, target, stream, subgroups, max_nv):

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from vkgrad import primitives as P
 from vkgrad.lowering.contracts import Concat, KernelContract, Unsupported, need_f32, register
-from vkgrad.lowering.kernels import OpPlan, Temp, plan_reduce
+from vkgrad.lowering.kernels import OpPlan, plan_split_sum
 from vkgrad.lowering.launch import MAX_GROUPS_X, Launch, cdiv
 from vkgrad.lowering.matmul_coop import plan_matmul_coop
 from vkgrad.lowering.matmul_coop import runs_on as coop_runs_on
@@ -200,14 +200,8 @@ def plan_matmul_op(batch: int, m: int, k: int, n: int, transpose_a: bool, transp
         return OpPlan(((launch, ("a", "b", "c")),))
     partial = plan_matmul(batch, m, k, n, transpose_a, transpose_b, a_batch_stride,
                           b_batch_stride, target, splits=s, ones_row=ones_row, **options)
-    total = batch * (m + int(ones_row)) * n
-    red = plan_reduce("sum", 1, s, total, target=target, splits=1)
-    rename = {"x": "partials", "out": "c", "partials": "reduce_partials"}
-    steps = ((partial, ("a", "b", "partials")),) + tuple(
-        (l, tuple(rename[r] for r in roles)) for l, roles in red.steps)
-    temps = (Temp("partials", s * total, "float32"),) + tuple(
-        Temp(rename[t.role], t.size, t.dtype) for t in red.temps)
-    return OpPlan(steps, temps)
+    return plan_split_sum(partial, ("a", "b"), "c", s, batch * (m + int(ones_row)) * n,
+                          target=target)
 
 
 def _resolve_tile(batch, m, n, target, variant, tile) -> tuple[str, Tile]:

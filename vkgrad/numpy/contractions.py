@@ -1,6 +1,7 @@
 """Contractions: matmul, tensordot, dot, vdot, inner, outer and einsum. They lower to
 transposes, reshapes and ONE matmul per pair of operands (the kernel the GPU is fast at), with
-reductions for indices only one operand has."""
+reductions for indices only one operand has. convolve and correlate (1-D) are one
+conv_general_dilated each."""
 
 from __future__ import annotations
 
@@ -15,12 +16,13 @@ from vkgrad.ir.core import is_float
 from vkgrad.numpy.dtypes import asarray, astype, no_out, promote, promoted_dtype
 from vkgrad.numpy.linalg import diagonal
 from vkgrad.numpy.reductions import sum
-from vkgrad.numpy.shapes import broadcast_to, ravel, reshape, transpose
+from vkgrad.numpy.shapes import broadcast_to, flip, ravel, reshape, transpose
 from vkgrad.numpy.ufuncs import multiply
 from vkgrad.numpy.util import is_int, normalize_axes, type_string
 from vkgrad.tracer.core import user_source
 
-__all__ = ["matmul", "tensordot", "dot", "vdot", "inner", "outer", "einsum"]
+__all__ = ["matmul", "tensordot", "dot", "vdot", "inner", "outer", "einsum", "convolve",
+           "correlate"]
 
 
 def matmul(a, b):
@@ -249,3 +251,44 @@ def _einsum_pair(a, ta, b, tb, sizes, needed):
         b3 = _arranged(b, tb, batch + summed + b_only, (nb, kk, n))
         a = reshape(matmul(a3[0], b3[0]) if nb == 1 else matmul(a3, b3), dims)
     return a, "".join(t)
+
+
+def _conv1d(a, v, mode, name):
+    """numpy's convolve/correlate as JAX's jnp._conv: the longer operand is the input, the
+    shorter the window (flipped for convolve; for correlate the result is reversed when they
+    swap); the modes pad the input."""
+    a, v = asarray(a), asarray(v)
+    if a.ndim != 1 or v.ndim != 1:
+        raise ShapeError(f"{name} of {type_string(a)} and {type_string(v)}: both must be 1-D",
+                         source=user_source())
+    if a.shape[0] == 0 or v.shape[0] == 0:
+        raise ShapeError(f"{name} of {type_string(a)} and {type_string(v)}: inputs cannot be "
+                         "empty", source=user_source())
+    dt = promoted_dtype(a, v)
+    dt = dt if is_float(dt) else "f32"
+    a, v = promote(a, dt), promote(v, dt)
+    reverse = False
+    if a.shape[0] < v.shape[0]:
+        a, v = v, a
+        reverse = name == "correlate"
+    if name == "convolve":
+        v = flip(v)
+    k = v.shape[0]
+    pads = {"valid": (0, 0), "same": (k // 2, k - k // 2 - 1), "full": (k - 1, k - 1)}
+    if mode not in pads:
+        raise ArgumentError(f"{name}: mode must be 'full', 'same' or 'valid', not {mode!r}",
+                            source=user_source())
+    out = P.conv(reshape(a, (1, 1, a.shape[0])), reshape(v, (1, 1, k)), (1,), (pads[mode],),
+                 (1,), (1,))
+    out = reshape(out, (out.shape[2],))
+    return flip(out) if reverse else out
+
+
+def convolve(a, v, mode="full"):
+    """numpy's discrete linear convolution of two 1-D arrays (modes full, same, valid)."""
+    return _conv1d(a, v, mode, "convolve")
+
+
+def correlate(a, v, mode="valid"):
+    """numpy's cross-correlation of two 1-D arrays (modes valid, same, full)."""
+    return _conv1d(a, v, mode, "correlate")

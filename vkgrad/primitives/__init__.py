@@ -10,6 +10,7 @@ rules are written with).
     random.py     threefry2x32 (the counter-based hash) and bits_to_unit (bits -> [0, 1))
     custom.py     custom_vjp_call and custom_jvp_call (vg.custom_vjp, vg.custom_jvp)
     cumulative.py cumsum (a running sum: one kernel however long the axis)
+    convolution.py conv_general_dilated (N-d convolution, one layout; vkgrad.lax has JAX's)
     compiler.py   fused and save: what the compiler's passes introduce
 """
 
@@ -26,3 +27,4 @@ from vkgrad.primitives.custom import (CUSTOM_CALLS, CustomRule,  # noqa: F401
                                      custom_jvp_call_p, custom_vjp_call_p)
 from vkgrad.primitives.compiler import FUSED_KINDS, fused_p, save_p  # noqa: F401
 from vkgrad.primitives.cumulative import cumsum, cumsum_p  # noqa: F401
+from vkgrad.primitives.convolution import conv, conv_p  # noqa: F401

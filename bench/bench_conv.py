@@ -1,0 +1,381 @@
+"""vkgrad's convolutions (forward, input gradient, weight gradient; fp32) against torch cuDNN
+(TF32 off) and JAX (precision HIGHEST), and a ResNet-18 training step against JAX's, measured
+in interleaved rounds in one process.
+
+On the NVIDIA device machine, from the repo root (with .gpu carried):
+    source bench/gpu_env.sh && python3 bench/bench_conv.py [--rounds 5] [--quick]
+Prints JSON (and writes $OUT/conv.json, or ./conv.json without $OUT).
+
+Convolutions (NCHW / OIHW, 'SAME' padding): ResNet's 3x3 at N32 C64 56x56, C128 28x28, C256
+14x14, each at stride 1 and 2; a depthwise 3x3 (N32 C256 28x28, groups = C); Mamba's causal
+conv1d (k = 4, depthwise, N8 C1024 L2048). Each as three programs: y = conv(x, w);
+dx = vjp over x of g; dw = vjp over w of g.
+  vkgrad: GPU time of the whole jitted program (vg.profile: Vulkan timestamps, median of 10
+          runs), so dx counts its kernel flip and dw its transposes and split-K sum;
+  torch:  F.conv2d / F.conv1d and aten.convolution_backward (one output mask each), CUDA
+          events around each call, median of ITERS;
+  JAX:    jax.lax.conv_general_dilated (and jax.vjp), jitted, ITERS calls then one
+          block_until_ready, per call.
+The ratio reported is peer time / vkgrad time (>= 1: vkgrad faster); the issue's target is
+0.8x cuDNN or better for forward + both gradients (the sum) at the ResNet shapes.
+
+ResNet-18 step (vg.nn.resnet at its defaults, 32x32 synthetic images, 10 classes, batch 64,
+SGD with momentum 0.9, batch norm in training mode): vkgrad's jitted step (parameters,
+statistics and optimizer state donated) against the same network and step in JAX
+(bench/bench_conv.py's jax_resnet, op for op), rounds of STEPS steps with one sync at the end.
+The target: 1.0x JAX or better. Both sides print their first loss (same init: same loss).
+
+Every round alternates vkgrad, torch, JAX; medians and ranges over rounds are reported.
+--sweep: also times vkgrad with each kernel variant forced (vkgrad/lowering/conv.py's
+VARIANTS), per conv and mode, so the planner's choice can follow the measurement.
+--quick: small shapes and a tiny ResNet (runs on lavapipe, to check the script itself).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import vkgrad as vg  # noqa: E402
+import vkgrad.nn as nn  # noqa: E402
+from vkgrad import lax  # noqa: E402
+from vkgrad.lowering import conv as conv_lowering  # noqa: E402
+
+from peers import cuda_torch  # noqa: E402
+
+# (name, N, C, spatial, O, kernel, stride, groups)
+CONVS = [
+    ("c64_56_s1", 32, 64, (56, 56), 64, 3, 1, 1),
+    ("c64_56_s2", 32, 64, (56, 56), 64, 3, 2, 1),
+    ("c128_28_s1", 32, 128, (28, 28), 128, 3, 1, 1),
+    ("c128_28_s2", 32, 128, (28, 28), 128, 3, 2, 1),
+    ("c256_14_s1", 32, 256, (14, 14), 256, 3, 1, 1),
+    ("c256_14_s2", 32, 256, (14, 14), 256, 3, 2, 1),
+    ("depthwise_c256_28", 32, 256, (28, 28), 256, 3, 1, 256),
+    ("conv1d_k4_c1024_l2048", 8, 1024, (2048,), 1024, 4, 1, 1024),
+]
+QUICK = [("c8_9_s1", 2, 8, (9, 9), 16, 3, 1, 1), ("c8_9_s2", 2, 8, (9, 9), 8, 3, 2, 1),
+         ("depthwise_c8_9", 2, 8, (9, 9), 8, 3, 1, 8), ("conv1d_k4", 2, 8, (33,), 8, 4, 1, 8)]
+ITERS = 20
+MODES = ("fwd", "dx", "dw")
+
+
+def padding(case):
+    _, _, _, spatial, _, k, _, _ = case
+    if len(spatial) == 1:                      # causal: the window ends at the output
+        return ((k - 1, 0),)
+    return tuple(((k - 1) // 2, k // 2) for _ in spatial)
+
+
+def operands(case, rng):
+    name, n, c, spatial, o, k, s, g = case
+    x = rng.standard_normal((n, c) + spatial).astype(np.float32)
+    w = (rng.standard_normal((o, c // g) + (k,) * len(spatial)) / np.sqrt(c // g * k ** len(spatial))
+         ).astype(np.float32)
+    return x, w
+
+
+def out_shape(case):
+    name, n, c, spatial, o, k, s, g = case
+    pads = padding(case)
+    return (n, o) + tuple((d + lo + hi - k) // s + 1 for d, (lo, hi) in zip(spatial, pads))
+
+
+def flops(case):
+    name, n, c, spatial, o, k, s, g = case
+    return 2.0 * np.prod(out_shape(case)) * (c // g) * k ** len(spatial)
+
+
+# ------------------------------------------------------------------------------- vkgrad
+
+def vkgrad_programs(case):
+    _, _, _, spatial, _, _, s, g = case
+    strides, pads = (s,) * len(spatial), padding(case)
+    conv = lambda x, w: lax.conv_general_dilated(x, w, strides, pads, feature_group_count=g)  # noqa
+    return {"fwd": (lambda x, w, gy: conv(x, w)),
+            "dx": (lambda x, w, gy: vg.vjp(lambda x: conv(x, w), x)[1](gy)[0]),
+            "dw": (lambda x, w, gy: vg.vjp(lambda w: conv(x, w), w)[1](gy)[0])}
+
+
+def time_vkgrad(fns, args):
+    return {m: vg.profile(vg.jit(f, backend="vulkan"), *args, runs=10).total_us
+            for m, f in fns.items()}
+
+
+def sweep_variants(case, args):
+    """{variant: {mode: us}} with every conv of the programs forced to that variant."""
+    chosen, out = conv_lowering.choose_variant, {}
+    try:
+        for name in conv_lowering.VARIANTS:
+            conv_lowering.choose_variant = lambda og, name=name: name
+            out[name] = time_vkgrad(vkgrad_programs(case), args)   # fresh jits: new plans
+    finally:
+        conv_lowering.choose_variant = chosen
+    return out
+
+
+# ------------------------------------------------------------------------------- torch
+
+def torch_programs(torch, case, x, w, gy):
+    import torch.nn.functional as F
+    _, _, _, spatial, _, _, s, g = case
+    pads = padding(case)
+    dev = lambda a: torch.from_numpy(a).cuda()   # noqa: E731
+    tx, tw, tg = dev(x), dev(w), dev(gy)
+    if len(spatial) == 1:                        # causal: pad on the left, then no padding
+        lo = pads[0][0]
+        tx = F.pad(tx, (lo, 0))
+        fwd = lambda: F.conv1d(tx, tw, stride=s, groups=g)   # noqa: E731
+        torch_pad = [0]
+    else:
+        torch_pad = [p[0] for p in pads]        # symmetric for the odd kernels here
+        fwd = lambda: F.conv2d(tx, tw, stride=s, padding=torch_pad, groups=g)  # noqa: E731
+    nd = len(spatial)
+
+    def bwd(mask):
+        return lambda: torch.ops.aten.convolution_backward(
+            tg, tx, tw, None, [s] * nd, torch_pad, [1] * nd, False, [0] * nd, g, mask)
+    return {"fwd": fwd, "dx": bwd([True, False, False]), "dw": bwd([False, True, False])}
+
+
+def time_torch(torch, fns):
+    out = {}
+    for m, f in fns.items():
+        f()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(ITERS):
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
+            f()
+            e1.record()
+            torch.cuda.synchronize()
+            times.append(e0.elapsed_time(e1) * 1000.0)
+        out[m] = statistics.median(times)
+    return out
+
+
+# ------------------------------------------------------------------------------- JAX
+
+def get_jax():
+    try:
+        import jax
+    except ImportError:
+        return None
+    if not any(d.platform == "gpu" for d in jax.devices()):
+        return None
+    jax.config.update("jax_default_matmul_precision", "highest")
+    return jax
+
+
+def jax_programs(jax, case):
+    _, _, _, spatial, _, _, s, g = case
+    strides, pads = (s,) * len(spatial), padding(case)
+    hi = jax.lax.Precision.HIGHEST
+    conv = lambda x, w: jax.lax.conv_general_dilated(  # noqa: E731
+        x, w, strides, pads, feature_group_count=g, precision=hi)
+    return {"fwd": jax.jit(lambda x, w, gy: conv(x, w)),
+            "dx": jax.jit(lambda x, w, gy: jax.vjp(lambda x: conv(x, w), x)[1](gy)[0]),
+            "dw": jax.jit(lambda x, w, gy: jax.vjp(lambda w: conv(x, w), w)[1](gy)[0])}
+
+
+def time_jax(fns, args):
+    out = {}
+    for m, f in fns.items():
+        f(*args).block_until_ready()
+        t0 = time.perf_counter()
+        for _ in range(ITERS):
+            r = f(*args)
+        r.block_until_ready()
+        out[m] = (time.perf_counter() - t0) * 1e6 / ITERS
+    return out
+
+
+# ------------------------------------------------------------------------------- ResNet-18
+
+def vkgrad_resnet_step():
+    def loss_fn(weights, stats, x, y):
+        logits, stats = nn.resnet(weights, stats, x, training=True)
+        return nn.cross_entropy(logits, y), stats
+
+    opt = vg.optim.sgd(0.05, momentum=0.9)
+
+    def step(weights, stats, opt_state, x, y):
+        (loss, stats), grads = vg.value_and_grad(loss_fn, has_aux=True)(weights, stats, x, y)
+        updates, opt_state = opt.update(grads, opt_state, weights)
+        return vg.optim.apply_updates(weights, updates), stats, opt_state, loss
+
+    return opt, vg.jit(step, donate_argnums=(0, 1, 2), backend="vulkan")
+
+
+def jax_resnet(jax, weights, stats, x, training):
+    """vg.nn.resnet in JAX, op for op (NCHW / OIHW)."""
+    jnp = jax.numpy
+    hi = jax.lax.Precision.HIGHEST
+
+    def conv_bn(p, st, h, s):
+        h = jax.lax.conv_general_dilated(h, p["conv"]["w"], (s, s), "SAME", precision=hi)
+        mean, var = jnp.mean(h, (0, 2, 3)), jnp.var(h, (0, 2, 3))
+        new = {"mean": 0.9 * st["bn"]["mean"] + 0.1 * mean, "var": 0.9 * st["bn"]["var"] + 0.1 * var}
+        inv = p["bn"]["scale"] / jnp.sqrt(var + 1e-5)
+        return ((h - mean[:, None, None]) * inv[:, None, None] + p["bn"]["bias"][:, None, None],
+                {"bn": new})
+
+    new = {"stages": []}
+    h, new["stem"] = conv_bn(weights["stem"], stats["stem"], x, 1)
+    h = jax.nn.relu(h)
+    for si, (ps, ss) in enumerate(zip(weights["stages"], stats["stages"])):
+        outs = []
+        for b, (p, st) in enumerate(zip(ps, ss)):
+            s = 2 if si > 0 and b == 0 else 1
+            y, sa = conv_bn(p["a"], st["a"], h, s)
+            y, sb = conv_bn(p["b"], st["b"], jax.nn.relu(y), 1)
+            nst = {"a": sa, "b": sb}
+            if "proj" in p:
+                h, nst["proj"] = conv_bn(p["proj"], st["proj"], h, s)
+            h = jax.nn.relu(y + h)
+            outs.append(nst)
+        new["stages"].append(outs)
+    logits = jnp.mean(h, (2, 3)) @ weights["head"]["w"] + weights["head"]["b"]
+    return logits, new
+
+
+def jax_resnet_step(jax):
+    jnp = jax.numpy
+
+    def loss_fn(weights, stats, x, y):
+        logits, stats = jax_resnet(jax, weights, stats, x, True)
+        logp = jax.nn.log_softmax(logits, -1)
+        return -jnp.mean(jnp.take_along_axis(logp, y[:, None], 1)), stats
+
+    def step(weights, stats, mom, x, y):
+        (loss, stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(weights, stats, x, y)
+        mom = jax.tree_util.tree_map(lambda m, g: 0.9 * m + g, mom, grads)
+        weights = jax.tree_util.tree_map(lambda w, m: w - 0.05 * m, weights, mom)
+        return weights, stats, mom, loss
+
+    return jax.jit(step, donate_argnums=(0, 1, 2))
+
+
+def resnet_rounds(args, jax, quick):
+    widths, blocks, batch = ((8, 16), (1, 1), 4) if quick else ((64, 128, 256, 512), (2, 2, 2, 2), 64)
+    weights, stats = nn.init_resnet(np.random.default_rng(0), 3, 10, widths, blocks)
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((batch, 3, 32, 32)).astype(np.float32)
+    y = rng.integers(0, 10, batch).astype(np.int32)
+    opt, step = vkgrad_resnet_step()
+    vk_state = [vg.device_put(t) for t in (weights, stats, opt.init(weights))]
+    xd, yd = vg.device_put(x), vg.device_put(y)
+    t0 = time.perf_counter()
+    *vk_state, loss = step(*vk_state, xd, yd)
+    first = {"vkgrad": float(loss), "vkgrad_compile_s": time.perf_counter() - t0}
+    if jax is not None:
+        jstep = jax_resnet_step(jax)
+        js = [jax.tree_util.tree_map(jax.numpy.asarray, t) for t in (weights, stats)]
+        js.append(jax.tree_util.tree_map(jax.numpy.zeros_like, js[0]))
+        jx, jy = jax.numpy.asarray(x), jax.numpy.asarray(y)
+        t0 = time.perf_counter()
+        *js, jloss = jstep(*js, jx, jy)
+        first["jax"], first["jax_compile_s"] = float(jloss), time.perf_counter() - t0
+    per = {"vkgrad": [], "jax": []}
+    for _ in range(args.rounds):
+        t0 = time.perf_counter()
+        for _ in range(args.steps):
+            *vk_state, loss = step(*vk_state, xd, yd)
+        float(loss)
+        per["vkgrad"].append((time.perf_counter() - t0) * 1e3 / args.steps)
+        if jax is not None:
+            t0 = time.perf_counter()
+            for _ in range(args.steps):
+                *js, jloss = jstep(*js, jx, jy)
+            float(jloss)
+            per["jax"].append((time.perf_counter() - t0) * 1e3 / args.steps)
+    out = {"widths": widths, "blocks": blocks, "batch": batch, "first_loss": first,
+           "ms_per_step": {k: summary(v) for k, v in per.items() if v}}
+    if per["jax"]:
+        out["jax_over_vkgrad"] = statistics.median(per["jax"]) / statistics.median(per["vkgrad"])
+    return out
+
+
+# ------------------------------------------------------------------------------- main
+
+def summary(values):
+    return {"median": statistics.median(values), "min": min(values), "max": max(values),
+            "rounds": len(values)}
+
+
+def rel_err(got, want):
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    return float(np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-30))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=20, help="ResNet steps per round")
+    ap.add_argument("--quick", action="store_true", help="small shapes (for lavapipe)")
+    ap.add_argument("--only", default="", help="comma-separated conv names ('' all, 'none')")
+    ap.add_argument("--no-resnet", action="store_true")
+    ap.add_argument("--sweep", action="store_true", help="time every kernel variant too")
+    args = ap.parse_args()
+    torch, jax = cuda_torch(), get_jax()
+    cases = QUICK if args.quick else CONVS
+    if args.only:
+        cases = [c for c in cases if c[0] in args.only.split(",")]
+    rng = np.random.default_rng(0)
+    result = {"device": vg.devices()[0].name, "rounds": args.rounds, "convs": {}}
+    for case in cases:
+        x, w = operands(case, rng)
+        gy = rng.standard_normal(out_shape(case)).astype(np.float32)
+        fns = vkgrad_programs(case)
+        # correctness: vkgrad on Vulkan against the float64 interpreter
+        errs = {m: rel_err(vg.jit(f, backend="vulkan")(x, w, gy),
+                           vg.jit(f, backend="numpy")(x.astype(np.float64), w.astype(np.float64),
+                                                      gy.astype(np.float64)))
+                for m, f in fns.items()} if args.quick or case[1] * case[2] < 2 ** 12 else {}
+        tfns = torch_programs(torch, case, x, w, gy) if torch is not None else None
+        jfns = jax_programs(jax, case) if jax is not None else None
+        jargs = tuple(jax.numpy.asarray(a) for a in (x, w, gy)) if jax is not None else None
+        times = {"vkgrad": [], "torch": [], "jax": []}
+        for _ in range(args.rounds):
+            times["vkgrad"].append(time_vkgrad(fns, (x, w, gy)))
+            if tfns is not None:
+                times["torch"].append(time_torch(torch, tfns))
+            if jfns is not None:
+                times["jax"].append(time_jax(jfns, jargs))
+        row = {"flops": flops(case), "errors_vs_float64": errs, "us": {}}
+        for who, rounds in times.items():
+            if not rounds:
+                continue
+            row["us"][who] = {m: summary([r[m] for r in rounds]) for m in MODES}
+            row["us"][who]["total"] = summary([sum(r[m] for m in MODES) for r in rounds])
+        vk = row["us"]["vkgrad"]
+        row["tflops_vkgrad"] = {m: flops(case) / vk[m]["median"] / 1e6 for m in MODES}
+        for peer in ("torch", "jax"):
+            if peer in row["us"]:
+                row[f"{peer}_over_vkgrad"] = {m: row["us"][peer][m]["median"] / vk[m]["median"]
+                                              for m in (*MODES, "total")}
+        if args.sweep:
+            row["sweep_us"] = sweep_variants(case, (x, w, gy))
+        result["convs"][case[0]] = row
+        print(json.dumps({case[0]: row}), flush=True)
+    if not args.no_resnet:
+        result["resnet18_step" if not args.quick else "resnet_tiny_step"] = \
+            resnet_rounds(args, jax, args.quick)
+    text = json.dumps(result, indent=1)
+    print(text)
+    out = Path(os.environ.get("OUT", ".")) / "conv.json"
+    out.write_text(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""The convolution kernel (kernels_glsl/conv.comp, lowering/conv.py): the planner alone, for
+lavapipe's and the H200's Targets (no device), and the kernel against the interpreter on
+lavapipe: every variant, 1-, 2- and 3-D, groups, dilations, negative padding, split-K, and the
+gradients (convolutions run by the same kernel)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import vkgrad as vg
+import vkgrad.numpy as vnp
+from vkgrad import lax, nn
+from vkgrad.lowering import conv as conv_lowering
+from vkgrad.lowering.conv import VARIANTS, choose_splits, choose_variant, plan_conv
+from vkgrad.target import Target
+
+RNG = np.random.default_rng(0)
+
+
+def test_the_variant_follows_the_output_features_per_group():
+    assert choose_variant(64) == "wide" and choose_variant(16) == "narrow"
+    assert choose_variant(1) == "depthwise"
+    plan = plan_conv((2, 8, 9, 9), (8, 1, 3, 3), (2, 8, 9, 9), (1, 1), ((1, 1), (1, 1)),
+                     (1, 1), (1, 1), 8, target=Target.h200())
+    (launch, roles), = plan.steps
+    assert roles == ("x", "w", "out") and dict(launch.defines)["CV_TX"] == 256
+    assert launch.groups == (1, 1, 8)          # 162 positions in one 512-row block, 8 groups
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_every_variant_is_a_valid_tile_and_matches_the_interpreter(name, monkeypatch):
+    """Each variant on a shape off its tile edges, with both gradients (the sweep in
+    bench/bench_conv.py forces variants the same way)."""
+    VARIANTS[name].check()
+    monkeypatch.setattr(conv_lowering, "choose_variant", lambda og: name)
+    f = vg.grad(lambda x, w: vnp.sum(vnp.sin(lax.conv(x, w, (2, 1), "SAME"))), argnums=(0, 1))
+    lowered = _check(f, _f32(3, 5, 7, 9), _f32(70, 5, 3, 2), rtol=1e-4)
+    defines = {dict(s.launch.defines).get("CV_RM") for s in lowered.lowered.steps
+               if s.launch.name == "conv"}
+    assert defines == {VARIANTS[name].rm}
+
+
+def test_weight_gradients_split_k_on_a_gpu_and_under_lavapipes_loop_limit():
+    """The weight gradient of a 3x3 conv at N32 C64 56x56 is a "conv" with 576 output rows
+    and k = 32 * 56 * 56: 9 workgroups unsplit, so the H200 Target splits K; lavapipe splits
+    only where a workgroup would loop past its limit."""
+    tile = VARIANTS["wide"]
+    k = 32 * 56 * 56
+    assert choose_splits(9, k, tile, Target.h200()) > 8
+    assert choose_splits(9, 64, tile, Target.h200()) == 1        # too few k steps to split
+    assert choose_splits(200, k, tile, Target.h200()) == 1       # enough workgroups
+    assert choose_splits(9, 4096, tile, Target.lavapipe()) == 1
+    assert choose_splits(9, k, tile, Target.lavapipe()) > 1
+    plan = plan_conv((64, 32, 56, 56), (64, 32, 3, 3), (64, 64, 56, 56), (1, 1),
+                     ((1, 1), (1, 1)), (1, 1), (1, 1), 1, target=Target.h200())
+    assert len(plan.steps) == 1                # a forward with many workgroups: no split
+    wgrad = plan_conv((64, 32, 56, 56), (64, 32, 56, 56), (64, 64, 3, 3), (1, 1),
+                      ((1, 1), (1, 1)), (1, 1), (1, 1), 1, target=Target.h200())
+    assert [r for _, r in wgrad.steps][0] == ("x", "w", "partials")
+    assert wgrad.steps[-1][1][-1] == "out" and wgrad.temps[0].role == "partials"
+
+
+def _check(f, *args, rtol=2e-5):
+    on_gpu = vg.jit(f, backend="vulkan")
+    got, want = on_gpu(*args), vg.jit(f, backend="numpy")(*args)
+    assert on_gpu.lower(*args).fallback_reason is None
+    for g, w in zip(*(x if isinstance(x, tuple) else (x,) for x in (got, want))):
+        w = np.asarray(w)
+        np.testing.assert_allclose(np.asarray(g), w, rtol=rtol,
+                                   atol=rtol * max(1.0, float(np.abs(w).max())))
+    return on_gpu.lower(*args)
+
+
+def _f32(*shape):
+    return RNG.uniform(-1, 1, shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("lhs,rhs,kw", [
+    ((2, 64, 5, 7), (33, 64, 3, 3), dict(window_strides=(1, 2), padding="SAME")),     # wide
+    ((1, 12, 9, 10), (12, 4, 2, 3), dict(window_strides=(2, 1), padding=((2, -1), (0, 1)),
+                                         rhs_dilation=(2, 1), feature_group_count=3)),  # narrow
+    ((2, 7, 19), (7, 1, 4), dict(window_strides=(1,), padding=((3, 0),),
+                                 feature_group_count=7)),                             # depthwise
+    ((1, 2, 3, 4, 5), (3, 2, 2, 2, 3), dict(window_strides=(1, 1, 2), padding="SAME",
+                                            lhs_dilation=(2, 1, 2))),                 # 3-D
+])
+def test_the_kernel_matches_the_interpreter(lhs, rhs, kw):
+    f = lambda x, w: lax.conv_general_dilated(x, w, **kw)    # noqa: E731
+    lowered = _check(f, _f32(*lhs), _f32(*rhs))
+    assert [s.launch.name for s in lowered.lowered.steps] == ["conv"]
+
+
+def test_both_gradients_run_on_the_kernel_with_split_k():
+    """K = 64 * 16 * 16 for the weight gradient: split under lavapipe's loop limit."""
+    f = vg.grad(lambda x, w: vnp.sum(vnp.tanh(lax.conv(x, w, (1, 1), "SAME"))), argnums=(0, 1))
+    lowered = _check(f, _f32(64, 8, 16, 16), _f32(8, 8, 3, 3), rtol=1e-4)
+    names = [s.launch.name for s in lowered.lowered.steps]
+    assert names.count("conv") == 3
+
+
+def test_a_long_window_sum_is_exact():
+    """The k loop past lavapipe's 65,535 counted iterations (k = 200,000 in one group) comes
+    back whole: the planner splits it."""
+    x = np.ones((1, 1, 200_000), np.float32)
+    w = np.ones((1, 1, 200_000), np.float32)
+    got = vg.jit(lambda x, w: lax.conv(x, w, (1,), "VALID"), backend="vulkan")(x, w)
+    np.testing.assert_array_equal(np.asarray(got), np.full((1, 1, 1), 200_000, np.float32))
+
+
+def test_a_bias_and_activation_run_in_the_kernels_store():
+    """nn.conv's bias, a relu and a scaling after it: one conv dispatch whose store computes
+    them (VKG_STORE_B2), as the interpreter does."""
+    params = {"w": _f32(8, 3, 3, 3), "b": _f32(8)}
+    lowered = _check(lambda p, x: nn.relu(nn.conv(p, x)) * 2.0, params, _f32(2, 3, 9, 9))
+    (step,) = lowered.lowered.steps
+    assert step.launch.name == "conv" and "VKG_STORE_B2" in step.launch.hooks
+    assert not conv_lowering.takes_hooks(
+        vg.make_ir(lambda x, w: lax.conv(x, w, (1,), "VALID"))(
+            np.ones((1, 1, 200_000), np.float32), np.ones((1, 1, 100_000), np.float32)).eqns[0],
+        Target.lavapipe())                     # split K: no epilogue

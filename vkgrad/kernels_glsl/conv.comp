@@ -1,0 +1,192 @@
+#version 450
+// fp32 convolution as an implicit GEMM (no im2col buffer): for each group g,
+//     C[m, o] = sum_k A[m, k] B[k, o]
+//     m = (n, od, oh, ow)  over N * OD * OH * OW        (an output position)
+//     k = (c, kd, kh, kw)  over I * KD * KH * KW        (an input feature and window offset)
+//     A[m, k] = x[n, g*I + c, id, ih, iw]  at the dilated, padded position
+//               od * stride + kd * rhs_dilation - pad_low, when lhs_dilation divides it
+//               (else the zero between dilated elements) and it lies inside x; else 0
+//     B[k, o] = w[g*Og + o, c, kd, kh, kw]
+//     out[n, g*Og + o, od, oh, ow] = C[m, o]
+// Layouts (vkgrad/primitives/convolution.py): x [N, C, D, H, W], w [O, I, KD, KH, KW],
+// out [N, O, OD, OH, OW], C = G*I, O = G*Og; 1-D and 2-D convolutions have D (and H) = 1.
+// Planned by vkgrad/lowering/conv.py, which also uses it for both gradients (they are
+// convolutions too: primitives/convolution.py).
+//
+// Scheme (the matmul kernel's, kernels_glsl/matmul.comp, without its variants): a workgroup
+// of TX x TY threads computes a BM x BN block of C (BM = TX*RM, BN = TY*RN); each thread holds
+// RM x RN accumulators for rows tx + TX*i and columns ty + TY*j, so a warp's stores run along
+// m, which is contiguous in `out` (along ow). K advances BK at a time through tiles in shared
+// memory, k-major (As[k][m], Bs[k][n]); the next step's elements are gathered from global
+// memory into registers while the threads compute on the current tiles. The gathers decode m
+// once per thread (before the k loop), and k once per slot, then step it on by carries.
+// Split-K: workgroup z = s * G + g sums k in [s * chunk, (s + 1) * chunk) and writes slice s
+// of out, [splits, N, O, OD, OH, OW], which a reduction then sums (chunk >= K: no split).
+// Defines: CV_TX, CV_TY, CV_RM, CV_RN, CV_BK (the variant; the planner's VARIANTS).
+// Bindings: 0 x, 1 w, 2 out. Grid: (ceil(M / BM), ceil(Og / BN), splits * G).
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+// VKGRAD_FUSION_HOOKS
+// VKG_STORE_B2 (fusion.glsl): out's elements go through a fused epilogue (bias, activation).
+
+const uint TX = CV_TX, TY = CV_TY, RM = CV_RM, RN = CV_RN, BK = CV_BK;
+const uint NT = TX * TY, BM = TX * RM, BN = TY * RN;
+layout(local_size_x = NT) in;
+
+// A's gathers: thread t takes rows (t % BM) + NT * r for RA rows when NT < BM, or row t % BM at
+// KA k offsets apart when NT >= BM (one of RA, KA is 1); LA elements per step.
+const uint RA = BM > NT ? BM / NT : 1u;
+const uint KA = BM > NT ? 1u : NT / BM;
+const uint LA = (BM * BK) / NT;
+const uint LB = (BN * BK + NT - 1u) / NT;
+
+layout(std430, binding = 0) readonly buffer X { float x[]; };
+layout(std430, binding = 1) readonly buffer Wt { float w[]; };
+layout(std430, binding = 2) writeonly buffer Out { float o[]; };
+
+layout(push_constant) uniform Push {
+    uint N; uint C; uint D; uint H; uint W;
+    uint O; uint Og; uint I;
+    uint KD; uint KH; uint KW;
+    uint OD; uint OH; uint OW;
+    uint sd; uint sh; uint sw;
+    int pd; int ph; int pw;
+    uint ld_d; uint ld_h; uint ld_w;
+    uint rd_d; uint rd_h; uint rd_w;
+    uint chunk;            // k per slice (a multiple of BK)
+    uint bk_c; uint bk_d; uint bk_h; uint bk_w;   // BK in k's mixed radix (I, KD, KH, KW)
+} p;
+
+shared float As[BK * BM];
+shared float Bs[BK * BN];
+
+// an input coordinate: the dilated position `pos`, -1 when it is padding or a dilation zero
+int input_at(int pos, uint ld, uint n) {
+    if (pos < 0) return -1;
+    uint u = uint(pos);
+    if (ld != 1u) {
+        if (u % ld != 0u) return -1;
+        u /= ld;
+    }
+    return u < n ? int(u) : -1;
+}
+
+void main() {
+    const uint t = gl_LocalInvocationIndex;
+    const uint tx = t % TX, ty = t / TX;
+    const uint G = p.C / p.I;
+    const uint g = gl_WorkGroupID.z % G, split = gl_WorkGroupID.z / G;
+    const uint P = p.OD * p.OH * p.OW;
+    const uint M = p.N * P;
+    const uint KP = p.KD * p.KH * p.KW;
+    const uint K = p.I * KP;
+    const uint kbegin = split * p.chunk, kend = min(K, kbegin + p.chunk);
+    const uint obase = split * p.N * p.O * P;
+    const uint DHW = p.D * p.H * p.W;
+    const uint m0 = gl_WorkGroupID.x * BM, n0 = gl_WorkGroupID.y * BN;
+
+    // this thread's A rows, decoded once: where the row's input plane starts, and the
+    // window's first position (in the dilated, padded input) per spatial axis
+    uint xbase[RA];
+    int d0[RA], h0[RA], w0[RA];
+    bool live[RA];
+    [[unroll]] for (uint r = 0u; r < RA; r++) {
+        uint m = m0 + (t % BM) + NT * r;
+        live[r] = m < M;
+        uint mm = live[r] ? m : 0u;
+        uint n = mm / P, q = mm % P;
+        uint ow = q % p.OW, oh = (q / p.OW) % p.OH, od = q / (p.OW * p.OH);
+        xbase[r] = (n * p.C + g * p.I) * DHW;
+        d0[r] = int(od * p.sd) - p.pd;
+        h0[r] = int(oh * p.sh) - p.ph;
+        w0[r] = int(ow * p.sw) - p.pw;
+    }
+
+    float ra[LA], rb[LB];
+    float acc[RM][RN];
+    [[unroll]] for (uint i = 0u; i < RM; i++)
+        [[unroll]] for (uint j = 0u; j < RN; j++) acc[i][j] = 0.0;
+
+    // gather step `k0`'s elements into registers
+    // Each gather slot's k, decoded into (c, kd, kh, kw) once, then advanced by BK per step
+    // digit by digit with carries (BK's digits are push constants): no division in the loop.
+    uint dc[LA], dd[LA], dh[LA], dw[LA];
+    [[unroll]] for (uint l = 0u; l < LA; l++) {
+        uint k = kbegin + (t / BM) + KA * (l / RA);
+        uint kp = k % KP;
+        dc[l] = k / KP;
+        dw[l] = kp % p.KW;
+        dh[l] = (kp / p.KW) % p.KH;
+        dd[l] = kp / (p.KW * p.KH);
+    }
+
+    // gather step `k0`'s elements into registers, and move the slots on to the next step
+#define GATHER(k0) { \
+    [[unroll]] for (uint l = 0u; l < LA; l++) { \
+        uint r = l % RA, kl = (t / BM) + KA * (l / RA); \
+        uint k = (k0) + kl; \
+        float v = 0.0; \
+        if (live[r] && k < kend) { \
+            int id = input_at(d0[r] + int(dd[l] * p.rd_d), p.ld_d, p.D); \
+            int ih = input_at(h0[r] + int(dh[l] * p.rd_h), p.ld_h, p.H); \
+            int iw = input_at(w0[r] + int(dw[l] * p.rd_w), p.ld_w, p.W); \
+            if (id >= 0 && ih >= 0 && iw >= 0) \
+                v = x[xbase[r] + dc[l] * DHW + (uint(id) * p.H + uint(ih)) * p.W + uint(iw)]; \
+        } \
+        ra[l] = v; \
+        dw[l] += p.bk_w; \
+        if (dw[l] >= p.KW) { dw[l] -= p.KW; dh[l] += 1u; } \
+        dh[l] += p.bk_h; \
+        if (dh[l] >= p.KH) { dh[l] -= p.KH; dd[l] += 1u; } \
+        dd[l] += p.bk_d; \
+        if (dd[l] >= p.KD) { dd[l] -= p.KD; dc[l] += 1u; } \
+        dc[l] += p.bk_c; \
+    } \
+    [[unroll]] for (uint l = 0u; l < LB; l++) { \
+        uint idx = t + NT * l; \
+        uint kl = idx % BK, nl = idx / BK; \
+        uint k = (k0) + kl, on = n0 + nl; \
+        rb[l] = (idx < BN * BK && k < kend && on < p.Og) ? w[(g * p.Og + on) * K + k] : 0.0; \
+    } }
+
+#define STORE_TILES() { \
+    [[unroll]] for (uint l = 0u; l < LA; l++) \
+        As[((t / BM) + KA * (l / RA)) * BM + (t % BM) + NT * (l % RA)] = ra[l]; \
+    [[unroll]] for (uint l = 0u; l < LB; l++) { \
+        uint idx = t + NT * l; \
+        if (idx < BN * BK) Bs[(idx % BK) * BN + idx / BK] = rb[l]; \
+    } }
+
+    GATHER(kbegin)
+    STORE_TILES()
+    barrier();
+    for (uint k0 = kbegin; k0 < kend; k0 += BK) {
+        bool more = k0 + BK < kend;
+        if (more) GATHER(k0 + BK)
+        [[unroll]] for (uint kk = 0u; kk < BK; kk++) {
+            float a[RM], b[RN];
+            [[unroll]] for (uint i = 0u; i < RM; i++) a[i] = As[kk * BM + tx + TX * i];
+            [[unroll]] for (uint j = 0u; j < RN; j++) b[j] = Bs[kk * BN + ty + TY * j];
+            [[unroll]] for (uint i = 0u; i < RM; i++)
+                [[unroll]] for (uint j = 0u; j < RN; j++) acc[i][j] = fma(a[i], b[j], acc[i][j]);
+        }
+        barrier();
+        if (more) STORE_TILES()
+        barrier();
+    }
+
+    [[unroll]] for (uint i = 0u; i < RM; i++) {
+        uint m = m0 + tx + TX * i;
+        if (m >= M) continue;
+        uint n = m / P, q = m % P;
+        [[unroll]] for (uint j = 0u; j < RN; j++) {
+            uint on = n0 + ty + TY * j;
+            if (on >= p.Og) continue;
+#ifdef VKG_STORE_B2
+            VKG_STORE_B2(obase + (n * p.O + g * p.Og + on) * P + q, acc[i][j]);
+#else
+            o[obase + (n * p.O + g * p.Og + on) * P + q] = acc[i][j];
+#endif
+        }
+    }
+}

@@ -1,0 +1,185 @@
+"""Planner and contract of the convolution kernel (vkgrad/kernels_glsl/conv.comp): an implicit
+GEMM per feature group, C[m, o] = A[m, k] B[k, o] with m the output positions (N * out
+spatial), k the window (I * window) and A gathered from the input in the kernel (no im2col
+buffer). The same kernel runs the forward and both gradients, which are convolutions too
+(primitives/convolution.py: the input gradient one with lhs dilation, the weight gradient one
+whose "window" is the output gradient, so its k runs over N * out spatial).
+
+Variants (defines; a thread holds RM x RN accumulators, TX x TY threads):
+
+| variant   | threads | block (BM x BN) | BK | for                                        |
+| --------- | ------- | --------------- | -- | ------------------------------------------ |
+| wide      | 16 x 16 | 64 x 64         | 16 | Og >= 32 output features per group         |
+| narrow    | 64 x 4  | 128 x 16        | 16 | 4 < Og < 32                                |
+| depthwise | 256 x 1 | 512 x 4         | 16 | Og <= 4 (depthwise: Og = 1; short 1-D)     |
+| tall      | 16 x 16 | 128 x 64        | 16 | not chosen yet: bench/bench_conv.py --sweep |
+
+Epilogues: elementwise work on the result (a bias, an activation) runs in the kernel's store
+(VKG_STORE_B2) unless K is split.
+
+Split-K: a weight gradient has few output rows (M = C/G * window) and a long k (N * out
+spatial), so the k range is split over workgroups (grid z = splits * groups) into partial
+results [splits, N, O, P] that a reduction sums, on a GPU when the output alone gives fewer
+than SPLIT_BELOW_GROUPS workgroups, and on a Target whose loops stop early (lavapipe) wherever
+one workgroup would loop too long. Not measured on the H200 yet: bench/bench_conv.py.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from vkgrad import primitives as P
+from vkgrad.lowering.contracts import KernelContract, Unsupported, need_f32, register
+from vkgrad.lowering.kernels import OpPlan, _defines, plan_split_sum
+from vkgrad.lowering.launch import MAX_GROUPS_X, Launch, cdiv
+from vkgrad.target import target_of
+
+
+@dataclass(frozen=True)
+class ConvTile:
+    tx: int
+    ty: int
+    rm: int
+    rn: int
+    bk: int = 16
+
+    @property
+    def bm(self) -> int:
+        return self.tx * self.rm
+
+    @property
+    def bn(self) -> int:
+        return self.ty * self.rn
+
+    @property
+    def threads(self) -> int:
+        return self.tx * self.ty
+
+    def check(self) -> None:
+        """The shader's gathers: every thread loads whole rows of A's tile (BM a multiple or a
+        divisor of the thread count, BM * BK a multiple of it)."""
+        t = self.threads
+        if (self.bm * self.bk) % t or (t % self.bm and self.bm % t):
+            raise ValueError(f"conv tile {self} does not divide its A tile among {t} threads")
+
+
+VARIANTS = {
+    "wide": ConvTile(tx=16, ty=16, rm=4, rn=4),
+    "narrow": ConvTile(tx=64, ty=4, rm=2, rn=4),
+    "depthwise": ConvTile(tx=256, ty=1, rm=2, rn=4),
+    "tall": ConvTile(tx=16, ty=16, rm=8, rn=4),
+}
+
+# Counted loop iterations per k step on a Target that ends long loops (lavapipe counts about
+# 29 per step of the matmul kernel, whose loops are like these; lowering/matmul.py): with room.
+LOOP_ITERATIONS_PER_STEP = 64
+SPLIT_BELOW_GROUPS = 66      # a GPU splits K when the output gives fewer workgroups ...
+SPLIT_TARGET_GROUPS = 132    # ... into about this many (one per H200 multiprocessor)
+SPLIT_MIN_STEPS = 8          # ... and keeps at least this many k steps per slice
+MAX_SPLITS = 64
+
+
+def choose_variant(og: int) -> str:
+    return "wide" if og >= 32 else "narrow" if og > 4 else "depthwise"
+
+
+def choose_splits(groups: int, k: int, tile: ConvTile, target=None) -> int:
+    """K slices across workgroups: 1 means none."""
+    target = target_of(target)
+    steps = cdiv(k, tile.bk)
+    need = 1
+    if target.max_loop_iterations:
+        need = cdiv(steps, max(1, target.max_loop_iterations // LOOP_ITERATIONS_PER_STEP))
+    want = 1
+    if target.split_k and groups < SPLIT_BELOW_GROUPS:
+        want = min(cdiv(SPLIT_TARGET_GROUPS, max(groups, 1)), steps // SPLIT_MIN_STEPS,
+                   MAX_SPLITS)
+    s = max(need, want, 1)
+    per = cdiv(steps, s)                 # whole k steps per slice
+    return cdiv(steps, per)
+
+
+def mixed_radix(n: int, radices: tuple) -> tuple:
+    """n's digits in the mixed radix (r0, r1, r2, r3), most significant first; the first digit
+    takes what is left (n // (r1 * r2 * r3))."""
+    digits = []
+    for r in reversed(radices[1:]):
+        digits.append(n % r)
+        n //= r
+    return (n,) + tuple(reversed(digits))
+
+
+def plan_conv(lhs: tuple, rhs: tuple, out: tuple, window_strides, padding, lhs_dilation,
+              rhs_dilation, groups: int, *, target=None, variant: str | None = None) -> OpPlan:
+    """The dispatches of conv_general_dilated for operands of these shapes (1 to 3 spatial
+    dims) and params. Roles "x", "w", "out" (temps "partials" with split-K)."""
+    nd = len(lhs) - 2
+    if not 1 <= nd <= 3:
+        raise ValueError(f"a convolution with {nd} spatial dimensions (the kernel runs 1 to 3)")
+    if math.prod(out) == 0:
+        return OpPlan(())
+    fill = lambda t, v: (v,) * (3 - nd) + tuple(t)     # noqa: E731  (1-D, 2-D as 3-D)
+    n, c = lhs[:2]
+    o, i = rhs[:2]
+    og = o // groups
+    tile = VARIANTS[variant or choose_variant(og)]
+    m, k = n * math.prod(out[2:]), i * math.prod(rhs[2:])
+    for what, size in (("input", math.prod(lhs)), ("kernel", math.prod(rhs)),
+                       ("output", math.prod(out))):
+        if size >= 2 ** 31:
+            raise ValueError(f"a convolution {what} of {size} elements (32-bit indices)")
+    gx, gy = cdiv(m, tile.bm), cdiv(og, tile.bn)
+    if gx > MAX_GROUPS_X or gy > MAX_GROUPS_X:
+        raise ValueError(f"a convolution of {m} output positions x {og} features per group "
+                         "(more workgroups than a dispatch holds)")
+    splits = choose_splits(gx * gy * groups, k, tile, target)
+    if splits * groups > MAX_GROUPS_X:
+        raise ValueError(f"a convolution of {groups} groups (x {splits} K slices)")
+    chunk = cdiv(cdiv(k, tile.bk), splits) * tile.bk
+    push = (n, c, *fill(lhs[2:], 1), o, og, i, *fill(rhs[2:], 1), *fill(out[2:], 1),
+            *fill(window_strides, 1), *fill((lo for lo, _ in padding), 0),
+            *fill(lhs_dilation, 1), *fill(rhs_dilation, 1), chunk,
+            *mixed_radix(tile.bk, (i, *fill(rhs[2:], 1))))
+    launch = Launch(name="conv", shader="conv.comp", bindings=3, groups=(gx, gy, splits * groups),
+                    push=push, defines=_defines(CV_TX=tile.tx, CV_TY=tile.ty, CV_RM=tile.rm,
+                                                CV_RN=tile.rn, CV_BK=tile.bk))
+    if splits == 1:
+        return OpPlan(((launch, ("x", "w", "out")),))
+    return plan_split_sum(launch, ("x", "w"), "out", splits, math.prod(out), target=target)
+
+
+def _plan(e, target):
+    lhs, rhs = e.inputs
+    prm = e.params
+    return plan_conv(lhs.shape, rhs.shape, e.out.shape, prm["window_strides"], prm["padding"],
+                     prm["lhs_dilation"], prm["rhs_dilation"], prm["feature_group_count"],
+                     target=target)
+
+
+def plan_eqn(e, target):
+    lhs, rhs = e.inputs
+    need_f32(e, lhs, rhs)
+    try:
+        plan = _plan(e, target)
+    except ValueError as err:
+        raise Unsupported(str(err), e) from None
+    return plan, {"x": lhs, "w": rhs, "out": e.out}
+
+
+def takes_hooks(e, target=None, loads: bool = False) -> bool:
+    """An epilogue (bias, activation) in the store of a convolution that does not split K:
+    a split one stores partial sums (the matmul's rule too, lowering/matmul.py)."""
+    if loads or any(x.dtype != "f32" for x in e.inputs):
+        return False
+    try:
+        return len(_plan(e, target).steps) == 1
+    except ValueError:
+        return False
+
+
+CONTRACT = register(KernelContract(
+    name="conv", shader="conv.comp", primitives=(P.conv_p,), plan=plan_eqn,
+    fused_stores=frozenset({P.conv_p}), takes_hooks=takes_hooks,
+    limits="1 to 3 spatial dimensions, operands under 2**31 elements; epilogues only "
+           "without split-K"))
