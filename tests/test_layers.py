@@ -27,7 +27,7 @@ LAYERS = {
     "vkgrad.primitives": 4,
     "vkgrad.transforms": 5, "vkgrad.passes": 5, "vkgrad.numpy": 5, "vkgrad.nn": 5,
     "vkgrad.optim": 5, "vkgrad.checkpoint": 5, "vkgrad.random": 5, "vkgrad.lax": 5,
-    "vkgrad.scipy": 5, "vkgrad.test_util": 5,
+    "vkgrad.scipy": 5, "vkgrad.test_util": 5, "vkgrad.control_flow": 5,
     "vkgrad.lowering": 6,
     "vkgrad.pipeline": 7,
     "vkgrad.runtime": 8,

@@ -14,7 +14,8 @@
 The passes that fuse into hand-written kernels depend on the kernel and the device: they are in
 vkgrad/lowering/fusion/. The pipeline that runs them all, by name, is vkgrad/pipeline.py.
 
-`optimize(program, final=True)` inlines custom calls, then runs simplify, fold_transposes, cse
+`optimize(program, final=True)` inlines custom calls, optimises the closed sub-programs of
+control eqns (loop bodies, cond branches) the same way, then runs simplify, fold_transposes, cse
 and dce until a round changes nothing. `final=False` keeps stop_gradient and the custom calls:
 use it for a program that may still be differentiated (a transform's result inside an outer
 trace).
@@ -22,7 +23,7 @@ trace).
 
 from __future__ import annotations
 
-from vkgrad.ir.core import Program, print_program
+from vkgrad.ir.core import Program, print_program, sub_programs
 from vkgrad.ir.verifier import checked
 from vkgrad.passes.base import Pass
 from vkgrad.passes.cse import CommonSubexpressionElimination, cse
@@ -51,6 +52,7 @@ def optimize(program: Program, *, final: bool = True, max_rounds: int = 8,
                 for n in passes if n not in disabled]
     if final:
         program = checked(inline_custom.apply(program), f"pass {inline_custom.name}")
+    program = _optimize_bodies(program, final, max_rounds, disabled, passes)
     text = print_program(program)
     for _ in range(max_rounds):
         for p in pipeline:
@@ -59,6 +61,23 @@ def optimize(program: Program, *, final: bool = True, max_rounds: int = 8,
         if text == before:
             break
     return program
+
+
+def _optimize_bodies(program, final, max_rounds, disabled, passes) -> Program:
+    """A control eqn's closed sub-programs (a loop's body, a cond's branches) optimised by the
+    same passes: their inputs and outputs stay as they are, so the eqn keeps its meaning."""
+    eqns = []
+    for e in program.eqns:
+        subs = sub_programs(e.params) if e.prim.control else []
+        if subs:
+            new = {}
+            for key, i, body in subs:
+                body = optimize(body, final=final, max_rounds=max_rounds, disabled=disabled,
+                                passes=passes)
+                new[key] = body if i is None else new.get(key, ()) + (body,)
+            e = e.replace(params=e.params.replace(**new))
+        eqns.append(e)
+    return program.replace(eqns=tuple(eqns))
 
 
 __all__ = ["Pass", "PASSES", "OPTIMIZE", "optimize", "dce", "cse", "simplify",

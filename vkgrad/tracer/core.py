@@ -127,6 +127,7 @@ class Trace:
         self.captured: dict[int, tuple["Tracer", Var]] = {}  # id(outer tracer) -> (it, Var)
         self.phase = "fwd"
         self.active = True
+        self.control: str | None = None   # "the body of vg.lax.scan": for errors inside one
 
     def new_arg(self, shape, dtype: str, source: str | None = None) -> "Tracer":
         v = Var(tuple(shape), dtype)
@@ -374,6 +375,13 @@ class Tracer(ArrayOps):
                                    "use vkgrad.numpy functions on it instead of numpy's")
 
     def __bool__(self):
+        inner = current_trace()
+        if inner is not None and inner.control:
+            raise concretization_error(
+                self, f"Python control flow (`if`, `while`, `and`/`or`, bool()) in {inner.control}",
+                "use vg.lax.cond(pred, true_fun, false_fun, *operands) to branch (vg.lax.switch "
+                "for more branches, vg.lax.while_loop to loop), or vnp.where(cond, a, b) to "
+                "choose between values")
         raise concretization_error(
             self, "Python control flow (`if`, `while`, `and`/`or`, bool())",
             "use vnp.where(cond, a, b) to choose between values, or pass the value as a static "

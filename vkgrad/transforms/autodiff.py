@@ -29,7 +29,8 @@ from __future__ import annotations
 
 from vkgrad import primitives as P
 from vkgrad.errors import GradError, IRError, MissingRuleError
-from vkgrad.ir.core import Literal, Program, Var, is_float, type_str, vjp_rules
+from vkgrad.ir.core import (Literal, Program, Var, is_float, program_transforms, type_str,
+                            vjp_rules)
 from vkgrad.tracer.core import bind_eqn, new_trace, source_context
 
 
@@ -66,6 +67,9 @@ def jvp_program(program: Program, wrt, name: str | None = None) -> Program:
     fwd = vjp_program(back, ct_ins, grads, name=name)         # (x, ct, u) -> (y, J^T ct, J u)
     keep = list(fwd.outputs[:n_out]) + list(fwd.outputs[n_out + len(wrt):])
     return fwd.replace(outputs=tuple(keep))
+
+
+program_transforms["vjp"] = vjp_program   # a loop's VJP is its body's (primitives/control_flow)
 
 
 def _refuse_custom_vjp(program: Program, wrt) -> None:
