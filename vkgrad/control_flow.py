@@ -188,8 +188,8 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
 
 
 def while_loop(cond_fun, body_fun, init_val):
-    """jax.lax.while_loop: `while cond_fun(val): val = body_fun(val)`. Forward mode only (as
-    JAX: reverse mode needs a trip count known when the backward is built)."""
+    """jax.lax.while_loop: `while cond_fun(val): val = body_fun(val)`. No reverse mode (as
+    JAX: it needs a trip count known when the backward is built)."""
     check_function(cond_fun, "lax.while_loop")
     check_function(body_fun, "lax.while_loop")
     leaves, tree = tree_flatten(init_val)

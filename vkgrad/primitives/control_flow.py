@@ -38,13 +38,14 @@ import numpy as np
 
 from vkgrad.errors import GradError, IRError, ShapeError
 from vkgrad.ir.core import (Literal, Primitive, Program, TensorType, abstract_eval_rules,
-                            batching_rules, is_float, param_defaults, program_transforms,
+                            batching_rules, is_float, np_dtype, param_defaults,
+                            program_transforms,
                             type_str, vjp_rules)
 from vkgrad.ir.interpreter import impls, run_program
 from vkgrad.primitives.lax import (add, batch_to_front, broadcast_to, convert, dtype_of, eq, lt,
                                    mapped_size, maximum, minimum, moveaxis, reduce_max, reshape,
                                    select)
-from vkgrad.tracer.core import bind, eval_program, new_trace
+from vkgrad.tracer.core import bind, eval_program, new_trace, user_source
 
 
 # ----------------------------------------------------------------------------------- helpers
@@ -142,7 +143,7 @@ def _scan_impl(*arrays, jaxpr, length, num_consts, num_carry, reverse=False, unr
     if reverse:
         ys.reverse()
     y_types = _types(jaxpr, "outputs")[num_carry:]
-    stacked = [np.stack([y[j] for y in ys]) if ys else np.zeros((0,) + t.shape, t.dtype)
+    stacked = [np.stack([y[j] for y in ys]) if ys else np.zeros((0,) + t.shape, np_dtype(t.dtype))
                for j, t in enumerate(y_types)]
     return list(carry) + stacked
 
@@ -266,7 +267,7 @@ def _while_vjp(gs, outs, *ins, **params):
     raise GradError("reverse-mode differentiation does not work for vg.lax.while_loop or "
                     "vg.lax.fori_loop with traced bounds (the number of steps is not known "
                     "when the backward is built); use vg.lax.scan, or fori_loop with Python "
-                    "int bounds, or forward mode (vg.jvp)")
+                    "int bounds", source=user_source())
 
 
 abstract_eval_rules[while_p] = _while_rule

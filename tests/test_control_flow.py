@@ -1,0 +1,313 @@
+"""Control flow (vg.lax.scan, fori_loop, while_loop, cond, switch, map, associative_scan)
+against hand-computed and numpy expectations in JAX's semantics; loops stay loops (the program
+does not grow with the trip count); transforms through them; bad input in the user's terms.
+The table rows (tests/cases.py: scan_rnn, scan_pytree_reverse, fori_loop_static, while_loop,
+cond_true, cond_false, switch) add the interpreter, text, gradient and vmap checks."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+import vkgrad as vg
+import vkgrad.numpy as vnp
+from vkgrad import lax
+from vkgrad.errors import ArgumentError, ConcretizationError, GradError, ShapeError
+from vkgrad.ir.parser import parse_program
+from vkgrad.passes import optimize
+
+RNG = np.random.default_rng(0)
+X = RNG.standard_normal(5).astype(np.float32)
+W = (RNG.standard_normal((3, 3)) * 0.5).astype(np.float32)
+XS = RNG.standard_normal((6, 3)).astype(np.float32)
+
+
+def close(got, want, rtol=1e-5, atol=1e-6):
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=rtol, atol=atol)
+
+
+def prims(program) -> list:
+    return [e.prim.name for e in program.eqns]
+
+
+# ----------------------------------------------------------------------------- scan
+
+def _np_scan(f, c, xs, reverse=False):
+    ys = [None] * len(xs)
+    for i in (reversed(range(len(xs))) if reverse else range(len(xs))):
+        c, ys[i] = f(c, xs[i])
+    return c, np.stack(ys) if ys else np.zeros((0,))
+
+
+def test_scan_forward_and_reverse_against_a_loop():
+    step = lambda c, x: (c * 0.5 + x, c * x)
+    for reverse in (False, True):
+        c, ys = lax.scan(step, np.float32(1.0), X, reverse=reverse)
+        wc, wys = _np_scan(step, np.float32(1.0), X, reverse)
+        close(c, wc)
+        close(ys, wys)
+
+
+def test_scan_pytree_carry_and_outputs():
+    def step(c, x):
+        a, (b, n) = c["a"], c["bn"]
+        return {"a": a + x["u"], "bn": (b * x["v"], n + 1)}, [a * 2.0, {"n": n}]
+    xs = {"u": XS, "v": XS[:, 0]}
+    c, (ys0, ys1) = lax.scan(step, {"a": np.zeros(3, np.float32),
+                                    "bn": (np.float32(1.0), np.int32(0))}, xs)
+    close(c["a"], XS.sum(0))
+    close(c["bn"][0], np.prod(XS[:, 0]))
+    assert int(c["bn"][1]) == 6 and np.asarray(c["bn"][1]).dtype == np.int32
+    close(ys0, 2.0 * np.concatenate([np.zeros((1, 3)), np.cumsum(XS, 0)[:-1]]))
+    np.testing.assert_array_equal(ys1["n"], np.arange(6))
+
+
+def test_scan_length_0_and_1_and_no_xs():
+    step = lambda c, x: (c + x, c * 2.0)
+    c, ys = lax.scan(step, np.float32(3.0), np.zeros((0,), np.float32))
+    assert float(c) == 3.0 and np.asarray(ys).shape == (0,)
+    c, ys = lax.scan(step, np.float32(3.0), np.float32([4.0]))
+    assert float(c) == 7.0 and np.asarray(ys).tolist() == [6.0]
+    c, ys = lax.scan(lambda c, _: (c * 2.0, c), np.float32(1.0), None, length=4)
+    assert float(c) == 16.0 and np.asarray(ys).tolist() == [1.0, 2.0, 4.0, 8.0]
+
+
+def test_unroll_does_not_change_results():
+    step = lambda h, x: (vnp.tanh(h @ W + x), h.sum())
+    base = lax.scan(step, np.zeros(3, np.float32), XS)
+    for unroll in (2, 4, True):
+        got = lax.scan(step, np.zeros(3, np.float32), XS, unroll=unroll)
+        close(got[0], base[0])
+        close(got[1], base[1])
+
+
+def test_a_loop_stays_a_loop_whatever_its_trip_count():
+    """10 and 10,000 steps: the same eqns traced, differentiated and optimised; a 1,000-step
+    RNN's gradient traces and optimises in well under 2 s."""
+    def loss(h, xs, w):
+        return lax.scan(lambda h, x: (vnp.tanh(h @ w + x), h.sum()), h, xs)[1].sum()
+    sizes = {}
+    for n in (10, 10000):
+        xs = np.zeros((n, 3), np.float32)
+        traced = vg.make_ir(loss)(np.zeros(3, np.float32), xs, W)
+        grad = vg.make_ir(vg.grad(loss, argnums=2))(np.zeros(3, np.float32), xs, W)
+        sizes[n] = (prims(traced), prims(grad), prims(optimize(grad)))
+    assert sizes[10] == sizes[10000]
+    assert "scan" in sizes[10][0] and sizes[10][2].count("scan") == 2   # forward, transpose
+    xs = np.zeros((1000, 3), np.float32)
+    t0 = time.perf_counter()
+    optimize(vg.make_ir(vg.grad(loss, argnums=2))(np.zeros(3, np.float32), xs, W))
+    assert time.perf_counter() - t0 < 2.0
+
+
+def test_scan_prints_indented_with_user_lines_and_parses_back():
+    def f(c, xs):
+        return lax.scan(lambda c, x: (c * x + 1.0, c), c, xs)
+    p = vg.make_ir(f)(np.float32(1.0), X)
+    text = str(p)
+    assert "scan[length=5, num_carry=1, num_consts=0]" in text
+    assert "    jaxpr(%" in text and "      %" in text           # the body, indented
+    assert str(parse_program(text)) == text
+    with_lines = p._repr_markdown_()
+    assert "test_control_flow.py" in with_lines.split("jaxpr(")[1]   # the body's eqns' lines
+    q = vg.make_ir(lambda p, x: lax.cond(p > 0, lambda x: x + 1.0, lambda x: x * 2.0, x))(
+        np.float32(1.0), X)
+    assert "branches[0](" in str(q) and "branches[1](" in str(q)
+    assert str(parse_program(str(q))) == str(q)
+
+
+# ----------------------------------------------------------------------------- fori, while
+
+def test_fori_loop_static_bounds_is_a_scan_traced_bounds_a_while():
+    body = lambda i, x: x * 2.0 + i
+    want = 1.0
+    for i in range(2, 6):
+        want = want * 2.0 + i
+    assert float(lax.fori_loop(2, 6, body, np.float32(1.0))) == want
+    assert "scan" in prims(vg.make_ir(lambda x: lax.fori_loop(2, 6, body, x))(np.float32(1.0)))
+    traced = vg.make_ir(lambda n, x: lax.fori_loop(2, n, body, x))(6, np.float32(1.0))
+    assert "while" in prims(traced) and "scan" not in prims(traced)
+    assert float(vg.jit(lambda n, x: lax.fori_loop(2, n, body, x))(6, np.float32(1.0))) == want
+    assert float(lax.fori_loop(5, 2, body, np.float32(1.0))) == 1.0      # no steps
+
+
+def test_while_loop_forward_and_forward_mode():
+    out = lax.while_loop(lambda c: c[1] < 100.0, lambda c: (c[0] + 1, c[1] * 3.0),
+                         (0, np.float32(1.0)))
+    assert int(out[0]) == 5 and float(out[1]) == 243.0
+    f = lambda x: lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, vnp.sin(c[1])),
+                                 (0, x))[1]
+    close(f(np.float32(0.7)), np.sin(np.sin(np.sin(np.float32(0.7)))))
+
+
+def test_while_loop_reverse_mode_is_a_clear_error():
+    f = lambda x: lax.fori_loop(0, (x > 0).astype(vnp.int32) + 2, lambda i, v: v * 2.0, x)
+    with pytest.raises(GradError, match="reverse-mode differentiation does not work for "
+                                        "vg.lax.while_loop") as e:
+        vg.grad(f)(np.float32(1.0))
+    assert "test_control_flow.py" in str(e.value)
+
+
+# ----------------------------------------------------------------------------- cond, switch
+
+def test_cond_and_switch():
+    t, f = (lambda x, y: x + y), (lambda x, y: x - y)
+    assert float(lax.cond(True, t, f, np.float32(3.0), np.float32(1.0))) == 4.0
+    assert float(lax.cond(np.int32(0), t, f, np.float32(3.0), np.float32(1.0))) == 2.0
+    branches = [lambda x: x, lambda x: x * 2.0, lambda x: x * 3.0]
+    for i, want in [(0, 3.0), (2, 9.0), (-4, 3.0), (7, 9.0)]:   # clamped into range, as JAX
+        assert float(lax.switch(i, branches, np.float32(3.0))) == want
+    g = vg.grad(lambda x: lax.cond(x > 0, lambda x: x ** 3, lambda x: -x, x))
+    assert float(g(np.float32(2.0))) == 12.0 and float(g(np.float32(-2.0))) == -1.0
+
+
+def test_cond_captures_each_branchs_own_values():
+    a, b = np.float32([1.0, 2.0]), np.float32([10.0, 20.0])
+    f = vg.jit(lambda p, x, a, b: lax.cond(p, lambda x: x * a, lambda x: x + b, x))
+    close(f(True, X[:2], a, b), X[:2] * a)
+    close(f(False, X[:2], a, b), X[:2] + b)
+
+
+# ----------------------------------------------------------------------------- composition
+
+def test_nested_loops_and_their_gradient():
+    def f(w):
+        def outer(c, x):
+            inner = lax.fori_loop(0, 3, lambda i, v: vnp.sin(v * w) + x, c)
+            return inner, inner.sum()
+        return lax.scan(outer, vnp.zeros(3) * w, XS)[1].sum()
+    vg.check_grads(f, (np.float64(0.8),), order=2, modes=("fwd", "rev"))
+
+
+def test_grad_of_grad_through_scan():
+    f = lambda w: lax.scan(lambda h, x: (vnp.tanh(h * w + x), h * h), np.float64(0.1),
+                           np.linspace(-1, 1, 7))[1].sum()
+    vg.check_grads(f, (np.float64(0.9),), order=2, modes=("fwd", "rev"))
+    h = vg.grad(vg.grad(f))(np.float64(0.9))
+    eps = 1e-4
+    g = vg.grad(f)
+    close(h, (float(g(0.9 + eps)) - float(g(0.9 - eps))) / (2 * eps), rtol=1e-4)
+
+
+def test_scan_inside_vmap_and_vmap_inside_scan():
+    rnn = lambda h: lax.scan(lambda h, x: (vnp.tanh(h @ W + x), h.sum()), h, XS)
+    hs = RNG.standard_normal((4, 3)).astype(np.float32)
+    got = vg.vmap(rnn)(hs)
+    for k in range(4):
+        c, ys = rnn(hs[k])
+        close(got[0][k], c)
+        close(got[1][k], ys)
+    per = lambda c, x: (c + vg.vmap(lambda r: vnp.sum(r * c))(x), c)
+    xs = RNG.standard_normal((3, 2, 2)).astype(np.float32)
+    c, ys = lax.scan(per, np.ones(2, np.float32), xs)
+    want = [np.ones(2, np.float32)]
+    for x in xs:
+        want.append(want[-1] + x @ want[-1])
+    close(c, want[-1])
+    close(ys, np.stack(want[:-1]))
+
+
+def test_vmap_of_while_with_a_batched_predicate_runs_every_example_to_its_end():
+    f = lambda n: lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, c[1] * 2.0),
+                                 (0, np.float32(1.0)))
+    i, v = vg.vmap(f)(np.int32([1, 3, 0, 5]))
+    np.testing.assert_array_equal(i, [1, 3, 0, 5])
+    np.testing.assert_array_equal(v, [2.0, 8.0, 1.0, 32.0])
+
+
+def test_vmap_of_cond_with_a_batched_predicate_selects_per_example():
+    f = lambda x: lax.cond(x > 0, lambda x: x * x, lambda x: -x, x)
+    close(vg.vmap(f)(np.float32([-2.0, 3.0, 0.5])), [2.0, 9.0, 0.25])
+    close(vg.vmap(vg.grad(f))(np.float32([-2.0, 3.0])), [-1.0, 6.0])
+
+
+def test_map_and_associative_scan():
+    close(lax.map(lambda x: x * x, XS), XS * XS)
+    close(lax.map(lambda x: x.sum(), XS, batch_size=4), XS.sum(1))
+    for n in (1, 2, 7, 8):
+        v = RNG.standard_normal(n).astype(np.float32)
+        close(lax.associative_scan(vnp.add, v), np.cumsum(v), rtol=1e-5, atol=1e-5)
+        close(lax.associative_scan(vnp.add, v, reverse=True), np.cumsum(v[::-1])[::-1],
+              rtol=1e-5, atol=1e-5)
+    # an affine recurrence h = a * h + b, as pairs: JAX's example of a non-commutative fn
+    a, b = RNG.uniform(0.5, 1.0, 6).astype(np.float32), RNG.standard_normal(6).astype(np.float32)
+    comb = lambda l, r: (l[0] * r[0], r[0] * l[1] + r[1])
+    _, h = lax.associative_scan(comb, (a, b))
+    want, acc = [], 0.0
+    for ai, bi in zip(a, b):
+        acc = ai * acc + bi
+        want.append(acc)
+    close(h, want, rtol=1e-5, atol=1e-5)
+    vg.check_grads(lambda v: lax.associative_scan(vnp.multiply, v), (np.linspace(0.5, 1.5, 5),),
+                   order=1)
+
+
+def test_on_vulkan_a_loop_runs_on_the_interpreter_counted(monkeypatch):
+    f = vg.jit(lambda h, xs: lax.scan(lambda h, x: (vnp.tanh(h @ W + x), h.sum()), h, xs),
+               backend="vulkan")
+    reason = "no Vulkan kernel for 'scan'"
+    before = vg.fallbacks().get(reason, 0)
+    with pytest.warns(vg.FallbackWarning, match="scan"):
+        c, ys = f(np.zeros(3, np.float32), XS)
+    wc, wys = lax.scan(lambda h, x: (np.tanh(h @ W + x), h.sum()), np.zeros(3, np.float32), XS)
+    close(c, wc)
+    close(ys, wys)
+    assert vg.fallbacks()[reason] == before + 1
+    assert f.lower(np.zeros(3, np.float32), XS).fallback_reason == reason
+    monkeypatch.setenv("VKGRAD_STRICT", "1")
+    with pytest.raises(vg.StrictModeError, match="scan"):
+        vg.jit(lambda x: lax.fori_loop(0, 3, lambda i, v: v * 2.0, x), backend="vulkan")(X)
+
+
+# ----------------------------------------------------------------------------- bad input
+
+def test_a_carry_that_changes_type_names_its_path_and_both_types():
+    with pytest.raises(ArgumentError, match=r"carry\['h'\] is f32\[3,1\] in the carry it "
+                                            r"returns but f32\[3\] in the initial carry") as e:
+        lax.scan(lambda c, x: ({"h": c["h"][:, None]}, x), {"h": np.zeros(3, np.float32)}, X)
+    assert "test_control_flow.py" in str(e.value)
+    with pytest.raises(ArgumentError, match=r"carry\[1\] is f32\[\] .* but i32\[\]"):
+        lax.scan(lambda c, x: ((c[0], c[1] * 0.5), x), (X[0], np.int32(1)), X)
+    with pytest.raises(ArgumentError, match="structure"):
+        lax.scan(lambda c, x: ((c, c), x), X[0], X)
+    with pytest.raises(ArgumentError, match=r"val\[1\] is f32\[2\]"):
+        lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, vnp.zeros(2)), (0, X[0]))
+
+
+def test_cond_branches_with_different_types():
+    with pytest.raises(ArgumentError, match=r"result is f32\[5\] in false_fun but f32\[\] in "
+                                            "true_fun") as e:
+        lax.cond(True, lambda x: x.sum(), lambda x: x, X)
+    assert "test_control_flow.py" in str(e.value)
+
+
+def test_a_non_scalar_predicate():
+    with pytest.raises(ArgumentError, match=r"predicate of vg.lax.cond must be a scalar, got "
+                                            r"bool\[5\]") as e:
+        lax.cond(X > 0, lambda x: x, lambda x: -x, X)
+    assert "test_control_flow.py" in str(e.value)
+    with pytest.raises(ArgumentError, match="must return a bool scalar"):
+        lax.while_loop(lambda c: c > 0, lambda c: c - 1.0, X)
+
+
+def test_a_python_if_inside_a_body_suggests_cond():
+    def step(c, x):
+        if x > 0:
+            return c + x, c
+        return c, c
+    with pytest.raises(ConcretizationError, match=r"in the body of vg.lax.scan \(step\).*"
+                                                  r"vg.lax.cond\(pred, true_fun") as e:
+        lax.scan(step, np.float32(0.0), X)
+    assert "test_control_flow.py" in str(e.value)
+
+
+def test_length_disagreeing_with_xs():
+    with pytest.raises(ShapeError, match=r"length=4, which disagrees with the leading axis "
+                                         r"sizes of xs: \[5\]"):
+        lax.scan(lambda c, x: (c, x), np.float32(0.0), X, length=4)
+    with pytest.raises(ShapeError, match="different leading axis sizes"):
+        lax.scan(lambda c, x: (c, x), np.float32(0.0), (X, XS))
+    with pytest.raises(ArgumentError, match="no xs to scan over and no length"):
+        lax.scan(lambda c, x: (c, x), np.float32(0.0), None)
