@@ -791,9 +791,10 @@ CASES += [
 ]
 
 
-# --- control flow (vkgrad/primitives/control_flow.py): loops that stay loops. On the interpreter
-# only: no Vulkan lowering of a loop yet; a jitted program holding one runs on the interpreter,
-# counted in vg.fallbacks() (tests/test_control_flow.py checks that).
+# --- control flow (vkgrad/primitives/control_flow.py): loops that stay loops. A scan runs on
+# Vulkan (its body lowered once, replayed per step: vkgrad/lowering/loops.py); while and cond
+# have no device lowering yet: a jitted program holding one runs on the interpreter, counted in
+# vg.fallbacks() (tests/test_control_flow.py checks that).
 def _rnn(h, xs, w):
     def step(h, x):
         h = vnp.tanh(h @ w + x)
@@ -804,7 +805,8 @@ def _rnn(h, xs, w):
 def _scan_tree(a, xs):         # a pytree carry with an integer leaf, a captured value, reverse
     def step(c, x):
         return {"s": c["s"] * x + a, "n": c["n"] + 1}, (c["s"] * 2.0, x * c["s"])
-    return vg.lax.scan(step, {"s": a * 0.5, "n": np.int32(0)}, xs, reverse=True)
+    c, (y0, y1) = vg.lax.scan(step, {"s": a * 0.5, "n": np.int32(0)}, xs, reverse=True)
+    return c["s"], c["n"], y0, y1
 
 
 def _fori(x):                  # Python int bounds: a scan
@@ -825,11 +827,14 @@ def _switch(i, x):
                          x * 2.0)
 
 
-ON_INTERPRETER = dict(vulkan=False)   # loops: no Vulkan lowering yet (see above)
+ON_INTERPRETER = dict(vulkan=False)   # while, cond: no Vulkan lowering yet (see above)
 CASES += [
-    Case("scan_rnn", _rnn, [F(3), F(4, 3), F(3, 3)], **ON_INTERPRETER),
-    Case("scan_pytree_reverse", _scan_tree, [F(2), F(5, 2)], **ON_INTERPRETER),
-    Case("fori_loop_static", _fori, [F(4)], **ON_INTERPRETER),
+    Case("scan_rnn", _rnn, [F(3), F(4, 3), F(3, 3)]),
+    Case("scan_pytree_reverse", _scan_tree, [F(2), F(5, 2)]),
+    Case("fori_loop_static", _fori, [F(4)]),
+    Case("scan_rnn_grad", lambda h, xs, w: vg.grad(lambda *a: vnp.sum(_rnn(*a)[1] ** 2),
+                                                   argnums=(0, 1, 2))(h, xs, w),
+         [F(3), F(4, 3), F(3, 3)], grad=1),
     Case("while_loop", _while, [Pos(3)], grad=0, **ON_INTERPRETER),   # no reverse mode (JAX's)
     Case("cond_true", _cond, [Pos(3), F(3)], **ON_INTERPRETER),
     Case("cond_false", _cond, [Pos(3, lo=-2.0, hi=-0.5), F(3)], **ON_INTERPRETER),
@@ -865,7 +870,7 @@ def ids(cases):
 REMOVED_BEFORE_LOWERING = {"stop_gradient", "custom_vjp_call", "custom_jvp_call"}
 # Primitives with no Vulkan lowering yet: a program holding one runs on the interpreter, counted
 # (tests/test_control_flow.py).
-INTERPRETER_ONLY = {"scan", "while", "cond"}
+INTERPRETER_ONLY = {"while", "cond"}
 
 
 def primitives_in(program) -> set:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from vkgrad.errors import ArgumentError
-from vkgrad.ir.core import Program, print_program
+from vkgrad.ir.core import Program, print_program, sub_programs
 from vkgrad.ir.verifier import checked
 from vkgrad.lowering.donation import plan_donation
 from vkgrad.lowering.fusion import KERNEL_FUSION_PASSES
@@ -79,7 +79,11 @@ def pass_for(name: str, target=None):
 
 def fuse_program(program: Program, disabled: frozenset = frozenset(), target=None) -> Program:
     """From an optimized program to the kernels to run on `target`: the FUSE list (without
-    `fuse`, nothing is fused: one kernel per eqn)."""
+    `fuse`, nothing is fused: one kernel per eqn). A control eqn's sub-programs (a loop's body)
+    are fused the same way, each on its own: the body is lowered once (lowering/loops.py)."""
+    program = program.replace(eqns=tuple(
+        e.replace(params=e.params.replace(**_fused_bodies(e, disabled, target)))
+        if e.prim.control else e for e in program.eqns))
     for name in FUSE:
         if name == "fuse":
             program = checked(canonicalize_for_lowering.apply(program),
@@ -89,6 +93,14 @@ def fuse_program(program: Program, disabled: frozenset = frozenset(), target=Non
         if name not in disabled:
             program = checked(pass_for(name, target).apply(program), f"pass {name}")
     return program
+
+
+def _fused_bodies(e, disabled, target) -> dict:
+    new: dict = {}
+    for key, i, body in sub_programs(e.params):
+        body = fuse_program(body, disabled, target)
+        new[key] = body if i is None else new.get(key, ()) + (body,)
+    return new
 
 
 @dataclass

@@ -402,9 +402,11 @@ def format_params(prim, params) -> str:
 class _Namer:
     def __init__(self):
         self.names: dict[Var, str] = {}
+        self.count = 0      # names given (a body printed twice names its values anew)
 
     def define(self, v: Var) -> str:
-        self.names[v] = f"%{len(self.names)}"
+        self.names[v] = f"%{self.count}"
+        self.count += 1
         return self.names[v]
 
     def __call__(self, x) -> str:
@@ -449,6 +451,7 @@ def format_eqns(eqns, names: dict, indent: str = "", source: bool = False) -> li
     """Eqn lines as `print_program` writes them, naming values by `names` (value_names)."""
     namer = _Namer()
     namer.names = dict(names)
+    namer.count = max((int(n[1:]) for n in names.values()), default=-1) + 1
     lines: list = []
     _print_eqns(eqns, namer, lines, source, indent)
     return lines
