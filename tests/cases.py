@@ -792,9 +792,10 @@ CASES += [
 
 
 # --- control flow (vkgrad/primitives/control_flow.py): loops that stay loops. A scan runs on
-# Vulkan (its body lowered once, replayed per step: vkgrad/lowering/loops.py); while and cond
-# have no device lowering yet: a jitted program holding one runs on the interpreter, counted in
-# vg.fallbacks() (tests/test_control_flow.py checks that).
+# Vulkan (its body lowered once, replayed per step: vkgrad/lowering/loops.py), a cond as its
+# branches and a select (passes/select_conds.py); while has no device lowering yet: a jitted
+# program holding one runs on the interpreter, counted in vg.fallbacks()
+# (tests/test_control_flow.py checks that).
 def _rnn(h, xs, w):
     def step(h, x):
         h = vnp.tanh(h @ w + x)
@@ -827,7 +828,7 @@ def _switch(i, x):
                          x * 2.0)
 
 
-ON_INTERPRETER = dict(vulkan=False)   # while, cond: no Vulkan lowering yet (see above)
+ON_INTERPRETER = dict(vulkan=False)   # while: no Vulkan lowering yet (see above)
 CASES += [
     Case("scan_rnn", _rnn, [F(3), F(4, 3), F(3, 3)]),
     Case("scan_pytree_reverse", _scan_tree, [F(2), F(5, 2)]),
@@ -836,9 +837,9 @@ CASES += [
                                                    argnums=(0, 1, 2))(h, xs, w),
          [F(3), F(4, 3), F(3, 3)], grad=1),
     Case("while_loop", _while, [Pos(3)], grad=0, **ON_INTERPRETER),   # no reverse mode (JAX's)
-    Case("cond_true", _cond, [Pos(3), F(3)], **ON_INTERPRETER),
-    Case("cond_false", _cond, [Pos(3, lo=-2.0, hi=-0.5), F(3)], **ON_INTERPRETER),
-    Case("switch", _switch, [I(1, hi=3), F(4)], **ON_INTERPRETER),
+    Case("cond_true", _cond, [Pos(3), F(3)]),
+    Case("cond_false", _cond, [Pos(3, lo=-2.0, hi=-0.5), F(3)]),
+    Case("switch", _switch, [I(1, hi=3), F(4)]),
 ]
 
 # --- matmul on Vulkan: every transpose combination on awkward shapes (one row, one column,
@@ -866,11 +867,12 @@ def ids(cases):
 
 # ----------------------------------------------------------------------------- completeness
 
-# Primitives `optimize(final=True)` removes, so the lowering never sees them.
-REMOVED_BEFORE_LOWERING = {"stop_gradient", "custom_vjp_call", "custom_jvp_call"}
+# Primitives `optimize(final=True)` removes, so the lowering never sees them (and cond, which
+# the fused stage's select_conds replaces by its branches and a select).
+REMOVED_BEFORE_LOWERING = {"stop_gradient", "custom_vjp_call", "custom_jvp_call", "cond"}
 # Primitives with no Vulkan lowering yet: a program holding one runs on the interpreter, counted
 # (tests/test_control_flow.py).
-INTERPRETER_ONLY = {"while", "cond"}
+INTERPRETER_ONLY = {"while"}
 
 
 def primitives_in(program) -> set:

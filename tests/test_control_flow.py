@@ -289,17 +289,26 @@ def test_nested_scans_on_vulkan():
     close(got[1], want[1])
 
 
-def test_on_vulkan_while_and_cond_run_on_the_interpreter_counted(monkeypatch):
-    for fun, reason in [(lambda x: lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] * 2.0),
-                                                 (0, x))[1], "no Vulkan kernel for 'while'"),
-                        (lambda x: lax.cond(x.sum() > 0, lambda x: x, lambda x: -x, x),
-                         "no Vulkan kernel for 'cond'")]:
-        f = vg.jit(fun, backend="vulkan")
-        before = vg.fallbacks().get(reason, 0)
-        with pytest.warns(vg.FallbackWarning, match=reason):
-            close(f(X), fun(X))
-        assert vg.fallbacks()[reason] == before + 1
-        assert f.lower(X).fallback_reason == reason
+def test_on_vulkan_a_cond_is_its_branches_and_a_select():
+    f = lambda i, x: lax.switch(i, [lambda x: x * 2.0, vnp.sin, lambda x: -x], x)
+    g = vg.jit(f, backend="vulkan")
+    for i in (-1, 0, 1, 2, 5):
+        close(g(i, X), f(i, X))
+    lowered = g.lower(0, X)
+    assert lowered.fallback_reason is None
+    assert "cond" not in prims(lowered.stages["fused"])
+
+
+def test_on_vulkan_a_while_loop_runs_on_the_interpreter_counted(monkeypatch):
+    fun = lambda x: lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] * 2.0),
+                                   (0, x))[1]
+    reason = "no Vulkan kernel for 'while'"
+    f = vg.jit(fun, backend="vulkan")
+    before = vg.fallbacks().get(reason, 0)
+    with pytest.warns(vg.FallbackWarning, match=reason):
+        close(f(X), fun(X))
+    assert vg.fallbacks()[reason] == before + 1
+    assert f.lower(X).fallback_reason == reason
     monkeypatch.setenv("VKGRAD_STRICT", "1")
     with pytest.raises(vg.StrictModeError, match="while"):
         vg.jit(lambda n, x: lax.fori_loop(0, n, lambda i, v: v * 2.0, x), backend="vulkan")(3, X)

@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from vkgrad.errors import ArgumentError
-from vkgrad.ir.core import Program, print_program, sub_programs
+from vkgrad.ir.core import Program, print_program
 from vkgrad.ir.verifier import checked
+from vkgrad.lowering import loops
 from vkgrad.lowering.donation import plan_donation
 from vkgrad.lowering.fusion import KERNEL_FUSION_PASSES
 from vkgrad.lowering.lower import Lowered, lower
@@ -41,7 +42,7 @@ PASSES = {**_TARGET_FREE_PASSES, **KERNEL_FUSION_PASSES}
 # the `optimized` stage: OPTIMIZE (passes/__init__.py), round after round until a round
 # changes nothing
 # the `fused` stage, in order (canonicalize_for_lowering runs after remat, always)
-FUSE = ("remat", "fuse", "fuse_producers", "fuse_epilogues", "fuse_multi_output",
+FUSE = ("select_conds", "remat", "fuse", "fuse_producers", "fuse_epilogues", "fuse_multi_output",
         "fuse_horizontal")
 # Names that switch something off besides the passes (the lowering's buffer reuse).
 OTHER_SWITCHES = ("memory",)
@@ -79,11 +80,13 @@ def pass_for(name: str, target=None):
 
 def fuse_program(program: Program, disabled: frozenset = frozenset(), target=None) -> Program:
     """From an optimized program to the kernels to run on `target`: the FUSE list (without
-    `fuse`, nothing is fused: one kernel per eqn). A control eqn's sub-programs (a loop's body)
-    are fused the same way, each on its own: the body is lowered once (lowering/loops.py)."""
+    `fuse`, nothing is fused: one kernel per eqn). A scan's body is fused the same way, on its
+    own: the lowering lowers it once (lowering/loops.py). (A cond becomes its branches and a
+    select: select_conds; a while loop runs on the interpreter.)"""
     program = program.replace(eqns=tuple(
-        e.replace(params=e.params.replace(**_fused_bodies(e, disabled, target)))
-        if e.prim.control else e for e in program.eqns))
+        e.replace(params=e.params.replace(jaxpr=fuse_program(e.params["jaxpr"], disabled,
+                                                             target)))
+        if loops.lowers(e) else e for e in program.eqns))
     for name in FUSE:
         if name == "fuse":
             program = checked(canonicalize_for_lowering.apply(program),
@@ -93,14 +96,6 @@ def fuse_program(program: Program, disabled: frozenset = frozenset(), target=Non
         if name not in disabled:
             program = checked(pass_for(name, target).apply(program), f"pass {name}")
     return program
-
-
-def _fused_bodies(e, disabled, target) -> dict:
-    new: dict = {}
-    for key, i, body in sub_programs(e.params):
-        body = fuse_program(body, disabled, target)
-        new[key] = body if i is None else new.get(key, ()) + (body,)
-    return new
 
 
 @dataclass

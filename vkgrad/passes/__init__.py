@@ -10,6 +10,7 @@
     fuse               elementwise and layout eqns grouped into `fused` loop kernels (fuse.py)
     fuse_horizontal    independent loop kernels of any shapes as one dispatch (the optimizer)
     inline_custom      custom_vjp/custom_jvp calls replaced by their bodies (inline.py)
+    select_conds       a cond as every branch and a select of their results (for the device)
 
 The passes that fuse into hand-written kernels depend on the kernel and the device: they are in
 vkgrad/lowering/fusion/. The pipeline that runs them all, by name, is vkgrad/pipeline.py.
@@ -33,10 +34,11 @@ from vkgrad.passes.fuse import fuse
 from vkgrad.passes.fuse_horizontal import fuse_horizontal
 from vkgrad.passes.remat import remat
 from vkgrad.passes.inline import InlineCustom, inline_custom
+from vkgrad.passes.select_conds import SelectConds, select_conds
 from vkgrad.passes.simplify import RULES, Rule, Simplify, simplify
 
-PASSES = {p.name: p for p in (dce, cse, simplify, fold_transposes, inline_custom, remat, fuse,
-                              fuse_horizontal)}
+PASSES = {p.name: p for p in (dce, cse, simplify, fold_transposes, inline_custom, select_conds,
+                              remat, fuse, fuse_horizontal)}
 _simplify_keep_sg = simplify.without("stop_gradient")
 
 
@@ -83,4 +85,4 @@ def _optimize_bodies(program, final, max_rounds, disabled, passes) -> Program:
 __all__ = ["Pass", "PASSES", "OPTIMIZE", "optimize", "dce", "cse", "simplify",
            "fold_transposes", "remat", "fuse", "fuse_horizontal", "RULES", "Rule", "Simplify",
            "DeadCodeElimination", "CommonSubexpressionElimination", "FoldTransposes",
-           "inline_custom", "InlineCustom"]
+           "inline_custom", "InlineCustom", "select_conds", "SelectConds"]

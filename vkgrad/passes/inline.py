@@ -26,20 +26,26 @@ class InlineCustom(Pass):
                 eqns.append(e.replace(inputs=ins))
                 continue
             body = self.apply(e.params["rule"].body)
-            env = dict(zip(body.inputs, ins))
-            for v, arr in body.consts:
-                env[v] = Var(v.shape, v.dtype)
-                consts.append((env[v], arr))
-            for be in body.eqns:
-                outs = tuple(Var(o.shape, o.dtype) for o in be.outputs)
-                eqns.append(be.replace(
-                    inputs=tuple(env.get(x, x) if isinstance(x, Var) else x for x in be.inputs),
-                    outputs=outs, source=be.source or e.source, phase=e.phase))
-                env.update(zip(be.outputs, outs))
-            for o, bo in zip(e.outputs, body.outputs):
-                sub[o] = env.get(bo, bo) if isinstance(bo, Var) else bo
+            sub.update(zip(e.outputs, inline_body(body, ins, e, eqns, consts)))
         return program.replace(eqns=tuple(eqns), consts=tuple(consts),
                                outputs=tuple(resolve(sub, o) for o in program.outputs))
+
+
+def inline_body(body: Program, ins, e, eqns: list, consts: list) -> list:
+    """Append `body`'s eqns, on the operands `ins`, to `eqns` (its consts to `consts`) with
+    fresh Vars, in the place of eqn `e` (its phase, and its line where a body eqn has none);
+    returns what stands for the body's outputs."""
+    env = dict(zip(body.inputs, ins))
+    for v, arr in body.consts:
+        env[v] = Var(v.shape, v.dtype)
+        consts.append((env[v], arr))
+    for be in body.eqns:
+        outs = tuple(Var(o.shape, o.dtype) for o in be.outputs)
+        eqns.append(be.replace(
+            inputs=tuple(env.get(x, x) if isinstance(x, Var) else x for x in be.inputs),
+            outputs=outs, source=be.source or e.source, phase=e.phase))
+        env.update(zip(be.outputs, outs))
+    return [env.get(o, o) if isinstance(o, Var) else o for o in body.outputs]
 
 
 inline_custom = InlineCustom()
