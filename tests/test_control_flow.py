@@ -102,6 +102,21 @@ def test_a_loop_stays_a_loop_whatever_its_trip_count():
     assert time.perf_counter() - t0 < 2.0
 
 
+def test_a_value_and_its_gradient_run_the_forward_scan_once():
+    """The VJP's forward scan (which also stacks each step's carry) takes the place of the
+    value's own scan (passes/scans.py), and the ys nobody reads are dropped."""
+    f = vg.value_and_grad(lambda h, xs: lax.scan(lambda h, x: (vnp.sin(h) * x, h * h), h, xs)[1]
+                          .sum())
+    p = optimize(vg.make_ir(f)(np.float32(0.5), X))
+    scans = [e for e in p.eqns if e.prim.name == "scan"]
+    assert len(scans) == 2 and scans[0].phase == "fwd" and scans[1].params["reverse"]
+    assert len(scans[1].outputs) == 1       # the transposed scan: the carry's cotangent only
+    got = vg.jit(f)(np.float32(0.5), X)
+    want = f(np.float32(0.5), X)
+    close(got[0], want[0])
+    close(got[1], want[1])
+
+
 def test_scan_prints_indented_with_user_lines_and_parses_back():
     def f(c, xs):
         return lax.scan(lambda c, x: (c * x + 1.0, c), c, xs)

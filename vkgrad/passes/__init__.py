@@ -11,13 +11,15 @@
     fuse_horizontal    independent loop kernels of any shapes as one dispatch (the optimizer)
     inline_custom      custom_vjp/custom_jvp calls replaced by their bodies (inline.py)
     select_conds       a cond as every branch and a select of their results (for the device)
+    scans              a scan another repeats merged into it; stacked results nobody reads
+                       dropped (scans.py)
 
 The passes that fuse into hand-written kernels depend on the kernel and the device: they are in
 vkgrad/lowering/fusion/. The pipeline that runs them all, by name, is vkgrad/pipeline.py.
 
-`optimize(program, final=True)` inlines custom calls, optimises the closed sub-programs of
-control eqns (loop bodies, cond branches) the same way, then runs simplify, fold_transposes, cse
-and dce until a round changes nothing. `final=False` keeps stop_gradient and the custom calls:
+`optimize(program, final=True)` inlines custom calls, merges and prunes scans, optimises the
+closed sub-programs of control eqns (loop bodies, cond branches) the same way, then runs
+simplify, fold_transposes, cse and dce until a round changes nothing. `final=False` keeps stop_gradient and the custom calls:
 use it for a program that may still be differentiated (a transform's result inside an outer
 trace).
 """
@@ -34,11 +36,12 @@ from vkgrad.passes.fuse import fuse
 from vkgrad.passes.fuse_horizontal import fuse_horizontal
 from vkgrad.passes.remat import remat
 from vkgrad.passes.inline import InlineCustom, inline_custom
+from vkgrad.passes.scans import Scans, scans
 from vkgrad.passes.select_conds import SelectConds, select_conds
 from vkgrad.passes.simplify import RULES, Rule, Simplify, simplify
 
 PASSES = {p.name: p for p in (dce, cse, simplify, fold_transposes, inline_custom, select_conds,
-                              remat, fuse, fuse_horizontal)}
+                              scans, remat, fuse, fuse_horizontal)}
 _simplify_keep_sg = simplify.without("stop_gradient")
 
 
@@ -54,6 +57,8 @@ def optimize(program: Program, *, final: bool = True, max_rounds: int = 8,
                 for n in passes if n not in disabled]
     if final:
         program = checked(inline_custom.apply(program), f"pass {inline_custom.name}")
+    if "scans" not in disabled:    # while a VJP's forward scan shares its body's eqns
+        program = checked(scans.apply(program), f"pass {scans.name}")
     program = _optimize_bodies(program, final, max_rounds, disabled, passes)
     text = print_program(program)
     for _ in range(max_rounds):
@@ -85,4 +90,4 @@ def _optimize_bodies(program, final, max_rounds, disabled, passes) -> Program:
 __all__ = ["Pass", "PASSES", "OPTIMIZE", "optimize", "dce", "cse", "simplify",
            "fold_transposes", "remat", "fuse", "fuse_horizontal", "RULES", "Rule", "Simplify",
            "DeadCodeElimination", "CommonSubexpressionElimination", "FoldTransposes",
-           "inline_custom", "InlineCustom", "select_conds", "SelectConds"]
+           "inline_custom", "InlineCustom", "select_conds", "SelectConds", "scans", "Scans"]
