@@ -828,6 +828,16 @@ def _switch(i, x):
                          x * 2.0)
 
 
+def _block(x, w):
+    h = vnp.tanh(x @ w)
+    return vnp.sin(vg.ad_checkpoint.checkpoint_name(h @ w, "proj")) * h
+
+
+def _rnn_checkpointed(h, xs, w):   # a checkpointed scan body
+    step = vg.checkpoint(lambda h, x: (vnp.tanh(h @ w + x), h.sum()))
+    return vg.lax.scan(step, h, xs)
+
+
 ON_INTERPRETER = dict(vulkan=False)   # while: no Vulkan lowering yet (see above)
 CASES += [
     Case("scan_rnn", _rnn, [F(3), F(4, 3), F(3, 3)]),
@@ -840,6 +850,14 @@ CASES += [
     Case("cond_true", _cond, [Pos(3), F(3)]),
     Case("cond_false", _cond, [Pos(3, lo=-2.0, hi=-0.5), F(3)]),
     Case("switch", _switch, [I(1, hi=3), F(4)]),
+    Case("checkpoint_nothing", vg.checkpoint(_block), [F(2, 3), F(3, 3)]),
+    Case("checkpoint_dots", vg.checkpoint(_block, policy=vg.checkpoint_policies.dots_saveable),
+         [F(2, 3), F(3, 3)], vulkan="checkpoint_nothing"),
+    Case("checkpoint_names", vg.checkpoint(
+        _block, policy=vg.checkpoint_policies.save_only_these_names("proj")), [F(2, 3), F(3, 3)],
+        vulkan="checkpoint_nothing"),
+    Case("scan_checkpointed_body", _rnn_checkpointed, [F(3), F(4, 3), F(3, 3)],
+         vulkan="scan_rnn"),
 ]
 
 # --- matmul on Vulkan: every transpose combination on awkward shapes (one row, one column,
@@ -867,9 +885,10 @@ def ids(cases):
 
 # ----------------------------------------------------------------------------- completeness
 
-# Primitives `optimize(final=True)` removes, so the lowering never sees them (and cond, which
-# the fused stage's select_conds replaces by its branches and a select).
-REMOVED_BEFORE_LOWERING = {"stop_gradient", "custom_vjp_call", "custom_jvp_call", "cond"}
+# Primitives `optimize(final=True)` removes, so the lowering never sees them (and cond and
+# checkpoint, which the fused stage replaces: by the branches and a select, by its body).
+REMOVED_BEFORE_LOWERING = {"stop_gradient", "custom_vjp_call", "custom_jvp_call", "cond",
+                           "checkpoint", "checkpoint_name"}
 # Primitives with no Vulkan lowering yet: a program holding one runs on the interpreter, counted
 # (tests/test_control_flow.py).
 INTERPRETER_ONLY = {"while"}

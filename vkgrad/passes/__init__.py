@@ -10,6 +10,7 @@
     fuse               elementwise and layout eqns grouped into `fused` loop kernels (fuse.py)
     fuse_horizontal    independent loop kernels of any shapes as one dispatch (the optimizer)
     inline_custom      custom_vjp/custom_jvp calls replaced by their bodies (inline.py)
+    inline_checkpoints checkpoint eqns (vg.checkpoint) replaced by their bodies (inline.py)
     select_conds       a cond as every branch and a select of their results (for the device)
     scans              a scan another repeats merged into it; stacked results nobody reads
                        dropped (scans.py)
@@ -35,14 +36,15 @@ from vkgrad.passes.fold_transposes import FoldTransposes, fold_transposes
 from vkgrad.passes.fuse import fuse
 from vkgrad.passes.fuse_horizontal import fuse_horizontal
 from vkgrad.passes.remat import remat
-from vkgrad.passes.inline import InlineCustom, inline_custom
+from vkgrad.passes.inline import (InlineCheckpoints, InlineCustom, inline_checkpoints,
+                                  inline_custom)
 from vkgrad.passes.scans import Scans, scans
 from vkgrad.passes.select_conds import SelectConds, select_conds
 from vkgrad.passes.simplify import RULES, Rule, Simplify, simplify
 
 PASSES = {p.name: p for p in (dce, cse, simplify, fold_transposes, inline_custom, select_conds,
-                              scans, remat, fuse, fuse_horizontal)}
-_simplify_keep_sg = simplify.without("stop_gradient")
+                              inline_checkpoints, scans, remat, fuse, fuse_horizontal)}
+_simplify_keep_sg = simplify.without("stop_gradient", "checkpoint_name")
 
 
 OPTIMIZE = ("simplify", "fold_transposes", "cse", "dce")
@@ -90,4 +92,5 @@ def _optimize_bodies(program, final, max_rounds, disabled, passes) -> Program:
 __all__ = ["Pass", "PASSES", "OPTIMIZE", "optimize", "dce", "cse", "simplify",
            "fold_transposes", "remat", "fuse", "fuse_horizontal", "RULES", "Rule", "Simplify",
            "DeadCodeElimination", "CommonSubexpressionElimination", "FoldTransposes",
-           "inline_custom", "InlineCustom", "select_conds", "SelectConds", "scans", "Scans"]
+           "inline_custom", "InlineCustom", "select_conds", "SelectConds", "scans", "Scans", "inline_checkpoints",
+           "InlineCheckpoints"]

@@ -11,7 +11,8 @@ rules are written with).
     custom.py     custom_vjp_call and custom_jvp_call (vg.custom_vjp, vg.custom_jvp)
     cumulative.py cumsum (a running sum: one kernel however long the axis)
     compiler.py   fused and save: what the compiler's passes introduce
-    control_flow.py scan, while and cond: eqns holding closed sub-programs (loops stay loops)
+    control_flow.py scan, while, cond and checkpoint: eqns holding closed sub-programs (loops
+                  stay loops), and checkpoint_name
 """
 
 from vkgrad.primitives.lax import *  # noqa: F401,F403
@@ -27,4 +28,5 @@ from vkgrad.primitives.custom import (CUSTOM_CALLS, CustomRule,  # noqa: F401
                                      custom_jvp_call_p, custom_vjp_call_p)
 from vkgrad.primitives.compiler import FUSED_KINDS, fused_p, save_p  # noqa: F401
 from vkgrad.primitives.cumulative import cumsum, cumsum_p  # noqa: F401
-from vkgrad.primitives.control_flow import CONTROL, cond_p, scan_p, while_p  # noqa: F401
+from vkgrad.primitives.control_flow import (CONTROL, checkpoint_name_p, checkpoint_p,  # noqa: F401
+                                            cond_p, scan_p, while_p)

@@ -13,6 +13,10 @@ stays a loop: the program's size does not depend on the trip count. The user's f
         *carry) -> carry.
     cond[branches](index, *operands) -> branches[index](*operands); index an i32 scalar,
         clamped into range (as lax.switch clamps).
+    checkpoint[jaxpr, policy, num_res](*operands) -> jaxpr(*operands) (vg.checkpoint, JAX's
+        remat): the body's last num_res outputs are the values its policy saves for the
+        backward; the rest are the function's results. checkpoint_name[name](x) = x names a
+        value for a policy.
 
 Rules, beside each primitive:
 * VJP. scan: one forward scan that also stacks the carry entering each step (the per-step
@@ -26,6 +30,10 @@ Rules, beside each primitive:
   initial value is, or the body makes it so). cond with a batched index runs every branch and
   selects per example; while with a batched predicate runs until every example's predicate is
   false, each example's carry frozen once its own predicate is.
+* checkpoint's VJP evaluates its body's VJP program in the backward: the body's forward is
+  recomputed there (a backward eqn, which no CSE merges with the forward: the forward is inside
+  the checkpoint eqn until the fused stage inlines it), except the saved values, read from the
+  forward's extra results.
 
 The rules need the program transforms themselves (the VJP program of a body, a batched body),
 which live a layer above (vkgrad/transforms/): they find them in `program_transforms`
@@ -37,7 +45,7 @@ from __future__ import annotations
 import numpy as np
 
 from vkgrad.errors import GradError, IRError, ShapeError
-from vkgrad.ir.core import (Literal, Primitive, Program, TensorType, abstract_eval_rules,
+from vkgrad.ir.core import (Literal, Primitive, Program, TensorType, Var, abstract_eval_rules,
                             batching_rules, is_float, np_dtype, param_defaults,
                             program_transforms,
                             type_str, vjp_rules)
@@ -399,6 +407,86 @@ def _cond_batcher(args, dims, *, branches):
 batching_rules[cond_p] = _cond_batcher
 
 
+# ----------------------------------------------------------------------------------- checkpoint
+
+checkpoint_p = Primitive("checkpoint", ("pure", "control"), multiple_results=True)
+param_defaults[checkpoint_p] = {"num_res": 0, "prevent_cse": True}
+
+
+def _checkpoint_rule(*types, jaxpr, policy, num_res=0, prevent_cse=True):
+    _check_types("checkpoint: the body's inputs", _types(jaxpr, "inputs"), types)
+    return _types(jaxpr, "outputs")
+
+
+def _checkpoint_impl(*arrays, jaxpr, policy, num_res=0, prevent_cse=True):
+    return run_program(jaxpr, *arrays)
+
+
+def _checkpoint_vjp(gs, outs, *ins, jaxpr, policy, num_res=0, prevent_cse=True):
+    """The body's VJP program evaluated in the backward: its forward recomputed there, except
+    the values the policy saved (the last num_res outputs), read from the forward's results."""
+    n = len(jaxpr.outputs) - num_res
+    wrt = [i for i, v in enumerate(jaxpr.inputs) if is_float(v.dtype)]
+    # the saved values' own cotangents too (zeros, unless the backward itself is differentiated:
+    # it reads them)
+    fo = [j for j, o in enumerate(jaxpr.outputs) if is_float(o.dtype)]
+    joint = _transform("vjp")(jaxpr, wrt, fo)
+    joint = _read_saved(joint, jaxpr, jaxpr.outputs[n:])
+    got = eval_program(joint, list(ins) + [gs[j] for j in fo] + list(outs[n:]))[
+        len(jaxpr.outputs):]
+    cts = [None] * len(ins)
+    for i, g in zip(wrt, got):
+        cts[i] = g
+    return tuple(cts)
+
+
+def _read_saved(joint: Program, body: Program, saved) -> Program:
+    """`joint` (a VJP program of `body`, whose first eqns replay body's eqns one for one) with
+    the replayed values of `saved` read from new inputs (after its own) instead of computed."""
+    where = {o: (i, k) for i, e in enumerate(body.eqns) for k, o in enumerate(e.outputs)}
+    new, added = {}, []
+    for r in saved:
+        i, k = where[r]
+        added.append(Var(r.shape, r.dtype))
+        new[joint.eqns[i].outputs[k]] = added[-1]
+    eqns = []
+    for e in joint.eqns:
+        if any(o in new for o in e.outputs):
+            if all(o in new for o in e.outputs):
+                continue
+            e = e.replace(outputs=tuple(Var(o.shape, o.dtype) if o in new else o
+                                        for o in e.outputs))
+        eqns.append(e.replace(inputs=tuple(new.get(x, x) if isinstance(x, Var) else x
+                                           for x in e.inputs)))
+    outs = tuple(new.get(o, o) if isinstance(o, Var) else o for o in joint.outputs)
+    return joint.replace(inputs=joint.inputs + tuple(added), eqns=tuple(eqns), outputs=outs)
+
+
+def _checkpoint_batcher(args, dims, *, jaxpr, policy, num_res=0, prevent_cse=True):
+    size = mapped_size(args, dims)
+    mapped = [d is not None for d in dims]
+    out = depends(jaxpr, mapped)
+    ins = [batch_to_front(x, d, size) if d is not None else x for x, d in zip(args, dims)]
+    outs = bind(checkpoint_p, *ins, jaxpr=_batch_body(jaxpr, mapped, out, size), policy=policy,
+                num_res=num_res, prevent_cse=prevent_cse)
+    return list(outs), [0 if m else None for m in out]
+
+
+abstract_eval_rules[checkpoint_p] = _checkpoint_rule
+impls[checkpoint_p] = _checkpoint_impl
+vjp_rules[checkpoint_p] = _checkpoint_vjp
+batching_rules[checkpoint_p] = _checkpoint_batcher
+
+# checkpoint_name[name](x) = x: names a value for a checkpoint policy (save_only_these_names);
+# simplify removes it once the program is not differentiated again
+checkpoint_name_p = Primitive("checkpoint_name", ("pure",))
+abstract_eval_rules[checkpoint_name_p] = lambda x, *, name: x
+impls[checkpoint_name_p] = lambda x, *, name: x
+vjp_rules[checkpoint_name_p] = lambda g, ans, x, *, name: (g,)
+batching_rules[checkpoint_name_p] = lambda args, dims, *, name: (
+    bind(checkpoint_name_p, args[0], name=name), dims[0])
+
+
 def describe(e) -> str:
     """A loop eqn in words, for the plan (`--stage plan`): its kind and trip count."""
     if e.prim is scan_p:
@@ -409,6 +497,6 @@ def describe(e) -> str:
     return f"cond of {len(e.params['branches'])} branches"
 
 
-CONTROL = (scan_p, while_p, cond_p)
-__all__ = ["scan_p", "while_p", "cond_p", "scan", "while_loop", "cond", "trace_closed",
+CONTROL = (scan_p, while_p, cond_p, checkpoint_p)
+__all__ = ["scan_p", "while_p", "cond_p", "checkpoint_p", "checkpoint_name_p", "scan", "while_loop", "cond", "trace_closed",
            "depends", "describe", "aval", "CONTROL", "type_str"]
