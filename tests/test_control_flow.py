@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import vkgrad as vg
+import vkgrad.nn as nn
 import vkgrad.numpy as vnp
 from vkgrad import lax
 from vkgrad.errors import ArgumentError, ConcretizationError, GradError, ShapeError
@@ -442,3 +443,67 @@ def test_checkpoint_with_static_argnums_and_vmap():
     close(vg.vmap(vg.grad(lambda x: vg.checkpoint(vnp.sin)(x)))(X), np.cos(X))
     with pytest.raises(ArgumentError, match="policy must be a function"):
         vg.checkpoint(vnp.sin, policy="dots")
+
+
+# ----------------------------------------------------------------------------- RNN layers
+
+def _sig(v):
+    return 1.0 / (1.0 + np.exp(-v))
+
+
+def _np_gates(p, x, h):
+    return x @ p["w_x"] + p["b_x"], h @ p["w_h"] + p["b_h"]
+
+
+def test_rnn_gru_lstm_layers_against_pytorchs_equations():
+    B, L, D, H = 2, 5, 3, 4
+    x = RNG.standard_normal((B, L, D)).astype(np.float32)
+    p = nn.init_gru_cell(RNG, D, H)
+    hL, ys = nn.gru(p, x)
+    h, want = np.zeros((B, H), np.float32), []
+    for t in range(L):
+        gx, gh = _np_gates(p, x[:, t], h)
+        r, z = _sig(gx[:, :H] + gh[:, :H]), _sig(gx[:, H:2 * H] + gh[:, H:2 * H])
+        n = np.tanh(gx[:, 2 * H:] + r * gh[:, 2 * H:])
+        h = (1 - z) * n + z * h
+        want.append(h)
+    close(hL, h)
+    close(ys, np.stack(want, 1))
+    p = nn.init_lstm_cell(RNG, D, H)
+    (hh, cc), ys = nn.lstm(p, x, reverse=True)
+    h, c, want = np.zeros((B, H)), np.zeros((B, H)), [None] * L
+    for t in reversed(range(L)):
+        gx, gh = _np_gates(p, x[:, t], h)
+        i, f, g, o = np.split(gx + gh, 4, axis=1)
+        c = _sig(f) * c + _sig(i) * np.tanh(g)
+        h = want[t] = _sig(o) * np.tanh(c)
+    close(hh, h)
+    close(cc, c)
+    close(ys, np.stack(want, 1))
+    p = nn.init_rnn_cell(RNG, D, H)
+    hL, _ = nn.rnn(p, x, h0=np.ones((B, H), np.float32))
+    h = np.ones((B, H))
+    for t in range(L):
+        gx, gh = _np_gates(p, x[:, t], h)
+        h = np.tanh(gx + gh)
+    close(hL, h)
+
+
+def test_gru_layer_gradients():
+    p = nn.init_gru_cell(RNG, 3, 2)
+    p64 = {k: v.astype(np.float64) for k, v in p.items()}
+    x = RNG.standard_normal((2, 4, 3))
+    vg.check_grads(lambda p, x: nn.gru(p, x)[1].sum() ** 2, (p64, x), order=1,
+                   modes=("fwd", "rev"))
+
+
+def test_gru_lm_step_on_vulkan_matches_the_interpreter():
+    params = nn.init_gru_lm(RNG, 256, 16, 2)
+    ids = RNG.integers(0, 256, (2, 9)).astype(np.int32)
+    loss = lambda p: nn.cross_entropy(nn.gru_lm(p, ids[:, :-1]), ids[:, 1:])
+    f = vg.jit(vg.value_and_grad(loss), backend="vulkan")
+    got, want = f(params), vg.value_and_grad(loss)(params)
+    assert f.lower(params).fallback_reason is None
+    close(got[0], want[0], rtol=1e-5)
+    close(got[1]["blocks"][0]["gru"]["w_h"], want[1]["blocks"][0]["gru"]["w_h"], rtol=1e-4,
+          atol=1e-6)
