@@ -156,6 +156,16 @@ def test_while_loop_forward_and_forward_mode():
     f = lambda x: lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, vnp.sin(c[1])),
                                  (0, x))[1]
     close(f(np.float32(0.7)), np.sin(np.sin(np.sin(np.float32(0.7)))))
+    x = np.float32(0.7)
+    want = np.cos(np.sin(np.sin(x))) * np.cos(np.sin(x)) * np.cos(x)
+    close(vg.jvp(f, (x,), (np.float32(1.0),))[1], want)
+    # traced bounds: a while loop, forward mode through it under jit
+    g = vg.jit(lambda n, x: vg.jvp(lambda x: lax.fori_loop(0, n, lambda i, v: vnp.sin(v), x),
+                                   (x,), (np.float32(1.0),))[1])
+    close(g(3, x), want)
+    vg.check_grads(lambda a: lax.while_loop(lambda c: c[0] < 4, lambda c: (c[0] + 1, c[1] * a),
+                                            (0, a)), (np.float64(1.1),), order=1,
+                   modes=("fwd",))
 
 
 def test_while_loop_reverse_mode_is_a_clear_error():

@@ -20,6 +20,7 @@ layer above the IR:
     abstract_eval_rules[p]   shape/dtype rule              (the tracer, the verifier)
     impls[p]                 numpy implementation          (interpreter.py: the reference)
     vjp_rules[p]             VJP rule                      (vkgrad.transforms.autodiff)
+    jvp_rules[p]             JVP rule, only where no VJP   (while; autodiff.jvp_program)
     batching_rules[p]        batching rule                 (vkgrad.transforms.batching: vmap)
     param_defaults[p]        params the printer elides     (the printer, the parser)
 
@@ -190,11 +191,15 @@ mapped, args[i] is a per-example value); the rule binds ordinary primitives and 
 result(s) and where the mapped axis is in each (a list for multiple_results primitives). Called
 only when some operand is mapped (vkgrad/transforms/batching.py)."""
 param_defaults: dict["Primitive", dict] = {}  # prim -> {param: value the printer leaves out}
+jvp_rules: dict["Primitive", Callable] = {}
+"""prim -> rule(primals, tangents, **params) -> (outs, out tangents), tangents None where
+zero: forward mode for the few primitives with no reverse mode (while: JAX's too). Every other
+primitive's forward mode is its VJP's VJP (vkgrad.transforms.autodiff.jvp_program)."""
 program_transforms: dict[str, Callable] = {}
 """name -> Program transform, for the rules of primitives that hold sub-programs (a scan's VJP
-is the VJP program of its body): 'vjp' (vkgrad.transforms.autodiff.vjp_program) and 'batch'
-(vkgrad.transforms.batching.batch_program), registered by those modules, a layer above the
-primitives (vkgrad/primitives/control_flow.py)."""
+is the VJP program of its body): 'vjp' and 'jvp' (vkgrad.transforms.autodiff's vjp_program,
+jvp_program) and 'batch' (vkgrad.transforms.batching.batch_program), registered by those
+modules, a layer above the primitives (vkgrad/primitives/control_flow.py)."""
 
 
 class Primitive:

@@ -19,6 +19,8 @@ stays a loop: the program's size does not depend on the trip count. The user's f
         value for a policy.
 
 Rules, beside each primitive:
+* JVP of while (jvp_rules): a while loop over (carry, its tangent) whose body is the body's
+  JVP program. Every other forward mode is the double VJP (vkgrad/transforms/autodiff.py).
 * VJP. scan: one forward scan that also stacks the carry entering each step (the per-step
   residuals), then the transposed body as a scan in the opposite direction: each step runs the
   body's own VJP program (the body's forward recomputed inside the step from the saved carry,
@@ -46,9 +48,8 @@ import numpy as np
 
 from vkgrad.errors import GradError, IRError, ShapeError
 from vkgrad.ir.core import (Literal, Primitive, Program, TensorType, Var, abstract_eval_rules,
-                            batching_rules, is_float, np_dtype, param_defaults,
-                            program_transforms,
-                            type_str, vjp_rules)
+                            batching_rules, is_float, jvp_rules, np_dtype, param_defaults,
+                            program_transforms, type_str, vjp_rules)
 from vkgrad.ir.interpreter import impls, run_program
 from vkgrad.primitives.lax import (add, batch_to_front, broadcast_to, convert, dtype_of, eq, lt,
                                    mapped_size, maximum, minimum, moveaxis, reduce_max, reshape,
@@ -278,9 +279,46 @@ def _while_vjp(gs, outs, *ins, **params):
                     "int bounds", source=user_source())
 
 
+def _while_jvp(primals, tangents, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
+    """Forward mode: one while loop over (carry, its tangent), the body's JVP program as the
+    body. Every float carry and body const takes a tangent (zeros where none came in)."""
+    cc, bc, init = _split(primals, cond_nconsts, body_nconsts)
+    _, tbc, tinit = _split(tangents, cond_nconsts, body_nconsts)
+    nb, nk = len(bc), len(init)
+    fb = [i for i in range(nb) if is_float(body_jaxpr.inputs[i].dtype)]
+    fk = [i for i in range(nk) if is_float(body_jaxpr.inputs[nb + i].dtype)]
+    wrt = fb + [nb + i for i in fk]
+    jvp = _transform("jvp")(body_jaxpr, wrt)
+    zero = lambda i, given: given if given is not None else _zeros(aval(primals[i]))
+    tb = [zero(cond_nconsts + i, tbc[i]) for i in fb]
+    tk = [zero(cond_nconsts + nb + i, tinit[i]) for i in fk]
+
+    def body(*a):
+        b, t_b, k, t_k = _split(a, nb, len(fb), nk)
+        cts = [_zeros(o.type) for o in body_jaxpr.outputs if is_float(o.dtype)]
+        r = eval_program(jvp, b + k + cts + t_b + t_k)
+        return r[:nk] + r[nk:]
+
+    def cond(*a):
+        c, k = a[:cond_nconsts], a[cond_nconsts:cond_nconsts + nk]
+        return eval_program(cond_jaxpr, list(c) + list(k))
+
+    types = [aval(x) for x in primals]
+    cond_prog, _ = trace_closed(cond, types[:cond_nconsts] + types[cond_nconsts + nb:] +
+                                [aval(x) for x in tk], "while_cond")
+    body_prog, _ = trace_closed(body, types[cond_nconsts:cond_nconsts + nb] + [aval(x) for x in tb] +
+                                types[cond_nconsts + nb:] + [aval(x) for x in tk], "while_body")
+    outs = while_loop(cond_prog, body_prog, cc, bc + tb, init + tk)
+    touts = [None] * nk
+    for i, g in zip(fk, outs[nk:]):
+        touts[i] = g
+    return outs[:nk], touts
+
+
 abstract_eval_rules[while_p] = _while_rule
 impls[while_p] = _while_impl
 vjp_rules[while_p] = _while_vjp
+jvp_rules[while_p] = _while_jvp
 
 
 def while_loop(cond_jaxpr, body_jaxpr, cond_consts, body_consts, init) -> list:
