@@ -1,5 +1,5 @@
-"""The language models of examples/train_lm.py at the `small` preset (transformer and Mamba,
-fp32): vkgrad's jitted training step against the same model, optimizer and batches in JAX, in
+"""The language models of examples/train_lm.py at the `small` preset (transformer, Mamba and
+the GRU (bench/bench_control_flow.py runs it), fp32): vkgrad's jitted training step against the same model, optimizer and batches in JAX, in
 one process, in interleaved rounds.
 
 On the NVIDIA device machine, from the repo root (with .gpu carried):
@@ -57,7 +57,7 @@ def jax_side(cfg):
     import jax
     import jax.numpy as jnp
     jax.config.update("jax_default_matmul_precision", "highest")
-    from jax_nn import attention_block, layer_norm, mamba_block, rms_norm
+    from jax_nn import attention_block, gru, layer_norm, mamba_block, rms_norm
     tree_map = jax.tree_util.tree_map
 
     def logits(p, ids):
@@ -67,6 +67,10 @@ def jax_side(cfg):
             for blk in p["blocks"]:
                 x = attention_block(blk, x, cfg["heads"])
             x = layer_norm(x, p["norm_f"]["w"], p["norm_f"]["b"])
+        elif cfg["model"] == "gru":
+            for blk in p["blocks"]:
+                x = x + gru(blk["gru"], rms_norm(x, blk["norm"]["w"]))
+            x = rms_norm(x, p["norm_f"]["w"])
         else:
             for blk in p["blocks"]:
                 x = mamba_block(blk, x)
