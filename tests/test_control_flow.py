@@ -517,3 +517,15 @@ def test_gru_lm_step_on_vulkan_matches_the_interpreter():
     close(got[0], want[0], rtol=1e-5)
     close(got[1]["blocks"][0]["gru"]["w_h"], want[1]["blocks"][0]["gru"]["w_h"], rtol=1e-4,
           atol=1e-6)
+
+
+def test_check_kernels_and_profile_see_a_scan():
+    """vg.check_kernels runs a scan's dispatches (its moves and its body's kernels, replayed)
+    as one kernel against the interpreter; vg.profile sums each step's time over the replays."""
+    f = lambda h, xs: vg.value_and_grad(lambda h: _rnn_loss(h, xs, W))(h)
+    table = vg.check_kernels(f, np.zeros(3, np.float32), XS)
+    assert not table.flagged and "all agree" in str(table)
+    assert any(r["primitives"].startswith("scan") for r in table.rows)
+    prof = vg.profile(vg.jit(f), np.zeros(3, np.float32), XS, runs=1)
+    assert len(prof.rows) == len(vg.jit(f, backend="vulkan").lower(
+        np.zeros(3, np.float32), XS).stages["plan"].steps)
