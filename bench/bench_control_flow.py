@@ -21,9 +21,6 @@ JSON to $OUT/control_flow.json.
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import statistics
 import sys
 import time
@@ -118,10 +115,7 @@ def bench_compile(lengths, d, batch, rounds):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--steps", type=int, default=20, help="steps per round")
-    ap.add_argument("--warmup", type=int, default=5, help="steps before the first round")
+    ap = bench_lm.round_options(__doc__.split("\n\n")[0])
     ap.add_argument("--compile-rounds", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="tiny preset, short scans")
     args = ap.parse_args()
@@ -136,11 +130,7 @@ def main():
     results["gru_lm"] = bench_lm.bench_model("gru", preset, args, train_lm.load_text())
     print("compile time of the value and gradient of an RNN scan, by trip count:", flush=True)
     results["scan_compile"] = bench_compile(lengths, d, batch, args.compile_rounds)
-    results["wall_s"] = time.perf_counter() - t0
-    print(f"total {results['wall_s']:.0f} s", flush=True)
-    out = os.environ.get("OUT")
-    if out:
-        Path(out, "control_flow.json").write_text(json.dumps(results, indent=1))
+    bench_lm.finish(results, t0, "control_flow.json")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
-"""examples/train_lm.py: the tiny models learn (transformer, Mamba, GRU), checkpoints round-trip, --resume continues the
-uninterrupted run's curve, bad checkpoints are refused with clear messages, --help works.
+"""examples/train_lm.py: the tiny models learn (transformer, Mamba, GRU), checkpoints
+round-trip, --resume continues the uninterrupted run's curve, bad checkpoints are refused with
+clear messages, --help works.
 
 The runs here use the tiny models with small batches (8 x 32 bytes) to keep the suite quick;
 until the flash-attention and selective-scan kernels are merged they run on the numpy

@@ -42,8 +42,8 @@ PASSES = {**_TARGET_FREE_PASSES, **KERNEL_FUSION_PASSES}
 # the `optimized` stage: OPTIMIZE (passes/__init__.py), round after round until a round
 # changes nothing
 # the `fused` stage, in order (canonicalize_for_lowering runs after remat, always)
-FUSE = ("select_conds", "inline_checkpoints", "remat", "fuse", "fuse_producers", "fuse_epilogues", "fuse_multi_output",
-        "fuse_horizontal")
+FUSE = ("select_conds", "inline_checkpoints", "remat", "fuse", "fuse_producers",
+        "fuse_epilogues", "fuse_multi_output", "fuse_horizontal")
 # Names that switch something off besides the passes (the lowering's buffer reuse).
 OTHER_SWITCHES = ("memory",)
 # Switch these off for the plan of loop fusion alone (kernels without fused loads and stores,

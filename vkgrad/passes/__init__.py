@@ -20,9 +20,9 @@ vkgrad/lowering/fusion/. The pipeline that runs them all, by name, is vkgrad/pip
 
 `optimize(program, final=True)` inlines custom calls, merges and prunes scans, optimises the
 closed sub-programs of control eqns (loop bodies, cond branches) the same way, then runs
-simplify, fold_transposes, cse and dce until a round changes nothing. `final=False` keeps stop_gradient and the custom calls:
-use it for a program that may still be differentiated (a transform's result inside an outer
-trace).
+simplify, fold_transposes, cse and dce until a round changes nothing. `final=False` keeps
+stop_gradient and the custom calls: use it for a program that may still be differentiated (a
+transform's result inside an outer trace).
 """
 
 from __future__ import annotations
@@ -92,5 +92,5 @@ def _optimize_bodies(program, final, max_rounds, disabled, passes) -> Program:
 __all__ = ["Pass", "PASSES", "OPTIMIZE", "optimize", "dce", "cse", "simplify",
            "fold_transposes", "remat", "fuse", "fuse_horizontal", "RULES", "Rule", "Simplify",
            "DeadCodeElimination", "CommonSubexpressionElimination", "FoldTransposes",
-           "inline_custom", "InlineCustom", "select_conds", "SelectConds", "scans", "Scans", "inline_checkpoints",
-           "InlineCheckpoints"]
+           "inline_custom", "InlineCustom", "select_conds", "SelectConds", "scans", "Scans",
+           "inline_checkpoints", "InlineCheckpoints"]

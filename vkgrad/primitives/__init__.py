@@ -28,5 +28,5 @@ from vkgrad.primitives.custom import (CUSTOM_CALLS, CustomRule,  # noqa: F401
                                      custom_jvp_call_p, custom_vjp_call_p)
 from vkgrad.primitives.compiler import FUSED_KINDS, fused_p, save_p  # noqa: F401
 from vkgrad.primitives.cumulative import cumsum, cumsum_p  # noqa: F401
-from vkgrad.primitives.control_flow import (CONTROL, checkpoint_name_p, checkpoint_p,  # noqa: F401
-                                            cond_p, scan_p, while_p)
+from vkgrad.primitives.control_flow import (checkpoint_name_p, checkpoint_p, cond_p,  # noqa: F401
+                                            scan_p, while_p)

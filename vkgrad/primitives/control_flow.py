@@ -49,7 +49,7 @@ import numpy as np
 from vkgrad.errors import GradError, IRError, ShapeError
 from vkgrad.ir.core import (Literal, Primitive, Program, TensorType, Var, abstract_eval_rules,
                             batching_rules, is_float, jvp_rules, np_dtype, param_defaults,
-                            program_transforms, type_str, vjp_rules)
+                            program_transforms, vjp_rules)
 from vkgrad.ir.interpreter import impls, run_program
 from vkgrad.primitives.lax import (add, batch_to_front, broadcast_to, convert, dtype_of, eq, lt,
                                    mapped_size, maximum, minimum, moveaxis, reduce_max, reshape,
@@ -306,8 +306,9 @@ def _while_jvp(primals, tangents, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_
     types = [aval(x) for x in primals]
     cond_prog, _ = trace_closed(cond, types[:cond_nconsts] + types[cond_nconsts + nb:] +
                                 [aval(x) for x in tk], "while_cond")
-    body_prog, _ = trace_closed(body, types[cond_nconsts:cond_nconsts + nb] + [aval(x) for x in tb] +
-                                types[cond_nconsts + nb:] + [aval(x) for x in tk], "while_body")
+    body_types = (types[cond_nconsts:cond_nconsts + nb] + [aval(x) for x in tb] +
+                  types[cond_nconsts + nb:] + [aval(x) for x in tk])
+    body_prog, _ = trace_closed(body, body_types, "while_body")
     outs = while_loop(cond_prog, body_prog, cc, bc + tb, init + tk)
     touts = [None] * nk
     for i, g in zip(fk, outs[nk:]):
@@ -526,15 +527,11 @@ batching_rules[checkpoint_name_p] = lambda args, dims, *, name: (
 
 
 def describe(e) -> str:
-    """A loop eqn in words, for the plan (`--stage plan`): its kind and trip count."""
-    if e.prim is scan_p:
-        return (f"scan of {e.params['length']} steps{' (reverse)' if e.params['reverse'] else ''}"
-                f", body of {len(e.params['jaxpr'].eqns)} eqns")
-    if e.prim is while_p:
-        return f"while loop (trip count at run time), body of {len(e.params['body_jaxpr'].eqns)} eqns"
-    return f"cond of {len(e.params['branches'])} branches"
+    """A scan eqn in words, for the plan's loops (`--stage plan`): its trip count."""
+    p = e.params
+    return (f"scan of {p['length']} steps{' (reverse)' if p['reverse'] else ''}, body of "
+            f"{len(p['jaxpr'].eqns)} eqns")
 
 
-CONTROL = (scan_p, while_p, cond_p, checkpoint_p)
-__all__ = ["scan_p", "while_p", "cond_p", "checkpoint_p", "checkpoint_name_p", "scan", "while_loop", "cond", "trace_closed",
-           "depends", "describe", "aval", "CONTROL", "type_str"]
+__all__ = ["scan_p", "while_p", "cond_p", "checkpoint_p", "checkpoint_name_p", "scan",
+           "while_loop", "cond", "trace_closed", "depends", "describe", "aval"]
