@@ -6,8 +6,9 @@ Each replay is the same recorded dispatches: the iteration index lives on the de
 one-word counter that kernels_glsl/loop_copy.comp reads and the last dispatch of the body
 increments. Around the body:
 
-    before   consts -> the body's const inputs, init -> the carry inputs (copies; a literal is
-             filled), counter = 0
+    before   init -> the carry inputs (copies; a literal is filled), counter = 0; the body
+             reads its consts from the operands' own buffers (lower.py aliases them; a literal
+             const is filled into a buffer of its own)
     each     xs[idx] -> the body's x inputs; the body's dispatches; y -> ys[idx]; the carry
              outputs -> the carry inputs (through a temporary where a carry output IS another
              carry input: a swap); counter += 1          (idx = counter, or length-1-counter)
@@ -84,10 +85,11 @@ class ScanLowering:
         out_carry, out_y = body.outputs[:nk], body.outputs[nk:]
         self.counter = Var((1,), "i32")
         ys = [root(o) for o in e.outputs[nk:]]
-        across = [*b_const, *b_carry, *(root(x) for x in xs if isinstance(x, Var)), *ys,
-                  self.counter]
+        across = [*(root(v) for v in b_const), *b_carry,
+                  *(root(x) for x in xs if isinstance(x, Var)), *ys, self.counter]
         for src, dst in zip([*consts, *init], [*b_const, *b_carry]):
-            self.move(src if isinstance(src, Literal) else root(src), dst)
+            if root(dst) is dst:    # (a const operand's buffer is the body's input itself)
+                self.move(src if isinstance(src, Literal) else root(src), dst)
         c = self.counter
         b.add(move_launch(SET, 1, value=0), [c, c, c], e, [c, *across], [c])
         start = len(b.raw)

@@ -328,6 +328,11 @@ def lower(program: Program, target=None, *, reuse: bool = True) -> Lowered:
     for e in _all_eqns(program):
         if e.prim in VIEWS:
             alias[e.out] = alias.get(e.inputs[0], e.inputs[0])
+        elif loops.lowers(e):    # a scan's consts: its body reads the operands' own buffers
+            nc = e.params["num_consts"]
+            for v, x in zip(e.params["jaxpr"].inputs[:nc], e.inputs[:nc]):
+                if isinstance(x, Var):
+                    alias[v] = alias.get(x, x)
     root = lambda v: alias.get(v, v)
     # a loop body's consts are the program's: buffers for the whole call
     program_consts = [c for e in _all_eqns(program) if loops.lowers(e)
