@@ -118,6 +118,51 @@ def test_a_value_and_its_gradient_run_the_forward_scan_once():
     close(got[1], want[1])
 
 
+SCAN_VALUE_AND_GRAD = """\
+program lambda(%0: f32[], %1: f32[4]) -> (f32[], f32[]) {
+  %2: f32[], %3: f32[4] = scan[length=4, num_carry=1, num_consts=1] %0, 0.0:f32, %1 {
+    jaxpr(%4: f32[], %5: f32[], %6: f32[]) {
+      %7: f32[] = mul %5, %4
+      %8: f32[] = add %7, %6
+      %9: f32[] = tanh %8
+      return %9, %5
+    }
+  }
+  %10: f32[] = reduce_sum[axes=(0,)] %3
+  # ---- backward ----
+  %11: f32[4] = broadcast_to[shape=(4,)] 1.0:f32
+  %12: f32[], %13: f32[] = scan[length=4, num_carry=2, num_consts=1, reverse=True] %0, 0.0:f32, 0.0:f32, %3, %1, %11 {
+    jaxpr(%14: f32[], %15: f32[], %16: f32[], %17: f32[], %18: f32[], %19: f32[]) {
+      # ---- backward ----
+      %20: f32[] = mul %17, %14
+      %21: f32[] = add %20, %18
+      %22: f32[] = tanh %21
+      %23: f32[] = mul %22, %22
+      %24: f32[] = neg %23
+      %25: f32[] = add 1.0:f32, %24
+      %26: f32[] = mul %16, %25
+      %27: f32[] = mul %26, %14
+      %28: f32[] = mul %26, %17
+      %29: f32[] = add %19, %27
+      %30: f32[] = add %15, %28
+      return %30, %29
+    }
+  }
+  return %10, %12
+}
+"""
+
+
+def test_golden_value_and_gradient_of_a_scan():
+    """One forward scan whose ys (the carry entering each step) are also the backward's
+    residuals; the transposed body as a reverse scan carrying the weight's cotangent (%15) and
+    the carry's (%16); nothing else."""
+    f = vg.value_and_grad(lambda w, xs: lax.scan(lambda h, x: (vnp.tanh(h * w + x), h),
+                                                 np.float32(0.0), xs)[1].sum())
+    assert str(optimize(vg.make_ir(f)(np.float32(0.5), np.zeros(4, np.float32)))) == \
+        SCAN_VALUE_AND_GRAD
+
+
 def test_scan_prints_indented_with_user_lines_and_parses_back():
     def f(c, xs):
         return lax.scan(lambda c, x: (c * x + 1.0, c), c, xs)

@@ -10,7 +10,8 @@ optimised on their own (optimize does), while the two still share their eqns.
 
 Prune. A stacked output (a y) that nothing reads is removed from the eqn and from its body's
 outputs, and DCE then drops the body eqns only it used (a gradient program that reads the
-transposed scan's results, not the forward's ys). Carries stay: the next step reads them.
+transposed scan's results, not the forward's ys); two stacked outputs of the same body value
+become one. Carries stay: the next step reads them.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ class Scans(Pass):
 
     @staticmethod
     def _prune(program: Program) -> Program:
+        program = Scans._dedupe(program)
         used = {x for e in program.eqns for x in e.inputs if isinstance(x, Var)}
         used |= {o for o in program.outputs if isinstance(o, Var)}
         eqns = []
@@ -78,6 +80,29 @@ class Scans(Pass):
                               params=e.params.replace(jaxpr=body))
             eqns.append(e)
         return program.replace(eqns=tuple(eqns))
+
+
+    @staticmethod
+    def _dedupe(program: Program) -> Program:
+        """Two stacked outputs of one body value are one (a merged VJP scan stacks the carry
+        entering each step, which the user's y often is already): readers of the second read
+        the first, and pruning drops the second."""
+        env = {}
+        for e in program.eqns:
+            if e.prim is scan_p:
+                nk, body = e.params["num_carry"], e.params["jaxpr"]
+                first = {}
+                for y, o in zip(body.outputs[nk:], e.outputs[nk:]):
+                    if isinstance(y, Var):
+                        if y in first:
+                            env[o] = first[y]
+                        else:
+                            first[y] = o
+        if not env:
+            return program
+        return program.replace(
+            eqns=tuple(e.replace(inputs=tuple(resolve(env, x) for x in e.inputs))
+                       for e in program.eqns), outputs=substitute_outputs(program, env))
 
 
 scans = Scans()

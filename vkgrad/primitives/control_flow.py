@@ -59,12 +59,14 @@ from vkgrad.tracer.core import bind, eval_program, new_trace, user_source
 
 # ----------------------------------------------------------------------------------- helpers
 
-def trace_closed(fun, in_types, name: str, control: str | None = None):
+def trace_closed(fun, in_types, name: str, control: str | None = None, phase: str = "fwd"):
     """fun(*tracers) traced into a closed Program over `in_types`: (program, captured), the
     values of enclosing traces it reads (extra inputs at the end of the program's inputs).
-    `control` names the construct whose body this is (for errors inside it)."""
+    `control` names the construct whose body this is (for errors inside it); phase "bwd" marks
+    every eqn as backward (a transposed body: its recomputed forward is backward work too)."""
     with new_trace(name) as t:
         t.control = control
+        t.phase = phase
         args = [t.new_arg(ty.shape, ty.dtype) for ty in in_types]
         outs = fun(*args)
         return t.finish(list(outs))
@@ -202,7 +204,7 @@ def _scan_vjp(gs, outs, *ins, jaxpr, length, num_consts, num_carry, reverse=Fals
     in_types = ([v.type for v in body_in[:nc]] + [body_in[i].type for i in fc] +
                 [body_in[nc + i].type for i in fk] + [v.type for v in body_in[nc:nc + nk]] +
                 [v.type for v in body_in[nc + nk:]] + [jaxpr.outputs[nk + j].type for j in fy])
-    bwd, captured = trace_closed(step, in_types, "scan_transpose")
+    bwd, captured = trace_closed(step, in_types, "scan_transpose", phase="bwd")
     if captured:   # pragma: no cover - the step reads only its own inputs
         raise IRError("the transposed scan body captured outer values")
     acc0 = [_zeros(body_in[i].type) for i in fc]
@@ -410,7 +412,8 @@ def _cond_vjp(gs, outs, index, *ops, branches):
         n_out = len(b.outputs)
         prog, _ = trace_closed(lambda *a, joint=joint, n_out=n_out:
                                eval_program(joint, list(a))[n_out:],
-                               types + [branches[0].outputs[j].type for j in fo], "cond_vjp")
+                               types + [branches[0].outputs[j].type for j in fo], "cond_vjp",
+                               phase="bwd")
         vjps.append(prog)
     got = cond(index, vjps, list(ops) + [gs[j] for j in fo])
     cts = [None] * len(ops)
