@@ -1,6 +1,6 @@
-"""The language models of examples/train_lm.py at the `small` preset (transformer and Mamba,
-fp32): vkgrad's jitted training step against the same model, optimizer and batches in JAX, in
-one process, in interleaved rounds.
+"""The language models of examples/train_lm.py at the `small` preset (transformer, Mamba, and
+the GRU that bench/bench_control_flow.py runs; fp32): vkgrad's jitted training step against the
+same model, optimizer and batches in JAX, in one process, in interleaved rounds.
 
 On the NVIDIA device machine, from the repo root (with .gpu carried):
     source bench/gpu_env.sh && python3 bench/bench_lm.py [--rounds 5] [--steps 20]
@@ -57,7 +57,7 @@ def jax_side(cfg):
     import jax
     import jax.numpy as jnp
     jax.config.update("jax_default_matmul_precision", "highest")
-    from jax_nn import attention_block, layer_norm, mamba_block, rms_norm
+    from jax_nn import attention_block, gru, layer_norm, mamba_block, rms_norm
     tree_map = jax.tree_util.tree_map
 
     def logits(p, ids):
@@ -67,6 +67,10 @@ def jax_side(cfg):
             for blk in p["blocks"]:
                 x = attention_block(blk, x, cfg["heads"])
             x = layer_norm(x, p["norm_f"]["w"], p["norm_f"]["b"])
+        elif cfg["model"] == "gru":
+            for blk in p["blocks"]:
+                x = x + gru(blk["gru"], rms_norm(x, blk["norm"]["w"]))
+            x = rms_norm(x, p["norm_f"]["w"])
         else:
             for blk in p["blocks"]:
                 x = mamba_block(blk, x)
@@ -254,11 +258,17 @@ def bench_model(model, preset, args, data):
     return res
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def round_options(description: str) -> argparse.ArgumentParser:
+    """The options of bench_model's interleaved rounds."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=20, help="steps per round")
     ap.add_argument("--warmup", type=int, default=5, help="steps before the first round")
+    return ap
+
+
+def main():
+    ap = round_options(__doc__.split("\n\n")[0])
     ap.add_argument("--models", default="transformer,mamba")
     ap.add_argument("--quick", action="store_true", help="tiny preset, 2 rounds of 3 steps")
     args = ap.parse_args()
@@ -272,11 +282,16 @@ def main():
                "warmup_steps": args.warmup, "data_bytes": [len(d) for d in data]}
     for model in args.models.split(","):
         results[model] = bench_model(model, preset, args, data)
+    finish(results, t0, "lm.json")
+
+
+def finish(results: dict, t0: float, filename: str) -> None:
+    """The wall time into `results`, printed, and the JSON to $OUT/filename when $OUT is set."""
     results["wall_s"] = time.perf_counter() - t0
     print(f"total {results['wall_s']:.0f} s", flush=True)
     out = os.environ.get("OUT")
     if out:
-        Path(out, "lm.json").write_text(json.dumps(results, indent=1))
+        Path(out, filename).write_text(json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":

@@ -74,3 +74,20 @@ def mamba_block(p, x):
     y = selective_scan(bdl(xi), bdl(dt), -jnp.exp(p["A_log"]), B, C, p["D"], bdl(z),
                        p["dt_proj"]["b"])
     return x + bdl(y) @ p["out_proj"]["w"]
+
+
+def gru(p, x):
+    """vg.nn.gru on x [batch, L, d]: the input projections before the loop, lax.scan over L
+    (torch.nn.GRU's equations); the outputs [batch, L, hidden]."""
+    xp = x @ p["w_x"] + p["b_x"]
+
+    def step(h, xt):
+        xr, xz, xn = jnp.split(xt, 3, axis=-1)
+        hr, hz, hn = jnp.split(h @ p["w_h"] + p["b_h"], 3, axis=-1)
+        r, z = jax.nn.sigmoid(xr + hr), jax.nn.sigmoid(xz + hz)
+        n = jnp.tanh(xn + r * hn)
+        h = (1.0 - z) * n + z * h
+        return h, h
+
+    h0 = jnp.zeros((x.shape[0], p["w_h"].shape[0]), x.dtype)
+    return jnp.swapaxes(jax.lax.scan(step, h0, jnp.swapaxes(xp, 0, 1))[1], 0, 1)

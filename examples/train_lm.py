@@ -1,7 +1,8 @@
 """Train a byte-level language model on real text on the default Vulkan device: a pre-norm
-transformer (causal flash attention) or a Mamba LM (selective scan).
+transformer (causal flash attention), a Mamba LM (selective scan) or a character GRU LM (each
+layer a vg.lax.scan over the sequence).
 
-    python examples/train_lm.py --model transformer|mamba --preset tiny|small|medium
+    python examples/train_lm.py --model transformer|mamba|gru --preset tiny|small|medium
         [--steps N] [--batch B] [--seq L] [--lr LR] [--out DIR] [--resume | --overwrite]
         [--allow-nonfinite] [--sample N] [--seed S] [--eval-every K] [--temperature T]
     make demo        # the transformer at the tiny preset
@@ -66,6 +67,15 @@ PRESETS = {
         "small": dict(d_model=256, layers=4, heads=8, seq=256, batch=32, steps=2000, lr=1e-3,
                       warmup=100, eval_every=250),
         "medium": dict(d_model=512, layers=8, heads=8, seq=512, batch=32, steps=5000, lr=6e-4,
+                       warmup=200, eval_every=500),
+    },
+    # a character GRU LM: each layer one vg.lax.scan over the sequence (vg.nn.gru_lm)
+    "gru": {
+        "tiny": dict(d_model=64, layers=2, seq=64, batch=8, steps=200, lr=3e-3, warmup=20,
+                     eval_every=50),
+        "small": dict(d_model=256, layers=2, seq=256, batch=32, steps=2000, lr=2e-3,
+                      warmup=100, eval_every=250),
+        "medium": dict(d_model=512, layers=3, seq=512, batch=32, steps=5000, lr=1e-3,
                        warmup=200, eval_every=500),
     },
     "mamba": {
@@ -145,6 +155,9 @@ def init_params(cfg: dict):
     if cfg["model"] == "transformer":
         return nn.init_transformer_lm(rng, cfg["vocab"], cfg["d_model"], cfg["layers"],
                                       cfg["seq"], tied=cfg["tied"])
+    if cfg["model"] == "gru":
+        return nn.init_gru_lm(rng, cfg["vocab"], cfg["d_model"], cfg["layers"],
+                              tied=cfg["tied"])
     return nn.init_mamba_lm(rng, cfg["vocab"], cfg["d_model"], cfg["layers"],
                             d_state=cfg["d_state"], tied=cfg["tied"])
 
@@ -155,7 +168,8 @@ def logits_fn(cfg: dict):
     mp = policy(cfg)
     if cfg["model"] == "transformer":
         return lambda params, ids: nn.transformer_lm(params, ids, cfg["heads"], policy=mp)
-    return lambda params, ids: nn.mamba_lm(params, ids, policy=mp)
+    lm = nn.gru_lm if cfg["model"] == "gru" else nn.mamba_lm
+    return lambda params, ids: lm(params, ids, policy=mp)
 
 
 def schedule(cfg: dict):

@@ -871,6 +871,76 @@ CASES += [
           NZ(2, 3, 7, 6)]),
 ]
 
+# --- control flow (vkgrad/primitives/control_flow.py): loops that stay loops. A scan runs on
+# Vulkan (its body lowered once, replayed per step: vkgrad/lowering/loops.py), a cond as its
+# branches and a select (passes/select_conds.py); while has no device lowering yet: a jitted
+# program holding one runs on the interpreter, counted in vg.fallbacks()
+# (tests/test_control_flow.py checks that).
+def _rnn(h, xs, w):
+    def step(h, x):
+        h = vnp.tanh(h @ w + x)
+        return h, h.sum()
+    return vg.lax.scan(step, h, xs)
+
+
+def _scan_tree(a, xs):         # a pytree carry with an integer leaf, a captured value, reverse
+    def step(c, x):
+        return {"s": c["s"] * x + a, "n": c["n"] + 1}, (c["s"] * 2.0, x * c["s"])
+    c, (y0, y1) = vg.lax.scan(step, {"s": a * 0.5, "n": np.int32(0)}, xs, reverse=True)
+    return c["s"], c["n"], y0, y1
+
+
+def _fori(x):                  # Python int bounds: a scan
+    return vg.lax.fori_loop(0, 3, lambda i, v: vnp.sin(v) * (i + 1.0), x)
+
+
+def _while(x):                 # the predicate reads the carry: under vmap, a batched predicate
+    return vg.lax.while_loop(lambda c: vnp.sum(c[1]) < 20.0,
+                             lambda c: (c[0] + 1, c[1] * 1.5 + 1.0), (0, x))
+
+
+def _cond(p, x):
+    return vg.lax.cond(vnp.sum(p) > 0, lambda x: vnp.sin(x) * p, lambda x: x * x - p, x)
+
+
+def _switch(i, x):
+    return vg.lax.switch(i[0], [lambda x: vnp.exp(x), lambda x: x * x, lambda x: vnp.sin(x)],
+                         x * 2.0)
+
+
+def _block(x, w):
+    h = vnp.tanh(x @ w)
+    return vnp.sin(vg.ad_checkpoint.checkpoint_name(h @ w, "proj")) * h
+
+
+def _rnn_checkpointed(h, xs, w):   # a checkpointed scan body
+    step = vg.checkpoint(lambda h, x: (vnp.tanh(h @ w + x), h.sum()))
+    return vg.lax.scan(step, h, xs)
+
+
+ON_INTERPRETER = dict(vulkan=False)   # while: no Vulkan lowering yet (see above)
+CASES += [
+    Case("scan_rnn", _rnn, [F(3), F(4, 3), F(3, 3)]),
+    Case("scan_pytree_reverse", _scan_tree, [F(2), F(5, 2)]),
+    Case("fori_loop_static", _fori, [F(4)]),
+    Case("scan_rnn_grad", lambda h, xs, w: vg.grad(lambda *a: vnp.sum(_rnn(*a)[1] ** 2),
+                                                   argnums=(0, 1, 2))(h, xs, w),
+         [F(3), F(4, 3), F(3, 3)], grad=1),
+    Case("while_loop", _while, [Pos(3)], grad=1, modes=("fwd",),   # no reverse mode (JAX's)
+         **ON_INTERPRETER),
+    Case("cond_true", _cond, [Pos(3), F(3)]),
+    Case("cond_false", _cond, [Pos(3, lo=-2.0, hi=-0.5), F(3)]),
+    Case("switch", _switch, [I(1, hi=3), F(4)]),
+    Case("checkpoint_nothing", vg.checkpoint(_block), [F(2, 3), F(3, 3)]),
+    Case("checkpoint_dots", vg.checkpoint(_block, policy=vg.checkpoint_policies.dots_saveable),
+         [F(2, 3), F(3, 3)], vulkan="checkpoint_nothing"),
+    Case("checkpoint_names", vg.checkpoint(
+        _block, policy=vg.checkpoint_policies.save_only_these_names("proj")), [F(2, 3), F(3, 3)],
+        vulkan="checkpoint_nothing"),
+    Case("scan_checkpointed_body", _rnn_checkpointed, [F(3), F(4, 3), F(3, 3)],
+         vulkan="scan_rnn"),
+]
+
 # --- matmul on Vulkan: every transpose combination on awkward shapes (one row, one column,
 # sizes off every tile boundary). Not gradient-checked: matmul's derivatives are the small
 # matmul_* rows' (every transpose combination); checking these 20 too took 3.5 s (measured).
@@ -896,19 +966,24 @@ def ids(cases):
 
 # ----------------------------------------------------------------------------- completeness
 
-# Primitives `optimize(final=True)` removes, so the lowering never sees them.
-REMOVED_BEFORE_LOWERING = {"stop_gradient", "custom_vjp_call", "custom_jvp_call"}
+# Primitives `optimize(final=True)` removes, so the lowering never sees them (and cond and
+# checkpoint, which the fused stage replaces: by the branches and a select, by its body).
+REMOVED_BEFORE_LOWERING = {"stop_gradient", "custom_vjp_call", "custom_jvp_call", "cond",
+                           "checkpoint", "checkpoint_name"}
+# Primitives with no Vulkan lowering yet: a program holding one runs on the interpreter, counted
+# (tests/test_control_flow.py).
+INTERPRETER_ONLY = {"while"}
 
 
 def primitives_in(program) -> set:
-    """Names of the primitives a program's eqns bind, looking inside fused bodies."""
-    from vkgrad.ir.core import Program
+    """Names of the primitives a program's eqns bind, looking inside fused bodies, loop bodies
+    and branches."""
+    from vkgrad.ir.core import sub_programs
     seen = set()
     for e in program.eqns:
         seen.add(e.prim.name)
-        for v in e.params.values():
-            if isinstance(v, Program):
-                seen |= primitives_in(v)
+        for _, _, body in sub_programs(e.params):
+            seen |= primitives_in(body)
     return seen
 
 
@@ -920,6 +995,11 @@ def all_primitives() -> set:
     return {n for n in PRIMITIVES if n not in ("fused", "save") and not n.endswith("_for_test")}
 
 
+# Primitives whose VJP rule is a clear error, as in JAX: a while loop's trip count is not known
+# when the backward is built (tests/test_control_flow.py checks the message).
+REFUSES_REVERSE_MODE = {"while"}
+
+
 def differentiable_primitives() -> set:
     from vkgrad.ir.core import vjp_rules
-    return {p.name for p in vjp_rules} & all_primitives()
+    return {p.name for p in vjp_rules} & all_primitives() - REFUSES_REVERSE_MODE

@@ -78,7 +78,7 @@ class Program:
         return f"def f({args}):\n{body}    return ({', '.join(self.outputs)},)\n"
 
     def function(self):
-        namespace = {"vnp": vnp, "nn": nn, "np": np}
+        namespace = {"vnp": vnp, "nn": nn, "np": np, "vg": vg}
         exec(compile(self.source(), "<fuzz program>", "exec"), namespace)
         return namespace["f"]
 
@@ -604,8 +604,27 @@ def op_int(b: _Builder):
                max(x.mag, 0.5))
 
 
+def op_loop(b: _Builder):
+    """A vg.lax.scan over x's leading axis (its stacked ys, or its final carry; forward or
+    reverse), or a vg.lax.cond on x's sum: loops and branches on the device, and their
+    gradients (the transposed scan, the branches' VJPs)."""
+    x = b.operand()
+    if not x.shape or b.coin(4):
+        how = b.pick(["x * 0.5", "vnp.sin(x)"])
+        b.emit(f"vg.lax.cond(vnp.sum({x.name}) > 0.0, lambda x: {how}, lambda x: -x, {x.name})",
+               x.shape, x.mag)
+        return
+    rev = b.pick(["False", "True"])
+    body = "lambda c, t: (vnp.tanh(c * 0.5 + t), c * t)"
+    scan = f"vg.lax.scan({body}, vnp.zeros_like({x.name}[0]), {x.name}, reverse={rev})"
+    if b.coin(2):
+        b.emit(f"{scan}[1]", x.shape, x.mag)
+    else:
+        b.emit(f"{scan}[0]", x.shape[1:], 1.0)
+
+
 OPS = [op_unary, op_binary, op_where, op_reduce, op_reshape, op_transpose, op_index, op_expand,
-       op_concatenate, op_matmul, op_softmax, op_take, op_many, op_int]
+       op_concatenate, op_matmul, op_softmax, op_take, op_many, op_int, op_loop]
 
 
 @st.composite

@@ -1,5 +1,6 @@
-"""examples/train_lm.py: both tiny models learn, checkpoints round-trip, --resume continues the
-uninterrupted run's curve, bad checkpoints are refused with clear messages, --help works.
+"""examples/train_lm.py: the tiny models learn (transformer, Mamba, GRU), checkpoints
+round-trip, --resume continues the uninterrupted run's curve, bad checkpoints are refused with
+clear messages, --help works.
 
 The runs here use the tiny models with small batches (8 x 32 bytes) to keep the suite quick;
 until the flash-attention and selective-scan kernels are merged they run on the numpy
@@ -37,7 +38,7 @@ def quiet(*a, **k):
     pass
 
 
-@pytest.mark.parametrize("model", ["transformer", "mamba"])
+@pytest.mark.parametrize("model", ["transformer", "mamba", "gru"])
 def test_tiny_models_learn(model, data, tmp_path):
     cfg = train_lm.make_config(model, "tiny", steps=30, lr=1e-2, **SMALL)
     res = train_lm.train(cfg, tmp_path, eval_every=15, data=data, progress=False, log=quiet)

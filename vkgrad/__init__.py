@@ -11,14 +11,16 @@
     step = vg.jit(train_step)                # one Vulkan submission per call
 
 Transforms: grad, value_and_grad, vjp, jvp, vmap, make_ir, trace, check_grads, custom_vjp,
-custom_jvp, jacfwd, jacrev (= jacobian), hessian (docs/compiler.md, docs/vmap.md); optimizers
+custom_jvp, jacfwd, jacrev (= jacobian), hessian, checkpoint (= remat, with checkpoint_policies
+and vg.ad_checkpoint.checkpoint_name) (docs/compiler.md, docs/vmap.md); optimizers
 with optax's contract: vg.optim (docs/optim.md); random numbers: vg.random (docs/random.md); jit, device_put, devices, profile, Array, block_until_ready,
 set_max_in_flight (docs/jit.md); runtime_stats (docs/long_runs.md); check_kernels, debug_nans: when a result looks wrong
 (docs/debugging.md); JAX's modules: vg.tree and vg.tree_util (pytrees), vg.lax (jax.lax's
 names), vg.scipy (special, stats.norm), vg.test_util (check_grads); vg.mp (= vg.mixed_precision:
-jmp's policies and loss scales, float16 and bfloat16 training); save, load, load_metadata:
-pytrees of arrays as safetensors files (vkgrad/checkpoint.py). Every result is a vg.Array
-(vkgrad/tracer/array.py); vg.config and vg.enable_x64 switch float64 on (vkgrad/config.py).
+jmp's policies and loss scales, float16 and bfloat16 training); vg.checkpoint / vg.remat (JAX's,
+vkgrad/ad_checkpoint.py); save, load, load_metadata: pytrees of arrays as safetensors files
+(vkgrad/serialization.py). Every result is a vg.Array (vkgrad/tracer/array.py); vg.config and
+vg.enable_x64 switch float64 on (vkgrad/config.py).
 
 The package is layered (docs/compiler.md, "Layers"): importing it loads the compiler core
 (IR, tracer, primitives, transforms, vkgrad.numpy); the layers that talk to a device (lowering,
@@ -43,7 +45,9 @@ from vkgrad.transforms import (check_grads, custom_jvp, custom_vjp, grad, hessia
                                jacrev, jvp, make_ir, trace, value_and_grad, vjp, vmap)
 from vkgrad import numpy, nn, optim, random, tree, tree_util  # noqa: E402,F401  (vg.numpy, ...)
 from vkgrad import lax, scipy, test_util  # noqa: E402,F401  (JAX's jax.lax, jax.scipy, ...)
-from vkgrad.checkpoint import load, load_metadata, save  # noqa: E402
+from vkgrad.serialization import load, load_metadata, save  # noqa: E402
+from vkgrad import ad_checkpoint  # noqa: E402  (JAX's jax.ad_checkpoint)
+from vkgrad.ad_checkpoint import checkpoint, checkpoint_policies, remat  # noqa: E402
 from vkgrad import mixed_precision  # noqa: E402  (vg.mixed_precision, also vg.mp as jmp)
 
 mp = mixed_precision
@@ -69,7 +73,8 @@ __all__ = ["grad", "value_and_grad", "vjp", "jvp", "vmap", "make_ir", "trace", "
            "config", "enable_x64", "Array", "DeletedArrayError", "block_until_ready",
            "ShapeDtype", "Program", "Var", "Literal", "Eqn", "run_program", "numpy", "nn", "optim",
            "save", "load", "load_metadata", "random", "lax", "scipy", "test_util", "tree",
-           "tree_util", "jacobian", "mixed_precision", "mp",
+           "tree_util", "jacobian", "mixed_precision", "mp", "checkpoint", "remat",
+           "checkpoint_policies", "ad_checkpoint",
            "VkgradError", "ArgumentError", "CheckpointError", "ConcretizationError", "DTypeError",
            "GradError", "GradientCheckError", "IntegerOverflowError", "IRError",
            "LeakedTracerError", "MissingRuleError", "ShapeError", "VkgradIndexError", *_LAZY]

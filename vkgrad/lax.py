@@ -7,9 +7,9 @@ and vkgrad.numpy.
     vals, idx = lax.top_k(x, 3)
 
 Elementwise functions are a table (`_UNARY`, `_BINARY`); the layout, indexing and contraction
-functions compose vnp's. The loops (scan, fori_loop, while_loop, cond) are not here yet, and no
-name here means something other than JAX's: `lax.scan` is an AttributeError, not the selective
-scan (that is `vkgrad.primitives.selective_scan`).
+functions compose vnp's. The control flow (scan, fori_loop, while_loop, cond, switch, map,
+associative_scan) is vkgrad/control_flow.py. No name here means something other than JAX's:
+`lax.scan` is JAX's scan, not the selective scan (that is `vkgrad.primitives.selective_scan`).
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ import numpy as np
 
 import vkgrad.numpy as vnp
 from vkgrad import primitives as P
+from vkgrad.control_flow import (associative_scan, cond, fori_loop, map, scan,  # noqa: F401,A004
+                                 switch, while_loop)
 from vkgrad.errors import ArgumentError, ShapeError
 from vkgrad.primitives.convolution import check_conv, dilate
 from vkgrad.scipy.special import digamma, erf, erfc, erfinv, expit, gammaln
@@ -451,7 +453,10 @@ __all__ = sorted([*_UNARY, *_BINARY, "round", "RoundingMethod", "integer_pow", "
                   "dynamic_slice", "dynamic_update_slice", "dynamic_slice_in_dim",
                   "dynamic_index_in_dim", "dynamic_update_slice_in_dim",
                   "dynamic_update_index_in_dim", "dot_general", "dot", "batch_matmul",
-                  "top_k", "sort", "sort_key_val"])
+                  "top_k", "sort", "sort_key_val",
+                  # control flow (vkgrad/control_flow.py)
+                  "scan", "fori_loop", "while_loop", "cond", "switch", "map",
+                  "associative_scan"])
 
 
 # ------------------------------------------------------------------ convolution, windows

@@ -6,8 +6,9 @@ Layers are plain functions of a params pytree (dicts of arrays) and inputs, as i
 `init_*` functions make the params from a numpy Generator (float32), the apply functions are
 traced, differentiated and jitted like any other vnp code.
 
-Two language models close the file (token ids in, next-token logits out): a pre-norm
-transformer and a Mamba LM, each a dozen lines over the blocks above. They live here rather than
+Recurrent cells and layers (RNN, GRU, LSTM) run on vg.lax.scan. Three language models close
+the file (token ids in, next-token logits out): a pre-norm transformer, a Mamba LM and a
+character GRU LM, each a dozen lines over the blocks above. They live here rather than
 in an example so that examples/train_lm.py, its tests and bench/bench_lm.py train one
 definition, and a user can build on them.
 """
@@ -18,6 +19,7 @@ import math
 
 import numpy as np
 
+from vkgrad import control_flow
 from vkgrad import lax
 from vkgrad import numpy as vnp
 from vkgrad import primitives as P
@@ -33,7 +35,10 @@ __all__ = ["relu", "sigmoid", "silu", "gelu", "softmax", "log_softmax", "logsume
            "flash_attention", "attention_block", "init_attention_block", "selective_scan",
            "causal_conv1d", "mamba_block", "init_mamba_block", "init_transformer_lm",
            "transformer_lm", "init_mamba_lm", "mamba_lm", "init_conv", "conv", "max_pool",
-           "avg_pool", "init_batch_norm", "batch_norm", "group_norm", "instance_norm", "init_resnet", "resnet"]
+           "avg_pool", "init_batch_norm", "batch_norm", "group_norm", "instance_norm",
+           "init_resnet", "resnet", "rnn_cell", "gru_cell", "lstm_cell", "init_rnn_cell",
+           "init_gru_cell", "init_lstm_cell", "recurrent", "rnn", "gru", "lstm", "init_gru_lm",
+           "gru_lm"]
 
 
 def relu(x):
@@ -502,6 +507,102 @@ def mamba_block(params, x, policy: Policy | str | None = None):
     return _out_policy(policy, x + to_bdl(y) @ params["out_proj"]["w"])
 
 
+# ----------------------------------------------------------------------------------- recurrent
+# Cells are functions (params, carry, x) -> (carry, y) of one step; a layer runs its cell over
+# the time axis of x [batch, L, d] with vg.lax.scan (one loop eqn whatever L is). The input's
+# projections for every step are one matmul before the loop ([batch * L, d] @ [d, gates * H]);
+# the loop does only what needs the previous state (h @ w_h). Gate order and equations are
+# PyTorch's (torch.nn.RNN, GRU, LSTM), biases in both projections as there.
+
+def _init_recurrent(rng: np.random.Generator, d_in: int, hidden: int, gates: int) -> dict:
+    bound = 1.0 / math.sqrt(hidden)     # PyTorch's uniform(-1/sqrt(H), 1/sqrt(H))
+    u = lambda *shape: rng.uniform(-bound, bound, shape).astype(np.float32)
+    return {"w_x": u(d_in, gates * hidden), "w_h": u(hidden, gates * hidden),
+            "b_x": u(gates * hidden), "b_h": u(gates * hidden)}
+
+
+def init_rnn_cell(rng: np.random.Generator, d_in: int, hidden: int) -> dict:
+    """Params of `rnn_cell` (Elman: h' = tanh(x w_x + b_x + h w_h + b_h))."""
+    return _init_recurrent(rng, d_in, hidden, 1)
+
+
+def init_gru_cell(rng: np.random.Generator, d_in: int, hidden: int) -> dict:
+    """Params of `gru_cell`: the reset, update and new gates side by side (3 * hidden)."""
+    return _init_recurrent(rng, d_in, hidden, 3)
+
+
+def init_lstm_cell(rng: np.random.Generator, d_in: int, hidden: int) -> dict:
+    """Params of `lstm_cell`: the input, forget, cell and output gates (4 * hidden)."""
+    return _init_recurrent(rng, d_in, hidden, 4)
+
+
+def _split(v, n: int):
+    h = v.shape[-1] // n
+    return [v[..., i * h:(i + 1) * h] for i in range(n)]
+
+
+def rnn_cell(params, h, x, *, projected: bool = False):
+    """One Elman step: (h', h'). `projected`: x is already x @ w_x + b_x."""
+    xp = x if projected else x @ params["w_x"] + params["b_x"]
+    h = vnp.tanh(xp + h @ params["w_h"] + params["b_h"])
+    return h, h
+
+
+def gru_cell(params, h, x, *, projected: bool = False):
+    """One GRU step (torch.nn.GRU): r, z = sigmoid(...); n = tanh(x_n + r * (h w_hn + b_hn));
+    h' = (1 - z) * n + z * h. Returns (h', h')."""
+    xr, xz, xn = _split(x if projected else x @ params["w_x"] + params["b_x"], 3)
+    hr, hz, hn = _split(h @ params["w_h"] + params["b_h"], 3)
+    r, z = sigmoid(xr + hr), sigmoid(xz + hz)
+    n = vnp.tanh(xn + r * hn)
+    h = (1.0 - z) * n + z * h
+    return h, h
+
+
+def lstm_cell(params, carry, x, *, projected: bool = False):
+    """One LSTM step (torch.nn.LSTM) on carry (h, c): ((h', c'), h')."""
+    h, c = carry
+    g = (x if projected else x @ params["w_x"] + params["b_x"]) + h @ params["w_h"] + \
+        params["b_h"]
+    i, f, gg, o = _split(g, 4)
+    c = sigmoid(f) * c + sigmoid(i) * vnp.tanh(gg)
+    h = sigmoid(o) * vnp.tanh(c)
+    return (h, c), h
+
+
+def recurrent(cell, params, x, carry, *, reverse: bool = False):
+    """`cell` (rnn_cell, gru_cell, lstm_cell) over the time axis of x [batch, L, d] from
+    `carry`: (final carry, outputs [batch, L, hidden]). One vg.lax.scan over L."""
+    xp = x @ params["w_x"] + params["b_x"]               # every step's input projection
+    xs = vnp.swapaxes(xp, 0, 1)                           # time first: the scanned axis
+    carry, ys = control_flow.scan(lambda c, xt: cell(params, c, xt, projected=True), carry,
+                                  xs, reverse=reverse)
+    return carry, vnp.swapaxes(ys, 0, 1)
+
+
+def _zeros_state(x, params):
+    return vnp.zeros((x.shape[0], params["w_h"].shape[0]), x.dtype)
+
+
+def rnn(params, x, h0=None, *, reverse: bool = False):
+    """An Elman RNN layer on x [batch, L, d]: (h_L, outputs [batch, L, hidden])."""
+    return recurrent(rnn_cell, params, x, _zeros_state(x, params) if h0 is None else h0,
+                     reverse=reverse)
+
+
+def gru(params, x, h0=None, *, reverse: bool = False):
+    """A GRU layer on x [batch, L, d]: (h_L, outputs [batch, L, hidden])."""
+    return recurrent(gru_cell, params, x, _zeros_state(x, params) if h0 is None else h0,
+                     reverse=reverse)
+
+
+def lstm(params, x, carry=None, *, reverse: bool = False):
+    """An LSTM layer on x [batch, L, d]: ((h_L, c_L), outputs [batch, L, hidden])."""
+    if carry is None:
+        carry = (_zeros_state(x, params), _zeros_state(x, params))
+    return recurrent(lstm_cell, params, x, carry, reverse=reverse)
+
+
 # ----------------------------------------------------------------------------------- language models
 
 def _init_lm(rng: np.random.Generator, vocab: int, d_model: int, blocks: list, norm: dict,
@@ -562,6 +663,26 @@ def mamba_lm(params, ids, policy: Policy | str | None = None):
     x = embedding(params["embed"], ids)
     for block in params["blocks"]:
         x = mamba_block(block, x)
+    return _out_policy(policy, _lm_head(params, rms_norm(x, params["norm_f"]["w"])))
+
+
+def init_gru_lm(rng: np.random.Generator, vocab: int, d_model: int, layers: int,
+                tied: bool = True) -> dict:
+    """Params of `gru_lm`: the embedding, `layers` residual GRU layers (each with its rms norm;
+    hidden = d_model), the final rms norm, and an output head unless tied."""
+    blocks = [{"norm": {"w": np.ones(d_model, np.float32)},
+               "gru": init_gru_cell(rng, d_model, d_model)} for _ in range(layers)]
+    return _init_lm(rng, vocab, d_model, blocks, {"w": np.ones(d_model, np.float32)}, tied)
+
+
+def gru_lm(params, ids, policy: Policy | str | None = None):
+    """Next-token logits [batch, L, vocab] of a character GRU LM on integer ids [batch, L]:
+    embedding, residual GRU layers (rms_norm first; each one vg.lax.scan over L), rms_norm,
+    head; computed in the policy's compute dtype (None: as the params are)."""
+    params, ids = _in_policy(policy, params, ids)
+    x = embedding(params["embed"], ids)
+    for block in params["blocks"]:
+        x = x + gru(block["gru"], rms_norm(x, block["norm"]["w"]))[1]
     return _out_policy(policy, _lm_head(params, rms_norm(x, params["norm_f"]["w"])))
 
 

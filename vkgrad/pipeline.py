@@ -27,6 +27,7 @@ from typing import Callable
 from vkgrad.errors import ArgumentError
 from vkgrad.ir.core import Program, print_program
 from vkgrad.ir.verifier import checked
+from vkgrad.lowering import loops
 from vkgrad.lowering.donation import plan_donation
 from vkgrad.lowering.fusion import KERNEL_FUSION_PASSES
 from vkgrad.lowering.lower import Lowered, lower
@@ -42,8 +43,8 @@ PASSES = {**_TARGET_FREE_PASSES, **KERNEL_FUSION_PASSES}
 # changes nothing
 # the `fused` stage, in order (canonicalize_for_lowering runs after remat, always);
 # widen_halves first: the converts it adds around kernels fuse like any others
-FUSE = ("widen_halves", "remat", "fuse", "fuse_producers", "fuse_epilogues",
-        "fuse_multi_output", "fuse_horizontal")
+FUSE = ("widen_halves", "select_conds", "inline_checkpoints", "remat", "fuse", "fuse_producers",
+        "fuse_epilogues", "fuse_multi_output", "fuse_horizontal")
 # Names that switch something off besides the passes (the lowering's buffer reuse).
 OTHER_SWITCHES = ("memory",)
 # Switch these off for the plan of loop fusion alone (kernels without fused loads and stores,
@@ -80,7 +81,13 @@ def pass_for(name: str, target=None):
 
 def fuse_program(program: Program, disabled: frozenset = frozenset(), target=None) -> Program:
     """From an optimized program to the kernels to run on `target`: the FUSE list (without
-    `fuse`, nothing is fused: one kernel per eqn)."""
+    `fuse`, nothing is fused: one kernel per eqn). A scan's body is fused the same way, on its
+    own: the lowering lowers it once (lowering/loops.py). (A cond becomes its branches and a
+    select: select_conds; a while loop runs on the interpreter.)"""
+    program = program.replace(eqns=tuple(
+        e.replace(params=e.params.replace(jaxpr=fuse_program(e.params["jaxpr"], disabled,
+                                                             target)))
+        if loops.lowers(e) else e for e in program.eqns))
     for name in FUSE:
         if name == "fuse":
             program = checked(canonicalize_for_lowering.apply(program),

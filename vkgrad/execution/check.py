@@ -32,6 +32,7 @@ from vkgrad.execution.profile import _describe, profile
 from vkgrad.ir.core import Literal, Var
 from vkgrad.ir.interpreter import apply
 from vkgrad.lowering.contracts import Concat
+from vkgrad.lowering.loops import replay_order
 from vkgrad.primitives.compiler import fused_p
 from vkgrad.runtime.vulkan import Executable, device_dtype
 from vkgrad.tracer.core import ShapeDtype
@@ -125,13 +126,13 @@ def check_kernels(fun, *args, rtol: float = RTOL, runs: int = 3, **kwargs) -> Ke
         bufs[slot].upload(value.reshape(-1))
     where = _places(lw)
     rows = []
-    for steps, us in _kernels(lw.steps, times):
-        e = steps[0].eqn
+    for steps, us, e, order in _kernels(lw, times):
         uploads = [(bufs[where[x][0]], _padded(lw, where, x, values[x]))
                    for x in dict.fromkeys(_root_inputs(lw, e, where)) if x in where]
         outs = [o for o in e.outputs if o in where]
         ex = Executable(device, [device.dispatch(st.launch, [bufs[s] for s in st.slots])
-                                 for st in steps], name=f"check {steps[0].launch.name}")
+                                 for st in steps], name=f"check {steps[0].launch.name}",
+                        order=order)
         ex.run(uploads, list(dict.fromkeys(bufs[where[o][0]] for o in outs)))
         errs = [_errors(_read(bufs, where, o), values[o]) for o in outs]
         ex.release()
@@ -163,17 +164,29 @@ def _interpret(program, args) -> dict:
     return env
 
 
-def _kernels(steps, times):
-    """(steps of one eqn, their GPU us) per kernel, in dispatch order."""
+def _kernels(lw, times):
+    """(steps of one top-level eqn, their GPU us, the eqn, the order to record them: None, or
+    a loop's replays) per kernel, in dispatch order. A scan's steps (its moves and its body's
+    kernels, lowering/loops.py) are one kernel: the body's values are not the program's."""
+    owner = [st.eqn for st in lw.steps]
+    for e in {st.eqn for st in lw.steps if st.eqn.prim.name == "scan"}:
+        at = [i for i, st in enumerate(lw.steps) if st.eqn is e]
+        for i in range(at[0], at[-1] + 1):
+            owner[i] = e
     out = []
-    for st, us in zip(steps, times):
-        if out and out[-1][0][-1].eqn is st.eqn:
+    for i, (st, us) in enumerate(zip(lw.steps, times)):
+        if out and out[-1][2] is owner[i]:
             out[-1][0].append(st)
             if us is not None:
                 out[-1][1] += us
         else:
-            out.append([[st], us])
-    return out
+            out.append([[st], us, owner[i], i])
+    groups = []
+    for steps, us, e, first in out:
+        loops = [(a - first, b - first, n) for a, b, n in lw.loops
+                 if first <= a and b <= first + len(steps)]
+        groups.append((steps, us, e, replay_order(len(steps), loops) if loops else None))
+    return groups
 
 
 def _places(lw) -> dict:

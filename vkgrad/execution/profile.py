@@ -74,10 +74,16 @@ def profile(step, *args, runs: int = 10, **kwargs) -> Profile:
         runner.last_submission.wait()          # the timestamps are read when it is done
         walls.append((time.perf_counter() - t0) * 1e6)
         timings = runner.last_run.last_timings_us
-        # [uploads] dispatches [download]: the dispatches sit between the transfers
+        # [uploads] dispatches [download]: the dispatches sit between the transfers, each
+        # loop body's once per step (its recorded order): a step's time is their sum
+        n = len(runner.lowered.steps)
+        order = runner.last_run.order or range(n)
         trailing = 1 if timings[-1][0] == "download" else 0
-        first = len(timings) - len(runner.lowered.steps) - trailing
-        per_kernel.append([us for _, us in timings[first:first + len(runner.lowered.steps)]])
+        first = len(timings) - len(order) - trailing
+        sums = [0.0] * n
+        for i, (_, us) in zip(order, timings[first:first + len(order)]):
+            sums[i] += us
+        per_kernel.append(sums)
     med = np.median(np.asarray(per_kernel), axis=0)
     total = float(med.sum())
     rows = []

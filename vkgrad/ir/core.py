@@ -21,6 +21,7 @@ layer above the IR:
     abstract_eval_rules[p]   shape/dtype rule              (the tracer, the verifier)
     impls[p]                 numpy implementation          (interpreter.py: the reference)
     vjp_rules[p]             VJP rule                      (vkgrad.transforms.autodiff)
+    jvp_rules[p]             JVP rule, only where no VJP   (while; autodiff.jvp_program)
     batching_rules[p]        batching rule                 (vkgrad.transforms.batching: vmap)
     param_defaults[p]        params the printer elides     (the printer, the parser)
 
@@ -192,6 +193,15 @@ mapped, args[i] is a per-example value); the rule binds ordinary primitives and 
 result(s) and where the mapped axis is in each (a list for multiple_results primitives). Called
 only when some operand is mapped (vkgrad/transforms/batching.py)."""
 param_defaults: dict["Primitive", dict] = {}  # prim -> {param: value the printer leaves out}
+jvp_rules: dict["Primitive", Callable] = {}
+"""prim -> rule(primals, tangents, **params) -> (outs, out tangents), tangents None where
+zero: forward mode for the few primitives with no reverse mode (while: JAX's too). Every other
+primitive's forward mode is its VJP's VJP (vkgrad.transforms.autodiff.jvp_program)."""
+program_transforms: dict[str, Callable] = {}
+"""name -> Program transform, for the rules of primitives that hold sub-programs (a scan's VJP
+is the VJP program of its body): 'vjp' and 'jvp' (vkgrad.transforms.autodiff's vjp_program,
+jvp_program) and 'batch' (vkgrad.transforms.batching.batch_program), registered by those
+modules, a layer above the primitives (vkgrad/primitives/control_flow.py)."""
 
 
 class Primitive:
@@ -201,6 +211,10 @@ class Primitive:
        'layout'      each output element is one operand element (or a constant) found by index
                      arithmetic: broadcast, reshape, transpose, slice, pad, concatenate, iota
        'commutative' operands may be reordered (CSE canonicalises them)
+       'control'     its Program params (a loop's body, a cond's branches) are CLOSED
+                     sub-programs: their own inputs and outputs, bound to the eqn's operands
+                     and results by the primitive's rules (vkgrad/primitives/control_flow.py);
+                     a `fused` body is open instead (its inputs and outputs are the eqn's)
     Elementwise and layout eqns are *fusible*: a generated kernel computes them inline.
     Applying a primitive to values is `vkgrad.tracer.core.bind(prim, *args, **params)`.
     """
@@ -225,6 +239,10 @@ class Primitive:
     @property
     def commutative(self) -> bool:
         return "commutative" in self.traits
+
+    @property
+    def control(self) -> bool:
+        return "control" in self.traits
 
     @property
     def fusible(self) -> bool:
@@ -363,10 +381,27 @@ def format_param(v) -> str:
     return str(v)
 
 
+def sub_programs(params) -> list:
+    """[(key, index or None, Program)]: the programs an eqn's params hold (a `fused` body, a
+    loop's body, each of a cond's branches, in a tuple)."""
+    out = []
+    for k, v in params.items():
+        if isinstance(v, Program):
+            out.append((k, None, v))
+        elif isinstance(v, tuple) and v and all(isinstance(b, Program) for b in v):
+            out += [(k, i, b) for i, b in enumerate(v)]
+    return out
+
+
+def _is_programs(v) -> bool:
+    return isinstance(v, Program) or (isinstance(v, tuple) and bool(v) and
+                                      all(isinstance(b, Program) for b in v))
+
+
 def format_params(prim, params) -> str:
     defaults = param_defaults.get(prim, {})
     shown = [(k, v) for k, v in params.items()
-             if not (k in defaults and defaults[k] == v) and not isinstance(v, Program)]
+             if not (k in defaults and defaults[k] == v) and not _is_programs(v)]
     if not shown:
         return ""
     return "[" + ", ".join(f"{k}={format_param(v)}" for k, v in shown) + "]"
@@ -375,9 +410,11 @@ def format_params(prim, params) -> str:
 class _Namer:
     def __init__(self):
         self.names: dict[Var, str] = {}
+        self.count = 0      # names given (a body printed twice names its values anew)
 
     def define(self, v: Var) -> str:
-        self.names[v] = f"%{len(self.names)}"
+        self.names[v] = f"%{self.count}"
+        self.count += 1
         return self.names[v]
 
     def __call__(self, x) -> str:
@@ -398,9 +435,8 @@ def print_program(program: Program, *, source: bool = False) -> str:
         lines.append("  # inputs: " + ", ".join(f"%{i} {n}" for i, n in
                                                 enumerate(program.arg_names)))
     for v, arr in program.consts:
-        vals = ("..." if arr.size > CONST_PRINT_LIMIT else
-                "[" + ", ".join(format_scalar(x, v.dtype) for x in arr.reshape(-1).tolist()) + "]")
-        lines.append(f"  {name.define(v)}: {type_str(v.shape, v.dtype)} = const {vals}")
+        lines.append(f"  {name.define(v)}: {type_str(v.shape, v.dtype)} = const "
+                     f"{_const_text(arr, v.dtype)}")
     _print_eqns(program.eqns, name, lines, source, "  ")
     lines.append(f"  return {', '.join(name(o) for o in program.outputs)}")
     lines.append("}")
@@ -423,29 +459,56 @@ def format_eqns(eqns, names: dict, indent: str = "", source: bool = False) -> li
     """Eqn lines as `print_program` writes them, naming values by `names` (value_names)."""
     namer = _Namer()
     namer.names = dict(names)
+    namer.count = max((int(n[1:]) for n in names.values()), default=-1) + 1
     lines: list = []
     _print_eqns(eqns, namer, lines, source, indent)
     return lines
 
 
-def _print_eqns(eqns, name: _Namer, lines: list, source: bool, indent: str) -> None:
+def _print_eqns(eqns, name: _Namer, lines: list, source: bool, indent: str,
+                closed: bool = False) -> None:
     """One line per eqn. An eqn with a sub-program (a `fused` body) is followed by the body's
     eqns in braces, indented, in the same numbering: the body reads the outer values by their
-    names, and its results are the eqn's outputs."""
+    names, and its results are the eqn's outputs. A control eqn's closed sub-programs (a scan's
+    `jaxpr`, a cond's `branches`) each print inside those braces as `key(inputs) { ... return
+    ... }` (`branches[1](...)` for a tuple's entries), numbered on from the outer values."""
     phase = "fwd"
     for e in eqns:
         if e.phase != phase:
             lines.append(indent + (BACKWARD_MARKER if e.phase == "bwd" else "# ---- forward ----"))
             phase = e.phase
         args = ", ".join(name(x) for x in e.inputs)
-        lhs = ", ".join(f"{name.names.get(o) or name.define(o)}: {type_str(o.shape, o.dtype)}"
-                        for o in e.outputs)
+        lhs = ", ".join(f"{(not closed and name.names.get(o)) or name.define(o)}: "
+                        f"{type_str(o.shape, o.dtype)}" for o in e.outputs)
         line = f"{indent}{lhs} = {e.prim.name}{format_params(e.prim, e.params)}"
         line += f" {args}" if args else ""
-        bodies = [v for _, v in e.params.items() if isinstance(v, Program)]
+        bodies = sub_programs(e.params)
         if source and e.source:
             line = f"{line.ljust(_SOURCE_COLUMN)}  # {e.source}"
         lines.append(line + (" {" if bodies else ""))
-        for body in bodies:
+        if e.prim.control and bodies:
+            for key, i, body in bodies:
+                _print_closed(body, key if i is None else f"{key}[{i}]", name, lines, source,
+                              indent + "  ")
+            lines.append(indent + "}")
+            continue
+        for _, _, body in bodies:
             _print_eqns(body.eqns, name, lines, source, indent + "    ")
             lines.append(indent + "}")
+
+
+def _print_closed(body: Program, key: str, name: _Namer, lines: list, source: bool,
+                  indent: str) -> None:
+    ins = ", ".join(f"{name.define(v)}: {type_str(v.shape, v.dtype)}" for v in body.inputs)
+    lines.append(f"{indent}{key}({ins}) {{")
+    for v, arr in body.consts:
+        lines.append(f"{indent}  {name.define(v)}: {type_str(v.shape, v.dtype)} = const "
+                     f"{_const_text(arr, v.dtype)}")
+    _print_eqns(body.eqns, name, lines, source, indent + "  ", closed=True)
+    lines.append(f"{indent}  return {', '.join(name(o) for o in body.outputs)}")
+    lines.append(f"{indent}}}")
+
+
+def _const_text(arr, dtype: str) -> str:
+    return ("..." if arr.size > CONST_PRINT_LIMIT else
+            "[" + ", ".join(format_scalar(x, dtype) for x in arr.reshape(-1).tolist()) + "]")

@@ -21,6 +21,7 @@ _HEADER = re.compile(r"^program\s+([\w.]+)\s*\((.*)\)\s*->\s*(.*?)\s*\{$")
 _BINDING = re.compile(r"^(%\w+)\s*:\s*(.+)$")
 _LITERAL = re.compile(r"^(.+):(f16|bf16|f32|f64|i32|bool)$")
 _PRIM = re.compile(r"^([A-Za-z_]\w*)")
+_CLOSED = re.compile(r"^([A-Za-z_]\w*)(?:\[(\d+)\])?\((.*)\)\s*\{$")
 
 
 def split_top(s: str, sep: str = ",", opening: str = "([", closing: str = ")]") -> list[str]:
@@ -147,7 +148,10 @@ def _parse_block(lines, pos, env, consts, pending):
         src = None
         if " #" in ln:
             ln, src = ln.split(" #", 1)
-            ln, src = ln.strip(), src.strip() or None
+            ln, src = ln.strip(), src.strip()
+            if src.endswith("{"):      # `... # file:line {`: the eqn has a body
+                ln, src = ln + " {", src[:-1].strip()
+            src = src or None
         if ln.startswith("return"):
             outputs = [_atom(env, t) for t in split_top(ln[len("return"):])]
             continue
@@ -191,7 +195,9 @@ def _parse_block(lines, pos, env, consts, pending):
             rest = rest[i + 1:]
         args = [_atom(env, t) for t in split_top(rest)]
         outs = [_define(env, b, pending, local) for b in split_top(lhs)]
-        if has_body:
+        if has_body and prim.control:
+            pos = _parse_closed(lines, pos, prim, consts, params)
+        elif has_body:
             inner = dict(env)
             pend = {k: v for k, v in inner.items() if any(v is o for o in outs)}
             for k in pend:
@@ -205,3 +211,29 @@ def _parse_block(lines, pos, env, consts, pending):
     if pending is not None:
         raise IRError("a body ends without its closing '}'")
     return pos, eqns, const_pairs, outputs
+
+
+def _parse_closed(lines, pos, prim, consts, params) -> int:
+    """A control eqn's closed sub-programs, `key(inputs) { ... return ... }` (or
+    `key[i](...)`, gathered into a tuple), up to the eqn's closing `}`: into `params`."""
+    tuples: dict = {}
+    while pos < len(lines) and lines[pos] != "}":
+        m = _CLOSED.match(lines[pos])
+        if not m:
+            raise IRError(f"expected a sub-program `name(...) {{` of {prim.name}, got "
+                          f"{lines[pos]!r}")
+        key, index, ins_text = m.groups()
+        env: dict = {}
+        inputs = [_define(env, b) for b in split_top(ins_text)]
+        pos, eqns, const_pairs, outputs = _parse_block(lines, pos + 1, env, consts, None)
+        if outputs is None:
+            raise IRError(f"the sub-program {key} of {prim.name} has no return line")
+        body = Program(f"{prim.name}_{key}", inputs, outputs, eqns, const_pairs)
+        if index is None:
+            params[key] = body
+        else:
+            tuples.setdefault(key, []).append(body)
+    if pos >= len(lines):
+        raise IRError(f"the eqn {prim.name} ends without its closing '}}'")
+    params.update((k, tuple(v)) for k, v in tuples.items())
+    return pos + 1

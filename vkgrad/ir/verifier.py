@@ -4,7 +4,9 @@ Checks: each Var is defined once (an input, a const or one eqn output) and befor
 literals are scalars of a known dtype; consts match their Var's type; params are Params; each
 eqn's output types are exactly what its primitive's shape rule computes from its input types;
 phases are 'fwd'/'bwd'; a body (a `fused` eqn's sub-program) is well-formed itself and has the
-eqn's operands as inputs and the eqn's results as outputs.
+eqn's operands as inputs and the eqn's results as outputs; a control eqn's closed sub-programs
+(a scan's body, a cond's branches) are well-formed themselves, and its shape rule checks their
+types against the eqn's operands and results.
 
 Tests turn on `VERIFY_ALL` (tests/conftest.py) so every transform and pass verifies what it
 produces (`checked(program, stage)`); VKGRAD_VERIFY=1 does the same outside tests.
@@ -17,7 +19,8 @@ import os
 import numpy as np
 
 from vkgrad.errors import IRError, VkgradError
-from vkgrad.ir.core import DTYPES, Literal, Params, Primitive, Program, Var, np_dtype, type_str
+from vkgrad.ir.core import (DTYPES, Literal, Params, Primitive, Program, Var, np_dtype,
+                            sub_programs, type_str)
 
 VERIFY_ALL = os.environ.get("VKGRAD_VERIFY", "") not in ("", "0")
 
@@ -78,11 +81,13 @@ def verify(program: Program) -> Program:
                  f"{', '.join(map(str, want))}", e)
         for o in e.outputs:
             define(o, e)
-        for body in (v for _, v in e.params.items() if isinstance(v, Program)):
-            try:                  # a `fused` eqn's body is a program of its own
+        for key, i, body in sub_programs(e.params):
+            try:                  # a body is a program of its own
                 verify(body)
             except IRError as err:
-                fail(f"body: {err.message}", e)
+                fail(f"{key if i is None else f'{key}[{i}]'}: {err.message}", e)
+            if e.prim.control:    # closed: the shape rule checked its types against the eqn's
+                continue
             if tuple(body.outputs) != tuple(e.outputs) or \
                     [v for v in e.inputs if isinstance(v, Var)] != list(body.inputs):
                 fail("the body's inputs and outputs must be the eqn's", e)

@@ -40,7 +40,10 @@ def plan_donation(lowered: Lowered, donated) -> Lowered:
             # an output already given a donated buffer IS that buffer: a move must respect
             # both (moving a kernel past another broke an earlier choice; tests/test_fuzz.py)
             same = {o: lowered.input_slots[j] for o, j in plan.items()}
-            if w < last_read and _can_move_after(steps, w, last_read, same):
+            # no moves in a plan with loops: a step moved into or out of a loop's range
+            # would run a different number of times
+            if w < last_read and not lowered.loops and _can_move_after(steps, w, last_read,
+                                                                        same):
                 steps.insert(last_read, steps.pop(w))
                 w = last_read
             if w > last_read or (w == last_read and (si, so) in steps[w].in_place_ok):

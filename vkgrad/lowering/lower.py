@@ -25,7 +25,7 @@ import dataclasses
 
 from vkgrad.ir.core import Literal, Program, Var
 from vkgrad.primitives.compiler import fused_p
-from vkgrad.lowering import elementwise, limits
+from vkgrad.lowering import elementwise, limits, loops
 # CONTRACTS holds every family: the package imports each family's module (__init__.py)
 from vkgrad.lowering.contracts import CONTRACTS, Concat, Each, Unsupported  # noqa: F401
 from vkgrad.lowering.hooks import HookWriter, splice
@@ -68,6 +68,9 @@ class Lowered:
     # output slot -> the donated input (by index) whose buffer it is written over: the
     # donation plan (lowering/donation.py), made by the pipeline's plan stage
     donation: dict = field(default_factory=dict)
+    # (first, end, trip count): steps[first:end] are a loop body (lowering/loops.py), recorded
+    # trip count times in a row into the call's one submission; nested loops nest their ranges
+    loops: tuple = ()
 
     def memory(self) -> dict:
         """Device bytes of one call: arguments, outputs (those not written over a donated
@@ -106,6 +109,7 @@ class _Builder:
         self.target, self.root = target, root
         self.raw = []      # (launch, refs, eqn, reads, writes, in_place)
         self.temps = {}
+        self.loops = []    # (first, end, trip count): raw[first:end] runs trip count times
 
     def temp_refs(self, plan) -> dict:
         local = {}
@@ -147,6 +151,24 @@ class _Builder:
             self.add(launch, ins + list(part.outputs), pe, ins, list(part.outputs),
                      {(self.root(x), o) for o, xs in _inputs_of_outputs(part).items()
                       for x in xs if identity.get(x)})
+
+    def eqn(self, e):
+        """The dispatches of one eqn (a view has none: it is its operand's buffer)."""
+        if e.prim in VIEWS:
+            return
+        k = e.params.get("kind", "loop") if e.prim is fused_p else None
+        try:
+            if k in ("loop", "horizontal"):
+                self.loop(e)
+            elif k is not None:
+                self.fused_kernel(e)
+            elif loops.lowers(e):
+                loops.ScanLowering(self, e).lower()
+            else:
+                self.kernel(e)
+        except Unsupported as u:
+            u.eqn = u.eqn or e
+            raise
 
     def kernel(self, e):
         contract = CONTRACTS.get(e.prim)
@@ -303,30 +325,27 @@ def lower(program: Program, target=None, *, reuse: bool = True) -> Lowered:
         if not elementwise.supports(v.dtype):
             raise Unsupported(f"{v.dtype} values (the Vulkan kernels compute in f32, i32, bool)")
     alias = {}                   # reshape/save output -> the value whose buffer it shares
-    for e in program.eqns:
+    for e in _all_eqns(program):
         if e.prim in VIEWS:
             alias[e.out] = alias.get(e.inputs[0], e.inputs[0])
+        elif loops.lowers(e):    # a scan's consts: its body reads the operands' own buffers
+            nc = e.params["num_consts"]
+            for v, x in zip(e.params["jaxpr"].inputs[:nc], e.inputs[:nc]):
+                if isinstance(x, Var):
+                    alias[v] = alias.get(x, x)
     root = lambda v: alias.get(v, v)
+    # a loop body's consts are the program's: buffers for the whole call
+    program_consts = [c for e in _all_eqns(program) if loops.lowers(e)
+                      for c in e.params["jaxpr"].consts]
+    memory_program = program.replace(consts=program.consts + tuple(program_consts))
 
     b = _Builder(target, root)
     for e in program.eqns:
-        if e.prim in VIEWS:
-            continue
-        k = e.params.get("kind", "loop") if e.prim is fused_p else None
-        try:
-            if k in ("loop", "horizontal"):
-                b.loop(e)
-            elif k is not None:
-                b.fused_kernel(e)
-            else:
-                b.kernel(e)
-        except Unsupported as u:
-            u.eqn = u.eqn or e
-            raise
+        b.eqn(e)
 
     limits.check_plan(program, b.raw, b.temps, target)   # before any buffer exists
     exposed = [root(o) for o in program.outputs if isinstance(o, Var)]
-    slots, slot_of = plan_memory(program, b.raw, b.temps, exposed, reuse=reuse)
+    slots, slot_of = plan_memory(memory_program, b.raw, b.temps, exposed, reuse=reuse)
     steps = []
     for i, (launch, refs, e, reads, writes, in_place) in enumerate(b.raw):
         steps.append(Step(launch, tuple(slot_of[r] for r in refs), e,
@@ -334,12 +353,21 @@ def lower(program: Program, target=None, *, reuse: bool = True) -> Lowered:
                           frozenset((slot_of[x], slot_of[o]) for x, o in in_place), i))
     input_slots = [slot_of[v] for v in program.inputs]
     output_slots = [None if isinstance(o, Literal) else slot_of[root(o)] for o in program.outputs]
-    const_values = {slot_of[v]: arr for v, arr in program.consts}
+    const_values = {slot_of[v]: arr for v, arr in memory_program.consts}
     saved = tuple((slot_of[v], v, src) for v, src in saved_values(program, root)
                   if v in slot_of)
-    lowered = Lowered(program, steps, slots, input_slots, output_slots, const_values, saved)
+    lowered = Lowered(program, steps, slots, input_slots, output_slots, const_values, saved,
+                      loops=tuple(b.loops))
     limits.check_memory(lowered, target)                  # before any buffer exists
     return lowered
+
+
+def _all_eqns(program: Program):
+    """The program's eqns and, inside each scan, its body's, depth first."""
+    for e in program.eqns:
+        yield e
+        if loops.lowers(e):
+            yield from _all_eqns(e.params["jaxpr"])
 
 
 def saved_values(program: Program, root) -> list:

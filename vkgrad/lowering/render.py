@@ -16,6 +16,8 @@ from vkgrad.errors import ArgumentError
 from vkgrad.ir.core import Program, Var, format_eqns, type_str, value_names
 from vkgrad.primitives.compiler import fused_p
 from vkgrad.lowering.memory import value_bytes
+from vkgrad.primitives.control_flow import describe
+from vkgrad.lowering.loops import replay_order
 
 
 def fmt_bytes(n: int) -> str:
@@ -56,14 +58,22 @@ def plan_text(lw) -> str:
     donation = lw.donation
     mem = lw.memory()
     n = lambda v: names.get(v, "temp") if isinstance(v, Var) else "temp"
-    lines = [f"plan {lw.program.name}: {len(lw.steps)} dispatches, {len(lw.slots)} buffers, "
+    recorded = len(replay_order(len(lw.steps), lw.loops)) if lw.loops else len(lw.steps)
+    per_call = f" ({recorded} run per call: a loop runs its body once per step)" if lw.loops else ""
+    lines = [f"plan {lw.program.name}: {len(lw.steps)} dispatches{per_call}, "
+             f"{len(lw.slots)} buffers, "
              f"peak {fmt_bytes(mem['peak'])} (arguments {fmt_bytes(mem['arguments'])}, "
              f"outputs {fmt_bytes(mem['outputs'])}, scratch {fmt_bytes(mem['scratch'])}"
              + (f", consts {fmt_bytes(mem['consts'])}" if mem["consts"] else "") + "), "
              f"saved for the backward {fmt_bytes(lw.saved_bytes())}",
              "dispatches, in order (kernel, phase, what it computes, operands -> results, "
              "workgroups, buffers, the user's lines it computes):"]
+    loop_at = {first: (end, n) for first, end, n in lw.loops}
     for i, st in enumerate(lw.steps):
+        if i in loop_at:
+            end, trips = loop_at[i]
+            lines.append(f"  loop: k{i}-k{end - 1} run {trips} times ({describe(st.eqn)}"
+                         f"{', ' + st.eqn.source if st.eqn.source else ''})")
         e = st.eqn
         g = "x".join(map(str, st.launch.groups))
         lines.append(f"  k{i:<3} {st.launch.name:<22} {e.phase}  {_what(e)}")

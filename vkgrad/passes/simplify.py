@@ -8,8 +8,9 @@ rewritten and `producer` (Var -> the eqn defining it, in the rewritten program) 
 A Var/Literal replacement must have exactly the output's type (checked here, so a row cannot
 change a program's types). Rows apply until nothing changes; eqns left unused are removed.
 
-`stop_gradient(x) -> x` is only valid once the program will not be differentiated again:
-transforms whose result is still being traced use `simplify.without("stop_gradient")`.
+`stop_gradient(x) -> x` (and `checkpoint_name(x) -> x`) is only valid once the program will
+not be differentiated again: transforms whose result is still being traced use
+`simplify.without("stop_gradient", "checkpoint_name")`.
 """
 
 from __future__ import annotations
@@ -151,6 +152,8 @@ RULES = [
         d[e.inputs[0]].inputs[0] if _made_by(d, e.inputs[0], P.neg_p) else None)),
     # stop_gradient(x) -> x   (after the last differentiation)
     Rule("stop_gradient", P.stop_gradient_p, lambda e, d: e.inputs[0]),
+    # checkpoint_name(x) -> x   (likewise: a name matters only to a checkpoint's policy)
+    Rule("checkpoint_name", P.checkpoint_name_p, lambda e, d: e.inputs[0]),
     # convert[dtype=T](x: T) -> x
     Rule("convert_same", P.convert_p, lambda e, d: _fits(e.inputs[0], e)),
     # reshape[shape of x](x) -> x

@@ -12,6 +12,8 @@ rules are written with).
     cumulative.py cumsum (a running sum: one kernel however long the axis)
     convolution.py conv_general_dilated (N-d convolution, one layout; vkgrad.lax has JAX's)
     compiler.py   fused and save: what the compiler's passes introduce
+    control_flow.py scan, while, cond and checkpoint: eqns holding closed sub-programs (loops
+                  stay loops), and checkpoint_name
 """
 
 from vkgrad.primitives.lax import *  # noqa: F401,F403
@@ -28,3 +30,5 @@ from vkgrad.primitives.custom import (CUSTOM_CALLS, CustomRule,  # noqa: F401
 from vkgrad.primitives.compiler import FUSED_KINDS, fused_p, save_p  # noqa: F401
 from vkgrad.primitives.cumulative import cumsum, cumsum_p  # noqa: F401
 from vkgrad.primitives.convolution import conv, conv_p  # noqa: F401
+from vkgrad.primitives.control_flow import (checkpoint_name_p, checkpoint_p, cond_p,  # noqa: F401
+                                            scan_p, while_p)

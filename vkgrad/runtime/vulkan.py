@@ -406,9 +406,12 @@ class Executable:
     """
 
     def __init__(self, device: Device, dispatches: Sequence[Dispatch], *, timestamps: bool = False,
-                 name: str = "program", like: "Executable | None" = None):
+                 name: str = "program", like: "Executable | None" = None, order=None):
         kp = kp_module()
         self.device, self.name = device, name
+        # the dispatches' indices in the order they are recorded (a loop's body recorded once
+        # per iteration: vkgrad/lowering/loops.py); None: each once, in order
+        self.order = None if order is None else list(order)
         self.dispatches = list(dispatches)
         self.timestamps = timestamps and device.info.timestamps
         # `like`: an executable of the same program on other buffers, whose ops (each with its
@@ -472,7 +475,8 @@ class Executable:
 
     def _record(self, transfers, tail, pre=(), post=()) -> "_Recorded":
         kp = kp_module()
-        n_ops = len(transfers) + len(pre) + len(self._ops) + len(post) + len(tail)
+        order = range(len(self._ops)) if self.order is None else self.order
+        n_ops = len(transfers) + len(pre) + len(order) + len(post) + len(tail)
         seq = self.device.manager.sequence(0, n_ops if self.timestamps else 0)
         labels, ops = [], []
         for kind, buffers in transfers:
@@ -480,8 +484,8 @@ class Executable:
             labels.append(kind)
         ops += [self._extra_ops[i] for i in pre]
         labels += [self.extra[i].kernel.name for i in pre]
-        ops += self._ops
-        labels += [d.kernel.name for d in self.dispatches]
+        ops += [self._ops[i] for i in order]
+        labels += [self.dispatches[i].kernel.name for i in order]
         ops += [self._extra_ops[i] for i in post]
         labels += [self.extra[i].kernel.name for i in post]
         for kind, buffers in tail:

@@ -159,6 +159,7 @@ class Trace:
         self.known: dict[Var, Any] | None = None
         self._values: dict | None = None   # the values computed so far (value_of)
         self._evaluated = 0                # how many of self.eqns they cover
+        self.control: str | None = None   # "the body of vg.lax.scan": for errors inside one
 
     def new_arg(self, shape, dtype: str, source: str | None = None) -> "Tracer":
         v = Var(tuple(shape), dtype)
@@ -456,6 +457,13 @@ class Tracer(ArrayOps):
                                    "use vkgrad.numpy functions on it instead of numpy's")
 
     def __bool__(self):
+        inner = current_trace()
+        if inner is not None and inner.control:
+            raise concretization_error(
+                self, f"Python control flow (`if`, `while`, `and`/`or`, bool()) in {inner.control}",
+                "use vg.lax.cond(pred, true_fun, false_fun, *operands) to branch (vg.lax.switch "
+                "for more branches, vg.lax.while_loop to loop), or vnp.where(cond, a, b) to "
+                "choose between values")
         return bool(self._known(
             "Python control flow (`if`, `while`, `and`/`or`, bool())",
             "use vnp.where(cond, a, b) to choose between values, or pass the value as a static "

@@ -22,15 +22,19 @@ callers run the pass pipeline (DCE, CSE, simplification) on it.
 Forward mode (`jvp_program`) uses the double-VJP trick rather than a second rule table: the
 backward program maps cotangents to gradients linearly (ct -> J^T ct), so differentiating IT
 with respect to the cotangents, against the tangent u, gives J u. It works wherever grad-of-grad
-works, and every primitive needs only one derivative rule.
+works, and every primitive needs only one derivative rule. The exception is a primitive with no
+reverse mode at all (a while loop, as in JAX): a program where a tangent reaches one is walked
+eqn by eqn (`_forward_walk`), that eqn through its `jvp_rules` rule (ir/core.py), every other
+through the double VJP of itself alone.
 """
 
 from __future__ import annotations
 
 from vkgrad import primitives as P
 from vkgrad.errors import GradError, IRError, MissingRuleError
-from vkgrad.ir.core import Literal, Program, Var, is_float, type_str, vjp_rules
-from vkgrad.tracer.core import bind_eqn, derivative_of, new_trace, source_context
+from vkgrad.ir.core import (Literal, Program, Var, is_float, jvp_rules, program_transforms,
+                            type_str, vjp_rules)
+from vkgrad.tracer.core import bind_eqn, derivative_of, eval_program, new_trace, source_context
 
 
 def grad_program(program: Program, wrt, out_index: int = 0, name: str | None = None) -> Program:
@@ -58,6 +62,8 @@ def jvp_program(program: Program, wrt, name: str | None = None) -> Program:
     tangent reaches is refused, as in JAX: its rule says nothing about forward mode, and the
     double VJP would differentiate the user's bwd instead."""
     _refuse_custom_vjp(program, wrt)
+    if _reaches(program, wrt, jvp_rules):
+        return _forward_walk(program, wrt, name)
     n_in, n_out = len(program.inputs), len(program.outputs)
     float_outs = [j for j, o in enumerate(program.outputs) if is_float(o.dtype)]
     back = vjp_program(program, wrt, float_outs)             # (x, ct) -> (y, J^T ct)
@@ -66,6 +72,79 @@ def jvp_program(program: Program, wrt, name: str | None = None) -> Program:
     fwd = vjp_program(back, ct_ins, grads, name=name)         # (x, ct, u) -> (y, J^T ct, J u)
     keep = list(fwd.outputs[:n_out]) + list(fwd.outputs[n_out + len(wrt):])
     return fwd.replace(outputs=tuple(keep))
+
+
+program_transforms["vjp"] = vjp_program   # a loop's VJP is its body's (primitives/control_flow)
+program_transforms["jvp"] = jvp_program
+
+
+def _reaches(program: Program, wrt, prims) -> bool:
+    """Whether a tangent of the `wrt` inputs reaches an eqn of one of `prims`."""
+    active = {program.inputs[i] for i in wrt}
+    for e in program.eqns:
+        if any(isinstance(x, Var) and x in active for x in e.inputs):
+            if e.prim in prims:
+                return True
+            active.update(o for o in e.outputs if is_float(o.dtype))
+    return False
+
+
+def _forward_walk(program: Program, wrt, name) -> Program:
+    """jvp_program eqn by eqn, for a program where a tangent reaches a primitive with no
+    reverse mode (a while loop): that eqn's `jvp_rules` rule, every other eqn's forward mode
+    the double VJP of a program of that one eqn. Same inputs and outputs as jvp_program."""
+    float_outs = [o for o in program.outputs if is_float(o.dtype)]
+    with new_trace(name or program.name) as t:
+        args = [t.new_arg(v.shape, v.dtype) for v in program.inputs]
+        for o in float_outs:       # the cotangent inputs jvp_program has (unused)
+            t.new_arg(o.shape, o.dtype)
+        env = dict(zip(program.inputs, args))
+        env.update(program.consts)
+        tan = {program.inputs[i]: t.new_arg(program.inputs[i].shape, program.inputs[i].dtype)
+               for i in wrt}
+
+        def read(x):
+            return x.array() if isinstance(x, Literal) else env[x]
+
+        for e in program.eqns:
+            ins = [read(x) for x in e.inputs]
+            active = [i for i, x in enumerate(e.inputs) if isinstance(x, Var) and x in tan]
+            if not active:
+                outs = bind_eqn(e.prim, ins, e.params, source=e.source)
+                env.update(zip(e.outputs, outs if e.prim.multiple_results else [outs]))
+                continue
+            with source_context(e.source):
+                outs, touts = _eqn_jvp(e, ins, [tan.get(x) if isinstance(x, Var) else None
+                                                for x in e.inputs], active)
+            env.update(zip(e.outputs, outs))
+            tan.update((o, g) for o, g in zip(e.outputs, touts)
+                       if g is not None and is_float(o.dtype))
+        tangents = [tan[o] if isinstance(o, Var) and o in tan else
+                    P.broadcast_to(P.convert(0, o.dtype), o.shape) for o in float_outs]
+        prog, _ = t.finish([read(o) for o in program.outputs] + tangents)
+    return prog
+
+
+def _eqn_jvp(e, ins, tangents, active):
+    """(outputs, their tangents) of one eqn."""
+    rule = jvp_rules.get(e.prim)
+    if rule is not None:
+        outs, touts = rule(ins, tangents, **e.params)
+        return list(outs), list(touts)
+    vars_ = list(dict.fromkeys(x for x in e.inputs if isinstance(x, Var)))
+    one = Program(e.prim.name, vars_, e.outputs, (e,))
+    wrt = [vars_.index(e.inputs[i]) for i in dict.fromkeys(active)]
+    wrt = list(dict.fromkeys(wrt))
+    fouts = [o for o in e.outputs if is_float(o.dtype)]
+    jp = jvp_program(one, wrt)
+    at = {x: v for x, v in zip(e.inputs, ins) if isinstance(x, Var)}
+    tan_of = {e.inputs[i]: tangents[i] for i in active}
+    r = eval_program(jp, [at[v] for v in vars_] +
+                     [P.broadcast_to(P.convert(0, o.dtype), o.shape) for o in fouts] +
+                     [tan_of[vars_[i]] for i in wrt])
+    n = len(e.outputs)
+    it = iter(r[n:])
+    return r[:n], [next(it) if is_float(o.dtype) else None for o in e.outputs]
 
 
 def _refuse_custom_vjp(program: Program, wrt) -> None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from vkgrad import primitives as P
 from vkgrad.errors import ArgumentError, IRError, MissingRuleError
-from vkgrad.ir.core import Literal, Program, batching_rules, type_str
+from vkgrad.ir.core import Literal, Program, batching_rules, program_transforms, type_str
 from vkgrad.passes.inline import inline_custom
 from vkgrad.tracer.core import bind_eqn, new_trace, source_context, user_source
 
@@ -85,6 +85,9 @@ def batch_program(program: Program, in_dims, out_axes, size: int, name: str | No
     if captured:   # pragma: no cover - the batched program only sees this trace's values
         raise IRError("batching captured values from an enclosing trace")
     return prog
+
+
+program_transforms["batch"] = batch_program   # a batched loop's body (primitives/control_flow)
 
 
 def _place(val, d, axis, size, o, what):

@@ -38,7 +38,8 @@ def _check_grads(fun, args, order, modes, atol, rtol, eps, seed):
     def f_at(t):
         moved = list(leaves)
         for k, d in zip(fl, u):
-            moved[k] = leaves[k] + t * d
+            # an array (numpy makes 0-d arithmetic a NumPy scalar, which is weakly typed)
+            moved[k] = np.asarray(leaves[k] + t * d)
         out = fun(*tree_unflatten(tree, moved))
         return tree_flatten(out)
 

@@ -1,0 +1,147 @@
+"""A scan on the device: its body is lowered ONCE, and the plan marks that run of dispatches as
+a loop the runner records `length` times into the call's one submission (Lowered.loops;
+vkgrad/runtime/vulkan.py, Executable). Nothing in the IR or the plan is copied per step.
+
+Each replay is the same recorded dispatches: the iteration index lives on the device, in a
+one-word counter that kernels_glsl/loop_copy.comp reads and the last dispatch of the body
+increments. Around the body:
+
+    before   init -> the carry inputs (copies; a literal is filled), counter = 0; the body
+             reads its consts from the operands' own buffers (lower.py aliases them; a literal
+             const is filled into a buffer of its own)
+    each     xs[idx] -> the body's x inputs; the body's dispatches; y -> ys[idx]; the carry
+             outputs -> the carry inputs (through a temporary where a carry output IS another
+             carry input: a swap); counter += 1          (idx = counter, or length-1-counter)
+    after    the carry inputs -> the scan's final carry
+
+Memory: a value read or written in more than one iteration (the carries, the consts, xs, ys,
+the counter) is kept alive across the whole loop: the counter reset reads it and the increment
+reads it again, so the memory plan (first write .. last read) never lends its buffer to a value
+of one iteration. Values of one iteration share buffers as any others do.
+
+while_loop and cond have no device lowering yet: a program holding one runs on the
+interpreter, counted in vg.fallbacks() (the lowering raises Unsupported for them).
+"""
+
+from __future__ import annotations
+
+import math
+
+from vkgrad.ir.core import Literal, Var
+from vkgrad.lowering.launch import Launch, cdiv
+from vkgrad.primitives.control_flow import scan_p
+
+SHADER = "loop_copy.comp"
+COPY, FILL, SET, STEP = 0, 1, 2, 3
+
+
+def move_launch(mode: int, n: int, *, src_stride=0, dst_stride=0, length=0, reverse=False,
+                value=0) -> Launch:
+    """One of loop_copy.comp's moves (n words; strides in words per iteration)."""
+    groups = (min(cdiv(max(n, 1), 256), 1024), 1, 1)
+    return Launch("loop_copy", SHADER, 3, groups,
+                  push=(mode, n, src_stride, dst_stride, length, int(reverse), value))
+
+
+def _size(v) -> int:
+    return max(1, math.prod(v.shape))
+
+
+def _bits(lit: Literal):
+    """The literal as its word: float32 bits (a float push constant), an int, a bool as 0/1."""
+    return float(lit.value) if lit.dtype in ("f32", "f64") else int(lit.value)
+
+
+class ScanLowering:
+    """Lowers one scan eqn into the builder `b` (lower.py's _Builder): `b.eqn` lowers each body
+    eqn, `b.add` appends a dispatch, `b.root` resolves views, `b.loops` collects the loops.
+    Its temporaries (the counter, a swap's) are fresh Vars: scratch like any other value."""
+
+    def __init__(self, b, e):
+        self.b, self.e = b, e
+
+    def move(self, src, dst, *, src_stride=0, dst_stride=0) -> None:
+        """dst = src (a Var, or a Literal filled in), the iteration's slice where a stride is
+        given: dst_stride words into a stacked result, src_stride words out of a scanned one."""
+        p = self.e.params
+        n = dst_stride or _size(dst)
+        if isinstance(src, Literal):
+            launch = move_launch(FILL, n, dst_stride=dst_stride, length=p["length"],
+                                 reverse=p["reverse"], value=_bits(src))
+            src = dst
+        else:
+            launch = move_launch(COPY, n, src_stride=src_stride, dst_stride=dst_stride,
+                                 length=p["length"], reverse=p["reverse"])
+        c = self.counter
+        self.b.add(launch, [src, dst, c], self.e, [src, c], [dst])
+
+    def lower(self) -> None:
+        b, e, p = self.b, self.e, self.e.params
+        body, nc, nk = p["jaxpr"], p["num_consts"], p["num_carry"]
+        root = b.root
+        consts, init, xs = e.inputs[:nc], e.inputs[nc:nc + nk], e.inputs[nc + nk:]
+        b_const, b_carry, b_x = (body.inputs[:nc], body.inputs[nc:nc + nk],
+                                 body.inputs[nc + nk:])
+        out_carry, out_y = body.outputs[:nk], body.outputs[nk:]
+        self.counter = Var((1,), "i32")
+        ys = [root(o) for o in e.outputs[nk:]]
+        across = [*(root(v) for v in b_const), *b_carry,
+                  *(root(x) for x in xs if isinstance(x, Var)), *ys, self.counter]
+        for src, dst in zip([*consts, *init], [*b_const, *b_carry]):
+            if root(dst) is dst:    # (a const operand's buffer is the body's input itself)
+                self.move(src if isinstance(src, Literal) else root(src), dst)
+        c = self.counter
+        b.add(move_launch(SET, 1, value=0), [c, c, c], e, [c, *across], [c])
+        start = len(b.raw)
+        for x, v in zip(xs, b_x):
+            self.move(root(x), v, src_stride=_size(v))
+        for be in body.eqns:
+            b.eqn(be)
+        for y, dst in zip(out_y, ys):
+            self.move(y if isinstance(y, Literal) else root(y), dst, dst_stride=_size(y))
+        self._write_back(out_carry, b_carry)
+        b.add(move_launch(STEP, 1), [c, c, c], e, [c, *across], [c])
+        b.loops.append((start, len(b.raw), p["length"]))
+        for v, o in zip(b_carry, e.outputs[:nk]):
+            self.move(v, root(o))
+
+    def _write_back(self, outs, carry) -> None:
+        """carry[i] = outs[i] for the next iteration. An output that is itself one of the carry
+        inputs goes through a temporary first (else a swap would read a written carry)."""
+        srcs = []
+        for o, v in zip(outs, carry):
+            s = o if isinstance(o, Literal) else self.b.root(o)
+            if isinstance(s, Var) and s in carry and s is not v:
+                t = Var(v.shape, v.dtype)
+                self.move(s, t)
+                s = t
+            srcs.append(s)
+        for s, v in zip(srcs, carry):
+            if s is not v:
+                self.move(s, v)
+
+
+def replay_order(n: int, loops) -> list:
+    """The indices of n dispatches in the order they are recorded: each loop's range
+    (first, end, count) `count` times in a row, nested ranges inside their loop's replays."""
+    def walk(lo, hi, inner):
+        out, i = [], lo
+        starts = {}
+        for r in inner:
+            if not any(o is not r and o[0] <= r[0] and r[1] <= o[1] for o in inner):
+                starts[r[0]] = r
+        while i < hi:
+            r = starts.get(i)
+            if r is None:
+                out.append(i)
+                i += 1
+                continue
+            within = [q for q in inner if q is not r and r[0] <= q[0] and q[1] <= r[1]]
+            out += walk(r[0], r[1], within) * r[2]
+            i = r[1]
+        return out
+    return walk(0, n, list(loops)) if loops else list(range(n))
+
+
+def lowers(e) -> bool:
+    return e.prim is scan_p
