@@ -22,7 +22,7 @@ for step in "$@"; do
              tests/test_debug_nans.py tests/test_check_kernels.py tests/test_long_run.py \
              tests/test_reliability.py tests/test_fastpath.py tests/test_vulkan_ops.py ;;
     suite) PYTHONPATH=$PYTHONPATH:$PWD/.gpu/pylib run suite ${SUITE_LIMIT:-540} python3 -m pytest -q -p no:cacheprovider \
-             tests --ignore=tests/test_notebook.py ;;
+             tests --ignore=tests/test_notebook.py ${SUITE_ARGS:-} ;;
     permcheck) run permcheck 60 python3 bench/perm_check.py ;;
     longrun) run longrun 200 python3 bench/long_run.py --out "$OUT/long_run.json" ;;
     fuzz) PYTHONPATH=$PYTHONPATH:$PWD/.gpu/pylib run fuzz 150 python3 -m pytest -q -p no:cacheprovider tests/test_fuzz.py ;;
