@@ -88,7 +88,10 @@ def _f32(*shape):
 def test_the_kernel_matches_the_interpreter(lhs, rhs, kw):
     f = lambda x, w: lax.conv_general_dilated(x, w, **kw)    # noqa: E731
     lowered = _check(f, _f32(*lhs), _f32(*rhs))
-    assert [s.launch.name for s in lowered.lowered.steps] == ["conv"]
+    names = [s.launch.name for s in lowered.lowered.steps]
+    # one kernel, and on a GPU Target a small output may split K: then a sum of the slices
+    # (lowering/conv.py's choose_splits; the H200 splits the first case, lavapipe none)
+    assert names[0] == "conv" and names[1:] in ([], ["reduce_sum"]), names
 
 
 def test_both_gradients_run_on_the_kernel_with_split_k():

@@ -51,6 +51,7 @@ def direct(x, w, strides, padding, lhs_dilation, rhs_dilation, groups):
     ((1, 2), ((-1, 2), (1, -1)), (2, 1), (1, 2), 1),
     ((3, 1), ((2, 2), (2, 2)), (1, 3), (1, 1), 4),
 ])
+@pytest.mark.usefixtures("x64")   # float64 references at float64 tolerances
 def test_conv_general_dilated_is_the_definition(strides, padding, lhs_d, rhs_d, groups):
     x = RNG.standard_normal((2, 4, 7, 6))
     w = RNG.standard_normal((4, 4 // groups, 3, 2))
@@ -60,6 +61,7 @@ def test_conv_general_dilated_is_the_definition(strides, padding, lhs_d, rhs_d, 
                                rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.usefixtures("x64")   # float64 references at float64 tolerances
 def test_same_padding_and_layouts_are_jaxs():
     assert lax.padtype_to_pads((7, 6), (3, 2), (2, 1), "SAME") == [(1, 1), (0, 1)]
     assert lax.padtype_to_pads((7, 6), (3, 2), (2, 1), "SAME_LOWER") == [(1, 1), (1, 0)]
@@ -160,6 +162,7 @@ def test_batch_group_count_is_refused_clearly():
                                  batch_group_count=2)
 
 
+@pytest.mark.usefixtures("x64")   # float64 references at float64 tolerances
 def test_convolve_and_correlate_follow_numpy():
     for la, lv in [(7, 3), (3, 7), (5, 5), (1, 4)]:
         a, v = RNG.standard_normal(la), RNG.standard_normal(lv)

@@ -23,6 +23,7 @@ def windows(x, k, s):
     return v[:, :, ::s[0], ::s[1]]
 
 
+@pytest.mark.usefixtures("x64")   # float64 references at float64 tolerances
 def test_pools_are_window_reductions():
     x = RNG.standard_normal((2, 3, 7, 8))
     np.testing.assert_allclose(nn.max_pool(x, (3, 2), (2, 3)), windows(x, (3, 2), (2, 3)).max((4, 5)))
@@ -54,6 +55,7 @@ def test_max_pool_gradient_goes_to_the_first_maximum_of_each_window():
     np.testing.assert_array_equal(np.asarray(on_vulkan(x)), g)
 
 
+@pytest.mark.usefixtures("x64")   # float64 references at float64 tolerances
 def test_reduce_window_takes_any_associative_computation():
     x = RNG.uniform(0.5, 1.5, (5, 6))
     prod = lax.reduce_window(x, 1.0, lax.mul, (2, 3), (1, 3), "VALID")
@@ -91,6 +93,7 @@ def test_batch_norm_state_through_a_jitted_step():
     np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.usefixtures("x64")   # float64 references at float64 tolerances
 def test_group_and_instance_norm_match_their_definitions():
     x = RNG.standard_normal((2, 6, 3, 4))
     g = x.reshape(2, 3, -1)

@@ -237,8 +237,13 @@ def _pad(k, e, idx):
     for d, lo, n, it in zip(idx.dims, e.params["low"], x.shape, e.params["interior"]):
         t = f"({d} - {lo})" if lo else d
         if it:
-            conds.append(f"({t} % {it + 1} == 0)")
-            t = f"({t} / {it + 1})"
+            # t >= 0 first: GLSL leaves % of a negative undefined, and -1 / 3 is 0, so where
+            # -1 % 3 came out 0 the element before the footprint read x[0]. A transposed
+            # convolution (its phases interleaved by interior padding) was wrong on the H200
+            # and right on lavapipe (C's %); this is the suspected cause, not yet re-measured.
+            conds.append(f"({t} >= 0 && {t} % {it + 1} == 0 && {t} / {it + 1} < {n})")
+            dims.append(f"clamp({t} / {it + 1}, 0, {n - 1})")
+            continue
         conds.append(f"({t} >= 0 && {t} < {n})")
         dims.append(f"clamp({t}, 0, {n - 1})")
     inside = k.value(x, Index(x.shape, dims))
