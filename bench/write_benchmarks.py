@@ -34,6 +34,8 @@ MLP_MIN_RATIO, MLP_AIM_RATIO = 1.0, 1.2   # JAX / vkgrad, loss read every 100 st
 MLP_MAX_OVER_GPU = 1.10           # per-step time / vkgrad's own GPU time
 HOST_CALL_MAX_US = 30.0           # host time per jitted call, MLP step
 COMPILE_COLD_MAX_S, COMPILE_WARM_MAX_S = 3.0, 0.3
+F16_MATMUL_MIN_RATIO = 0.5        # vkgrad f16 TFLOP/s / cuBLAS f16, 4096^3 (issue 25)
+TAKE_GRAD_MAX_US = 20.0           # embedding gradient [256, 256] from 8,192 ids (issue 20)
 
 # --- the lead's reasons (typed; numbers in {} come from the files) -----------------------------
 ATTN_REASON = ("the kernels run at {lo:.0f}-{hi:.0f} TFLOP/s, bound by shared-memory bandwidth "
@@ -46,6 +48,14 @@ FUSION_GPU_REASON = ("the matmuls of that step run at 6-20 TFLOP/s, few workgrou
                      "latency-bound")
 COMPILE_REASON = ("pipeline creation (vkCreateComputePipelines in the driver) dominates: "
                   "{pipe:.1f} s of {total:.1f} s cold")
+F16_REASON = ("one tiling of 128 x 128 x 32 blocks, four subgroups of 64 x 64, shared tiles "
+              "single-buffered (double buffering ran slower), tuned in one afternoon's six "
+              "probes. Through vkgrad's runtime "
+              "(bench_half.py, GPU timestamps, one dispatch between barriers) the same kernel "
+              "measured {vk:.0f} TFLOP/s at 4096^3, against {probe:.0f} in the probe (kp alone, "
+              "back-to-back dispatches): not yet explained")
+TAKE_GRAD_REASON = ("seven dependent launches of 4-10 us each (the sort by index, the chunk "
+                    "sums, the sums of chunks): launch-bound, not memory-bound")
 LM_NOTE = {"2026-12-01": (
     "the Mamba LM is faster than JAX; the transformer LM is not: its GPU time per step, "
     "{tgpu:.1f} ms, is above JAX's whole step, {tjax:.1f} ms (the kernels, not the host: a new "
@@ -823,6 +833,87 @@ def long_run_section(runs) -> list[str]:
     return out
 
 
+def coop_section(runs) -> list[str]:
+    run = runs[0]
+    d = run["doc"]
+    bad = [c for c in d["checks"] if not c["ok"]]
+    out = ["## f16 matmul on cooperative matrices (tensor cores): vkgrad vs torch.matmul f16 (cuBLAS)",
+           "", f"{src(run)}; {d['device']}. `bench/coop_matmul_probe.py`: the kernel "
+           "(kernels_glsl/matmul_coop.comp) through kp alone, f16 inputs, f32 accumulate; tilings "
+           "BMxBNxBK/WMxWN (v: shared tiles in 16-byte words, v2: double-buffered); wall time of "
+           "back-to-back dispatches, medians of interleaved rounds; torch by the same loop. "
+           f"Correctness: {len(d['checks'])} checks (every layout, odd shapes, f16 and f32 "
+           f"output) against numpy, {len(bad)} wrong.", ""]
+    names = [k for k in d["timings"][0]["tflops"] if k != "torch"]
+    rows = [[t["name"], t["layout"], f"{t['M']}x{t['N']}x{t['K']}", f1(t["tflops"]["torch"])]
+            + [f1(t["tflops"][k]) for k in names] + [f"{t['ratio_best_vs_torch']:.2f}"]
+            for t in d["timings"]]
+    out += table(["shape", "layout", "MxNxK", "torch TFLOP/s"] + names + ["best / torch"], rows)
+    return out + [""]
+
+
+def coop_target(runs, half_runs) -> list[str]:
+    if not runs:
+        return []
+    t = next(t for t in runs[0]["doc"]["timings"] if t["name"] == "4096^3")
+    ratio = t["ratio_best_vs_torch"]
+    ok = ratio >= F16_MATMUL_MIN_RATIO
+    line = (f"- f16 matmul 4096^3 at {F16_MATMUL_MIN_RATIO}x cuBLAS f16 or better: "
+            f"{ratio:.2f}x ({t['tflops'][t['best']]:.0f} vs {t['tflops']['torch']:.0f} TFLOP/s) "
+            f"{verdict(ok)} ({src(runs[0])})")
+    if not ok:
+        vk = [r for r in (half_runs[0]["doc"] if half_runs else [])
+              if r.get("bench") == "matmul" and r.get("shape") == "cube4096" and r["dtype"] == "f16"]
+        line += ". Why: " + F16_REASON.format(vk=vk[0]["TFLOP_per_s"] if vk else float("nan"),
+                                              probe=t["tflops"][t["best"]])
+    return [line]
+
+
+def half_section(runs) -> list[str]:
+    run = runs[0]
+    out = ["## 16-bit storage through vkgrad: f32 vs f16 vs bf16", "",
+           f"{src(run)}. `bench/bench_half.py`: the same programs in each dtype, "
+           "GPU time per kernel (`vg.profile`). f16 matmuls run on cooperative matrices where the "
+           "Target has them (matmul_coop); bf16 on the f32 kernel with converts (widen_halves).",
+           ""]
+    rows = []
+    for r in run["doc"]:
+        what = (f"elementwise n={r['n']}" if r["bench"] == "elementwise"
+                else f"matmul {r['shape']} {r['m']}x{r['k']}x{r['n']}")
+        rate = (f"{r['GB_per_s']:.0f} GB/s" if r["bench"] == "elementwise"
+                else f"{r['TFLOP_per_s']:.1f} TFLOP/s")
+        rows.append([what, r["dtype"], f1(r["gpu_us"]), rate,
+                     ", ".join(f"{k[0]} {k[2]:.0f}" for k in r["kernels"])])
+    out += table(["what", "dtype", "GPU us", "rate", "kernels (us)"], rows)
+    return out + [""]
+
+
+def take_section(runs) -> list[str]:
+    run = runs[0]
+    d = run["doc"]
+    out = ["## Embedding gradient (take_grad): vkgrad vs torch index_add_ (deterministic)", "",
+           f"{src(run)}; {d['device']}. `bench/bench_take_grad.py`: GPU timestamps per stage "
+           "(vkgrad), CUDA events (torch, `use_deterministic_algorithms`), medians of "
+           "interleaved rounds.", ""]
+    rows = [[r["name"], f"{r['N']}x{r['B']} from {r['J']}", str(r["largest_bucket"]),
+             f1(r["vkgrad_us"]), f1(r["torch_us"]), f"{r['ratio_vs_torch']:.2f}",
+             ", ".join(f"{k[10:]} {v:.1f}" for k, v in r["stages_us"].items())]
+            for r in d["rows"]]
+    out += table(["case", "shape", "largest bucket", "vkgrad us", "torch us", "torch / vkgrad",
+                  "stages (us)"], rows)
+    return out + [""]
+
+
+def take_target(runs) -> list[str]:
+    if not runs:
+        return []
+    r = next(r for r in runs[0]["doc"]["rows"] if r["name"] == "lm_256x256_uniform")
+    ok = r["vkgrad_us"] <= TAKE_GRAD_MAX_US
+    return [f"- Embedding gradient [256,256] from 8,192 ids under {TAKE_GRAD_MAX_US:.0f} us: "
+            f"{r['vkgrad_us']:.1f} us (torch {r['torch_us']:.0f} us) {verdict(ok)} "
+            f"({src(runs[0])})" + ("" if ok else ". Why: " + TAKE_GRAD_REASON)]
+
+
 def load(paths):
     runs = defaultdict(list)
     seen = set()
@@ -855,13 +946,16 @@ def main():
     lines += profile_call_target(g("profile_call", []))
     lines += compile_target(g("compile", []))
     lines += lm_targets(g("lm", []))
+    lines += take_target(g("take", []))
+    lines += coop_target(g("coop", []), g("half", []))
     lines.append("")
     sections = [("matmul", matmul_section), ("attention", attention_section),
                 ("scan", scan_section), ("transformer", transformer_section),
                 ("mlp", mlp_section), ("fusion", lambda r: fusion_section(r, g("mlp", []))),
                 ("compile", compile_section), ("profile_call", profile_call_section),
                 ("lm", lambda r: lm_section(r, g("step_time", []))),
-                ("long_run", long_run_section)]
+                ("long_run", long_run_section), ("take", take_section),
+                ("coop", coop_section), ("half", half_section)]
     for kind, fn in sections:
         if g(kind):
             lines += fn(runs[kind])
