@@ -155,6 +155,37 @@ def test_discrete_statistics():
     assert c2.shape == (5, 2)
 
 
+def jax_randint_from_bits(higher, lower, lo, hi):
+    """jax.random.randint's arithmetic (jax/_src/random.py `_randint`, 32-bit), written out in
+    numpy uint32 from its two words of bits."""
+    h, l = (np.asarray(b, np.int32).view(np.uint32) for b in (higher, lower))
+    lo32, hi32 = np.int32(lo), np.int32(hi)
+    with np.errstate(over="ignore"):
+        span = np.uint32(1) if hi32 <= lo32 else np.uint32(hi32.view(np.uint32) - lo32.view(np.uint32))
+        m = np.uint32(2 ** 16) % span
+        m = np.uint32(m * m) % span
+        offset = ((h % span) * m + l % span) % span
+        return (lo32.view(np.uint32) + offset).view(np.int32)
+
+
+@pytest.mark.parametrize("lo, hi", [(-3, 9), (0, 1), (5, 5), (7, 2), (0, 2 ** 24 + 3),
+                                    (-2 ** 31, 2 ** 31 - 1), (-1000, 2 ** 30)])
+def test_randint_is_jaxs_formula_from_the_bits(lo, hi):
+    """randint = JAX's: the key split in two, a word of bits from each, combined modulo the
+    span in uint32 (spans past 2^23, the whole int32 range and maxval <= minval included), the
+    same on Vulkan."""
+    k = R.fold_in(KEY, 11)
+    k1, k2 = R.split(k, 2)
+    want = jax_randint_from_bits(R.bits(k1, (300,)), R.bits(k2, (300,)), lo, hi)
+    np.testing.assert_array_equal(R.randint(k, (300,), lo, hi), want)
+    on_gpu = vg.jit(lambda k: R.randint(k, (300,), lo, hi), backend="vulkan")
+    np.testing.assert_array_equal(on_gpu(k), want)
+    if hi > lo:
+        assert want.min() >= lo and want.max() < hi
+    else:
+        assert (want == lo).all()
+
+
 def test_permutations_are_uniform_and_vmap_draws_per_key():
     perm = R.permutation(KEY, 50)
     np.testing.assert_array_equal(np.sort(perm), np.arange(50))

@@ -172,17 +172,17 @@ def bernoulli(key, p=0.5, shape=None):
 
 
 def randint(key, shape, minval, maxval, dtype=np.int32):
-    """Integers in [minval, maxval) (bounds broadcast against shape): the floor of a 23-bit
-    uniform times the span, so exactly uniform when the span divides 2^23 and within 2^-23
-    otherwise; spans above 2^23 reach only 2^23 distinct values."""
+    """Integers in [minval, maxval) (bounds broadcast against shape), drawn as JAX draws them
+    (jax/_src/random.py `_randint`): the key split in two, 32 random bits from each, combined
+    in uint32 arithmetic modulo the span (P.randint_from_bits). maxval <= minval gives minval.
+    Bit for bit JAX's for int32 bounds."""
     if dtype_name(dtype) != "i32":
         raise DTypeError(f"vg.random.randint: dtype must be int32, got {dtype}",
                          source=user_source())
+    shape = _shape(shape, "randint")
     lo, hi = vnp.asarray(minval, np.int32), vnp.asarray(maxval, np.int32)
-    span = vnp.subtract(hi, lo)
-    u = P.bits_to_unit(_block(key, shape, 2, "randint"))
-    r = vnp.astype(vnp.multiply(u, vnp.astype(span, np.float32)), np.int32)   # floor: r >= 0
-    return vnp.add(vnp.maximum(vnp.minimum(r, vnp.subtract(span, 1)), 0), lo)
+    k1, k2 = split(key, 2)
+    return P.randint_from_bits(bits(k1, shape), bits(k2, shape), lo, hi)
 
 
 def categorical(key, logits, axis=-1, shape=None):

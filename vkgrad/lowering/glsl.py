@@ -109,6 +109,7 @@ code_for_op: dict = {
     # random bits
     R.threefry2x32_p: "vkg_threefry2x32({0}, {1}, {2}, {3}, {word})",
     R.bits_to_unit_p: "(uintBitsToFloat((uint({0}) >> 9u) | 0x3F800000u) - 1.0)",
+    R.randint_from_bits_p: "vkg_randint({0}, {1}, {2}, {3})",
 }
 
 
@@ -190,6 +191,16 @@ float vkg_zero_over(uint zero_sign, float y) {
     return uintBitsToFloat((b & 0x80000000u) ^ zero_sign);
 }
 """,
+    "vkg_randint": """\
+int vkg_randint(int higher, int lower, int lo, int hi) {
+    // JAX's randint (jax/_src/random.py _randint), in uint arithmetic (int <-> uint keeps bits)
+    uint span = hi <= lo ? 1u : uint(hi) - uint(lo);
+    uint m = 65536u % span;
+    m = (m * m) % span;
+    uint offset = ((uint(higher) % span) * m + uint(lower) % span) % span;
+    return int(uint(lo) + offset);
+}
+""",
     "vkg_threefry2x32": """\
 int vkg_threefry2x32(int key0, int key1, int ctr0, int ctr1, int word) {
     // Threefry-2x32, 20 rounds, in uint arithmetic (int <-> uint keeps the bits)
@@ -216,7 +227,7 @@ functions: dict = {
     L.sign_p: ("vkg_sign",), L.sinh_p: ("vkg_sinh",), L.asin_p: ("vkg_asin",),
     L.acos_p: ("vkg_acos",), L.asinh_p: ("vkg_asinh",), L.acosh_p: ("vkg_acosh",),
     L.atanh_p: ("vkg_atanh",), L.atan2_p: ("vkg_atan2",),
-    R.threefry2x32_p: ("vkg_threefry2x32",),
+    R.threefry2x32_p: ("vkg_threefry2x32",), R.randint_from_bits_p: ("vkg_randint",),
 }
 
 # Defined by kernels_glsl/ieee.glsl, which every kernel includes (generated ones through

@@ -7,7 +7,8 @@ rules are written with).
                   scatter_add, matmul, softmax/log_softmax and their backward primitives
     attention.py  flash_attention and flash_attention_bwd
     scan.py       selective_scan and selective_scan_bwd (Mamba)
-    random.py     threefry2x32 (the counter-based hash) and bits_to_unit (bits -> [0, 1))
+    random.py     threefry2x32 (the counter-based hash), bits_to_unit (bits -> [0, 1)) and
+                  randint_from_bits (JAX's randint from two words)
     custom.py     custom_vjp_call and custom_jvp_call (vg.custom_vjp, vg.custom_jvp)
     cumulative.py cumsum (a running sum: one kernel however long the axis)
     convolution.py conv_general_dilated (N-d convolution, one layout; vkgrad.lax has JAX's)
@@ -23,7 +24,8 @@ from vkgrad.primitives.attention import (flash_attention,  # noqa: F401
                                          flash_attention_p)
 from vkgrad.primitives.scan import (scan_chunk, selective_scan,  # noqa: F401
                                     selective_scan_bwd_p, selective_scan_p)
-from vkgrad.primitives.random import (bits_to_unit, bits_to_unit_p, threefry2x32,  # noqa: F401
+from vkgrad.primitives.random import (bits_to_unit, bits_to_unit_p,  # noqa: F401
+                                      randint_from_bits, randint_from_bits_p, threefry2x32,
                                       threefry2x32_p)
 from vkgrad.primitives.custom import (CUSTOM_CALLS, CustomRule,  # noqa: F401
                                      custom_jvp_call_p, custom_vjp_call_p)

@@ -9,6 +9,10 @@
     bits_to_unit(bits) -> f32
         The top 23 bits of each word as a float in [0, 1), step 2^-23: the float with exponent
         0 and those bits as its mantissa, minus 1 (JAX's uniform). Exact on every device.
+    randint_from_bits(higher, lower, minval, maxval) -> i32
+        JAX's randint from two words of bits (jax/_src/random.py `_randint`, 32-bit): in uint32
+        arithmetic, span = maxval - minval (1 where maxval <= minval), m = (2^16 % span)^2 %
+        span, offset = ((higher % span) * m + lower % span) % span, minval + offset.
 
 Unsigned words, signed storage: vkgrad's integers are i32, and every operation here is on the
 uint32 whose bit pattern the i32 holds (numpy views the same memory as uint32; GLSL converts
@@ -86,6 +90,36 @@ def _bits_to_unit_impl(bits):
 
 bits_to_unit_p = L._elementwise("bits_to_unit", 1, _bits_to_unit_impl, frozenset({"i32"}),
                                 out_dtype="f32")
+
+
+def _randint_impl(higher, lower, minval, maxval):
+    args = np.broadcast_arrays(*(np.asarray(a, np.int32) for a in (higher, lower, minval,
+                                                                      maxval)))
+    h, lo, mn, mx = (_as_u32(a) for a in args)
+    with np.errstate(over="ignore"):      # uint32 arithmetic wraps, as it does in GLSL
+        span = np.where(args[3].reshape(-1) <= args[2].reshape(-1), np.uint32(1), mx - mn)
+        mult = np.uint32(1 << 16) % span
+        mult = (mult * mult) % span
+        offset = ((h % span) * mult + lo % span) % span
+        out = mn + offset
+    return out.view(np.int32).reshape(args[0].shape)
+
+
+def _randint_rule(*types):
+    if len(types) != 4 or any(t.dtype != "i32" for t in types):
+        raise DTypeError("randint_from_bits takes 4 i32 operands (higher bits, lower bits, "
+                         f"minval, maxval), got {', '.join(map(str, types))}")
+    return TensorType(L.broadcast_shapes("randint_from_bits", types), "i32")
+
+
+randint_from_bits_p = Primitive("randint_from_bits", ("pure", "elementwise"))
+abstract_eval_rules[randint_from_bits_p] = _randint_rule
+impls[randint_from_bits_p] = _randint_impl
+batching_rules[randint_from_bits_p] = L.elementwise_batcher(randint_from_bits_p)
+
+
+def randint_from_bits(higher, lower, minval, maxval):
+    return bind(randint_from_bits_p, higher, lower, minval, maxval)
 
 
 def threefry2x32(k0, k1, x0, x1, word: int):
