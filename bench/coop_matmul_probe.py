@@ -170,8 +170,7 @@ def main():
         reps = max(3, int(2e12 // flops))
         algos = {cn: r.algo(spirv_for(CONFIGS[cn], layout, True), [ta, tb, tc], M, N, K, layout,
                             CONFIGS[cn]) for cn in args.configs.split(",")}
-        # the variant vkgrad runs (f16 output: lowering/matmul_coop.py), which measured 53
-        # TFLOP/s at 4096^3 through vkgrad's runtime against 241 here with f32 output
+        # the variant vkgrad runs (f16 output: lowering/matmul_coop.py)
         first = args.configs.split(",")[0]
         tc16 = r.tensor(np.zeros(M * N + (M * N) % 2, np.float16))
         algos[first + " f16out"] = r.algo(spirv_for(CONFIGS[first], layout, True, out_f16=True),

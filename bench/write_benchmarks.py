@@ -49,11 +49,11 @@ FUSION_GPU_REASON = ("the matmuls of that step run at 6-20 TFLOP/s, few workgrou
 COMPILE_REASON = ("pipeline creation (vkCreateComputePipelines in the driver) dominates: "
                   "{pipe:.1f} s of {total:.1f} s cold")
 F16_REASON = ("one tiling of 128 x 128 x 32 blocks, four subgroups of 64 x 64, shared tiles "
-              "single-buffered (double buffering ran slower), tuned in one afternoon's six "
-              "probes. Through vkgrad's runtime "
-              "(bench_half.py, GPU timestamps, one dispatch between barriers) the same kernel "
-              "measured {vk:.0f} TFLOP/s at 4096^3, against {probe:.0f} in the probe (kp alone, "
-              "back-to-back dispatches): not yet explained")
+              "single-buffered (double buffering ran slower), tuned over four probe runs"
+              "probes. Through vkgrad (bench_half.py, vg.profile) the kernel measured {vk:.0f} "
+              "TFLOP/s at 4096^3 against the probe's {probe:.0f}, but the same run measured the "
+              "f32 kernel at {f32:.1f} (bench_matmul: 46.6): bench_half's absolute numbers run "
+              "low for every kernel (cause not found); within it f16 was {x:.1f}x f32")
 TAKE_GRAD_REASON = ("seven dependent launches of 4-10 us each (the sort by index, the chunk "
                     "sums, the sums of chunks): launch-bound, not memory-bound")
 LM_NOTE = {"2026-12-01": (
@@ -864,8 +864,12 @@ def coop_target(runs, half_runs) -> list[str]:
     if not ok:
         vk = [r for r in (half_runs[0]["doc"] if half_runs else [])
               if r.get("bench") == "matmul" and r.get("shape") == "cube4096" and r["dtype"] == "f16"]
-        line += ". Why: " + F16_REASON.format(vk=vk[0]["TFLOP_per_s"] if vk else float("nan"),
-                                              probe=t["tflops"][t["best"]])
+        f32 = [r for r in (half_runs[0]["doc"] if half_runs else [])
+               if r.get("bench") == "matmul" and r.get("shape") == "cube4096" and r["dtype"] == "f32"]
+        v16 = vk[0]["TFLOP_per_s"] if vk else float("nan")
+        v32 = f32[0]["TFLOP_per_s"] if f32 else float("nan")
+        line += ". Why: " + F16_REASON.format(vk=v16, probe=t["tflops"][t["best"]], f32=v32,
+                                              x=v16 / v32)
     return [line]
 
 
