@@ -50,7 +50,7 @@ COMPILE_REASON = ("pipeline creation (vkCreateComputePipelines in the driver) do
                   "{pipe:.1f} s of {total:.1f} s cold")
 F16_REASON = ("one tiling of 128 x 128 x 32 blocks, four subgroups of 64 x 64, shared tiles "
               "single-buffered (double buffering ran slower), tuned over four probe runs"
-              "probes. Through vkgrad (bench_half.py, vg.profile) the kernel measured {vk:.0f} "
+              ". Through vkgrad (bench_half.py, vg.profile) the kernel measured {vk:.0f} "
               "TFLOP/s at 4096^3 against the probe's {probe:.0f}, but the same run measured the "
               "f32 kernel at {f32:.1f} (bench_matmul: 46.6): bench_half's absolute numbers run "
               "low for every kernel (cause not found); within it f16 was {x:.1f}x f32")
