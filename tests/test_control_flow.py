@@ -75,13 +75,39 @@ def test_scan_length_0_and_1_and_no_xs():
     assert float(c) == 16.0 and np.asarray(ys).tolist() == [1.0, 2.0, 4.0, 8.0]
 
 
-def test_unroll_does_not_change_results():
-    step = lambda h, x: (vnp.tanh(h @ W + x), h.sum())
-    base = lax.scan(step, np.zeros(3, np.float32), XS)
-    for unroll in (2, 4, True):
-        got = lax.scan(step, np.zeros(3, np.float32), XS, unroll=unroll)
+@pytest.mark.parametrize("reverse", [False, True])
+def test_unroll_does_not_change_results(reverse):
+    """unroll=k runs k steps a loop iteration (length // k of them, then the length % k left):
+    the same carry and ys, in order, with pytree ys, without xs, and their gradients."""
+    step = lambda h, x: (vnp.tanh(h @ W + x), {"s": h.sum(), "h": h})
+    base = lax.scan(step, np.zeros(3, np.float32), XS, reverse=reverse)
+    for unroll in (2, 4, 6, 100, True):
+        got = lax.scan(step, np.zeros(3, np.float32), XS, reverse=reverse, unroll=unroll)
         close(got[0], base[0])
-        close(got[1], base[1])
+        close(got[1]["s"], base[1]["s"])
+        close(got[1]["h"], base[1]["h"])
+    count = lambda c, _: (c + 1.0, c)
+    for unroll in (1, 3):
+        c, ys = lax.scan(count, np.float32(0), None, length=7, reverse=reverse, unroll=unroll)
+        assert float(c) == 7.0
+        want = np.arange(7.0)[::-1] if reverse else np.arange(7.0)
+        np.testing.assert_array_equal(np.asarray(ys), want)
+    loss = lambda w, u: lax.scan(lambda h, x: (vnp.tanh(h @ w + x), h.sum()), np.ones(3, np.float32),
+                                 XS, reverse=reverse, unroll=u)[1].sum()
+    close(vg.grad(loss)(W, 4), vg.grad(loss)(W, 1))
+    # the loop runs length // k times: 6 steps at unroll 4 are one loop of 1 and a loop of 2
+    prog = vg.make_ir(lambda h: lax.scan(step, h, XS, unroll=4))(np.zeros(3, np.float32))
+    assert sorted(e.params["length"] for e in prog.eqns if e.prim.name == "scan") == [1, 2]
+    on_gpu = vg.jit(lambda h: lax.scan(step, h, XS, reverse=reverse, unroll=4), backend="vulkan")
+    got = on_gpu(np.zeros(3, np.float32))
+    assert on_gpu.lower(np.zeros(3, np.float32)).fallback_reason is None
+    close(got[0], base[0])
+    close(got[1]["h"], base[1]["h"])
+
+
+def test_unroll_must_be_positive():
+    with pytest.raises(vg.ArgumentError, match="unroll must be a positive"):
+        lax.scan(lambda c, x: (c, x), np.float32(0), XS, unroll=0)
 
 
 def test_a_loop_stays_a_loop_whatever_its_trip_count():

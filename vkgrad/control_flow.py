@@ -68,14 +68,23 @@ def _flat_out(out, what: str):
 def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpose=False):
     """jax.lax.scan: `carry, y = f(carry, x)` over the leading axis of xs (pytrees), giving the
     final carry and the ys stacked along a new leading axis. `length` is needed when xs is
-    None; reverse=True runs from the last index to the first; unroll is kept as a hint (the
-    results do not depend on it)."""
+    None; reverse=True runs from the last index to the first. unroll=k (True: all of them)
+    runs k steps per iteration of the loop, as JAX's: a loop of length // k over a body holding
+    k copies of f, then the length % k steps left; the results do not depend on it, the
+    program's size and the per-step cost of the loop do (on Vulkan each iteration replays the
+    body's dispatches and copies its slices: _unrolled)."""
     check_function(f, "lax.scan")
     init_leaves, init_tree = tree_flatten(init)
     xs_leaves, xs_tree = tree_flatten(xs)
     init_types = _leaf_types(init_leaves, "the initial carry of vg.lax.scan")
     x_full = _leaf_types(xs_leaves, "xs of vg.lax.scan")
     length = _scan_length(x_full, xs_tree, length)
+    k = length if unroll is True else 1 if unroll is False else int(unroll)
+    if k < 1:
+        raise ArgumentError(f"vg.lax.scan: unroll must be a positive int or a bool, got "
+                            f"{unroll!r}", source=user_source())
+    if k > 1 and length > 1:
+        return _unrolled(f, init, xs_leaves, xs_tree, length, reverse, min(k, length))
     x_types = [TensorType(t.shape[1:], t.dtype) for t in x_full]
     nk = len(init_leaves)
     y_tree = []
@@ -94,10 +103,53 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
 
     jaxpr, consts = _closed(body, init_types + x_types, f"scan_{fun_name(f)}",
                             f"the body of vg.lax.scan ({fun_name(f)})")
-    unroll = length if unroll is True else 1 if unroll is False else int(unroll)
-    fin, ys = CF.scan(jaxpr, consts, init_leaves, xs_leaves, length, reverse,
-                                  max(unroll, 1))
+    fin, ys = CF.scan(jaxpr, consts, init_leaves, xs_leaves, length, reverse, 1)
     return tree_unflatten(init_tree, fin), tree_unflatten(y_tree[0], ys)
+
+
+def _unrolled(f, init, xs_leaves, xs_tree, length, reverse, k):
+    """scan with k steps a loop iteration: the first length - length % k steps (the last ones,
+    with reverse) as a scan over blocks of k, the rest as a plain scan after (before, with
+    reverse), each keeping the order of the steps; ys concatenated back in index order."""
+    n, r = divmod(length, k)
+    if reverse:
+        main = [x[r:] for x in xs_leaves]
+        rest = [x[:r] for x in xs_leaves]
+    else:
+        main = [x[:n * k] for x in xs_leaves]
+        rest = [x[n * k:] for x in xs_leaves]
+    blocks = [vnp.reshape(x, (n, k) + tuple(x.shape[1:])) for x in main]
+
+    def body(c, xb):
+        ys = []
+        for j in (range(k - 1, -1, -1) if reverse else range(k)):
+            xj = tree_unflatten(xs_tree, [x[j] for x in tree_flatten(xb)[0]])
+            c, y = f(c, xj)
+            ys.append(y)
+        if reverse:
+            ys.reverse()
+        leaves = [tree_flatten(y)[0] for y in ys]
+        stacked = [vnp.stack([ls[i] for ls in leaves]) for i in range(len(leaves[0]))]
+        return c, tree_unflatten(tree_flatten(ys[0])[1], stacked)
+
+    xb = tree_unflatten(xs_tree, blocks)
+    parts = []
+    c = init
+    for what, leaves in (("main", None), ("rest", rest)):    # a reverse scan starts at the end
+        if what == "main":
+            c, yb = scan(body, c, xb, length=n, reverse=reverse)
+            yl, yt = tree_flatten(yb)
+            parts.append((yt, [vnp.reshape(y, (n * k,) + tuple(y.shape[2:])) for y in yl]))
+        elif r:
+            c, yr = scan(f, c, tree_unflatten(xs_tree, leaves), length=r, reverse=reverse)
+            yl, yt = tree_flatten(yr)
+            parts.append((yt, yl))
+    if reverse:
+        parts.reverse()      # the rest (indices 0..r-1) ran last: its ys come first
+    tree = parts[0][0]
+    ys = [vnp.concatenate([p[1][i] for p in parts]) if len(parts) > 1 else parts[0][1][i]
+          for i in range(len(parts[0][1]))]
+    return c, tree_unflatten(tree, ys)
 
 
 def _scan_length(x_types, xs_tree, length) -> int:
