@@ -23,11 +23,12 @@ TILE = dict(BM=128, BN=128, BK=32, WM=64, WN=64)
 
 
 def runs_on(target) -> bool:
-    """Whether `target` runs this kernel: the shape it is written for, the memory model, and a
-    known subgroup size (the kernel's workgroup is four subgroups)."""
+    """Whether `target` runs this kernel: the shape it is written for, the memory model, 16-bit
+    storage (it reads float16_t[] buffers) and a known subgroup size (the kernel's workgroup is
+    four subgroups)."""
     t = target_of(target)
     return (t.cooperative_shape("f16", "f32") is not None and t.memory_model
-            and t.subgroup_size is not None)
+            and t.storage_16bit and t.subgroup_size is not None)
 
 
 def plan_matmul_coop(batch: int, m: int, k: int, n: int, transpose_a: bool, transpose_b: bool,
