@@ -873,9 +873,9 @@ CASES += [
 
 # --- control flow (vkgrad/primitives/control_flow.py): loops that stay loops. A scan runs on
 # Vulkan (its body lowered once, replayed per step: vkgrad/lowering/loops.py), a cond as its
-# branches and a select (passes/select_conds.py); while has no device lowering yet: a jitted
-# program holding one runs on the interpreter, counted in vg.fallbacks()
-# (tests/test_control_flow.py checks that).
+# branches and a select (passes/select_conds.py); a while loop at a program's top level as its
+# cond and body, each a Vulkan program, driven from the host (vkgrad/execution/segmented.py;
+# nested in a scan body it runs on the interpreter, counted: tests/test_control_flow.py).
 def _rnn(h, xs, w):
     def step(h, x):
         h = vnp.tanh(h @ w + x)
@@ -918,7 +918,6 @@ def _rnn_checkpointed(h, xs, w):   # a checkpointed scan body
     return vg.lax.scan(step, h, xs)
 
 
-ON_INTERPRETER = dict(vulkan=False)   # while: no Vulkan lowering yet (see above)
 CASES += [
     Case("scan_rnn", _rnn, [F(3), F(4, 3), F(3, 3)]),
     Case("scan_pytree_reverse", _scan_tree, [F(2), F(5, 2)]),
@@ -926,8 +925,7 @@ CASES += [
     Case("scan_rnn_grad", lambda h, xs, w: vg.grad(lambda *a: vnp.sum(_rnn(*a)[1] ** 2),
                                                    argnums=(0, 1, 2))(h, xs, w),
          [F(3), F(4, 3), F(3, 3)], grad=1),
-    Case("while_loop", _while, [Pos(3)], grad=1, modes=("fwd",),   # no reverse mode (JAX's)
-         **ON_INTERPRETER),
+    Case("while_loop", _while, [Pos(3)], grad=1, modes=("fwd",)),   # no reverse mode (JAX's)
     Case("cond_true", _cond, [Pos(3), F(3)]),
     Case("cond_false", _cond, [Pos(3, lo=-2.0, hi=-0.5), F(3)]),
     Case("switch", _switch, [I(1, hi=3), F(4)]),
@@ -970,9 +968,9 @@ def ids(cases):
 # checkpoint, which the fused stage replaces: by the branches and a select, by its body).
 REMOVED_BEFORE_LOWERING = {"stop_gradient", "custom_vjp_call", "custom_jvp_call", "cond",
                            "checkpoint", "checkpoint_name"}
-# Primitives with no Vulkan lowering yet: a program holding one runs on the interpreter, counted
-# (tests/test_control_flow.py).
-INTERPRETER_ONLY = {"while"}
+# Primitives no Vulkan plan holds: a while loop at a program's top level runs as plans of its
+# cond and body driven from the host (vkgrad/execution/segmented.py), nested on the interpreter.
+HOST_DRIVEN = {"while"}
 
 
 def primitives_in(program) -> set:

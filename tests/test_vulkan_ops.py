@@ -11,7 +11,7 @@ import pytest
 
 import vkgrad as vg
 import vkgrad.numpy as vnp
-from cases import (BY_NAME, CASES, INTERPRETER_ONLY, REMOVED_BEFORE_LOWERING, VULKAN_CASES,
+from cases import (BY_NAME, CASES, HOST_DRIVEN, REMOVED_BEFORE_LOWERING, VULKAN_CASES,
                    all_primitives, ids,
                    primitives_in)
 from vkgrad import primitives as P
@@ -84,7 +84,7 @@ def test_every_primitive_has_a_vulkan_lowering():
     assert P.stop_gradient_p.name not in seen   # the optimizer removes it before lowering
     assert "stop_gradient" in primitives_in(vg.make_ir(BY_NAME["stop_gradient"].fun)(
         *BY_NAME["stop_gradient"].args32()))     # ... from a row that has it
-    missing = all_primitives() - seen - REMOVED_BEFORE_LOWERING - INTERPRETER_ONLY
+    missing = all_primitives() - seen - REMOVED_BEFORE_LOWERING - HOST_DRIVEN
     assert not seen & REMOVED_BEFORE_LOWERING
     if missing:
         off = {p: [c.name for c in CASES if c.vulkan is not True and p in primitives_in(

@@ -115,6 +115,10 @@ def check_kernels(fun, *args, rtol: float = RTOL, runs: int = 3, **kwargs) -> Ke
                 for e in entry.stages["optimized"].eqns]
         return KernelTable(name, rows, rtol)
     lw = entry.lowered
+    if lw is None:
+        raise VkgradError("vg.check_kernels checks one Vulkan plan; this program's while loop "
+                          "runs as several, driven from the host (vkgrad/execution/segmented.py)"
+                          ": check its body as a function of its own")
     values = _interpret(lw.program, [np.asarray(x) for x in leaves])
     try:
         times = [r.us for r in profile(fun, *args, runs=runs, **kwargs).rows]

@@ -13,7 +13,7 @@ import sys
 import warnings
 
 from vkgrad.errors import ArgumentError, VkgradError
-from vkgrad.execution import fallback, fastpath
+from vkgrad.execution import fallback, fastpath, segmented
 from vkgrad.lowering.contracts import Unsupported
 from vkgrad.lowering.render import dot_svg
 from vkgrad.pipeline import (FORMATS, STAGE_NAMES, Options, run_stages, stage_dot,
@@ -111,20 +111,38 @@ class Compiled:
                 self.times.update(self.runner.compile_times)
             except Unsupported as u:
                 self.stages.pop("fused", None)
-                self.fallback_reason = u.reason
-                _fallbacks[u.reason] += 1
-                why = fallback.explain(program, u)
-                if os.environ.get("VKGRAD_STRICT", "") not in ("", "0"):
-                    raise StrictModeError(f"{program.name} cannot run on Vulkan: {why} "
-                                          "(VKGRAD_STRICT=1 forbids the interpreter fallback)")
-                fallback.warn(f"vkgrad: {program.name} runs on the numpy interpreter, not on "
-                              f"{device.info.name}: {why}")
+                self.runner = self._segmented(device)
+                if self.runner is None:
+                    self._fall_back(program, device, u)
         if self.runner is None:
             run_stages(program, "optimized", self.options, values=self.stages, times=self.times)
             self.runner = NumpyRunner(self.stages["optimized"])
         # the type of each result, one object per type (fastpath.py compares them by identity)
         self.out_avals = [fastpath.intern(o.type) for o in self.stages["optimized"].outputs]
         self.build_outputs = fastpath.builder(out_tree)   # result leaves -> result pytree
+
+    def _segmented(self, device):
+        """A program with while loops at its top level: the SegmentedRunner (its parts on
+        Vulkan, each loop driven from the host), or None where a part cannot run there."""
+        optimized = self.stages.get("optimized")
+        if optimized is None or not segmented.splits(optimized):
+            return None
+        try:
+            runner = segmented.SegmentedRunner(device, optimized, self.options)
+        except Unsupported:
+            return None
+        self.times.update(runner.compile_times)
+        return runner
+
+    def _fall_back(self, program, device, u) -> None:
+        self.fallback_reason = u.reason
+        _fallbacks[u.reason] += 1
+        why = fallback.explain(program, u)
+        if os.environ.get("VKGRAD_STRICT", "") not in ("", "0"):
+            raise StrictModeError(f"{program.name} cannot run on Vulkan: {why} "
+                                  "(VKGRAD_STRICT=1 forbids the interpreter fallback)")
+        fallback.warn(f"vkgrad: {program.name} runs on the numpy interpreter, not on "
+                      f"{device.info.name}: {why}")
 
     def describe_times(self) -> str:
         """One line: seconds per compile stage, and what the kernels cost."""

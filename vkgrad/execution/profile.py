@@ -62,6 +62,10 @@ def profile(step, *args, runs: int = 10, **kwargs) -> Profile:
         step = jit(step.fun, static_argnums=step.static_argnums, backend="vulkan")
     entry, leaves = step._compiled(args, kwargs)
     runner = entry.runner
+    if entry.backend == "vulkan" and entry.lowered is None:
+        raise VkgradError("vg.profile times one Vulkan plan; this program's while loop runs as "
+                          "several, driven from the host (vkgrad/execution/segmented.py): "
+                          "profile its body as a function of its own")
     if entry.backend != "vulkan":
         raise VkgradError("vg.profile times Vulkan kernels, but this program runs on the numpy "
                           f"interpreter ({entry.fallback_reason or 'numpy backend'})")
