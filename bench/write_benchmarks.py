@@ -862,15 +862,17 @@ def coop_target(runs, half_runs) -> list[str]:
             f"{ratio:.2f}x ({t['tflops'][t['best']]:.0f} vs {t['tflops']['torch']:.0f} TFLOP/s) "
             f"{verdict(ok)} ({src(runs[0])})")
     if not ok:
-        vk = [r for r in (half_runs[0]["doc"] if half_runs else [])
-              if r.get("bench") == "matmul" and r.get("shape") == "cube4096" and r["dtype"] == "f16"]
-        f32 = [r for r in (half_runs[0]["doc"] if half_runs else [])
-               if r.get("bench") == "matmul" and r.get("shape") == "cube4096" and r["dtype"] == "f32"]
-        v16 = vk[0]["TFLOP_per_s"] if vk else float("nan")
-        v32 = f32[0]["TFLOP_per_s"] if f32 else float("nan")
+        v16, v32 = (_half_cube_tflops(half_runs, dt) for dt in ("f16", "f32"))
         line += ". Why: " + F16_REASON.format(vk=v16, probe=t["tflops"][t["best"]], f32=v32,
                                               x=v16 / v32)
     return [line]
+
+
+def _half_cube_tflops(half_runs, dtype) -> float:
+    """bench_half's 4096^3 matmul TFLOP/s in `dtype` (newest run), nan when absent."""
+    rows = [r for r in (half_runs[0]["doc"] if half_runs else [])
+            if r.get("bench") == "matmul" and r.get("shape") == "cube4096" and r["dtype"] == dtype]
+    return rows[0]["TFLOP_per_s"] if rows else float("nan")
 
 
 def half_section(runs) -> list[str]:

@@ -132,24 +132,14 @@ def _unrolled(f, init, xs_leaves, xs_tree, length, reverse, k):
         stacked = [vnp.stack([ls[i] for ls in leaves]) for i in range(len(leaves[0]))]
         return c, tree_unflatten(tree_flatten(ys[0])[1], stacked)
 
-    xb = tree_unflatten(xs_tree, blocks)
-    parts = []
-    c = init
-    for what, leaves in (("main", None), ("rest", rest)):    # a reverse scan starts at the end
-        if what == "main":
-            c, yb = scan(body, c, xb, length=n, reverse=reverse)
-            yl, yt = tree_flatten(yb)
-            parts.append((yt, [vnp.reshape(y, (n * k,) + tuple(y.shape[2:])) for y in yl]))
-        elif r:
-            c, yr = scan(f, c, tree_unflatten(xs_tree, leaves), length=r, reverse=reverse)
-            yl, yt = tree_flatten(yr)
-            parts.append((yt, yl))
-    if reverse:
-        parts.reverse()      # the rest (indices 0..r-1) ran last: its ys come first
-    tree = parts[0][0]
-    ys = [vnp.concatenate([p[1][i] for p in parts]) if len(parts) > 1 else parts[0][1][i]
-          for i in range(len(parts[0][1]))]
-    return c, tree_unflatten(tree, ys)
+    c, yb = scan(body, init, tree_unflatten(xs_tree, blocks), length=n, reverse=reverse)
+    yl, ytree = tree_flatten(yb)
+    ys = [vnp.reshape(y, (n * k,) + tuple(y.shape[2:])) for y in yl]
+    if r:   # a reverse scan ran the blocks first: the rest (indices 0..r-1) comes first in ys
+        c, yr = scan(f, c, tree_unflatten(xs_tree, rest), length=r, reverse=reverse)
+        ys = [vnp.concatenate([b, a] if reverse else [a, b])
+              for a, b in zip(ys, tree_flatten(yr)[0])]
+    return c, tree_unflatten(ytree, ys)
 
 
 def _scan_length(x_types, xs_tree, length) -> int:

@@ -30,8 +30,7 @@ from vkgrad import primitives as P
 from vkgrad.lowering.contracts import Concat, KernelContract, Unsupported, need_f32, register
 from vkgrad.lowering.kernels import OpPlan, plan_split_sum
 from vkgrad.lowering.launch import MAX_GROUPS_X, Launch, cdiv
-from vkgrad.lowering.matmul_coop import plan_matmul_coop
-from vkgrad.lowering.matmul_coop import runs_on as coop_runs_on
+from vkgrad.lowering import matmul_coop
 from vkgrad.target import target_of
 
 _U32 = 2**32
@@ -335,9 +334,10 @@ def plan_eqn(e, target, column_sum=None, fused=False):
     c = e.out
     batch, m, k, n = _operands(e)
     if a.dtype == "f16" and b.dtype == "f16" and column_sum is None:
-        return (plan_matmul_coop(batch, m, k, n, e.params["transpose_a"],
-                                 e.params["transpose_b"], m * k if a.ndim == 3 else 0,
-                                 k * n if b.ndim == 3 else 0, target),
+        return (matmul_coop.plan_matmul_coop(batch, m, k, n, e.params["transpose_a"],
+                                             e.params["transpose_b"],
+                                             m * k if a.ndim == 3 else 0,
+                                             k * n if b.ndim == 3 else 0, target),
                 {"a": a, "b": b, "c": c})
     need_f32(e, a, b)
     plan = plan_matmul_op(batch, m, k, n, e.params["transpose_a"], e.params["transpose_b"],
@@ -370,6 +370,6 @@ CONTRACT = register(KernelContract(
     fused_stores=frozenset({P.matmul_p}),
     takes_hooks=takes_hooks, column_sum=True,
     # float16 on the tensor cores (lowering/matmul_coop.py) where the target has them
-    target_dtypes=lambda target: ("f16",) if coop_runs_on(target) else (),
+    target_dtypes=lambda target: ("f16",) if matmul_coop.runs_on(target) else (),
     limits="f32; operands and result under 2^32 elements; workgroup counts under 65,535 per "
            "dimension"))

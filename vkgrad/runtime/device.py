@@ -46,9 +46,6 @@ class DeviceInfo:
     cooperative_matrix: tuple = ()
     subgroup_size: int | None = None   # VkPhysicalDeviceSubgroupProperties (kp patch 0010)
 
-    def has(self, feature: str) -> bool:
-        return dict(self.features).get(feature, False)
-
 
 def kp_module():
     """Import Kompute's `kp`, turning each way it can be missing into a DeviceError."""
