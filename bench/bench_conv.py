@@ -116,7 +116,7 @@ def sweep_variants(case, args):
     chosen, out = conv_lowering.choose_variant, {}
     try:
         for name in conv_lowering.VARIANTS:
-            conv_lowering.choose_variant = lambda og, name=name: name
+            conv_lowering.choose_variant = lambda og, m, name=name: name
             out[name] = time_vkgrad(vkgrad_programs(case), args)   # fresh jits: new plans
     finally:
         conv_lowering.choose_variant = chosen

@@ -28,7 +28,8 @@ for step in "$@"; do
     fuzz) PYTHONPATH=$PYTHONPATH:$PWD/.gpu/pylib run fuzz 150 python3 -m pytest -q -p no:cacheprovider tests/test_fuzz.py ;;
     attention) run attention 200 python3 bench/bench_attention.py --sweep --budget 80 ;;
     scan) run scan 90 python3 bench/bench_scan.py ;;
-    conv) run conv 540 python3 bench/bench_conv.py --rounds 5 ;;
+    conv) run conv 400 python3 bench/bench_conv.py --rounds 5 ;;
+    convsweep) run convsweep 300 python3 bench/bench_conv.py --rounds 5 --sweep --no-resnet ;;
     transformer) run transformer 240 python3 bench/bench_transformer.py --rounds 5 --steps 10 ;;
     mlp100) run mlp100 150 python3 bench/bench_mlp.py ;;
     mlphooks) for d in fuse_multi_output fuse_multi_output,fuse_epilogues,fuse_producers; do
@@ -46,7 +47,7 @@ for step in "$@"; do
     takegrad) run takegrad 90 python3 bench/bench_take_grad.py --out "$OUT/take_grad_$(date +%F).json" ;;
     half) run half 150 python3 bench/bench_half.py --runs 10 --out "$OUT/half_$(date +%F).json" ;;
     mp) run mp 280 python3 bench/bench_mixed_precision.py --preset small --backend vulkan --out "$OUT/mp_$(date +%F).json" ;;
-    controlflow) run controlflow 280 python3 bench/bench_control_flow.py --rounds 5 ;;
+    controlflow) run controlflow 200 python3 bench/bench_control_flow.py --rounds 5 ;;
     case) run case 90 python3 bench/check_case.py ${CASES:-conv2d_pairs_lhs_dilation} ;;
   esac
 done

@@ -18,14 +18,19 @@ from vkgrad.target import Target
 RNG = np.random.default_rng(0)
 
 
-def test_the_variant_follows_the_output_features_per_group():
-    assert choose_variant(64) == "wide" and choose_variant(16) == "narrow"
-    assert choose_variant(1) == "depthwise"
+def test_the_variant_follows_the_features_per_group_and_the_output_positions():
+    """The H200 sweep's choices (lowering/conv.py's table): ResNet forwards at many positions
+    on `wide`, their weight gradients (m = C * window) on the 128-row tiles, a depthwise
+    forward on `depthwise`, its weight gradient (m = the window) on `wide`."""
+    assert choose_variant(64, 100352) == "wide" and choose_variant(16, 100352) == "narrow"
+    assert choose_variant(1, 25088) == "depthwise" and choose_variant(1, 9) == "wide"
+    assert choose_variant(128, 1152) == "big" and choose_variant(64, 576) == "tall"
+    assert choose_variant(256, 6272) == "wide"
     plan = plan_conv((2, 8, 9, 9), (8, 1, 3, 3), (2, 8, 9, 9), (1, 1), ((1, 1), (1, 1)),
                      (1, 1), (1, 1), 8, target=Target.h200())
     (launch, roles), = plan.steps
-    assert roles == ("x", "w", "out") and dict(launch.defines)["CV_TX"] == 256
-    assert launch.groups == (1, 1, 8)          # 162 positions in one 512-row block, 8 groups
+    assert roles == ("x", "w", "out") and dict(launch.defines)["CV_TX"] == 16
+    assert launch.groups == (3, 1, 8)          # 162 positions in 64-row blocks, 8 groups
 
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))
@@ -33,7 +38,7 @@ def test_every_variant_is_a_valid_tile_and_matches_the_interpreter(name, monkeyp
     """Each variant on a shape off its tile edges, with both gradients (the sweep in
     bench/bench_conv.py forces variants the same way)."""
     VARIANTS[name].check()
-    monkeypatch.setattr(conv_lowering, "choose_variant", lambda og: name)
+    monkeypatch.setattr(conv_lowering, "choose_variant", lambda og, m: name)
     f = vg.grad(lambda x, w: vnp.sum(vnp.sin(lax.conv(x, w, (2, 1), "SAME"))), argnums=(0, 1))
     lowered = _check(f, _f32(3, 5, 7, 9), _f32(70, 5, 3, 2), rtol=1e-4)
     defines = {dict(s.launch.defines).get("CV_RM") for s in lowered.lowered.steps

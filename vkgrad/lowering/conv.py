@@ -7,12 +7,21 @@ whose "window" is the output gradient, so its k runs over N * out spatial).
 
 Variants (defines; a thread holds RM x RN accumulators, TX x TY threads):
 
-| variant   | threads | block (BM x BN) | BK | for                                        |
-| --------- | ------- | --------------- | -- | ------------------------------------------ |
-| wide      | 16 x 16 | 64 x 64         | 16 | Og >= 32 output features per group         |
-| narrow    | 64 x 4  | 128 x 16        | 16 | 4 < Og < 32                                |
-| depthwise | 256 x 1 | 512 x 4         | 16 | Og <= 4 (depthwise: Og = 1; short 1-D)     |
-| tall      | 16 x 16 | 128 x 64        | 16 | not chosen yet: bench/bench_conv.py --sweep |
+| variant   | threads | block (BM x BN) | BK | for                                                  |
+| --------- | ------- | --------------- | -- | ---------------------------------------------------- |
+| wide      | 16 x 16 | 64 x 64         | 16 | Og >= 32 output features per group; Og <= 4 with few |
+|           |         |                 |    | output positions (a depthwise weight gradient)       |
+| narrow    | 64 x 4  | 128 x 16        | 16 | 4 < Og < 32                                          |
+| depthwise | 256 x 1 | 512 x 4         | 16 | Og <= 4 (depthwise: Og = 1; short 1-D)               |
+| big       | 16 x 16 | 128 x 128       | 16 | Og >= 128 with at most 2304 output positions         |
+| tall      | 32 x 8  | 128 x 64        | 16 | 64 <= Og < 128 with at most 2304 output positions    |
+
+The choice follows `bench/bench_conv.py --sweep` on the H200 (2026-12-01; BENCHMARKS.md): the
+output positions m = N * out spatial decide as much as Og. A ResNet weight gradient (m = C *
+window, at most 2304 here, Og = 64 to 256) runs 10-34% faster on the 128-row tiles (the
+C128 stride-2 one 262 -> 174 us); a depthwise weight gradient (m = the window, Og = 1) 4.8x
+faster on `wide` than on `depthwise` (17.2 -> 3.6 ms at C256 28x28; 44 -> 8.3 ms for the
+Mamba-shaped conv1d), whose 512-row tile it would fill with 9 rows.
 
 Epilogues: elementwise work on the result (a bias, an activation) runs in the kernel's store
 (VKG_STORE_B2) unless K is split.
@@ -68,7 +77,8 @@ VARIANTS = {
     "wide": ConvTile(tx=16, ty=16, rm=4, rn=4),
     "narrow": ConvTile(tx=64, ty=4, rm=2, rn=4),
     "depthwise": ConvTile(tx=256, ty=1, rm=2, rn=4),
-    "tall": ConvTile(tx=16, ty=16, rm=8, rn=4),
+    "big": ConvTile(tx=16, ty=16, rm=8, rn=8),
+    "tall": ConvTile(tx=32, ty=8, rm=4, rn=8),
 }
 
 # Counted loop iterations per k step on a Target that ends long loops (lavapipe counts about
@@ -80,8 +90,19 @@ SPLIT_MIN_STEPS = 8          # ... and keeps at least this many k steps per slic
 MAX_SPLITS = 64
 
 
-def choose_variant(og: int) -> str:
-    return "wide" if og >= 32 else "narrow" if og > 4 else "depthwise"
+FEW_POSITIONS = 2304          # m at most this: the 128-row tiles (big, tall) for Og >= 64
+
+
+def choose_variant(og: int, m: int) -> str:
+    """The tile for og output features per group at m output positions (table above)."""
+    depthwise = VARIANTS["depthwise"]
+    if og <= 4:
+        return "depthwise" if m >= depthwise.bm else "wide"
+    if og < 32:
+        return "narrow"
+    if m <= FEW_POSITIONS and og >= 64:
+        return "big" if og >= 128 else "tall"
+    return "wide"
 
 
 def choose_splits(groups: int, k: int, tile: ConvTile, target=None) -> int:
@@ -123,8 +144,8 @@ def plan_conv(lhs: tuple, rhs: tuple, out: tuple, window_strides, padding, lhs_d
     n, c = lhs[:2]
     o, i = rhs[:2]
     og = o // groups
-    tile = VARIANTS[variant or choose_variant(og)]
     m, k = n * math.prod(out[2:]), i * math.prod(rhs[2:])
+    tile = VARIANTS[variant or choose_variant(og, m)]
     for what, size in (("input", math.prod(lhs)), ("kernel", math.prod(rhs)),
                        ("output", math.prod(out))):
         if size >= 2 ** 31:
