@@ -26,11 +26,15 @@ def test_the_variant_follows_the_features_per_group_and_the_output_positions():
     assert choose_variant(1, 25088) == "depthwise" and choose_variant(1, 9) == "wide"
     assert choose_variant(128, 1152) == "big" and choose_variant(64, 576) == "tall"
     assert choose_variant(256, 6272) == "wide"
-    plan = plan_conv((2, 8, 9, 9), (8, 1, 3, 3), (2, 8, 9, 9), (1, 1), ((1, 1), (1, 1)),
-                     (1, 1), (1, 1), 8, target=Target.h200())
+    plan = plan_conv((2, 8, 9, 9), (8, 2, 3, 3), (2, 8, 9, 9), (1, 1), ((1, 1), (1, 1)),
+                     (1, 1), (1, 1), 4, target=Target.h200())
     (launch, roles), = plan.steps
     assert roles == ("x", "w", "out") and dict(launch.defines)["CV_TX"] == 16
-    assert launch.groups == (3, 1, 8)          # 162 positions in 64-row blocks, 8 groups
+    assert launch.groups == (3, 1, 4)          # 162 positions in 64-row blocks, 4 groups
+    plan = plan_conv((2, 8, 9, 9), (8, 1, 3, 3), (2, 8, 9, 9), (1, 1), ((1, 1), (1, 1)),
+                     (1, 1), (1, 1), 8, target=Target.h200())
+    (launch, _), = plan.steps                  # depthwise: the direct kernel
+    assert launch.name == "conv_depthwise" and launch.groups == (6, 1, 1)   # 1296 outputs
 
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))
@@ -54,7 +58,8 @@ def test_weight_gradients_split_k_on_a_gpu_and_under_lavapipes_loop_limit():
     k = 32 * 56 * 56
     assert choose_splits(9, k, tile, Target.h200()) > 8
     assert choose_splits(9, 64, tile, Target.h200()) == 1        # too few k steps to split
-    assert choose_splits(200, k, tile, Target.h200()) == 1       # enough workgroups
+    assert choose_splits(200, 4096, tile, Target.h200()) == 1    # enough workgroups
+    assert choose_splits(256, 25088, tile, Target.h200()) == 7   # ... each looping too long
     assert choose_splits(9, 4096, tile, Target.lavapipe()) == 1
     assert choose_splits(9, k, tile, Target.lavapipe()) > 1
     plan = plan_conv((64, 32, 56, 56), (64, 32, 3, 3), (64, 64, 56, 56), (1, 1),
@@ -85,8 +90,8 @@ def _f32(*shape):
     ((2, 64, 5, 7), (33, 64, 3, 3), dict(window_strides=(1, 2), padding="SAME")),     # wide
     ((1, 12, 9, 10), (12, 4, 2, 3), dict(window_strides=(2, 1), padding=((2, -1), (0, 1)),
                                          rhs_dilation=(2, 1), feature_group_count=3)),  # narrow
-    ((2, 7, 19), (7, 1, 4), dict(window_strides=(1,), padding=((3, 0),),
-                                 feature_group_count=7)),                             # depthwise
+    ((2, 7, 19), (14, 1, 4), dict(window_strides=(1,), padding=((3, 0),),
+                                  feature_group_count=7)),                            # 2 per group
     ((1, 2, 3, 4, 5), (3, 2, 2, 2, 3), dict(window_strides=(1, 1, 2), padding="SAME",
                                             lhs_dilation=(2, 1, 2))),                 # 3-D
 ])
@@ -97,6 +102,36 @@ def test_the_kernel_matches_the_interpreter(lhs, rhs, kw):
     # one kernel, and on a GPU Target a small output may split K: then a sum of the slices
     # (lowering/conv.py's choose_splits; the H200 splits the first case, lavapipe none)
     assert names[0] == "conv" and names[1:] in ([], ["reduce_sum"]), names
+
+
+@pytest.mark.parametrize("lhs,rhs,kw", [
+    ((2, 7, 19), (7, 1, 4), dict(window_strides=(1,), padding=((3, 0),))),       # causal conv1d
+    ((2, 6, 9, 10), (6, 1, 3, 3), dict(window_strides=(2, 1), padding="SAME",
+                                       rhs_dilation=(1, 2))),
+    ((1, 3, 4, 5, 6), (3, 1, 2, 3, 2), dict(window_strides=(1, 2, 1), padding="SAME",
+                                            lhs_dilation=(2, 1, 1))),            # 3-D
+])
+def test_a_depthwise_convolution_and_its_gradients_run_on_the_direct_kernel(lhs, rhs, kw):
+    """One output feature per group from one input feature: conv_depthwise.comp for the
+    forward and the input gradient (a depthwise convolution too, with lhs dilation where the
+    forward strides); the weight gradient (a window over the batch) is a GEMM for batch > 1."""
+    kw = dict(kw, feature_group_count=lhs[1])
+    conv = lambda x, w: lax.conv_general_dilated(x, w, **kw)    # noqa: E731
+    lowered = _check(conv, _f32(*lhs), _f32(*rhs))
+    assert [s.launch.name for s in lowered.lowered.steps] == ["conv_depthwise"]
+    f = vg.grad(lambda x, w: vnp.sum(vnp.sin(conv(x, w))), argnums=(0, 1))
+    names = [s.launch.name for s in _check(f, _f32(*lhs), _f32(*rhs), rtol=1e-4).lowered.steps]
+    # the forward and the input gradient (3-D: phases), and with a batch of 1 the weight
+    # gradient too (I = the batch = 1, a window of the output's size)
+    assert names.count("conv_depthwise") >= 2 and ("conv" in names or lhs[0] == 1), names
+
+
+def test_a_depthwise_kernels_store_runs_the_epilogue():
+    f = lambda x, w, b: nn.relu(lax.conv_general_dilated(           # noqa: E731
+        x, w, (1, 1), "SAME", feature_group_count=4) + b[None, :, None, None])
+    lowered = _check(f, _f32(2, 4, 7, 7), _f32(4, 1, 3, 3), _f32(4))
+    (step,) = lowered.lowered.steps
+    assert step.launch.name == "conv_depthwise" and "VKG_STORE_B2" in step.launch.hooks
 
 
 def test_both_gradients_run_on_the_kernel_with_split_k():

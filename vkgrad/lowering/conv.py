@@ -39,6 +39,7 @@ import math
 from dataclasses import dataclass
 
 from vkgrad import primitives as P
+from vkgrad.lowering import conv_depthwise
 from vkgrad.lowering.contracts import KernelContract, Unsupported, need_f32, register
 from vkgrad.lowering.kernels import OpPlan, _defines, plan_split_sum
 from vkgrad.lowering.launch import MAX_GROUPS_X, Launch, cdiv
@@ -88,6 +89,8 @@ SPLIT_BELOW_GROUPS = 66      # a GPU splits K when the output gives fewer workgr
 SPLIT_TARGET_GROUPS = 132    # ... into about this many (one per H200 multiprocessor)
 SPLIT_MIN_STEPS = 8          # ... and keeps at least this many k steps per slice
 MAX_SPLITS = 64
+LONG_STEPS = 256             # ... and, with enough workgroups, keeps at most this many k steps
+                             # per workgroup (a depthwise weight gradient: 256 groups, 1568)
 
 
 FEW_POSITIONS = 2304          # m at most this: the 128-row tiles (big, tall) for Og >= 64
@@ -116,6 +119,8 @@ def choose_splits(groups: int, k: int, tile: ConvTile, target=None) -> int:
     if target.split_k and groups < SPLIT_BELOW_GROUPS:
         want = min(cdiv(SPLIT_TARGET_GROUPS, max(groups, 1)), steps // SPLIT_MIN_STEPS,
                    MAX_SPLITS)
+    elif target.split_k and steps > LONG_STEPS:
+        want = min(cdiv(steps, LONG_STEPS), MAX_SPLITS)
     s = max(need, want, 1)
     per = cdiv(steps, s)                 # whole k steps per slice
     return cdiv(steps, per)
@@ -145,11 +150,16 @@ def plan_conv(lhs: tuple, rhs: tuple, out: tuple, window_strides, padding, lhs_d
     o, i = rhs[:2]
     og = o // groups
     m, k = n * math.prod(out[2:]), i * math.prod(rhs[2:])
-    tile = VARIANTS[variant or choose_variant(og, m)]
     for what, size in (("input", math.prod(lhs)), ("kernel", math.prod(rhs)),
                        ("output", math.prod(out))):
         if size >= 2 ** 31:
             raise ValueError(f"a convolution {what} of {size} elements (32-bit indices)")
+    push = (n, c, *fill(lhs[2:], 1), o, og, i, *fill(rhs[2:], 1), *fill(out[2:], 1),
+            *fill(window_strides, 1), *fill((lo for lo, _ in padding), 0),
+            *fill(lhs_dilation, 1), *fill(rhs_dilation, 1))
+    if variant is None and conv_depthwise.applies(og, i, math.prod(rhs[2:])):
+        return conv_depthwise.plan_depthwise(push + (0, 0, 0, 0, 0), math.prod(out))
+    tile = VARIANTS[variant or choose_variant(og, m)]
     gx, gy = cdiv(m, tile.bm), cdiv(og, tile.bn)
     if gx > MAX_GROUPS_X or gy > MAX_GROUPS_X:
         raise ValueError(f"a convolution of {m} output positions x {og} features per group "
@@ -158,10 +168,7 @@ def plan_conv(lhs: tuple, rhs: tuple, out: tuple, window_strides, padding, lhs_d
     if splits * groups > MAX_GROUPS_X:
         raise ValueError(f"a convolution of {groups} groups (x {splits} K slices)")
     chunk = cdiv(cdiv(k, tile.bk), splits) * tile.bk
-    push = (n, c, *fill(lhs[2:], 1), o, og, i, *fill(rhs[2:], 1), *fill(out[2:], 1),
-            *fill(window_strides, 1), *fill((lo for lo, _ in padding), 0),
-            *fill(lhs_dilation, 1), *fill(rhs_dilation, 1), chunk,
-            *mixed_radix(tile.bk, (i, *fill(rhs[2:], 1))))
+    push += (chunk, *mixed_radix(tile.bk, (i, *fill(rhs[2:], 1))))
     launch = Launch(name="conv", shader="conv.comp", bindings=3, groups=(gx, gy, splits * groups),
                     push=push, defines=_defines(CV_TX=tile.tx, CV_TY=tile.ty, CV_RM=tile.rm,
                                                 CV_RN=tile.rn, CV_BK=tile.bk))

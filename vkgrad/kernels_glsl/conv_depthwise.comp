@@ -1,0 +1,84 @@
+#version 450
+// fp32 depthwise convolution, computed directly: one output feature per group reading one
+// input feature (Og = 1 and I = 1, so O = C = G), each thread one output element at a time:
+//     out[n, c, od, oh, ow] = sum over (kd, kh, kw) of w[c, 0, kd, kh, kw] *
+//                             x[n, c, id, ih, iw]   at the dilated, padded position
+//     od * stride + kd * rhs_dilation - pad_low (when lhs_dilation divides it, inside x; else 0)
+// The implicit GEMM (conv.comp) would give such a convolution a 1-column tile with a k of the
+// window alone, most of it idle; here the work is a window of loads and FMAs per output, and
+// the kernel is bound by memory. A warp's threads run along ow, so they read one w row (a
+// broadcast) and neighbouring x elements. The same push constants as conv.comp (planned by
+// vkgrad/lowering/conv_depthwise.py, which lowering/conv.py asks first).
+// Bindings: 0 x, 1 w, 2 out. Grid: lowering/launch.py's grid() over ceil(N*C*P / 256) groups,
+// each thread looping on by the whole grid.
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+// VKGRAD_FUSION_HOOKS
+// VKG_STORE_B2 (fusion.glsl): out's elements go through a fused epilogue (bias, activation).
+
+layout(local_size_x = 256) in;
+
+layout(std430, binding = 0) readonly buffer X { float x[]; };
+layout(std430, binding = 1) readonly buffer Wt { float w[]; };
+layout(std430, binding = 2) writeonly buffer Out { float o[]; };
+
+layout(push_constant) uniform Push {
+    uint N; uint C; uint D; uint H; uint W;
+    uint O; uint Og; uint I;
+    uint KD; uint KH; uint KW;
+    uint OD; uint OH; uint OW;
+    uint sd; uint sh; uint sw;
+    int pd; int ph; int pw;
+    uint ld_d; uint ld_h; uint ld_w;
+    uint rd_d; uint rd_h; uint rd_w;
+    uint chunk;
+    uint bk_c; uint bk_d; uint bk_h; uint bk_w;
+} p;
+
+// an input coordinate: the dilated position `pos`, -1 when it is padding or a dilation zero
+int input_at(int pos, uint ld, uint n) {
+    if (pos < 0) return -1;
+    uint u = uint(pos);
+    if (ld != 1u) {
+        if (u % ld != 0u) return -1;
+        u /= ld;
+    }
+    return u < n ? int(u) : -1;
+}
+
+void main() {
+    const uint P = p.OD * p.OH * p.OW;
+    const uint total = p.N * p.C * P;
+    const uint KP = p.KD * p.KH * p.KW;
+    const uint DHW = p.D * p.H * p.W;
+    const uint stride = gl_NumWorkGroups.x * gl_NumWorkGroups.y * 256u;
+    uint e = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * 256u
+             + gl_LocalInvocationID.x;
+    for (; e < total; e += stride) {
+        uint q = e % P, nc = e / P;             // nc = n * C + c
+        uint c = nc % p.C;
+        uint ow = q % p.OW, oh = (q / p.OW) % p.OH, od = q / (p.OW * p.OH);
+        int d0 = int(od * p.sd) - p.pd, h0 = int(oh * p.sh) - p.ph, w0 = int(ow * p.sw) - p.pw;
+        uint xbase = nc * DHW, wbase = c * KP;
+        float acc = 0.0;
+        for (uint kd = 0u; kd < p.KD; kd++) {
+            int id = input_at(d0 + int(kd * p.rd_d), p.ld_d, p.D);
+            if (id < 0) continue;
+            for (uint kh = 0u; kh < p.KH; kh++) {
+                int ih = input_at(h0 + int(kh * p.rd_h), p.ld_h, p.H);
+                if (ih < 0) continue;
+                uint row = xbase + (uint(id) * p.H + uint(ih)) * p.W;
+                uint wrow = wbase + (kd * p.KH + kh) * p.KW;
+                for (uint kw = 0u; kw < p.KW; kw++) {
+                    int iw = input_at(w0 + int(kw * p.rd_w), p.ld_w, p.W);
+                    if (iw >= 0) acc = fma(w[wrow + kw], x[row + uint(iw)], acc);
+                }
+            }
+        }
+#ifdef VKG_STORE_B2
+        VKG_STORE_B2(e, acc);
+#else
+        o[e] = acc;
+#endif
+    }
+}
