@@ -126,6 +126,20 @@ def test_a_depthwise_convolution_and_its_gradients_run_on_the_direct_kernel(lhs,
     assert names.count("conv_depthwise") >= 2 and ("conv" in names or lhs[0] == 1), names
 
 
+@pytest.mark.parametrize("lhs,kw", [
+    ((4, 3, 16, 16), dict(window_strides=(1, 1), padding="SAME")),
+    ((8, 3, 21, 26), dict(window_strides=(2, 1), padding=((0, 1), (2, 2)), rhs_dilation=(1, 2))),
+])
+def test_a_depthwise_weight_gradient_with_a_long_window_sums_in_workgroups(lhs, kw):
+    """k = batch x output positions (1024 here, 1144 strided): the reduce form, a workgroup
+    per weight element (lavapipe's loop limit holds: a few k steps per thread)."""
+    conv = lambda x, w: lax.conv_general_dilated(x, w, feature_group_count=3, **kw)  # noqa
+    f = vg.grad(lambda x, w: vnp.sum(vnp.sin(conv(x, w))), argnums=1)
+    names = [s.launch.name for s in _check(f, _f32(*lhs), _f32(3, 1, 3, 3),
+                                           rtol=1e-4).lowered.steps]
+    assert "conv_depthwise_reduce" in names and "conv" not in names, names
+
+
 def test_a_depthwise_kernels_store_runs_the_epilogue():
     f = lambda x, w, b: nn.relu(lax.conv_general_dilated(           # noqa: E731
         x, w, (1, 1), "SAME", feature_group_count=4) + b[None, :, None, None])

@@ -10,7 +10,7 @@
 // broadcast) and neighbouring x elements. The same push constants as conv.comp (planned by
 // vkgrad/lowering/conv_depthwise.py, which lowering/conv.py asks first).
 // Bindings: 0 x, 1 w, 2 out. Grid: lowering/launch.py's grid() over ceil(N*C*P / 256) groups,
-// each thread looping on by the whole grid.
+// each thread looping on by the whole grid. With DW_REDUCE defined, the reduction form below.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 // VKGRAD_FUSION_HOOKS
@@ -46,6 +46,52 @@ int input_at(int pos, uint ld, uint n) {
     return u < n ? int(u) : -1;
 }
 
+#ifdef DW_REDUCE
+// One output feature per group from I input features over a long window (a depthwise
+// convolution's weight gradient: I = the batch, the window = the output gradient): a
+// workgroup per output element, its threads splitting k = (c, kd, kh, kw) and summing in
+// shared memory. Grid: grid() over N*O*P groups.
+shared float partial[256];
+
+void main() {
+    const uint P = p.OD * p.OH * p.OW;
+    const uint KP = p.KD * p.KH * p.KW, K = p.I * KP;
+    const uint DHW = p.D * p.H * p.W;
+    const uint e = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+    const uint t = gl_LocalInvocationID.x;
+    float acc = 0.0;
+    if (e < p.N * p.O * P) {
+        uint q = e % P, no = e / P;                 // no = n * O + g (Og = 1: o = g)
+        uint g = no % p.O, n = no / p.O;
+        uint ow = q % p.OW, oh = (q / p.OW) % p.OH, od = q / (p.OW * p.OH);
+        int d0 = int(od * p.sd) - p.pd, h0 = int(oh * p.sh) - p.ph, w0 = int(ow * p.sw) - p.pw;
+        uint xbase = (n * p.C + g * p.I) * DHW, wbase = g * K;
+        for (uint k = t; k < K; k += 256u) {
+            uint c = k / KP, kp = k % KP;
+            uint kw = kp % p.KW, kh = (kp / p.KW) % p.KH, kd = kp / (p.KW * p.KH);
+            int id = input_at(d0 + int(kd * p.rd_d), p.ld_d, p.D);
+            int ih = input_at(h0 + int(kh * p.rd_h), p.ld_h, p.H);
+            int iw = input_at(w0 + int(kw * p.rd_w), p.ld_w, p.W);
+            if (id >= 0 && ih >= 0 && iw >= 0)
+                acc = fma(w[wbase + k],
+                          x[xbase + c * DHW + (uint(id) * p.H + uint(ih)) * p.W + uint(iw)], acc);
+        }
+    }
+    partial[t] = acc;
+    barrier();
+    [[unroll]] for (uint s = 128u; s > 0u; s >>= 1u) {
+        if (t < s) partial[t] += partial[t + s];
+        barrier();
+    }
+    if (t == 0u && e < p.N * p.O * P) {
+#ifdef VKG_STORE_B2
+        VKG_STORE_B2(e, partial[0]);
+#else
+        o[e] = partial[0];
+#endif
+    }
+}
+#else
 void main() {
     const uint P = p.OD * p.OH * p.OW;
     const uint total = p.N * p.C * P;
@@ -82,3 +128,4 @@ void main() {
 #endif
     }
 }
+#endif
