@@ -36,6 +36,9 @@ HOST_CALL_MAX_US = 30.0           # host time per jitted call, MLP step
 COMPILE_COLD_MAX_S, COMPILE_WARM_MAX_S = 3.0, 0.3
 F16_MATMUL_MIN_RATIO = 0.5        # vkgrad f16 TFLOP/s / cuBLAS f16, 4096^3 (issue 25)
 TAKE_GRAD_MAX_US = 20.0           # embedding gradient [256, 256] from 8,192 ids (issue 20)
+CONV_MIN_RATIO = 0.8              # cuDNN / vkgrad, forward + both gradients, ResNet shapes (23)
+RESNET_MIN_RATIO = 1.0            # JAX / vkgrad, ResNet-18 step (issue 23)
+SCAN_COMPILE_MAX_GROWTH = 1.2     # compile time, 10,000-step scan / 1,000-step (issue 22)
 
 # --- the lead's reasons (typed; numbers in {} come from the files) -----------------------------
 ATTN_REASON = ("the kernels run at {lo:.0f}-{hi:.0f} TFLOP/s, bound by shared-memory bandwidth "
@@ -56,6 +59,15 @@ F16_REASON = ("one tiling of 128 x 128 x 32 blocks, four subgroups of 64 x 64, s
               "low for every kernel (cause not found); within it f16 was {x:.1f}x f32")
 TAKE_GRAD_REASON = ("seven dependent launches of 4-10 us each (the sort by index, the chunk "
                     "sums, the sums of chunks): launch-bound, not memory-bound")
+CONV_REASON = ("the implicit GEMM runs at about {tf:.0f} TFLOP/s at these shapes (64 x 64 "
+               "tiles of 4 x 4 per thread, each A element gathered with its padding and "
+               "dilation tests); the 128-row tiles help only the weight gradients, and 8 x 8 "
+               "per thread ran slower (the sweep); cuDNN's forwards reach {tfc:.0f} TFLOP/s "
+               "by the same count (2 M N K flops; its Winograd-type algorithms do fewer)")
+RESNET_REASON = ("the convolutions (above); no per-kernel profile of the step yet")
+SCAN_COMPILE_REASON = ("a loop on Vulkan replays its body's recorded dispatches once per step "
+                       "in the one command buffer, so recording grows with the trip count "
+                       "(the plan does not: {d} dispatches at both lengths)")
 LM_NOTE = {"2026-12-01": (
     "the Mamba LM is faster than JAX; the transformer LM is not: its GPU time per step, "
     "{tgpu:.1f} ms, is above JAX's whole step, {tjax:.1f} ms (the kernels, not the host: a new "
@@ -87,7 +99,7 @@ given for targets not met.
 
 def kind_of(path: Path) -> str:
     name = path.name
-    for k in ("profile_call", "step_time", "long_run"):
+    for k in ("profile_call", "step_time", "long_run", "control_flow"):
         if name.startswith(k):
             return k
     return name.split("_")[0]
@@ -920,6 +932,127 @@ def take_target(runs) -> list[str]:
             f"({src(runs[0])})" + ("" if ok else ". Why: " + TAKE_GRAD_REASON)]
 
 
+CONV_RESNET = ("c64_56_s1", "c64_56_s2", "c128_28_s1", "c128_28_s2", "c256_14_s1", "c256_14_s2")
+
+
+def conv_rows(d):
+    rows = []
+    for name, r in d["convs"].items():
+        us, tor = r["us"]["vkgrad"], r["us"]["torch"]
+        rows.append([name] + [f1(us[m]["median"]) for m in ("fwd", "dx", "dw")]
+                    + [f1(tor[m]["median"]) for m in ("fwd", "dx", "dw")]
+                    + [f1(r["us"]["jax"]["total"]["median"]),
+                       f"{r['torch_over_vkgrad']['total']:.2f}",
+                       f"{r['jax_over_vkgrad']['total']:.2f}"])
+    return rows
+
+
+def conv_section(runs) -> list[str]:
+    plain = [r for r in runs if not any("sweep_us" in c for c in r["doc"]["convs"].values())]
+    sweeps = [r for r in runs if r not in plain]
+    out = ["## Convolutions: vkgrad vs cuDNN (torch) and JAX, fp32; the ResNet-18 step vs JAX", ""]
+    if plain:
+        run = plain[0]
+        d = run["doc"]
+        out += [f"{src(run)}; {d['device']}. `bench/bench_conv.py`: GPU time of each jitted "
+                "program (`vg.profile`), torch by CUDA events (TF32 off), JAX per call; "
+                f"{d['rounds']} interleaved rounds, medians (us). Ratios: peer / vkgrad, for "
+                "forward + both gradients.", ""]
+        out += table(["conv", "vkgrad fwd", "dx", "dw", "cuDNN fwd", "dx", "dw", "JAX total",
+                      "cuDNN / vkgrad", "JAX / vkgrad"], conv_rows(d))
+        r = d["resnet18_step"]
+        ms = r["ms_per_step"]
+        out += [f"ResNet-18 step (batch {r['batch']}, 32x32 images, SGD momentum, batch norm in "
+                f"training mode): vkgrad {ms['vkgrad']['median']:.2f} ms "
+                f"({ms['vkgrad']['min']:.2f}-{ms['vkgrad']['max']:.2f}), JAX "
+                f"{ms['jax']['median']:.2f} ms ({ms['jax']['min']:.2f}-{ms['jax']['max']:.2f}): "
+                f"JAX / vkgrad {r['jax_over_vkgrad']:.2f}; first losses "
+                f"{r['first_loss']['vkgrad']:.6f} and {r['first_loss']['jax']:.6f}.", ""]
+        for old in plain[1:]:
+            out += [f"Earlier run ({src(old)}):", ""] + table(
+                ["conv", "vkgrad fwd", "dx", "dw", "cuDNN fwd", "dx", "dw", "JAX total",
+                 "cuDNN / vkgrad", "JAX / vkgrad"], conv_rows(old["doc"]))
+    for run in sweeps:
+        rows = []
+        for name, c in run["doc"]["convs"].items():
+            for var, t in c["sweep_us"].items():
+                rows.append([name, var] + [f1(t[m]) for m in ("fwd", "dx", "dw")])
+        out += [f"Every GEMM variant forced (`--sweep`, {src(run)}; before the depthwise "
+                "kernel; its `tall8` is today's `tall`, and its `tall`, 16 x 16 threads of 8 x 4, was "
+                "dropped), GPU us:", ""] + table(["conv", "variant", "fwd", "dx", "dw"], rows)
+    return out
+
+
+def conv_targets(runs) -> list[str]:
+    plain = [r for r in runs if not any("sweep_us" in c for c in r["doc"]["convs"].values())]
+    if not plain:
+        return []
+    run = plain[0]
+    d = run["doc"]
+    ratios = [d["convs"][n]["torch_over_vkgrad"]["total"] for n in CONV_RESNET if n in d["convs"]]
+    ok = min(ratios) >= CONV_MIN_RATIO
+    shapes = [d["convs"][n] for n in CONV_RESNET if n in d["convs"]]
+    tf = max(c["tflops_vkgrad"]["fwd"] for c in shapes)
+    tfc = max(c["flops"] / c["us"]["torch"]["fwd"]["median"] / 1e6 for c in shapes)
+    out = [f"- Convolution forward + backward at {CONV_MIN_RATIO}x cuDNN fp32 or better at the "
+           f"ResNet shapes: {min(ratios):.2f}x-{max(ratios):.2f}x {verdict(ok)} ({src(run)})"
+           + ("" if ok else ". Why: " + CONV_REASON.format(tf=tf, tfc=tfc))]
+    r = d["resnet18_step"]["jax_over_vkgrad"]
+    ok = r >= RESNET_MIN_RATIO
+    out.append(f"- ResNet-18 step at {RESNET_MIN_RATIO}x JAX or better: {r:.2f}x {verdict(ok)} "
+               f"({src(run)})" + ("" if ok else ". Why: " + RESNET_REASON))
+    return out
+
+
+def control_flow_section(runs) -> list[str]:
+    run = runs[0]
+    d = run["doc"]
+    g = d["gru_lm"]
+    out = ["## Loops: the GRU LM step vs JAX (lax.scan), and compile time against the trip count",
+           "", f"{src(run)}; {d['device']}. `bench/bench_control_flow.py`: the GRU LM of "
+           f"examples/train_lm.py (`--model gru`, {d['preset']} preset, {g['parameters']:,} "
+           "parameters), the same model, batches and optimizer in JAX; interleaved rounds, "
+           "median tokens/s (range).", ""]
+    rows = []
+    for name in ("vkgrad", "jax"):
+        r = g[name]
+        tp, te = r["tokens_per_s"], r["tokens_per_s_end"]
+        rows.append([name, f"{tp['median']:,.0f}", f"{tp['min']:,.0f}-{tp['max']:,.0f}",
+                     f"{r['step_ms_median']:.2f}", f"{te['median']:,.0f}",
+                     f"{r['step_ms_median_end']:.2f}", f"{r['val_loss']:.4f}",
+                     r.get("dispatches", "")])
+    out += table(["framework", "tokens/s, loss every step", "range", "ms/step",
+                  "tokens/s, loss at the end", "ms/step", "val loss", "dispatches"], rows)
+    out += [f"vkgrad / JAX: {g['vkgrad_over_jax_tokens_per_s']:.2f} (loss every step), "
+            f"{g['vkgrad_over_jax_tokens_per_s_end']:.2f} (at the end).", ""]
+    sc = d["scan_compile"]
+    rows = [[n, f"{sc[n]['vkgrad']['median_s']:.2f}", f"{sc[n]['jax']['median_s']:.2f}",
+             f"{sc[n]['vkgrad_run']['median_s'] * 1000:.1f}",
+             f"{sc[n]['jax_run']['median_s'] * 1000:.1f}", sc[n]["vkgrad_dispatches_planned"]]
+            for n in sc if n.isdigit()]
+    out += [f"Compile time (first call minus a later call) of the value and gradient of an RNN "
+            f"scan (d {sc['d']}, batch {sc['batch']}), medians:", ""]
+    out += table(["steps", "vkgrad compile s", "JAX compile s", "vkgrad call ms", "JAX call ms",
+                  "vkgrad dispatches planned"], rows)
+    return out
+
+
+def control_flow_targets(runs) -> list[str]:
+    if not runs:
+        return []
+    run = runs[0]
+    sc = run["doc"]["scan_compile"]
+    growth = sc["10000"]["vkgrad"]["median_s"] / sc["1000"]["vkgrad"]["median_s"]
+    ok = growth <= SCAN_COMPILE_MAX_GROWTH
+    g = run["doc"]["gru_lm"]
+    return [f"- Scan compile time independent of the trip count (10,000 steps within "
+            f"{SCAN_COMPILE_MAX_GROWTH - 1:.0%} of 1,000): {growth:.1f}x {verdict(ok)} "
+            f"({src(run)})" + ("" if ok else ". Why: " + SCAN_COMPILE_REASON.format(
+                d=sc["10000"]["vkgrad_dispatches_planned"])),
+            f"- **GRU LM tokens/s vs JAX** (no numeric threshold): "
+            f"{g['vkgrad_over_jax_tokens_per_s']:.2f}x ({src(run)})"]
+
+
 def load(paths):
     runs = defaultdict(list)
     seen = set()
@@ -954,6 +1087,8 @@ def main():
     lines += lm_targets(g("lm", []))
     lines += take_target(g("take", []))
     lines += coop_target(g("coop", []), g("half", []))
+    lines += conv_targets(g("conv", []))
+    lines += control_flow_targets(g("control_flow", []))
     lines.append("")
     sections = [("matmul", matmul_section), ("attention", attention_section),
                 ("scan", scan_section), ("transformer", transformer_section),
@@ -961,7 +1096,8 @@ def main():
                 ("compile", compile_section), ("profile_call", profile_call_section),
                 ("lm", lambda r: lm_section(r, g("step_time", []))),
                 ("long_run", long_run_section), ("take", take_section),
-                ("coop", coop_section), ("half", half_section)]
+                ("coop", coop_section), ("half", half_section), ("conv", conv_section),
+                ("control_flow", control_flow_section)]
     for kind, fn in sections:
         if g(kind):
             lines += fn(runs[kind])
