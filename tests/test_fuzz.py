@@ -53,6 +53,7 @@ bounds but off numpy by more than 1e-5 (sin(88), 0.5**100): the tolerances below
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import numpy as np
@@ -65,7 +66,9 @@ from fuzz_programs import Program, check, check_special, flush_subnormals, progr
 from vkgrad.errors import ShapeError, VkgradError
 from vkgrad.ir.core import TensorType, abstract_eval_rules
 from vkgrad.lowering.glsl import code_for_op
+from vkgrad.lru import LRU
 from vkgrad.runtime import get_device
+from vkgrad.runtime.vulkan import MAX_PIPELINES
 from vkgrad.runtime.device import default_device_index, list_devices
 from vkgrad.tracer.core import bind
 
@@ -235,6 +238,15 @@ def _special_operands(arity):
 def test_special_values_of_every_elementwise_primitive_match_interpreter():
     """Failed before the pow fix (0**0 was 0, 0**-1 was 0 on lavapipe: GLSL's pow is undefined
     there; lowering/glsl.py's vkg_pow handles a zero base and a zero exponent)."""
+    _check_special_values()
+
+
+def test_special_values_on_a_device_without_the_preserve_mode(without_nan_preserve):
+    _check_special_values()
+    assert len(without_nan_preserve._by_launch), "no pipeline was built without the mode"
+
+
+def _check_special_values():
     prims = []
     for p in sorted(code_for_op, key=lambda p: p.name):
         if p.name in ("select", "convert", "stop_gradient"):   # not float -> float maps
@@ -248,7 +260,7 @@ def test_special_values_of_every_elementwise_primitive_match_interpreter():
         return tuple(bind(p, *((x,) if arity == 1 else (a, b))) for p, arity in prims)
 
     args = (SPECIAL,) + _special_operands(2)
-    got = vg.jit(fun, backend="vulkan")(*args)
+    got = vg.jit(lambda *a: fun(*a), backend="vulkan")(*args)    # a new program each call
     want = vg.jit(fun, backend="numpy")(*args)
     # a device that may flush subnormals (its Target): the values on flushed operands, flushed
     flushes = not get_device().target.denorm_preserve
@@ -333,9 +345,37 @@ def test_nan_and_infinities_through_choosing_ops(name):
         with np.errstate(all="ignore"):
             want = numpy_fun(x)
         assert interp.dtype.kind == want.dtype.kind and _same(interp, want).all(), (interp, want)
-    if name == "x-x" and not _device_keeps_nan():
-        pytest.skip("x - x is folded to 0 without SignedZeroInfNanPreserve (kp patch 0009)")
     got = np.asarray(vg.jit(fun, backend="vulkan")(x))
+    assert _same(got, interp).all(), (got, interp)
+
+
+@pytest.fixture
+def without_nan_preserve(monkeypatch):
+    """The Vulkan device as one that lacks SignedZeroInfNanPreserve: its Target says so and its
+    shaders compile with the mode left out (ieee.glsl), into a pipeline cache of their own.
+    Without the mode lavapipe folded x - x, x*x - x*x and (x+1) - (x+1) to 0 for x = inf, nan
+    (ieee.glsl's vkg_add keeps them)."""
+    dev = get_device()
+    monkeypatch.setattr(dev, "defines",
+                        tuple(d for d in dev.defines if d[0] != "VKGRAD_NAN_PRESERVE"))
+    monkeypatch.setattr(dev, "target", dataclasses.replace(dev.target, nan_preserve=False))
+    monkeypatch.setattr(dev, "_by_launch", LRU(MAX_PIPELINES))
+    return dev
+
+
+FOLDED = {"x*x-x*x": lambda x: x * x - x * x, "(x+1)-(x+1)": lambda x: (x + 1.0) - (x + 1.0),
+          "exp(x)-exp(x)": lambda x: vnp.exp(x) - vnp.exp(x), "x-x+1": lambda x: x - x + 1.0}
+
+
+@pytest.mark.parametrize("name", sorted(IEEE_OPS) + sorted(FOLDED))
+def test_nan_and_infinities_on_a_device_without_the_preserve_mode(name, without_nan_preserve):
+    fun, x = FOLDED.get(name), IEEE_ROWS
+    if fun is None:
+        fun, _, x = IEEE_OPS[name]
+    fresh = lambda x: fun(x)           # noqa: E731  (a new function: compiled for this device)
+    got = np.asarray(vg.jit(fresh, backend="vulkan")(x))
+    assert len(without_nan_preserve._by_launch), "no pipeline was built without the mode"
+    interp = np.asarray(vg.jit(fun, backend="numpy")(x))
     assert _same(got, interp).all(), (got, interp)
 
 

@@ -49,6 +49,25 @@ vec2 vkg_max(vec2 a, vec2 b) { return vec2(vkg_max(a.x, b.x), vkg_max(a.y, b.y))
 vec2 vkg_min(vec2 a, vec2 b) { return vec2(vkg_min(a.x, b.x), vkg_min(a.y, b.y)); }
 vec4 vkg_max(vec4 a, vec4 b) { return vec4(vkg_max(a.xy, b.xy), vkg_max(a.zw, b.zw)); }
 vec4 vkg_min(vec4 a, vec4 b) { return vec4(vkg_min(a.xy, b.xy), vkg_min(a.zw, b.zw)); }
+// vkg_add: numpy's a + b (and a - b, which the IR writes as a + (-b)). Without the mode a driver
+// may fold x + (-x) to 0: lavapipe (Mesa 22.3) did, for x = inf and nan, in x - x, x*x - x*x and
+// (x+1) - (x+1) (tests/test_reliability.py runs them with the mode left out). So on such a
+// device an operand that is not finite takes IEEE's sum from its bits, which no driver may fold.
+#ifdef VKGRAD_NAN_PRESERVE
+float vkg_add(float a, float b) { return a + b; }
+#else
+float vkg_add(float a, float b) {
+    uint ua = floatBitsToUint(a), ub = floatBitsToUint(b);
+    bool sa = (ua & 0x7f800000u) == 0x7f800000u, sb = (ub & 0x7f800000u) == 0x7f800000u;
+    if (!sa && !sb) return a + b;
+    if (vkg_isnan(a)) return a;
+    if (vkg_isnan(b)) return b;
+    if (sa && sb) return ua == ub ? a : VKG_NAN;     // inf + inf, or inf - inf
+    return sa ? a : b;
+}
+#endif
+int vkg_add(int a, int b) { return a + b; }
+
 int vkg_max(int a, int b) { return max(a, b); }
 int vkg_min(int a, int b) { return min(a, b); }
 ivec4 vkg_max(ivec4 a, ivec4 b) { return max(a, b); }

@@ -104,7 +104,6 @@ vec4 vkg_subgroup_min(vec4 v) {
 }
 #endif
 
-float vkg_add(float a, float b) { return a + b; }
 VKG_WG_REDUCE(vkg_wg_sum, subgroupAdd, vkg_add)
 VKG_WG_REDUCE(vkg_wg_max, vkg_subgroup_max, vkg_max)
 VKG_WG_REDUCE(vkg_wg_min, vkg_subgroup_min, vkg_min)

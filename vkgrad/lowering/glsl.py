@@ -24,8 +24,9 @@ NaN and the infinities are kept as numpy keeps them: GLSL's max/min/clamp return
 when one is NaN, so max and min are `vkg_max`/`vkg_min` (kernels_glsl/ieee.glsl, which every
 shader includes), and the float tests read the bits. Whether the driver may fold `x - x` to 0 is
 the device's (the SignedZeroInfNanPreserve execution mode, declared where the device honours it:
-ieee.glsl); `x * 0.0` and `0.0 / x` of a literal zero, which lavapipe folds even then, are
-written out (`_literal_zero`).
+ieee.glsl); where it does not, add is `vkg_add`, IEEE's sum from the bits for an operand that is
+not finite. `x * 0.0` and `0.0 / x` of a literal zero, which lavapipe folds even under the mode,
+are written out (`_literal_zero`).
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ _LN2 = "0.69314718"
 
 code_for_op: dict = {
     # arithmetic
-    L.add_p: "({0} + {1})",
+    # vkg_add (ieee.glsl): a driver that may assume no NaN/Inf folds x + (-x) to 0
+    L.add_p: "vkg_add({0}, {1})",
     L.mul_p: "({0} * {1})",
     # Vulkan leaves x / 0 undefined (lavapipe folds x / 0.0 to garbage): divide by zero as
     # numpy does, x times an infinity of the zero's sign (0 / 0 is nan).
