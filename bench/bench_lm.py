@@ -6,6 +6,10 @@ On the NVIDIA device machine, from the repo root (with .gpu carried):
     source bench/gpu_env.sh && python3 bench/bench_lm.py [--rounds 5] [--steps 20]
         [--models transformer,mamba]
 --quick: the tiny preset, 2 short rounds (runs on lavapipe, to check the script; JAX if there).
+--preset tiny|small|medium (default small); --precision f32|f16|bf16 (default f32): the compute
+dtype of both sides, as train_lm's `--precision` (vg.mp's "params=f32,compute=<it>,output=f32":
+parameters, optimizer and loss in f32, the model computed in <it>; JAX casts its parameters to
+<it> in the same places and its logits back to f32; f16 without loss scaling on both sides).
 
 Both sides train the same model from the same initial parameters on the same batches (the
 stdlib bytes of examples/train_lm.py, step i's batch from seed (0, 0, i), all uploaded before
@@ -60,7 +64,13 @@ def jax_side(cfg):
     from jax_nn import attention_block, gru, layer_norm, mamba_block, rms_norm
     tree_map = jax.tree_util.tree_map
 
+    compute = {"f32": jnp.float32, "f16": jnp.float16, "bf16": jnp.bfloat16}[cfg["precision"]]
+
     def logits(p, ids):
+        p = tree_map(lambda a: a.astype(compute), p)    # the policy's cast_to_compute
+        return _logits(p, ids).astype(jnp.float32)     # ... and cast_to_output
+
+    def _logits(p, ids):
         x = p["embed"][ids]
         if cfg["model"] == "transformer":
             x = x + p["pos"][:ids.shape[1]]
@@ -122,7 +132,8 @@ def summarize(xs):
 
 def bench_model(model, preset, args, data):
     total = args.warmup + args.rounds * args.steps * len(STYLES)
-    cfg = train_lm.make_config(model, preset, steps=total)
+    cfg = train_lm.make_config(model, preset, steps=total,
+                               precision=getattr(args, "precision", "f32"))
     tokens = cfg["batch"] * cfg["seq"]
     train, val = data
     host_batches = [train_lm.train_batch(train, cfg, i) for i in range(total)]
@@ -271,18 +282,21 @@ def main():
     ap = round_options(__doc__.split("\n\n")[0])
     ap.add_argument("--models", default="transformer,mamba")
     ap.add_argument("--quick", action="store_true", help="tiny preset, 2 rounds of 3 steps")
+    ap.add_argument("--preset", choices=("tiny", "small", "medium"), default="small")
+    ap.add_argument("--precision", choices=("f32", "f16", "bf16"), default="f32")
     args = ap.parse_args()
-    preset = "small"
+    preset = args.preset
     if args.quick:
         preset, args.rounds, args.steps, args.warmup = "tiny", 2, 3, 2
     t0 = time.perf_counter()
     data = train_lm.load_text()
     results = {"device": get_device().info.name, "date": time.strftime("%Y-%m-%d"),
-               "preset": preset, "rounds": args.rounds, "steps_per_round": args.steps,
+               "preset": preset, "precision": args.precision, "rounds": args.rounds,
+               "steps_per_round": args.steps,
                "warmup_steps": args.warmup, "data_bytes": [len(d) for d in data]}
     for model in args.models.split(","):
         results[model] = bench_model(model, preset, args, data)
-    finish(results, t0, "lm.json")
+    finish(results, t0, "lm.json" if args.precision == "f32" else f"lm_{args.precision}.json")
 
 
 def finish(results: dict, t0: float, filename: str) -> None:
