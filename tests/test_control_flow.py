@@ -146,47 +146,106 @@ def test_a_value_and_its_gradient_run_the_forward_scan_once():
 
 SCAN_VALUE_AND_GRAD = """\
 program lambda(%0: f32[], %1: f32[4]) -> (f32[], f32[]) {
-  %2: f32[], %3: f32[4] = scan[length=4, num_carry=1, num_consts=1] %0, 0.0:f32, %1 {
-    jaxpr(%4: f32[], %5: f32[], %6: f32[]) {
-      %7: f32[] = mul %5, %4
-      %8: f32[] = add %7, %6
-      %9: f32[] = tanh %8
-      return %9, %5
+  %2: f32[], %3: f32[4], %4: f32[4] = scan[length=4, num_carry=1, num_consts=1] %0, 0.0:f32, %1 {
+    jaxpr(%5: f32[], %6: f32[], %7: f32[]) {
+      %8: f32[] = mul %6, %5
+      %9: f32[] = add %8, %7
+      %10: f32[] = tanh %9
+      return %10, %6, %10
     }
   }
-  %10: f32[] = reduce_sum[axes=(0,)] %3
+  %11: f32[] = reduce_sum[axes=(0,)] %3
   # ---- backward ----
-  %11: f32[4] = broadcast_to[shape=(4,)] 1.0:f32
-  %12: f32[], %13: f32[] = scan[length=4, num_carry=2, num_consts=1, reverse=True] %0, 0.0:f32, 0.0:f32, %3, %1, %11 {
-    jaxpr(%14: f32[], %15: f32[], %16: f32[], %17: f32[], %18: f32[], %19: f32[]) {
+  %12: f32[4] = broadcast_to[shape=(4,)] 1.0:f32
+  %13: f32[], %14: f32[] = scan[length=4, num_carry=2, num_consts=1, reverse=True] %0, 0.0:f32, 0.0:f32, %4, %3, %12 {
+    jaxpr(%15: f32[], %16: f32[], %17: f32[], %18: f32[], %19: f32[], %20: f32[]) {
       # ---- backward ----
-      %20: f32[] = mul %17, %14
-      %21: f32[] = add %20, %18
-      %22: f32[] = tanh %21
-      %23: f32[] = mul %22, %22
-      %24: f32[] = neg %23
-      %25: f32[] = add 1.0:f32, %24
-      %26: f32[] = mul %16, %25
-      %27: f32[] = mul %26, %14
-      %28: f32[] = mul %26, %17
-      %29: f32[] = add %19, %27
-      %30: f32[] = add %15, %28
-      return %30, %29
+      %21: f32[] = mul %18, %18
+      %22: f32[] = neg %21
+      %23: f32[] = add 1.0:f32, %22
+      %24: f32[] = mul %17, %23
+      %25: f32[] = mul %24, %15
+      %26: f32[] = mul %24, %19
+      %27: f32[] = add %20, %25
+      %28: f32[] = add %16, %26
+      return %28, %27
     }
   }
-  return %10, %12
+  return %11, %13
 }
 """
 
 
 def test_golden_value_and_gradient_of_a_scan():
-    """One forward scan whose ys (the carry entering each step) are also the backward's
-    residuals; the transposed body as a reverse scan carrying the weight's cotangent (%15) and
-    the carry's (%16); nothing else."""
+    """One forward scan that also stacks its residuals (%4, tanh's result; the carry entering
+    each step is the user's y %3 already); the transposed body as a reverse scan that reads
+    them, carrying the weight's cotangent (%16) and the carry's (%17), with no forward work
+    (no tanh); the xs it does not read are not passed to it; nothing else."""
     f = vg.value_and_grad(lambda w, xs: lax.scan(lambda h, x: (vnp.tanh(h * w + x), h),
                                                  np.float32(0.0), xs)[1].sum())
     assert str(optimize(vg.make_ir(f)(np.float32(0.5), np.zeros(4, np.float32)))) == \
         SCAN_VALUE_AND_GRAD
+
+
+def _scan_bodies(program):
+    """The (forward, transposed) scans' bodies of an optimised gradient program."""
+    fwd, bwd = [e for e in program.eqns if e.prim.name == "scan"]
+    assert fwd.phase == "fwd" and bwd.phase == "bwd" and bwd.params["reverse"]
+    return fwd.params["jaxpr"], bwd.params["jaxpr"]
+
+
+def _residual_rnn(w, h, xs):
+    """An RNN whose step's backward needs its forward's values: tanh's result, relu's input,
+    the matmul's operand; and w * 2, which depends on the loop constant alone."""
+    step = lambda h, x: (vnp.tanh(vnp.maximum(h @ (w * 2.0) + x, 0.0)), h.sum())
+    return lax.scan(step, h, xs)[1].sum()
+
+
+def test_the_transposed_scan_body_reads_stacked_residuals_and_does_no_forward_work():
+    """As JAX's scan partial evaluation: the forward scan stacks the values each step's
+    backward reads, the one that depends on the loop constant alone (w * 2) is computed once
+    before the loop, and the transposed body runs the backward only: its matmuls are the two
+    of the backward (the forward's third is not run again), no tanh, no max; values and
+    gradients (first and second order) as before, on the interpreter and on Vulkan."""
+    h0 = np.full(3, 0.1, np.float32)
+    p = optimize(vg.make_ir(vg.grad(_residual_rnn))(W, h0, XS))
+    fwd, bwd = _scan_bodies(p)
+    assert prims(fwd).count("matmul") == 1 and "tanh" in prims(fwd)
+    assert prims(bwd).count("matmul") == 2
+    assert not {"tanh", "max"} & set(prims(bwd))
+    hoisted = p.eqns[[e.prim.name for e in p.eqns].index("scan", 1)].inputs[0]
+    assert next(e for e in p.eqns if hoisted in e.outputs).prim.name == "mul"   # w * 2
+    vg.check_grads(_residual_rnn, (W.astype(np.float64), h0.astype(np.float64),
+                                   XS.astype(np.float64)), order=2, modes=("fwd", "rev"))
+    g = vg.jit(vg.value_and_grad(_residual_rnn, argnums=(0, 1)), backend="vulkan")
+    assert g.lower(W, h0, XS).fallback_reason is None
+    got, want = g(W, h0, XS), vg.value_and_grad(_residual_rnn, argnums=(0, 1))(W, h0, XS)
+    close(got[0], want[0], rtol=1e-5)
+    close(got[1][0], want[1][0], rtol=1e-4, atol=1e-6)
+    close(got[1][1], want[1][1], rtol=1e-4, atol=1e-6)
+
+
+def test_a_checkpointed_scan_body_recomputes_what_its_policy_does_not_save():
+    """vg.checkpoint on the body keeps recomputation: its policy decides what each step
+    stacks. nothing_saveable stacks the carry and the transposed body runs the step's forward
+    again (4 matmuls: 2 recomputed, 2 of the backward); dots_saveable stacks the two matmul
+    results and recomputes only the tanhs (2 matmuls). The gradients are the same."""
+    def loss(step):
+        return lambda h, xs: lax.scan(step, h, xs)[1].sum()
+    step = lambda h, x: (vnp.tanh(vnp.tanh(h @ W) @ W + x), h.sum())
+    h0 = np.full(3, 0.1, np.float32)
+    want = vg.grad(loss(step))(h0, XS)
+    counts = {}
+    for policy in (vg.checkpoint_policies.nothing_saveable,
+                   vg.checkpoint_policies.dots_saveable):
+        f = loss(vg.checkpoint(step, policy=policy))
+        fwd, bwd = _scan_bodies(optimize(vg.make_ir(vg.grad(f))(h0, XS)))
+        counts[policy.__name__] = (prims(bwd).count("matmul"), prims(bwd).count("tanh"),
+                                   len(fwd.outputs))
+        close(vg.grad(f)(h0, XS), want, rtol=1e-5)
+    # (matmuls, tanhs in the transposed body; the forward's outputs: the carry and the stacked
+    # values, its y unread)
+    assert counts == {"nothing_saveable": (4, 2, 2), "dots_saveable": (2, 2, 3)}
 
 
 def test_scan_prints_indented_with_user_lines_and_parses_back():
