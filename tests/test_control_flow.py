@@ -218,7 +218,11 @@ def test_the_transposed_scan_body_reads_stacked_residuals_and_does_no_forward_wo
     vg.check_grads(_residual_rnn, (W.astype(np.float64), h0.astype(np.float64),
                                    XS.astype(np.float64)), order=2, modes=("fwd", "rev"))
     g = vg.jit(vg.value_and_grad(_residual_rnn, argnums=(0, 1)), backend="vulkan")
-    assert g.lower(W, h0, XS).fallback_reason is None
+    lowered = g.lower(W, h0, XS)
+    assert lowered.fallback_reason is None
+    # one dispatch a step moves the forward's 4 ys out (y and 3 residuals), one the
+    # transposed body's 4 xs in (the residuals and y's cotangent): lowering/loops.py
+    assert lowered.as_text("plan").count("loop_copy_4 ") == 2
     got, want = g(W, h0, XS), vg.value_and_grad(_residual_rnn, argnums=(0, 1))(W, h0, XS)
     close(got[0], want[0], rtol=1e-5)
     close(got[1][0], want[1][0], rtol=1e-4, atol=1e-6)
