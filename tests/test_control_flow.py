@@ -461,10 +461,14 @@ def test_on_vulkan_a_cond_is_its_branches_and_a_select():
     assert "cond" not in prims(lowered.stages["fused"])
 
 
-def test_on_vulkan_a_while_loop_runs_its_cond_and_body_there_one_iteration_a_round_trip():
-    """A while loop at the top level of a jitted program: the eqns around it, its cond and its
-    body each run as Vulkan programs (vkgrad/execution/segmented.py), the predicate read back
-    each iteration: 2 submissions an iteration, no interpreter fallback."""
+def test_on_vulkan_a_while_loop_runs_there_a_chunk_of_iterations_a_round_trip(monkeypatch):
+    """A while loop at the top level of a jitted program: the eqns around it run as Vulkan
+    programs, the loop as one compiled chunk of CHUNK masked iterations and the predicate after
+    them (vkgrad/execution/segmented.py), the host reading the predicate back after each chunk:
+    max(1, ceil(n / CHUNK)) submissions for n iterations, no interpreter fallback; iterations
+    after the end (inside the last chunk) change nothing."""
+    from vkgrad.execution import segmented
+
     def fun(n, x, w):
         y = vnp.tanh(x @ w)                                         # before the loop
         i, y = lax.while_loop(lambda c: c[0] < n,
@@ -472,22 +476,43 @@ def test_on_vulkan_a_while_loop_runs_its_cond_and_body_there_one_iteration_a_rou
         return i, vnp.sum(y * 2.0)                                  # after it
     w = (np.eye(3) * 0.9).astype(np.float32)
     x = np.float32([[0.1, 0.2, 0.3], [0.4, 0.5, 0.6]])
-    f = vg.jit(fun, backend="vulkan")
     before = dict(vg.fallbacks())
-    for n in (0, 1, 5):
-        got, want = f(np.int32(n), x, w), fun(np.int32(n), x, w)
-        assert int(got[0]) == n
-        close(got[1], want[1])
+    for chunk in (1, 3, segmented.CHUNK):
+        monkeypatch.setattr(segmented, "CHUNK", chunk)
+        f = vg.jit(fun, backend="vulkan")
+        for n in (0, 1, 3, 5, 7):
+            got, want = f(np.int32(n), x, w), fun(np.int32(n), x, w)
+            assert int(got[0]) == n
+            close(got[1], want[1])
+        assert f.lower(np.int32(5), x, w).fallback_reason is None
+        s0 = vg.runtime_stats()["submissions"]
+        vg.block_until_ready(f(np.int32(7), x, w))
+        # before, the chunks, after (a small result may come back on its own)
+        chunks = max(1, -(-7 // chunk))
+        assert 2 + chunks <= vg.runtime_stats()["submissions"] - s0 <= 3 + chunks
     assert vg.fallbacks() == before
-    assert f.lower(np.int32(5), x, w).fallback_reason is None
-    s0 = vg.runtime_stats()["submissions"]
-    vg.block_until_ready(f(np.int32(5), x, w))
-    # before, 6 conds and 5 bodies, after: 13 (a small result may come back on its own)
-    assert 13 <= vg.runtime_stats()["submissions"] - s0 <= 14
     # fori_loop with traced bounds is a while loop: it runs there too
     g = vg.jit(lambda n, x: lax.fori_loop(0, n, lambda i, v: v * 2.0, x), backend="vulkan")
     close(g(np.int32(3), X), X * 8.0)
     assert g.lower(np.int32(3), X).fallback_reason is None
+
+
+def test_a_while_chunk_is_masked_iterations_and_the_predicate_after_them():
+    """while_chunk on the interpreter: k iterations past the loop's end leave the carry as the
+    loop left it, and the predicate after them says whether the loop is done."""
+    from vkgrad.primitives.control_flow import while_chunk
+    p = vg.make_ir(lambda n, x: lax.while_loop(lambda c: c[0] < n,
+                                               lambda c: (c[0] + 1, c[1] * 2.0), (0, x)))(
+        np.int32(0), X)
+    e = next(e for e in p.eqns if e.prim.name == "while")
+    chunk = while_chunk(e, 4)
+    assert [x.prim.name for x in chunk.eqns].count("scan") == 1
+    for n, want_i, more in ((0, 0, False), (3, 3, False), (4, 4, False), (6, 4, True)):
+        ins = {p.inputs[0]: np.int32(n), p.inputs[1]: X}
+        args = [ins.get(x, getattr(x, "value", None)) for x in e.inputs]
+        i, x, pred = vg.run_program(chunk, *args)
+        assert (int(i), bool(pred)) == (want_i, more)
+        close(x, X * 2.0 ** want_i)
 
 
 def test_a_while_loop_inside_a_scan_runs_on_the_interpreter_counted(monkeypatch):

@@ -21,8 +21,11 @@ the counter) is kept alive across the whole loop: the counter reset reads it and
 reads it again, so the memory plan (first write .. last read) never lends its buffer to a value
 of one iteration. Values of one iteration share buffers as any others do.
 
-while_loop and cond have no device lowering yet: a program holding one runs on the
-interpreter, counted in vg.fallbacks() (the lowering raises Unsupported for them).
+A while loop has no lowering of its own: at a program's top level vkgrad/execution/segmented.py
+runs it as chunks, each a scan of masked iterations (primitives/control_flow.py, while_chunk);
+nested in a body the lowering raises Unsupported and the program runs on the interpreter,
+counted in vg.fallbacks(). A cond is its branches and a select before it gets here
+(passes/select_conds.py).
 """
 
 from __future__ import annotations

@@ -383,6 +383,31 @@ def while_loop(cond_jaxpr, body_jaxpr, cond_consts, body_consts, init) -> list:
                      body_nconsts=len(body_consts)))
 
 
+def while_chunk(e, k: int) -> Program:
+    """A while eqn's next k iterations as one program, for a runner that reads the predicate
+    once per k (vkgrad/execution/segmented.py): (*cond_consts, *body_consts, *carry) -> (*the
+    carry after them, the predicate on it). Each is a masked iteration, a scan of k of them:
+    the body runs and its result is kept only where the predicate holds, so the iterations
+    after the loop's end change nothing (a kernel cannot skip the dispatches after it)."""
+    p = e.params
+    cj, bj, ncc, nbc = p["cond_jaxpr"], p["body_jaxpr"], p["cond_nconsts"], p["body_nconsts"]
+    types = [x.type for x in e.inputs]
+
+    def masked(*a):
+        cc, bc, carry = _split(a, ncc, nbc)
+        pred = eval_program(cj, cc + carry)[0]
+        return [select(pred, n, o) for n, o in zip(eval_program(bj, bc + carry), carry)]
+
+    step, _ = trace_closed(masked, types, "while_step")
+
+    def chunk(*a):
+        cc, bc, carry = _split(a, ncc, nbc)
+        fin, _ = scan(step, cc + bc, carry, [], k)
+        return fin + eval_program(cj, cc + fin)
+
+    return trace_closed(chunk, types, "while_chunk")[0]
+
+
 def _any(pred):
     """bool[] : some example's predicate is true."""
     return lt(0, reduce_max(convert(pred, "i32"), tuple(range(len(pred.shape)))))
@@ -590,4 +615,4 @@ def describe(e) -> str:
 
 
 __all__ = ["scan_p", "while_p", "cond_p", "checkpoint_p", "checkpoint_name_p", "scan",
-           "while_loop", "cond", "trace_closed", "depends", "describe", "aval"]
+           "while_loop", "while_chunk", "cond", "trace_closed", "depends", "describe", "aval"]
