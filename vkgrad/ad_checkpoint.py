@@ -15,9 +15,10 @@ its VJP evaluates the body's VJP program in the backward. The fused stage inline
 with the forward again, and the save-or-recompute pass (passes/remat.py) sees the backward
 reading only the inputs and the saved values: what it keeps is what the policy said.
 
-Inside a scan every step's backward already recomputes the step's forward from the carry it
-saved (primitives/control_flow.py, the scan VJP), so a checkpointed body changes which values
-that step keeps, not how many steps are kept.
+On a scan's body: without a checkpoint the scan's VJP stacks every value a step's backward
+reads (primitives/control_flow.py, the scan VJP); a checkpointed body is one checkpoint eqn,
+so each step stacks only its operands (the carry entering it) and what the policy saves, and
+its backward recomputes the rest.
 """
 
 from __future__ import annotations

@@ -1,12 +1,19 @@
 """A jitted program holding while loops at its top level, on Vulkan: the eqns between loops run
-as compiled programs, and each while loop as a loop on the host over its cond and body, both
-compiled programs too. Each iteration is two submissions and one read of the predicate (JAX's
-GPU while_loop reads it on the device; a Vulkan kernel cannot skip the dispatches after it, so
-a bounded replay would always run its maximum number of steps). The carries stay on the device
-between iterations; a small one comes back to the host with the predicate.
+as compiled programs, and each while loop as a host loop over ONE compiled program, its chunk:
+CHUNK iterations and the predicate after them (primitives/control_flow.py, while_chunk). A
+chunk is a scan of masked iterations (the body's result kept only while the predicate holds),
+replayed on the device in one submission like any scan; the host reads the predicate back
+after each and stops when it is false. So a loop of n iterations is max(1, ceil(n / CHUNK))
+submissions, against 2n when the host read the predicate after every iteration (its cond and
+body each a submission), at the price of up to CHUNK - 1 masked iterations after the end (a
+Vulkan kernel cannot skip the dispatches after it). The carries stay on the device between
+chunks; a small one comes back to the host with the predicate. CHUNK = 1 is one round trip an
+iteration. bench/bench_while.py measures the choice (docs/compiler.md, "Loops and
+conditionals", has the numbers).
 
 Loops nested in a scan body, a cond branch or another loop are not split: a program holding
-one still runs on the interpreter, counted (vg.fallbacks()).
+one still runs on the interpreter, counted (vg.fallbacks()). A chunk cannot run them: inside
+a submission nothing reads the predicate, and a bound on the trip count is not known.
 """
 
 from __future__ import annotations
@@ -17,10 +24,15 @@ import numpy as np
 
 from vkgrad.ir.core import Literal, Program, Var
 from vkgrad.pipeline import run_stages
-from vkgrad.primitives.control_flow import while_p
+from vkgrad.primitives.control_flow import while_chunk, while_p
 from vkgrad.runtime.inflight import HostResult
 from vkgrad.runtime.runners import VulkanRunner
 from vkgrad.tracer.array import Array
+
+# iterations a submission: on lavapipe (bench/bench_while.py) 16 runs 1000 iterations 1.4x as
+# fast as a round trip an iteration did and 10 as fast (within its noise), where 64 runs 10
+# iterations at a quarter of the speed; docs/compiler.md, "Loops and conditionals", has the table
+CHUNK = 16
 
 
 def splits(program: Program) -> bool:
@@ -36,7 +48,7 @@ class SegmentedRunner:
         self.consts = dict(program.consts)      # Var -> the array traced in
         # each part is a program of its own: the whole program's donations do not apply
         options = dataclasses.replace(options, donated=frozenset())
-        self.steps = []             # ("run", runner, inputs, outputs) | ("while", eqn, cond, body)
+        self.steps = []             # ("run", runner, inputs, outputs) | ("while", eqn, chunk)
         self.compile_times: dict = {}
         needed = _needed_after(program)
         run: list = []
@@ -46,9 +58,7 @@ class SegmentedRunner:
                 continue
             self._segment(run, needed[i - 1] if i else set(), options)
             run = []
-            p = e.params
-            self.steps.append(("while", e, self._runner(p["cond_jaxpr"], options),
-                               self._runner(p["body_jaxpr"], options)))
+            self.steps.append(("while", e, self._runner(while_chunk(e, CHUNK), options)))
         self._segment(run, needed[len(program.eqns) - 1], options)
 
     def _runner(self, program: Program, options) -> VulkanRunner:
@@ -84,13 +94,15 @@ class SegmentedRunner:
                 env.update(zip(outs, _device_values(
                     runner.run([env[v] for v in ins], donate=False))))
                 continue
-            _, e, cond, body = step
-            nc, nb = e.params["cond_nconsts"], e.params["body_nconsts"]
+            _, e, chunk = step
             args = [value(x) for x in e.inputs]
-            cc, bc, carry = args[:nc], args[nc:nc + nb], args[nc + nb:]
+            n = len(args) - len(e.outputs)
+            consts, carry = args[:n], args[n:]
             pred_type = e.params["cond_jaxpr"].outputs[0].type
-            while bool(_host(cond.run(cc + carry, donate=False)[0], pred_type)):
-                carry = _device_values(body.run(bc + carry, donate=False))
+            while True:
+                *carry, pred = _device_values(chunk.run(consts + carry, donate=False))
+                if not bool(_host(pred, pred_type)):
+                    break
             env.update(zip(e.outputs, carry))
         return [value(o) for o in self.program.outputs]
 

@@ -12,6 +12,8 @@ increments. Around the body:
     each     xs[idx] -> the body's x inputs; the body's dispatches; y -> ys[idx]; the carry
              outputs -> the carry inputs (through a temporary where a carry output IS another
              carry input: a swap); counter += 1          (idx = counter, or length-1-counter)
+             (the slices in, and the slices out, each one dispatch of up to MAX_MOVES copies:
+             a gradient's scans move a slice per residual every step)
     after    the carry inputs -> the scan's final carry
 
 Memory: a value read or written in more than one iteration (the carries, the consts, xs, ys,
@@ -19,8 +21,11 @@ the counter) is kept alive across the whole loop: the counter reset reads it and
 reads it again, so the memory plan (first write .. last read) never lends its buffer to a value
 of one iteration. Values of one iteration share buffers as any others do.
 
-while_loop and cond have no device lowering yet: a program holding one runs on the
-interpreter, counted in vg.fallbacks() (the lowering raises Unsupported for them).
+A while loop has no lowering of its own: at a program's top level vkgrad/execution/segmented.py
+runs it as chunks, each a scan of masked iterations (primitives/control_flow.py, while_chunk);
+nested in a body the lowering raises Unsupported and the program runs on the interpreter,
+counted in vg.fallbacks(). A cond is its branches and a select before it gets here
+(passes/select_conds.py).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from __future__ import annotations
 import math
 
 from vkgrad.ir.core import Literal, Var
+from vkgrad.lowering.elementwise import max_bindings
 from vkgrad.lowering.launch import Launch, cdiv
 from vkgrad.primitives.control_flow import scan_p
 
@@ -41,6 +47,34 @@ def move_launch(mode: int, n: int, *, src_stride=0, dst_stride=0, length=0, reve
     groups = (min(cdiv(max(n, 1), 256), 1024), 1, 1)
     return Launch("loop_copy", SHADER, 3, groups,
                   push=(mode, n, src_stride, dst_stride, length, int(reverse), value))
+
+
+MAX_MOVES = 8     # copies in one dispatch: 2 + 3 * 8 push words (104 of Vulkan's 128 bytes)
+
+
+def moves_launch(sizes, length: int, reverse: bool) -> Launch:
+    """One dispatch for several iteration-slice copies (`sizes`: (n, src_stride, dst_stride)
+    words each): binding 0 the counter, then each copy's source and destination. A step of a
+    scan copies every x in and every y out (a gradient's forward stacks each residual): one
+    dispatch for them all, not one each, since each dispatch of a replayed body costs its own
+    launch and barrier."""
+    m = len(sizes)
+    decl = "".join(f"layout(std430, binding = {1 + 2 * j}) readonly buffer S{j} {{ uint s{j}[]; }};\n"
+                   f"layout(std430, binding = {2 + 2 * j}) buffer D{j} {{ uint d{j}[]; }};\n"
+                   for j in range(m))
+    words = "".join(f" uint n{j}; uint ss{j}; uint ds{j};" for j in range(m))
+    body = "".join(f"    for (uint i = gl_GlobalInvocationID.x; i < n{j}; i += stride)\n"
+                   f"        d{j}[idx * ds{j} + i] = s{j}[idx * ss{j} + i];\n" for j in range(m))
+    source = (f"// {m} copies of a loop step's slices (vkgrad/lowering/loops.py, moves_launch)\n"
+              "#version 450\nlayout(local_size_x = 256) in;\n"
+              "layout(std430, binding = 0) readonly buffer Counter { uint counter[]; };\n"
+              f"{decl}layout(push_constant) uniform Push {{ uint length_; uint reverse;{words} }};\n"
+              "void main() {\n    uint stride = gl_NumWorkGroups.x * 256u;\n"
+              "    uint t = counter[0];\n    uint idx = reverse != 0u ? length_ - 1u - t : t;\n"
+              f"{body}}}\n")
+    groups = (min(cdiv(max(max(n for n, _, _ in sizes), 1), 256), 1024), 1, 1)
+    return Launch(f"loop_copy_{m}", source, 1 + 2 * m, groups,
+                  push=(length, int(reverse), *(w for size in sizes for w in size)))
 
 
 def _size(v) -> int:
@@ -75,6 +109,31 @@ class ScanLowering:
         c = self.counter
         self.b.add(launch, [src, dst, c], self.e, [src, c], [dst])
 
+    def move_slices(self, pairs, *, into_stack: bool) -> None:
+        """Each (src, dst) pair moved as `move` does, the iteration's slice of a stacked value:
+        into a body input (into_stack False: src is a scanned operand) or out of the body into
+        its stacked result (True). Literals are filled one by one; the copies go MAX_MOVES to
+        a dispatch (what one dispatch may bind permitting)."""
+        copies = []
+        for src, dst in pairs:
+            n = _size(dst if not into_stack else src)
+            if isinstance(src, Literal):
+                self.move(src, dst, dst_stride=n)
+            else:
+                copies.append((src, dst, (n, 0, n) if into_stack else (n, n, 0)))
+        per = min(MAX_MOVES, (max_bindings(self.b.target) - 1) // 2)
+        p, c = self.e.params, self.counter
+        for k in range(0, len(copies), per):
+            part = copies[k:k + per]
+            if len(part) == 1:
+                src, dst, (n, ss, ds) = part[0]
+                self.move(src, dst, src_stride=ss, dst_stride=ds)
+                continue
+            launch = moves_launch([size for _, _, size in part], p["length"], p["reverse"])
+            refs = [c] + [r for src, dst, _ in part for r in (src, dst)]
+            self.b.add(launch, refs, self.e, [c] + [src for src, _, _ in part],
+                       [dst for _, dst, _ in part])
+
     def lower(self) -> None:
         b, e, p = self.b, self.e, self.e.params
         body, nc, nk = p["jaxpr"], p["num_consts"], p["num_carry"]
@@ -93,12 +152,11 @@ class ScanLowering:
         c = self.counter
         b.add(move_launch(SET, 1, value=0), [c, c, c], e, [c, *across], [c])
         start = len(b.raw)
-        for x, v in zip(xs, b_x):
-            self.move(root(x), v, src_stride=_size(v))
+        self.move_slices([(root(x), v) for x, v in zip(xs, b_x)], into_stack=False)
         for be in body.eqns:
             b.eqn(be)
-        for y, dst in zip(out_y, ys):
-            self.move(y if isinstance(y, Literal) else root(y), dst, dst_stride=_size(y))
+        self.move_slices([(y if isinstance(y, Literal) else root(y), dst)
+                          for y, dst in zip(out_y, ys)], into_stack=True)
         self._write_back(out_carry, b_carry)
         b.add(move_launch(STEP, 1), [c, c, c], e, [c, *across], [c])
         b.loops.append((start, len(b.raw), p["length"]))

@@ -1,17 +1,21 @@
 """scans: a scan whose work another scan repeats is merged into it, and stacked results nobody
 reads are dropped.
 
-Merge. A scan's VJP (primitives/control_flow.py) runs the forward scan again with the carry
-entering each step stacked as well: its body is the forward body with more outputs (the same
-eqns, the same Vars). When both scans are in one program (a value and its gradient), the first
-is the second's prefix: its results are the second's first results, and the second moves to
-the first's place (its operands are the first's, defined before it). Run before the bodies are
-optimised on their own (optimize does), while the two still share their eqns.
+Merge. A scan's VJP (primitives/control_flow.py) binds the forward scan again with the values
+each step's backward reads (its residuals) stacked as well: its body is the forward body with
+more outputs (the same eqns, the same Vars). When both scans are in one program (a value and
+its gradient), the first is the second's prefix: its results are the second's first results,
+and the second moves to the first's place (its operands are the first's, defined before it).
+So the program runs ONE forward scan: the VJP rule cannot replace the first itself, since the
+joint program replays the forward before any rule runs. Run before the bodies are optimised
+on their own (optimize does), while the two still share their eqns.
 
 Prune. A stacked output (a y) that nothing reads is removed from the eqn and from its body's
 outputs, and DCE then drops the body eqns only it used (a gradient program that reads the
 transposed scan's results, not the forward's ys); two stacked outputs of the same body value
-become one. Carries stay: the next step reads them.
+become one; a const or a scanned operand (an x) the body does not read is dropped (a
+transposed body reads the stacked residuals, often not the forward's xs). Carries stay: the
+next step reads them.
 """
 
 from __future__ import annotations
@@ -66,6 +70,8 @@ class Scans(Pass):
     @staticmethod
     def _prune(program: Program) -> Program:
         program = Scans._dedupe(program)
+        program = program.replace(eqns=tuple(_drop_unread(e) if e.prim is scan_p else e
+                                             for e in program.eqns))
         used = {x for e in program.eqns for x in e.inputs if isinstance(x, Var)}
         used |= {o for o in program.outputs if isinstance(o, Var)}
         eqns = []
@@ -80,7 +86,6 @@ class Scans(Pass):
                               params=e.params.replace(jaxpr=body))
             eqns.append(e)
         return program.replace(eqns=tuple(eqns))
-
 
     @staticmethod
     def _dedupe(program: Program) -> Program:
@@ -103,6 +108,20 @@ class Scans(Pass):
         return program.replace(
             eqns=tuple(e.replace(inputs=tuple(resolve(env, x) for x in e.inputs))
                        for e in program.eqns), outputs=substitute_outputs(program, env))
+
+
+def _drop_unread(e):
+    """Scan e without the consts and xs its body does not read (a transposed body reads the
+    residuals, often not the forward's xs: each would be a copy per step on the device)."""
+    p, body = e.params, e.params["jaxpr"]
+    nc, nk = p["num_consts"], p["num_carry"]
+    read = {x for be in body.eqns for x in be.inputs} | set(body.outputs)
+    keep = [i for i, v in enumerate(body.inputs) if nc <= i < nc + nk or v in read]
+    if len(keep) == len(body.inputs):
+        return e
+    body = body.replace(inputs=tuple(body.inputs[i] for i in keep))
+    return e.replace(inputs=tuple(e.inputs[i] for i in keep), params=p.replace(
+        jaxpr=body, num_consts=sum(1 for i in keep if i < nc)))
 
 
 scans = Scans()

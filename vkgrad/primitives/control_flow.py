@@ -21,13 +21,18 @@ stays a loop: the program's size does not depend on the trip count. The user's f
 Rules, beside each primitive:
 * JVP of while (jvp_rules): a while loop over (carry, its tangent) whose body is the body's
   JVP program. Every other forward mode is the double VJP (vkgrad/transforms/autodiff.py).
-* VJP. scan: one forward scan that also stacks the carry entering each step (the per-step
-  residuals), then the transposed body as a scan in the opposite direction: each step runs the
-  body's own VJP program (the body's forward recomputed inside the step from the saved carry,
-  then its backward), accumulating the consts' cotangents in its carry. Forward mode and
-  grad-of-grad follow, since the backward is a scan again (forward mode is the double VJP,
-  vkgrad/transforms/autodiff.py). cond: a cond over the branches' VJP programs. while: no
-  reverse mode, a clear error (as JAX).
+* VJP. scan, as JAX's partial evaluation of a scan: the body's VJP program is split at its
+  backward (`_backward_part`). The forward scan also stacks, as more ys, the body's values
+  that the backward reads (the per-step residuals: a carry entering the step, an eqn's
+  result); those that depend on the consts alone are computed once before the loop (hoisted).
+  The transposed body is the backward alone, as a scan in the opposite direction reading the
+  stacked residuals, accumulating the consts' cotangents in its carry: no forward work runs
+  in it. A checkpointed body (vg.checkpoint, ad_checkpoint.py) is one checkpoint eqn, whose
+  residuals are its operands and the values its policy saves: its backward recomputes the
+  rest, as the policy says. The forward scan is the user's with more outputs, so
+  passes/scans.py merges the two. Forward mode and grad-of-grad follow, since the backward is
+  a scan again (forward mode is the double VJP, vkgrad/transforms/autodiff.py). cond: a cond
+  over the branches' VJP programs. while: no reverse mode, a clear error (as JAX).
 * Batching. A batched carry is found by iterating to a fixpoint (a carry is batched if its
   initial value is, or the body makes it so). cond with a batched index runs every branch and
   selects per example; while with a batched predicate runs until every example's predicate is
@@ -92,13 +97,19 @@ def _transform(name: str):
     return fn
 
 
-def depends(program: Program, mapped) -> list:
-    """Which outputs of `program` depend on the inputs marked in `mapped` (what a batched
-    body's outputs are: mapped wherever a mapped input reaches)."""
+def _reached(program: Program, mapped) -> set:
+    """The values of `program` that depend on the inputs marked in `mapped`."""
     hit = {v for v, m in zip(program.inputs, mapped) if m}
     for e in program.eqns:
         if any(x in hit for x in e.inputs if not isinstance(x, Literal)):
             hit.update(e.outputs)
+    return hit
+
+
+def depends(program: Program, mapped) -> list:
+    """Which outputs of `program` depend on the inputs marked in `mapped` (what a batched
+    body's outputs are: mapped wherever a mapped input reaches)."""
+    hit = _reached(program, mapped)
     return [not isinstance(o, Literal) and o in hit for o in program.outputs]
 
 
@@ -179,11 +190,15 @@ def _scan_vjp(gs, outs, *ins, jaxpr, length, num_consts, num_carry, reverse=Fals
     wrt = [i for i, v in enumerate(body_in) if is_float(v.dtype)]
     ct_outs = [j for j, o in enumerate(jaxpr.outputs) if is_float(o.dtype)]
     joint = _transform("vjp")(jaxpr, wrt, ct_outs)
+    hoisted, stacked, bwd = _backward_part(joint, jaxpr, nc, nk)
 
-    # forward again, stacking the carry that enters each step: the per-step residuals
-    hist_body = jaxpr.replace(outputs=tuple(jaxpr.outputs) + tuple(body_in[nc:nc + nk]))
-    _, res = scan(hist_body, consts, init, xs, length, reverse, unroll)
-    hist = res[ny:]
+    # the forward again, its body's values that the backward reads stacked as more ys (this is
+    # the user's scan with more outputs: passes/scans.py merges the two); those that depend on
+    # the consts alone computed once, before the loop
+    fwd_body = jaxpr.replace(outputs=tuple(jaxpr.outputs) + tuple(stacked))
+    _, res = scan(fwd_body, consts, init, xs, length, reverse, unroll)
+    res = res[ny:]
+    inv = eval_program(_slice(jaxpr, hoisted, body_in[:nc]), consts)
 
     fc = [i for i in range(nc) if is_float(body_in[i].dtype)]               # float consts
     fk = [i for i in range(nk) if is_float(body_in[nc + i].dtype)]          # float carries
@@ -192,25 +207,26 @@ def _scan_vjp(gs, outs, *ins, jaxpr, length, num_consts, num_carry, reverse=Fals
     grad_at = {b: k for k, b in enumerate(wrt)}
 
     def step(*a):
-        c, acc, ctk, h, x, cty = _split(a, nc, len(fc), len(fk), nk, len(xs))
+        c, h, acc, ctk, r, x, cty = _split(a, nc, len(hoisted), len(fc), len(fk), len(stacked),
+                                           len(xs))
         ct_of = dict(zip(fk, ctk))
         ct_of.update((nk + j, g) for j, g in zip(fy, cty))
-        r = eval_program(joint, c + h + x + [ct_of[j] for j in ct_outs])
-        grads = r[nk + ny:]
+        grads = eval_program(bwd, c + x + [ct_of[j] for j in ct_outs] + h + r)
         new_acc = [add(s, grads[grad_at[i]]) for s, i in zip(acc, fc)]
         new_ctk = [grads[grad_at[nc + i]] for i in fk]
         return new_acc + new_ctk + [grads[grad_at[nc + nk + i]] for i in fx]
 
-    in_types = ([v.type for v in body_in[:nc]] + [body_in[i].type for i in fc] +
-                [body_in[nc + i].type for i in fk] + [v.type for v in body_in[nc:nc + nk]] +
-                [v.type for v in body_in[nc + nk:]] + [jaxpr.outputs[nk + j].type for j in fy])
-    bwd, captured = trace_closed(step, in_types, "scan_transpose", phase="bwd")
+    in_types = ([v.type for v in body_in[:nc]] + [v.type for v in hoisted] +
+                [body_in[i].type for i in fc] + [body_in[nc + i].type for i in fk] +
+                [v.type for v in stacked] + [v.type for v in body_in[nc + nk:]] +
+                [jaxpr.outputs[nk + j].type for j in fy])
+    bwd_body, captured = trace_closed(step, in_types, "scan_transpose", phase="bwd")
     if captured:   # pragma: no cover - the step reads only its own inputs
         raise IRError("the transposed scan body captured outer values")
     acc0 = [_zeros(body_in[i].type) for i in fc]
     ctk0 = [gs[i] for i in fk]
-    fin, ct_xs = scan(bwd, consts, acc0 + ctk0, hist + xs + [gs[nk + j] for j in fy], length,
-                      not reverse, unroll)
+    fin, ct_xs = scan(bwd_body, consts + inv, acc0 + ctk0, res + xs + [gs[nk + j] for j in fy],
+                      length, not reverse, unroll)
     cts = [None] * len(ins)
     for i, g in zip(fc, fin[:len(fc)]):
         cts[i] = g
@@ -219,6 +235,43 @@ def _scan_vjp(gs, outs, *ins, jaxpr, length, num_consts, num_carry, reverse=Fals
     for i, g in zip(fx, ct_xs):
         cts[nc + nk + i] = g
     return tuple(cts)
+
+
+def _backward_part(joint: Program, body: Program, nc: int, nk: int):
+    """Split `joint` (body's VJP program: its inputs body's then the cotangents, its first eqns
+    replaying body's one for one, then the backward) at the backward, as JAX's scan partial
+    evaluation does: (hoisted, stacked, bwd). hoisted and stacked are the residuals, the values
+    of body the backward reads beyond the consts, xs and cotangents (body's Vars: a carry input
+    or an eqn's result): hoisted those that depend on the consts alone, stacked the rest. bwd is
+    the backward alone: inputs (*consts, *xs, *cotangents, *hoisted, *stacked), outputs the
+    gradients, no forward work."""
+    n, n_in = len(body.eqns), len(body.inputs)
+    of = dict(zip(joint.inputs[nc:nc + nk], body.inputs[nc:nc + nk]))
+    for je, be in zip(joint.eqns[:n], body.eqns):
+        of.update(zip(je.outputs, be.outputs))
+    back = joint.eqns[n:]
+    grads = joint.outputs[len(body.outputs):]
+    res = list(dict.fromkeys(x for x in [*(x for e in back for x in e.inputs), *grads]
+                             if isinstance(x, Var) and x in of))
+    varying = _reached(body, [i >= nc for i in range(n_in)])
+    hoisted = [x for x in res if of[x] not in varying]
+    stacked = [x for x in res if of[x] in varying]
+    inputs = (joint.inputs[:nc] + joint.inputs[nc + nk:n_in] + joint.inputs[n_in:] +
+              tuple(hoisted) + tuple(stacked))
+    bwd = Program(f"{body.name}_bwd", inputs, grads, back, joint.consts)
+    return [of[x] for x in hoisted], [of[x] for x in stacked], bwd
+
+
+def _slice(program: Program, outputs, inputs) -> Program:
+    """The eqns of `program` that `outputs` need, as a program over `inputs` (they read no
+    other input)."""
+    need, eqns = set(outputs), []
+    for e in reversed(program.eqns):
+        if any(o in need for o in e.outputs):
+            eqns.append(e)
+            need.update(x for x in e.inputs if isinstance(x, Var))
+    return Program(f"{program.name}_invariant", tuple(inputs), tuple(outputs),
+                   tuple(reversed(eqns)), program.consts)
 
 
 vjp_rules[scan_p] = _scan_vjp
@@ -328,6 +381,31 @@ def while_loop(cond_jaxpr, body_jaxpr, cond_consts, body_consts, init) -> list:
     return list(bind(while_p, *cond_consts, *body_consts, *init, cond_jaxpr=cond_jaxpr,
                      body_jaxpr=body_jaxpr, cond_nconsts=len(cond_consts),
                      body_nconsts=len(body_consts)))
+
+
+def while_chunk(e, k: int) -> Program:
+    """A while eqn's next k iterations as one program, for a runner that reads the predicate
+    once per k (vkgrad/execution/segmented.py): (*cond_consts, *body_consts, *carry) -> (*the
+    carry after them, the predicate on it). Each is a masked iteration, a scan of k of them:
+    the body runs and its result is kept only where the predicate holds, so the iterations
+    after the loop's end change nothing (a kernel cannot skip the dispatches after it)."""
+    p = e.params
+    cj, bj, ncc, nbc = p["cond_jaxpr"], p["body_jaxpr"], p["cond_nconsts"], p["body_nconsts"]
+    types = [x.type for x in e.inputs]
+
+    def masked(*a):
+        cc, bc, carry = _split(a, ncc, nbc)
+        pred = eval_program(cj, cc + carry)[0]
+        return [select(pred, n, o) for n, o in zip(eval_program(bj, bc + carry), carry)]
+
+    step, _ = trace_closed(masked, types, "while_step")
+
+    def chunk(*a):
+        cc, bc, carry = _split(a, ncc, nbc)
+        fin, _ = scan(step, cc + bc, carry, [], k)
+        return fin + eval_program(cj, cc + fin)
+
+    return trace_closed(chunk, types, "while_chunk")[0]
 
 
 def _any(pred):
@@ -537,4 +615,4 @@ def describe(e) -> str:
 
 
 __all__ = ["scan_p", "while_p", "cond_p", "checkpoint_p", "checkpoint_name_p", "scan",
-           "while_loop", "cond", "trace_closed", "depends", "describe", "aval"]
+           "while_loop", "while_chunk", "cond", "trace_closed", "depends", "describe", "aval"]
