@@ -53,6 +53,7 @@ from vkgrad import mixed_precision  # noqa: E402  (vg.mixed_precision, also vg.m
 mp = mixed_precision
 
 jacobian = jacrev   # JAX's alias
+make_jaxpr = make_ir   # JAX's name: the program a function traces to, printable
 
 __version__ = "0.1.0"
 
@@ -73,7 +74,7 @@ __all__ = ["grad", "value_and_grad", "vjp", "jvp", "vmap", "make_ir", "trace", "
            "config", "enable_x64", "Array", "DeletedArrayError", "block_until_ready",
            "ShapeDtype", "Program", "Var", "Literal", "Eqn", "run_program", "numpy", "nn", "optim",
            "save", "load", "load_metadata", "random", "lax", "scipy", "test_util", "tree",
-           "tree_util", "jacobian", "mixed_precision", "mp", "checkpoint", "remat",
+           "tree_util", "jacobian", "make_jaxpr", "mixed_precision", "mp", "checkpoint", "remat",
            "checkpoint_policies", "ad_checkpoint",
            "VkgradError", "ArgumentError", "CheckpointError", "ConcretizationError", "DTypeError",
            "GradError", "GradientCheckError", "IntegerOverflowError", "IRError",
