@@ -291,5 +291,48 @@ def digamma(x):
     return vnp.where(pole, math.nan, out)
 
 
-__all__ = ["digamma", "erf", "erfc", "erfinv", "expit", "gammaln", "log_ndtr", "logit",
-           "logsumexp", "ndtr", "ndtri", "xlog1py", "xlogy"]
+def gammasgn(x):
+    """The sign of Gamma(x): 1 for x >= 0, (-1)**floor(x) between the negative integers, nan
+    at them (scipy's)."""
+    x = _float(x)
+    fl = vnp.floor(x)
+    sign = vnp.where((x >= 0) | (vnp.fmod(fl, 2.0) == 0), 1.0, -1.0)
+    return vnp.where((x < 0) & (x == fl), math.nan, sign)
+
+
+def gamma(x):
+    """Gamma(x) = gammasgn(x) exp(gammaln(x)) (inf at 0, nan at the negative integers)."""
+    return gammasgn(x) * vnp.exp(gammaln(x))
+
+
+def rgamma(x):
+    """1 / Gamma(x), 0 at the poles (0, -1, -2, ...)."""
+    x = _float(x)
+    return vnp.where((x <= 0) & (x == vnp.floor(x)), 0.0, gammasgn(x) * vnp.exp(-gammaln(x)))
+
+
+def betaln(a, b):
+    """log |B(a, b)| = gammaln(a) + gammaln(b) - gammaln(a + b)."""
+    a, b = _float(a), _float(b)
+    return gammaln(a) + gammaln(b) - gammaln(a + b)
+
+
+def beta(a, b):
+    """B(a, b) = Gamma(a) Gamma(b) / Gamma(a + b), through betaln and the signs."""
+    a, b = _float(a), _float(b)
+    return gammasgn(a) * gammasgn(b) * gammasgn(a + b) * vnp.exp(betaln(a, b))
+
+
+def multigammaln(a, d: int):
+    """The log of the multivariate gamma function of dimension d (a Python int):
+    d (d - 1) / 4 log(pi) + sum over j < d of gammaln(a - j / 2)."""
+    a = _float(a)
+    out = d * (d - 1) / 4 * math.log(math.pi)
+    for j in range(int(d)):
+        out = out + gammaln(a - j / 2)
+    return out
+
+
+__all__ = ["beta", "betaln", "digamma", "erf", "erfc", "erfinv", "expit", "gamma", "gammaln",
+           "gammasgn", "log_ndtr", "logit", "logsumexp", "multigammaln", "ndtr", "ndtri",
+           "rgamma", "xlog1py", "xlogy"]
