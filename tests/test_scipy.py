@@ -259,3 +259,40 @@ def test_new_scipy_names_jitted_on_vulkan():
     got = vg.jit(f, backend="vulkan")(x, img)
     for g, w in zip(got, f(x, img)):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=2e-5, atol=2e-5)
+
+
+def test_cholesky_family_and_multivariate_normal_against_scipy():
+    linalg, stats = pytest.importorskip("scipy.linalg"), pytest.importorskip("scipy.stats")
+    rng = np.random.default_rng(4)
+    m = rng.standard_normal((4, 4))
+    a = (m @ m.T + 4 * np.eye(4)).astype(np.float32)
+    batch = rng.standard_normal((3, 4, 4))
+    batch = (batch @ np.swapaxes(batch, -1, -2) + 4 * np.eye(4)).astype(np.float32)
+    np.testing.assert_allclose(vnp.linalg.cholesky(a), np.linalg.cholesky(a), atol=1e-5)
+    np.testing.assert_allclose(vnp.linalg.cholesky(batch), np.linalg.cholesky(batch), atol=1e-5)
+    np.testing.assert_allclose(vg.scipy.linalg.cholesky(a), linalg.cholesky(a), atol=1e-5)
+    b = rng.standard_normal((4, 2)).astype(np.float32)
+    low = np.linalg.cholesky(a)
+    for lower, t, trans in [(True, low, 0), (True, low, 1), (False, low.T, 0), (False, low.T, "T")]:
+        np.testing.assert_allclose(vg.scipy.linalg.solve_triangular(t, b, trans=trans, lower=lower),
+                                   linalg.solve_triangular(t, b, trans=trans, lower=lower),
+                                   atol=1e-5)
+    np.testing.assert_allclose(vg.scipy.linalg.cho_solve(vg.scipy.linalg.cho_factor(a), b[:, 0]),
+                               np.linalg.solve(a, b[:, 0]), atol=1e-5)
+    x, mu = rng.standard_normal((5, 4)).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+    np.testing.assert_allclose(vg.scipy.stats.multivariate_normal.logpdf(x, mu, a),
+                               stats.multivariate_normal.logpdf(x, mu, a), rtol=1e-5)
+    np.testing.assert_allclose(vg.scipy.stats.multivariate_normal.pdf(x[0], mu, a),
+                               stats.multivariate_normal.pdf(x[0], mu, a), rtol=1e-5)
+    vg.test_util.check_grads(lambda m: vnp.linalg.cholesky(m @ m.T + 4 * vnp.eye(4)), (m,), order=2)
+    vg.test_util.check_grads(
+        lambda mean, c: vg.scipy.stats.multivariate_normal.logpdf(x.astype(np.float64), mean,
+                                                                  c @ c.T + vnp.eye(4)),
+        (mu.astype(np.float64), m), order=2)
+    with pytest.raises(vg.ShapeError, match="cholesky takes square matrices"):
+        vnp.linalg.cholesky(np.ones((2, 3)))
+    with pytest.raises(vg.ArgumentError, match="allow_singular=True is not supported"):
+        vg.scipy.stats.multivariate_normal.logpdf(x, mu, a, allow_singular=True)
+    got = vg.jit(lambda a, b: vg.scipy.linalg.cho_solve((vnp.linalg.cholesky(a), True), b),
+                 backend="vulkan")(a, b)
+    np.testing.assert_allclose(got, np.linalg.solve(a, b), atol=1e-4)

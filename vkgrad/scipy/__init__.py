@@ -4,11 +4,12 @@ traceable, jit-able and differentiable).
     special    logsumexp, erf, erfc, erfinv, expit, logit, xlogy, xlog1py, gammaln, digamma,
                gamma, gammasgn, rgamma, beta, betaln, multigammaln, ndtr, ndtri, log_ndtr
     stats      norm (pdf, logpdf, cdf, logcdf, sf, logsf, ppf); t, gamma, beta, chi2,
-               dirichlet (pdf, logpdf); poisson (pmf, logpmf)
+               dirichlet, multivariate_normal (pdf, logpdf); poisson (pmf, logpmf)
     signal     convolve, correlate (N-D; full, same, valid)
+    linalg     cholesky, cho_factor, cho_solve, solve_triangular
     integrate  trapezoid
 """
 
-from vkgrad.scipy import integrate, signal, special, stats  # noqa: F401
+from vkgrad.scipy import integrate, linalg, signal, special, stats  # noqa: F401
 
-__all__ = ["integrate", "signal", "special", "stats"]
+__all__ = ["integrate", "linalg", "signal", "special", "stats"]
