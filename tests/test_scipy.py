@@ -296,3 +296,12 @@ def test_cholesky_family_and_multivariate_normal_against_scipy():
     got = vg.jit(lambda a, b: vg.scipy.linalg.cho_solve((vnp.linalg.cholesky(a), True), b),
                  backend="vulkan")(a, b)
     np.testing.assert_allclose(got, np.linalg.solve(a, b), atol=1e-4)
+
+
+def test_dirichlet_rvs_draws_input_data_with_numpy():
+    np.random.seed(5)
+    x = vg.scipy.stats.dirichlet.rvs(np.float32([1.5, 2.0, 3.0]), size=4)
+    assert isinstance(x, np.ndarray) and x.shape == (4, 3)
+    np.testing.assert_allclose(x.sum(1), 1.0, rtol=1e-12)
+    np.random.seed(5)
+    np.testing.assert_array_equal(x, np.random.dirichlet([1.5, 2.0, 3.0], 4))

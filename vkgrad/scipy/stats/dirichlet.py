@@ -4,6 +4,8 @@ not close to 1)."""
 
 import math
 
+import numpy as np
+
 import vkgrad.numpy as vnp
 from vkgrad.errors import ShapeError
 from vkgrad.scipy.special import gammaln, xlogy
@@ -26,4 +28,12 @@ def pdf(x, alpha):
     return vnp.exp(logpdf(x, alpha))
 
 
-__all__ = ["logpdf", "pdf"]
+def rvs(alpha, size=None, random_state=None):
+    """scipy's (and autograd's) sampler, for input data: numpy draws on the host (a numpy
+    array of shape size + alpha's). Inside a traced function use keys: vg.random."""
+    rng = random_state if isinstance(random_state, np.random.RandomState) else \
+        np.random.RandomState(random_state) if random_state is not None else np.random
+    return rng.dirichlet(np.asarray(alpha, np.float64), size)
+
+
+__all__ = ["logpdf", "pdf", "rvs"]
