@@ -305,3 +305,21 @@ def test_dirichlet_rvs_draws_input_data_with_numpy():
     np.testing.assert_allclose(x.sum(1), 1.0, rtol=1e-12)
     np.random.seed(5)
     np.testing.assert_array_equal(x, np.random.dirichlet([1.5, 2.0, 3.0], 4))
+
+
+def test_zeta_polygamma_and_bessel_i_against_scipy():
+    x = np.linspace(0.1, 20, 60).astype(np.float32)
+    for n in (0, 1, 2, 3, 5):
+        np.testing.assert_allclose(sp.polygamma(n, x), scipy_special.polygamma(n, x), rtol=2e-6,
+                                   atol=1e-6)   # digamma: absolute error < 3e-6 (above)
+    np.testing.assert_allclose(sp.polygamma(np.float32([0, 1, 2]), np.float32(1.5)),
+                               scipy_special.polygamma([0, 1, 2], 1.5), rtol=2e-6, atol=1e-6)
+    for s in (1.5, 2.0, 7.0):
+        np.testing.assert_allclose(sp.zeta(np.float32(s), x), scipy_special.zeta(s, x), rtol=1e-6)
+    assert np.isnan(sp.zeta(np.float32(0.5), np.float32(1.0)))
+    z = np.concatenate([np.linspace(-20, 20, 81), [3.74, 3.75, 3.76]]).astype(np.float32)
+    for name in ("i0", "i0e", "i1", "i1e"):
+        np.testing.assert_allclose(getattr(sp, name)(z), getattr(scipy_special, name)(z),
+                                   rtol=5e-7, atol=1e-30, err_msg=name)
+    vg.test_util.check_grads(lambda x: sp.polygamma(1, x) + sp.i0(x) + sp.i1e(x),
+                             (np.float64([0.7, 2.0, 5.5]),), order=2, rtol=1e-3, atol=1e-4)

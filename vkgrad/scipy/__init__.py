@@ -2,7 +2,8 @@
 traceable, jit-able and differentiable).
 
     special    logsumexp, erf, erfc, erfinv, expit, logit, xlogy, xlog1py, gammaln, digamma,
-               gamma, gammasgn, rgamma, beta, betaln, multigammaln, ndtr, ndtri, log_ndtr
+               gamma, gammasgn, rgamma, beta, betaln, multigammaln, zeta, polygamma, i0, i0e,
+               i1, i1e, ndtr, ndtri, log_ndtr
     stats      norm (pdf, logpdf, cdf, logcdf, sf, logsf, ppf); t, gamma, beta, chi2,
                dirichlet, multivariate_normal (pdf, logpdf); poisson (pmf, logpmf)
     signal     convolve, correlate (N-D; full, same, valid)
