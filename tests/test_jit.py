@@ -152,6 +152,29 @@ def test_a_static_argument_passed_by_keyword_is_static_and_named():
         h(x, n=2)
 
 
+def test_static_argnames_as_jax_names_them():
+    """JAX's control-flow guide: a Python `while` on a static argument named by static_argnames,
+    by position or by keyword, as a decorator too."""
+    @vg.jit(static_argnames=["n"], backend="vulkan")
+    def g(x, n):
+        i = 0
+        while i < n:
+            i += 1
+        return x + i
+    x = np.float32([1.0, 2.0])
+    close(g(x, 20), x + 20)
+    close(g(x, n=20), x + 20)
+    close(g(x, 3), x + 3)
+    assert g.compiles == 2                          # n=20 by keyword and by position: one program
+    f = vg.jit(lambda x, n, scale: x * n * scale, static_argnums=2, static_argnames="n",
+               backend="vulkan")
+    close(f(x, 2, 3), x * 6)
+    with pytest.raises(vg.ArgumentError, match="static_argnames='m': lambda has no parameter "
+                                               "'m'") as e:
+        vg.jit(lambda x, n: x, static_argnames="m")
+    assert "test_jit.py" in str(e.value)
+
+
 def test_jit_of_a_non_function_is_an_argument_error():
     with pytest.raises(vg.ArgumentError, match="vg.jit expects a function, got int 5") as e:
         vg.jit(5)

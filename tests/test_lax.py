@@ -203,3 +203,15 @@ def test_gradients_through_compositions():
     vg.check_grads(lambda x: lax.broadcast_in_dim(x[0], (2, 4), (1,)) * 2.0, (X,), order=1)
     vg.check_grads(lambda x: lax.pad(x, 1.5, [(1, 0, 1), (0, 2, 0)]), (X,), order=1)
     vg.check_grads(lambda x: lax.logistic(x) + lax.rsqrt(x * x + 1.0), (X,), order=2)
+
+
+def test_binary_ops_refuse_mixed_dtypes_as_jax_lax_does():
+    """lax's binary ops take one dtype (Python scalars at their default: int32, float32); vnp's
+    functions promote."""
+    with pytest.raises(vg.DTypeError, match="lax.add requires arguments to have the same "
+                                            "dtypes, got int32, float32"):
+        lax.add(1, 1.0)
+    with pytest.raises(vg.DTypeError, match="got float32, int32"):
+        lax.mul(np.float32(2.0), 3)
+    np.testing.assert_array_equal(lax.add(np.ones(2, np.float32), 1.0), [2.0, 2.0])
+    np.testing.assert_array_equal(lax.max(np.arange(3, dtype=np.int32), 1), [1, 1, 2])

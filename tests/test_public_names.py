@@ -24,3 +24,8 @@ def test_devices_and_strict_mode_error_are_exported():
     assert devs and devs[0].index == 0 and devs[0].name
     assert issubclass(vg.StrictModeError, vg.VkgradError)
     assert "devices" in vg.__all__ and "StrictModeError" in vg.__all__
+
+
+def test_make_jaxpr_is_jax_name_for_the_traced_program():
+    prog = vg.make_jaxpr(lambda x: vnp.sin(x) * 2.0)(np.ones(3, np.float32))
+    assert isinstance(prog, vg.Program) and "sin" in str(prog) and "make_jaxpr" in vg.__all__

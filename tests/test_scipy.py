@@ -170,3 +170,156 @@ def test_jitted_on_vulkan():
     want = f(x, p)
     for g, w in zip(got, want):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=2e-5, atol=2e-5)
+
+
+# --- jax.scipy's other names: gamma-family special functions, more distributions, signal,
+# integrate; against scipy (in the venv)
+
+scipy_special = pytest.importorskip("scipy.special") if ref_special is None else ref_special
+
+
+def test_gamma_family_against_scipy():
+    x = np.float64([-2.5, -1.5, -0.5, 0.0, 0.3, 1.0, 2.5, 7.0])
+    np.testing.assert_array_equal(sp.gammasgn(x), scipy_special.gammasgn(x))
+    assert np.isnan(sp.gammasgn(np.float32([-1.0, -2.0]))).all()
+    np.testing.assert_allclose(sp.gamma(x[x != 0]), scipy_special.gamma(x[x != 0]), rtol=1e-5)
+    np.testing.assert_allclose(sp.rgamma(np.float32([-2.0, 0.0, 0.5, 4.0])),
+                               scipy_special.rgamma([-2.0, 0.0, 0.5, 4.0]), rtol=1e-5, atol=1e-7)
+    a, b = np.float32([0.5, 2.0, 3.3, -0.5]), np.float32([1.5, 0.7, 4.0, 0.3])
+    np.testing.assert_allclose(sp.beta(a, b), scipy_special.beta(a, b), rtol=1e-5)
+    np.testing.assert_allclose(sp.betaln(a[:3], b[:3]), scipy_special.betaln(a[:3], b[:3]),
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(sp.multigammaln(np.float32(3.3), 3),
+                               scipy_special.multigammaln(3.3, 3), rtol=1e-5)
+
+
+def test_distributions_against_scipy():
+    stats = pytest.importorskip("scipy.stats")
+    x = np.float32([-0.5, 0.3, 1.2, 3.0])
+    y = np.float32([-0.1, 0.3, 0.7, 1.2])
+    k = np.float32([-1, 0, 2, 2.5, 7])
+    al = np.float32([1.5, 2.0, 3.0])
+    X = np.float32([[0.2, 0.5], [0.3, 0.1], [0.5, 0.4]])
+    for got, want in [
+            (vg.scipy.stats.t.logpdf(x, 3.5, 0.2, 1.5), stats.t.logpdf(x, 3.5, 0.2, 1.5)),
+            (vg.scipy.stats.t.pdf(x, 3.5), stats.t.pdf(x, 3.5)),
+            (vg.scipy.stats.gamma.logpdf(x, 2.5, 0.1, 1.5), stats.gamma.logpdf(x, 2.5, 0.1, 1.5)),
+            (vg.scipy.stats.chi2.pdf(x, 3.5), stats.chi2.pdf(x, 3.5)),
+            (vg.scipy.stats.beta.logpdf(y, 2.5, 1.3), stats.beta.logpdf(y, 2.5, 1.3)),
+            (vg.scipy.stats.poisson.logpmf(k, 3.3), stats.poisson.logpmf(k, 3.3)),
+            (vg.scipy.stats.poisson.pmf(k, 3.3), stats.poisson.pmf(k, 3.3)),
+            (vg.scipy.stats.dirichlet.logpdf(X, al), stats.dirichlet.logpdf(X, al))]:
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-6)
+    assert float(vg.scipy.stats.dirichlet.logpdf(np.float32([0.5, 0.6, 0.2]), al)) == -np.inf
+    with pytest.raises(vg.ShapeError, match="alpha must be 1-D and x's first axis as long"):
+        vg.scipy.stats.dirichlet.logpdf(X.T, al)
+    vg.test_util.check_grads(lambda x, df, s: vg.scipy.stats.t.logpdf(x, df, 0.1, s),
+                             (np.float64([0.3, -1.2]), np.float64([3.0, 5.5]),
+                              np.float64([1.5, 0.7])), order=2, rtol=1e-3, atol=1e-4)
+    vg.test_util.check_grads(lambda a: vg.scipy.stats.dirichlet.logpdf(X.astype(np.float64), a),
+                             (al.astype(np.float64),), order=1, rtol=1e-3, atol=1e-4)
+
+
+def test_signal_convolve_and_correlate_against_scipy():
+    signal = pytest.importorskip("scipy.signal")
+    rng = np.random.default_rng(1)
+    for sa, sb in [((5,), (3,)), ((4,), (6,)), ((5, 4), (3, 2)), ((2, 3), (4, 5)),
+                   ((3, 4, 2), (2, 2, 2))]:
+        a, b = rng.standard_normal(sa).astype(np.float32), rng.standard_normal(sb).astype(np.float32)
+        for mode in ("full", "same", "valid"):
+            for name in ("convolve", "correlate"):
+                want = getattr(signal, name)(a, b, mode=mode)
+                np.testing.assert_allclose(getattr(vg.scipy.signal, name)(a, b, mode=mode), want,
+                                           rtol=1e-5, atol=1e-5, err_msg=f"{name} {sa} {sb} {mode}")
+    with pytest.raises(vg.ShapeError, match="mode 'valid': one of in1 \\(2, 5\\) and in2"):
+        vg.scipy.signal.convolve(np.ones((2, 5)), np.ones((3, 3)), mode="valid")
+    vg.test_util.check_grads(lambda a, b: vg.scipy.signal.convolve(a, b, mode="same"),
+                             (rng.standard_normal((4, 3)), rng.standard_normal((2, 2))), order=2)
+
+
+def test_integrate_trapezoid_against_scipy():
+    integrate = pytest.importorskip("scipy.integrate")
+    y = np.random.default_rng(2).standard_normal((3, 5)).astype(np.float32)
+    x = np.sort(np.random.default_rng(3).standard_normal(5)).astype(np.float32)
+    np.testing.assert_allclose(vg.scipy.integrate.trapezoid(y, x), integrate.trapezoid(y, x),
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(vg.scipy.integrate.trapezoid(y, dx=0.5, axis=0),
+                               integrate.trapezoid(y, dx=0.5, axis=0), rtol=1e-5, atol=1e-6)
+
+
+def test_new_scipy_names_jitted_on_vulkan():
+    x = np.linspace(0.2, 3, 8).astype(np.float32)
+    img = np.linspace(-1, 1, 35).astype(np.float32).reshape(5, 7)
+
+    def f(x, img):
+        return (sp.gamma(x), sp.beta(x, x[::-1]), vg.scipy.stats.t.logpdf(x, 3.0),
+                vg.scipy.stats.beta.pdf(x / 4, 2.0, 3.0), vg.scipy.integrate.trapezoid(img),
+                vg.scipy.signal.convolve(img, img[:2, :3], mode="same"))
+
+    got = vg.jit(f, backend="vulkan")(x, img)
+    for g, w in zip(got, f(x, img)):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=2e-5, atol=2e-5)
+
+
+def test_cholesky_family_and_multivariate_normal_against_scipy():
+    linalg, stats = pytest.importorskip("scipy.linalg"), pytest.importorskip("scipy.stats")
+    rng = np.random.default_rng(4)
+    m = rng.standard_normal((4, 4))
+    a = (m @ m.T + 4 * np.eye(4)).astype(np.float32)
+    batch = rng.standard_normal((3, 4, 4))
+    batch = (batch @ np.swapaxes(batch, -1, -2) + 4 * np.eye(4)).astype(np.float32)
+    np.testing.assert_allclose(vnp.linalg.cholesky(a), np.linalg.cholesky(a), atol=1e-5)
+    np.testing.assert_allclose(vnp.linalg.cholesky(batch), np.linalg.cholesky(batch), atol=1e-5)
+    np.testing.assert_allclose(vg.scipy.linalg.cholesky(a), linalg.cholesky(a), atol=1e-5)
+    b = rng.standard_normal((4, 2)).astype(np.float32)
+    low = np.linalg.cholesky(a)
+    for lower, t, trans in [(True, low, 0), (True, low, 1), (False, low.T, 0), (False, low.T, "T")]:
+        np.testing.assert_allclose(vg.scipy.linalg.solve_triangular(t, b, trans=trans, lower=lower),
+                                   linalg.solve_triangular(t, b, trans=trans, lower=lower),
+                                   atol=1e-5)
+    np.testing.assert_allclose(vg.scipy.linalg.cho_solve(vg.scipy.linalg.cho_factor(a), b[:, 0]),
+                               np.linalg.solve(a, b[:, 0]), atol=1e-5)
+    x, mu = rng.standard_normal((5, 4)).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+    np.testing.assert_allclose(vg.scipy.stats.multivariate_normal.logpdf(x, mu, a),
+                               stats.multivariate_normal.logpdf(x, mu, a), rtol=1e-5)
+    np.testing.assert_allclose(vg.scipy.stats.multivariate_normal.pdf(x[0], mu, a),
+                               stats.multivariate_normal.pdf(x[0], mu, a), rtol=1e-5)
+    vg.test_util.check_grads(lambda m: vnp.linalg.cholesky(m @ m.T + 4 * vnp.eye(4)), (m,), order=2)
+    vg.test_util.check_grads(
+        lambda mean, c: vg.scipy.stats.multivariate_normal.logpdf(x.astype(np.float64), mean,
+                                                                  c @ c.T + vnp.eye(4)),
+        (mu.astype(np.float64), m), order=2)
+    with pytest.raises(vg.ShapeError, match="cholesky takes square matrices"):
+        vnp.linalg.cholesky(np.ones((2, 3)))
+    with pytest.raises(vg.ArgumentError, match="allow_singular=True is not supported"):
+        vg.scipy.stats.multivariate_normal.logpdf(x, mu, a, allow_singular=True)
+    got = vg.jit(lambda a, b: vg.scipy.linalg.cho_solve((vnp.linalg.cholesky(a), True), b),
+                 backend="vulkan")(a, b)
+    np.testing.assert_allclose(got, np.linalg.solve(a, b), atol=1e-4)
+
+
+def test_dirichlet_rvs_draws_input_data_with_numpy():
+    np.random.seed(5)
+    x = vg.scipy.stats.dirichlet.rvs(np.float32([1.5, 2.0, 3.0]), size=4)
+    assert isinstance(x, np.ndarray) and x.shape == (4, 3)
+    np.testing.assert_allclose(x.sum(1), 1.0, rtol=1e-12)
+    np.random.seed(5)
+    np.testing.assert_array_equal(x, np.random.dirichlet([1.5, 2.0, 3.0], 4))
+
+
+def test_zeta_polygamma_and_bessel_i_against_scipy():
+    x = np.linspace(0.1, 20, 60).astype(np.float32)
+    for n in (0, 1, 2, 3, 5):
+        np.testing.assert_allclose(sp.polygamma(n, x), scipy_special.polygamma(n, x), rtol=2e-6,
+                                   atol=1e-6)   # digamma: absolute error < 3e-6 (above)
+    np.testing.assert_allclose(sp.polygamma(np.float32([0, 1, 2]), np.float32(1.5)),
+                               scipy_special.polygamma([0, 1, 2], 1.5), rtol=2e-6, atol=1e-6)
+    for s in (1.5, 2.0, 7.0):
+        np.testing.assert_allclose(sp.zeta(np.float32(s), x), scipy_special.zeta(s, x), rtol=1e-6)
+    assert np.isnan(sp.zeta(np.float32(0.5), np.float32(1.0)))
+    z = np.concatenate([np.linspace(-20, 20, 81), [3.74, 3.75, 3.76]]).astype(np.float32)
+    for name in ("i0", "i0e", "i1", "i1e"):
+        np.testing.assert_allclose(getattr(sp, name)(z), getattr(scipy_special, name)(z),
+                                   rtol=5e-7, atol=1e-30, err_msg=name)
+    vg.test_util.check_grads(lambda x: sp.polygamma(1, x) + sp.i0(x) + sp.i1e(x),
+                             (np.float64([0.7, 2.0, 5.5]),), order=2, rtol=1e-3, atol=1e-4)

@@ -151,8 +151,8 @@ def test_resume_refuses_a_checkpoint_with_nonfinite_values(data, tmp_path):
     path = tmp_path / train_lm.CHECKPOINT
     meta = vg.load_metadata(path)
     state = vg.load(path)
-    name, leaf = next((k, v) for k, v in state["params"].items() if isinstance(v, np.ndarray))
-    leaf = leaf.copy()
+    name, leaf = next((k, v) for k, v in state["params"].items() if isinstance(v, vg.Array))
+    leaf = np.array(leaf)   # a vg.Array is immutable: change a numpy copy
     leaf.flat[:3] = [np.nan, np.inf, np.nan]
     state["params"][name] = leaf
     vg.save(path, state, metadata=meta)

@@ -1,10 +1,11 @@
 """What the transforms say about their arguments: a non-function where a function is expected,
-an integer input to grad."""
+an integer input to grad, arguments grad passes through."""
 
 import numpy as np
 import pytest
 
 import vkgrad as vg
+import vkgrad.numpy as vnp
 from vkgrad.errors import ArgumentError
 
 
@@ -22,3 +23,19 @@ def test_grad_of_an_integer_input_blames_the_input():
     with pytest.raises(vg.GradError, match="argument 0: it holds i32\\[\\] values \\(an integer "
                        "input\\)"):
         vg.grad(lambda x: x * 2)(3)
+
+
+def test_grad_passes_arguments_it_does_not_differentiate_through_as_they_are():
+    """JAX's grad traces only args[argnums]: a function or a string beside them is passed as
+    it is (JAX's custom-rules guide: `grad(app, 1)(lambda x: x ** 3, 3.)` with nondiff_argnums)."""
+    from functools import partial
+
+    @partial(vg.custom_vjp, nondiff_argnums=(0,))
+    def app(f, x):
+        return f(x)
+    app.defvjp(lambda f, x: (app(f, x), x), lambda f, x, g: (5 * g,))
+    assert float(vg.grad(app, 1)(lambda x: x ** 3, 3.0)) == 5.0
+    v, g = vg.value_and_grad(lambda f, x, name: f(x) * len(name), 1)(vnp.sin, 0.0, "abc")
+    assert float(v) == 0.0 and float(g) == 3.0
+    with pytest.raises(ArgumentError, match="argument 0 of .* has type function"):
+        vg.grad(lambda f: f(1.0))(vnp.sin)          # the differentiated one must be an array

@@ -11,12 +11,13 @@
     step = vg.jit(train_step)                # one Vulkan submission per call
 
 Transforms: grad, value_and_grad, vjp, jvp, vmap, make_ir, trace, check_grads, custom_vjp,
-custom_jvp, jacfwd, jacrev (= jacobian), hessian, checkpoint (= remat, with checkpoint_policies
+custom_jvp, jacfwd, jacrev (= jacobian), hessian, make_jaxpr (= make_ir), checkpoint (= remat, with checkpoint_policies
 and vg.ad_checkpoint.checkpoint_name) (docs/compiler.md, docs/vmap.md); optimizers
 with optax's contract: vg.optim (docs/optim.md); random numbers: vg.random (docs/random.md); jit, device_put, devices, profile, Array, block_until_ready,
 set_max_in_flight (docs/jit.md); runtime_stats (docs/long_runs.md); check_kernels, debug_nans: when a result looks wrong
 (docs/debugging.md); JAX's modules: vg.tree and vg.tree_util (pytrees), vg.lax (jax.lax's
-names), vg.scipy (special, stats.norm), vg.test_util (check_grads); vg.mp (= vg.mixed_precision:
+names), vg.scipy (special, stats, signal, linalg's Cholesky family, integrate), vg.test_util
+(check_grads, also in autograd's curried form); vg.mp (= vg.mixed_precision:
 jmp's policies and loss scales, float16 and bfloat16 training); vg.checkpoint / vg.remat (JAX's,
 vkgrad/ad_checkpoint.py); save, load, load_metadata: pytrees of arrays as safetensors files
 (vkgrad/serialization.py). Every result is a vg.Array (vkgrad/tracer/array.py); vg.config and
@@ -53,6 +54,7 @@ from vkgrad import mixed_precision  # noqa: E402  (vg.mixed_precision, also vg.m
 mp = mixed_precision
 
 jacobian = jacrev   # JAX's alias
+make_jaxpr = make_ir   # JAX's name: the program a function traces to, printable
 
 __version__ = "0.1.0"
 
@@ -73,7 +75,7 @@ __all__ = ["grad", "value_and_grad", "vjp", "jvp", "vmap", "make_ir", "trace", "
            "config", "enable_x64", "Array", "DeletedArrayError", "block_until_ready",
            "ShapeDtype", "Program", "Var", "Literal", "Eqn", "run_program", "numpy", "nn", "optim",
            "save", "load", "load_metadata", "random", "lax", "scipy", "test_util", "tree",
-           "tree_util", "jacobian", "mixed_precision", "mp", "checkpoint", "remat",
+           "tree_util", "jacobian", "make_jaxpr", "mixed_precision", "mp", "checkpoint", "remat",
            "checkpoint_policies", "ad_checkpoint",
            "VkgradError", "ArgumentError", "CheckpointError", "ConcretizationError", "DTypeError",
            "GradError", "GradientCheckError", "IntegerOverflowError", "IRError",

@@ -24,7 +24,7 @@ import vkgrad.numpy as vnp
 from vkgrad import primitives as P
 from vkgrad.control_flow import (associative_scan, cond, fori_loop, map, scan,  # noqa: F401,A004
                                  switch, while_loop)
-from vkgrad.errors import ArgumentError, ShapeError
+from vkgrad.errors import ArgumentError, DTypeError, ShapeError
 from vkgrad.primitives.convolution import check_conv, dilate
 from vkgrad.scipy.special import digamma, erf, erfc, erfinv, expit, gammaln
 from vkgrad.tracer.core import user_source
@@ -66,6 +66,31 @@ _BINARY = {
     "le": vnp.less_equal, "gt": vnp.greater, "ge": vnp.greater_equal,
 }
 
+
+
+def _lax_dtype(x):
+    """x's dtype as lax sees it: a Python scalar's default one (bool, int32, float32)."""
+    if isinstance(x, (bool, int, float)):
+        return np.dtype(bool if isinstance(x, bool) else np.int32 if isinstance(x, int)
+                        else np.float32)
+    return np.dtype(vnp.result_type(x))
+
+
+def _same_dtypes(name, fn):
+    """fn, refusing operands of different dtypes as JAX's lax does (vnp's functions promote)."""
+    def op(x, y):
+        dx, dy = _lax_dtype(x), _lax_dtype(y)
+        if dx != dy:
+            raise DTypeError(f"lax.{name} requires arguments to have the same dtypes, got "
+                             f"{dx}, {dy} (vnp.{fn.__name__} promotes them; or convert one "
+                             "with .astype)", source=user_source())
+        return fn(x, y)
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = f"JAX's lax.{name}: {fn.__name__} of two operands of one dtype."
+    return op
+
+
+_BINARY = {name: _same_dtypes(name, fn) for name, fn in _BINARY.items()}
 globals().update(_UNARY)
 globals().update(_BINARY)
 

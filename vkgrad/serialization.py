@@ -2,7 +2,7 @@
 
     vg.save("ckpt.safetensors", {"params": params, "opt_state": opt_state},
             metadata={"step": "100"})
-    tree = vg.load("ckpt.safetensors")                  # numpy arrays, the saved structure
+    tree = vg.load("ckpt.safetensors")                  # vg.Arrays, the saved structure
     tree = vg.load("ckpt.safetensors", like=template)   # checked against template's structure
     vg.load_metadata("ckpt.safetensors")                 # {"step": "100"}, without the data
 
@@ -57,7 +57,8 @@ import numpy as np
 from vkgrad.dtypes import bfloat16
 from vkgrad.errors import ArgumentError, CheckpointError
 from vkgrad.tracer.core import user_source
-from vkgrad.tracer.pytree import TreeDef, tree_flatten, tree_unflatten
+from vkgrad.numpy.dtypes import asarray
+from vkgrad.tracer.pytree import TreeDef, tree_flatten, tree_map, tree_unflatten
 
 __all__ = ["save", "load", "load_metadata"]
 
@@ -246,7 +247,8 @@ def _host(leaf, name: str) -> np.ndarray:
 # ----------------------------------------------------------------------------------- reading
 
 def load(path, like=None):
-    """The pytree saved at `path`, as numpy arrays. With `like` (a pytree whose leaves have
+    """The pytree saved at `path`, its leaves host-backed vg.Arrays (as every vkgrad result;
+    by the dtype policy: int64 data is int32, float64 float32 unless x64 is on). With `like` (a pytree whose leaves have
     .shape and .dtype, e.g. freshly initialised params), the file must hold exactly like's
     names, shapes and dtypes, and the result has like's structure; a mismatch is a
     CheckpointError listing the differences."""
@@ -256,9 +258,9 @@ def load(path, like=None):
     _verify(path, header, data, meta)
     arrays = {name: _tensor(path, name, info, data) for name, info in header.items()}
     if like is not None:
-        return _like(path, arrays, like)
+        return tree_map(asarray, _like(path, arrays, like))
     if TREE_KEY not in meta:
-        return arrays
+        return {name: asarray(a) for name, a in arrays.items()}
     try:
         structure = json.loads(meta[TREE_KEY])
         used: set = set()
@@ -269,7 +271,7 @@ def load(path, like=None):
     if used != set(arrays):
         raise CheckpointError(f"{path}: the tree structure in its metadata does not name every "
                               f"tensor (e.g. {sorted(set(arrays) - used)[:3]})")
-    return tree
+    return tree_map(asarray, tree)
 
 
 def load_metadata(path) -> dict:

@@ -1,6 +1,7 @@
 """vg.jit: a traced program compiled to Vulkan kernels, run as ONE submission per call.
 
-    step = vg.jit(fun, static_argnums=(), donate_argnums=(), backend=None, disable_passes=None)
+    step = vg.jit(fun, static_argnums=(), static_argnames=(), donate_argnums=(), backend=None,
+                  disable_passes=None)
     out = step(*args)                      # pytree of vg.Array, resident on the device
     step.lower(*args).as_text(stage="plan")
 
@@ -55,16 +56,42 @@ live: "weakref.WeakSet[Jitted]" = weakref.WeakSet()   # for vg.runtime_stats
 MAX_GUARDS = 4
 
 
-def jit(fun=None, *, static_argnums=(), donate_argnums=(), backend=None, disable_passes=None):
-    """Compile `fun` for the default (or given) backend; see the module docstring."""
+def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), backend=None,
+        disable_passes=None):
+    """Compile `fun` for the default (or given) backend; see the module docstring.
+    static_argnames: parameter names made static, as JAX's (their positions join
+    static_argnums)."""
     if fun is None:
         return functools.partial(jit, static_argnums=static_argnums,
-                                 donate_argnums=donate_argnums, backend=backend,
-                                 disable_passes=disable_passes)
+                                 static_argnames=static_argnames, donate_argnums=donate_argnums,
+                                 backend=backend, disable_passes=disable_passes)
     if not callable(fun):
         raise ArgumentError(f"vg.jit expects a function, got {type(fun).__name__} {fun!r:.60}",
                             source=core.user_source())
+    if static_argnames:
+        static_argnums = _with_named(fun, static_argnums, static_argnames)
     return Jitted(fun, static_argnums, donate_argnums, backend, disable_passes)
+
+
+def _with_named(fun, static_argnums, static_argnames) -> tuple:
+    """static_argnums with the positions of the parameters static_argnames names (each a
+    parameter that can be passed by position)."""
+    names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
+    try:
+        params = list(inspect.signature(fun).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    where = {p.name: i for i, p in enumerate(params)
+             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.POSITIONAL_ONLY)}
+    missing = [n for n in names if n not in where]
+    if missing:
+        raise ArgumentError(f"static_argnames={static_argnames!r}: {fun_name(fun)} has no "
+                            f"parameter {missing[0]!r} that can be passed by position "
+                            f"(its parameters: {', '.join(p.name for p in params) or 'unknown'})",
+                            source=core.user_source())
+    nums = tuple(static_argnums) if isinstance(static_argnums, (tuple, list)) else \
+        (static_argnums,)
+    return nums + tuple(where[n] for n in names if where[n] not in nums)
 
 
 @dataclass(frozen=True)

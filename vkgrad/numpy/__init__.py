@@ -13,9 +13,9 @@ Semantics follow numpy, with these choices:
   on integers compute in f32;
 * negative indices count from the end, traced ones too; traced indices out of range clamp
   into it, as in JAX (a GPU kernel cannot raise), concrete ones raise;
-* indexing supports ints, slices (negative bounds and steps), None, Ellipsis and ONE integer
-  array index without int indices beside it (numpy's mixed advanced-indexing rules move axes;
-  use vnp.take for those); boolean masks give data-dependent shapes: use vnp.where.
+* indexing supports ints, slices (negative bounds and steps), None, Ellipsis and integer
+  arrays, mixed as numpy's advanced indexing (x[3, 2:, [1, 3]]: the indexed axes stay in place
+  when adjacent, else lead); boolean masks give data-dependent shapes: use vnp.where.
 * softmax, log_softmax and logsumexp live here too (jax.nn / scipy.special names), and
   stop_gradient;
 * arrays are immutable: `out=` and `x[i] = v` are refused; `x.at[i].set(v)` (or `vnp.at(x)`)

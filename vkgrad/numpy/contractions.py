@@ -16,13 +16,14 @@ from vkgrad.ir.core import is_float
 from vkgrad.numpy.dtypes import asarray, astype, no_out, promote, promoted_dtype
 from vkgrad.numpy.linalg import diagonal
 from vkgrad.numpy.reductions import sum
-from vkgrad.numpy.shapes import broadcast_to, flip, ravel, reshape, transpose
-from vkgrad.numpy.ufuncs import multiply
+from vkgrad.numpy.shapes import (broadcast_arrays, broadcast_to, flip, moveaxis, ravel,
+                                 reshape, stack, transpose)
+from vkgrad.numpy.ufuncs import multiply, subtract
 from vkgrad.numpy.util import is_int, normalize_axes, type_string
 from vkgrad.tracer.core import user_source
 
 __all__ = ["matmul", "tensordot", "dot", "vdot", "inner", "outer", "einsum", "convolve",
-           "correlate"]
+           "correlate", "kron", "cross"]
 
 
 def matmul(a, b):
@@ -148,9 +149,8 @@ def einsum(subscripts, *operands, out=None, optimize=None, dtype=None, precision
     implicit output when there is no '->'). Lowered to diagonals and sums per operand, then one
     transpose + matmul per pair of operands, left to right; `vg.make_ir` shows the result."""
     no_out(out)
-    if not isinstance(subscripts, str):
-        raise ArgumentError("einsum takes its subscripts as a string ('ij,jk->ik'); the "
-                            "interleaved form is not supported", source=user_source())
+    if not isinstance(subscripts, str):   # the interleaved form: op, sublist, op, sublist, ...
+        subscripts, operands = _einsum_interleaved((subscripts,) + operands)
     ops = [asarray(o) for o in operands]
     if dtype is not None:
         ops = [astype(o, dtype) for o in ops]
@@ -168,6 +168,24 @@ def einsum(subscripts, *operands, out=None, optimize=None, dtype=None, precision
         a = sum(a, tuple(lone))
         ta = "".join(c for j, c in enumerate(ta) if j not in lone)
     return transpose(a, [ta.index(c) for c in out_t]) if ta != out_t else asarray(a)
+
+
+def _einsum_interleaved(args):
+    """numpy's einsum(a, [0, 1], b, [1, 2], [0, 2]) as ('ab,bc->ac', (a, b)): sublists of ints
+    (0-51, each a letter) and Ellipsis, the output's optional."""
+    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+    def term(sub):
+        try:
+            return "".join("..." if k is Ellipsis else letters[int(k)] for k in sub)
+        except (TypeError, ValueError, IndexError):
+            raise ArgumentError(f"einsum: the sublist {sub!r} must hold ints in 0..51 and "
+                                "Ellipsis", source=user_source()) from None
+    out = term(args[-1]) if len(args) % 2 else None   # an odd count ends with the output's
+    pairs = args[:-1] if len(args) % 2 else args
+    ops = pairs[0::2]
+    spec = ",".join(term(sub) for sub in pairs[1::2])
+    return (spec if out is None else spec + "->" + out), ops
 
 
 def _einsum_terms(subscripts, ops):
@@ -202,14 +220,14 @@ def _einsum_terms(subscripts, ops):
 
 
 def _einsum_sizes(terms, ops) -> dict:
-    """Each index letter's size (1 broadcasts against any size)."""
+    """Each index letter's size (1 broadcasts against any size, 0 included)."""
     sizes: dict = {}
     for t, o in zip(terms, ops):
         for c, d in zip(t, o.shape):
             if sizes.get(c, 1) not in (1, d) and d != 1:
                 raise ShapeError(f"einsum: index {c!r} has sizes {sizes[c]} and {d}",
                                  source=user_source())
-            sizes[c] = builtins.max(sizes.get(c, 1), d)
+            sizes[c] = d if d != 1 else sizes.get(c, 1)   # 0 too: a size-0 axis stays 0
     return sizes
 
 
@@ -292,3 +310,39 @@ def convolve(a, v, mode="full"):
 def correlate(a, v, mode="valid"):
     """numpy's cross-correlation of two 1-D arrays (modes valid, same, full)."""
     return _conv1d(a, v, mode, "correlate")
+
+
+def kron(a, b):
+    """The Kronecker product: blocks a[i, j] * b, the shorter operand's shape padded with
+    leading 1s (an outer product, interleaved and reshaped)."""
+    a, b = asarray(a), asarray(b)
+    nd = builtins.max(a.ndim, b.ndim)
+    sa = (1,) * (nd - a.ndim) + tuple(a.shape)
+    sb = (1,) * (nd - b.ndim) + tuple(b.shape)
+    a2 = reshape(a, tuple(d for k in sa for d in (k, 1)))
+    b2 = reshape(b, tuple(d for k in sb for d in (1, k)))
+    return reshape(multiply(a2, b2), tuple(p * q for p, q in zip(sa, sb)))
+
+
+def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    """numpy's cross product of 3-vectors (or 2-vectors: the z component) along axisa / axisb,
+    the result's vectors along axisc; `axis` sets all three."""
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    a, b = asarray(a), asarray(b)
+    a = moveaxis(a, normalize_axes(axisa, a.ndim)[0], -1)
+    b = moveaxis(b, normalize_axes(axisb, b.ndim)[0], -1)
+    n, m = a.shape[-1], b.shape[-1]
+    if n not in (2, 3) or m not in (2, 3):
+        raise ShapeError(f"cross: the vectors have {n} and {m} components; cross takes 2 or 3",
+                         source=user_source())
+    ca = [a[..., k] for k in range(n)] + ([0.0] if n == 2 else [])
+    cb = [b[..., k] for k in range(m)] + ([0.0] if m == 2 else [])
+    z = subtract(multiply(ca[0], cb[1]), multiply(ca[1], cb[0]))
+    if n == 2 and m == 2:
+        return z
+    x = subtract(multiply(ca[1], cb[2]), multiply(ca[2], cb[1]))
+    y = subtract(multiply(ca[2], cb[0]), multiply(ca[0], cb[2]))
+    x, y, z = broadcast_arrays(x, y, z)
+    r = stack([x, y, z], -1)
+    return moveaxis(r, -1, normalize_axes(axisc, r.ndim)[0])

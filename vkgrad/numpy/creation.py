@@ -100,7 +100,9 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     num = int(num)
     div = (num - 1) if endpoint else num
     if not isinstance(start, ArrayOps) and not isinstance(stop, ArrayOps):
-        dt = dtype_name(dtype) if dtype is not None else "f32"
+        # the ends' float dtype: float32, or float64 for float64 data with x64 on (JAX's)
+        dt = (dtype_name(dtype) if dtype is not None
+              else promoted_dtype(as_float(asarray(start)), as_float(asarray(stop))))
         r, step = _np.linspace(start, stop, num, endpoint=endpoint, retstep=True, axis=axis)
         r = asarray(r.astype(np_dtype(dt)))
         return (r, step) if retstep else r

@@ -1,8 +1,10 @@
 """Indexing: x[key] (getitem), vnp.take, and JAX's functional updates x.at[idx].set(v).
 
-x[key] takes ints, slices (negative bounds and steps), None, Ellipsis and ONE integer array
-index without int indices beside it (numpy's mixed advanced-indexing rules move axes; vnp.take
-does those). Negative indices count from the end, traced ones too (a select at this layer);
+x[key] takes ints, slices (negative bounds and steps), None, Ellipsis and integer arrays: one
+array alone is one gather along its axis; several, or one with ints beside it, are numpy's
+advanced indexing (the indices broadcast together; their axes stay in place when adjacent in
+the key, else lead), one gather of flat positions. Negative indices count from the end, traced
+ones too (a select at this layer);
 traced indices out of range clamp into it, as in JAX (a GPU kernel cannot raise), concrete ones
 raise.
 
@@ -64,9 +66,9 @@ def index_array(indices, n, axis):
 
 
 def getitem(x, key):
-    """x[key] for ints, slices, None, Ellipsis and one integer-array index (module docstring):
-    one strided slice, a gather per negative-step slice and one for the array index, then a
-    reshape for the dropped and the new axes. A concrete boolean mask of a concrete array
+    """x[key] for ints, slices, None, Ellipsis and integer arrays (module docstring): numpy's
+    advanced indexing by _advanced_getitem, else one strided slice, a gather per negative-step
+    slice and one for the array index, then a reshape for the dropped and the new axes. A concrete boolean mask of a concrete array
     selects as numpy's does (outside a trace the shape is known, as in JAX)."""
     x = asarray(x)
     if isinstance(x, Array) and x._owned is None and _basic(key):   # host data: numpy's view
@@ -78,7 +80,10 @@ def getitem(x, key):
         return host_array(_np.asarray(x)[tuple(_np.asarray(k) if isinstance(k, ArrayOps) else k
                                                for k in key) if isinstance(key, tuple) else
                                          _np.asarray(key)])
-    start, limit, step, reverse, array_at, out_shape = _index_plan(x, _key_entries(x, key))
+    entries = _key_entries(x, key)
+    if _is_advanced(entries):
+        return _advanced_getitem(x, entries)
+    start, limit, step, reverse, array_at, out_shape = _index_plan(x, entries)
     y = x
     if (tuple(start), tuple(limit), tuple(step)) != ((0,) * x.ndim, tuple(x.shape),
                                                      (1,) * x.ndim):
@@ -132,12 +137,41 @@ def _key_entries(x, key) -> list:
         entries = entries[:i] + fill + entries[i + 1:]
     else:
         entries = entries + fill
-    arrays = [k for k in entries if isinstance(k, tuple)]
-    if len(arrays) > 1 or (arrays and builtins.any(is_int(k) for k in entries)):
-        raise VkgradIndexError("vkgrad supports one integer-array index, without int indices "
-                               "beside it (numpy's mixed advanced indexing reorders axes); use "
-                               "vnp.take", source=user_source())
     return entries
+
+
+def _is_advanced(entries) -> bool:
+    """Several integer arrays, or one with ints beside it: numpy's advanced indexing, where
+    the ints are index arrays too and the indexed axes may move to the front."""
+    arrays = builtins.sum(1 for k in entries if isinstance(k, tuple))
+    return arrays > 1 or (arrays == 1 and builtins.any(is_int(k) for k in entries))
+
+
+def _advanced_getitem(x, entries):
+    """x[key] with numpy's advanced indexing: the slices and new axes first (every indexed axis
+    kept whole), then the indexed axes moved to the front and flattened, and ONE gather of the
+    flat positions the broadcast indices select. The gathered axes stay where the indices were
+    when they are adjacent in the key, else they lead (numpy's rule)."""
+    y = getitem(x, tuple(slice(None) if k is not None and not isinstance(k, slice) else k
+                         for k in entries))
+    at = [j for j, k in enumerate(entries) if k is not None and not isinstance(k, slice)]
+    dims = [builtins.sum(1 for k in entries[:j] if k is not None) for j in at]   # x's axes
+    idx = [index_array(entries[j][1] if isinstance(entries[j], tuple) else entries[j],
+                       y.shape[j], d) for j, d in zip(at, dims)]
+    shape = _np.broadcast_shapes(*(tuple(_np.shape(i)) for i in idx))
+    flat = 0
+    for i, j in zip(idx, at):   # row-major positions in the indexed axes
+        flat = add(multiply(flat, y.shape[j]), i)
+    flat = P.broadcast_to(asarray(flat), shape) if tuple(_np.shape(flat)) != shape else flat
+    rest = [j for j in range(y.ndim) if j not in at]
+    y = P.transpose(y, at + rest) if at + rest != list(range(y.ndim)) else y
+    y = P.reshape(y, (math.prod(y.shape[:len(at)]),) + tuple(y.shape[len(at):]))
+    r = P.take(y, astype(asarray(flat), "i32"), 0)
+    if at != list(range(at[0], at[0] + len(at))) or at[0] == 0:
+        return r   # not adjacent (or already first): the indexed axes lead
+    nb = len(shape)
+    return P.transpose(r, list(range(nb, nb + at[0])) + list(range(nb))
+                       + list(range(nb + at[0], r.ndim)))
 
 
 def _index_plan(x, entries):

@@ -1,5 +1,8 @@
-"""Diagonals, trace, and vnp.linalg (norm: what vkgrad has of numpy.linalg; decompositions are
-not supported)."""
+"""Diagonals, trace, and vnp.linalg: norm, and the Cholesky factorization with triangular solves
+(what vkgrad has of numpy.linalg; the other decompositions are not supported). The
+factorization and the solves are unrolled compositions, one column or row per step (n steps of
+elementwise products and sums, differentiable as any composition): sized for small matrices
+(covariances, the n of a Gaussian), not for a fast n = 4096 kernel."""
 
 from __future__ import annotations
 
@@ -12,8 +15,9 @@ from vkgrad.errors import ArgumentError, ShapeError
 from vkgrad.numpy.creation import zeros
 from vkgrad.numpy.dtypes import as_float, asarray, astype, dtype_of, no_out
 from vkgrad.numpy.reductions import max, min, sum
-from vkgrad.numpy.shapes import reshape, squeeze, transpose
-from vkgrad.numpy.ufuncs import abs, multiply, not_equal, power, sqrt, where
+from vkgrad.numpy.shapes import expand_dims, reshape, squeeze, stack, swapaxes, transpose
+from vkgrad.numpy.ufuncs import (abs, divide, greater_equal, multiply, not_equal, power, sqrt,
+                                 subtract, where)
 from vkgrad.numpy.util import is_int, normalize_axes, type_string
 from vkgrad.tracer.core import user_source
 
@@ -62,7 +66,14 @@ def diag(v, k=0):
 
 
 class _Linalg:
-    """vnp.linalg: norm (what vkgrad has of numpy.linalg; decompositions are not supported)."""
+    """vnp.linalg: norm and cholesky (what vkgrad has of numpy.linalg; the other
+    decompositions are not supported)."""
+
+    @staticmethod
+    def cholesky(a):
+        """numpy's cholesky: the lower-triangular L with L @ L^T = a, for a (..., n, n)
+        symmetric positive definite (nan where a is not, as JAX's; numpy raises)."""
+        return cholesky_lower(a)
 
     @staticmethod
     def norm(x, ord=None, axis=None, keepdims=False):
@@ -120,3 +131,52 @@ def _matrix_norm(x, ord, ax, keepdims):
 
 
 linalg = _Linalg()
+
+
+def _square(a, name):
+    a = as_float(a)
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise ShapeError(f"{name} takes square matrices (..., n, n), got {type_string(a)}",
+                         source=user_source())
+    return a
+
+
+def cholesky_lower(a):
+    """L, lower triangular, with L L^T = a: column j is (a[:, j] - L[:, :j] L[j, :j]) / L[j, j]
+    below the diagonal, L[j, j] = sqrt(a[j, j] - |L[j, :j]|^2)."""
+    a = _square(a, "cholesky")
+    n = a.shape[-1]
+    below = [greater_equal(P.iota((n,), 0, "i32"), j) for j in range(n)]
+    cols = []
+    for j in range(n):
+        col = a[..., :, j]
+        if cols:
+            prev = stack(cols, -1)                               # (..., n, j)
+            col = subtract(col, sum(multiply(prev, expand_dims(prev[..., j, :], -2)), -1))
+        d = sqrt(col[..., j])
+        cols.append(where(below[j], divide(col, expand_dims(d, -1)), 0.0))
+    return stack(cols, -1)
+
+
+def solve_triangular(a, b, lower, unit_diagonal=False):
+    """x with a x = b, a (..., n, n) triangular (its other half is not read), b (..., n) or
+    (..., n, k): substitution row by row, from the top (lower) or the bottom."""
+    a = _square(a, "solve_triangular")
+    b = as_float(b)
+    vec = b.ndim == a.ndim - 1
+    b = expand_dims(b, -1) if vec else b
+    n = a.shape[-1]
+    if b.shape[-2] != n:
+        raise ShapeError(f"solve_triangular: b {type_string(b)} has {b.shape[-2]} rows for a "
+                         f"{n}x{n} matrix", source=user_source())
+    rows: dict = {}
+    for i in (range(n) if lower else range(n - 1, -1, -1)):
+        r = b[..., i, :]
+        done = sorted(rows)
+        if done:   # minus the row of a times the rows of x found so far
+            xs = stack([rows[k] for k in done], -2)               # (..., m, k)
+            coef = a[..., i, done[0]:done[-1] + 1]                 # (..., m)
+            r = subtract(r, sum(multiply(expand_dims(coef, -1), xs), -2))
+        rows[i] = r if unit_diagonal else divide(r, expand_dims(a[..., i, i], -1))
+    x = stack([rows[i] for i in range(n)], -2)
+    return x[..., 0] if vec else x

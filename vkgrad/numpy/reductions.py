@@ -132,7 +132,7 @@ _SCANS = {   # name: (combine, unit, docstring)
 __all__ = (define_wrappers(globals(), _ARG_EXTREMES, _arg_extreme_of)
            + define_wrappers(globals(), _SCANS, _scan_of)
            + ["sum", "mean", "var", "std", "max", "min", "amax", "amin", "any", "all",
-              "count_nonzero", "prod", "diff", "nansum", "nanmean", "nanmax", "nanmin",
+              "count_nonzero", "prod", "diff", "gradient", "nansum", "nanmean", "nanmax", "nanmin",
               "average", "logsumexp", "allclose", "array_equal"])
 
 
@@ -337,3 +337,50 @@ def array_equal(a1, a2) -> bool:
         raise concretization_error(r, "vnp.array_equal (it returns a Python bool)",
                                    "use vnp.all(a == b), which stays an array")
     return builtins.bool(r)
+
+
+def gradient(f, *varargs, axis=None, edge_order=1):
+    """numpy's gradient: central differences inside, one-sided ones (first or second order,
+    `edge_order`) at the ends, along each axis; a list of arrays for several axes. Spacings:
+    none (1), one scalar for every axis, or one scalar per axis (coordinate arrays are not
+    supported)."""
+    f = as_float(f)
+    axes = tuple(range(f.ndim)) if axis is None else (axis if isinstance(axis, tuple)
+                                                      else (axis,))
+    axes = tuple(normalize_axes(a, f.ndim)[0] for a in axes)
+    if edge_order not in (1, 2):
+        raise ShapeError(f"gradient: edge_order is 1 or 2, not {edge_order}",
+                         source=user_source())
+    if len(varargs) not in (0, 1, len(axes)) or builtins.any(_np.ndim(h) for h in varargs):
+        raise ShapeError("gradient takes no spacing, one scalar spacing, or one scalar per "
+                         f"axis ({len(axes)} here); coordinate arrays are not supported",
+                         source=user_source())
+    hs = [1.0] * len(axes) if not varargs else [float(h) for h in varargs] * (
+        len(axes) if len(varargs) == 1 else 1)
+    out = [_gradient_along(f, ax, h, edge_order) for ax, h in zip(axes, hs)]
+    return out[0] if len(out) == 1 else out
+
+
+def _gradient_along(f, ax, h, edge_order):
+    n = f.shape[ax]
+    if n < edge_order + 1:
+        raise ShapeError(f"gradient: axis {ax} has {n} points; edge_order {edge_order} needs at "
+                         f"least {edge_order + 1}", source=user_source())
+
+    def part(sl):
+        key = [slice(None)] * f.ndim
+        key[ax] = sl
+        return getitem(f, tuple(key))
+
+    def at(k):   # the k-th slice along ax, keeping the axis
+        return part(slice(k, k + 1 or None))
+
+    inner = divide(subtract(part(slice(2, None)), part(slice(None, -2))), 2.0 * h)
+    if edge_order == 1:
+        first = divide(subtract(at(1), at(0)), h)
+        last = divide(subtract(at(-1), at(-2)), h)
+    else:   # second-order one-sided: (-3 f0 + 4 f1 - f2) / 2h and its mirror
+        first = divide(add(add(multiply(at(0), -3.0), multiply(at(1), 4.0)),
+                           multiply(at(2), -1.0)), 2.0 * h)
+        last = divide(add(add(multiply(at(-1), 3.0), multiply(at(-2), -4.0)), at(-3)), 2.0 * h)
+    return concatenate([first, inner, last], ax)

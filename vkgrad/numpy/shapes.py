@@ -10,7 +10,7 @@ import math
 import numpy as _np
 
 from vkgrad import primitives as P
-from vkgrad.errors import ArgumentError, ShapeError
+from vkgrad.errors import ArgumentError, ShapeError, VkgradIndexError
 from vkgrad.numpy.dtypes import asarray, astype, dtype_of, promote, promoted_dtype
 from vkgrad.numpy.indexing import getitem
 from vkgrad.numpy.ufuncs import greater_equal, less, logical_and, where
@@ -71,6 +71,18 @@ def moveaxis(a, source, destination):
     perm = [i for i in range(a.ndim) if i != s]
     perm.insert(d, s)
     return P.transpose(a, perm)
+
+
+def rollaxis(a, axis, start=0):
+    """numpy's rollaxis: axis moved to sit before position `start` (moveaxis is clearer)."""
+    a = asarray(a)
+    ax = normalize_axes(axis, a.ndim)[0]
+    if not -a.ndim <= start <= a.ndim:
+        raise VkgradIndexError(f"rollaxis: start {start} is out of bounds for an array of "
+                               f"dimension {a.ndim}", source=user_source())
+    start = start + a.ndim if start < 0 else start
+    start = start - 1 if ax < start else start
+    return moveaxis(a, ax, start)
 
 
 def broadcast_to(a, shape):
@@ -181,6 +193,7 @@ __all__ = (define_wrappers(globals(), _AT_LEAST, _at_least)
            + define_wrappers(globals(), _FLIPS, _flip_along)
            + define_wrappers(globals(), _SPLITS, _split_along)
            + ["shape", "ndim", "size", "reshape", "ravel", "transpose", "swapaxes", "moveaxis",
+              "rollaxis",
               "broadcast_to", "expand_dims", "squeeze", "concatenate", "stack", "hstack",
               "row_stack", "column_stack", "append", "broadcast_arrays", "broadcast_shapes",
               "flip", "rot90", "roll", "repeat", "tile", "array_split", "split", "hsplit",

@@ -21,7 +21,7 @@ from vkgrad.numpy.util import normalize_axes, type_string
 from vkgrad.tracer.core import ArrayOps, user_source
 
 __all__ = ["argsort", "sort", "take_along_axis", "quantile", "percentile", "median",
-           "argwhere", "flatnonzero"]
+           "argwhere", "flatnonzero", "partition", "argpartition"]
 
 
 def _along_last(fn, a, axis):
@@ -138,3 +138,27 @@ def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
 
 def argwhere(a): return _np.stack(nonzero(a), axis=-1)
 def flatnonzero(a): return nonzero(ravel(a))[0]
+
+
+def _kth_in_range(a, kth, axis, name):
+    n = a.shape[axis] if a.ndim else 1
+    for k in _np.atleast_1d(kth):
+        if not -n <= int(k) < n:
+            raise ArgumentError(f"{name}: kth {int(k)} is out of bounds for an axis of length "
+                                f"{n}", source=user_source())
+
+
+def partition(a, kth, axis=-1):
+    """numpy's partition: the kth element in its sorted place, smaller ones before it and
+    larger after. A full sort is such an order, and the one computed (numpy leaves each side's
+    order unspecified)."""
+    a = asarray(a)
+    _kth_in_range(a, kth, axis, "partition")
+    return sort(a, axis)
+
+
+def argpartition(a, kth, axis=-1):
+    """The indices partition(a, kth, axis) takes: argsort's (see partition)."""
+    a = asarray(a)
+    _kth_in_range(a, kth, axis, "argpartition")
+    return argsort(a, axis)

@@ -101,6 +101,7 @@ _UNARY = {   # name: (primitive, computes in float, docstring); bools compute in
     "floor": (P.floor, True, "The largest integer <= x, elementwise."),
     "ceil": (P.ceil, True, "The smallest integer >= x, elementwise."),
     "rint": (P.round_even, True, "x rounded to the nearest integer (halves to even)."),
+    "fabs": (P.absolute, True, "|x| in float, elementwise (numpy's fabs)."),
 }
 
 __all__ = (define_wrappers(globals(), _BINARY, _binary_ufunc)
@@ -111,7 +112,8 @@ __all__ = (define_wrappers(globals(), _BINARY, _binary_ufunc)
               "trunc", "fix", "round", "around", "exp2", "degrees", "radians", "expm1",
               "logaddexp", "logaddexp2", "hypot", "sinc", "floor_divide", "remainder", "mod",
               "fmod", "divmod", "isnan", "isinf", "isfinite", "isposinf", "isneginf",
-              "nan_to_num", "isclose"])
+              "nan_to_num", "isclose", "select", "fmax", "fmin", "real", "imag", "conj", "conjugate",
+              "angle", "isreal", "iscomplex", "isrealobj", "iscomplexobj"])
 
 true_divide, absolute = divide, abs   # the tables above define divide and abs
 
@@ -327,3 +329,53 @@ def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     near = less_equal(abs(subtract(a, b)), add(atol, multiply(rtol, abs(b))))
     r = logical_or(logical_and(finite, near), equal(a, b))
     return logical_or(r, logical_and(isnan(a), isnan(b))) if equal_nan else r
+
+
+def fmax(x, y):
+    """The larger of x and y, elementwise, ignoring a NaN (NaN only where both are)."""
+    x, y = operands(x, y)
+    return where(isnan(y), x, where(isnan(x), y, maximum(x, y)))
+
+
+def fmin(x, y):
+    """The smaller of x and y, elementwise, ignoring a NaN (NaN only where both are)."""
+    x, y = operands(x, y)
+    return where(isnan(y), x, where(isnan(x), y, minimum(x, y)))
+
+
+# vkgrad has no complex dtype (docs/numpy.md, "What it refuses"): every array is real, so these
+# are numpy's (and JAX's) values for real arrays, and a complex input is refused by asarray.
+def _zeros_float(x):
+    x = as_float(x)
+    return P.broadcast_to(_np.zeros((), np_dtype(dtype_of(x))), tuple(x.shape))
+
+
+def real(val): return asarray(val)
+def imag(val): return _zeros_float(val)
+def conj(x): return asarray(x)
+
+
+conjugate = conj
+
+
+def angle(z, deg=False):
+    """The angle of a real number: pi for negatives, 0 otherwise (180 and 0 with deg)."""
+    return where(less(z, 0), 180.0 if deg else math.pi, _zeros_float(z))
+
+
+def isreal(x): return logical_not(_false_like(asarray(x)))
+def iscomplex(x): return _false_like(asarray(x))
+def iscomplexobj(x): return bool(_np.iscomplexobj(x))
+def isrealobj(x): return not _np.iscomplexobj(x)
+
+
+def select(condlist, choicelist, default=0):
+    """numpy's select: for each element, the choice of the first condition that holds (default
+    where none does)."""
+    if len(condlist) != len(choicelist):
+        raise ArgumentError(f"select: condlist has {len(condlist)} conditions but choicelist "
+                            f"{len(choicelist)} choices; they pair up", source=user_source())
+    r = default
+    for cond, choice in reversed(list(zip(condlist, choicelist))):
+        r = where(as_bool(cond), choice, r)
+    return asarray(r)

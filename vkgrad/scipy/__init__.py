@@ -1,11 +1,16 @@
 """vg.scipy: JAX's jax.scipy names over vkgrad.numpy (compositions, so every function is
 traceable, jit-able and differentiable).
 
-    special   logsumexp, erf, erfc, erfinv, expit, logit, xlogy, xlog1py, gammaln, digamma,
-              ndtr, ndtri, log_ndtr
-    stats     stats.norm: pdf, logpdf, cdf, logcdf, sf, logsf, ppf
+    special    logsumexp, erf, erfc, erfinv, expit, logit, xlogy, xlog1py, gammaln, digamma,
+               gamma, gammasgn, rgamma, beta, betaln, multigammaln, zeta, polygamma, i0, i0e,
+               i1, i1e, ndtr, ndtri, log_ndtr
+    stats      norm (pdf, logpdf, cdf, logcdf, sf, logsf, ppf); t, gamma, beta, chi2,
+               dirichlet, multivariate_normal (pdf, logpdf); poisson (pmf, logpmf)
+    signal     convolve, correlate (N-D; full, same, valid)
+    linalg     cholesky, cho_factor, cho_solve, solve_triangular
+    integrate  trapezoid
 """
 
-from vkgrad.scipy import special, stats  # noqa: F401
+from vkgrad.scipy import integrate, linalg, signal, special, stats  # noqa: F401
 
-__all__ = ["special", "stats"]
+__all__ = ["integrate", "linalg", "signal", "special", "stats"]

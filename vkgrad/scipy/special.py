@@ -291,5 +291,133 @@ def digamma(x):
     return vnp.where(pole, math.nan, out)
 
 
-__all__ = ["digamma", "erf", "erfc", "erfinv", "expit", "gammaln", "log_ndtr", "logit",
-           "logsumexp", "ndtr", "ndtri", "xlog1py", "xlogy"]
+def gammasgn(x):
+    """The sign of Gamma(x): 1 for x >= 0, (-1)**floor(x) between the negative integers, nan
+    at them (scipy's)."""
+    x = _float(x)
+    fl = vnp.floor(x)
+    sign = vnp.where((x >= 0) | (vnp.fmod(fl, 2.0) == 0), 1.0, -1.0)
+    return vnp.where((x < 0) & (x == fl), math.nan, sign)
+
+
+def gamma(x):
+    """Gamma(x) = gammasgn(x) exp(gammaln(x)) (inf at 0, nan at the negative integers)."""
+    return gammasgn(x) * vnp.exp(gammaln(x))
+
+
+def rgamma(x):
+    """1 / Gamma(x), 0 at the poles (0, -1, -2, ...)."""
+    x = _float(x)
+    return vnp.where((x <= 0) & (x == vnp.floor(x)), 0.0, gammasgn(x) * vnp.exp(-gammaln(x)))
+
+
+def betaln(a, b):
+    """log |B(a, b)| = gammaln(a) + gammaln(b) - gammaln(a + b)."""
+    a, b = _float(a), _float(b)
+    return gammaln(a) + gammaln(b) - gammaln(a + b)
+
+
+def beta(a, b):
+    """B(a, b) = Gamma(a) Gamma(b) / Gamma(a + b), through betaln and the signs."""
+    a, b = _float(a), _float(b)
+    return gammasgn(a) * gammasgn(b) * gammasgn(a + b) * vnp.exp(betaln(a, b))
+
+
+def multigammaln(a, d: int):
+    """The log of the multivariate gamma function of dimension d (a Python int):
+    d (d - 1) / 4 log(pi) + sum over j < d of gammaln(a - j / 2)."""
+    a = _float(a)
+    out = d * (d - 1) / 4 * math.log(math.pi)
+    for j in range(int(d)):
+        out = out + gammaln(a - j / 2)
+    return out
+
+
+# ------------------------------------------------------------------------ zeta, polygamma
+
+# Euler-Maclaurin for the Hurwitz zeta function: the first _SHIFT terms summed, the tail as the
+# integral, half its first term and the Bernoulli corrections B_2j / (2j)! s (s+1) ... (s+2j-2)
+# w^(-s-2j+1), w = q + 8 >= 8: six corrections leave < 1e-9 relative for s <= 10
+_BERNOULLI = (1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730)
+
+
+def zeta(x, q=None):
+    """The Hurwitz zeta function sum over k >= 0 of (q + k)^-x, for x > 1 and q > 0 (q None:
+    the Riemann zeta function, q = 1)."""
+    s = _float(x)
+    q = vnp.ones_like(s) if q is None else _float(q)
+    out = 0.0
+    for k in range(_SHIFT):
+        out = out + (q + k) ** -s
+    w = q + _SHIFT
+    out = out + w ** (1.0 - s) / (s - 1.0) + 0.5 * w ** -s
+    rising, fact = s, 2.0   # s (s+1) ... (s+2j-2) and (2j)!
+    for j, b2j in enumerate(_BERNOULLI, start=1):
+        out = out + b2j / fact * rising * w ** (-s - 2 * j + 1)
+        rising = rising * (s + 2 * j - 1) * (s + 2 * j)
+        fact = fact * (2 * j + 1) * (2 * j + 2)
+    return vnp.where((s > 1) & (q > 0), out, math.nan)
+
+
+def polygamma(n, x):
+    """The n-th derivative of digamma (n a non-negative integer, or an array of them):
+    digamma for n = 0, (-1)^(n+1) n! zeta(n + 1, x) beyond (x > 0)."""
+    n, x = _float(n), _float(x)
+    s = vnp.where(n == 0, 2.0, n + 1.0)          # the n = 0 branch never sees zeta's pole
+    sign = vnp.where(vnp.fmod(n, 2.0) == 0, -1.0, 1.0)
+    higher = sign * vnp.exp(gammaln(n + 1.0)) * zeta(s, x)
+    return vnp.where(n == 0, digamma(x), higher)
+
+
+# ------------------------------------------------------------------- modified Bessel functions
+
+# Abramowitz & Stegun 9.8.1-9.8.4, t = x / 3.75: the series in t^2 below 3.75 (absolute error
+# < 1.6e-7 for I0, < 8e-9 for I1 / x), and sqrt(x) exp(-x) I(x) in 1 / t above it (< 2.2e-7)
+_I0_SMALL = (0.0045813, 0.0360768, 0.2659732, 1.2067492, 3.0899424, 3.5156229, 1.0)
+_I0_LARGE = (0.00392377, -0.01647633, 0.02635537, -0.02057706, 0.00916281, -0.00157565,
+             0.00225319, 0.01328592, 0.39894228)
+_I1_SMALL = (0.00032411, 0.00301532, 0.02658733, 0.15084934, 0.51498869, 0.87890594, 0.5)
+_I1_LARGE = (-0.00420059, 0.01787654, -0.02895312, 0.02282967, -0.01031555, 0.00163801,
+             -0.00362018, -0.03988024, 0.39894228)
+
+
+def _bessel_i(x, small, large, odd):
+    """exp(-|x|) I(x) for I0 (odd False) or I1 (odd True), each branch fed a value in its
+    domain (the one not taken stays finite)."""
+    x = _float(x)
+    ax = vnp.abs(x)
+    near = ax <= 3.75
+    ts = vnp.where(near, ax, 0.0) / 3.75
+    s = _horner(small, ts * ts) * vnp.exp(-ax)
+    if odd:
+        s = s * vnp.where(near, x, 0.0)
+    far = vnp.where(near, 3.75, ax)
+    big = _horner(large, 3.75 / far) / vnp.sqrt(far)
+    if odd:
+        big = vnp.sign(x) * big
+    return vnp.where(near, s, big)
+
+
+def i0e(x):
+    """exp(-|x|) I0(x), the modified Bessel function of order 0 scaled."""
+    return _bessel_i(x, _I0_SMALL, _I0_LARGE, False)
+
+
+def i0(x):
+    """I0(x), the modified Bessel function of the first kind of order 0."""
+    return i0e(x) * vnp.exp(vnp.abs(_float(x)))
+
+
+def i1e(x):
+    """exp(-|x|) I1(x), the modified Bessel function of order 1 scaled."""
+    return _bessel_i(x, _I1_SMALL, _I1_LARGE, True)
+
+
+def i1(x):
+    """I1(x), the modified Bessel function of the first kind of order 1."""
+    return i1e(x) * vnp.exp(vnp.abs(_float(x)))
+
+
+__all__ = ["beta", "betaln", "digamma", "erf", "erfc", "erfinv", "expit", "gamma", "gammaln",
+           "gammasgn", "i0", "i0e", "i1", "i1e", "log_ndtr", "logit", "logsumexp",
+           "multigammaln", "ndtr", "ndtri", "polygamma", "rgamma", "xlog1py", "xlogy", "zeta"]

@@ -9,6 +9,7 @@ from vkgrad.config import enable_x64
 from vkgrad.errors import GradientCheckError
 from vkgrad.transforms.differentiation import jvp, vjp
 from vkgrad.transforms.tracing import check_function, fun_name
+from vkgrad.tracer.array import Array
 from vkgrad.tracer.pytree import flatten_up_to, tree_flatten, tree_map, tree_unflatten
 from vkgrad.traceback_util import api_boundary
 
@@ -95,6 +96,8 @@ def _unit(vs):
 
 
 def _to_f64(a):
-    if isinstance(a, float) or (isinstance(a, (np.ndarray, np.generic)) and a.dtype.kind == "f"):
+    # vg.Arrays too: an eager result (float32) as an argument is checked in float64 as well
+    if isinstance(a, float) or (isinstance(a, (np.ndarray, np.generic, Array))
+                                and np.dtype(a.dtype).kind == "f"):
         return np.asarray(a, np.float64)
     return a

@@ -49,7 +49,8 @@ def _value_and_grad(fun, argnums, has_aux, keep_value):
     @functools.wraps(fun)
     def value_and_grad_fun(*args, **kwargs):
         nums = normalize_argnums(argnums, len(args))
-        tr = trace_function(bind_kwargs(fun, kwargs), args, concrete=True)
+        f, args, nums = _close_over_untraceable(bind_kwargs(fun, kwargs), args, nums)
+        tr = trace_function(f, args, concrete=True)
         wrt = []   # the inputs first (as JAX): an integer input is the usual cause of both
         for i in nums:
             for k in range(tr.arg_slices[i].start, tr.arg_slices[i].stop):
@@ -90,6 +91,30 @@ def _value_and_grad(fun, argnums, has_aux, keep_value):
         return (tuple(out) if has_aux else out), g
 
     return value_and_grad_fun
+
+
+def _traceable(a) -> bool:
+    """Whether every leaf of `a` is an array or a number (what tracing can take as input)."""
+    return all(isinstance(leaf, (bool, int, float, np.ndarray, np.generic, ArrayOps))
+               for leaf in tree_flatten(a)[0])
+
+
+def _close_over_untraceable(fun, args, nums):
+    """(fun, args, nums) with the arguments outside argnums that are not arrays (a function, a
+    string: JAX passes them through as they are, so that `grad(app, 1)(f, x)` works) closed
+    over, and nums renumbered for the arguments left."""
+    fixed = {i: a for i, a in enumerate(args) if i not in nums and not _traceable(a)}
+    if not fixed:
+        return fun, args, nums
+    keep = [i for i in range(len(args)) if i not in fixed]
+
+    @functools.wraps(fun)
+    def closed(*dyn):
+        full = list(dyn)
+        for i in sorted(fixed):
+            full.insert(i, fixed[i])
+        return fun(*full)
+    return closed, tuple(args[i] for i in keep), [keep.index(i) for i in nums]
 
 
 def grad(fun, argnums=0, has_aux=False):

@@ -1,5 +1,8 @@
-"""vg.scipy.stats: distributions as modules of functions, as jax.scipy.stats (`norm`)."""
+"""vg.scipy.stats: distributions as modules of functions, as jax.scipy.stats: norm (pdf, logpdf,
+cdf, logcdf, sf, logsf, ppf), t, gamma, beta, chi2, dirichlet (pdf, logpdf), poisson (pmf,
+logpmf), multivariate_normal (pdf, logpdf)."""
 
-from vkgrad.scipy.stats import norm  # noqa: F401
+from vkgrad.scipy.stats import (beta, chi2, dirichlet, gamma, multivariate_normal,  # noqa: F401
+                                norm, poisson, t)
 
-__all__ = ["norm"]
+__all__ = ["beta", "chi2", "dirichlet", "gamma", "multivariate_normal", "norm", "poisson", "t"]
