@@ -33,8 +33,8 @@ than SPLIT_BELOW_GROUPS workgroups or one would run more than LONG_STEPS k steps
 Target whose loops stop early (lavapipe) wherever one workgroup would loop too long. Measured
 on the H200 by bench/bench_conv.py (BENCHMARKS.md).
 
-A depthwise convolution (one output feature per group from one input feature) does not come
-here: lowering/conv_depthwise.py's kernel computes it directly.
+plan_conv hands one output feature per group to lowering/conv_depthwise.py's kernel where it
+applies (a depthwise convolution, its input gradient, its weight gradient's long sums).
 """
 
 from __future__ import annotations
