@@ -29,8 +29,12 @@ Epilogues: elementwise work on the result (a bias, an activation) runs in the ke
 Split-K: a weight gradient has few output rows (M = C/G * window) and a long k (N * out
 spatial), so the k range is split over workgroups (grid z = splits * groups) into partial
 results [splits, N, O, P] that a reduction sums, on a GPU when the output alone gives fewer
-than SPLIT_BELOW_GROUPS workgroups, and on a Target whose loops stop early (lavapipe) wherever
-one workgroup would loop too long. Not measured on the H200 yet: bench/bench_conv.py.
+than SPLIT_BELOW_GROUPS workgroups or one would run more than LONG_STEPS k steps, and on a
+Target whose loops stop early (lavapipe) wherever one workgroup would loop too long. Measured
+on the H200 by bench/bench_conv.py (BENCHMARKS.md).
+
+plan_conv hands one output feature per group to lowering/conv_depthwise.py's kernel where it
+applies (a depthwise convolution, its input gradient, its weight gradient's long sums).
 """
 
 from __future__ import annotations
