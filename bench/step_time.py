@@ -11,7 +11,9 @@ Here (lavapipe): python bench/step_time.py --preset tiny --steps 6
 argument buffers). The loss is read every step. Besides the times it prints, per call after
 the first three, the sequences recorded, buffers allocated, pool misses and arguments copied
 into the program's slots (vg.runtime_stats(); docs/jit.md, "The call path": zero, zero, zero
-and two are what a call with a new batch should cost).
+and two are what a call with a new batch should cost). Issue 20's number is the host call
+with --batches device (at most 0.1 ms for the transformer small step); bench/profile_call.py
+--lm transformer measures it with the queue drained before each call and splits it by phase.
 """
 
 from __future__ import annotations

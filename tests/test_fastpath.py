@@ -71,3 +71,20 @@ def test_builder_rebuilds_every_container():
     assert fastpath.builder(td)(leaves) == tree
     a, b = TensorType((2, 3), "f32"), TensorType((2, 3), "f32")
     assert a is not b and fastpath.intern(a) is fastpath.intern(b)
+
+
+def test_guard_misses_on_a_swapped_key_or_container_and_stays_correct(monkeypatch):
+    """The guard takes a dict's values by one itemgetter and a tuple's by unpacking: a dict of
+    the same size with another key, a list where a tuple was, a tuple of another length, a
+    subclass of dict, each take the general path and compute right."""
+    g = vg.jit(lambda t: sum(vg.tree_util.tree_leaves(t)))
+    slow = []
+    general = g._compiled
+    monkeypatch.setattr(g, "_compiled", lambda a, k: (slow.append(1), general(a, k))[1])
+    x = np.arange(3, dtype=np.float32)
+    cases = [({"a": x}, x), ({"a": x + 1}, x), ({"b": x}, x), [{"a": x}, x], ({"a": x}, x, x),
+             (collections.OrderedDict(a=x), x)]
+    for case in cases:
+        want = sum(np.asarray(v) for v in vg.tree_util.tree_leaves(case))
+        assert np.asarray(g(case)).tolist() == want.tolist()
+    assert len(slow) == len(cases) - 1   # only the second call, like the first, hit the guard

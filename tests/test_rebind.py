@@ -180,3 +180,14 @@ def test_step_time_bench_runs_a_tiny_lm_step_with_new_batches():
     if get_device().addresses:
         copies = 2 + _undonated(train_lm.make_config("transformer", "tiny"))
         assert f"recordings 0, allocations 0, pool_misses 0, copy_ins {copies}" in out, out
+
+
+def test_the_same_array_donated_twice_is_not_overwritten_by_either_result():
+    """Two donated arguments that are one Array: its buffer is not the call's to overwrite for
+    two results (the runner's per-result path, not the all-donations-safe one)."""
+    step = vg.jit(lambda a, b: (a * 2.0, b + 1.0), donate_argnums=(0, 1), backend="vulkan")
+    x = vg.device_put(np.arange(4, dtype=np.float32))
+    p, q = step(x, x)
+    np.testing.assert_allclose(np.asarray(p), np.arange(4) * 2.0)
+    np.testing.assert_allclose(np.asarray(q), np.arange(4) + 1.0)
+    assert p.buffer is not q.buffer

@@ -19,11 +19,11 @@ donation plan); a runner allocates and runs a finished plan and never rewrites i
 from __future__ import annotations
 
 import functools
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from vkgrad.config import env_reader
 from vkgrad.errors import ArgumentError
 from vkgrad.ir.core import Program, print_program
 from vkgrad.ir.verifier import checked
@@ -53,11 +53,14 @@ LOOP_FUSION_ONLY = ("remat", "fuse_producers", "fuse_epilogues", "fuse_multi_out
                     "fuse_horizontal")
 
 
+_disable_passes_env = env_reader("VKGRAD_DISABLE_PASSES")   # read on every jitted call
+
+
 def disabled_passes(names=None) -> frozenset:
     """The set of switched-off pass names: `names` (a comma-separated string or an iterable),
     else VKGRAD_DISABLE_PASSES. An unknown name is an error that lists the known ones."""
     if names is None:
-        names = os.environ.get("VKGRAD_DISABLE_PASSES", "")
+        names = _disable_passes_env()
     if isinstance(names, str):
         return _parse(names)
     return _parse(",".join(names))

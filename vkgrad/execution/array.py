@@ -51,16 +51,22 @@ def call(compiled, leaves, *, donated=(), timestamps=False) -> list:
     consumed.
     Returns one Array per program output, without waiting for the device."""
     runner = compiled.runner
-    if runner.device is None:
+    on_device = runner.device is not None
+    if not on_device:
         inputs = [np.asarray(x) for x in leaves]
     else:   # an Array's device buffer (the runner checks its device), else host data
         inputs = list(map(getattr, leaves, _OWNED, _NONE))
         if None in inputs:   # host data, a host-only Array, a deleted one (which raises)
+            on_device = False
             inputs = [np.asarray(x) if o is None else o for x, o in zip(leaves, inputs)]
     outs = runner.run(inputs, donate=bool(donated), timestamps=timestamps)
-    for i in donated:   # a host-backed Array was copied up, so nothing of it was consumed
-        if type(leaves[i]) is Array and leaves[i]._owned is not None:
-            leaves[i].delete()
+    if on_device:   # every leaf a device Array: each donated one is consumed
+        for a in map(leaves.__getitem__, donated):
+            a.delete()
+    else:           # a host-backed Array was copied up, so nothing of it was consumed
+        for i in donated:
+            if type(leaves[i]) is Array and leaves[i]._owned is not None:
+                leaves[i].delete()
     return [Array(aval, x) if type(x) is Owned else
             Array(aval, future=x) if type(x) is HostResult else Array(aval, host=x)
             for aval, x in zip(compiled.out_avals, outs)]

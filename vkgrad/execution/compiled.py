@@ -12,6 +12,7 @@ import os
 import sys
 import warnings
 
+from vkgrad.config import env_reader
 from vkgrad.errors import ArgumentError, VkgradError
 from vkgrad.execution import fallback, fastpath, segmented
 from vkgrad.lowering.contracts import Unsupported
@@ -40,6 +41,7 @@ def fallbacks() -> dict:
 
 
 _backend_of_env: dict = {}
+_backend_env, _device_env = env_reader("VKGRAD_BACKEND"), env_reader("VKGRAD_DEVICE")
 
 
 def default_backend() -> str:
@@ -52,7 +54,7 @@ def default_backend() -> str:
     (batch 256, 512-512-10, Adam) took 76-88 ms on the interpreter and 590-600 ms on lavapipe
     (issue 14, which asked for this, measured 9 vs 174 ms); the demo's step (2-64-64-3, batch
     128) 15-24 vs 17-18 ms, and compiling it 35 ms vs 440-670 ms (shaders)."""
-    key = (os.environ.get("VKGRAD_BACKEND", ""), os.environ.get("VKGRAD_DEVICE", ""))
+    key = (_backend_env(), _device_env())
     hit = _backend_of_env.get(key)
     if hit is None:
         hit = _backend_of_env[key] = _default_backend(key[0])

@@ -38,60 +38,69 @@ class _Gen:
         self.n += 1
         return f"v{self.n}"
 
-    def check(self, cond: str, indent: int) -> None:
-        self.lines.append(" " * indent + f"if {cond}: return None")
+    def check(self, cond: str) -> None:
+        self.lines.append(f"    if {cond}: return None")
 
-    def node(self, name: str, td: TreeDef, leaves, indent: int) -> None:
-        """Check `name` against `td`, binding its children to fresh names."""
+    def node(self, name: str, td: TreeDef, leaves) -> None:
+        """Check `name`'s exact type and length, then bind its children to fresh names in one
+        statement: a dict's by one itemgetter (a missing key raises KeyError: a miss), a
+        list's or tuple's by unpacking."""
         if td.kind == "leaf":
-            self.leaf(name, next(leaves), indent)
+            self.leaves.append((name, next(leaves)))
             return
         if td.kind == "none":
-            self.check(f"{name} is not None", indent)
+            self.check(f"{name} is not None")
             return
-        if td.kind == "dict":
-            self.check(f"type({name}) is not dict or {name}.keys() != "
-                       f"{self.const(frozenset(td.meta))}", indent)
-            kids = [f"{name}[{self.const(k)}]" for k in td.meta]
-        else:
-            cls = {"tuple": "tuple", "list": "list"}.get(td.kind) or self.const(td.meta)
-            self.check(f"type({name}) is not {cls} or len({name}) != {len(td.children)}", indent)
-            kids = [f"{name}[{i}]" for i in range(len(td.children))]
-        for expr, child in zip(kids, td.children):
-            v = self.var()
-            self.lines.append(" " * indent + f"{v} = {expr}")
-            self.node(v, child, leaves, indent)
+        if td.kind == "custom":   # a registered node: its flatten is not inlined here
+            self.check("True")
+            return
+        kids = [self.var() for _ in td.children]
+        cls = {"dict": "dict", "tuple": "tuple", "list": "list"}.get(td.kind) or \
+            self.const(td.meta)
+        self.check(f"type({name}) is not {cls} or len({name}) != {len(kids)}")
+        if kids:
+            source = f"{self.const(_getter(td.meta))}({name})" if td.kind == "dict" else name
+            self.lines.append(f"    {''.join(k + ', ' for k in kids)}= {source}")
+        for k, child in zip(kids, td.children):
+            self.node(k, child, leaves)
 
-    def leaf(self, name: str, x, indent: int) -> None:
-        self.leaves.append((name, x))
+
+def _getter(keys):
+    """itemgetter of `keys` that returns a tuple for any number of them."""
+    get = operator.itemgetter(*keys)
+    return get if len(keys) > 1 else lambda d: (get(d),)
 
 
 def guard(array_cls, nargs: int, trees, statics, leaves):
     """A function(args) -> leaves | None for calls like the one that had `trees` ((argnum,
     TreeDef) per dynamic argument), `statics` ((argnum, value) ...) and `leaves`. The
-    containers are checked node by node; the leaves all at once, by `map` (in C): their types,
-    then the avals of the Arrays, then the shapes and dtypes of the ndarrays."""
+    containers are checked one by one (type and length), their children taken in one statement
+    each; the leaves all at once, by `map` (in C): their types, then the avals of the Arrays,
+    then the shapes and dtypes of the ndarrays."""
     g = _Gen(array_cls)
-    g.check(f"len(args) != {nargs}", 4)
+    g.check(f"len(args) != {nargs}")
     for i, value in statics:
-        g.check(f"args[{i}] != {g.const(value)}", 4)
+        g.check(f"args[{i}] != {g.const(value)}")
     it = iter(leaves)
     for i, td in trees:
         v = g.var()
         g.lines.append(f"    {v} = args[{i}]")
-        g.node(v, td, it, 4)
+        g.node(v, td, it)
     names = [n for n, _ in g.leaves]
     arrays = [(n, x) for n, x in g.leaves if type(x) is array_cls]
     ndarrays = [(n, x) for n, x in g.leaves if type(x) is np.ndarray]
     g.lines.append(f"    L = [{', '.join(names)}]")
-    g.check(f"list(map(type, L)) != {g.const([type(x) for _, x in g.leaves])}", 4)
+    g.check(f"list(map(type, L)) != {g.const([type(x) for _, x in g.leaves])}")
     if arrays:
         g.check(f"list(map(aval_of, [{', '.join(n for n, _ in arrays)}])) != "
-                f"{g.const([x._aval for _, x in arrays])}", 4)
+                f"{g.const([x._aval for _, x in arrays])}")
     if ndarrays:
         g.check(f"list(map(shape_dtype, [{', '.join(n for n, _ in ndarrays)}])) != "
-                f"{g.const([(x.shape, x.dtype) for _, x in ndarrays])}", 4)
-    src = "def guard(args):\n" + "\n".join(g.lines) + "\n    return L\n"
+                f"{g.const([(x.shape, x.dtype) for _, x in ndarrays])}")
+    body = "\n".join("    " + line for line in g.lines)
+    src = ("def guard(args):\n    try:\n" + body +
+           "\n    except KeyError:   # a dict without one of the keys\n        return None"
+           "\n    return L\n")
     namespace = dict(g.consts, aval_of=operator.attrgetter("_aval"),
                      shape_dtype=operator.attrgetter("shape", "dtype"))
     exec(compile(src, "<vkgrad jit guard>", "exec"), namespace)

@@ -33,6 +33,7 @@ time against 0.58 ms with the same buffers (docs/jit.md).
 from __future__ import annotations
 
 import collections
+import itertools
 import operator
 import time
 
@@ -144,6 +145,16 @@ class VulkanRunner:
                 kind, i = taken[slot]
                 returns.append(i if kind == "in" else len(lw.input_slots) + i)
         self._returns = _picker(returns)
+        # the common case, donations all safe (_bind): the donated inputs' buffers, then the
+        # other results' pooled buffers, put in the order of _outputs by one picker
+        donors = [i for i, _, _ in self._outputs if i is not None]
+        self._donors = _picker(donors)
+        self._pooled = [(size, dtype) for i, size, dtype in self._outputs if i is None]
+        order, d, p = [], 0, len(donors)
+        for i, _, _ in self._outputs:
+            order.append(d if i is not None else p)
+            d, p = (d + 1, p) if i is not None else (d, p + 1)
+        self._results_in_order = None if order == sorted(order) else _picker(order)
         # argument and result slots (the module's docstring): position in _bound_slots -> its
         # place among them (and in a copy's table of addresses)
         donated, returned = set(self.donation.values()), set(lw.output_slots)
@@ -178,7 +189,8 @@ class VulkanRunner:
         pool, device = self.pool, self.device
         owned, uploads, hosted, moved = list(inputs), [], [], []
         slotted = self._in_slotted
-        here = set(map(type, owned)) == {Owned} and set(map(_device_of, owned)) == {device}
+        # every argument an Owned of this device (an Owned's pool is its device's)
+        here = set(map(getattr, owned, _POOL, _NONE)) == {pool}
         if slotted or not here:
             moving = self._moving
             for k in (slotted if here else range(len(owned))):
@@ -204,21 +216,30 @@ class VulkanRunner:
                 owned[k] = o = pool.owned(size, dtype)
                 uploads.append((o.buffer, host))
         n_in = len(owned)
-        distinct = None
-        for i, size, dtype in self._outputs:
-            o = None
-            if i is not None and donate:
-                if distinct is None:
-                    distinct = len(set(map(id, owned[:n_in]))) == n_in
-                o = owned[i]
-                # overwrite a donated buffer only if nothing else can still read it
-                if o.users > 1 or not (distinct or owned[:n_in].count(o) == 1):
-                    o = None
-            owned.append(o or pool.owned(size, dtype))
+        donors = self._donors(owned) if donate else []
+        if donors and (not _distinct(owned) or max(map(_users_of, donors)) > 1):
+            self._bind_results(owned, n_in)   # some donated buffer is not the call's to take
+        else:
+            pooled = [pool.owned(size, dtype) for size, dtype in self._pooled] if donors else \
+                [pool.owned(size, dtype) for _, size, dtype in self._outputs]
+            results = donors + pooled
+            owned += results if self._results_in_order is None or not donors else \
+                self._results_in_order(results)
         for p, j in self._out_slotted:
             if p in self._moving or self._moved(p, owned[p].buffer):
                 moved.append((j, owned[p], p, True))
         return owned, uploads, hosted, moved
+
+    def _bind_results(self, owned, n_in) -> None:
+        """Append the result buffers to `owned` one by one: a donated input's own buffer where
+        nothing else can still read it, else a pooled one."""
+        distinct = len(set(map(id, owned))) == n_in
+        for i, size, dtype in self._outputs:
+            o = owned[i] if i is not None else None
+            # overwrite a donated buffer only if nothing else can still read it
+            if o is not None and (o.users > 1 or not (distinct or owned[:n_in].count(o) == 1)):
+                o = None
+            owned.append(o or self.pool.owned(size, dtype))
 
     def _moved(self, p, buffer) -> bool:
         """Whether slotted position p gets a buffer other than last time: if so it goes
@@ -282,7 +303,8 @@ class VulkanRunner:
         if check_nans:   # host copies of the arguments, before a donated one is overwritten
             args = [self._host_copy(x, v) for x, v in zip(inputs, self.lowered.program.inputs)]
         owned, uploads, hosted, moved = self._bind(inputs, donate)
-        bufs = [o if o is None else o.buffer for o in owned]
+        bufs = list(map(_buffer_of, owned)) if None not in owned else \
+            [o if o is None else o.buffer for o in owned]
         for _, _, p, _ in moved:
             bufs[p] = None
         copy = self._executable(bufs, timestamps, check_nans)
@@ -379,7 +401,16 @@ class VulkanRunner:
         return np.array(x).reshape(var.shape)
 
 
-_device_of = operator.attrgetter("buffer.device")
+_POOL, _NONE = itertools.repeat("pool"), itertools.repeat(None)
+_users_of = operator.attrgetter("users")
+_buffer_of = operator.attrgetter("buffer")
+
+
+def _distinct(owned) -> bool:
+    """Whether the Owned in `owned` (None aside: host data going into a slot) are distinct
+    objects (an Owned hashes by identity)."""
+    nones = owned.count(None)
+    return len(set(owned)) == len(owned) - nones + (nones > 0)
 
 
 def _picker(indices):
