@@ -37,6 +37,7 @@ for step in "$@"; do
                   --peers none --rounds 3 --label "passes off: $d"; done ;;
     mlp1) run mlp1 150 python3 bench/bench_mlp.py --read-every 1 ;;
     call) run call 90 python3 bench/profile_call.py ;;
+    calllm) run calllm 60 python3 bench/profile_call.py --lm transformer ;;
     compile) run compile 120 python3 bench/bench_compile.py ;;
     fusion) run fusion 200 python3 bench/bench_fusion.py ;;
     steptime) run steptime 200 bash -c 'python3 bench/step_time.py --model transformer --steps 50 && python3 bench/step_time.py --model mamba --steps 50' ;;
