@@ -1,6 +1,7 @@
-"""A jitted program holding while loops at its top level, on Vulkan: the eqns between loops run
-as compiled programs, and each while loop as a loop on the host over its cond and body, both
-compiled programs too. Each iteration is two submissions and one read of the predicate (JAX's
+"""A jitted program holding while loops or collectives at its top level, on Vulkan: the eqns
+between them run as compiled programs; each while loop as a loop on the host over its cond and
+body, both compiled programs too; each collective (psum over the MPI world: vkgrad/distributed.py)
+on the host, on its operands read back, its results uploaded by the next program. Each iteration is two submissions and one read of the predicate (JAX's
 GPU while_loop reads it on the device; a Vulkan kernel cannot skip the dispatches after it, so
 a bounded replay would always run its maximum number of steps). The carries stay on the device
 between iterations; a small one comes back to the host with the predicate.
@@ -16,7 +17,9 @@ import dataclasses
 import numpy as np
 
 from vkgrad.ir.core import Literal, Program, Var
+from vkgrad.ir.interpreter import apply as interpret
 from vkgrad.pipeline import run_stages
+from vkgrad.primitives.collective import REDUCERS
 from vkgrad.primitives.control_flow import while_p
 from vkgrad.runtime.inflight import HostResult
 from vkgrad.runtime.runners import VulkanRunner
@@ -24,8 +27,13 @@ from vkgrad.tracer.array import Array
 
 
 def splits(program: Program) -> bool:
-    """Whether the program holds a while loop at its top level (this runner's case)."""
-    return any(e.prim is while_p for e in program.eqns)
+    """Whether the program holds a while loop or a collective at its top level (this runner's
+    case)."""
+    return any(_splits_at(e) for e in program.eqns)
+
+
+def _splits_at(e) -> bool:
+    return e.prim is while_p or e.prim in REDUCERS
 
 
 class SegmentedRunner:
@@ -36,18 +44,20 @@ class SegmentedRunner:
         self.consts = dict(program.consts)      # Var -> the array traced in
         # each part is a program of its own: the whole program's donations do not apply
         options = dataclasses.replace(options, donated=frozenset())
-        self.steps = []             # ("run", runner, inputs, outputs) | ("while", eqn, cond, body)
+        # ("run", runner, inputs, outputs) | ("while", eqn, cond, body) | ("host", eqn)
+        self.steps = []
         self.compile_times: dict = {}
         needed = _needed_after(program)
         run: list = []
         for i, e in enumerate(program.eqns):
-            if e.prim is not while_p:
+            if not _splits_at(e):
                 run.append(e)
                 continue
             self._segment(run, needed[i - 1] if i else set(), options)
             run = []
             p = e.params
-            self.steps.append(("while", e, self._runner(p["cond_jaxpr"], options),
+            self.steps.append(("host", e) if e.prim is not while_p else
+                              ("while", e, self._runner(p["cond_jaxpr"], options),
                                self._runner(p["body_jaxpr"], options)))
         self._segment(run, needed[len(program.eqns) - 1], options)
 
@@ -84,6 +94,12 @@ class SegmentedRunner:
                 env.update(zip(outs, _device_values(
                     runner.run([env[v] for v in ins], donate=False))))
                 continue
+            if step[0] == "host":
+                e = step[1]
+                env.update(zip(e.outputs, interpret(
+                    e.prim, [_host(value(x), x.type) for x in e.inputs], e.params,
+                    [o.type for o in e.outputs])))
+                continue
             _, e, cond, body = step
             nc, nb = e.params["cond_nconsts"], e.params["body_nconsts"]
             args = [value(x) for x in e.inputs]
@@ -102,10 +118,11 @@ def _device_values(outs) -> list:
 
 
 def _host(x, type_):
+    """x as a numpy array of type_'s shape (a small result comes back flat)."""
     if isinstance(x, HostResult):
-        return np.asarray(x.result())
+        x = x.result()
     if isinstance(x, np.ndarray) or np.isscalar(x):
-        return np.asarray(x)
+        return np.asarray(x).reshape(type_.shape)
     return np.asarray(Array(type_, x))     # a device buffer: read it
 
 
