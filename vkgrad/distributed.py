@@ -44,6 +44,7 @@ from vkgrad.primitives import collective
 from vkgrad.runtime import device as runtime_device
 from vkgrad.tracer import core
 from vkgrad.tracer.pytree import tree_flatten, tree_unflatten
+from vkgrad.traceback_util import api_boundary
 
 # Variables a launcher sets in each process it starts: MPICH/Hydra and Intel MPI (PMI_*),
 # Open MPI (OMPI_*), PMIx launchers (PMIX_RANK), Slurm's srun with PMI (PMI_RANK too).
@@ -72,7 +73,7 @@ class _World:
         gives each rank the same result (the tests check it)."""
         arrays = [np.asarray(a) for a in arrays]
         out = [None] * len(arrays)
-        for dtype in {a.dtype for a in arrays}:
+        for dtype in sorted({a.dtype for a in arrays}, key=str):   # one order on every rank
             idx = [i for i, a in enumerate(arrays) if a.dtype == dtype]
             wide = np.float32 if dtype.kind == "f" and dtype.itemsize < 4 else dtype
             flat = np.concatenate([arrays[i].astype(wide).reshape(-1) for i in idx])
@@ -195,6 +196,7 @@ def data_parallel(fun, axis_name="batch", **jit_kwargs):
     jitted = jit(bound, **jit_kwargs)
     name = bound.__name__
 
+    @api_boundary
     def step(*args, **kwargs):
         if world.size > 1:
             _check_same_arguments(world, name, (args, kwargs))
@@ -208,15 +210,8 @@ def data_parallel(fun, axis_name="batch", **jit_kwargs):
 
 def _describe(arguments) -> list:
     leaves, tree_def = tree_flatten(arguments)
-    return [str(tree_def)] + [f"{_dtype_of(x)}{list(np.shape(x))}" for x in leaves]
-
-
-def _dtype_of(x) -> str:
-    aval = getattr(x, "aval", None)
-    if aval is not None:
-        return str(aval.dtype)
-    return np.asarray(x).dtype.name if not isinstance(x, (int, float, bool)) else \
-        type(x).__name__
+    return [str(tree_def)] + [str(core.abstract_leaf(x, "an argument of a data_parallel step"))
+                              for x in leaves]
 
 
 def _check_same_arguments(world, name: str, arguments) -> None:

@@ -97,7 +97,8 @@ def communicator():
 
 def _type_rule(name):
     def rule(*xs, axes):
-        _check_dtypes(name, xs, NUMERIC_DTYPES)
+        for x in xs:    # each operand on its own: a pytree's leaves may differ in dtype
+            _check_dtypes(name, [x], NUMERIC_DTYPES)
         return [TensorType(x.shape, x.dtype) for x in xs]
     return rule
 

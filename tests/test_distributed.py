@@ -1,0 +1,158 @@
+"""vg.distributed and the collectives (docs/distributed.md).
+
+Two ranks: each test starts `mpirun -n 2` (MPICH from the `distributed` extra, in the venv's
+bin/) on a script of tests/distributed/ with a timeout, on the interpreter and on Vulkan
+(lavapipe). One process: the world of one, vmap's named axes, the errors.
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from child_env import child_env
+
+import vkgrad as vg
+import vkgrad.numpy as vnp
+from vkgrad.execution.segmented import SegmentedRunner
+
+SCRIPTS = Path(__file__).resolve().parent / "distributed"
+BACKENDS = ["numpy", "vulkan"]
+
+
+def mpirun() -> str:
+    """MPICH's launcher beside this Python (the `distributed` extra installs it there)."""
+    path = Path(sys.executable).parent / "mpirun"
+    assert path.exists(), (f"no {path}: install vkgrad's distributed extra (make setup, or "
+                           "pip install -e '.[distributed]')")
+    return str(path)
+
+
+def launch(script, *args, n=2, backend="numpy", timeout=120):
+    """Run tests/distributed/<script> on n ranks (n=None: alone, not under MPI)."""
+    cmd = [sys.executable, str(SCRIPTS / script), *map(str, args)]
+    if n is not None:
+        cmd = [mpirun(), "-n", str(n)] + cmd
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                          env=child_env(VKGRAD_BACKEND=backend))
+
+
+def ok(run):
+    assert run.returncode == 0, run.stdout + run.stderr
+    return run
+
+
+# ----------------------------------------------------------------------------- two ranks
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_data_parallel_mlp_matches_one_process_and_ranks_agree_bit_for_bit(backend, tmp_path):
+    ok(launch("mlp.py", tmp_path / "two.npz", backend=backend))
+    ok(launch("mlp.py", tmp_path / "one.npz", n=None, backend=backend))
+    two, one = np.load(tmp_path / "two.npz"), np.load(tmp_path / "one.npz")
+    for k in ("w1", "b1", "w2"):
+        np.testing.assert_array_equal(two[f"{k}_0"], two[f"{k}_1"], err_msg=k)
+        np.testing.assert_allclose(two[f"{k}_0"], one[f"{k}_0"], rtol=1e-5, atol=1e-6,
+                                   err_msg=k)
+    np.testing.assert_allclose(two["loss"], one["loss"], rtol=1e-5)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_collectives_on_two_ranks_match_numpy(backend):
+    run = ok(launch("collectives.py", backend=backend))
+    assert "ok rank 0" in run.stdout and "ok rank 1" in run.stdout, run.stdout
+
+
+def test_a_rank_that_raises_ends_the_job_naming_the_rank_and_the_cause():
+    run = launch("faults.py", "raise", timeout=60)
+    assert run.returncode != 0
+    assert ("rank 1 of 2 failed: ValueError: the data loader of rank 1 found a corrupt record"
+            in run.stderr), run.stderr
+    assert "finished" not in run.stdout
+
+
+def test_ranks_with_other_shapes_are_stopped_at_the_first_step():
+    run = launch("faults.py", "shapes", timeout=60)
+    assert run.returncode != 0
+    assert ("data_parallel(step): rank 1 calls it with other shapes than rank 0 (array "
+            "argument 1: f32[4,3] vs f32[3,3])" in run.stderr), run.stderr
+    assert "faults.py:" in run.stderr          # the user's line
+    assert "finished" not in run.stdout
+
+
+# ----------------------------------------------------------------------------- one process
+
+def test_without_a_launcher_the_world_is_one_process_and_mpi_is_not_loaded():
+    code = ("import sys, numpy as np, vkgrad as vg\n"
+            "d = vg.distributed\n"
+            "x = d.all_reduce({'a': np.ones(2, np.float32)}, op='mean')['a']\n"
+            "b = d.broadcast(np.arange(3, dtype=np.int32))\n"
+            "print(d.rank(), d.size(), d.local_rank(), type(x).__name__, x.tolist(),"
+            " b.tolist(), 'mpi4py' in sys.modules)")
+    env = child_env(VKGRAD_BACKEND="numpy")
+    for v in ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK"):
+        env.pop(v, None)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=60)
+    assert out.stdout.split() == ["0", "1", "0", "Array", "[1.0,", "1.0]", "[0,", "1,", "2]",
+                                  "False"], out.stderr
+
+
+def test_vmap_axis_name_reduces_over_the_mapped_axis():
+    x = np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32)
+    lax = vg.lax
+    f = vg.vmap(lambda v: (lax.psum(v, "i"), lax.pmean(v, "i"), lax.pmax(v, "i"),
+                           lax.pmin(v, "i"), lax.psum(2, "i")), axis_name="i")
+    s, m, hi, lo, n = f(x)
+    for got, want in [(s, x.sum(0)), (m, x.mean(0)), (hi, x.max(0)), (lo, x.min(0))]:
+        np.testing.assert_allclose(np.asarray(got), np.broadcast_to(want, x.shape), rtol=1e-6)
+    assert np.asarray(n).tolist() == [10] * 5
+    # JAX's positions: vmap(fun, in_axes, out_axes, axis_name, axis_size); nested named axes
+    inner = vg.vmap(lambda v: lax.psum(v, ("i", "j")), 0, 0, "j")
+    np.testing.assert_allclose(np.asarray(vg.vmap(inner, 0, 0, "i")(x)),
+                               np.full(x.shape, x.sum()), rtol=1e-5)
+    outer_only = vg.vmap(vg.vmap(lambda v: lax.psum(v, "i"), axis_name="j"), axis_name="i")
+    np.testing.assert_allclose(np.asarray(outer_only(x)), np.broadcast_to(x.sum(0), x.shape),
+                               rtol=1e-6)
+
+
+def test_gradient_through_a_vmapped_pmean_matches_numpy():
+    x = np.random.default_rng(1).standard_normal((4, 3)).astype(np.float32)
+    center = vg.vmap(lambda v: v - vg.lax.pmean(v, "i"), axis_name="i")
+    g = vg.grad(lambda x: vnp.sum(center(x) ** 2))(x)
+    np.testing.assert_allclose(np.asarray(g), 2 * (x - x.mean(0)), rtol=1e-5, atol=1e-6)
+
+
+def test_an_unbound_axis_name_is_an_error_at_the_users_line():
+    with pytest.raises(vg.ArgumentError) as e:
+        vg.vmap(lambda v: vg.lax.psum(v, "batch"), axis_name="i")(np.ones((2, 3), np.float32))
+    assert "unbound axis name: 'batch' (bound here: ['i'])" in str(e.value)
+    assert "test_distributed.py:" in e.value.source
+    with pytest.raises(vg.ArgumentError, match="unbound axis name: 'i'"):
+        vg.jit(lambda v: vg.lax.pmean(v, "i"))(np.ones(3, np.float32))
+
+
+def test_bad_host_collective_arguments_are_clear_errors():
+    with pytest.raises(vg.ArgumentError, match=r"all_reduce: op='prod': choose one of sum, "
+                                                "mean, max, min"):
+        vg.distributed.all_reduce(np.ones(2), op="prod")
+    with pytest.raises(vg.ArgumentError, match="broadcast: root=1 is not a rank of this world "
+                                               "of 1"):
+        vg.distributed.broadcast(np.ones(2), root=1)
+
+
+def test_a_collective_splits_a_vulkan_program_into_submissions():
+    """On Vulkan the step's program runs as the part before the psum, the psum on the host,
+    and the part after it (the optimizer)."""
+    def step(w, x):
+        g = vg.grad(lambda w: vnp.sum(vnp.tanh(x @ w)))(w)
+        return w - 0.5 * vg.lax.pmean(g, "batch")
+
+    train = vg.distributed.data_parallel(step, backend="vulkan")
+    w, x = np.ones((3, 2), np.float32), np.full((4, 3), 0.1, np.float32)
+    got = train(w, x)
+    compiled = train.jitted.lower(w, x)
+    assert isinstance(compiled.runner, SegmentedRunner) and compiled.fallback_reason is None
+    assert [s[0] for s in compiled.runner.steps] == ["run", "host", "run"]
+    ref = vg.distributed.data_parallel(step, backend="numpy")(w, x)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(ref), rtol=1e-5)
