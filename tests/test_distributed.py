@@ -5,6 +5,7 @@ bin/) on a script of tests/distributed/ with a timeout, on the interpreter and o
 (lavapipe). One process: the world of one, vmap's named axes, the errors.
 """
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -156,3 +157,31 @@ def test_a_collective_splits_a_vulkan_program_into_submissions():
     assert [s[0] for s in compiled.runner.steps] == ["run", "host", "run"]
     ref = vg.distributed.data_parallel(step, backend="numpy")(w, x)
     np.testing.assert_allclose(np.asarray(got), np.asarray(ref), rtol=1e-5)
+
+
+# ----------------------------------------------------------------------------- train_lm
+
+def train_lm(out, *extra, n=2):
+    args = ["--data-parallel", "--steps", "2", "--batch", "4", "--seq", "16", "--eval-every",
+            "1", "--sample", "0", "--out", out, *extra]
+    return ok(launch(Path("..", "..", "examples", "train_lm.py"), *args, n=n, timeout=180))
+
+
+def losses(out) -> list:
+    return [json.loads(line)["loss"] for line in (out / "log.jsonl").read_text().splitlines()]
+
+
+def test_train_lm_data_parallel_follows_one_process_and_resumes_on_any_number_of_ranks(
+        tmp_path):
+    two, one = tmp_path / "two", tmp_path / "one"
+    run = train_lm(two)
+    assert "2 data-parallel ranks" in run.stdout and run.stdout.count("wrote ") == 1
+    train_lm(one, n=None)
+    np.testing.assert_allclose(losses(two), losses(one), rtol=1e-5)
+    assert sorted(p.name for p in two.iterdir()) == ["checkpoint.safetensors", "log.jsonl",
+                                                     "loss.png"]
+    # the two ranks' checkpoint resumed alone, the one process' on two ranks
+    train_lm(two, "--resume", "--steps", "3", n=None)
+    train_lm(one, "--resume", "--steps", "3")
+    assert len(losses(two)) == len(losses(one)) == 3
+    np.testing.assert_allclose(losses(two), losses(one), rtol=1e-5)

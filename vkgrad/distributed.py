@@ -202,7 +202,7 @@ def data_parallel(fun, axis_name="batch", **jit_kwargs):
             _check_same_arguments(world, name, (args, kwargs))
         return jitted(*args, **kwargs)
 
-    step.jitted = jitted
+    step.jitted, step.lower = jitted, jitted.lower
     step.__name__ = name
     step.__wrapped__ = fun
     return step
