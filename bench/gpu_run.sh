@@ -48,5 +48,7 @@ for step in "$@"; do
     mp) run mp 280 python3 bench/bench_mixed_precision.py --preset small --backend vulkan --out "$OUT/mp_$(date +%F).json" ;;
     controlflow) run controlflow 280 python3 bench/bench_control_flow.py --rounds 5 ;;
     case) run case 90 python3 bench/check_case.py ${CASES:-conv2d_pairs_lhs_dilation} ;;
+    dataparallel) run dataparallel 560 python3 bench/bench_data_parallel.py --ranks ${RANKS:-1,2} \
+             --preset ${PRESETS:-small,medium} --steps 10 --rounds 3 --timeout 250 ;;
   esac
 done

@@ -1,7 +1,8 @@
 """A jitted program holding while loops or collectives at its top level, on Vulkan: the eqns
 between them run as compiled programs; each while loop as a loop on the host over its cond and
-body, both compiled programs too; each collective (psum over the MPI world: vkgrad/distributed.py)
-on the host, on its operands read back, its results uploaded by the next program. Each iteration is two submissions and one read of the predicate (JAX's
+body, both compiled programs too; each collective (a psum over the MPI world:
+vkgrad/distributed.py) on the host, on its operands read back, its results uploaded by the next
+program. Each loop iteration is two submissions and one read of the predicate (JAX's
 GPU while_loop reads it on the device; a Vulkan kernel cannot skip the dispatches after it, so
 a bounded replay would always run its maximum number of steps). The carries stay on the device
 between iterations; a small one comes back to the host with the predicate.
@@ -13,6 +14,7 @@ one still runs on the interpreter, counted (vg.fallbacks()).
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import numpy as np
 
@@ -47,6 +49,7 @@ class SegmentedRunner:
         # ("run", runner, inputs, outputs) | ("while", eqn, cond, body) | ("host", eqn)
         self.steps = []
         self.compile_times: dict = {}
+        self.host_seconds = 0.0     # spent in host steps: operands read back, reduced (bench)
         needed = _needed_after(program)
         run: list = []
         for i, e in enumerate(program.eqns):
@@ -95,10 +98,11 @@ class SegmentedRunner:
                     runner.run([env[v] for v in ins], donate=False))))
                 continue
             if step[0] == "host":
-                e = step[1]
+                e, t0 = step[1], time.perf_counter()
                 env.update(zip(e.outputs, interpret(
                     e.prim, [_host(value(x), x.type) for x in e.inputs], e.params,
                     [o.type for o in e.outputs])))
+                self.host_seconds += time.perf_counter() - t0
                 continue
             _, e, cond, body = step
             nc, nb = e.params["cond_nconsts"], e.params["body_nconsts"]
