@@ -17,6 +17,7 @@ from child_env import child_env
 import vkgrad as vg
 import vkgrad.numpy as vnp
 from vkgrad.execution.segmented import SegmentedRunner
+from vkgrad.runtime import counters
 
 SCRIPTS = Path(__file__).resolve().parent / "distributed"
 BACKENDS = ["numpy", "vulkan"]
@@ -142,21 +143,30 @@ def test_bad_host_collective_arguments_are_clear_errors():
         vg.distributed.broadcast(np.ones(2), root=1)
 
 
-def test_a_collective_splits_a_vulkan_program_into_submissions():
-    """On Vulkan the step's program runs as the part before the psum, the psum on the host,
-    and the part after it (the optimizer)."""
+def test_a_collective_splits_a_vulkan_program_into_three_submissions():
+    """On Vulkan the step's program runs as the part before the psum (one submission), the
+    gradients read back in one more, the psum on the host, and the part after it (the
+    optimizer, its inputs uploaded with it)."""
     def step(w, x):
-        g = vg.grad(lambda w: vnp.sum(vnp.tanh(x @ w)))(w)
-        return w - 0.5 * vg.lax.pmean(g, "batch")
+        g = vg.grad(lambda w: vnp.sum(vnp.tanh(x @ w["a"]) @ w["b"]))(w)
+        return vg.tree_util.tree_map(lambda w, g: w - 0.5 * g, w, vg.lax.pmean(g, "batch"))
 
     train = vg.distributed.data_parallel(step, backend="vulkan")
-    w, x = np.ones((3, 2), np.float32), np.full((4, 3), 0.1, np.float32)
-    got = train(w, x)
+    rng = np.random.default_rng(0)   # gradients past the size a call reads back itself
+    w = {"a": rng.standard_normal((70, 70)).astype(np.float32) / 9,
+         "b": rng.standard_normal((70, 65)).astype(np.float32) / 9}
+    x = rng.standard_normal((4, 70)).astype(np.float32)
     compiled = train.jitted.lower(w, x)
     assert isinstance(compiled.runner, SegmentedRunner) and compiled.fallback_reason is None
     assert [s[0] for s in compiled.runner.steps] == ["run", "host", "run"]
+    train(w, x)
+    before = dict(counters)
+    got = vg.block_until_ready(train(w, x))
+    assert counters["submissions"] - before["submissions"] == 3   # both gradients: one read
     ref = vg.distributed.data_parallel(step, backend="numpy")(w, x)
-    np.testing.assert_allclose(np.asarray(got), np.asarray(ref), rtol=1e-5)
+    for k in w:
+        np.testing.assert_allclose(np.asarray(got[k]), np.asarray(ref[k]), rtol=1e-5,
+                                   atol=1e-6)
 
 
 # ----------------------------------------------------------------------------- train_lm

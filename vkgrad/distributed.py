@@ -95,12 +95,9 @@ class _World:
         self.comm.Abort(code)
 
 
-class _Alone:
+class _Alone(collective.SingleProcess):
     """A world of one process (not launched under MPI)."""
-    rank, size, local_rank = 0, 1, 0
-
-    def all_reduce(self, arrays, op):
-        return [np.asarray(a) for a in arrays]
+    rank, local_rank = 0, 0
 
     def broadcast(self, arrays, root):
         return [np.asarray(a) for a in arrays]
@@ -115,7 +112,8 @@ _world: list = []
 def init():
     """Join the MPI job this process was launched in (mpirun, mpiexec, srun: any launcher that
     sets the PMI or Open MPI variables); without one, a world of one process, and no MPI is
-    loaded. Idempotent; rank(), size() and the collectives call it."""
+    loaded. Idempotent; rank(), size() and the collectives call it. Call it before anything
+    opens the Vulkan device: the local rank picks which one."""
     if _world:
         return _world[0]
     if not any(v in os.environ for v in _LAUNCHER_VARS):
@@ -123,7 +121,7 @@ def init():
         return _world[0]
     try:
         from mpi4py import MPI
-    except ImportError as e:
+    except (ImportError, RuntimeError) as e:   # not installed; no libmpi for it to load
         raise DistributedError(
             f"this process was started by an MPI launcher, but mpi4py cannot be loaded ({e}): "
             "install vkgrad's distributed extra (pip install -e '.[distributed]', or "
@@ -178,7 +176,7 @@ def broadcast(tree, root: int = 0):
 
 
 def _mean(x, n):
-    return (x / n).astype(x.dtype) if x.dtype.kind == "f" else x / n
+    return np.asarray(x / n, x.dtype if x.dtype.kind == "f" else np.float32)
 
 
 def data_parallel(fun, axis_name="batch", **jit_kwargs):
@@ -198,7 +196,7 @@ def data_parallel(fun, axis_name="batch", **jit_kwargs):
 
     @api_boundary
     def step(*args, **kwargs):
-        if world.size > 1:
+        if world.size > 1 and core.current_trace() is None:   # (traced: inlined, no call)
             _check_same_arguments(world, name, (args, kwargs))
         return jitted(*args, **kwargs)
 

@@ -24,6 +24,7 @@ from vkgrad.pipeline import run_stages
 from vkgrad.primitives.collective import REDUCERS
 from vkgrad.primitives.control_flow import while_p
 from vkgrad.runtime.inflight import HostResult
+from vkgrad.runtime.pool import Owned
 from vkgrad.runtime.runners import VulkanRunner
 from vkgrad.tracer.array import Array
 
@@ -99,9 +100,9 @@ class SegmentedRunner:
                 continue
             if step[0] == "host":
                 e, t0 = step[1], time.perf_counter()
-                env.update(zip(e.outputs, interpret(
-                    e.prim, [_host(value(x), x.type) for x in e.inputs], e.params,
-                    [o.type for o in e.outputs])))
+                ins = self._read_back([value(x) for x in e.inputs], [x.type for x in e.inputs])
+                env.update(zip(e.outputs, interpret(e.prim, ins, e.params,
+                                                    [o.type for o in e.outputs])))
                 self.host_seconds += time.perf_counter() - t0
                 continue
             _, e, cond, body = step
@@ -113,6 +114,19 @@ class SegmentedRunner:
                 carry = _device_values(body.run(bc + carry, donate=False))
             env.update(zip(e.outputs, carry))
         return [value(o) for o in self.program.outputs]
+
+
+    def _read_back(self, values, types) -> list:
+        """The values as numpy arrays of their types, the device buffers among them read in ONE
+        transfer submission (a step's gradients are dozens of buffers: one each would be a
+        submission each)."""
+        owned = [v for v in values if isinstance(v, Owned)]
+        for o in owned:
+            o.wait()
+        if owned:
+            self.device.submit([("download", [o.buffer for o in owned])])
+        return [np.asarray(v.buffer.read_staging()[:t.size]).reshape(t.shape)
+                if isinstance(v, Owned) else _host(v, t) for v, t in zip(values, types)]
 
 
 def _device_values(outs) -> list:
