@@ -18,6 +18,7 @@ import vkgrad as vg
 import vkgrad.numpy as vnp
 from vkgrad.execution.segmented import SegmentedRunner
 from vkgrad.runtime import counters
+from vkgrad.runtime.device import DeviceInfo, preferred_index
 
 SCRIPTS = Path(__file__).resolve().parent / "distributed"
 BACKENDS = ["numpy", "vulkan"]
@@ -195,3 +196,16 @@ def test_train_lm_data_parallel_follows_one_process_and_resumes_on_any_number_of
     train_lm(one, "--resume", "--steps", "3")
     assert len(losses(two)) == len(losses(one)) == 3
     np.testing.assert_allclose(losses(two), losses(one), rtol=1e-5)
+
+
+def test_the_local_rank_picks_one_of_the_preferred_devices():
+    def info(i, kind):
+        return DeviceInfo(index=i, name=f"d{i}", type=kind, api_version=(1, 3),
+                          timestamp_period_ns=1.0,
+                          max_shared_memory=1, max_workgroup_invocations=1,
+                          max_storage_buffer_range=1, max_storage_buffers=1, timestamps=False)
+
+    machine = [info(0, "CPU"), info(1, "discrete GPU"), info(2, "integrated GPU"),
+               info(3, "discrete GPU")]
+    assert [preferred_index(machine, r) for r in range(4)] == [1, 3, 1, 3]
+    assert preferred_index(machine[:1], 5) == 0     # one device: every rank shares it

@@ -31,6 +31,7 @@ collective.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import zlib
@@ -185,24 +186,23 @@ def data_parallel(fun, axis_name="batch", **jit_kwargs):
     with its own share of the data; every call checks that the ranks' arguments have the same
     shapes and structure (a DistributedError naming the first difference otherwise)."""
     world = init()
+    name = getattr(fun, "__name__", "step")
 
+    @functools.wraps(fun)     # (jit reads fun's signature through it: static_argnums by name)
     def bound(*args, **kwargs):
         with collective.bound_axis(axis_name, world.size):
             return fun(*args, **kwargs)
 
-    bound.__name__ = bound.__qualname__ = getattr(fun, "__name__", "step")
     jitted = jit(bound, **jit_kwargs)
-    name = bound.__name__
 
     @api_boundary
+    @functools.wraps(fun)
     def step(*args, **kwargs):
         if world.size > 1 and core.current_trace() is None:   # (traced: inlined, no call)
             _check_same_arguments(world, name, (args, kwargs))
         return jitted(*args, **kwargs)
 
     step.jitted, step.lower = jitted, jitted.lower
-    step.__name__ = name
-    step.__wrapped__ = fun
     return step
 
 

@@ -103,10 +103,16 @@ def default_device_index() -> int:
     env = os.environ.get("VKGRAD_DEVICE")
     if env is not None and env.strip() != "":
         return check_index(env, devices, source="VKGRAD_DEVICE")
+    return preferred_index(devices, _local_rank[0])
+
+
+def preferred_index(devices, local_rank: int = 0) -> int:
+    """The devices of the most preferred type present (discrete GPUs first), the local rank's
+    one of them (round robin)."""
     for wanted in _TYPES.values():
         of_type = [d.index for d in devices if d.type == wanted]
         if of_type:
-            return of_type[_local_rank[0] % len(of_type)]
+            return of_type[local_rank % len(of_type)]
     return 0
 
 
