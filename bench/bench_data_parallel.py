@@ -16,9 +16,10 @@ package index: carry the wheels in .gpu/wheels (`pip download --only-binary=:all
 
 Per configuration: a warm-up step (compiles), then --rounds rounds of --steps steps, each step
 reading its loss (the loop of examples/train_lm.py); tokens/s per round, median reported.
-host_ms: the step's time in its host collectives (reading the gradients back, MPI_Allreduce),
-from the SegmentedRunner; allreduce_ms: MPI_Allreduce alone on the parameters' sizes (host
-arrays, no device), the network's share of host_ms.
+host_ms: the time a step waits for its host collectives (reading each gradient bucket back,
+and the MPI_Allreduce where it did not overlap the backward's later buckets), from the
+SegmentedRunner; allreduce_ms: MPI_Allreduce alone on the parameters' sizes (host arrays, no
+device), what the all-reduce costs when nothing hides it.
 """
 
 from __future__ import annotations

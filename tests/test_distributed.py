@@ -16,6 +16,7 @@ from child_env import child_env
 
 import vkgrad as vg
 import vkgrad.numpy as vnp
+from vkgrad.execution import segmented
 from vkgrad.execution.segmented import SegmentedRunner
 from vkgrad.runtime import counters
 from vkgrad.runtime.device import DeviceInfo, preferred_index
@@ -48,10 +49,12 @@ def ok(run):
 
 # ----------------------------------------------------------------------------- two ranks
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_data_parallel_mlp_matches_one_process_and_ranks_agree_bit_for_bit(backend, tmp_path):
-    ok(launch("mlp.py", tmp_path / "two.npz", backend=backend))
-    ok(launch("mlp.py", tmp_path / "one.npz", n=None, backend=backend))
+@pytest.mark.parametrize("backend,buckets", [("numpy", ()), ("vulkan", ()),
+                                             ("vulkan", ("buckets",))])
+def test_data_parallel_mlp_matches_one_process_and_ranks_agree_bit_for_bit(backend, buckets,
+                                                                           tmp_path):
+    ok(launch("mlp.py", tmp_path / "two.npz", *buckets, backend=backend))
+    ok(launch("mlp.py", tmp_path / "one.npz", *buckets, n=None, backend=backend))
     two, one = np.load(tmp_path / "two.npz"), np.load(tmp_path / "one.npz")
     for k in ("w1", "b1", "w2"):
         np.testing.assert_array_equal(two[f"{k}_0"], two[f"{k}_1"], err_msg=k)
@@ -67,7 +70,7 @@ def test_collectives_on_two_ranks_match_numpy(backend):
 
 
 def test_a_rank_that_raises_ends_the_job_naming_the_rank_and_the_cause():
-    run = launch("faults.py", "raise", timeout=60)
+    run = launch("faults.py", "raise", timeout=120)
     assert run.returncode != 0
     assert ("rank 1 of 2 failed: ValueError: the data loader of rank 1 found a corrupt record"
             in run.stderr), run.stderr
@@ -75,7 +78,7 @@ def test_a_rank_that_raises_ends_the_job_naming_the_rank_and_the_cause():
 
 
 def test_ranks_with_other_shapes_are_stopped_at_the_first_step():
-    run = launch("faults.py", "shapes", timeout=60)
+    run = launch("faults.py", "shapes", timeout=120)
     assert run.returncode != 0
     assert ("data_parallel(step): rank 1 calls it with other shapes than rank 0 (array "
             "argument 1: f32[4,3] vs f32[3,3])" in run.stderr), run.stderr
@@ -196,6 +199,37 @@ def test_train_lm_data_parallel_follows_one_process_and_resumes_on_any_number_of
     train_lm(one, "--resume", "--steps", "3")
     assert len(losses(two)) == len(losses(one)) == 3
     np.testing.assert_allclose(losses(two), losses(one), rtol=1e-5)
+
+
+def test_gradients_are_reduced_in_buckets_in_the_order_the_backward_computes_them(
+        monkeypatch):
+    """Each bucket's collective sits right after its last gradient, so its all-reduce runs
+    while the later gradients compute: here every gradient is its own bucket, the last
+    layer's first."""
+    monkeypatch.setattr(segmented, "BUCKET_BYTES", 1)
+
+    def loss(p, x):
+        h = vnp.tanh(vnp.tanh(x @ p["w1"]) @ p["w2"])
+        return vnp.sum((h @ p["w3"]) ** 2)
+
+    def step(p, x):
+        g = vg.lax.pmean(vg.grad(loss)(p, x), "batch")
+        return vg.tree_util.tree_map(lambda a, b: a - 0.1 * b, p, g)
+
+    rng = np.random.default_rng(0)
+    p = {k: rng.standard_normal(s).astype(np.float32) / 3
+         for k, s in [("w1", (4, 5)), ("w2", (5, 6)), ("w3", (6, 2))]}
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    train = vg.distributed.data_parallel(step, backend="vulkan")
+    got = train(p, x)
+    steps = train.jitted.lower(p, x).runner.steps
+    assert [s[0] for s in steps] == ["run", "host"] * 3 + ["run"]
+    assert [[str(v.type) for v in s[1].inputs] for s in steps if s[0] == "host"] == [
+        ["f32[6,2]"], ["f32[5,6]"], ["f32[4,5]"]]
+    want = vg.distributed.data_parallel(step, backend="numpy")(p, x)
+    for k in p:
+        np.testing.assert_allclose(np.asarray(got[k]), np.asarray(want[k]), rtol=1e-5,
+                                   atol=1e-6)
 
 
 def test_the_local_rank_picks_one_of_the_preferred_devices():

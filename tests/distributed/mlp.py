@@ -1,6 +1,7 @@
 """A tiny MLP trained data-parallel (tests/test_distributed.py starts it under mpirun -n 2, and
 alone on the whole batch): rank r takes rows r::size of each global batch. Writes the final
-parameters of every rank (gathered to rank 0) to the .npz named by argv[1]."""
+parameters of every rank (gathered to rank 0) to the .npz named by argv[1]; argv[2] "buckets":
+every gradient its own bucket (its all-reduce beside the rest of the backward)."""
 
 import sys
 
@@ -8,6 +9,7 @@ import numpy as np
 
 import vkgrad as vg
 import vkgrad.numpy as vnp
+from vkgrad.execution import segmented
 
 STEPS, BATCH = 3, 8
 
@@ -44,4 +46,6 @@ def main(out):
 
 
 if __name__ == "__main__":
+    if sys.argv[2:] == ["buckets"]:
+        segmented.BUCKET_BYTES = 1
     main(sys.argv[1])

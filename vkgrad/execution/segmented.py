@@ -13,11 +13,14 @@ one still runs on the interpreter, counted (vg.fallbacks()).
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
+import math
 import time
 
 import numpy as np
 
+from vkgrad.dtypes import np_dtype
 from vkgrad.ir.core import Literal, Program, Var
 from vkgrad.ir.interpreter import apply as interpret
 from vkgrad.pipeline import run_stages
@@ -51,9 +54,11 @@ class SegmentedRunner:
         self.steps = []
         self.compile_times: dict = {}
         self.host_seconds = 0.0     # spent in host steps: operands read back, reduced (bench)
+        eqns = _bucketed(program.eqns)
+        program = dataclasses.replace(program, eqns=tuple(eqns))
         needed = _needed_after(program)
         run: list = []
-        for i, e in enumerate(program.eqns):
+        for i, e in enumerate(eqns):
             if not _splits_at(e):
                 run.append(e)
                 continue
@@ -63,7 +68,7 @@ class SegmentedRunner:
             self.steps.append(("host", e) if e.prim is not while_p else
                               ("while", e, self._runner(p["cond_jaxpr"], options),
                                self._runner(p["body_jaxpr"], options)))
-        self._segment(run, needed[len(program.eqns) - 1], options)
+        self._segment(run, needed[len(eqns) - 1], options)
 
     def _runner(self, program: Program, options) -> VulkanRunner:
         stages: dict = {}
@@ -91,18 +96,29 @@ class SegmentedRunner:
     def run(self, inputs, *, donate=True, timestamps=False) -> list:
         env = dict(self.consts)
         env.update(zip(self.program.inputs, inputs))
-        value = lambda x: x.value if isinstance(x, Literal) else env[x]   # noqa: E731
+
+        def value(x):
+            if isinstance(x, Literal):
+                return x.value
+            v = env[x]
+            if isinstance(v, _Reducing):   # its all-reduce ran beside the steps since
+                t0 = time.perf_counter()
+                v = env[x] = v.result()
+                self.host_seconds += time.perf_counter() - t0
+            return v
+
         for step in self.steps:
             if step[0] == "run":
                 _, runner, ins, outs = step
                 env.update(zip(outs, _device_values(
-                    runner.run([env[v] for v in ins], donate=False))))
+                    runner.run([value(v) for v in ins], donate=False))))
                 continue
-            if step[0] == "host":
+            if step[0] == "host":    # read back now; reduce on the host while the GPU goes on
                 e, t0 = step[1], time.perf_counter()
                 ins = self._read_back([value(x) for x in e.inputs], [x.type for x in e.inputs])
-                env.update(zip(e.outputs, interpret(e.prim, ins, e.params,
-                                                    [o.type for o in e.outputs])))
+                job = _COLLECTIVES.submit(interpret, e.prim, ins, e.params,
+                                          [o.type for o in e.outputs])
+                env.update((o, _Reducing(job, j)) for j, o in enumerate(e.outputs))
                 self.host_seconds += time.perf_counter() - t0
                 continue
             _, e, cond, body = step
@@ -127,6 +143,52 @@ class SegmentedRunner:
             self.device.submit([("download", [o.buffer for o in owned])])
         return [np.asarray(v.buffer.read_staging()[:t.size]).reshape(t.shape)
                 if isinstance(v, Owned) else _host(v, t) for v, t in zip(values, types)]
+
+
+# One thread runs every collective, in program order (so in the same order on every rank, as
+# MPI needs), while the calling thread submits the programs after it.
+_COLLECTIVES = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="vkgrad-collectives")
+
+# A collective over many operands is split into buckets of about this many bytes, in the order
+# the program computes them (DDP's default bucket_cap_mb, 25 MB): a bucket's all-reduce then
+# runs while the program computes the next buckets.
+BUCKET_BYTES = 25 << 20
+
+
+class _Reducing:
+    """Result j of a collective running on _COLLECTIVES."""
+    __slots__ = ("job", "j")
+
+    def __init__(self, job, j):
+        self.job, self.j = job, j
+
+    def result(self):
+        return self.job.result()[self.j]
+
+
+def _bucketed(eqns) -> list:
+    """The eqns with each collective over more than BUCKET_BYTES of operands split into
+    buckets, in the order their operands are computed, each bucket placed right after the eqn
+    that computes its last operand (its results are read only where the whole one's were)."""
+    made = {o: i for i, e in enumerate(eqns) for o in e.outputs}
+    placed = []     # (position, eqn): an eqn's own index; a bucket's just after its producer
+    for i, e in enumerate(eqns):
+        if e.prim not in REDUCERS:
+            placed.append((i, e))
+            continue
+        at = [made.get(x, -1) if isinstance(x, Var) else -1 for x in e.inputs]
+        buckets, size = [[]], 0
+        for j in sorted(range(len(e.inputs)), key=at.__getitem__):
+            if size >= BUCKET_BYTES:
+                buckets, size = buckets + [[]], 0
+            buckets[-1].append(j)
+            x = e.inputs[j]
+            size += math.prod(x.shape) * np.dtype(np_dtype(x.dtype)).itemsize
+        for b in buckets:
+            last = max(at[j] for j in b)
+            placed.append((last + 0.5, e.replace(inputs=tuple(e.inputs[j] for j in b),
+                                                  outputs=tuple(e.outputs[j] for j in b))))
+    return [e for _, e in sorted(placed, key=lambda pe: pe[0])]
 
 
 def _device_values(outs) -> list:
