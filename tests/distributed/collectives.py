@@ -28,7 +28,9 @@ def main():
     xs, ks = zip(*(data(r) for r in range(size)))
     x, k = xs[rank], ks[rank]
     total, mean, mx, mn, both, dw, n = vg.distributed.data_parallel(step)(x, k)
-    close = lambda a, b: np.testing.assert_allclose(np.asarray(a), b, rtol=1e-6, atol=1e-6)  # noqa: E731
+    def close(got, want):
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6, atol=1e-6)
+
     close(total["x"], np.sum(xs, 0))
     np.testing.assert_array_equal(np.asarray(total["k"]), np.sum(ks, 0))
     close(mean, np.mean(xs, 0))

@@ -1,11 +1,13 @@
 """A jitted program holding while loops or collectives at its top level, on Vulkan: the eqns
 between them run as compiled programs; each while loop as a loop on the host over its cond and
 body, both compiled programs too; each collective (a psum over the MPI world:
-vkgrad/distributed.py) on the host, on its operands read back, its results uploaded by the next
-program. Each loop iteration is two submissions and one read of the predicate (JAX's
-GPU while_loop reads it on the device; a Vulkan kernel cannot skip the dispatches after it, so
-a bounded replay would always run its maximum number of steps). The carries stay on the device
-between iterations; a small one comes back to the host with the predicate.
+vkgrad/distributed.py) on the host: its operands read back, reduced on the collectives thread
+while the next program runs, its results uploaded by the first program that reads them (a large
+one split into buckets, DDP's: `_bucketed`). Each loop iteration is two submissions and one
+read of the predicate (JAX's GPU while_loop reads it on the device; a Vulkan kernel cannot skip
+the dispatches after it, so a bounded replay would always run its maximum number of steps).
+The carries stay on the device between iterations; a small one comes back to the host with the
+predicate.
 
 Loops nested in a scan body, a cond branch or another loop are not split: a program holding
 one still runs on the interpreter, counted (vg.fallbacks()).
@@ -101,7 +103,7 @@ class SegmentedRunner:
             if isinstance(x, Literal):
                 return x.value
             v = env[x]
-            if isinstance(v, _Reducing):   # its all-reduce ran beside the steps since
+            if isinstance(v, _Reducing):   # a collective's result: wait for its all-reduce
                 t0 = time.perf_counter()
                 v = env[x] = v.result()
                 self.host_seconds += time.perf_counter() - t0
@@ -130,7 +132,6 @@ class SegmentedRunner:
                 carry = _device_values(body.run(bc + carry, donate=False))
             env.update(zip(e.outputs, carry))
         return [value(o) for o in self.program.outputs]
-
 
     def _read_back(self, values, types) -> list:
         """The values as numpy arrays of their types, the device buffers among them read in ONE
