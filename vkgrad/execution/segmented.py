@@ -98,6 +98,7 @@ class SegmentedRunner:
     def run(self, inputs, *, donate=True, timestamps=False) -> list:
         env = dict(self.consts)
         env.update(zip(self.program.inputs, inputs))
+        jobs = []
 
         def value(x):
             if isinstance(x, Literal):
@@ -121,6 +122,7 @@ class SegmentedRunner:
                 job = _COLLECTIVES.submit(interpret, e.prim, ins, e.params,
                                           [o.type for o in e.outputs])
                 env.update((o, _Reducing(job, j)) for j, o in enumerate(e.outputs))
+                jobs.append(job)
                 self.host_seconds += time.perf_counter() - t0
                 continue
             _, e, cond, body = step
@@ -131,7 +133,10 @@ class SegmentedRunner:
             while bool(_host(cond.run(cc + carry, donate=False)[0], pred_type)):
                 carry = _device_values(body.run(bc + carry, donate=False))
             env.update(zip(e.outputs, carry))
-        return [value(o) for o in self.program.outputs]
+        outs = [value(o) for o in self.program.outputs]
+        for job in jobs:   # every collective done before the caller's next MPI call
+            job.result()
+        return outs
 
     def _read_back(self, values, types) -> list:
         """The values as numpy arrays of their types, the device buffers among them read in ONE
