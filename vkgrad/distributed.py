@@ -34,6 +34,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import time
 import zlib
 
 import numpy as np
@@ -237,11 +238,19 @@ def _check_same_arguments(world, name: str, arguments) -> None:
             source=core.user_source())
 
 
+# The launcher forwards each rank's output through pipes; an abort at once loses what is still
+# in them (seen: when every rank failed at one step, the abort of the first cut the others'
+# messages and its own), so a failing rank gives them this long to drain first.
+ABORT_DRAIN_S = 0.5
+
+
 def _abort_on_uncaught(previous, world):
     def hook(kind, value, tb):
-        previous(kind, value, tb)
         print(f"vkgrad.distributed: rank {world.rank} of {world.size} failed: "
               f"{kind.__name__}: {value}; aborting every rank (MPI_Abort)", file=sys.stderr,
               flush=True)
+        previous(kind, value, tb)
+        sys.stderr.flush()
+        time.sleep(ABORT_DRAIN_S)
         world.abort(1)
     return hook
