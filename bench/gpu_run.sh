@@ -52,5 +52,7 @@ for step in "$@"; do
     controlflow) run controlflow 200 python3 bench/bench_control_flow.py --rounds 5 ;;
     while) run while 120 python3 bench/bench_while.py --rounds 7 ;;
     case) run case 90 python3 bench/check_case.py ${CASES:-conv2d_pairs_lhs_dilation} ;;
+    dataparallel) run dataparallel 560 python3 bench/bench_data_parallel.py --ranks ${RANKS:-1,2} \
+             --preset ${PRESETS:-small,medium} --steps 10 --rounds 3 --timeout 250 ;;
   esac
 done

@@ -5,7 +5,9 @@ layer a vg.lax.scan over the sequence).
     python examples/train_lm.py --model transformer|mamba|gru --preset tiny|small|medium
         [--steps N] [--batch B] [--seq L] [--lr LR] [--out DIR] [--resume | --overwrite]
         [--allow-nonfinite] [--sample N] [--seed S] [--eval-every K] [--temperature T]
+        [--data-parallel]
     make demo        # the transformer at the tiny preset
+    mpirun -n 2 python examples/train_lm.py --data-parallel     # two processes, one GPU each
 
 Data: the Python standard library's own source files, which every machine with Python has
 (sysconfig's "stdlib" folder, site-packages left out), read in sorted order; every tenth file is
@@ -30,6 +32,13 @@ warns with the estimate (the preset is too big for the backend). A folder that a
 run (a checkpoint or a log) is never started over silently: without --resume it takes
 --overwrite. A file that cannot be read or written (corrupt, a full disk, a read-only folder) is
 one line on stderr and exit status 2.
+
+--data-parallel (under an MPI launcher; docs/distributed.md): every rank draws the same global
+batch of --batch sequences and trains on its 1/N of it; the step averages the gradients over
+the ranks (vg.lax.pmean inside vg.distributed.data_parallel), so the run follows the one-process
+run of the same --batch, and its checkpoint resumes on any number of ranks. Rank 0 alone
+writes the log, the checkpoints, the plot and the progress; every rank reads a checkpoint to
+resume (one machine, or a shared folder). A run error on one rank ends every rank.
 """
 
 from __future__ import annotations
@@ -194,24 +203,28 @@ def policy(cfg: dict):
     return vg.mp.get_policy(f"params=f32,compute={cfg['precision']},output=f32")
 
 
-def make_steps(cfg: dict):
+def make_steps(cfg: dict, data_parallel: bool = False):
     """(train_step, loss) jitted: train_step(params, opt_state, x, y) -> (params, opt_state,
-    loss, grad_norm) with params and opt_state donated; loss(params, x, y) for validation."""
+    loss, grad_norm) with params and opt_state donated; loss(params, x, y) for validation.
+    data_parallel: x, y are this rank's share; the gradients and the loss are averaged over
+    the ranks' axis "batch"."""
     forward, opt = logits_fn(cfg), optimizer(cfg)
+    mean = (lambda t: vg.lax.pmean(t, "batch")) if data_parallel else (lambda t: t)
 
     def loss_fn(params, x, y):
         return nn.cross_entropy(forward(params, x), y)
 
     def train_step(params, opt_state, x, y):
         scale = vg.mp.loss_scale_of(opt_state)
-        loss, grads = vg.value_and_grad(lambda p: scale.scale(loss_fn(p, x, y)))(params)
+        loss, grads = mean(vg.value_and_grad(lambda p: scale.scale(loss_fn(p, x, y)))(params))
         loss = scale.unscale(loss)     # opt.update unscales the gradients (and may skip)
         grad_norm = vg.optim.global_norm(scale.unscale(grads))
         updates, opt_state = opt.update(grads, opt_state, params)
         params = vg.optim.apply_updates(params, updates)
         return params, opt_state, loss, grad_norm
 
-    return vg.jit(train_step, donate_argnums=(0, 1)), vg.jit(loss_fn)
+    jit = vg.distributed.data_parallel if data_parallel else vg.jit
+    return jit(train_step, donate_argnums=(0, 1)), vg.jit(loss_fn)
 
 
 def make_sampler(cfg: dict):
@@ -287,33 +300,62 @@ def plot(out: Path, records: list[dict], title: str) -> None:
 
 # ----------------------------------------------------------------------------------- training
 
+class _Quiet:
+    """RunLog's part a rank other than 0 plays under --data-parallel: it writes nothing."""
+    records: list = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def say(self, text):
+        pass
+
+    def add(self, rec, postfix):
+        pass
+
+
 def train(cfg: dict, out, *, eval_every: int, resume: bool = False, overwrite: bool = False,
           allow_nonfinite: bool = False, data=None, stop_after: int | None = None,
-          progress: bool = True, log=print) -> dict:
+          progress: bool = True, log=print, data_parallel: bool = False) -> dict:
     """Train per `cfg` into `out`; returns {"params", "opt_state", "records", "backend",
     "fallback", "compile_s", "step_s"}. A folder holding a run needs resume (continue it) or
     overwrite (start over). stop_after: stop (as if interrupted) once that many steps are done,
-    after the checkpoint of that step if one is due."""
+    after the checkpoint of that step if one is due. data_parallel: this rank's share of each
+    batch (the module docstring)."""
     out = Path(out)
-    if not resume and not overwrite:
+    rank, ranks = (vg.distributed.rank(), vg.distributed.size()) if data_parallel else (0, 1)
+    if cfg["batch"] % ranks:
+        raise RunError(f"--batch {cfg['batch']} does not split across {ranks} ranks")
+    share = cfg["batch"] // ranks
+    main = rank == 0
+    if main and not resume and not overwrite:
         check_fresh_start(out)
-    out.mkdir(parents=True, exist_ok=True)
+    if main:
+        out.mkdir(parents=True, exist_ok=True)
     params = init_params(cfg)
     opt_state = optimizer(cfg).init(params)
     start = 0
+    log = log if main else (lambda text: None)
     if resume:
         start, params, opt_state, was = training_run.load_checkpoint(
             out, cfg, params, opt_state, allow_nonfinite, writer=WRITER)
         log(f"resuming from {out / CHECKPOINT} at step {start}")
         if was != cfg["steps"]:
             log(schedule_change(cfg, was, start))
-    elif (out / CHECKPOINT).exists():
+    elif main and (out / CHECKPOINT).exists():
         log(f"note: starting over in {out} (--overwrite: its checkpoint and log are replaced)")
     train_data, val_data = data if data is not None else load_text()
-    step_fn, loss_fn = make_steps(cfg)
+    step_fn, loss_fn = make_steps(cfg, data_parallel)
     vals = val_batches(val_data, cfg)
     lr_at = schedule(cfg)
-    x, y = train_batch(train_data, cfg, start)
+
+    def batch_of(step):    # this rank's rows of the step's global batch
+        return [a[rank * share:(rank + 1) * share] for a in train_batch(train_data, cfg, step)]
+
+    x, y = batch_of(start)
     t0 = time.perf_counter()
     compiled = step_fn.lower(params, opt_state, x, y)   # compile before the clock starts
     compile_s = time.perf_counter() - t0
@@ -326,10 +368,11 @@ def train(cfg: dict, out, *, eval_every: int, resume: bool = False, overwrite: b
     where = device_name() if not fallback else "the numpy interpreter (fallback)"
     title = f"{cfg['model']} {cfg['preset']} on {where}"
     times = []
-    with RunLog(out, start, cfg["steps"], f"{cfg['model']} {cfg['preset']}", resume=resume,
-                progress=progress, log=log) as run:
+    run_log = RunLog(out, start, cfg["steps"], f"{cfg['model']} {cfg['preset']}",
+                     resume=resume, progress=progress, log=log) if main else _Quiet()
+    with run_log as run:
         for step in range(start, cfg["steps"]):
-            x, y = train_batch(train_data, cfg, step)
+            x, y = batch_of(step)
             t = time.perf_counter()
             params, opt_state, loss, grad_norm = step_fn(params, opt_state, x, y)
             loss = float(loss)   # copied to the host inside the step's own submission
@@ -342,7 +385,7 @@ def train(cfg: dict, out, *, eval_every: int, resume: bool = False, overwrite: b
                 run.say(warning)
             rec = {"step": done, "loss": loss, "lr": float(lr_at(np.float32(step))),
                    "tokens_per_s": tokens / dt, "grad_norm": float(grad_norm)}
-            if done % eval_every == 0 or done == cfg["steps"]:
+            if main and (done % eval_every == 0 or done == cfg["steps"]):
                 rec["val_loss"] = float(np.mean([float(loss_fn(params, vx, vy))
                                                  for vx, vy in vals]))
                 run.say(f"step {done:5d}  train loss {loss:.4f}  val loss "
@@ -393,6 +436,9 @@ def parse_args(argv=None):
                     help="bytes to sample after each of three prompts at the end (0: none; "
                          "default 120)")
     ap.add_argument("--temperature", type=float, default=0.8, help="sampling temperature")
+    ap.add_argument("--data-parallel", action="store_true",
+                    help="under mpirun -n N: each rank trains on 1/N of every --batch, "
+                         "gradients averaged over the ranks; rank 0 writes the outputs")
     args = ap.parse_args(argv)
     if args.allow_nonfinite and not args.resume:
         ap.error("--allow-nonfinite goes with --resume (it accepts a checkpoint's NaN or inf)")
@@ -405,16 +451,25 @@ def main(argv=None) -> int:
                       seq=args.seq, lr=args.lr, seed=args.seed, precision=args.precision)
     eval_every = args.eval_every or PRESETS[args.model][args.preset]["eval_every"]
     out = Path(args.out or f"runs/{args.model}-{args.preset}")
+    ranks = vg.distributed.size() if args.data_parallel else 1   # before the device opens
     dev = device_name()
-    print(f"device: {dev}; data: {sysconfig.get_paths()['stdlib']} (*.py, bytes)")
+    quiet = args.data_parallel and vg.distributed.rank() != 0   # rank 0 alone reports
+    if not quiet:
+        print(f"device: {dev}; data: {sysconfig.get_paths()['stdlib']} (*.py, bytes)"
+              + (f"; {ranks} data-parallel ranks" if args.data_parallel else ""))
     try:
         t0 = time.perf_counter()
         res = train(cfg, out, eval_every=eval_every, resume=args.resume,
-                    overwrite=args.overwrite, allow_nonfinite=args.allow_nonfinite)
+                    overwrite=args.overwrite, allow_nonfinite=args.allow_nonfinite,
+                    data_parallel=args.data_parallel)
     except (RunError, vg.CheckpointError) as e:
+        if ranks > 1:   # uncaught, it ends every rank (vg.distributed aborts the job)
+            raise
         print(f"error: {e}", file=sys.stderr)
         return 2
     except OSError as e:   # the log or the plot: a full disk, a read-only folder
+        if ranks > 1:
+            raise
         print(f"error: {e.filename or out}: cannot write it: {e.strerror or e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -422,6 +477,8 @@ def main(argv=None) -> int:
               "the same command and --resume", file=sys.stderr)
         return 130
     wall = time.perf_counter() - t0
+    if quiet:
+        return 0
     recs = res["records"]
     if args.sample:
         prompts = [b"def ", b"import ", b"class "]

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Set vkgrad up on a fresh Debian machine: system packages, .venv with vkgrad (editable, test
-# and examples extras), and Kompute's `kp` built with our patches (cached, so a second set-up
-# takes seconds).
+# Set vkgrad up on a fresh Debian machine: system packages, .venv with vkgrad (editable, test,
+# examples and distributed extras: the last brings MPICH's mpirun into .venv/bin), and Kompute's
+# `kp` built with our patches (cached, so a second set-up takes seconds).
 # `make test` and `make demo` run this when anything it depends on changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,8 +27,8 @@ py=${PYTHON:-python3}
 "$py" -c 'import sys; assert sys.version_info >= (3, 10), sys.version' 2>/dev/null \
   || { echo "setup: vkgrad needs Python 3.10 or newer ($py is $("$py" --version 2>&1))" >&2; exit 1; }
 [ -x .venv/bin/python ] || "$py" -m venv .venv
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test,examples]' pybind11 2>&1 | grep -v '^WARNING: Location' || true
-.venv/bin/python -c 'import vkgrad, pytest, hypothesis, tqdm, matplotlib, safetensors' \
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test,examples,distributed]' pybind11 2>&1 | grep -v '^WARNING: Location' || true
+.venv/bin/python -c 'import vkgrad, pytest, hypothesis, tqdm, matplotlib, safetensors, mpi4py' \
   || { echo "setup: installing vkgrad into .venv failed (see pip's output above)" >&2; exit 1; }
 site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
 scripts/build_kp.sh .venv/bin/python "$site"

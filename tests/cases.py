@@ -990,6 +990,32 @@ CASES += [
          [U(7, 33, 130), I(hi=7)], **NOGRAD),
 ]
 
+# --- collectives over a named axis. The world of this one process: the MPI collectives are the
+# identity (tests/test_distributed.py runs them on two ranks); under vmap, reductions.
+def _over_world(f):
+    return vg.distributed.data_parallel(f, axis_name="batch")
+
+
+def _psum_pmean(x, y):
+    return _over_world(lambda x, y: (vg.lax.psum(x * y, "batch"),
+                                     vg.lax.pmean({"a": vnp.sin(x)}, "batch")["a"]))(x, y)
+
+
+def _pmax_pmin(x):
+    return _over_world(lambda x: vg.lax.pmax(x, "batch") - vg.lax.pmin(x * 2.0, "batch"))(x)
+
+
+def _vmap_collectives(x):
+    return vg.vmap(lambda v: v * vg.lax.pmean(v, "i") - vg.lax.pmax(v, "i") * vg.lax.psum(1, "i")
+                   + vg.lax.pmin(v * v, "i"), axis_name="i")(x)
+
+
+CASES += [
+    Case("psum_pmean", _psum_pmean, [F(3, 4), F(3, 4)]),
+    Case("pmax_pmin", _pmax_pmin, [U(5)], grad=0),      # no VJP for pmax, pmin (JAX's)
+    Case("vmap_collectives", _vmap_collectives, [NZ(4, 3)]),
+]
+
 # --- matmul on Vulkan: every transpose combination on awkward shapes (one row, one column,
 # sizes off every tile boundary). Not gradient-checked: matmul's derivatives are the small
 # matmul_* rows' (every transpose combination); checking these 20 too took 3.5 s (measured).
@@ -1020,8 +1046,9 @@ def ids(cases):
 REMOVED_BEFORE_LOWERING = {"stop_gradient", "custom_vjp_call", "custom_jvp_call", "cond",
                            "checkpoint", "checkpoint_name"}
 # Primitives no Vulkan plan holds: a while loop at a program's top level runs as plans of its
-# cond and body driven from the host (vkgrad/execution/segmented.py), nested on the interpreter.
-HOST_DRIVEN = {"while"}
+# cond and body driven from the host (vkgrad/execution/segmented.py), nested on the interpreter;
+# a collective runs on the host between the plans before and after it (the same module).
+HOST_DRIVEN = {"while", "psum", "pmax", "pmin"}
 
 
 def primitives_in(program) -> set:

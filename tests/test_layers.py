@@ -33,7 +33,7 @@ LAYERS = {
     "vkgrad.lowering": 6,
     "vkgrad.pipeline": 7,
     "vkgrad.runtime": 8,
-    "vkgrad.execution": 9, "vkgrad.dump": 9, "vkgrad.__main__": 9,
+    "vkgrad.execution": 9, "vkgrad.dump": 9, "vkgrad.__main__": 9, "vkgrad.distributed": 9,
 }
 # The package's __init__ loads layers 1-5; the others through its lazy attributes (PEP 562).
 ROOT_LAYER = 5

@@ -69,6 +69,7 @@ _LAZY = {"jit": "vkgrad.execution.jit",
          "DeviceMemoryError": "vkgrad.lowering.limits",
          "devices": "vkgrad.execution.device_put",
          "runtime_stats": "vkgrad.execution.stats"}
+_LAZY_MODULES = {"distributed"}   # vg.distributed (MPI: docs/distributed.md)
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "vmap", "make_ir", "trace", "check_grads",
            "custom_vjp", "custom_jvp", "jacfwd", "jacrev", "hessian",
@@ -83,6 +84,10 @@ __all__ = ["grad", "value_and_grad", "vjp", "jvp", "vmap", "make_ir", "trace", "
 
 
 def __getattr__(name):
+    if name in _LAZY_MODULES:
+        value = importlib.import_module(f"vkgrad.{name}")
+        globals()[name] = value
+        return value
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'vkgrad' has no attribute {name!r}")
@@ -92,4 +97,4 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | _LAZY_MODULES)

@@ -22,13 +22,14 @@ import numpy as np
 
 import vkgrad.numpy as vnp
 from vkgrad import primitives as P
+from vkgrad.primitives import collective as C
 from vkgrad.control_flow import (associative_scan, cond, fori_loop, map, scan,  # noqa: F401,A004
                                  switch, while_loop)
 from vkgrad.errors import ArgumentError, DTypeError, ShapeError
 from vkgrad.primitives.convolution import check_conv, dilate
 from vkgrad.scipy.special import digamma, erf, erfc, erfinv, expit, gammaln
 from vkgrad.tracer.core import user_source
-from vkgrad.tree_util import tree_map
+from vkgrad.tree_util import tree_flatten, tree_map, tree_unflatten
 
 # ------------------------------------------------------------------------------- elementwise
 
@@ -704,3 +705,57 @@ __all__ = sorted(__all__ + ["ConvDimensionNumbers", "conv_general_permutations",
                             "conv_dimension_numbers", "padtype_to_pads",
                             "conv_general_dilated", "conv", "conv_with_general_padding",
                             "conv_transpose", "reduce_window"])
+
+
+# ------------------------------------------------------------------------------- collectives
+# Over a named axis bound by vg.vmap(f, axis_name=...) or vg.distributed.data_parallel(f,
+# axis_name=...) (vkgrad/primitives/collective.py); each reduces every leaf of a pytree in one
+# eqn. A Python number is the same on every member: psum(1, name) is the axis' size, as in JAX.
+
+def _collective(p, x, axis_name, of_number):
+    leaves, tree = tree_flatten(x)
+    n = C.axis_size(axis_name)
+    arrays = [i for i, v in enumerate(leaves) if not isinstance(v, (int, float))]
+    outs = list(C.collective(p, [vnp.asarray(leaves[i]) for i in arrays], axis_name))
+    done = {i: outs[k] for k, i in enumerate(arrays)}
+    return tree_unflatten(tree, [done[i] if i in done else of_number(v, n)
+                                 for i, v in enumerate(leaves)])
+
+
+def psum(x, axis_name, *, axis_index_groups=None):
+    """The sum of x over the members of the named axis (JAX's lax.psum)."""
+    _no_groups("psum", axis_index_groups)
+    return _collective(C.psum_p, x, axis_name, lambda v, n: v * n)
+
+
+def pmean(x, axis_name, *, axis_index_groups=None):
+    """The mean of x over the members of the named axis (JAX's lax.pmean)."""
+    _no_groups("pmean", axis_index_groups)
+    n = C.axis_size(axis_name)
+    return tree_map(lambda v: v / n, psum(x, axis_name))
+
+
+def pmax(x, axis_name, *, axis_index_groups=None):
+    """The elementwise maximum of x over the members of the named axis (JAX's lax.pmax)."""
+    _no_groups("pmax", axis_index_groups)
+    return _collective(C.pmax_p, x, axis_name, lambda v, n: v)
+
+
+def pmin(x, axis_name, *, axis_index_groups=None):
+    """The elementwise minimum of x over the members of the named axis (JAX's lax.pmin)."""
+    _no_groups("pmin", axis_index_groups)
+    return _collective(C.pmin_p, x, axis_name, lambda v, n: v)
+
+
+def axis_size(axis_name) -> int:
+    """The number of members of the named axis (JAX's lax.axis_size)."""
+    return C.axis_size(axis_name)
+
+
+def _no_groups(name, groups):
+    if groups is not None:
+        raise ArgumentError(f"{name}: axis_index_groups is not supported (every member of the "
+                            "axis takes part)", source=user_source())
+
+
+__all__ = sorted(__all__ + ["psum", "pmean", "pmax", "pmin", "axis_size"])

@@ -1,15 +1,21 @@
-"""A jitted program holding while loops at its top level, on Vulkan: the eqns between loops run
-as compiled programs, and each while loop as a host loop over ONE compiled program, its chunk:
-CHUNK iterations and the predicate after them (primitives/control_flow.py, while_chunk). A
-chunk is a scan of masked iterations (the body's result kept only while the predicate holds),
-replayed on the device in one submission like any scan; the host reads the predicate back
-after each and stops when it is false. So a loop of n iterations is max(1, ceil(n / CHUNK))
-submissions, against 2n when the host read the predicate after every iteration (its cond and
-body each a submission), at the price of up to CHUNK - 1 masked iterations after the end (a
-Vulkan kernel cannot skip the dispatches after it). The carries stay on the device between
-chunks; a small one comes back to the host with the predicate. CHUNK = 1 is one round trip an
-iteration. bench/bench_while.py measures the choice (docs/compiler.md, "Loops and
-conditionals", has the numbers).
+"""A jitted program holding while loops or collectives at its top level, on Vulkan: the eqns
+between them run as compiled programs.
+
+Each while loop runs as a host loop over ONE compiled program, its chunk: CHUNK iterations and
+the predicate after them (primitives/control_flow.py, while_chunk). A chunk is a scan of masked
+iterations (the body's result kept only while the predicate holds), replayed on the device in
+one submission like any scan; the host reads the predicate back after each and stops when it is
+false. So a loop of n iterations is max(1, ceil(n / CHUNK)) submissions, against 2n when the
+host read the predicate after every iteration (its cond and body each a submission), at the
+price of up to CHUNK - 1 masked iterations after the end (a Vulkan kernel cannot skip the
+dispatches after it). The carries stay on the device between chunks; a small one comes back to
+the host with the predicate. CHUNK = 1 is one round trip an iteration. bench/bench_while.py
+measures the choice (docs/compiler.md, "Loops and conditionals", has the numbers).
+
+Each collective (a psum over the MPI world: vkgrad/distributed.py) runs on the host: its
+operands read back, reduced on the collectives thread while the next program runs, its results
+uploaded by the first program that reads them (a large one split into buckets, DDP's:
+`_bucketed`).
 
 Loops nested in a scan body, a cond branch or another loop are not split: a program holding
 one still runs on the interpreter, counted (vg.fallbacks()). A chunk cannot run them: inside
@@ -18,14 +24,21 @@ a submission nothing reads the predicate, and a bound on the trip count is not k
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
+import math
+import time
 
 import numpy as np
 
+from vkgrad.dtypes import np_dtype
 from vkgrad.ir.core import Literal, Program, Var
+from vkgrad.ir.interpreter import apply as interpret
 from vkgrad.pipeline import run_stages
+from vkgrad.primitives.collective import REDUCERS
 from vkgrad.primitives.control_flow import while_chunk, while_p
 from vkgrad.runtime.inflight import HostResult
+from vkgrad.runtime.pool import Owned
 from vkgrad.runtime.runners import VulkanRunner
 from vkgrad.tracer.array import Array
 
@@ -36,8 +49,13 @@ CHUNK = 16
 
 
 def splits(program: Program) -> bool:
-    """Whether the program holds a while loop at its top level (this runner's case)."""
-    return any(e.prim is while_p for e in program.eqns)
+    """Whether the program holds a while loop or a collective at its top level (this runner's
+    case)."""
+    return any(_splits_at(e) for e in program.eqns)
+
+
+def _splits_at(e) -> bool:
+    return e.prim is while_p or e.prim in REDUCERS
 
 
 class SegmentedRunner:
@@ -48,18 +66,22 @@ class SegmentedRunner:
         self.consts = dict(program.consts)      # Var -> the array traced in
         # each part is a program of its own: the whole program's donations do not apply
         options = dataclasses.replace(options, donated=frozenset())
-        self.steps = []             # ("run", runner, inputs, outputs) | ("while", eqn, chunk)
+        self.steps = []   # ("run", runner, inputs, outputs) | ("while", eqn, chunk) | ("host", eqn)
         self.compile_times: dict = {}
+        self.host_seconds = 0.0     # spent in host steps: operands read back, reduced (bench)
+        eqns = _bucketed(program.eqns)
+        program = dataclasses.replace(program, eqns=tuple(eqns))
         needed = _needed_after(program)
         run: list = []
-        for i, e in enumerate(program.eqns):
-            if e.prim is not while_p:
+        for i, e in enumerate(eqns):
+            if not _splits_at(e):
                 run.append(e)
                 continue
             self._segment(run, needed[i - 1] if i else set(), options)
             run = []
-            self.steps.append(("while", e, self._runner(while_chunk(e, CHUNK), options)))
-        self._segment(run, needed[len(program.eqns) - 1], options)
+            self.steps.append(("host", e) if e.prim is not while_p else
+                              ("while", e, self._runner(while_chunk(e, CHUNK), options)))
+        self._segment(run, needed[len(eqns) - 1], options)
 
     def _runner(self, program: Program, options) -> VulkanRunner:
         stages: dict = {}
@@ -87,12 +109,32 @@ class SegmentedRunner:
     def run(self, inputs, *, donate=True, timestamps=False) -> list:
         env = dict(self.consts)
         env.update(zip(self.program.inputs, inputs))
-        value = lambda x: x.value if isinstance(x, Literal) else env[x]   # noqa: E731
+        jobs = []
+
+        def value(x):
+            if isinstance(x, Literal):
+                return x.value
+            v = env[x]
+            if isinstance(v, _Reducing):   # a collective's result: wait for its all-reduce
+                t0 = time.perf_counter()
+                v = env[x] = v.result()
+                self.host_seconds += time.perf_counter() - t0
+            return v
+
         for step in self.steps:
             if step[0] == "run":
                 _, runner, ins, outs = step
                 env.update(zip(outs, _device_values(
-                    runner.run([env[v] for v in ins], donate=False))))
+                    runner.run([value(v) for v in ins], donate=False))))
+                continue
+            if step[0] == "host":    # read back now; reduce on the host while the GPU goes on
+                e, t0 = step[1], time.perf_counter()
+                ins = self._read_back([value(x) for x in e.inputs], [x.type for x in e.inputs])
+                job = _COLLECTIVES.submit(interpret, e.prim, ins, e.params,
+                                          [o.type for o in e.outputs])
+                env.update((o, _Reducing(job, j)) for j, o in enumerate(e.outputs))
+                jobs.append(job)
+                self.host_seconds += time.perf_counter() - t0
                 continue
             _, e, chunk = step
             args = [value(x) for x in e.inputs]
@@ -104,7 +146,68 @@ class SegmentedRunner:
                 if not bool(_host(pred, pred_type)):
                     break
             env.update(zip(e.outputs, carry))
-        return [value(o) for o in self.program.outputs]
+        outs = [value(o) for o in self.program.outputs]
+        for job in jobs:   # every collective done before the caller's next MPI call
+            job.result()
+        return outs
+
+    def _read_back(self, values, types) -> list:
+        """The values as numpy arrays of their types, the device buffers among them read in ONE
+        transfer submission (a step's gradients are dozens of buffers: one each would be a
+        submission each)."""
+        owned = [v for v in values if isinstance(v, Owned)]
+        for o in owned:
+            o.wait()
+        if owned:
+            self.device.submit([("download", [o.buffer for o in owned])])
+        return [np.asarray(v.buffer.read_staging()[:t.size]).reshape(t.shape)
+                if isinstance(v, Owned) else _host(v, t) for v, t in zip(values, types)]
+
+
+# One thread runs every collective, in program order (so in the same order on every rank, as
+# MPI needs), while the calling thread submits the programs after it.
+_COLLECTIVES = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="vkgrad-collectives")
+
+# A collective over many operands is split into buckets of about this many bytes, in the order
+# the program computes them (DDP's default bucket_cap_mb, 25 MB): a bucket's all-reduce then
+# runs while the program computes the next buckets.
+BUCKET_BYTES = 25 << 20
+
+
+class _Reducing:
+    """Result j of a collective running on _COLLECTIVES."""
+    __slots__ = ("job", "j")
+
+    def __init__(self, job, j):
+        self.job, self.j = job, j
+
+    def result(self):
+        return self.job.result()[self.j]
+
+
+def _bucketed(eqns) -> list:
+    """The eqns with each collective over more than BUCKET_BYTES of operands split into
+    buckets, in the order their operands are computed, each bucket placed right after the eqn
+    that computes its last operand (its results are read only where the whole one's were)."""
+    made = {o: i for i, e in enumerate(eqns) for o in e.outputs}
+    placed = []     # (position, eqn): an eqn's own index; a bucket's just after its producer
+    for i, e in enumerate(eqns):
+        if e.prim not in REDUCERS:
+            placed.append((i, e))
+            continue
+        at = [made.get(x, -1) if isinstance(x, Var) else -1 for x in e.inputs]
+        buckets, size = [[]], 0
+        for j in sorted(range(len(e.inputs)), key=at.__getitem__):
+            if size >= BUCKET_BYTES:
+                buckets, size = buckets + [[]], 0
+            buckets[-1].append(j)
+            x = e.inputs[j]
+            size += math.prod(x.shape) * np.dtype(np_dtype(x.dtype)).itemsize
+        for b in buckets:
+            last = max(at[j] for j in b)
+            placed.append((last + 0.5, e.replace(inputs=tuple(e.inputs[j] for j in b),
+                                                  outputs=tuple(e.outputs[j] for j in b))))
+    return [e for _, e in sorted(placed, key=lambda pe: pe[0])]
 
 
 def _device_values(outs) -> list:
@@ -114,10 +217,11 @@ def _device_values(outs) -> list:
 
 
 def _host(x, type_):
+    """x as a numpy array of type_'s shape (a small result comes back flat)."""
     if isinstance(x, HostResult):
-        return np.asarray(x.result())
+        x = x.result()
     if isinstance(x, np.ndarray) or np.isscalar(x):
-        return np.asarray(x)
+        return np.asarray(x).reshape(type_.shape)
     return np.asarray(Array(type_, x))     # a device buffer: read it
 
 

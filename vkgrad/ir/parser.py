@@ -67,7 +67,20 @@ def _parse_param_value(text: str):
     try:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):
+        if text.startswith("(") and text.endswith(")"):   # a tuple holding words: psum's axes
+            return tuple(_parse_param_value(t) for t in _split_top(text[1:-1]) if t)
         raise IRError(f"bad parameter value {text!r}") from None
+
+
+def _split_top(text: str) -> list:
+    """text split at its commas outside parentheses, each part stripped."""
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(text):
+        depth += (c == "(") - (c == ")")
+        if c == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    return parts + [text[start:].strip()]
 
 
 def parse_program(text: str, consts: dict | None = None) -> Program:

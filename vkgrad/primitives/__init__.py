@@ -15,6 +15,7 @@ rules are written with).
     compiler.py   fused and save: what the compiler's passes introduce
     control_flow.py scan, while, cond and checkpoint: eqns holding closed sub-programs (loops
                   stay loops), and checkpoint_name
+    collective.py psum, pmax, pmin: reductions over a named axis (vmap's, or the MPI world's)
 """
 
 from vkgrad.primitives.lax import *  # noqa: F401,F403
@@ -34,3 +35,4 @@ from vkgrad.primitives.cumulative import cumsum, cumsum_p  # noqa: F401
 from vkgrad.primitives.convolution import conv, conv_p  # noqa: F401
 from vkgrad.primitives.control_flow import (checkpoint_name_p, checkpoint_p, cond_p,  # noqa: F401
                                             scan_p, while_p)
+from vkgrad.primitives.collective import pmax_p, pmin_p, psum_p  # noqa: F401

@@ -1,7 +1,7 @@
 """Which Vulkan devices exist, and which one vkgrad uses.
 
 Default: the first discrete GPU, else the first integrated (or virtual) GPU, else the CPU device
-(lavapipe). `VKGRAD_DEVICE=<index>` overrides, with indices as `python -m vkgrad devices` prints.
+(lavapipe); under vg.distributed, the local rank's one of them (rank % their number). `VKGRAD_DEVICE=<index>` overrides, with indices as `python -m vkgrad devices` prints.
 """
 
 from __future__ import annotations
@@ -89,15 +89,30 @@ def list_devices() -> tuple[DeviceInfo, ...]:
         for i, p in enumerate(props))
 
 
+_local_rank = [0]
+
+
+def set_local_rank(rank: int) -> None:
+    """This process' index among the processes of its machine (vg.distributed.init): it picks
+    which of the preferred devices is the default, one per process."""
+    _local_rank[0] = int(rank)
+
+
 def default_device_index() -> int:
     devices = list_devices()
     env = os.environ.get("VKGRAD_DEVICE")
     if env is not None and env.strip() != "":
         return check_index(env, devices, source="VKGRAD_DEVICE")
+    return preferred_index(devices, _local_rank[0])
+
+
+def preferred_index(devices, local_rank: int = 0) -> int:
+    """The devices of the most preferred type present (discrete GPUs first), the local rank's
+    one of them (round robin)."""
     for wanted in _TYPES.values():
-        for d in devices:
-            if d.type == wanted:
-                return d.index
+        of_type = [d.index for d in devices if d.type == wanted]
+        if of_type:
+            return of_type[local_rank % len(of_type)]
     return 0
 
 

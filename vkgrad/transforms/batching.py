@@ -26,17 +26,24 @@ from vkgrad import primitives as P
 from vkgrad.errors import ArgumentError, IRError, MissingRuleError
 from vkgrad.ir.core import Literal, Program, batching_rules, program_transforms, type_str
 from vkgrad.passes.inline import inline_custom
+from vkgrad.primitives.collective import batching_axis
 from vkgrad.tracer.core import bind_eqn, new_trace, source_context, user_source
 
 
 def batch_program(program: Program, in_dims, out_axes, size: int, name: str | None = None,
-                  out_names=None) -> Program:
+                  out_names=None, axis_name=None) -> Program:
     """The program mapped over an axis of `size`: input i carries the mapped axis at
     in_dims[i] (None: unmapped), output j at out_axes[j] (None: unmapped; it must not depend
     on a mapped input). `out_names[j]` names output j in errors.
 
     A custom_vjp/custom_jvp call is mapped through its body (inlined first): under vmap the
-    function keeps its values, and its derivatives come from the body, not from its rule."""
+    function keeps its values, and its derivatives come from the body, not from its rule.
+
+    `axis_name`: the mapped axis' name, which collectives over it reduce (a loop body batched
+    inside keeps the enclosing vmap's name)."""
+    if axis_name is not None:
+        with batching_axis(axis_name):
+            return batch_program(program, in_dims, out_axes, size, name, out_names)
     program = inline_custom.apply(program)
     with new_trace(name or program.name) as t:
         args = []

@@ -12,6 +12,7 @@ from vkgrad.errors import ArgumentError
 from vkgrad.ir.core import type_str
 from vkgrad.ir.verifier import checked
 from vkgrad.passes import optimize
+from vkgrad.primitives.collective import bound_axis
 from vkgrad.transforms.batching import batch_program
 from vkgrad.transforms.tracing import (check_function, fun_name, is_final, to_user,
                                        trace_function)
@@ -20,15 +21,17 @@ from vkgrad.tracer.pytree import TreeDef, tree_flatten, tree_unflatten
 from vkgrad.traceback_util import api_boundary
 
 
-def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
-    """`vmap(fun, in_axes=0, out_axes=0, axis_size=None)(*args)`: fun mapped over an axis of
-    its arguments, as JAX's vmap: one program for the whole batch, no per-example loop.
+def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None):
+    """`vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None)(*args)`: fun mapped
+    over an axis of its arguments, as JAX's vmap: one program for the whole batch, no
+    per-example loop.
 
     in_axes: an int, None, or a tuple with one entry per positional argument, each an int,
     None, or a pytree prefix of that argument (`{"w": None, "b": 0}`); negative axes count from
     the end. Keyword arguments are mapped over their axis 0. out_axes: the same for the result;
     a result that does not depend on a mapped argument is broadcast along its out axis (as JAX
-    does). axis_size: the batch size when no argument is mapped."""
+    does). axis_name: a name for the mapped axis, which vg.lax.psum/pmean/pmax/pmin inside fun
+    reduce over (as in JAX). axis_size: the batch size when no argument is mapped."""
     check_function(fun, "vmap")
     name = fun_name(fun)
     _check_axes_spec(in_axes, "in_axes", name)
@@ -65,7 +68,8 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
             leaves += ls
             traced_args.append(tree_unflatten(tree, per_example))
         size = _mapped_size(mapped, axis_size, name)
-        tr = trace_function(f, tuple(traced_args), allow_spec=True)
+        with bound_axis(axis_name, size):
+            tr = trace_function(f, tuple(traced_args), allow_spec=True)
         outs = tr.program.outputs
         out_specs = _broadcast_prefix(out_axes, tr.out_tree, out_axes, "the result", name,
                                       "out_axes")
@@ -76,7 +80,8 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
                                     name)
                     for a, o, p in zip(out_specs, outs, out_names)]
         batched = checked(batch_program(tr.program, dims + [None] * len(tr.captured), out_dims,
-                                        size, out_names=out_names), f"vmap of {name}")
+                                        size, out_names=out_names, axis_name=axis_name),
+                         f"vmap of {name}")
         res = eval_program(optimize(batched, final=is_final()), leaves + list(tr.captured))
         return tree_unflatten(tr.out_tree, [to_user(r) for r in res])
 

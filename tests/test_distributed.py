@@ -1,0 +1,245 @@
+"""vg.distributed and the collectives (docs/distributed.md).
+
+Two ranks: each test starts `mpirun -n 2` (MPICH from the `distributed` extra, in the venv's
+bin/) on a script of tests/distributed/ with a timeout, on the interpreter and on Vulkan
+(lavapipe). One process: the world of one, vmap's named axes, the errors.
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from child_env import child_env
+
+import vkgrad as vg
+import vkgrad.numpy as vnp
+from vkgrad.execution import segmented
+from vkgrad.execution.segmented import SegmentedRunner
+from vkgrad.runtime import counters
+from vkgrad.runtime.device import DeviceInfo, preferred_index
+
+SCRIPTS = Path(__file__).resolve().parent / "distributed"
+BACKENDS = ["numpy", "vulkan"]
+
+
+def mpirun() -> str:
+    """MPICH's launcher beside this Python (the `distributed` extra installs it there)."""
+    path = Path(sys.executable).parent / "mpirun"
+    assert path.exists(), (f"no {path}: install vkgrad's distributed extra (make setup, or "
+                           "pip install -e '.[distributed]')")
+    return str(path)
+
+
+def launch(script, *args, n=2, backend="numpy", timeout=120):
+    """Run tests/distributed/<script> on n ranks (n=None: alone, not under MPI)."""
+    cmd = [sys.executable, str(SCRIPTS / script), *map(str, args)]
+    if n is not None:
+        cmd = [mpirun(), "-n", str(n)] + cmd
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                          env=child_env(VKGRAD_BACKEND=backend))
+
+
+def ok(run):
+    assert run.returncode == 0, run.stdout + run.stderr
+    return run
+
+
+# ----------------------------------------------------------------------------- two ranks
+
+@pytest.mark.parametrize("backend,buckets", [("numpy", ()), ("vulkan", ()),
+                                             ("vulkan", ("buckets",))])
+def test_data_parallel_mlp_matches_one_process_and_ranks_agree_bit_for_bit(backend, buckets,
+                                                                           tmp_path):
+    ok(launch("mlp.py", tmp_path / "two.npz", *buckets, backend=backend))
+    ok(launch("mlp.py", tmp_path / "one.npz", *buckets, n=None, backend=backend))
+    two, one = np.load(tmp_path / "two.npz"), np.load(tmp_path / "one.npz")
+    for k in ("w1", "b1", "w2"):
+        np.testing.assert_array_equal(two[f"{k}_0"], two[f"{k}_1"], err_msg=k)
+        np.testing.assert_allclose(two[f"{k}_0"], one[f"{k}_0"], rtol=1e-5, atol=1e-6,
+                                   err_msg=k)
+    np.testing.assert_allclose(two["loss"], one["loss"], rtol=1e-5)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_collectives_on_two_ranks_match_numpy(backend):
+    run = ok(launch("collectives.py", backend=backend))
+    assert "ok rank 0" in run.stdout and "ok rank 1" in run.stdout, run.stdout
+
+
+def test_a_rank_that_raises_ends_the_job_naming_the_rank_and_the_cause():
+    run = launch("faults.py", "raise", timeout=120)
+    assert run.returncode != 0
+    assert ("rank 1 of 2 failed: ValueError: the data loader of rank 1 found a corrupt record"
+            in run.stderr), run.stderr
+    assert "finished" not in run.stdout
+
+
+def test_ranks_with_other_shapes_are_stopped_at_the_first_step():
+    run = launch("faults.py", "shapes", timeout=120)
+    assert run.returncode != 0
+    assert ("data_parallel(step): rank 1 calls it with other shapes than rank 0 (array "
+            "argument 1: f32[4,3] vs f32[3,3])" in run.stderr), run.stderr
+    assert "faults.py:" in run.stderr          # the user's line
+    assert "finished" not in run.stdout
+
+
+# ----------------------------------------------------------------------------- one process
+
+def test_without_a_launcher_the_world_is_one_process_and_mpi_is_not_loaded():
+    code = ("import sys, numpy as np, vkgrad as vg\n"
+            "d = vg.distributed\n"
+            "x = d.all_reduce({'a': np.ones(2, np.float32)}, op='mean')['a']\n"
+            "b = d.broadcast(np.arange(3, dtype=np.int32))\n"
+            "print(d.rank(), d.size(), d.local_rank(), type(x).__name__, x.tolist(),"
+            " b.tolist(), 'mpi4py' in sys.modules)")
+    env = child_env(VKGRAD_BACKEND="numpy")
+    for v in ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK"):
+        env.pop(v, None)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=60)
+    assert out.stdout.split() == ["0", "1", "0", "Array", "[1.0,", "1.0]", "[0,", "1,", "2]",
+                                  "False"], out.stderr
+
+
+def test_vmap_axis_name_reduces_over_the_mapped_axis():
+    x = np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32)
+    lax = vg.lax
+    f = vg.vmap(lambda v: (lax.psum(v, "i"), lax.pmean(v, "i"), lax.pmax(v, "i"),
+                           lax.pmin(v, "i"), lax.psum(2, "i")), axis_name="i")
+    s, m, hi, lo, n = f(x)
+    for got, want in [(s, x.sum(0)), (m, x.mean(0)), (hi, x.max(0)), (lo, x.min(0))]:
+        np.testing.assert_allclose(np.asarray(got), np.broadcast_to(want, x.shape), rtol=1e-6)
+    assert np.asarray(n).tolist() == [10] * 5
+    # JAX's positions: vmap(fun, in_axes, out_axes, axis_name, axis_size); nested named axes
+    inner = vg.vmap(lambda v: lax.psum(v, ("i", "j")), 0, 0, "j")
+    np.testing.assert_allclose(np.asarray(vg.vmap(inner, 0, 0, "i")(x)),
+                               np.full(x.shape, x.sum()), rtol=1e-5)
+    outer_only = vg.vmap(vg.vmap(lambda v: lax.psum(v, "i"), axis_name="j"), axis_name="i")
+    np.testing.assert_allclose(np.asarray(outer_only(x)), np.broadcast_to(x.sum(0), x.shape),
+                               rtol=1e-6)
+
+
+def test_gradient_through_a_vmapped_pmean_matches_numpy():
+    x = np.random.default_rng(1).standard_normal((4, 3)).astype(np.float32)
+    center = vg.vmap(lambda v: v - vg.lax.pmean(v, "i"), axis_name="i")
+    g = vg.grad(lambda x: vnp.sum(center(x) ** 2))(x)
+    np.testing.assert_allclose(np.asarray(g), 2 * (x - x.mean(0)), rtol=1e-5, atol=1e-6)
+
+
+def test_an_unbound_axis_name_is_an_error_at_the_users_line():
+    with pytest.raises(vg.ArgumentError) as e:
+        vg.vmap(lambda v: vg.lax.psum(v, "batch"), axis_name="i")(np.ones((2, 3), np.float32))
+    assert "unbound axis name: 'batch' (bound here: ['i'])" in str(e.value)
+    assert "test_distributed.py:" in e.value.source
+    with pytest.raises(vg.ArgumentError, match="unbound axis name: 'i'"):
+        vg.jit(lambda v: vg.lax.pmean(v, "i"))(np.ones(3, np.float32))
+
+
+def test_bad_host_collective_arguments_are_clear_errors():
+    with pytest.raises(vg.ArgumentError, match=r"all_reduce: op='prod': choose one of sum, "
+                                                "mean, max, min"):
+        vg.distributed.all_reduce(np.ones(2), op="prod")
+    with pytest.raises(vg.ArgumentError, match="broadcast: root=1 is not a rank of this world "
+                                               "of 1"):
+        vg.distributed.broadcast(np.ones(2), root=1)
+
+
+def test_a_collective_splits_a_vulkan_program_into_three_submissions():
+    """On Vulkan the step's program runs as the part before the psum (one submission), the
+    gradients read back in one more, the psum on the host, and the part after it (the
+    optimizer, its inputs uploaded with it)."""
+    def step(w, x):
+        g = vg.grad(lambda w: vnp.sum(vnp.tanh(x @ w["a"]) @ w["b"]))(w)
+        return vg.tree_util.tree_map(lambda w, g: w - 0.5 * g, w, vg.lax.pmean(g, "batch"))
+
+    train = vg.distributed.data_parallel(step, backend="vulkan")
+    rng = np.random.default_rng(0)   # gradients past the size a call reads back itself
+    w = {"a": rng.standard_normal((70, 70)).astype(np.float32) / 9,
+         "b": rng.standard_normal((70, 65)).astype(np.float32) / 9}
+    x = rng.standard_normal((4, 70)).astype(np.float32)
+    compiled = train.jitted.lower(w, x)
+    assert isinstance(compiled.runner, SegmentedRunner) and compiled.fallback_reason is None
+    assert [s[0] for s in compiled.runner.steps] == ["run", "host", "run"]
+    train(w, x)
+    before = dict(counters)
+    got = vg.block_until_ready(train(w, x))
+    assert counters["submissions"] - before["submissions"] == 3   # both gradients: one read
+    ref = vg.distributed.data_parallel(step, backend="numpy")(w, x)
+    for k in w:
+        np.testing.assert_allclose(np.asarray(got[k]), np.asarray(ref[k]), rtol=1e-5,
+                                   atol=1e-6)
+
+
+# ----------------------------------------------------------------------------- train_lm
+
+def train_lm(out, *extra, n=2):
+    args = ["--data-parallel", "--steps", "2", "--batch", "4", "--seq", "16", "--eval-every",
+            "1", "--sample", "0", "--out", out, *extra]
+    return ok(launch(Path("..", "..", "examples", "train_lm.py"), *args, n=n, timeout=180))
+
+
+def losses(out) -> list:
+    return [json.loads(line)["loss"] for line in (out / "log.jsonl").read_text().splitlines()]
+
+
+def test_train_lm_data_parallel_follows_one_process_and_resumes_on_any_number_of_ranks(
+        tmp_path):
+    two, one = tmp_path / "two", tmp_path / "one"
+    run = train_lm(two)
+    assert "2 data-parallel ranks" in run.stdout and run.stdout.count("wrote ") == 1
+    train_lm(one, n=None)
+    np.testing.assert_allclose(losses(two), losses(one), rtol=1e-5)
+    assert sorted(p.name for p in two.iterdir()) == ["checkpoint.safetensors", "log.jsonl",
+                                                     "loss.png"]
+    # the two ranks' checkpoint resumed alone, the one process' on two ranks
+    train_lm(two, "--resume", "--steps", "3", n=None)
+    train_lm(one, "--resume", "--steps", "3")
+    assert len(losses(two)) == len(losses(one)) == 3
+    np.testing.assert_allclose(losses(two), losses(one), rtol=1e-5)
+
+
+def test_gradients_are_reduced_in_buckets_in_the_order_the_backward_computes_them(
+        monkeypatch):
+    """Each bucket's collective sits right after its last gradient, so its all-reduce runs
+    while the later gradients compute: here every gradient is its own bucket, the last
+    layer's first."""
+    monkeypatch.setattr(segmented, "BUCKET_BYTES", 1)
+
+    def loss(p, x):
+        h = vnp.tanh(vnp.tanh(x @ p["w1"]) @ p["w2"])
+        return vnp.sum((h @ p["w3"]) ** 2)
+
+    def step(p, x):
+        g = vg.lax.pmean(vg.grad(loss)(p, x), "batch")
+        return vg.tree_util.tree_map(lambda a, b: a - 0.1 * b, p, g)
+
+    rng = np.random.default_rng(0)
+    p = {k: rng.standard_normal(s).astype(np.float32) / 3
+         for k, s in [("w1", (4, 5)), ("w2", (5, 6)), ("w3", (6, 2))]}
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    train = vg.distributed.data_parallel(step, backend="vulkan")
+    got = train(p, x)
+    steps = train.jitted.lower(p, x).runner.steps
+    assert [s[0] for s in steps] == ["run", "host"] * 3 + ["run"]
+    assert [[str(v.type) for v in s[1].inputs] for s in steps if s[0] == "host"] == [
+        ["f32[6,2]"], ["f32[5,6]"], ["f32[4,5]"]]
+    want = vg.distributed.data_parallel(step, backend="numpy")(p, x)
+    for k in p:
+        np.testing.assert_allclose(np.asarray(got[k]), np.asarray(want[k]), rtol=1e-5,
+                                   atol=1e-6)
+
+
+def test_the_local_rank_picks_one_of_the_preferred_devices():
+    def info(i, kind):
+        return DeviceInfo(index=i, name=f"d{i}", type=kind, api_version=(1, 3),
+                          timestamp_period_ns=1.0,
+                          max_shared_memory=1, max_workgroup_invocations=1,
+                          max_storage_buffer_range=1, max_storage_buffers=1, timestamps=False)
+
+    machine = [info(0, "CPU"), info(1, "discrete GPU"), info(2, "integrated GPU"),
+               info(3, "discrete GPU")]
+    assert [preferred_index(machine, r) for r in range(4)] == [1, 3, 1, 3]
+    assert preferred_index(machine[:1], 5) == 0     # one device: every rank shares it
