@@ -1016,6 +1016,17 @@ CASES += [
     Case("vmap_collectives", _vmap_collectives, [NZ(4, 3)]),
 ]
 
+# --- debug callbacks (vg.debug.print): a host step between Vulkan submissions, once per example
+# under vmap; nothing to differentiate (the row checks that the gradient ignores it)
+def _debug_print(x):
+    vg.debug.print("debug_print row: sum {s}", s=x.sum())
+    y = vnp.sin(x)
+    vg.vmap(lambda r: vg.debug.print("row {}", r))(y[:2])
+    return y * x
+
+
+CASES += [Case("debug_print", _debug_print, [F(3, 2)], text=False)]
+
 # --- matmul on Vulkan: every transpose combination on awkward shapes (one row, one column,
 # sizes off every tile boundary). Not gradient-checked: matmul's derivatives are the small
 # matmul_* rows' (every transpose combination); checking these 20 too took 3.5 s (measured).
@@ -1047,8 +1058,9 @@ REMOVED_BEFORE_LOWERING = {"stop_gradient", "custom_vjp_call", "custom_jvp_call"
                            "checkpoint", "checkpoint_name"}
 # Primitives no Vulkan plan holds: a while loop at a program's top level runs as plans of its
 # cond and body driven from the host (vkgrad/execution/segmented.py), nested on the interpreter;
-# a collective runs on the host between the plans before and after it (the same module).
-HOST_DRIVEN = {"while", "psum", "pmax", "pmin"}
+# a collective or a debug callback runs on the host between the plans before and after it (the
+# same module).
+HOST_DRIVEN = {"while", "psum", "pmax", "pmin", "debug_callback"}
 
 
 def primitives_in(program) -> set:

@@ -39,6 +39,11 @@ class DeviceOps:
     def program(program, values) -> list:
         return call(eager.compiled_program(program), values)
 
+    @staticmethod
+    def device_of(owned):
+        """The device `owned`'s buffer is on, as vg.devices() lists it (its DeviceInfo)."""
+        return owned.pool.device.info
+
 
 register_device(DeviceOps)
 

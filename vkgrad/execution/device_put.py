@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from vkgrad.dtypes import np_dtype
+from vkgrad.errors import ArgumentError
 from vkgrad.execution.array import Array
 from vkgrad.execution.compiled import default_backend
 from vkgrad.execution.fastpath import intern
@@ -13,6 +14,7 @@ from vkgrad.lowering import limits
 from vkgrad.runtime import get_device, list_devices
 from vkgrad.runtime.pool import pool_of
 from vkgrad.tracer import core
+from vkgrad.tracer.array import HOST
 from vkgrad.tracer.pytree import tree_map
 
 
@@ -48,7 +50,13 @@ def _host_array(leaf):
     return Array(aval, host=np.asarray(leaf, dtype=np_dtype(aval.dtype)))
 
 
-def devices() -> list:
+def devices(backend: str | None = None) -> list:
     """The Vulkan devices (index, name, type, limits), as `python -m vkgrad devices` lists them;
-    `VKGRAD_DEVICE=<index>` picks the default."""
+    `VKGRAD_DEVICE=<index>` picks the default. The same objects as a device Array's
+    `x.devices()`; `backend="numpy"` (or JAX's "cpu") gives the host's, HOST."""
+    if backend in ("numpy", "cpu"):
+        return [HOST]
+    if backend not in (None, "vulkan"):
+        raise ArgumentError(f"unknown backend {backend!r}: vkgrad's are 'vulkan' and 'numpy'",
+                            source=core.user_source())
     return list(list_devices())

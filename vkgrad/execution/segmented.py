@@ -1,5 +1,5 @@
-"""A jitted program holding while loops or collectives at its top level, on Vulkan: the eqns
-between them run as compiled programs.
+"""A jitted program holding while loops, collectives or debug callbacks at its top level, on
+Vulkan: the eqns between them run as compiled programs.
 
 Each while loop runs as a host loop over ONE compiled program, its chunk: CHUNK iterations and
 the predicate after them (primitives/control_flow.py, while_chunk). A chunk is a scan of masked
@@ -15,7 +15,9 @@ measures the choice (docs/compiler.md, "Loops and conditionals", has the numbers
 Each collective (a psum over the MPI world: vkgrad/distributed.py) runs on the host: its
 operands read back, reduced on the collectives thread while the next program runs, its results
 uploaded by the first program that reads them (a large one split into buckets, DDP's:
-`_bucketed`).
+`_bucketed`). A debug callback (vg.debug.print) is a host step the same way: its operands read
+back, the callback called on the collectives thread, in program order, all done before the
+call returns.
 
 Loops nested in a scan body, a cond branch or another loop are not split: a program holding
 one still runs on the interpreter, counted (vg.fallbacks()). A chunk cannot run them: inside
@@ -37,6 +39,7 @@ from vkgrad.ir.interpreter import apply as interpret
 from vkgrad.pipeline import run_stages
 from vkgrad.primitives.collective import REDUCERS
 from vkgrad.primitives.control_flow import while_chunk, while_p
+from vkgrad.primitives.debug import debug_callback_p
 from vkgrad.runtime.inflight import HostResult
 from vkgrad.runtime.pool import Owned
 from vkgrad.runtime.runners import VulkanRunner
@@ -49,13 +52,13 @@ CHUNK = 16
 
 
 def splits(program: Program) -> bool:
-    """Whether the program holds a while loop or a collective at its top level (this runner's
-    case)."""
+    """Whether the program holds a while loop, a collective or a debug callback at its top
+    level (this runner's case)."""
     return any(_splits_at(e) for e in program.eqns)
 
 
 def _splits_at(e) -> bool:
-    return e.prim is while_p or e.prim in REDUCERS
+    return e.prim is while_p or e.prim is debug_callback_p or e.prim in REDUCERS
 
 
 class SegmentedRunner:
@@ -217,11 +220,12 @@ def _device_values(outs) -> list:
 
 
 def _host(x, type_):
-    """x as a numpy array of type_'s shape (a small result comes back flat)."""
+    """x as a numpy array of type_'s shape and dtype (a small result comes back flat; an input
+    may be a Python scalar)."""
     if isinstance(x, HostResult):
         x = x.result()
     if isinstance(x, np.ndarray) or np.isscalar(x):
-        return np.asarray(x).reshape(type_.shape)
+        return np.asarray(x, np_dtype(type_.dtype)).reshape(type_.shape)
     return np.asarray(Array(type_, x))     # a device buffer: read it
 
 

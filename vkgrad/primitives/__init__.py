@@ -16,6 +16,7 @@ rules are written with).
     control_flow.py scan, while, cond and checkpoint: eqns holding closed sub-programs (loops
                   stay loops), and checkpoint_name
     collective.py psum, pmax, pmin: reductions over a named axis (vmap's, or the MPI world's)
+    debug.py      debug_callback: a Python function on runtime values (vg.debug.print)
 """
 
 from vkgrad.primitives.lax import *  # noqa: F401,F403
@@ -36,3 +37,4 @@ from vkgrad.primitives.convolution import conv, conv_p  # noqa: F401
 from vkgrad.primitives.control_flow import (checkpoint_name_p, checkpoint_p, cond_p,  # noqa: F401
                                             scan_p, while_p)
 from vkgrad.primitives.collective import pmax_p, pmin_p, psum_p  # noqa: F401
+from vkgrad.primitives.debug import debug_callback_p  # noqa: F401

@@ -46,6 +46,23 @@ class DeviceInfo:
     cooperative_matrix: tuple = ()
     subgroup_size: int | None = None   # VkPhysicalDeviceSubgroupProperties (kp patch 0010)
 
+    # JAX's Device names: what x.devices() and x.sharding show (vkgrad/tracer/array.py)
+    @property
+    def id(self) -> int:
+        return self.index
+
+    platform = "vulkan"
+
+    @property
+    def device_kind(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"VulkanDevice(id={self.index}, name={self.name!r})"
+
+    def __str__(self) -> str:
+        return f"vulkan:{self.index}"
+
 
 def kp_module():
     """Import Kompute's `kp`, turning each way it can be missing into a DeviceError."""

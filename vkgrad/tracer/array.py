@@ -9,6 +9,10 @@ An Array is an abstract value (`aval`: shape, dtype) and where its data lives:
   reads it (np.asarray, .item(), printing) and kept; small results of a jitted call come with a
   `future` (a HostResult) that holds their host data once the call's submission is done.
 
+Where an Array lives is `x.device` (JAX's name): a Vulkan device, the same object as its entry
+in vg.devices(), or HOST, the host memory the interpreter computes in; `x.devices()` is the set
+of it and `x.sharding` a SingleDeviceSharding of it (one device holds all of every Array).
+
 Arrays are immutable: `x[i] = v` is JAX's TypeError; `x.at[i].set(v)` returns a new Array.
 Calls are asynchronous (docs/jit.md): an Array is ready when the submission that computes it is
 done; reading it waits for that submission only, and `block_until_ready` waits without reading.
@@ -39,6 +43,49 @@ def intern(aval: TensorType) -> TensorType:
     """One TensorType object per distinct type, so a jitted call's guard compares avals by
     identity (vkgrad/execution/fastpath.py)."""
     return _interned.setdefault(aval, aval)
+
+
+class HostDevice:
+    """Where a host-backed Array lives: host memory, computed in by the numpy interpreter (JAX's
+    CPU device, as its `platform` says)."""
+    id = 0
+    platform = "cpu"
+    device_kind = "host (the numpy interpreter)"
+
+    def __repr__(self) -> str:
+        return "HostDevice(id=0)"
+
+    def __str__(self) -> str:
+        return "cpu:0"
+
+
+HOST = HostDevice()
+
+
+class SingleDeviceSharding:
+    """JAX's jax.sharding.SingleDeviceSharding: all of an Array on one device, so it is fully
+    replicated (no other copy differs) and fully addressable (this process holds it)."""
+    __slots__ = ("_device", "memory_kind")
+    is_fully_replicated = True
+    is_fully_addressable = True
+    num_devices = 1
+
+    def __init__(self, device, *, memory_kind: str = "device"):
+        self._device, self.memory_kind = device, memory_kind
+
+    @property
+    def device_set(self) -> set:
+        return {self._device}
+
+    def __eq__(self, other) -> bool:
+        return (isinstance(other, SingleDeviceSharding) and other._device == self._device
+                and other.memory_kind == self.memory_kind)
+
+    def __hash__(self) -> int:
+        return hash((self._device, self.memory_kind))
+
+    def __repr__(self) -> str:
+        return f"SingleDeviceSharding(device={self._device!r}, memory_kind={self.memory_kind})"
 
 
 class DeletedArrayError(ArgumentError):
@@ -86,6 +133,20 @@ class Array(ArrayOps):
         """The device buffer (None for an Array that lives only on the host)."""
         self._check()
         return self._owned.buffer if self._owned is not None else None
+
+    @property
+    def device(self):
+        """The device holding this Array: a Vulkan device (as vg.devices() lists it) or HOST."""
+        self._check()
+        return HOST if self._owned is None else _device[0].device_of(self._owned)
+
+    def devices(self) -> set:
+        """The set of devices holding this Array (one), as JAX's Array.devices()."""
+        return {self.device}
+
+    @property
+    def sharding(self) -> SingleDeviceSharding:
+        return SingleDeviceSharding(self.device)
 
     def _check(self) -> None:
         if self._deleted:
@@ -146,7 +207,9 @@ class Array(ArrayOps):
     def __complex__(self):
         return complex(self._value())
 
-    def __format__(self, spec):
+    def __format__(self, spec):   # '' is str(), as Python's rule is (a 0-d f32 prints as f32)
+        if not spec:
+            return str(self)
         return format(self._value(), spec) if self.ndim == 0 else format(str(self), spec)
 
     def __repr__(self) -> str:
@@ -234,7 +297,8 @@ _device: list = [None]   # the execution layer's DeviceOps (apply, program), onc
 
 def register_device(ops) -> None:
     """The execution layer's eager operations on device Arrays: `ops.apply(prim, values, params,
-    out_types)` and `ops.program(program, values)`, each returning Arrays."""
+    out_types)` and `ops.program(program, values)`, each returning Arrays, and
+    `ops.device_of(owned)`, the device a buffer is on."""
     _device[0] = ops
 
 

@@ -199,7 +199,9 @@ class Trace:
 
     def value_of(self, var: Var):
         """var's concrete value, computed on the interpreter from the known input values (each
-        eqn once, as Python asks), or None in an abstract trace or when an input is unknown."""
+        eqn once, as Python asks), or None in an abstract trace or when it depends on an input
+        whose value is not known (a trace may know some inputs only: a custom rule's primals,
+        not its cotangents)."""
         if self.known is None:
             return None
         env = self._values
@@ -207,18 +209,19 @@ class Trace:
             env = self._values = dict(self.consts)
         for v, src in list(self.known.items()) + [(v, t) for t, v in self.captured.values()]:
             if v not in env:
-                value = _value_of_source(src)
-                if value is None:
-                    return None
-                env[v] = value
+                value = concrete_value(src)
+                if value is not None:
+                    env[v] = value
         eqns = self.eqns
         while var not in env and self._evaluated < len(eqns):
             e = eqns[self._evaluated]
+            self._evaluated += 1
+            if any(isinstance(x, Var) and x not in env for x in e.inputs):
+                continue   # computed from an input whose value is not known: neither are its
             outs = interpreter.apply(e.prim, [x.array() if isinstance(x, Literal) else env[x]
                                               for x in e.inputs],
                                      e.params, [o.type for o in e.outputs])
             env.update(zip(e.outputs, outs))
-            self._evaluated += 1
         return env.get(var)
 
     def emit(self, prim, args, params: Params, source, phase, of=None):
@@ -257,11 +260,11 @@ def new_trace(name: str):
             raise IRError("trace stack corrupted: traces ended out of order")
 
 
-def _value_of_source(src):
-    """The concrete value of an input's source: a tracer of an enclosing trace (its value, if
-    that trace knows it), an Array, numpy data or a Python scalar."""
-    if isinstance(src, Tracer):
-        return src._trace.value_of(src._var) if src._trace.active else None
+def concrete_value(src):
+    """The concrete value of `src`, or None where it is not known now: a tracer (its value, if
+    its trace knows it), an Array, numpy data or a Python scalar."""
+    if isinstance(src, Tracer):   # its trace may have ended: its values are still what they were
+        return src._trace.value_of(src._var)
     return np.asarray(src)
 
 

@@ -34,6 +34,10 @@ the body.
 `jvp_i(tangent_i, primal_out, *primals) -> that argument's share of the output tangent` (None:
 no share); the shares are summed.
 
+Under an eager transform (grad, jvp, ... on concrete values, not jit) the body and the rule may
+use Python control flow on the primals' values (JAX's docs: `if x > 0:` in both), as any
+function may there: the rule is traced knowing them (`_knowing_primals`).
+
 nondiff_argnums: those arguments are passed through as Python values (hashable or not) and get
 no cotangent; `bwd(*nondiff, res, g)`, `jvp(*nondiff, primals, tangents)` as in JAX. Values the
 body closes over from an enclosing trace are inputs of the eqn too, but get no cotangent
@@ -47,10 +51,10 @@ import functools
 import numpy as np
 
 from vkgrad.errors import ArgumentError
-from vkgrad.ir.core import is_float, np_dtype, type_str
+from vkgrad.ir.core import Program, is_float, np_dtype, type_str
 from vkgrad.primitives import (CustomRule, broadcast_to, convert, custom_jvp_call_p,
                                custom_vjp_call_p)
-from vkgrad.tracer.core import bind, current_trace, user_source
+from vkgrad.tracer.core import bind, current_trace, eval_program, new_trace, user_source
 from vkgrad.tracer.pytree import flatten_up_to, tree_map, tree_unflatten
 from vkgrad.transforms.differentiation import vjp
 from vkgrad.transforms.tracing import fun_name, trace_function
@@ -89,10 +93,11 @@ class _Custom:
         if current_trace() is None:          # nothing differentiates it: just run it
             return self.fun(*args)
         nondiff, dyn = self._split(args)
-        tr = trace_function(lambda *d: self.fun(*self._merge(nondiff, d)), tuple(dyn))
+        tr = trace_function(lambda *d: self.fun(*self._merge(nondiff, d)), tuple(dyn),
+                            concrete=True)
         n_leaves = len(tr.leaves)
 
-        def rule_vjp(gs, ins):
+        def cotangents(gs, ins):
             dyn_args = [tree_unflatten(tree, ins[sl]) for tree, sl in zip(tr.arg_trees,
                                                                           tr.arg_slices)]
             cts = self._cotangents(nondiff, dyn_args, tree_unflatten(tr.out_tree, gs), tr)
@@ -102,9 +107,35 @@ class _Custom:
                     flat.append(_fit(c, v, self.fun) if is_float(v.dtype) else None)
             return tuple(flat) + (None,) * (len(ins) - n_leaves)
 
+        rule_vjp = cotangents
+        if current_trace().known is not None:   # an eager transform: the primals have values
+            def rule_vjp(gs, ins):
+                return _knowing_primals(cotangents, gs, ins, tr.args, tr.program)
+
         rule = CustomRule(fun_name(self.fun), tr.program, rule_vjp)
         outs = bind(self.prim, *tr.args, rule=rule)
         return tree_unflatten(tr.out_tree, outs)
+
+
+def _knowing_primals(cotangents, gs, ins, sources, body: Program) -> tuple:
+    """`cotangents(gs, ins)` traced where the primal inputs `ins` have the values of `sources`
+    (the call's arguments in the eager transform's trace that made it), so a rule with Python
+    control flow on them (`if x > 0`) works as the body does; a value is computed only if the
+    rule asks for it, and the cotangents `gs` stay unknown. The traced rule is replayed on `ins`
+    and `gs`, so the cotangents still depend on the primals (a second derivative differentiates
+    them)."""
+    with new_trace(f"the derivative rule of {body.name}") as t:
+        t_ins = [t.new_arg(v.shape, v.dtype) for v in body.inputs]
+        t.known = dict(zip(t.inputs, sources))
+        t_gs = [t.new_arg(v.type.shape, v.type.dtype) for v in body.outputs]
+        cts = cotangents(t_gs, t_ins)
+        present = [j for j, c in enumerate(cts) if c is not None]
+        program, captured = t.finish([cts[j] for j in present])
+    outs = eval_program(program, list(ins) + list(gs) + captured)
+    flat = [None] * len(cts)
+    for j, o in zip(present, outs):
+        flat[j] = o
+    return tuple(flat)
 
 
 def _fit(c, v, fun):
