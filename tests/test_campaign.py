@@ -243,3 +243,17 @@ def test_float_to_int_conversion_saturates_as_in_jax():
                     np.int32)
     check(lambda a: a.astype(np.int32), (x,), want)
     check(lambda a: vnp.astype(a.astype(np.float16), np.int32), (x[:7],), want[:7])
+
+
+def test_integer_updates_beyond_2_to_the_24_are_exact():
+    big = 2 ** 25 + 1
+    check(lambda a: a.at[0].set(big), (np.zeros(2, np.int32),), np.array([big, 0], np.int32))
+    check(lambda a, i: a.at[i].set(big), (np.zeros(2, np.int32), np.int32(1)),
+          np.array([0, big], np.int32))
+    check(lambda a, i: a.at[i].add(1), (np.full(2, big, np.int32), np.int32(0)),
+          np.array([big + 1, big], np.int32))
+
+
+def test_a_negative_repeat_count_is_refused():
+    with pytest.raises(vg.ShapeError, match=r"repeat: repeats is -1[\s\S]*test_campaign.py"):
+        vg.jit(lambda a: vnp.repeat(a, -1))(np.ones(3, np.float32))

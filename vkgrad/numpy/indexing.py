@@ -272,7 +272,7 @@ class _AtRef:
         keys = idx if isinstance(idx, tuple) else (idx,)
         if not builtins.any(isinstance(k, ArrayOps) for k in keys):
             try:
-                return _np.arange(n, dtype=_np.int32).reshape(x.shape)[idx]
+                return _np.asarray(_np.arange(n, dtype=_np.int32).reshape(x.shape)[idx])
             except IndexError as e:
                 raise VkgradIndexError(f"x.at[...]: {e}", source=user_source()) from None
         return _traced_positions(x, idx)
@@ -309,8 +309,9 @@ class _AtRef:
                 "indices", source=user_source())
         ones = astype(hit, dt)
         count = P.scatter_add(ones, p, 0, (n,))   # set: repeats -> mean
-        upd = divide(P.scatter_add(flat_v, p, 0, (n,)), maximum(count, 1))
-        return P.reshape(where(greater(count, 0), astype(upd, dt), flat_x), x.shape)
+        total = P.scatter_add(flat_v, p, 0, (n,))
+        upd = where(greater(count, 1), astype(divide(total, maximum(count, 1)), dt), total)
+        return P.reshape(where(greater(count, 0), upd, flat_x), x.shape)   # exact for one
 
     def set(self, values, **kw): return self._apply(values, None)
     def add(self, values, **kw): return self._apply(values, add)
