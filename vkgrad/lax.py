@@ -319,9 +319,21 @@ def zeros_like_array(x):
 
 # ----------------------------------------------------------------------- dynamic indexing
 
-def _start(i, n: int, size: int):
-    """JAX's clamping: a start index is moved into [0, n - size] so the window fits."""
-    return vnp.clip(vnp.astype(vnp.asarray(i), np.int32), 0, n - size)
+def _start_index(i, name: str):
+    """A start index as an int32 scalar, or an ArgumentError (JAX refuses floats too)."""
+    i = vnp.asarray(i)
+    if P.dtype_of(i) not in ("i32", "bool") or i.ndim:
+        raise ArgumentError(f"{name}: start indices must be integer scalars, got "
+                            f"{P.dtype_of(i)}[{','.join(str(d) for d in i.shape)}]",
+                            source=user_source())
+    return vnp.astype(i, np.int32)
+
+
+def _start(i, n: int, size: int, name: str):
+    """JAX's rule: a negative start index counts from the end, then the start is clamped into
+    [0, n - size] so the window fits."""
+    i = _start_index(i, name)
+    return vnp.clip(vnp.where(i < 0, i + n, i), 0, n - size)
 
 
 def dynamic_slice(operand, start_indices, slice_sizes):
@@ -339,8 +351,10 @@ def dynamic_slice(operand, start_indices, slice_sizes):
             raise ShapeError(f"dynamic_slice: slice size {k} does not fit axis {axis} of "
                              f"size {n}")
         if k == n:
+            _start_index(s, "dynamic_slice")
             continue
-        out = vnp.take(out, _start(s, n, k) + vnp.arange(k, dtype=np.int32), axis=axis)
+        out = vnp.take(out, _start(s, n, k, "dynamic_slice") + vnp.arange(k, dtype=np.int32),
+                       axis=axis)
     return out
 
 
@@ -359,7 +373,7 @@ def dynamic_update_slice(operand, update, start_indices):
         if k > n:
             raise ShapeError(f"dynamic_update_slice: update axis {axis} of size {k} exceeds "
                              f"the operand's {n}")
-        rel = vnp.arange(n, dtype=np.int32) - _start(s, n, k)      # position in the update
+        rel = vnp.arange(n, dtype=np.int32) - _start(s, n, k, "dynamic_update_slice")
         hit = (rel >= 0) & (rel < k)
         spread = vnp.take(spread, vnp.clip(rel, 0, k - 1), axis=axis)
         shape = [1] * operand.ndim
@@ -596,6 +610,10 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
     lhs_dilation = tuple(lhs_dilation or one)
     rhs_dilation = tuple(rhs_dilation or one)
     window_strides = tuple(window_strides)
+    for name, v in (("window_strides", window_strides), ("lhs_dilation", lhs_dilation),
+                    ("rhs_dilation", rhs_dilation)):
+        if not builtins.all(isinstance(d, (int, np.integer)) and d >= 1 for d in v):
+            raise _conv_error(f"{name} {v}: every entry must be a positive integer")
     if isinstance(padding, str):
         padding = padtype_to_pads(lhs_t.shape[2:], _dilated(rhs_t.shape[2:], rhs_dilation),
                                   window_strides, padding)

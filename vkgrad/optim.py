@@ -28,6 +28,7 @@ from typing import Any, Callable, NamedTuple
 
 import vkgrad.numpy as vnp
 from vkgrad.errors import ArgumentError, DTypeError
+from vkgrad.tracer.core import user_source
 from vkgrad.tree_util import keystr, tree_leaves, tree_leaves_with_path, tree_map
 
 
@@ -149,6 +150,10 @@ def scale_by_learning_rate(learning_rate, *, flip_sign: bool = True) -> Gradient
     m = -1 if flip_sign else 1
     if callable(learning_rate):
         return scale_by_schedule(lambda count: m * learning_rate(count))
+    if isinstance(learning_rate, (str, bytes, bool)) or vnp.ndim(learning_rate) != 0:
+        raise ArgumentError(f"learning_rate must be a number, a scalar array or a schedule (a "
+                            f"function of the step count), got {learning_rate!r}",
+                            source=user_source())
     return scale(m * learning_rate)
 
 

@@ -15,10 +15,10 @@ from vkgrad.numpy.reductions import (all, any, argmax, argmin, cumprod, cumsum, 
                                      prod, std, sum, var)
 from vkgrad.numpy.shapes import ravel, repeat, reshape, squeeze, swapaxes, transpose
 from vkgrad.numpy.sorting import argsort
-from vkgrad.numpy.ufuncs import (abs, add, clip, divide, equal, floor_divide, greater,
-                                 greater_equal, less, less_equal, logical_and, logical_not,
-                                 logical_or, multiply, negative, nonzero, not_equal, power,
-                                 remainder, round, subtract)
+from vkgrad.numpy.ufuncs import (abs, add, and_operator, clip, divide, equal, floor_divide, greater,
+                                 greater_equal, invert, less, less_equal,
+                                 multiply, negative, nonzero, not_equal, or_operator, power,
+                                 remainder, round, subtract, xor_operator)
 from vkgrad.traceback_util import api_boundary
 from vkgrad.tracer.core import ArrayOps, Tracer, concretization_error
 
@@ -51,13 +51,14 @@ def _method_transpose(self, *axes):
 
 
 _OPERATORS = {"add": add, "sub": subtract, "mul": multiply, "truediv": divide, "pow": power,
-              "matmul": matmul, "and": logical_and, "or": logical_or, "mod": remainder,
+              "matmul": matmul, "and": and_operator, "or": or_operator, "xor": xor_operator,
+              "mod": remainder,
               "floordiv": floor_divide}
 _COMPARISONS = {"lt": less, "le": less_equal, "gt": greater, "ge": greater_equal, "eq": equal,
                 "ne": not_equal}
 _METHODS = {
     "__neg__": negative, "__pos__": lambda self: self, "__abs__": abs,
-    "__invert__": logical_not, "__getitem__": getitem,
+    "__invert__": invert, "__getitem__": getitem,
     "T": property(lambda self: transpose(self)),
     "reshape": _method_reshape, "transpose": _method_transpose, "astype": astype,
     "swapaxes": swapaxes, "squeeze": lambda self, axis=None: squeeze(self, axis),

@@ -28,10 +28,11 @@ __all__ = ["matmul", "tensordot", "dot", "vdot", "inner", "outer", "einsum", "co
 
 def matmul(a, b):
     """numpy's matmul: vectors are promoted to matrices, batch dims broadcast; lowers to the
-    2-D / batched 3-D `matmul` primitive."""
+    2-D / batched 3-D `matmul` primitive. Integers and bools multiply in float32 and the result
+    has their dtype (numpy, JAX; exact while sums stay below 2**24)."""
     a, b = asarray(a), asarray(b)
-    dt = promoted_dtype(a, b)
-    dt = dt if is_float(dt) else "f32"
+    want = promoted_dtype(a, b)
+    dt = want if is_float(want) else "f32"
     if a.ndim == 0 or b.ndim == 0:
         raise ShapeError(f"matmul of {type_string(a)} by {type_string(b)}: operands must be at "
                          "least 1-D (use * to multiply by a scalar)", primitive="matmul",
@@ -55,7 +56,7 @@ def matmul(a, b):
         r = _batched_matmul(a, b, dt)
     if vec_a or vec_b:
         r = P.reshape(r, r.shape[:-2] + ((m,) if not vec_a else ()) + ((n,) if not vec_b else ()))
-    return r
+    return astype(r, want)
 
 
 def _batched_matmul(a, b, dt):
@@ -87,11 +88,11 @@ def _contract(a, b, ca, cb):
     out_shape = [a.shape[i] for i in fa] + [b.shape[j] for j in fb]
     k = math.prod(a.shape[i] for i in ca)
     m, n = math.prod(a.shape[i] for i in fa), math.prod(b.shape[j] for j in fb)
-    dt = promoted_dtype(a, b)
-    dt = dt if is_float(dt) else "f32"
+    want = promoted_dtype(a, b)
+    dt = want if is_float(want) else "f32"   # ints and bools in f32, returned in their dtype
     a2 = reshape(transpose(promote(a, dt), fa + list(ca)), (m, k))
     b2 = reshape(transpose(promote(b, dt), list(cb) + fb), (k, n))
-    return reshape(P.matmul(a2, b2), out_shape)
+    return astype(reshape(P.matmul(a2, b2), out_shape), want)
 
 
 def tensordot(a, b, axes=2):

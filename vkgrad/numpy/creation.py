@@ -84,6 +84,9 @@ def arange(start, stop=None, step=1, dtype=None):
     for v in (start, stop, step):
         if isinstance(v, Tracer):
             v.__index__()   # raises the ConcretizationError explaining static arguments
+    if step == 0:
+        raise ArgumentError("arange: step is 0, so the range never reaches stop (numpy raises "
+                            "too)", source=user_source())
     n = builtins.max(0, math.ceil((stop - start) / step))
     dt = dtype_name(dtype) if dtype is not None else (
         "i32" if builtins.all(isinstance(v, (int, _np.integer)) for v in (start, stop, step))

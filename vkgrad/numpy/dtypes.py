@@ -13,9 +13,9 @@ import ml_dtypes as _ml_dtypes
 import numpy as _np
 
 from vkgrad import primitives as P
-from vkgrad.errors import ArgumentError, DTypeError
+from vkgrad.errors import ArgumentError, DTypeError, VkgradError
 from vkgrad.config import requested_dtype
-from vkgrad.dtypes import bfloat16, canonical_array, check_int
+from vkgrad.dtypes import INT32_RANGE, bfloat16, canonical_array, check_int, is_half
 from vkgrad.ir.core import DTYPES, canonical_dtype, is_float, np_dtype
 from vkgrad.tracer.array import host_array
 from vkgrad.tracer.core import ArrayOps, api_name, current_trace, user_source
@@ -197,9 +197,23 @@ def _stacked(values):
 def astype(x, dtype):
     dt = dtype_name(dtype)
     x = asarray(x)
-    if isinstance(x, ArrayOps):
-        return x if x.aval.dtype == dt else P.convert(x, dt)
-    return x if x.dtype == np_dtype(dt) else P.convert(x, dt)
+    src = x.aval.dtype if isinstance(x, ArrayOps) else canonical_dtype(x.dtype)
+    if src == dt:
+        return x
+    if dt == "i32" and is_float(src):   # halves through f32, where the int32 bounds exist
+        return _float_to_int32(P.convert(x, "f32") if is_half(src) else x)
+    return P.convert(x, dt)
+
+
+def _float_to_int32(x):
+    """Floats to int32 as JAX converts them: truncated, saturated at the int32 range, NaN as 0.
+    A bare conversion of NaN, inf or a float beyond the range is undefined (x86, so numpy and
+    lavapipe, give INT_MIN; an NVIDIA GPU saturates), so the backends would disagree."""
+    lo, hi = float(INT32_RANGE[0]), -float(INT32_RANGE[0])   # -2**31 and 2**31, exact floats
+    inside = P.select(P.le(lo, x), P.lt(x, hi), False)        # False for NaN
+    r = P.convert(P.select(inside, x, 0.0), "i32")
+    r = P.select(P.le(hi, x), _np.int32(INT32_RANGE[1]), r)
+    return P.select(P.lt(x, lo), _np.int32(INT32_RANGE[0]), r)
 
 
 def promote(x, dt: str):
@@ -207,6 +221,11 @@ def promote(x, dt: str):
     if isinstance(x, ArrayOps):
         return P.convert(x, dt)
     if is_weak(x):
+        if type(x) is int and not is_float(dt):   # numpy's OverflowError, in the user's terms
+            try:
+                check_int(x)
+            except VkgradError as e:
+                raise e.with_context(source=user_source()) from None
         return np_dtype(dt).type(x)
     a = asarray(x)
     return a if a.dtype == np_dtype(dt) else a.astype(np_dtype(dt))

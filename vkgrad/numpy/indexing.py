@@ -24,8 +24,8 @@ from vkgrad import primitives as P
 from vkgrad.errors import ArgumentError, VkgradIndexError
 from vkgrad.ir.core import np_dtype
 from vkgrad.numpy.dtypes import asarray, astype, dtype_of
-from vkgrad.numpy.ufuncs import (add, divide, greater, less, maximum, minimum, multiply, power,
-                                 where)
+from vkgrad.numpy.ufuncs import (add, divide, greater, less, logical_or, maximum, minimum,
+                                 multiply, power, where)
 from vkgrad.numpy.util import is_int, normalize_axes, type_string
 from vkgrad.tracer.array import Array, host_array
 from vkgrad.tracer.core import ArrayOps, Tracer, user_source
@@ -80,7 +80,7 @@ def getitem(x, key):
         return host_array(_np.asarray(x)[tuple(_np.asarray(k) if isinstance(k, ArrayOps) else k
                                                for k in key) if isinstance(key, tuple) else
                                          _np.asarray(key)])
-    entries = _key_entries(x, key)
+    entries = _key_entries(x, _masks_as_indices(x, key))
     if _is_advanced(entries):
         return _advanced_getitem(x, entries)
     start, limit, step, reverse, array_at, out_shape = _index_plan(x, entries)
@@ -109,6 +109,36 @@ def _concrete_mask(key) -> bool:
     return builtins.any(dtype_of(k) == "bool" for k in keys
                         if isinstance(k, (ArrayOps, _np.ndarray))) and \
         not builtins.any(isinstance(k, Tracer) for k in keys)
+
+
+def _is_mask(k) -> bool:
+    return isinstance(k, (_np.ndarray, list)) and _np.asarray(k).dtype == _np.bool_ and \
+        _np.ndim(k) >= 1
+
+
+def _masks_as_indices(x, key):
+    """The key with each concrete boolean mask spelled as its nonzero() integer arrays (numpy
+    defines x[mask] so; the shape is known at trace time, as in JAX). A mask must match the
+    axes it covers, as numpy requires."""
+    keys = key if isinstance(key, tuple) else (key,)
+    if not builtins.any(_is_mask(k) for k in keys):
+        return key
+    width = [_np.ndim(k) if _is_mask(k) else 0 if k is None or k is Ellipsis else 1
+             for k in keys]
+    ellipsis = next((j for j, k in enumerate(keys) if k is Ellipsis), len(keys))
+    out = []
+    for j, k in enumerate(keys):
+        if not _is_mask(k):
+            out.append(k)
+            continue
+        k = _np.asarray(k)
+        d = builtins.sum(width[:j]) if j < ellipsis else x.ndim - builtins.sum(width[j:])
+        if d < 0 or k.shape != tuple(x.shape[d:d + k.ndim]):
+            raise VkgradIndexError(f"a boolean index of shape {k.shape} does not match the "
+                                   f"axes it indexes, {tuple(x.shape[builtins.max(d, 0):][:k.ndim])}"
+                                   f", of {type_string(x)}", source=user_source())
+        out.extend(i.astype(_np.int32) for i in _np.nonzero(k))
+    return tuple(out)
 
 
 def _key_entries(x, key) -> list:
@@ -242,11 +272,10 @@ class _AtRef:
         keys = idx if isinstance(idx, tuple) else (idx,)
         if not builtins.any(isinstance(k, ArrayOps) for k in keys):
             try:
-                return _np.arange(n, dtype=_np.int32).reshape(x.shape)[idx]
+                return _np.asarray(_np.arange(n, dtype=_np.int32).reshape(x.shape)[idx])
             except IndexError as e:
                 raise VkgradIndexError(f"x.at[...]: {e}", source=user_source()) from None
-        # gathered as f32 (exact below 2**24; the gather kernel moves f32) and cast back
-        return astype(getitem(P.reshape(P.iota((n,), 0, "f32"), x.shape), idx), "i32")
+        return _traced_positions(x, idx)
 
     def _apply(self, v, combine):
         """x with combine(x[idx], v) at idx (combine None: v itself)."""
@@ -268,7 +297,9 @@ class _AtRef:
                                     at_.astype(_np.int32), 0, (n,))
                 flat_x = where(hit, upd if combine is None else combine(flat_x, upd), flat_x)
             return P.reshape(flat_x, x.shape)
-        p = _flat(pos)   # traced positions: every update lands
+        p = _flat(pos)   # traced positions: -1 for an index out of range, whose update drops
+        hit = P.le(_np.int32(0), p)
+        p, flat_v = where(hit, p, 0), where(hit, flat_v, np_dtype(dt).type(0))
         if combine is add:
             return P.reshape(add(flat_x, P.scatter_add(flat_v, p, 0, (n,))), x.shape)
         if combine is not None:
@@ -276,10 +307,11 @@ class _AtRef:
                 "x.at[traced indices].mul/min/max/...: vkgrad needs concrete indices for these "
                 "(repeated indices must be grouped at trace time); use .add, .set, or numpy "
                 "indices", source=user_source())
-        ones = P.broadcast_to(np_dtype(dt).type(1), tuple(p.shape))
+        ones = astype(hit, dt)
         count = P.scatter_add(ones, p, 0, (n,))   # set: repeats -> mean
-        upd = divide(P.scatter_add(flat_v, p, 0, (n,)), maximum(count, 1))
-        return P.reshape(where(greater(count, 0), astype(upd, dt), flat_x), x.shape)
+        total = P.scatter_add(flat_v, p, 0, (n,))
+        upd = where(greater(count, 1), astype(divide(total, maximum(count, 1)), dt), total)
+        return P.reshape(where(greater(count, 0), upd, flat_x), x.shape)   # exact for one
 
     def set(self, values, **kw): return self._apply(values, None)
     def add(self, values, **kw): return self._apply(values, add)
@@ -289,6 +321,30 @@ class _AtRef:
     def min(self, values, **kw): return self._apply(values, minimum)
     def max(self, values, **kw): return self._apply(values, maximum)
     mul = multiply
+
+
+def _traced_positions(x, idx):
+    """The flat positions a key with traced indices selects, shaped like x[idx], -1 where an
+    index is out of range (JAX drops those updates; a gather would clamp them onto the last
+    element): each axis a traced array indexes gets one more slot holding -1, and its indices
+    out of range are sent there. Gathered as f32 (exact below 2**24; the gather kernel moves
+    f32) and cast back."""
+    pos = P.reshape(P.iota((math.prod(x.shape),), 0, "f32"), x.shape)
+    key, d = [], 0
+    for k in _key_entries(x, _masks_as_indices(x, idx)):
+        if isinstance(k, tuple) and isinstance(k[1], Tracer):
+            n = x.shape[d]
+            i = asarray(k[1])
+            i = where(less(i, 0), add(i, n), i)
+            k = where(logical_or(less(i, 0), less(n - 1, i)), n, i)
+            pad = list(pos.shape)
+            pad[d] = 1
+            pos = P.concatenate([pos, P.broadcast_to(_np.float32(-1), tuple(pad))], d)
+        elif isinstance(k, tuple):
+            k = k[1]
+        key.append(k)
+        d += k is not None
+    return astype(getitem(pos, tuple(key)), "i32")
 
 
 def _duplicate_rounds(pos, keep_last):

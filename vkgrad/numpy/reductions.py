@@ -18,8 +18,9 @@ from vkgrad.numpy.dtypes import (as_float, asarray, astype, dtype_of, no_out, pr
                                  promoted_dtype)
 from vkgrad.numpy.indexing import getitem
 from vkgrad.numpy.shapes import broadcast_to, concatenate, moveaxis, ravel, reshape
-from vkgrad.numpy.ufuncs import (add, as_bool, divide, equal, exp, greater, isclose, isnan, log,
-                                 logical_not, multiply, sqrt, stop_gradient, subtract, where)
+from vkgrad.numpy.ufuncs import (add, as_bool, divide, equal, exp, greater, isclose, isfinite,
+                                 isnan, log, logical_not, multiply, sqrt, stop_gradient, subtract,
+                                 where)
 from vkgrad.numpy.util import define_wrappers, normalize_axes, type_string
 from vkgrad.tracer.core import Tracer, concretization_error, user_source
 
@@ -95,6 +96,8 @@ def _arg_extreme(a, axis, keepdims, reduce):
     primitive of its own); the indices are float32 inside (exact below 2**24), so the float
     reduction kernels serve it."""
     a = asarray(a)
+    if dtype_of(a) == "bool":   # numpy and JAX: the first True (False), as 1.0 and 0.0 (the
+        a = astype(a, "f32")    # float reduction kernels serve it)
     if axis is None:
         a, axis = reshape(a, (-1,)), 0
     ax = normalize_axes(axis, a.ndim)[0]
@@ -313,7 +316,8 @@ def logsumexp(x, axis=None, keepdims=False):
     constant for differentiation (the result does not depend on m; its gradient is softmax)."""
     x = as_float(x)
     axes = normalize_axes(axis, x.ndim)
-    m = stop_gradient(max(x, axes, keepdims=True))
+    m = max(x, axes, keepdims=True)
+    m = stop_gradient(where(isfinite(m), m, 0.0))   # all -inf: log(0) = -inf; an inf: inf
     r = add(log(sum(exp(subtract(x, m)), axes, keepdims=True)), m)
     return r if keepdims else P.reshape(r, [d for i, d in enumerate(x.shape) if i not in axes])
 

@@ -278,6 +278,9 @@ def repeat(a, repeats, axis=None):
     ax = normalize_axes(axis, a.ndim)[0]
     if is_int(repeats):
         r = int(repeats)
+        if r < 0:
+            raise ShapeError(f"repeat: repeats is {r}; it counts copies and must be >= 0",
+                             source=user_source())
         x = expand_dims(a, ax + 1)
         x = broadcast_to(x, a.shape[:ax + 1] + (r,) + a.shape[ax + 1:])
         return reshape(x, a.shape[:ax] + (a.shape[ax] * r,) + a.shape[ax + 1:])

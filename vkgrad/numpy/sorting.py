@@ -38,7 +38,7 @@ def _sortable(a):
     a = asarray(a)
     if a.ndim == 0:
         raise ShapeError("cannot sort a 0-d array", source=user_source())
-    return a if dtype_of(a) != "bool" else astype(a, "i32")
+    return a if dtype_of(a) != "bool" else astype(a, "f32")   # 0 and 1: the f32 kernel sorts them
 
 
 def argsort(a, axis=-1, kind=None, order=None, *, stable=True, descending=False):
@@ -52,11 +52,11 @@ def argsort(a, axis=-1, kind=None, order=None, *, stable=True, descending=False)
 def sort(a, axis=-1, kind=None, order=None, *, stable=True, descending=False):
     """Sorted copy along `axis` (its gradient sends each value's cotangent back to where it
     came from)."""
-    a = _sortable(a)
+    dt = dtype_of(asarray(a))
 
     def by_rows(x):
         return P.take_last(x, P.argsort(x, descending))
-    return _along_last(by_rows, a, axis)
+    return astype(_along_last(by_rows, _sortable(a), axis), dt)   # bools sort as 0.0 and 1.0
 
 
 def take_along_axis(arr, indices, axis):

@@ -9,11 +9,11 @@ import math
 import numpy as _np
 
 from vkgrad import primitives as P
-from vkgrad.errors import ArgumentError
+from vkgrad.errors import ArgumentError, DTypeError
 from vkgrad.ir.core import is_float, np_dtype
-from vkgrad.numpy.dtypes import (as_float, asarray, astype, dtype_of, no_out, operands, promote,
-                                 promoted_dtype)
-from vkgrad.numpy.util import define_wrappers
+from vkgrad.numpy.dtypes import (as_float, asarray, astype, dtype_of, is_weak, no_out, operands,
+                                 promote, promoted_dtype)
+from vkgrad.numpy.util import define_wrappers, type_string
 from vkgrad.tracer.core import Tracer, concretization_error, user_source
 
 
@@ -23,8 +23,18 @@ def _binary(fn, x, y, floating=False, arith=True):
     if floating and not is_float(dt):
         dt = "f32"
     elif arith and dt == "bool":
+        if fn in _ON_BOOLS:   # numpy and JAX: bool + bool is a bool (or), bool * bool (and)
+            return _ON_BOOLS[fn](x, y)
+        _refuse_bools(fn)
         dt = "i32"
     return fn(promote(x, dt), promote(y, dt))
+
+
+def _refuse_bools(fn):
+    if fn in (P.sub, P.neg):
+        raise DTypeError("- on bool arrays is refused (numpy and JAX refuse it too): use ~x or "
+                         "vnp.logical_xor(x, y) for bools, or convert first (x.astype(int))",
+                         source=user_source())
 
 
 def _unary(fn, x, floating=True):
@@ -33,6 +43,7 @@ def _unary(fn, x, floating=True):
     if floating and not is_float(dt):
         dt = "f32"
     elif dt == "bool":
+        _refuse_bools(fn)
         dt = "i32"
     return fn(promote(x, dt))
 
@@ -65,8 +76,7 @@ _BINARY = {   # name: (primitive, computes in float, docstring); bools compute i
     "subtract": (P.sub, False, "x - y, elementwise."),
     "multiply": (P.mul, False, "x * y, elementwise."),
     "divide": (P.div, True, "x / y, elementwise, in float (integers divide as float32)."),
-    "power": (P.power, True, "x ** y, elementwise, in float."),
-    "maximum": (P.maximum, False, "The larger of x and y, elementwise."),
+        "maximum": (P.maximum, False, "The larger of x and y, elementwise."),
     "minimum": (P.minimum, False, "The smaller of x and y, elementwise."),
 }
 _COMPARISONS = {   # name: (primitive, operands swapped, docstring); the result is bool
@@ -104,11 +114,23 @@ _UNARY = {   # name: (primitive, computes in float, docstring); bools compute in
     "fabs": (P.absolute, True, "|x| in float, elementwise (numpy's fabs)."),
 }
 
-__all__ = (define_wrappers(globals(), _BINARY, _binary_ufunc)
+def _integral_unary_ufunc(primitive, floating):
+    """floor, ceil, rint: an integer or bool input is already integral and is returned as it is
+    (numpy 2 and JAX keep its dtype)."""
+    def ufunc(x):
+        x = asarray(x)
+        return x if dtype_of(x) in ("i32", "bool") else _unary(primitive, x, floating=floating)
+    return ufunc
+
+
+_INTEGRAL = {name: _UNARY.pop(name) for name in ("floor", "ceil", "rint")}
+
+__all__ = (define_wrappers(globals(), _INTEGRAL, _integral_unary_ufunc)
+           + define_wrappers(globals(), _BINARY, _binary_ufunc)
            + define_wrappers(globals(), _COMPARISONS, _comparison)
            + define_wrappers(globals(), _UNARY, _unary_ufunc)
-           + ["true_divide", "absolute", "arctan2", "positive", "reciprocal", "clip",
-              "logical_and", "logical_or", "logical_not", "where", "nonzero", "stop_gradient",
+           + ["power", "invert", "bitwise_not", "true_divide", "absolute", "arctan2", "positive", "reciprocal", "clip",
+              "logical_and", "logical_or", "logical_not", "logical_xor", "where", "nonzero", "stop_gradient",
               "trunc", "fix", "round", "around", "exp2", "degrees", "radians", "expm1",
               "logaddexp", "logaddexp2", "hypot", "sinc", "floor_divide", "remainder", "mod",
               "fmod", "divmod", "isnan", "isinf", "isfinite", "isposinf", "isneginf",
@@ -116,6 +138,47 @@ __all__ = (define_wrappers(globals(), _BINARY, _binary_ufunc)
               "angle", "isreal", "iscomplex", "isrealobj", "iscomplexobj"])
 
 true_divide, absolute = divide, abs   # the tables above define divide and abs
+
+
+def power(x, y):
+    """x ** y, elementwise: in float, except integer ** integer, which stays an integer (numpy,
+    JAX): by repeated squaring for a Python int exponent (wrapping in int32 as numpy does), in
+    float then converted for an array exponent (exact while the result is below 2**24)."""
+    x, y = operands(x, y)
+    dt = promoted_dtype(x, y)
+    if is_float(dt):
+        return _binary(P.power, x, y, floating=True)
+    dt = "i32"
+    if not is_weak(y):
+        return astype(P.power(as_float(promote(x, dt)), as_float(promote(y, dt))), dt)
+    if y < 0:
+        raise ArgumentError(f"power: integers cannot be raised to a negative integer power "
+                            f"({y}); use a float base (x.astype(float)) or divide",
+                            source=user_source())
+    x, result = asarray(promote(x, dt)), None
+    while y:
+        if y & 1:
+            result = x if result is None else P.mul(result, x)
+        y >>= 1
+        if y:
+            x = P.mul(x, x)
+    return P.broadcast_to(_np.int32(1), tuple(x.shape)) if result is None else result
+
+
+def invert(x):
+    """~x: logical not of a bool, bitwise not of an integer (-x - 1 in two's complement); floats
+    are refused, as numpy and JAX refuse them."""
+    x = asarray(x)
+    dt = dtype_of(x)
+    if dt == "bool":
+        return logical_not(x)
+    if dt == "i32":
+        return P.sub(P.neg(x), _np.int32(1))
+    raise DTypeError(f"~ (invert) takes bool or integer arrays, got {type_string(x)}: use "
+                     "vnp.logical_not(x != 0), or 1 - x for a float mask", source=user_source())
+
+
+bitwise_not = invert
 
 
 def arctan2(y, x):
@@ -148,6 +211,33 @@ def logical_or(a, b): return P.select(as_bool(a), True, as_bool(b))     # a ? Tr
 
 
 def logical_not(a): return P.eq(as_bool(a), False)
+
+
+def logical_xor(a, b): return P.ne(as_bool(a), as_bool(b))
+
+
+def _bool_operator(logical, symbol):
+    """The operator `symbol` (&, |, ^): logical on bools (numpy's and JAX's meaning for bool
+    arrays); integers would mean bitwise, which vkgrad has no primitive for, and floats have no
+    meaning: both are refused rather than computed as logical."""
+    def operator(a, b):
+        a, b = operands(a, b)
+        for v in (a, b):
+            dt = "bool" if isinstance(v, bool) else dtype_of(asarray(v))
+            if dt != "bool":
+                raise DTypeError(
+                    f"x {symbol} y on {type_string(asarray(v))}: vkgrad's {symbol} is logical, "
+                    f"for bool arrays; it has no bitwise integer operations (compare first, "
+                    f"e.g. (x > 0) {symbol} (y > 0))", source=user_source())
+        return logical(a, b)
+    return operator
+
+
+_ON_BOOLS = {P.add: logical_or, P.mul: logical_and, P.maximum: logical_or,
+             P.minimum: logical_and}
+and_operator = _bool_operator(logical_and, "&")
+or_operator = _bool_operator(logical_or, "|")
+xor_operator = _bool_operator(logical_xor, "^")
 
 
 def where(condition, x=None, y=None):
@@ -234,7 +324,8 @@ def logaddexp(x, y):
     dt = promoted_dtype(x, y)
     dt = dt if is_float(dt) else "f32"
     x, y = asarray(promote(x, dt)), asarray(promote(y, dt))
-    m = stop_gradient(maximum(x, y))
+    m = maximum(x, y)
+    m = stop_gradient(where(isfinite(m), m, 0.0))   # both -inf: log(0) = -inf; an inf: inf
     return add(log(add(exp(subtract(x, m)), exp(subtract(y, m)))), m)
 
 
@@ -243,7 +334,16 @@ def logaddexp2(x, y):
                     1.0 / math.log(2.0))
 
 
-def hypot(x, y): return sqrt(add(square(as_float(x)), square(as_float(y))))
+def hypot(x, y):
+    """sqrt(x*x + y*y) without overflow or underflow: m * sqrt(1 + (n/m)**2), m = max(|x|, |y|),
+    n the other (JAX's form); 0 where both are 0, inf where either is."""
+    x, y = operands(x, y)
+    dt = promoted_dtype(x, y)
+    dt = dt if is_float(dt) else "f32"
+    x, y = abs(asarray(promote(x, dt))), abs(asarray(promote(y, dt)))
+    m, n = maximum(x, y), minimum(x, y)
+    r = divide(n, where(equal(m, 0), 1.0, m))
+    return where(isinf(m), m, multiply(m, sqrt(add(1.0, square(r)))))
 
 
 def sinc(x):
@@ -254,28 +354,63 @@ def sinc(x):
     return where(zero, 1.0, divide(sin(px), px))
 
 
-def _int_result(fn, x, y):
-    """fn on x, y computed in float; int operands give an int result (exact while |x| < 2**24:
-    the Vulkan kernels have no 64-bit floats)."""
+def _division(float_fn, int_fn, x, y):
+    """float_fn on float operands; int_fn on integer ones (bools as int32), with the floor
+    quotient and remainder of _int_divmod."""
     x, y = operands(x, y)
     dt = promoted_dtype(x, y)
-    if dt == "bool":
-        dt = "i32"
-    r = fn(as_float(promote(x, dt)), as_float(promote(y, dt)))
-    return r if is_float(dt) else astype(r, dt)
+    if is_float(dt):
+        return float_fn(asarray(promote(x, dt)), asarray(promote(y, dt)))
+    x, y = asarray(promote(x, "i32")), asarray(promote(y, "i32"))
+    return int_fn(x, y, *_int_divmod(x, y))
 
 
-def floor_divide(x, y): return _int_result(lambda a, b: floor(divide(a, b)), x, y)
+def _int_divmod(x, y):
+    """(x // y, x % y) of int32 arrays, exact over the whole int32 range: a float quotient (off
+    by up to |x / y| / 2**24), corrected once by the float quotient of the (exact, int32)
+    remainder, then by one step either way. Division by 0 gives garbage (_by_zero replaces
+    it)."""
+    yf = as_float(y)
+    q = astype(floor(divide(as_float(x), yf)), "i32")
+    q = add(q, astype(floor(divide(as_float(subtract(x, multiply(q, y))), yf)), "i32"))
+    r = subtract(x, multiply(q, y))
+    low = logical_and(not_equal(r, 0), not_equal(less(r, 0), less(y, 0)))  # sign not y's
+    high = logical_or(logical_and(less(0, y), less_equal(y, r)),
+                      logical_and(less(y, 0), less_equal(r, y)))              # |r| >= |y|
+    q = where(low, subtract(q, 1), where(high, add(q, 1), q))
+    return q, where(low, add(r, y), where(high, subtract(r, y), r))
+
+
+def _by_zero(r, y, value):
+    """r, with `value` where the integer y is 0."""
+    return where(equal(y, 0), value, r)
+
+
+def floor_divide(x, y):
+    """x // y; an integer divided by 0 gives JAX's value (-1 for 0 // 0, -2 otherwise: XLA's
+    quotient -1, floored)."""
+    return _division(lambda a, b: floor(divide(a, b)),
+                     lambda a, b, q, r: _by_zero(q, b, where(equal(a, 0), -1, -2)), x, y)
+
+
+def _float_mod(a, b):
+    """x - floor(x / y) * y; x % inf is x for a finite x of y's sign (0 too), else y (numpy)."""
+    r = subtract(a, multiply(floor(divide(a, b)), b))
+    same = logical_or(equal(a, 0), equal(less(a, 0), less(b, 0)))
+    return where(logical_and(isinf(b), isfinite(a)), where(same, a, b), r)
 
 
 def remainder(x, y):
-    """numpy's mod: x - floor(x / y) * y, with the sign of y."""
-    return _int_result(lambda a, b: subtract(a, multiply(floor(divide(a, b)), b)), x, y)
+    """numpy's mod, with the sign of y; x % 0 is 0 for integers (numpy, JAX)."""
+    return _division(_float_mod, lambda a, b, q, r: _by_zero(r, b, 0), x, y)
 
 
 def fmod(x, y):
-    """C's fmod: x - trunc(x / y) * y, with the sign of x."""
-    return _int_result(lambda a, b: subtract(a, multiply(trunc(divide(a, b)), b)), x, y)
+    """C's fmod: x - trunc(x / y) * y, with the sign of x; 0 for an integer x by 0 (numpy)."""
+    def int_fmod(a, b, q, r):   # the floor remainder moved to x's sign
+        return _by_zero(where(logical_and(not_equal(r, 0), not_equal(less(a, 0), less(b, 0))),
+                              subtract(r, b), r), b, 0)
+    return _division(lambda a, b: subtract(a, multiply(trunc(divide(a, b)), b)), int_fmod, x, y)
 
 
 mod = remainder

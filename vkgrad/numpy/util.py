@@ -18,6 +18,9 @@ def normalize_axes(axis, ndim) -> tuple:
     axes = axis if isinstance(axis, (tuple, list)) else (axis,)
     out = []
     for a in axes:
+        if not is_int(a):   # numpy and JAX refuse a float (or a traced) axis too
+            raise VkgradIndexError(f"axis {a!r} must be an integer, not {type(a).__name__}",
+                                   source=user_source())
         if not -ndim <= a < ndim:
             raise VkgradIndexError(f"axis {a} is out of bounds for an array of dimension {ndim}",
                                    source=user_source())
