@@ -257,3 +257,13 @@ def test_integer_updates_beyond_2_to_the_24_are_exact():
 def test_a_negative_repeat_count_is_refused():
     with pytest.raises(vg.ShapeError, match=r"repeat: repeats is -1[\s\S]*test_campaign.py"):
         vg.jit(lambda a: vnp.repeat(a, -1))(np.ones(3, np.float32))
+
+
+def test_an_empty_index_array_or_an_all_false_mask_runs_on_vulkan():
+    """Failed on Vulkan: the empty index array is a constant of the program whose slot holds
+    one element, and uploading its 0 elements raised `DeviceError: cannot upload 0 elements
+    into a buffer of 1` (vkgrad/runtime/runners.py skips the upload now)."""
+    x = np.arange(6.0, dtype=np.float32)
+    check(lambda x: x[np.zeros(0, int)], (x,), np.zeros(0, np.float32))
+    check(lambda x: x[np.zeros(6, bool)].sum(), (x,), np.float32(0))
+    check(lambda x: x[np.zeros(0, int)].sum() + x[np.array([1, 2])].sum(), (x,), np.float32(3))

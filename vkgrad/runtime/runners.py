@@ -97,7 +97,8 @@ class VulkanRunner:
                 self.fixed[i] = device.buffer(s.size, np_dtype(s.dtype), "scratch")
             elif s.kind == "const":
                 self.fixed[i] = device.buffer(s.size, np_dtype(s.dtype), "device")
-                self.fixed[i].upload(lowered.const_values[i].reshape(-1))
+                if lowered.const_values[i].size:   # an empty one's slot holds 1 element, unread
+                    self.fixed[i].upload(lowered.const_values[i].reshape(-1))
         self.compile_times["buffers"] = time.perf_counter() - t0
         # Small results (a loss) come back to the host inside the call's submission: the
         # result is host data, so no live Array pins a device buffer. Each recorded copy of the
