@@ -26,11 +26,12 @@ from vkgrad import primitives as P
 from vkgrad import random
 from vkgrad.errors import ArgumentError, DTypeError, ShapeError
 from vkgrad.mixed_precision import Policy, get_policy
+from vkgrad.scipy.special import erf
 from vkgrad.numpy import log_softmax, logsumexp, one_hot, softmax  # noqa: F401
 from vkgrad.traceback_util import wrap_namespace
 from vkgrad.tracer.core import Tracer, user_source
 
-__all__ = ["relu", "sigmoid", "silu", "gelu", "softmax", "log_softmax", "logsumexp", "one_hot",
+__all__ = ["relu", "sigmoid", "silu", "gelu", "softplus", "softmax", "log_softmax", "logsumexp", "one_hot",
            "cross_entropy", "mse", "dropout", "layer_norm", "rms_norm", "embedding", "linear",
            "flash_attention", "attention_block", "init_attention_block", "selective_scan",
            "causal_conv1d", "mamba_block", "init_mamba_block", "init_transformer_lm",
@@ -55,9 +56,17 @@ def silu(x):
     return x * sigmoid(x)
 
 
-def gelu(x):
-    """GELU, tanh form (GPT-2's; jax.nn.gelu(approximate=True))."""
+def gelu(x, approximate: bool = True):
+    """GELU (jax.nn.gelu): the tanh form by default (GPT-2's, JAX's default), the exact
+    x * Phi(x) = x/2 (1 + erf(x / sqrt(2))) with approximate=False."""
+    if not approximate:
+        return 0.5 * x * (1.0 + erf(x * 0.7071067811865476))
     return 0.5 * x * (1.0 + vnp.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+
+
+def softplus(x):
+    """log(1 + exp(x)) (jax.nn.softplus), as logaddexp(x, 0): no overflow for large x."""
+    return vnp.logaddexp(x, 0.0)
 
 
 def cross_entropy(logits, labels):

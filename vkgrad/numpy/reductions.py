@@ -12,15 +12,15 @@ from numpy import inf
 
 from vkgrad import primitives as P
 from vkgrad.dtypes import is_half
-from vkgrad.errors import ShapeError, VkgradIndexError
+from vkgrad.errors import ArgumentError, ShapeError, VkgradIndexError
 from vkgrad.numpy.creation import full, full_like
 from vkgrad.numpy.dtypes import (as_float, asarray, astype, dtype_of, no_out, promote,
                                  promoted_dtype)
 from vkgrad.numpy.indexing import getitem
 from vkgrad.numpy.shapes import broadcast_to, concatenate, moveaxis, ravel, reshape
 from vkgrad.numpy.ufuncs import (add, as_bool, divide, equal, exp, greater, isclose, isfinite,
-                                 isnan, log, logical_not, multiply, sqrt, stop_gradient, subtract,
-                                 where)
+                                 isnan, log, logical_not, maximum, minimum, multiply, sqrt,
+                                 stop_gradient, subtract, where)
 from vkgrad.numpy.util import define_wrappers, normalize_axes, type_string
 from vkgrad.tracer.core import Tracer, concretization_error, user_source
 
@@ -29,19 +29,32 @@ def _keepdims(r, shape, axes, keepdims):
     return P.reshape(r, P.keep_shape(shape, axes)) if keepdims and axes else r
 
 
-def sum(a, axis=None, dtype=None, out=None, keepdims=False):
+def _masked(a, where_, fill):
+    """a with `fill` where the boolean `where_` (broadcast to a) is False: numpy's where= of a
+    reduction, which leaves those elements out."""
+    return a if where_ is None else where(broadcast_to(as_bool(where_), a.shape), a, fill)
+
+
+def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
     no_out(out)
     a = asarray(a)
     if dtype is not None:
         a = astype(a, dtype)
     elif dtype_of(a) == "bool":
         a = astype(a, "i32")
+    a = _masked(a, where, 0)
     axes = normalize_axes(axis, a.ndim)
-    return _keepdims(P.reduce_sum(a, axes), a.shape, axes, keepdims)
+    r = _keepdims(P.reduce_sum(a, axes), a.shape, axes, keepdims)
+    return r if initial is None else add(r, initial)
 
 
-def mean(a, axis=None, dtype=None, out=None, keepdims=False):
+def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
     no_out(out)
+    if where is not None:   # numpy: the mean of the elements where it holds (nan over none)
+        a = as_float(asarray(a) if dtype is None else astype(a, dtype))
+        count = sum(astype(broadcast_to(as_bool(where), a.shape), dtype_of(a)), axis,
+                    keepdims=keepdims)      # in a's float dtype: the float reduction kernel
+        return divide(sum(a, axis, keepdims=keepdims, where=where), count)
     a = asarray(a) if dtype is None else astype(a, dtype)
     a = as_float(a)
     if is_half(dtype_of(a)):    # as JAX: the sum and the scaling in f32, rounded once
@@ -73,21 +86,36 @@ def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
     return sqrt(v)  # gradient (sqrt's at 0 would be 0 * inf = nan)
 
 
-def max(a, axis=None, out=None, keepdims=False):
-    no_out(out)
+def _extreme(reduce, combine, a, axis, keepdims, initial, where_, name):
     a = asarray(a)
+    if where_ is not None:
+        if initial is None:     # numpy and JAX: the elements left out need a value
+            raise ArgumentError(f"{name}(where=...) needs initial= (the value where no element "
+                                "is left)", source=user_source())
+        a = _masked(a, where_, initial)
     axes = normalize_axes(axis, a.ndim)
-    return _keepdims(P.reduce_max(a, axes), a.shape, axes, keepdims)
+    r = _keepdims(reduce(a, axes), a.shape, axes, keepdims)
+    return r if initial is None else combine(r, initial)
 
 
-def min(a, axis=None, out=None, keepdims=False):
+def max(a, axis=None, out=None, keepdims=False, initial=None, where=None):
+    """numpy's max; initial= joins the reduction, where= leaves elements out (with initial)."""
     no_out(out)
-    a = asarray(a)
-    axes = normalize_axes(axis, a.ndim)
-    return _keepdims(P.reduce_min(a, axes), a.shape, axes, keepdims)
+    return _extreme(P.reduce_max, maximum, a, axis, keepdims, initial, where, "max")
+
+
+def min(a, axis=None, out=None, keepdims=False, initial=None, where=None):
+    no_out(out)
+    return _extreme(P.reduce_min, minimum, a, axis, keepdims, initial, where, "min")
 
 
 amax, amin = max, min
+
+
+def ptp(a, axis=None, out=None, keepdims=False):
+    """The range, max - min, along axis (numpy's peak to peak)."""
+    no_out(out)
+    return subtract(max(a, axis, keepdims=keepdims), min(a, axis, keepdims=keepdims))
 
 
 def _arg_extreme(a, axis, keepdims, reduce):
@@ -134,7 +162,7 @@ _SCANS = {   # name: (combine, unit, docstring)
 
 __all__ = (define_wrappers(globals(), _ARG_EXTREMES, _arg_extreme_of)
            + define_wrappers(globals(), _SCANS, _scan_of)
-           + ["sum", "mean", "var", "std", "max", "min", "amax", "amin", "any", "all",
+           + ["sum", "mean", "var", "std", "max", "min", "amax", "amin", "ptp", "any", "all",
               "count_nonzero", "prod", "diff", "gradient", "nansum", "nanmean", "nanmax", "nanmin",
               "average", "logsumexp", "allclose", "array_equal"])
 
