@@ -16,11 +16,12 @@ from vkgrad.numpy.creation import zeros
 from vkgrad.numpy.dtypes import as_float, asarray, astype, dtype_of, no_out
 from vkgrad.numpy.indexing import index_array
 from vkgrad.numpy.shapes import broadcast_to, moveaxis, ravel, reshape, size, stack, transpose
-from vkgrad.numpy.ufuncs import add, multiply, nonzero
+from vkgrad.numpy.ufuncs import (add, isnan, less, less_equal, logical_and, logical_not,
+                                 logical_or, multiply, nonzero)
 from vkgrad.numpy.util import normalize_axes, type_string
 from vkgrad.tracer.core import ArrayOps, user_source
 
-__all__ = ["argsort", "sort", "take_along_axis", "quantile", "percentile", "median",
+__all__ = ["argsort", "sort", "searchsorted", "take_along_axis", "quantile", "percentile", "median",
            "argwhere", "flatnonzero", "partition", "argpartition"]
 
 
@@ -162,3 +163,28 @@ def argpartition(a, kth, axis=-1):
     a = asarray(a)
     _kth_in_range(a, kth, axis, "argpartition")
     return argsort(a, axis)
+
+
+def searchsorted(a, v, side="left", sorter=None):
+    """numpy's: where each v would go in the sorted 1-D a to keep it sorted ("left": before
+    equal elements, "right": after them), int32 of v's shape. NaNs sort last, as numpy's sort
+    puts them. One comparison of every v with every a and a count (no gather loop: for
+    moderate sizes of a)."""
+    if side not in ("left", "right"):
+        raise ArgumentError(f"searchsorted: side must be 'left' or 'right', got {side!r}",
+                            source=user_source())
+    a, v = asarray(a), asarray(v)
+    if a.ndim != 1:
+        raise ShapeError(f"searchsorted: a must be 1-D, got {type_string(a)}",
+                         source=user_source())
+    if sorter is not None:
+        a = take_along_axis(a, asarray(sorter), 0)
+    a, v = as_float(a), as_float(v)
+    col = reshape(v, tuple(v.shape) + (1,))
+    nan_v, nan_a = isnan(col), isnan(a)
+    if side == "left":      # elements before v: less than it (all but NaNs when v is NaN)
+        before = logical_or(less(a, col), logical_and(nan_v, logical_not(nan_a)))
+    else:                   # ... not greater than it (all when v is NaN)
+        before = logical_or(less_equal(a, col), nan_v)
+    count = P.reduce_sum(astype(before, "f32"), (v.ndim,))   # exact below 2**24 elements
+    return astype(count, "i32")
