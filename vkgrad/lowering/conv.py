@@ -161,8 +161,8 @@ def plan_conv(lhs: tuple, rhs: tuple, out: tuple, window_strides, padding, lhs_d
     push = (n, c, *fill(lhs[2:], 1), o, og, i, *fill(rhs[2:], 1), *fill(out[2:], 1),
             *fill(window_strides, 1), *fill((lo for lo, _ in padding), 0),
             *fill(lhs_dilation, 1), *fill(rhs_dilation, 1))
-    how = variant is None and conv_depthwise.mode(og, i, math.prod(rhs[2:]), math.prod(out),
-                                                  target_of(target))
+    how = None if variant else conv_depthwise.mode(og, i, math.prod(rhs[2:]), math.prod(out),
+                                                   target_of(target))
     if how:
         return conv_depthwise.plan_depthwise(push + (0, 0, 0, 0, 0), math.prod(out), how)
     tile = VARIANTS[variant or choose_variant(og, m)]

@@ -76,7 +76,7 @@ _BINARY = {   # name: (primitive, computes in float, docstring); bools compute i
     "subtract": (P.sub, False, "x - y, elementwise."),
     "multiply": (P.mul, False, "x * y, elementwise."),
     "divide": (P.div, True, "x / y, elementwise, in float (integers divide as float32)."),
-        "maximum": (P.maximum, False, "The larger of x and y, elementwise."),
+    "maximum": (P.maximum, False, "The larger of x and y, elementwise."),
     "minimum": (P.minimum, False, "The smaller of x and y, elementwise."),
 }
 _COMPARISONS = {   # name: (primitive, operands swapped, docstring); the result is bool
@@ -108,11 +108,9 @@ _UNARY = {   # name: (primitive, computes in float, docstring); bools compute in
     "arcsinh": (P.asinh, True, "The inverse hyperbolic sine, elementwise."),
     "arccosh": (P.acosh, True, "The inverse hyperbolic cosine, elementwise."),
     "arctanh": (P.atanh, True, "The inverse hyperbolic tangent, elementwise."),
-    "floor": (P.floor, True, "The largest integer <= x, elementwise."),
-    "ceil": (P.ceil, True, "The smallest integer >= x, elementwise."),
-    "rint": (P.round_even, True, "x rounded to the nearest integer (halves to even)."),
     "fabs": (P.absolute, True, "|x| in float, elementwise (numpy's fabs)."),
 }
+
 
 def _integral_unary_ufunc(primitive, floating):
     """floor, ceil, rint: an integer or bool input is already integral and is returned as it is
@@ -123,19 +121,24 @@ def _integral_unary_ufunc(primitive, floating):
     return ufunc
 
 
-_INTEGRAL = {name: _UNARY.pop(name) for name in ("floor", "ceil", "rint")}
+_INTEGRAL = {   # as _UNARY, for functions whose integer input is already their result
+    "floor": (P.floor, True, "The largest integer <= x, elementwise."),
+    "ceil": (P.ceil, True, "The smallest integer >= x, elementwise."),
+    "rint": (P.round_even, True, "x rounded to the nearest integer (halves to even)."),
+}
 
 __all__ = (define_wrappers(globals(), _INTEGRAL, _integral_unary_ufunc)
            + define_wrappers(globals(), _BINARY, _binary_ufunc)
            + define_wrappers(globals(), _COMPARISONS, _comparison)
            + define_wrappers(globals(), _UNARY, _unary_ufunc)
-           + ["power", "invert", "bitwise_not", "true_divide", "absolute", "arctan2", "positive", "reciprocal", "clip",
-              "logical_and", "logical_or", "logical_not", "logical_xor", "where", "nonzero", "stop_gradient",
-              "trunc", "fix", "round", "around", "exp2", "degrees", "radians", "expm1",
-              "logaddexp", "logaddexp2", "hypot", "sinc", "floor_divide", "remainder", "mod",
-              "fmod", "divmod", "isnan", "isinf", "isfinite", "isposinf", "isneginf",
-              "nan_to_num", "isclose", "select", "fmax", "fmin", "real", "imag", "conj", "conjugate",
-              "angle", "isreal", "iscomplex", "isrealobj", "iscomplexobj"])
+           + ["power", "invert", "bitwise_not", "true_divide", "absolute", "arctan2", "positive",
+              "reciprocal", "clip", "logical_and", "logical_or", "logical_not", "logical_xor",
+              "where", "nonzero", "stop_gradient", "trunc", "fix", "round", "around", "exp2",
+              "degrees", "radians", "expm1", "logaddexp", "logaddexp2", "hypot", "sinc",
+              "floor_divide", "remainder", "mod", "fmod", "divmod", "isnan", "isinf", "isfinite",
+              "isposinf", "isneginf", "nan_to_num", "isclose", "select", "fmax", "fmin", "real",
+              "imag", "conj", "conjugate", "angle", "isreal", "iscomplex", "isrealobj",
+              "iscomplexobj"])
 
 true_divide, absolute = divide, abs   # the tables above define divide and abs
 
