@@ -143,7 +143,10 @@ def compile_glsl(source: str, defines: Mapping[str, object] | None = None, *,
     with _lock:
         stats["compiled"] += 1
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp_path = path.with_suffix(f".{os.getpid()}.tmp")
+    # a name of this process's and thread's own: two threads compiling the same shader each
+    # write and rename their own file (with the process id alone, the second rename found its
+    # file already moved: FileNotFoundError on the H200 when threads raced a first call)
+    tmp_path = path.with_suffix(f".{os.getpid()}-{threading.get_ident()}.tmp")
     tmp_path.write_bytes(spirv)
     os.replace(tmp_path, path)  # atomic: parallel test processes never see half a file
     return _remember(key, spirv)
