@@ -5,6 +5,7 @@ cooperative matrices, the kernel against the interpreter (lavapipe has none: CI 
 programs on the scalar path, tests/test_float16.py)."""
 
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -24,6 +25,20 @@ def test_it_runs_where_the_target_has_the_shape():
     assert runs_on(H200) and not runs_on(LAVAPIPE)
     with pytest.raises(Unsupported, match="has none"):
         plan_matmul_coop(1, 64, 64, 64, False, False, 0, 0, LAVAPIPE)
+    # bfloat16 needs VK_KHR_shader_bfloat16's cooperative matrices besides the shape
+    assert runs_on(H200, "bf16") and not runs_on(LAVAPIPE, "bf16")
+    assert not runs_on(replace(H200, bfloat16=False), "bf16")
+    assert not runs_on(H200, "f32")
+    with pytest.raises(Unsupported, match="bf16 matmul on cooperative matrices"):
+        plan_matmul_coop(1, 64, 64, 64, False, False, 0, 0, replace(H200, bfloat16=False),
+                         "bf16")
+
+
+def test_a_bfloat16_plan_is_the_same_kernel_with_its_half_type_rewritten():
+    (f16, _), = plan_matmul_coop(1, 256, 64, 256, False, False, 0, 0, H200).steps
+    (bf16, _), = plan_matmul_coop(1, 256, 64, 256, False, False, 0, 0, H200, "bf16").steps
+    assert dict(bf16.defines) == {**dict(f16.defines), "VKG_BFLOAT16": 1}
+    assert (bf16.shader, bf16.push, bf16.groups) == (f16.shader, f16.push, f16.groups)
 
 
 @pytest.mark.parametrize("ta, tb", [(False, False), (True, False), (False, True), (True, True)])
@@ -33,6 +48,8 @@ def test_the_plan(ta, tb):
     assert roles == ("a", "b", "c") and launch.spirv_env == "vulkan1.3"
     assert launch.groups == (2, 2, 3)                          # 128 x 128 blocks, the batch
     assert d["SG"] == 32 and d["OUT_F16"] == 1 and d["VEC"] == 1
+    # C = A B^T: eight subgroups of 64 x 32, K 64 at a time (the H200's faster tile there)
+    assert (d["BK"], d["WN"]) == ((64, 32) if tb and not ta else (32, 64))
     assert ("TRANS_A" in d, "TRANS_B" in d) == (ta, tb)
     lda, ldb = (200 if ta else 72), (72 if tb else 136)
     assert launch.push == (200, 136, 72, lda, ldb, 136, 200 * 72, 0, 200 * 136)
@@ -41,16 +58,17 @@ def test_the_plan(ta, tb):
     assert "VEC" not in dict(odd.defines)
 
 
-def _f16_program():
+def _half_program(dtype):
     def f(a, b):
         return vnp.tanh(a @ b)
-    a = np.ones((64, 48), np.float16)
-    b = np.ones((48, 40), np.float16)
+    a = np.ones((64, 48), dtype)
+    b = np.ones((48, 40), dtype)
     return vg.make_ir(f)(a, b)
 
 
-def test_a_float16_matmul_is_the_tensor_core_kernel_on_the_h200_and_widened_on_lavapipe():
-    plans = {name: run_stages(_f16_program(), "plan", Options(target=t))["plan"].text()
+@pytest.mark.parametrize("dtype", [np.float16, vnp.bfloat16])
+def test_a_half_matmul_is_the_tensor_core_kernel_on_the_h200_and_widened_on_lavapipe(dtype):
+    plans = {name: run_stages(_half_program(dtype), "plan", Options(target=t))["plan"].text()
              for name, t in (("h200", H200), ("lavapipe", LAVAPIPE))}
     kernels = {name: re.findall(r"^  k\d+\s+(\S+)\s+\S+\s+(.*)$", text, re.M)
                for name, text in plans.items()}
@@ -62,21 +80,20 @@ def test_a_float16_matmul_is_the_tensor_core_kernel_on_the_h200_and_widened_on_l
     assert any("convert" in what and "matmul" in what for _, what in kernels["lavapipe"])
 
 
-needs_coop = pytest.mark.skipif(not runs_on(get_device().target),
-                                reason="the device has no cooperative matrices (lavapipe: the "
-                                       "f16 programs run on the scalar path, test_float16.py)")
-
-
-@needs_coop
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
 @pytest.mark.parametrize("shape, ta, tb", [((2, 200, 72, 136), False, False),
                                            ((1, 131, 45, 77), True, False),
                                            ((1, 96, 64, 80), False, True),
                                            ((3, 40, 24, 56), True, True)])
-def test_the_kernel_against_the_interpreter(shape, ta, tb):
+def test_the_kernel_against_the_interpreter(shape, ta, tb, dtype):
+    if not runs_on(get_device().target, dtype):
+        pytest.skip(f"the device has no {dtype} cooperative matrices (lavapipe: the 16-bit "
+                    "programs run on the scalar path, test_float16.py)")
     batch, m, k, n = shape
     rng = np.random.default_rng(0)
-    a = rng.standard_normal((batch, k, m) if ta else (batch, m, k)).astype(np.float16)
-    b = rng.standard_normal((batch, n, k) if tb else (batch, k, n)).astype(np.float16)
+    np_dtype = {"f16": np.float16, "bf16": vnp.bfloat16}[dtype]
+    a = rng.standard_normal((batch, k, m) if ta else (batch, m, k)).astype(np_dtype)
+    b = rng.standard_normal((batch, n, k) if tb else (batch, k, n)).astype(np_dtype)
 
     def f(a, b):
         return (vnp.swapaxes(a, 1, 2) if ta else a) @ (vnp.swapaxes(b, 1, 2) if tb else b)
@@ -84,4 +101,5 @@ def test_the_kernel_against_the_interpreter(shape, ta, tb):
     got = np.asarray(vg.jit(f, backend="vulkan")(a, b)).astype(np.float32)
     want = np.asarray(vg.jit(f, backend="numpy")(a, b)).astype(np.float32)
     assert vg.fallbacks() == {} or all("matmul" not in r for r in vg.fallbacks())
-    np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3 * np.abs(want).max())
+    tol = {"f16": 2e-3, "bf16": 1e-2}[dtype]     # one rounding of the f32 sum to the dtype
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max())

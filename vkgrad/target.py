@@ -89,6 +89,7 @@ class Target:
     nan_preserve: bool = False           # SignedZeroInfNanPreserve for float32 honoured
     denorm_preserve: bool = False        # DenormPreserve for float32 honoured (else flushed)
     cooperative_matrix: tuple = ()       # the shapes the device runs (CooperativeShape)
+    bfloat16: bool = False               # bfloat16 cooperative matrices (VK_KHR_shader_bfloat16)
     # policies (see _GPU_POLICY / _CPU_POLICY)
     split_k: bool = True
     matmul_tiles: str = "waves"
@@ -118,6 +119,7 @@ class Target:
             float16=_has(info, "shader_float16"), int8=_has(info, "shader_int8"),
             memory_model=_has(info, "vulkan_memory_model"),
             cooperative_matrix=tuple(getattr(info, "cooperative_matrix", ())),
+            bfloat16=_has(info, "bfloat16_cooperative_matrix"),
             subgroup_size=getattr(info, "subgroup_size", None),
             # lavapipe ends a loop after 65,535 iterations without a word (a 6-line GLSL loop
             # through kp alone sums 65,535 of 70,000); GPUs run them out
@@ -144,7 +146,7 @@ class Target:
                        max_storage_buffer_range=2 ** 32 - 1, max_storage_buffers=2 ** 20,
                        device_local_bytes=143 * 2 ** 30, subgroup_size=32, pipeline_threads=16,
                        storage_16bit=True, float16=True, int8=True, memory_model=True,
-                       cooperative_matrix=H200_COOPERATIVE_SHAPES)
+                       cooperative_matrix=H200_COOPERATIVE_SHAPES, bfloat16=True)
 
     def cooperative_shape(self, a: str, c: str) -> "CooperativeShape | None":
         """A 16 x 16 x 16 subgroup shape taking `a` inputs and accumulating in `c` (what

@@ -12,7 +12,8 @@
 // Defines (lowering/matmul_coop.py plans them): BM BN BK WM WN SG (subgroup size); TRANS_A
 // (A is stored K x M), TRANS_B (B is stored N x K); OUT_F16 (C is f16); SH_VEC (shared tiles as
 // 16-byte words); STAGES 2 (double-buffered shared tiles); VEC (the contiguous
-// axes of A and B are multiples of 8 halves: 16-byte loads). Bindings: 0 A, 1 B, 2 C, as
+// axes of A and B are multiples of 8 halves: 16-byte loads); VKG_BFLOAT16 (the operands and an
+// f16 output are bfloat16: see the bindings below). Bindings: 0 A, 1 B, 2 C, as
 // packed halves (two per 32-bit word). Push constants: M N K lda ldb ldc (elements) and the
 // batch strides sa sb sc (elements).
 #extension GL_KHR_cooperative_matrix : require
@@ -52,9 +53,12 @@ layout(push_constant) uniform Push {
     uint M, N, K, lda, ldb, ldc, sa, sb, sc;
 } p;
 
-layout(set = 0, binding = 0) readonly buffer A1 { float16_t a1[]; };
+// A and B are read as bits (32-bit words, or 16-byte words with VEC): the kernel does no
+// arithmetic on its 16-bit operands, so the same code multiplies float16 and, with
+// VKG_BFLOAT16 (runtime/spirv_bfloat16.py makes the shader's float16_t bfloat16), bfloat16
+layout(set = 0, binding = 0) readonly buffer A2 { uint a2[]; };
 layout(set = 0, binding = 0) readonly buffer A4 { uvec4 a4[]; };
-layout(set = 0, binding = 1) readonly buffer B1 { float16_t b1[]; };
+layout(set = 0, binding = 1) readonly buffer B2 { uint b2[]; };
 layout(set = 0, binding = 1) readonly buffer B4 { uvec4 b4[]; };
 #ifdef OUT_F16
 #define OUT_T float16_t
@@ -107,6 +111,9 @@ shared OUT_T shC[NWARPS * 256];
 uvec4 ra[A_PER];
 uvec4 rb[B_PER];
 
+// the bits of 16-bit element e of a buffer of 32-bit words (two elements a word, low first)
+#define HALF(buf, e) ((((e) & 1u) != 0u ? buf[(e) >> 1] >> 16 : buf[(e) >> 1]) & 0xFFFFu)
+
 // The 8 halves of row `r`, columns c..c+7 of an operand stored rows x cols (leading dim ld),
 // zero outside it. `base` is the batch's first element.
 uvec4 load8A(uint base, uint r, uint c, uint rows, uint cols) {
@@ -117,9 +124,7 @@ uvec4 load8A(uint base, uint r, uint c, uint rows, uint cols) {
     uint w[4];
     [[unroll]] for (uint i = 0; i < 4; i++) {
         uint c0 = c + 2 * i, e = base + r * p.lda + c0;
-        float16_t x = c0 < cols ? a1[e] : float16_t(0);
-        float16_t y = c0 + 1 < cols ? a1[e + 1] : float16_t(0);
-        w[i] = packFloat2x16(f16vec2(x, y));
+        w[i] = (c0 < cols ? HALF(a2, e) : 0u) | (c0 + 1 < cols ? HALF(a2, e + 1) << 16 : 0u);
     }
     return uvec4(w[0], w[1], w[2], w[3]);
 #endif
@@ -133,9 +138,7 @@ uvec4 load8B(uint base, uint r, uint c, uint rows, uint cols) {
     uint w[4];
     [[unroll]] for (uint i = 0; i < 4; i++) {
         uint c0 = c + 2 * i, e = base + r * p.ldb + c0;
-        float16_t x = c0 < cols ? b1[e] : float16_t(0);
-        float16_t y = c0 + 1 < cols ? b1[e + 1] : float16_t(0);
-        w[i] = packFloat2x16(f16vec2(x, y));
+        w[i] = (c0 < cols ? HALF(b2, e) : 0u) | (c0 + 1 < cols ? HALF(b2, e + 1) << 16 : 0u);
     }
     return uvec4(w[0], w[1], w[2], w[3]);
 #endif

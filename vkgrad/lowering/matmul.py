@@ -319,7 +319,7 @@ def takes_hooks(e, target=None, loads: bool = False) -> bool:
     weight gradients over 8,192 tokens ran 406 us ([256,256] with a fused column sum) and
     1510 us ([512,48] with fused loads) unsplit (bench_lm, 2026-12-01)."""
     target = target_of(target)
-    if e.inputs[0].dtype == "f16":
+    if e.inputs[0].dtype in matmul_coop.DTYPES:
         return False             # the cooperative-matrix kernel has no hooks
     batch, m, k, n = _operands(e)
     limit = target.matmul_load_hook_max_flops if loads else target.matmul_hook_max_flops
@@ -333,11 +333,11 @@ def plan_eqn(e, target, column_sum=None, fused=False):
     a, b = e.inputs
     c = e.out
     batch, m, k, n = _operands(e)
-    if a.dtype == "f16" and b.dtype == "f16" and column_sum is None:
+    if a.dtype == b.dtype and a.dtype in matmul_coop.DTYPES and column_sum is None:
         return (matmul_coop.plan_matmul_coop(batch, m, k, n, e.params["transpose_a"],
                                              e.params["transpose_b"],
                                              m * k if a.ndim == 3 else 0,
-                                             k * n if b.ndim == 3 else 0, target),
+                                             k * n if b.ndim == 3 else 0, target, a.dtype),
                 {"a": a, "b": b, "c": c})
     need_f32(e, a, b)
     plan = plan_matmul_op(batch, m, k, n, e.params["transpose_a"], e.params["transpose_b"],
@@ -369,7 +369,8 @@ CONTRACT = register(KernelContract(
     fused_loads={P.matmul_p: (0, 1)}, load_max_cost=3, load_max_full_inputs=1,
     fused_stores=frozenset({P.matmul_p}),
     takes_hooks=takes_hooks, column_sum=True,
-    # float16 on the tensor cores (lowering/matmul_coop.py) where the target has them
-    target_dtypes=lambda target: ("f16",) if matmul_coop.runs_on(target) else (),
+    # float16 and bfloat16 on the tensor cores (lowering/matmul_coop.py) where the target
+    # has them
+    target_dtypes=matmul_coop.dtypes_on,
     limits="f32; operands and result under 2^32 elements; workgroup counts under 65,535 per "
            "dimension"))

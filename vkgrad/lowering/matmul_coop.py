@@ -8,7 +8,14 @@ around it, so the same program runs everywhere.
 The tile: 128 x 128 blocks of C, K 32 at a time, four subgroups of 64 x 64, shared tiles kept in
 16-byte words. On the H200 (bench/coop_matmul_probe.py, 2026-12-01) that was the best of the
 tilings tried: 241 TFLOP/s at 4096^3 (cuBLAS f16: 739), 137-178 at the LM's shapes; without
-unrolled loops the same kernel ran 33; double-buffered shared tiles ran slower (148).
+unrolled loops the same kernel ran 33; double-buffered shared tiles ran slower (148); K 64 at a
+time (169), 128 x 256 or 256 x 128 blocks of eight subgroups (232, 214) and eight subgroups of
+32 x 64 (161) ran slower too, except for C = A B^T (TILE_NT).
+
+bfloat16 runs the same kernel: it does no arithmetic on its operands (it moves their bits and
+multiplies them on the tensor cores), so with VKG_BFLOAT16 its one 16-bit float type is made
+bfloat16 in the SPIR-V (runtime/spirv_bfloat16.py; glslang 13 has no GL_EXT_bfloat16) where the
+device runs VK_KHR_shader_bfloat16's cooperative matrices (kp patch 0011 enables them).
 The kernel takes no generated loads or stores (matmul.takes_hooks says so for f16).
 """
 
@@ -17,32 +24,51 @@ from __future__ import annotations
 from vkgrad.lowering.contracts import Unsupported
 from vkgrad.lowering.kernels import OpPlan
 from vkgrad.lowering.launch import MAX_GROUPS_X, Launch, cdiv
+from vkgrad.runtime import spirv_bfloat16
 from vkgrad.target import target_of
 
 TILE = dict(BM=128, BN=128, BK=32, WM=64, WN=64)
+# C = A B^T (the input gradients): eight subgroups of 64 x 32 and K 64 at a time ran 173 -> 211
+# and 180 -> 217 TFLOP/s at the LM's [8192, 768] x [768, 2304 | 3072]^T shapes (f32 out,
+# coop_matmul_probe, H200, 2026-12-01); at C = A^T B one shape gained (140 -> 184) and one lost
+# (157 -> 126), and at 4096^3 NN it lost (243 -> 214), so only B^T alone takes it
+TILE_NT = dict(BM=128, BN=128, BK=64, WM=64, WN=32)
 
 
-def runs_on(target) -> bool:
-    """Whether `target` runs this kernel: the shape it is written for, the memory model, 16-bit
-    storage (it reads float16_t[] buffers) and a known subgroup size (the kernel's workgroup is
-    four subgroups)."""
+DTYPES = ("f16", "bf16")
+
+
+def runs_on(target, dtype: str = "f16") -> bool:
+    """Whether `target` runs this kernel on `dtype` operands: the shape it is written for, the
+    memory model, 16-bit storage (its results are 16-bit), a known subgroup size (the
+    kernel's workgroup is whole subgroups) and, for bfloat16, VK_KHR_shader_bfloat16's
+    cooperative matrices (kp patch 0011 enables them; the shader's float16_t is rewritten as
+    bfloat16 in its SPIR-V, runtime/spirv_bfloat16.py)."""
     t = target_of(target)
-    return (t.cooperative_shape("f16", "f32") is not None and t.memory_model
-            and t.storage_16bit and t.subgroup_size is not None)
+    return (dtype in DTYPES and t.cooperative_shape(dtype, "f32") is not None
+            and t.memory_model and t.storage_16bit and t.subgroup_size is not None
+            and (dtype == "f16" or t.bfloat16))
+
+
+def dtypes_on(target) -> tuple:
+    """The operand types this kernel runs on `target`."""
+    return tuple(d for d in DTYPES if runs_on(target, d))
 
 
 def plan_matmul_coop(batch: int, m: int, k: int, n: int, transpose_a: bool, transpose_b: bool,
-                     a_batch_stride: int, b_batch_stride: int, target=None) -> OpPlan:
-    """C [batch, m, n] (f16) = A @ B of f16 operands: A [batch?, m, k] (or [.., k, m] with
-    transpose_a), B [batch?, k, n] (or [.., n, k]); a batch stride of 0 broadcasts an operand.
-    Roles "a", "b", "c"."""
+                     a_batch_stride: int, b_batch_stride: int, target=None,
+                     dtype: str = "f16") -> OpPlan:
+    """C [batch, m, n] (`dtype`) = A @ B of `dtype` operands (f16 or bf16): A [batch?, m, k]
+    (or [.., k, m] with transpose_a), B [batch?, k, n] (or [.., n, k]); a batch stride of 0
+    broadcasts an operand. Roles "a", "b", "c"."""
     t = target_of(target)
-    if not runs_on(t):
-        raise Unsupported(f"float16 matmul on cooperative matrices: {t.name} has none "
-                          "(16x16x16 f16 x f16 + f32)")
+    if not runs_on(t, dtype):
+        raise Unsupported(f"{dtype} matmul on cooperative matrices: {t.name} has none "
+                          f"(16x16x16 {dtype} x {dtype} + f32)")
     if batch * m * n == 0:
         return OpPlan(())
-    groups = (cdiv(n, TILE["BN"]), cdiv(m, TILE["BM"]), batch)
+    tile = TILE_NT if transpose_b and not transpose_a else TILE
+    groups = (cdiv(n, tile["BN"]), cdiv(m, tile["BM"]), batch)
     if max(groups) > MAX_GROUPS_X or max(batch * m * k, batch * k * n, batch * m * n) >= 2 ** 31:
         raise Unsupported(f"matmul {m}x{k}x{n} (batch {batch}) is past the cooperative-matrix "
                           "kernel's limits (65,535 workgroups a dimension, 2^31 elements)")
@@ -50,9 +76,11 @@ def plan_matmul_coop(batch: int, m: int, k: int, n: int, transpose_a: bool, tran
     ldb = k if transpose_b else n
     # 16-byte loads where every row of A and B, and every batch, starts on 8 halves
     vec = all(x % 8 == 0 for x in (lda, ldb, a_batch_stride, b_batch_stride))
-    defines = dict(TILE, SG=t.subgroup_size, SH_VEC=1, OUT_F16=1)
+    defines = dict(tile, SG=t.subgroup_size, SH_VEC=1, OUT_F16=1)
     if vec:
         defines["VEC"] = 1
+    if dtype == "bf16":
+        defines["VKG_BFLOAT16"] = spirv_bfloat16.REWRITE_VERSION
     if transpose_a:
         defines["TRANS_A"] = 1
     if transpose_b:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Mapping
 
 from vkgrad.lru import LRU
+from vkgrad.runtime import spirv_bfloat16
 
 from .errors import ShaderCompileError
 
@@ -140,6 +141,8 @@ def compile_glsl(source: str, defines: Mapping[str, object] | None = None, *,
             err.kernel, err.saved = name, saved
             raise err
         spirv = out.read_bytes()
+    if "VKG_BFLOAT16" in defines:     # float16_t made bfloat16 (glslang 13 has no bfloat16)
+        spirv = spirv_bfloat16.to_bfloat16(spirv)
     with _lock:
         stats["compiled"] += 1
     path.parent.mkdir(parents=True, exist_ok=True)
