@@ -17,6 +17,11 @@ its matmuls, so an intermediate that never leaves registers is the win (docs/arc
     donated parameter can be updated in place.
   * a chain longer than MAX_FUSED_DEPTH dependent ops is cut: every MAX_FUSED_DEPTH-th value is
     materialized (compile time, see there);
+  * a value read by two or more eqns whose computation reads more than MAX_FUSED_READS
+    distinct values is materialized: every reader would recompute it, and a reader of one
+    that is like it again recomputes both (a transformer's residual stream, x_l = x_{l-1} +
+    branch_l, was recomputed from every earlier layer's branch in each layer's kernels: the
+    medium LM's layer-16 kernel read 36 buffers);
   * a reshape of a value that is materialized anyway is an alias, not a kernel: it stays a plain
     `reshape` eqn, which the lowering turns into a second view of the same buffer.
 
@@ -107,14 +112,24 @@ class Fuse(Pass):
 # one had not in 14 minutes), and a GPU loses nothing measurable writing one value in a thousand
 # ops to memory.
 MAX_FUSED_DEPTH = 1000
+# The most distinct values a shared fusible value may be computed from before it is kept in
+# memory (the same bound as passes/remat.py's MAX_RECOMPUTE_READS, for the same reason).
+MAX_FUSED_READS = 8
 
 
 def _cut_long_chains(program: Program) -> Program:
-    """Every MAX_FUSED_DEPTH-th value of a chain of fusible eqns kept in memory: `save` (not
-    fusible, so the value is a kernel's output, and no later fusion computes it in a reader's
-    loads) read by the rest of the chain. An eqn's depth is one more than its deepest fusible
-    operand's; a saved value's is 0."""
-    depth, rename, eqns = {}, {}, []
+    """Every MAX_FUSED_DEPTH-th value of a chain of fusible eqns kept in memory, and every value
+    with two or more readers made from more than MAX_FUSED_READS values: `save` (not fusible,
+    so the value is a kernel's output, and no later fusion computes it in a reader's loads)
+    read by the rest of the chain. An eqn's depth is one more than its deepest fusible
+    operand's, and its reads its fusible operands' reads and its other operands; a saved
+    value's depth is 0 and its reads itself."""
+    readers: dict = {}
+    for e in program.eqns:
+        for x in e.inputs:
+            if isinstance(x, Var):
+                readers[x] = readers.get(x, 0) + 1
+    depth, reads, rename, eqns = {}, {}, {}, []
     for e in program.eqns:
         if rename:
             e = e.replace(inputs=tuple(rename.get(x, x) if isinstance(x, Var) else x
@@ -123,11 +138,16 @@ def _cut_long_chains(program: Program) -> Program:
         if not e.prim.fusible:
             continue
         d = 1 + max((depth.get(x, 0) for x in e.inputs if isinstance(x, Var)), default=0)
-        if d >= MAX_FUSED_DEPTH:
+        mine = set()
+        for x in e.inputs:
+            if isinstance(x, Var):
+                mine |= reads.get(x, {x})
+        if d >= MAX_FUSED_DEPTH or (len(mine) > MAX_FUSED_READS and
+                                    readers.get(e.out, 0) > 1):
             saved = Var(e.out.shape, e.out.dtype)
             eqns.append(Eqn(P.save_p, (e.out,), Params(), (saved,), e.source, e.phase))
-            rename[e.out], d = saved, 0
-        depth[e.out] = d
+            rename[e.out], d, mine = saved, 0, {saved}
+        depth[e.out], reads[e.out] = d, mine
     return program.replace(eqns=tuple(eqns)) if rename else program
 
 
