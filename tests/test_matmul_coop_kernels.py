@@ -58,6 +58,23 @@ def test_the_plan(ta, tb):
     assert "VEC" not in dict(odd.defines)
 
 
+def test_a_long_k_with_few_blocks_is_split_and_summed_in_order():
+    """A weight gradient (A^T B over 16,384 tokens into [512, 512]: 16 blocks) runs as 8
+    slices of K, their f32 products summed by a second dispatch into the 16-bit result; a
+    batched product, or one with enough blocks, is not split."""
+    plan = plan_matmul_coop(1, 512, 16384, 512, True, False, 0, 0, H200, "bf16")
+    (mm, mm_roles), (add, add_roles) = plan.steps
+    assert (mm.name, mm.groups, mm.push[2]) == ("matmul_coop_splitk8", (4, 4, 8), 2048)
+    assert "OUT_F16" not in dict(mm.defines) and mm.push[6:8] == (2048 * 512, 2048 * 512)
+    assert mm_roles == ("a", "b", "partials") and add_roles == ("partials", "c")
+    assert (add.shader, add.push, dict(add.defines)) == ("split_sum_half.comp",
+                                                         (512 * 512, 8), {"BF16": 1})
+    assert [(t.role, t.size, t.dtype) for t in plan.temps] == [("partials", 8 * 512 * 512,
+                                                                "float32")]
+    assert len(plan_matmul_coop(2, 512, 16384, 512, True, False, 1, 1, H200).steps) == 1
+    assert len(plan_matmul_coop(1, 16384, 512, 512, False, False, 0, 0, H200).steps) == 1
+
+
 def _half_program(dtype):
     def f(a, b):
         return vnp.tanh(a @ b)
@@ -84,7 +101,9 @@ def test_a_half_matmul_is_the_tensor_core_kernel_on_the_h200_and_widened_on_lava
 @pytest.mark.parametrize("shape, ta, tb", [((2, 200, 72, 136), False, False),
                                            ((1, 131, 45, 77), True, False),
                                            ((1, 96, 64, 80), False, True),
-                                           ((3, 40, 24, 56), True, True)])
+                                           ((3, 40, 24, 56), True, True),
+                                           ((1, 64, 2048, 64), False, False),    # split-K
+                                           ((1, 136, 4096, 72), True, False)])
 def test_the_kernel_against_the_interpreter(shape, ta, tb, dtype):
     if not runs_on(get_device().target, dtype):
         pytest.skip(f"the device has no {dtype} cooperative matrices (lavapipe: the 16-bit "

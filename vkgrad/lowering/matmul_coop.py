@@ -22,8 +22,8 @@ The kernel takes no generated loads or stores (matmul.takes_hooks says so for f1
 from __future__ import annotations
 
 from vkgrad.lowering.contracts import Unsupported
-from vkgrad.lowering.kernels import OpPlan
-from vkgrad.lowering.launch import MAX_GROUPS_X, Launch, cdiv
+from vkgrad.lowering.kernels import OpPlan, Temp
+from vkgrad.lowering.launch import MAX_GROUPS_X, Launch, cdiv, grid
 from vkgrad.runtime import spirv_bfloat16
 from vkgrad.target import target_of
 
@@ -74,9 +74,19 @@ def plan_matmul_coop(batch: int, m: int, k: int, n: int, transpose_a: bool, tran
                           "kernel's limits (65,535 workgroups a dimension, 2^31 elements)")
     lda = m if transpose_a else k
     ldb = k if transpose_b else n
+    splits = choose_splits(batch, m, k, n, tile, t)
+    if splits > 1:
+        # slice s of K is "batch" s of the kernel: A's and B's views start s * K/S along K
+        kc = k // splits
+        a_batch_stride = kc * lda if transpose_a else kc
+        b_batch_stride = kc if transpose_b else kc * ldb
+        batch, k = splits, kc
+        groups = groups[:2] + (splits,)
     # 16-byte loads where every row of A and B, and every batch, starts on 8 halves
     vec = all(x % 8 == 0 for x in (lda, ldb, a_batch_stride, b_batch_stride))
-    defines = dict(tile, SG=t.subgroup_size, SH_VEC=1, OUT_F16=1)
+    defines = dict(tile, SG=t.subgroup_size, SH_VEC=1)
+    if splits == 1:
+        defines["OUT_F16"] = 1
     if vec:
         defines["VEC"] = 1
     if dtype == "bf16":
@@ -85,7 +95,41 @@ def plan_matmul_coop(batch: int, m: int, k: int, n: int, transpose_a: bool, tran
         defines["TRANS_A"] = 1
     if transpose_b:
         defines["TRANS_B"] = 1
-    launch = Launch(name="matmul_coop", shader="matmul_coop.comp", bindings=3, groups=groups,
+    name = "matmul_coop" if splits == 1 else f"matmul_coop_splitk{splits}"
+    launch = Launch(name=name, shader="matmul_coop.comp", bindings=3, groups=groups,
                     push=(m, n, k, lda, ldb, n, a_batch_stride, b_batch_stride, m * n),
                     defines=tuple(sorted(defines.items())), spirv_env="vulkan1.3")
-    return OpPlan(((launch, ("a", "b", "c")),))
+    if splits == 1:
+        return OpPlan(((launch, ("a", "b", "c")),))
+    total = m * n
+    sum_ = Launch(name="matmul_coop_sum", shader="split_sum_half.comp", bindings=2,
+                  groups=grid(cdiv(cdiv(total, 2), 256)), push=(total, splits),
+                  defines=(("BF16", 1),) if dtype == "bf16" else ())
+    return OpPlan(((launch, ("a", "b", "partials")), (sum_, ("partials", "c"))),
+                  (Temp("partials", splits * total, "float32"),))
+
+
+# Split-K: a product with few output blocks and a long K (a weight gradient over a batch's
+# tokens) leaves most multiprocessors idle: the medium LM's [512, 512] = [16384, 512]^T
+# [16384, 512] in bf16 ran 16 workgroups at 22 TFLOP/s (393 us, H200, 2026-12-01). Below
+# SPLIT_BELOW_GROUPS blocks, K is cut into S equal slices (a power of two, each a whole number
+# of BK steps and at least SPLIT_MIN_STEPS of them) for about SPLIT_TARGET_GROUPS workgroups;
+# the slices' f32 products are summed in order by a second dispatch, rounded once.
+SPLIT_BELOW_GROUPS = 66
+SPLIT_TARGET_GROUPS = 132
+SPLIT_MIN_STEPS = 4
+MAX_SPLITS = 64
+
+
+def choose_splits(batch: int, m: int, k: int, n: int, tile: dict, target=None) -> int:
+    """K slices for split-K (1: none); a batched product is never split."""
+    t = target_of(target)
+    blocks = cdiv(m, tile["BM"]) * cdiv(n, tile["BN"])
+    if not t.split_k or batch != 1 or blocks >= SPLIT_BELOW_GROUPS:
+        return 1
+    want = min(cdiv(SPLIT_TARGET_GROUPS, blocks), k // (tile["BK"] * SPLIT_MIN_STEPS),
+               MAX_SPLITS)
+    s = 1
+    while 2 * s <= want and k % (2 * s * tile["BK"]) == 0:
+        s *= 2
+    return s
