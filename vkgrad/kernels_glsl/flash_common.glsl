@@ -24,6 +24,11 @@
 // row group ty as one vec4: only the thread that writes a slot's rows reads them back (any
 // mapping of rows to slots works; this one makes the block writes and reads vec4).
 //
+// ONE_COL: the two column tiles a step reads (K and V; Q and dO in the dK/dV kernel) take turns
+// in one shared buffer (Y_OFF == X_OFF), each loaded when the product that reads it begins, at
+// the price of two more barriers per step (the dK/dV kernel loads its Q tile twice per step).
+// At D = 128 that is what lets 64-query forward tiles and 128-thread workgroups fit 48 KiB.
+//
 // Dot products over D are written as four explicit fma()s per vec4 pair (dot() would add a
 // separate multiply and add per term on some compilers).
 
@@ -39,6 +44,7 @@ SPEC_CONST(3) uint TR = 4;                // rows per thread, a multiple of 4
 SPEC_CONST(4) uint TX = 8;                // threads per row group, a power of two
 SPEC_CONST(5) bool PREFETCH = true;       // next column tile loads into registers early
 SPEC_CONST(6) bool ALWAYS_PREFETCH = false;  // ... on every step: no branch around it
+SPEC_CONST(7) bool ONE_COL = false;       // one column tile in shared memory at a time (below)
 
 const uint D = HEAD_DIM;
 const uint DV = D / 4u;                   // vec4s per row
@@ -136,6 +142,12 @@ float fa_add(float a, float b) { return a + b; }
             sm[(OFF) + r_ * RS + e_ % DV] = x_;                                                 \
         }                                                                                       \
     }
+
+// The column tile of `buf` from row col0 on -> the shared tile at OFF: from the registers `reg`
+// it was prefetched into (PREFETCH), or straight from global memory.
+#define PUT_COLS(reg, buf, OFF, base, col0, ncols)                                           \
+    if (PREFETCH) { STORE_TILE(reg, OFF, BC, NLC) }                                             \
+    else { COPY_TILE(buf, OFF, BC, NLC, base, col0, ncols) }
 
 // acc[m][c] += sum over d of R[row m][d] * C[column c][d], R the row tile at ROFF, C the column
 // tile at COFF. Per vec4 of D: TR + TC shared loads, 4 TR TC fmas.
