@@ -253,6 +253,7 @@ ALTERNATIVES = {
             "32x16_4x16_onecol_noprefetch": _one(32, 16, tx=16, prefetch=False),
             "32x16_4x8_onecol": _one(32, 16),                           # 64 threads, dQ 4x16
             "32x8_4x8": FlashTile(32, 8),                               # 42.4 KiB, 64 threads
+            "32x8_4x8_onecol": _one(32, 8),                             # 38.3 KiB: 5 per SM
             "16x16_4x16_onecol": _one(16, 16, tx=16),                   # 26 KiB, 64 threads
             "16x16_4x8": FlashTile(16, 16),                             # the planner's before
         },
@@ -261,6 +262,7 @@ ALTERNATIVES = {
             "32x16_4x16_onecol_noprefetch": _one(32, 16, tx=16, prefetch=False),
             "32x16_4x8_onecol": _one(32, 16),                           # 64 threads
             "32x8_4x8": FlashTile(32, 8),                               # 43.6 KiB, 64 threads
+            "32x8_4x8_onecol": _one(32, 8),                             # 39.4 KiB: 5 per SM
             "16x16_4x16_onecol": _one(16, 16, tx=16),                   # 27.4 KiB, 64 threads
             "16x16_4x8": FlashTile(16, 16),                             # the planner's before
         },
