@@ -227,7 +227,7 @@ def pipeline_stats(info, sweep, D):
                 return stats
             line = res.stdout.strip().splitlines()[-1]
             stats[(mode, name)] = line.split(":", 1)[1].strip()
-            print(f"  stats D{D} {mode:>5} {name:>22}: {stats[(mode, name)]}", flush=True)
+            print(f"  stats D{D} {mode:>5} {name:>34}: {stats[(mode, name)]}", flush=True)
     return stats
 
 
@@ -289,7 +289,7 @@ def main():
             baseline = None
             for name, tile in candidates(mode, D, info, args.sweep):
                 if name != "planner" and time.perf_counter() - t_start > args.budget:
-                    print(f"  {mode:>5} {name:>22}: skipped (past --budget {args.budget:.0f} s)")
+                    print(f"  {mode:>5} {name:>34}: skipped (past --budget {args.budget:.0f} s)")
                     continue
                 try:
                     plan = mode_plan(mode, BH, L, D, causal, scale, info, tile)
@@ -302,14 +302,14 @@ def main():
                         diff = 0.0
                     us = time_kernel(dev, plan, bufs, reps, rounds)
                 except Exception as e:          # a variant that does not build is reported
-                    print(f"  {mode:>5} {name:>22}: FAILED {type(e).__name__}: {e}", flush=True)
+                    print(f"  {mode:>5} {name:>34}: FAILED {type(e).__name__}: {e}", flush=True)
                     row["kernels"][mode][name] = {"error": f"{type(e).__name__}: {e}"}
                     continue
                 bad = not diff <= TOL
                 tile_used = plan.launches[0].spec
                 row["kernels"][mode][name] = {"us": us, "spec": list(tile_used),
                                               "diff_vs_planner": diff, "mismatch": bad}
-                print(f"  {mode:>5} {name:>22}: {us:9.1f} us  spec {tile_used}"
+                print(f"  {mode:>5} {name:>34}: {us:9.1f} us  spec {tile_used}"
                       + (f"  MISMATCH {diff:.1e}" if bad else ""), flush=True)
 
         planner = {m: row["kernels"][m].get("planner", {}).get("us", float("nan")) for m in MODES}

@@ -201,9 +201,15 @@ def test_attention(dev, BH, Lq, Lk, D, causal, scale):
 # prefetch (target=None plans as for a GPU), blocks of 8 rows per thread (two row slots), and 16
 # threads per row group, wider than lavapipe's 8-lane subgroups (the shared-memory reduction).
 # The ONE_COL tiles (column tiles taking turns in one shared buffer, the H200's tiles at D = 128)
-# at every head dim, with and without the prefetch. Each: (head dim, planner keywords).
+# and the ROW_REGS tiles (the forward's Q, the dQ kernel's dO in registers; dK/dV runs the
+# planner's tile) at every head dim, with and without the prefetch. Each: (head dim, planner
+# keywords).
 def _tiles(**kw):
     return dict(tile=FlashTile(**kw), dq_tile=FlashTile(**kw), dkdv_tile=FlashTile(**kw))
+
+
+def _row_regs(**kw):
+    return dict(tile=FlashTile(row_regs=True, **kw), dq_tile=FlashTile(row_regs=True, **kw))
 
 
 FORCED = {
@@ -215,6 +221,10 @@ FORCED = {
     "one_col-tr8": (32, _tiles(br=32, bc=16, tr=8, one_col=True, unroll=0)),
     "one_col-copy": (64, _tiles(br=32, bc=16, one_col=True, prefetch=False)),
     "one_col-tx16": (128, _tiles(br=16, bc=16, tx=16, one_col=True)),
+    "row_regs-gpu-style": (16, _row_regs(br=16, bc=8, tx=4, always_prefetch=True, unroll=1)),
+    "row_regs-tr8": (32, _row_regs(br=32, bc=8, tr=8, unroll=0)),
+    "row_regs-copy": (64, _row_regs(br=32, bc=16, tx=4, prefetch=False)),
+    "row_regs-one_col": (128, _row_regs(br=32, bc=16, one_col=True)),
 }
 
 
@@ -296,13 +306,13 @@ def test_planner_fits_the_device():
 
 
 def test_alternatives_fit_the_h200():
-    """Every tile the sweep times (bench/bench_attention.py --sweep) runs at its head dim on a
-    48 KiB device, as the H200's Vulkan driver offers."""
+    """Every tile the sweep times (bench/bench_attention.py --sweep) runs at its head dim on the
+    H200 (48 KiB of shared memory per workgroup, 32-lane subgroups)."""
     for D, modes in ALTERNATIVES.items():
         assert D in SUPPORTED_HEAD_DIMS
         for mode, tiles in modes.items():
             for name, tile in tiles.items():
-                assert tile.problem(mode, D, _info(49152)) is None, (D, mode, name)
+                assert tile.problem(mode, D, Target.h200()) is None, (D, mode, name)
 
 
 def test_plan_layout():
@@ -313,8 +323,8 @@ def test_plan_layout():
     assert fwd.groups == (32 * 16, 1, 1)                     # BH * ceil(1024 / 64)
     assert fwd.push[:5] == (1024, 1000, 32, 16, 32 * 16) and fwd.push[7] == 1
     assert abs(fwd.push[5] - 0.125 * np.log2(np.e)) < 1e-12 and fwd.push[6] == 0.125
-    # threads, BR, BC, TR, TX, PREFETCH, ALWAYS_PREFETCH, ONE_COL
-    assert fwd.spec == (128, 64, 32, 4, 8, True, False, False)
+    # threads, BR, BC, TR, TX, PREFETCH, ALWAYS_PREFETCH, ONE_COL, ROW_REGS
+    assert fwd.spec == (128, 64, 32, 4, 8, True, False, False, False)
     assert dict(fwd.defines) == {"HEAD_DIM": 64, "MODE": 0, "UNROLL_STEPS": 0}   # rolled
     bwd = plan_flash_attention_bwd(32, 1024, 1000, 64, causal=False, scale=0.125, target=gpu)
     (dq, dq_roles), (dkdv, dkdv_roles) = bwd.steps
@@ -340,3 +350,9 @@ def test_planner_rejects_bad_input():
         plan_flash_attention(1, 8, 8, 16, causal=False, scale=1.0, tile=FlashTile(32, 32, tx=8))
     with pytest.raises(ValueError, match="no tile fits"):
         choose_tile("dkdv", 128, _info(16384))
+    with pytest.raises(ValueError, match="dK/dV has none"):
+        plan_flash_attention_bwd(1, 8, 8, 64, causal=False, scale=1.0, target=Target.h200(),
+                                 dkdv_tile=FlashTile(32, 16, row_regs=True))
+    with pytest.raises(ValueError, match="subgroups of at least TX = 8"):
+        plan_flash_attention(1, 8, 8, 64, causal=False, scale=1.0, target=_info(49152),
+                             tile=FlashTile(32, 16, row_regs=True))

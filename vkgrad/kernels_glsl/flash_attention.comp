@@ -57,8 +57,9 @@ layout(std430, binding = 2) readonly buffer Vb { vec4 v_v[]; };
 layout(std430, binding = 3) writeonly buffer Ob { vec4 o_v[]; };
 layout(std430, binding = 4) writeonly buffer Lb { float lse_out[]; };
 // Shared: Q [BR][RS] | K [BC][RS] | V [BC][RS] | P^T [BC][PSR]
-// (ONE_COL: K and V take turns in one buffer, Y_OFF == X_OFF)
-const uint A_OFF = 0u, X_OFF = BR * RS, Y_OFF = ONE_COL ? X_OFF : X_OFF + BC * RS;
+// (ONE_COL: K and V take turns in one buffer, Y_OFF == X_OFF; ROW_REGS: no Q tile)
+const uint A_OFF = 0u, X_OFF = ROW_REGS ? 0u : BR * RS;
+const uint Y_OFF = ONE_COL ? X_OFF : X_OFF + BC * RS;
 const uint P_OFF = Y_OFF + BC * RS;
 shared vec4 sm[P_OFF + BC * PSR];
 
@@ -70,8 +71,8 @@ layout(std430, binding = 6) writeonly buffer dQb { vec4 dq_v[]; };
 layout(std430, binding = 7) writeonly buffer Db { float delta_out[]; };
 layout(std430, binding = 8) readonly buffer dLb { float dlse_in[]; };
 // Shared: Q [BR][RS] | dO [BR][RS] | K [BC][RS] | V [BC][RS] | dS^T [BC][PSR]
-// (ONE_COL: V and K take turns in one buffer, Y_OFF == X_OFF)
-const uint A_OFF = 0u, B_OFF = BR * RS, X_OFF = 2u * BR * RS;
+// (ONE_COL: V and K take turns in one buffer, Y_OFF == X_OFF; ROW_REGS: no dO tile)
+const uint A_OFF = 0u, B_OFF = BR * RS, X_OFF = (ROW_REGS ? 1u : 2u) * BR * RS;
 const uint Y_OFF = ONE_COL ? X_OFF : X_OFF + BC * RS;
 const uint P_OFF = Y_OFF + BC * RS;
 shared vec4 sm[P_OFF + BC * PSR];
@@ -117,7 +118,9 @@ void main() {
 #if MODE == 0
     const uint q0 = t * BR;
     const uint ntiles = key_tiles(q0, off);
-    COPY_TILE(q_v, A_OFF, BR, NLR, qbase, q0, p.Lq)
+    vec4 qr[TR][TDV];                // ROW_REGS: this thread's share of the Q tile
+    if (ROW_REGS) { LOAD_ROWS(qr, q_v, qbase, q0, p.Lq) }
+    else { COPY_TILE(q_v, A_OFF, BR, NLR, qbase, q0, p.Lq) }
     if (ntiles > 0u) {
         COPY_TILE(k_v, X_OFF, BC, NLC, kbase, 0u, p.Lk)
         if (!ONE_COL) { COPY_TILE(v_v, Y_OFF, BC, NLC, kbase, 0u, p.Lk) }
@@ -148,7 +151,7 @@ void main() {
         float s[TR][TC];
         [[unroll]] for (uint m = 0u; m < TR; m++)
             [[unroll]] for (uint c = 0u; c < TC; c++) s[m][c] = 0.0;
-        DOT_BLOCK(s, A_OFF, X_OFF)
+        if (ROW_REGS) { DOT_REGS(s, qr, X_OFF) } else { DOT_BLOCK(s, A_OFF, X_OFF) }
 
         // Scale; mask (one uniform branch: only tiles past the key range's end or crossing the
         // diagonal); row max.
@@ -222,7 +225,9 @@ void main() {
     const uint q0 = t * BR;
     const uint ntiles = key_tiles(q0, off);
     COPY_TILE(q_v, A_OFF, BR, NLR, qbase, q0, p.Lq)
-    COPY_TILE(do_v, B_OFF, BR, NLR, qbase, q0, p.Lq)
+    vec4 dor[TR][TDV];               // ROW_REGS: this thread's share of the dO tile
+    if (ROW_REGS) { LOAD_ROWS(dor, do_v, qbase, q0, p.Lq) }
+    else { COPY_TILE(do_v, B_OFF, BR, NLR, qbase, q0, p.Lq) }
     if (ntiles > 0u) {                // ONE_COL: V's turn comes first
         if (!ONE_COL) { COPY_TILE(k_v, X_OFF, BC, NLC, kbase, 0u, p.Lk) }
         COPY_TILE(v_v, Y_OFF, BC, NLC, kbase, 0u, p.Lk)
@@ -240,7 +245,9 @@ void main() {
         if (row < p.Lq) {
             lse2[m] = lse_in[bh * p.Lq + row] * LOG2E;
             [[unroll]] for (uint j = 0u; j < TDV; j++) {
-                const vec4 a = sm[B_OFF + (ty + TY * m) * RS + tx + TX * j];
+                vec4 a;
+                if (ROW_REGS) a = dor[m][j];
+                else a = sm[B_OFF + (ty + TY * m) * RS + tx + TX * j];
                 const vec4 b = o_v[qbase + row * DV + tx + TX * j];
                 dl[m] = fma(a.w, b.w, fma(a.z, b.z, fma(a.y, b.y, fma(a.x, b.x, dl[m]))));
             }
@@ -280,7 +287,7 @@ void main() {
         [[unroll]] for (uint m = 0u; m < TR; m++)
             [[unroll]] for (uint c = 0u; c < TC; c++) { s[m][c] = 0.0; dp[m][c] = 0.0; }
         if (!ONE_COL) { DOT_BLOCK(s, A_OFF, X_OFF) }
-        DOT_BLOCK(dp, B_OFF, Y_OFF)
+        if (ROW_REGS) { DOT_REGS(dp, dor, Y_OFF) } else { DOT_BLOCK(dp, B_OFF, Y_OFF) }
         if (ONE_COL) {                                // V's turn is over: this step's K
             barrier();
             PUT_COLS(xr, k_v, X_OFF, kbase, kv0, p.Lk)

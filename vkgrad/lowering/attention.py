@@ -35,8 +35,12 @@ is what limits the tiles: the H200's Vulkan driver, like most, offers 48 KiB per
 lavapipe 32 KiB. With `one_col` (the shader's ONE_COL) the two column tiles of a step take turns
 in one buffer: two more barriers per step (and in the dK/dV kernel a second load of the Q tile),
 for one column tile less of shared memory, which at D = 128 is what makes room for 64-query
-forward tiles and 128 threads in every kernel. The planner takes the first tile of TILES[mode]
-that fits (TX capped at D/4):
+forward tiles and 128 threads in every kernel. With `row_regs` (ROW_REGS; the forward and the dQ
+kernel) the forward's Q tile, or the dQ kernel's dO tile, stays in registers, split over D
+across the row group, and S (or dP) is summed over subgroup shuffles: a row tile less of shared
+memory and one shared load per 4*TR fmas, for TR*BC partials in registers; it needs subgroups of
+at least TX lanes, and so far only the sweep's ALTERNATIVES use it. The planner takes the first
+tile of TILES[mode] that fits (TX capped at D/4):
 
 | mode | BR x BC | TR | TX | one_col | thr | shared bytes, D = 16 / 32 / 64 / 128 | 48 KiB: D | 32 KiB: D |
 | ---- | ------- | -- | -- | ------- | --- | ------------------------------------ | --------- | --------- |
@@ -117,6 +121,7 @@ class FlashTile:
     unroll: int | None = None   # step loops: 1 unrolled, 0 rolled, 2 the driver's choice;
                                 # None: the Target's unroll_loops
     one_col: bool = False   # the column tiles take turns in one shared buffer (ONE_COL)
+    row_regs: bool = False  # the forward's Q, the dQ kernel's dO in registers (ROW_REGS)
 
     @property
     def threads(self) -> int:
@@ -125,8 +130,9 @@ class FlashTile:
     def shared_bytes(self, mode: str, d: int) -> int:
         rs, psr = d // 4 + 1, self.br // 4 + 1            # padded row strides, in vec4s
         cols = (1 if self.one_col else 2) * self.bc * rs  # the streamed column tiles
-        vec4s = {"fwd": self.br * rs + cols + self.bc * psr,
-                 "dq": 2 * self.br * rs + cols + self.bc * psr,
+        rows = (0 if self.row_regs else 1) * self.br * rs  # the row tile ROW_REGS keeps out
+        vec4s = {"fwd": rows + cols + self.bc * psr,
+                 "dq": self.br * rs + rows + cols + self.bc * psr,
                  "dkdv": 2 * self.br * rs + cols + 2 * self.bc * psr}[mode]
         return 16 * vec4s + (8 * self.bc if mode == "dkdv" else 0)
 
@@ -140,6 +146,11 @@ class FlashTile:
         if self.unroll not in (None, 0, 1, 2):
             return f"unroll = {self.unroll!r} must be None, 0, 1 or 2"
         target = target_of(target)
+        if self.row_regs and mode == "dkdv":
+            return "row_regs keeps the forward's Q or the dQ kernel's dO in registers; dK/dV has none"
+        if self.row_regs and not (target.subgroup_size or 0) >= tx:
+            return (f"row_regs needs subgroups of at least TX = {tx} lanes; the device's are "
+                    f"{target.subgroup_size or 'not reported'}")
         shared, limit = target.max_shared_memory, target.max_workgroup_invocations
         if self.shared_bytes(mode, d) > shared:
             return (f"needs {self.shared_bytes(mode, d)} bytes of shared memory; "
@@ -174,12 +185,17 @@ def _one(br, bc, **kw):
     return FlashTile(br, bc, one_col=True, **kw)
 
 
+def _regs(br, bc, **kw):
+    return FlashTile(br, bc, row_regs=True, **kw)
+
+
 # What bench/bench_attention.py --sweep also times, per head dim (on a 48 KiB device), each for
 # a reason. The first sweep's lesson (D = 64): fewer registers (more warps) beat larger
 # per-thread blocks, and rolled step loops cut the forward's registers 176 -> 156; so rolled
 # variants of the chosen tiles, and a 128-row forward tile (more reuse of each streamed tile)
 # with rolled loops. ONE_COL tiles need less shared memory (more workgroups per multiprocessor)
-# for two more barriers per step.
+# for two more barriers per step; ROW_REGS tiles free the row tile too, and load each column
+# vec4 once per 4 TR fmas, for TR*BC partials in registers and the shuffles that sum them.
 ALTERNATIVES = {
     32: {   # the LM small preset (B32 H8 L256, causal): 4 query tiles per head at BR = 64
         "fwd": {
@@ -187,9 +203,11 @@ ALTERNATIVES = {
             "64x16_4x8_rolled": FlashTile(64, 16, unroll=0),
             "32x32_4x8_rolled": FlashTile(32, 32, unroll=0),            # twice the workgroups
             "64x32_4x8": FlashTile(64, 32),
+            "128x16_4x8_rowregs_rolled": _regs(128, 16, unroll=0),      # 256 threads
         },
         "dq": {
             "64x32_4x8": FlashTile(64, 32),                             # 35.5 KiB
+            "64x16_4x8_rowregs": _regs(64, 16),
             "64x16_4x8_rolled": FlashTile(64, 16, unroll=0),
             "32x32_4x8": FlashTile(32, 32),
             "32x16_4x8": FlashTile(32, 16),
@@ -213,6 +231,8 @@ ALTERNATIVES = {
             "64x32_8x4": FlashTile(64, 32, tr=8, tx=4),                 # S 8x8, O 8x16: 1 warp
             "64x32_4x8_onecol_rolled": _one(64, 32, unroll=0),          # 34 KiB: 6 per SM
             "128x16_4x8_onecol_rolled": _one(128, 16, unroll=0),        # 46.5 KiB, 8 warps
+            "64x16_4x8_rowregs_rolled": _regs(64, 16, unroll=0),        # 12.8 KiB
+            "128x16_4x8_rowregs_rolled": _regs(128, 16, unroll=0),      # 256 threads
         },
         "dq": {
             "64x16_4x8_rolled": FlashTile(64, 16, unroll=0),
@@ -224,6 +244,8 @@ ALTERNATIVES = {
             "32x32_8x8": FlashTile(32, 32, tr=8),                       # S 8x4, dQ 8x8: 1 warp
             "32x16_4x8": FlashTile(32, 16),
             "64x16_4x8_onecol": _one(64, 16),                           # 42.5 KiB
+            "64x16_4x8_rowregs": _regs(64, 16),                         # 29.8 KiB
+            "64x32_4x16_rowregs": _regs(64, 32, tx=16),                 # 42.5 KiB, 256 threads
         },
         "dkdv": {
             "64x8_4x8_rolled": FlashTile(64, 8, unroll=0),
@@ -247,6 +269,10 @@ ALTERNATIVES = {
             "32x32_4x16_onecol_rolled": _one(32, 32, tx=16, unroll=0),  # 37.5 KiB, 128 threads
             "32x32_4x8_onecol_rolled": _one(32, 32, unroll=0),          # 64 threads
             "32x16_4x8": FlashTile(32, 16),                             # the planner's before
+            "64x16_4x16_rowregs": _regs(64, 16, tx=16),                 # 20.8 KiB, 256 threads
+            "64x16_4x16_rowregs_onecol": _regs(64, 16, tx=16, one_col=True),   # 12.5 KiB
+            "32x16_4x16_rowregs": _regs(32, 16, tx=16),                 # 128 threads
+            "64x8_4x8_rowregs_rolled": _regs(64, 8, unroll=0),          # Q 4x16 in registers
         },
         "dq": {
             "32x16_4x16_onecol_rolled": _one(32, 16, tx=16, unroll=0),
@@ -256,6 +282,9 @@ ALTERNATIVES = {
             "32x8_4x8_onecol": _one(32, 8),                             # 38.3 KiB: 5 per SM
             "16x16_4x16_onecol": _one(16, 16, tx=16),                   # 26 KiB, 64 threads
             "16x16_4x8": FlashTile(16, 16),                             # the planner's before
+            "64x16_4x16_rowregs_onecol": _regs(64, 16, tx=16, one_col=True),   # 64 queries
+            "64x8_4x8_rowregs_onecol": _regs(64, 8, one_col=True),      # 39.2 KiB, 128 threads
+            "32x16_4x16_rowregs": _regs(32, 16, tx=16),                 # 35.2 KiB
         },
         "dkdv": {
             "32x16_4x16_onecol_rolled": _one(32, 16, tx=16, unroll=0),
@@ -304,7 +333,7 @@ def _launch(mode, BH, Lq, Lk, D, causal, scale, target, tile) -> Launch:
                   push=(Lq, Lk, BH, tiles, groups, float(scale * _LOG2E), float(scale),
                         int(bool(causal))),
                   spec=(tile.threads, tile.br, tile.bc, tile.tr, tile.tx, bool(tile.prefetch),
-                        bool(tile.always_prefetch), bool(tile.one_col)),
+                        bool(tile.always_prefetch), bool(tile.one_col), bool(tile.row_regs)),
                   defines=(("HEAD_DIM", D), ("MODE", MODES[mode]),
                            ("UNROLL_STEPS", int(unroll))))
 
