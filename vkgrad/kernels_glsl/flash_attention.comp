@@ -235,8 +235,9 @@ void main() {
     barrier();
     vec4 xr[NLC], yr[NLC];           // the next K and V tiles (PREFETCH; ONE_COL: this step's K)
 
-    // This thread's rows: lse in base 2, and delta = rowsum(dO * O) (dO from shared memory, O
-    // from global; each of the TX threads of a row sums its vec4 columns, then they combine).
+    // This thread's rows: lse in base 2, and delta = rowsum(dO * O) (dO from shared memory, or
+    // its registers with ROW_REGS, O from global; each of the TX threads of a row sums its vec4
+    // columns, then they combine).
     float lse2[TR], dl[TR];
     [[unroll]] for (uint m = 0u; m < TR; m++) {
         const uint row = q0 + ty + TY * m;
