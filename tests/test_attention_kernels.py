@@ -8,7 +8,8 @@ both ways; fully masked causal rows when Lq > Lk) and the scale is not 1/sqrt(D)
 operand or a mis-folded constant shows. Pipelines compile lazily on lavapipe (about a second
 each), so the cases share a few tile configurations: the planner's own lavapipe tiles, plus
 forced ones for the GPU's code paths (register prefetch, unrolled loops, threads per row wider
-than lavapipe's 8-lane subgroups, which takes the shared-memory reduction path).
+than lavapipe's 8-lane subgroups, which takes the shared-memory reduction path, the ONE_COL and
+ROW_REGS variants, and the H200's D = 128 tiles, run at D = 64).
 """
 
 import numpy as np
@@ -234,6 +235,17 @@ FORCED = {
 def test_attention_tiles(dev, name, causal, Lq, Lk):
     D, kw = FORCED[name]
     check_attention(dev, 2, Lq, Lk, D, causal, 0.3, **kw)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_h200_tiles_for_d128(dev, causal):
+    """The tiles the planner gives the H200 at D = 128 (ONE_COL, TX 16 in the backward), as the
+    GPU runs them (prefetch; unrolled where the tile does not say rolled), at D = 64: at D = 128
+    they need 46 KiB of shared memory and lavapipe has 32."""
+    tiles = {mode: choose_tile(mode, 128, Target.h200()) for mode in TILES}
+    assert all(t.one_col and t.prefetch for t in tiles.values())
+    check_attention(dev, 2, 130, 75, 64, causal, 0.3, target=None, tile=tiles["fwd"],
+                    dq_tile=tiles["dq"], dkdv_tile=tiles["dkdv"])
 
 
 def test_two_dimensional_grid(dev, monkeypatch):
