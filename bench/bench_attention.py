@@ -4,7 +4,10 @@ On the NVIDIA device machine, from the repo root (with .gpu carried):
     source bench/gpu_env.sh && python3 bench/bench_attention.py [--sweep] [--stats] [--quick]
 Prints a table and writes $OUT/attention.json.
 
-Cases: B=4, H=8, D=64, L in (1024, 4096), causal and not (scale 1/sqrt(D)).
+Cases (scale 1/sqrt(D)): B=4, H=8, D=128, L1024 plain and causal, L4096 causal; B=4, H=8, D=64,
+L in (1024, 4096), causal and not; the LM small preset's attention, B=32, H=8, L=256, D=32,
+causal. --case TEXT (repeatable) keeps only the cases whose label contains TEXT ("D128",
+"L256").
 vkgrad: each kernel (flash_attn_fwd, flash_attn_bwd_dq, flash_attn_bwd_dkdv) is timed on its own
 by GPU timestamps (Executable(timestamps=True)): one Executable holding REPS copies of its
 dispatch, replayed ROUNDS times after a warm-up; the median per dispatch is reported. The
@@ -17,7 +20,7 @@ alone too.
 Correctness: vkgrad's o, lse, dq, dk, dv and torch's o, dq, dk, dv against a float64 reference
 (attention written out in float64 torch ops on the GPU, or numpy without torch), as ||x - ref|| / ||ref||; a
 vkgrad error above TOL (or NaN) marks the case FAILED.
---sweep: also times every tile in ALTERNATIVES (vkgrad/lowering/attention.py), plus the
+--sweep: also times every tile in ALTERNATIVES[D] (vkgrad/lowering/attention.py), plus the
 planner's tiles with ALWAYS_PREFETCH and with rolled / driver-chosen step loops, per kernel,
 each checked against the planner's own output, and prints the fastest per kernel and case.
 --budget S: past S seconds the sweep skips its remaining variants (default 150: the whole run,
@@ -52,9 +55,11 @@ from vkgrad.runtime import Executable, compile_file, get_device, pack_words  # n
 
 from peers import cuda_torch  # noqa: E402
 
-CASES = [(4, 8, 4096, 64, False), (4, 8, 4096, 64, True), (4, 8, 1024, 64, False),
-         (4, 8, 1024, 64, True)]      # L4096 first: the sweep budget goes to it first
-QUICK = [(1, 2, 130, 64, False), (1, 2, 257, 64, True)]
+# The sweep's budget goes to the first cases first: D128 (furthest from torch), then L4096.
+CASES = [(4, 8, 1024, 128, False), (4, 8, 1024, 128, True), (4, 8, 4096, 128, True),
+         (4, 8, 4096, 64, False), (4, 8, 4096, 64, True), (4, 8, 1024, 64, False),
+         (4, 8, 1024, 64, True), (32, 8, 256, 32, True)]
+QUICK = [(1, 2, 130, 64, False), (1, 2, 257, 64, True), (1, 2, 70, 32, True)]
 TOL = 1e-4
 ITERS = 10
 MODES = ("fwd", "dq", "dkdv")
@@ -178,11 +183,11 @@ def candidates(mode, D, info, sweep):
         out.append(("planner+always", replace(base, always_prefetch=True)))
         out.append(("planner+unroll_auto", replace(base, unroll=2)))   # the driver decides
         out.append(("planner+rolled", replace(base, unroll=0)))
-        out += list(ALTERNATIVES[mode].items())
+        out += list(ALTERNATIVES.get(D, {}).get(mode, {}).items())
     return out
 
 
-def pipeline_stats(info, sweep, D=64):
+def pipeline_stats(info, sweep, D):
     """{(mode, variant): driver statistics text} from bench/tools/pipestats.c, or {} with a note
     when the tool cannot be built or the driver lacks VK_KHR_pipeline_executable_properties."""
     root = Path(__file__).resolve().parent
@@ -211,7 +216,7 @@ def pipeline_stats(info, sweep, D=64):
                 launch = mode_plan(mode, 32, 1024, D, False, 0.125, info, tile).launches[0]
             except ValueError:
                 continue
-            spv = tmp / f"{mode}_{dict(launch.defines)['UNROLL_STEPS']}.spv"
+            spv = tmp / f"{mode}_{D}_{dict(launch.defines)['UNROLL_STEPS']}.spv"
             spv.write_bytes(compile_file(launch.shader, dict(launch.defines)))
             words = ",".join(str(int(w)) for w in pack_words(launch.spec))
             res = subprocess.run([str(exe), str(spv), str(launch.bindings),
@@ -222,7 +227,7 @@ def pipeline_stats(info, sweep, D=64):
                 return stats
             line = res.stdout.strip().splitlines()[-1]
             stats[(mode, name)] = line.split(":", 1)[1].strip()
-            print(f"  stats {mode:>5} {name:>22}: {stats[(mode, name)]}", flush=True)
+            print(f"  stats D{D} {mode:>5} {name:>34}: {stats[(mode, name)]}", flush=True)
     return stats
 
 
@@ -234,6 +239,8 @@ def main():
                     help="driver statistics (registers) per variant")
     ap.add_argument("--budget", type=float, default=150.0,
                     help="seconds after which the sweep's remaining variants are skipped")
+    ap.add_argument("--case", action="append", default=[],
+                    help="only the cases whose label contains this (repeatable)")
     args = ap.parse_args()
     torch = cuda_torch()
 
@@ -247,6 +254,8 @@ def main():
     for B, H, L, D, causal in (QUICK if args.quick else CASES):
         BH, scale = B * H, 1.0 / math.sqrt(D)
         label = f"B{B} H{H} L{L} D{D}" + (" causal" if causal else "")
+        if args.case and not any(c in label for c in args.case):
+            continue
         rng = np.random.default_rng(0)
         q, k, v, do = (rng.standard_normal((BH, L, D), dtype=np.float32) for _ in range(4))
         n, nl = BH * L * D, BH * L
@@ -280,7 +289,7 @@ def main():
             baseline = None
             for name, tile in candidates(mode, D, info, args.sweep):
                 if name != "planner" and time.perf_counter() - t_start > args.budget:
-                    print(f"  {mode:>5} {name:>22}: skipped (past --budget {args.budget:.0f} s)")
+                    print(f"  {mode:>5} {name:>34}: skipped (past --budget {args.budget:.0f} s)")
                     continue
                 try:
                     plan = mode_plan(mode, BH, L, D, causal, scale, info, tile)
@@ -293,14 +302,14 @@ def main():
                         diff = 0.0
                     us = time_kernel(dev, plan, bufs, reps, rounds)
                 except Exception as e:          # a variant that does not build is reported
-                    print(f"  {mode:>5} {name:>22}: FAILED {type(e).__name__}: {e}", flush=True)
+                    print(f"  {mode:>5} {name:>34}: FAILED {type(e).__name__}: {e}", flush=True)
                     row["kernels"][mode][name] = {"error": f"{type(e).__name__}: {e}"}
                     continue
                 bad = not diff <= TOL
                 tile_used = plan.launches[0].spec
                 row["kernels"][mode][name] = {"us": us, "spec": list(tile_used),
                                               "diff_vs_planner": diff, "mismatch": bad}
-                print(f"  {mode:>5} {name:>22}: {us:9.1f} us  spec {tile_used}"
+                print(f"  {mode:>5} {name:>34}: {us:9.1f} us  spec {tile_used}"
                       + (f"  MISMATCH {diff:.1e}" if bad else ""), flush=True)
 
         planner = {m: row["kernels"][m].get("planner", {}).get("us", float("nan")) for m in MODES}
@@ -352,8 +361,10 @@ def main():
     # these (identical) pipelines quick to build again.
     stats = {}
     if args.stats:
-        print("\ndriver statistics per variant (D = 64):")
-        stats = pipeline_stats(info, args.sweep)
+        print("\ndriver statistics per variant:")
+        for D in sorted({r["D"] for r in rows}):
+            stats.update({(f"D{D} {m}", n): v
+                          for (m, n), v in pipeline_stats(info, args.sweep, D).items()})
     if not os.environ.get("OUT"):
         return
     out_dir = Path(os.environ["OUT"])

@@ -8,14 +8,16 @@ both ways; fully masked causal rows when Lq > Lk) and the scale is not 1/sqrt(D)
 operand or a mis-folded constant shows. Pipelines compile lazily on lavapipe (about a second
 each), so the cases share a few tile configurations: the planner's own lavapipe tiles, plus
 forced ones for the GPU's code paths (register prefetch, unrolled loops, threads per row wider
-than lavapipe's 8-lane subgroups, which takes the shared-memory reduction path).
+than lavapipe's 8-lane subgroups, which takes the shared-memory reduction path, the ONE_COL and
+ROW_REGS variants, and the H200's D = 128 tiles, run at D = 64).
 """
 
 import numpy as np
 import pytest
 
-from vkgrad.lowering.attention import (SUPPORTED_HEAD_DIMS, TILES, FlashTile, choose_tile,
-                                       plan_flash_attention, plan_flash_attention_bwd)
+from vkgrad.lowering.attention import (ALTERNATIVES, SUPPORTED_HEAD_DIMS, TILES, FlashTile,
+                                       choose_tile, plan_flash_attention,
+                                       plan_flash_attention_bwd)
 from kernel_runs import bind
 from vkgrad.lowering.kernels import OpPlan
 from vkgrad.runtime import DeviceInfo, Executable, get_device
@@ -199,22 +201,51 @@ def test_attention(dev, BH, Lq, Lk, D, causal, scale):
 # grows quickly with unrolled code and live registers): unrolled step loops with register
 # prefetch (target=None plans as for a GPU), blocks of 8 rows per thread (two row slots), and 16
 # threads per row group, wider than lavapipe's 8-lane subgroups (the shared-memory reduction).
+# The ONE_COL tiles (column tiles taking turns in one shared buffer, the H200's tiles at D = 128)
+# and the ROW_REGS tiles (the forward's Q, the dQ kernel's dO in registers; dK/dV runs the
+# planner's tile) at every head dim, with and without the prefetch. Each: (head dim, planner
+# keywords).
 def _tiles(**kw):
     return dict(tile=FlashTile(**kw), dq_tile=FlashTile(**kw), dkdv_tile=FlashTile(**kw))
 
 
+def _row_regs(**kw):
+    return dict(tile=FlashTile(row_regs=True, **kw), dq_tile=FlashTile(row_regs=True, **kw))
+
+
 FORCED = {
-    "gpu-style": dict(target=None, **_tiles(br=16, bc=8, tx=4, always_prefetch=True)),
-    "tr8": _tiles(br=32, bc=16, tr=8),
-    "tx16": _tiles(br=16, bc=16, tx=16, prefetch=True),
+    "gpu-style": (16, dict(target=None, **_tiles(br=16, bc=8, tx=4, always_prefetch=True))),
+    "tr8": (32, _tiles(br=32, bc=16, tr=8)),
+    "tx16": (64, _tiles(br=16, bc=16, tx=16, prefetch=True)),
+    "one_col-gpu-style": (16, dict(target=None, **_tiles(br=16, bc=8, tx=4, one_col=True,
+                                                          always_prefetch=True))),
+    "one_col-tr8": (32, _tiles(br=32, bc=16, tr=8, one_col=True, unroll=0)),
+    "one_col-copy": (64, _tiles(br=32, bc=16, one_col=True, prefetch=False)),
+    "one_col-tx16": (128, _tiles(br=16, bc=16, tx=16, one_col=True)),
+    "row_regs-gpu-style": (16, _row_regs(br=16, bc=8, tx=4, always_prefetch=True, unroll=1)),
+    "row_regs-tr8": (32, _row_regs(br=32, bc=8, tr=8, unroll=0)),
+    "row_regs-copy": (64, _row_regs(br=32, bc=16, tx=4, prefetch=False)),
+    "row_regs-one_col": (128, _row_regs(br=32, bc=16, one_col=True)),
 }
 
 
 @pytest.mark.parametrize("name", FORCED)
 @pytest.mark.parametrize("causal", [False, True])
-def test_attention_tiles(dev, name, causal):
-    D = {"gpu-style": 16, "tr8": 32, "tx16": 64}[name]
-    check_attention(dev, 2, 130, 75, D, causal, 0.3, **FORCED[name])
+@pytest.mark.parametrize("Lq, Lk", [(130, 75), (75, 130)])
+def test_attention_tiles(dev, name, causal, Lq, Lk):
+    D, kw = FORCED[name]
+    check_attention(dev, 2, Lq, Lk, D, causal, 0.3, **kw)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_h200_tiles_for_d128(dev, causal):
+    """The tiles the planner gives the H200 at D = 128 (ONE_COL, TX 16 in the backward), as the
+    GPU runs them (prefetch; unrolled where the tile does not say rolled), at D = 64: at D = 128
+    they need 46 KiB of shared memory and lavapipe has 32."""
+    tiles = {mode: choose_tile(mode, 128, Target.h200()) for mode in TILES}
+    assert all(t.one_col and t.prefetch for t in tiles.values())
+    check_attention(dev, 2, 130, 75, 64, causal, 0.3, target=None, tile=tiles["fwd"],
+                    dq_tile=tiles["dq"], dkdv_tile=tiles["dkdv"])
 
 
 def test_two_dimensional_grid(dev, monkeypatch):
@@ -275,11 +306,25 @@ def test_planner_fits_the_device():
     assert choose_tile("fwd", 64, gpu) == FlashTile(64, 32, unroll=0)
     assert choose_tile("dq", 64, gpu) == FlashTile(64, 16)
     assert choose_tile("dkdv", 64, gpu) == FlashTile(64, 8)
+    # ... and at D = 128 the ONE_COL tiles: 64 queries forward, 128 threads in every kernel.
+    big = {mode: choose_tile(mode, 128, gpu) for mode in TILES}
+    assert big["fwd"].br == 64 and all(t.one_col and t.threads >= 128 for t in big.values())
+    assert not any(choose_tile(mode, D, gpu).one_col for mode in TILES for D in (16, 32, 64))
     # lavapipe: no prefetch (nothing to hide on a CPU), rolled step loops.
     cpu = _info(32768, "CPU")
     assert not choose_tile("fwd", 64, cpu).prefetch
     (launch, _), = plan_flash_attention(2, 10, 10, 64, causal=False, scale=1.0, target=cpu).steps
     assert dict(launch.defines)["UNROLL_STEPS"] == 0
+
+
+def test_alternatives_fit_the_h200():
+    """Every tile the sweep times (bench/bench_attention.py --sweep) runs at its head dim on the
+    H200 (48 KiB of shared memory per workgroup, 32-lane subgroups)."""
+    for D, modes in ALTERNATIVES.items():
+        assert D in SUPPORTED_HEAD_DIMS
+        for mode, tiles in modes.items():
+            for name, tile in tiles.items():
+                assert tile.problem(mode, D, Target.h200()) is None, (D, mode, name)
 
 
 def test_plan_layout():
@@ -290,8 +335,8 @@ def test_plan_layout():
     assert fwd.groups == (32 * 16, 1, 1)                     # BH * ceil(1024 / 64)
     assert fwd.push[:5] == (1024, 1000, 32, 16, 32 * 16) and fwd.push[7] == 1
     assert abs(fwd.push[5] - 0.125 * np.log2(np.e)) < 1e-12 and fwd.push[6] == 0.125
-    # threads, BR, BC, TR, TX, PREFETCH, ALWAYS_PREFETCH
-    assert fwd.spec == (128, 64, 32, 4, 8, True, False)
+    # threads, BR, BC, TR, TX, PREFETCH, ALWAYS_PREFETCH, ONE_COL, ROW_REGS
+    assert fwd.spec == (128, 64, 32, 4, 8, True, False, False, False)
     assert dict(fwd.defines) == {"HEAD_DIM": 64, "MODE": 0, "UNROLL_STEPS": 0}   # rolled
     bwd = plan_flash_attention_bwd(32, 1024, 1000, 64, causal=False, scale=0.125, target=gpu)
     (dq, dq_roles), (dkdv, dkdv_roles) = bwd.steps
@@ -317,3 +362,9 @@ def test_planner_rejects_bad_input():
         plan_flash_attention(1, 8, 8, 16, causal=False, scale=1.0, tile=FlashTile(32, 32, tx=8))
     with pytest.raises(ValueError, match="no tile fits"):
         choose_tile("dkdv", 128, _info(16384))
+    with pytest.raises(ValueError, match="dK/dV has none"):
+        plan_flash_attention_bwd(1, 8, 8, 64, causal=False, scale=1.0, target=Target.h200(),
+                                 dkdv_tile=FlashTile(32, 16, row_regs=True))
+    with pytest.raises(ValueError, match="subgroups of at least TX = 8"):
+        plan_flash_attention(1, 8, 8, 64, causal=False, scale=1.0, target=_info(49152),
+                             tile=FlashTile(32, 16, row_regs=True))

@@ -32,6 +32,9 @@
 // right after the first barrier instead, and the forward, whose other tile (V) is first read
 // after the next step's first barrier, needs no third barrier. PREFETCH = false copies global ->
 // shared at the store points instead (fewer registers; on a CPU there is no latency to hide).
+// ONE_COL (flash_common.glsl) gives each column tile its turn in one buffer, with a barrier
+// pair at each change: forward K -> V, dQ V -> K, dK/dV Q -> dO -> Q; each tile is prefetched
+// into registers while the product before its turn runs.
 //
 // Bindings: MODE 0: q, k, v, o, lse.  MODE 1: q, k, v, o, lse, do, dq, delta, dlse.
 //           MODE 2: q, k, v, lse, do, delta, dk, dv.
@@ -54,7 +57,10 @@ layout(std430, binding = 2) readonly buffer Vb { vec4 v_v[]; };
 layout(std430, binding = 3) writeonly buffer Ob { vec4 o_v[]; };
 layout(std430, binding = 4) writeonly buffer Lb { float lse_out[]; };
 // Shared: Q [BR][RS] | K [BC][RS] | V [BC][RS] | P^T [BC][PSR]
-const uint A_OFF = 0u, X_OFF = BR * RS, Y_OFF = X_OFF + BC * RS, P_OFF = Y_OFF + BC * RS;
+// (ONE_COL: K and V take turns in one buffer, Y_OFF == X_OFF; ROW_REGS: no Q tile)
+const uint A_OFF = 0u, X_OFF = ROW_REGS ? 0u : BR * RS;
+const uint Y_OFF = ONE_COL ? X_OFF : X_OFF + BC * RS;
+const uint P_OFF = Y_OFF + BC * RS;
 shared vec4 sm[P_OFF + BC * PSR];
 
 #elif MODE == 1
@@ -65,7 +71,9 @@ layout(std430, binding = 6) writeonly buffer dQb { vec4 dq_v[]; };
 layout(std430, binding = 7) writeonly buffer Db { float delta_out[]; };
 layout(std430, binding = 8) readonly buffer dLb { float dlse_in[]; };
 // Shared: Q [BR][RS] | dO [BR][RS] | K [BC][RS] | V [BC][RS] | dS^T [BC][PSR]
-const uint A_OFF = 0u, B_OFF = BR * RS, X_OFF = 2u * BR * RS, Y_OFF = X_OFF + BC * RS;
+// (ONE_COL: V and K take turns in one buffer, Y_OFF == X_OFF; ROW_REGS: no dO tile)
+const uint A_OFF = 0u, B_OFF = BR * RS, X_OFF = (ROW_REGS ? 1u : 2u) * BR * RS;
+const uint Y_OFF = ONE_COL ? X_OFF : X_OFF + BC * RS;
 const uint P_OFF = Y_OFF + BC * RS;
 shared vec4 sm[P_OFF + BC * PSR];
 
@@ -76,8 +84,10 @@ layout(std430, binding = 5) readonly buffer Db { float delta_in[]; };
 layout(std430, binding = 6) writeonly buffer dKb { vec4 dk_v[]; };
 layout(std430, binding = 7) writeonly buffer dVb { vec4 dv_v[]; };
 // Shared: K [BR][RS] | V [BR][RS] | Q [BC][RS] | dO [BC][RS] | P^T [BC][PSR] | dS^T [BC][PSR],
-// and the column tile's lse * log2(e) and delta.
-const uint A_OFF = 0u, B_OFF = BR * RS, X_OFF = 2u * BR * RS, Y_OFF = X_OFF + BC * RS;
+// and the column tile's lse * log2(e) and delta (ONE_COL: Q, dO and Q again take turns in one
+// buffer, Y_OFF == X_OFF).
+const uint A_OFF = 0u, B_OFF = BR * RS, X_OFF = 2u * BR * RS;
+const uint Y_OFF = ONE_COL ? X_OFF : X_OFF + BC * RS;
 const uint P_OFF = Y_OFF + BC * RS, S_OFF = P_OFF + BC * PSR;
 shared vec4 sm[S_OFF + BC * PSR];
 shared float stat[2u * BC];
@@ -108,13 +118,15 @@ void main() {
 #if MODE == 0
     const uint q0 = t * BR;
     const uint ntiles = key_tiles(q0, off);
-    COPY_TILE(q_v, A_OFF, BR, NLR, qbase, q0, p.Lq)
+    vec4 qr[TR][TDV];                // ROW_REGS: this thread's share of the Q tile
+    if (ROW_REGS) { LOAD_ROWS(qr, q_v, qbase, q0, p.Lq) }
+    else { COPY_TILE(q_v, A_OFF, BR, NLR, qbase, q0, p.Lq) }
     if (ntiles > 0u) {
         COPY_TILE(k_v, X_OFF, BC, NLC, kbase, 0u, p.Lk)
-        COPY_TILE(v_v, Y_OFF, BC, NLC, kbase, 0u, p.Lk)
+        if (!ONE_COL) { COPY_TILE(v_v, Y_OFF, BC, NLC, kbase, 0u, p.Lk) }
     }
     barrier();
-    vec4 xr[NLC], yr[NLC];           // the next K and V tiles (PREFETCH)
+    vec4 xr[NLC], yr[NLC];           // the next K and V tiles (PREFETCH; ONE_COL: this step's V)
 
     float mrun[TR], lrun[TR];        // running max (base 2) and this thread's share of the sum
     vec4 acc[TR][TDV];
@@ -130,14 +142,16 @@ void main() {
         // more, so the step has no branch around the prefetch.
         const bool more = ALWAYS_PREFETCH || jt + 1u < ntiles;
         const uint nxt = jt + 1u < ntiles ? kv0 + BC : kv0;
-        if (PREFETCH && more) {
+        if (PREFETCH && ONE_COL) {
+            LOAD_TILE(yr, v_v, BC, NLC, kbase, kv0, p.Lk)
+        } else if (PREFETCH && more) {
             LOAD_TILE(xr, k_v, BC, NLC, kbase, nxt, p.Lk)
             LOAD_TILE(yr, v_v, BC, NLC, kbase, nxt, p.Lk)
         }
         float s[TR][TC];
         [[unroll]] for (uint m = 0u; m < TR; m++)
             [[unroll]] for (uint c = 0u; c < TC; c++) s[m][c] = 0.0;
-        DOT_BLOCK(s, A_OFF, X_OFF)
+        if (ROW_REGS) { DOT_REGS(s, qr, X_OFF) } else { DOT_BLOCK(s, A_OFF, X_OFF) }
 
         // Scale; mask (one uniform branch: only tiles past the key range's end or crossing the
         // diagonal); row max.
@@ -177,15 +191,22 @@ void main() {
         }
         WRITE_BLOCK_T(s, P_OFF)
         barrier();
-        if (more) {                                   // K is read only by the dot products
-            if (PREFETCH) { STORE_TILE(xr, X_OFF, BC, NLC) }
-            else { COPY_TILE(k_v, X_OFF, BC, NLC, kbase, nxt, p.Lk) }
+        if (ONE_COL) {                                // K's turn is over: this step's V
+            PUT_COLS(yr, v_v, Y_OFF, kbase, kv0, p.Lk)
+            barrier();
+            if (PREFETCH && more) { LOAD_TILE(xr, k_v, BC, NLC, kbase, nxt, p.Lk) }
+        } else if (more) {                            // K is read only by the dot products
+            PUT_COLS(xr, k_v, X_OFF, kbase, nxt, p.Lk)
         }
         OUTER_ACC(acc, P_OFF, Y_OFF)
         barrier();
-        if (more) {                                   // visible after the next step's barrier
-            if (PREFETCH) { STORE_TILE(yr, Y_OFF, BC, NLC) }
-            else { COPY_TILE(v_v, Y_OFF, BC, NLC, kbase, nxt, p.Lk) }
+        if (more) {
+            if (ONE_COL) {                            // the next K, for the next dot products
+                PUT_COLS(xr, k_v, X_OFF, kbase, nxt, p.Lk)
+                barrier();
+            } else {                                  // visible after the next step's barrier
+                PUT_COLS(yr, v_v, Y_OFF, kbase, nxt, p.Lk)
+            }
         }
     }
 
@@ -204,16 +225,19 @@ void main() {
     const uint q0 = t * BR;
     const uint ntiles = key_tiles(q0, off);
     COPY_TILE(q_v, A_OFF, BR, NLR, qbase, q0, p.Lq)
-    COPY_TILE(do_v, B_OFF, BR, NLR, qbase, q0, p.Lq)
-    if (ntiles > 0u) {
-        COPY_TILE(k_v, X_OFF, BC, NLC, kbase, 0u, p.Lk)
+    vec4 dor[TR][TDV];               // ROW_REGS: this thread's share of the dO tile
+    if (ROW_REGS) { LOAD_ROWS(dor, do_v, qbase, q0, p.Lq) }
+    else { COPY_TILE(do_v, B_OFF, BR, NLR, qbase, q0, p.Lq) }
+    if (ntiles > 0u) {                // ONE_COL: V's turn comes first
+        if (!ONE_COL) { COPY_TILE(k_v, X_OFF, BC, NLC, kbase, 0u, p.Lk) }
         COPY_TILE(v_v, Y_OFF, BC, NLC, kbase, 0u, p.Lk)
     }
     barrier();
-    vec4 xr[NLC], yr[NLC];           // the next K and V tiles (PREFETCH)
+    vec4 xr[NLC], yr[NLC];           // the next K and V tiles (PREFETCH; ONE_COL: this step's K)
 
-    // This thread's rows: lse in base 2, and delta = rowsum(dO * O) (dO from shared memory, O
-    // from global; each of the TX threads of a row sums its vec4 columns, then they combine).
+    // This thread's rows: lse in base 2, and delta = rowsum(dO * O) (dO from shared memory, or
+    // its registers with ROW_REGS, O from global; each of the TX threads of a row sums its vec4
+    // columns, then they combine).
     float lse2[TR], dl[TR];
     [[unroll]] for (uint m = 0u; m < TR; m++) {
         const uint row = q0 + ty + TY * m;
@@ -222,7 +246,9 @@ void main() {
         if (row < p.Lq) {
             lse2[m] = lse_in[bh * p.Lq + row] * LOG2E;
             [[unroll]] for (uint j = 0u; j < TDV; j++) {
-                const vec4 a = sm[B_OFF + (ty + TY * m) * RS + tx + TX * j];
+                vec4 a;
+                if (ROW_REGS) a = dor[m][j];
+                else a = sm[B_OFF + (ty + TY * m) * RS + tx + TX * j];
                 const vec4 b = o_v[qbase + row * DV + tx + TX * j];
                 dl[m] = fma(a.w, b.w, fma(a.z, b.z, fma(a.y, b.y, fma(a.x, b.x, dl[m]))));
             }
@@ -252,15 +278,24 @@ void main() {
         // more, so the step has no branch around the prefetch.
         const bool more = ALWAYS_PREFETCH || jt + 1u < ntiles;
         const uint nxt = jt + 1u < ntiles ? kv0 + BC : kv0;
-        if (PREFETCH && more) {
+        if (PREFETCH && ONE_COL) {
+            LOAD_TILE(xr, k_v, BC, NLC, kbase, kv0, p.Lk)
+        } else if (PREFETCH && more) {
             LOAD_TILE(xr, k_v, BC, NLC, kbase, nxt, p.Lk)
             LOAD_TILE(yr, v_v, BC, NLC, kbase, nxt, p.Lk)
         }
         float s[TR][TC], dp[TR][TC];
         [[unroll]] for (uint m = 0u; m < TR; m++)
             [[unroll]] for (uint c = 0u; c < TC; c++) { s[m][c] = 0.0; dp[m][c] = 0.0; }
-        DOT_BLOCK(s, A_OFF, X_OFF)
-        DOT_BLOCK(dp, B_OFF, Y_OFF)
+        if (!ONE_COL) { DOT_BLOCK(s, A_OFF, X_OFF) }
+        if (ROW_REGS) { DOT_REGS(dp, dor, Y_OFF) } else { DOT_BLOCK(dp, B_OFF, Y_OFF) }
+        if (ONE_COL) {                                // V's turn is over: this step's K
+            barrier();
+            PUT_COLS(xr, k_v, X_OFF, kbase, kv0, p.Lk)
+            barrier();
+            if (PREFETCH && more) { LOAD_TILE(yr, v_v, BC, NLC, kbase, nxt, p.Lk) }
+            DOT_BLOCK(s, A_OFF, X_OFF)
+        }
 
         // dS = P (dP - delta), P = 0 where masked. Keys past Lk are zero rows of K and V and
         // would add nothing to dQ, but are masked too: a row's lse may be -inf (no allowed key)
@@ -280,15 +315,14 @@ void main() {
             [[unroll]] for (uint c = 0u; c < TC; c++) s[m][c] *= dp[m][c] - dl[m];
         WRITE_BLOCK_T(s, P_OFF)
         barrier();
-        if (more) {                                   // V is read only by the dot products
-            if (PREFETCH) { STORE_TILE(yr, Y_OFF, BC, NLC) }
-            else { COPY_TILE(v_v, Y_OFF, BC, NLC, kbase, nxt, p.Lk) }
+        if (!ONE_COL && more) {                       // V is read only by the dot products
+            PUT_COLS(yr, v_v, Y_OFF, kbase, nxt, p.Lk)
         }
         OUTER_ACC(acc, P_OFF, X_OFF)
         barrier();
         if (more) {
-            if (PREFETCH) { STORE_TILE(xr, X_OFF, BC, NLC) }
-            else { COPY_TILE(k_v, X_OFF, BC, NLC, kbase, nxt, p.Lk) }
+            if (ONE_COL) { PUT_COLS(yr, v_v, Y_OFF, kbase, nxt, p.Lk) }   // the next V
+            else { PUT_COLS(xr, k_v, X_OFF, kbase, nxt, p.Lk) }
             barrier();
         }
     }
@@ -312,7 +346,8 @@ void main() {
     COPY_TILE(v_v, B_OFF, BR, NLR, kbase, kv0, p.Lk)
     // Query columns past Lq load as zero rows of Q and dO with lse = delta = 0: their P is
     // finite and every term they add (P dO, dS Q with dS = P (0 - 0)) is zero.
-    vec4 xr[NLC], yr[NLC];           // the next Q and dO tiles (PREFETCH)
+    vec4 xr[NLC], yr[NLC];           // the next Q and dO tiles (PREFETCH; ONE_COL: this step's
+                                     // dO, then its Q again, then the next Q)
     float lr[NLS], dr[NLS];          // ... and their lse * log2(e), delta
 #define LOAD_STATS(q0_)                                                                        \
     [[unroll]] for (uint l = 0u; l < NLS; l++) {                                                \
@@ -333,7 +368,7 @@ void main() {
     }
 #define COPY_COLS(q0_)                                                                         \
     COPY_TILE(q_v, X_OFF, BC, NLC, qbase, q0_, p.Lq)                                            \
-    COPY_TILE(do_v, Y_OFF, BC, NLC, qbase, q0_, p.Lq)                                           \
+    if (!ONE_COL) { COPY_TILE(do_v, Y_OFF, BC, NLC, qbase, q0_, p.Lq) }                         \
     LOAD_STATS(q0_)                                                                             \
     STORE_STATS()
     if (i0 < nq) { COPY_COLS(i0 * BC) }
@@ -347,7 +382,9 @@ void main() {
         const uint q0 = it * BC;
         const bool more = ALWAYS_PREFETCH || it + 1u < nq;
         const uint nxt = it + 1u < nq ? q0 + BC : q0;
-        if (PREFETCH && more) {
+        if (PREFETCH && ONE_COL) {
+            LOAD_TILE(yr, do_v, BC, NLC, qbase, q0, p.Lq)
+        } else if (PREFETCH && more) {
             LOAD_TILE(xr, q_v, BC, NLC, qbase, nxt, p.Lq)
             LOAD_TILE(yr, do_v, BC, NLC, qbase, nxt, p.Lq)
             LOAD_STATS(nxt)
@@ -356,6 +393,12 @@ void main() {
         [[unroll]] for (uint m = 0u; m < TR; m++)
             [[unroll]] for (uint c = 0u; c < TC; c++) { s[m][c] = 0.0; dp[m][c] = 0.0; }
         DOT_BLOCK(s, A_OFF, X_OFF)
+        if (ONE_COL) {                                // Q's first turn is over: this step's dO
+            barrier();
+            PUT_COLS(yr, do_v, Y_OFF, qbase, q0, p.Lq)
+            barrier();
+            if (PREFETCH) { LOAD_TILE(xr, q_v, BC, NLC, qbase, q0, p.Lq) }   // Q again, for dK
+        }
         DOT_BLOCK(dp, B_OFF, Y_OFF)
 
         // P^T and dS^T; causal pairs (key k, query q) with k > q + off are zero. A query row
@@ -378,12 +421,21 @@ void main() {
         WRITE_BLOCK_T(dp, S_OFF)
         barrier();
         OUTER_ACC(dv, P_OFF, Y_OFF)
+        if (ONE_COL) {                                // dO's turn is over: Q's second
+            barrier();
+            PUT_COLS(xr, q_v, X_OFF, qbase, q0, p.Lq)
+            barrier();
+            if (PREFETCH && more) {
+                LOAD_TILE(xr, q_v, BC, NLC, qbase, nxt, p.Lq)
+                LOAD_STATS(nxt)
+            }
+        }
         OUTER_ACC(dk, S_OFF, X_OFF)
         barrier();
         if (more) {
             if (PREFETCH) {
                 STORE_TILE(xr, X_OFF, BC, NLC)
-                STORE_TILE(yr, Y_OFF, BC, NLC)
+                if (!ONE_COL) { STORE_TILE(yr, Y_OFF, BC, NLC) }
                 STORE_STATS()
             } else {
                 COPY_COLS(nxt)

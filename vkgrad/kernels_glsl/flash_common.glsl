@@ -24,6 +24,18 @@
 // row group ty as one vec4: only the thread that writes a slot's rows reads them back (any
 // mapping of rows to slots works; this one makes the block writes and reads vec4).
 //
+// ONE_COL: the two column tiles a step reads (K and V; Q and dO in the dK/dV kernel) take turns
+// in one shared buffer (Y_OFF == X_OFF), each loaded when the product that reads it begins, at
+// the price of two more barriers per step (the dK/dV kernel loads its Q tile twice per step).
+// At D = 128 that is what lets 64-query forward tiles and 128-thread workgroups fit 48 KiB.
+//
+// ROW_REGS: a row tile (the forward's Q, the dQ kernel's dO) stays in registers instead of shared
+// memory, in the accumulators' layout (thread (ty, tx): rows ty + TY*m, D vec4s tx + TX*j), and
+// its dot products are DOT_REGS: each thread dots its share of D with every column of the tile,
+// and the row group sums the partials over subgroup shuffles. It frees a row tile of shared
+// memory and loads each column vec4 once per TR*4 fmas; it costs TR*BC partials in registers and
+// TR*BC/TX*(TX-1) shuffles per product, and needs subgroups of at least TX lanes.
+//
 // Dot products over D are written as four explicit fma()s per vec4 pair (dot() would add a
 // separate multiply and add per term on some compilers).
 
@@ -39,6 +51,8 @@ SPEC_CONST(3) uint TR = 4;                // rows per thread, a multiple of 4
 SPEC_CONST(4) uint TX = 8;                // threads per row group, a power of two
 SPEC_CONST(5) bool PREFETCH = true;       // next column tile loads into registers early
 SPEC_CONST(6) bool ALWAYS_PREFETCH = false;  // ... on every step: no branch around it
+SPEC_CONST(7) bool ONE_COL = false;       // one column tile in shared memory at a time (below)
+SPEC_CONST(8) bool ROW_REGS = false;      // the forward's Q, the dQ kernel's dO in registers
 
 const uint D = HEAD_DIM;
 const uint DV = D / 4u;                   // vec4s per row
@@ -137,6 +151,12 @@ float fa_add(float a, float b) { return a + b; }
         }                                                                                       \
     }
 
+// The column tile of `buf` from row col0 on -> the shared tile at OFF: from the registers `reg`
+// it was prefetched into (PREFETCH), or straight from global memory.
+#define PUT_COLS(reg, buf, OFF, base, col0, ncols)                                           \
+    if (PREFETCH) { STORE_TILE(reg, OFF, BC, NLC) }                                             \
+    else { COPY_TILE(buf, OFF, BC, NLC, base, col0, ncols) }
+
 // acc[m][c] += sum over d of R[row m][d] * C[column c][d], R the row tile at ROFF, C the column
 // tile at COFF. Per vec4 of D: TR + TC shared loads, 4 TR TC fmas.
 #define DOT_BLOCK(acc, ROFF, COFF)                                                             \
@@ -148,6 +168,50 @@ float fa_add(float a, float b) { return a + b; }
             [[unroll]] for (uint c_ = 0u; c_ < TC; c_++)                                        \
                 acc[m_][c_] = fma(a_[m_].w, b_[c_].w, fma(a_[m_].z, b_[c_].z,                   \
                               fma(a_[m_].y, b_[c_].y, fma(a_[m_].x, b_[c_].x, acc[m_][c_])))); \
+    }
+
+// This thread's share of rows row0 + ty + TY*m, D vec4s tx + TX*j, of the global [*][D] array at
+// vec4 `base` -> reg[m][j] (zeros past `nrows`).
+#define LOAD_ROWS(reg, buf, base, row0, nrows)                                                 \
+    [[unroll]] for (uint m_ = 0u; m_ < TR; m_++) {                                              \
+        const uint r_ = (row0) + ty + TY * m_;                                                  \
+        [[unroll]] for (uint j_ = 0u; j_ < TDV; j_++) {                                         \
+            reg[m_][j_] = vec4(0.0);                                                            \
+            if (r_ < (nrows)) reg[m_][j_] = buf[(base) + r_ * DV + tx + TX * j_];               \
+        }                                                                                       \
+    }
+
+// acc[m][c] += sum over d of R[row m][d] * C[column c][d] as DOT_BLOCK, with R in registers
+// (`reg`, LOAD_ROWS's layout). Per column vec4: one shared load, 4 TR fmas into the partials
+// pt_[m][column]. Then the TX threads of the row group reduce-scatter the partials by recursive
+// halving: at offset o a thread keeps the half of its columns whose lane slot (column % TX)
+// agrees with its own tx in bit o, adding the partner's partials for them, so at the end it
+// holds the sums of its own columns tx + TX*c. Every sum has a fixed order. Uniform control
+// flow only; TX <= the subgroup size.
+#define DOT_REGS(acc, reg, COFF)                                                               \
+    {                                                                                           \
+        float pt_[TR][BC];                                                                      \
+        [[unroll]] for (uint cc_ = 0u; cc_ < BC; cc_++) {                                       \
+            [[unroll]] for (uint m_ = 0u; m_ < TR; m_++) pt_[m_][cc_] = 0.0;                    \
+            [[unroll]] for (uint j_ = 0u; j_ < TDV; j_++) {                                     \
+                const vec4 b_ = sm[(COFF) + cc_ * RS + tx + TX * j_];                           \
+                [[unroll]] for (uint m_ = 0u; m_ < TR; m_++)                                    \
+                    pt_[m_][cc_] = fma(reg[m_][j_].w, b_.w, fma(reg[m_][j_].z, b_.z,            \
+                        fma(reg[m_][j_].y, b_.y, fma(reg[m_][j_].x, b_.x, pt_[m_][cc_]))));     \
+            }                                                                                   \
+        }                                                                                       \
+        [[unroll]] for (uint o_ = TX >> 1u; o_ > 0u; o_ >>= 1u) {                               \
+            const bool up_ = (tx & o_) != 0u;                                                   \
+            [[unroll]] for (uint c_ = 0u; c_ < TC; c_++)                                        \
+                [[unroll]] for (uint j_ = 0u; j_ < o_; j_++)                                    \
+                    [[unroll]] for (uint m_ = 0u; m_ < TR; m_++) {                              \
+                        const float lo_ = pt_[m_][TX * c_ + j_], hi_ = pt_[m_][TX * c_ + j_ + o_]; \
+                        pt_[m_][TX * c_ + j_] = (up_ ? hi_ : lo_)                               \
+                                              + subgroupShuffleXor(up_ ? lo_ : hi_, o_);        \
+                    }                                                                           \
+        }                                                                                       \
+        [[unroll]] for (uint m_ = 0u; m_ < TR; m_++)                                            \
+            [[unroll]] for (uint c_ = 0u; c_ < TC; c_++) acc[m_][c_] += pt_[m_][TX * c_];       \
     }
 
 // The thread's [TR][TC] block -> the transposed block at OFF: column c, slot ty + TY*i.

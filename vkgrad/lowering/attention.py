@@ -32,24 +32,36 @@ memory for 4*TR*BC/TX fmas; per column the outer products (O, dQ, dK, dV) load T
 vec4s for TR*D/TX fmas. Shared memory holds the row tiles and the streamed column tiles
 ([*][D], rows padded to D/4+1 vec4s) and the transposed P or dS block ([BC][BR/4+1] vec4s); it
 is what limits the tiles: the H200's Vulkan driver, like most, offers 48 KiB per workgroup,
-lavapipe 32 KiB. The planner takes the first tile of TILES[mode] that fits (TX capped at D/4):
+lavapipe 32 KiB. With `one_col` (the shader's ONE_COL) the two column tiles of a step take turns
+in one buffer: two more barriers per step (and in the dK/dV kernel a second load of the Q tile),
+for one column tile less of shared memory, which at D = 128 is what makes room for 64-query
+forward tiles and 128 threads in every kernel. With `row_regs` (ROW_REGS; the forward and the dQ
+kernel) the forward's Q tile, or the dQ kernel's dO tile, stays in registers, split over D
+across the row group, and S (or dP) is summed over subgroup shuffles: a row tile less of shared
+memory and one shared load per 4*TR fmas, for TR*BC partials in registers; it needs subgroups of
+at least TX lanes, and so far only the sweep's ALTERNATIVES use it. The planner takes the first
+tile of TILES[mode] that fits (TX capped at D/4):
 
-| mode | BR x BC | TR | TX | thr | shared bytes, D = 16 / 32 / 64 / 128 | 48 KiB: D | 32 KiB: D |
-| ---- | ------- | -- | -- | --- | ------------------------------------ | --------- | --------- |
-| fwd  | 64 x 32 |  4 |  8 | 128 | 18944 / 27136 / 43520 / 76288        | 16,32,64  | 16,32     |
-| fwd  | 32 x 32 |  4 |  8 |  64 |   -   /   -   / 30720 / 55296        |           | 64        |
-| fwd  | 32 x 16 |  4 |  8 |  64 |   -   /   -   /   -   / 36096        | 128       |           |
-| fwd  | 16 x 16 |  4 |  8 |  32 |   -   /   -   /   -   / 26624        |           | 128       |
-| dq   | 32 x 32 |  4 |  8 |  64 | 14848 / 23040 / 39424 / 72192        | 16,32,64  | 16,32     |
-| dq   | 32 x 16 |  4 |  8 |  64 |   -   /   -   / 28416 / 52992        |           | 64        |
-| dq   | 16 x 16 |  4 |  8 |  32 |   -   /   -   /   -   / 35072        | 128       |           |
-| dq   | 16 x 8  |  4 |  8 |  32 |   -   /   -   /   -   / 25984        |           | 128       |
-| dkdv | 32 x 32 |  4 |  8 |  64 | 19712 / 27904 / 44288 / 77056        | 16,32,64  | 16,32     |
-| dkdv | 32 x 16 |  4 |  8 |  64 |   -   /   -   / 30848 / 55424        |           | 64        |
-| dkdv | 16 x 16 |  4 |  8 |  32 |   -   /   -   /   -   / 36480        | 128       |           |
-| dkdv | 16 x 8  |  4 |  8 |  32 |   -   /   -   /   -   / 26688        |           | 128       |
+| mode | BR x BC | TR | TX | one_col | thr | shared bytes, D = 16 / 32 / 64 / 128 | 48 KiB: D | 32 KiB: D |
+| ---- | ------- | -- | -- | ------- | --- | ------------------------------------ | --------- | --------- |
+| fwd  | 64 x 32 |  4 |  8 |         | 128 | 18944 / 27136 / 43520 / 76288        | 16,32,64  | 16,32     |
+| fwd  | 32 x 32 |  4 |  8 |         |  64 | 12288 / 18432 / 30720 / 55296        |           | 64        |
+| fwd  | 64 x 16 |  4 |  8 | yes     | 128 | 10752 / 15872 / 26112 / 46592        | 128       |           |
+| fwd  | 32 x 16 |  4 |  8 |         |  64 |  7424 / 11520 / 19712 / 36096        |           |           |
+| fwd  | 16 x 16 |  4 |  8 |         |  32 |  5120 /  8192 / 14336 / 26624        |           | 128       |
+| dq   | 64 x 16 |  4 |  8 |         | 128 | 17152 / 27392 / 47872 / 88832        | 16,32,64  | 16,32     |
+| dq   | 32 x 16 |  4 |  8 |         |  64 |  9984 / 16128 / 28416 / 52992        |           | 64        |
+| dq   | 32 x 16 |  4 | 16 | yes     | 128 |  8704 / 13824 / 24064 / 44544        | 128       |           |
+| dq   | 16 x 8  |  4 |  8 |         |  32 |  4480 /  7552 / 13696 / 25984        |           | 128       |
+| dkdv | 64 x 8  |  4 |  8 |         | 128 | 15936 / 25152 / 43584 / 80448        | 16,32,64  | 16,32     |
+| dkdv | 32 x 16 |  4 |  8 |         |  64 | 12416 / 18560 / 30848 / 55424        |           | 64        |
+| dkdv | 32 x 16 |  4 | 16 | yes     | 128 | 11136 / 16256 / 26496 / 46976        | 128       |           |
+| dkdv | 16 x 8  |  4 |  8 |         |  32 |  5184 /  8256 / 14400 / 26688        |           | 128       |
 
-(TX is 4 at D = 16.) Why these, for D = 64 on the H200 (the reasoning they were designed by;
+(TX is 4 at D = 16; TILES also has a 16 x 8 forward and a 16 x 16 tile for each backward kernel,
+for devices with less shared memory.) The backward kernels cannot take 64-row tiles at D = 128:
+their two row tiles alone (Q and dO, or K and V) are 66 KiB. Why these, for D = 64 on the H200
+(the reasoning they were designed by;
 `bench/bench_attention.py --sweep --stats` times every variant of ALTERNATIVES and prints the
 driver's register counts, and BENCHMARKS.md has what it measured):
 - per thread, the forward holds a 4x4 S block and a 4x8 O block, the dQ kernel 4x4 S and dP
@@ -108,6 +120,8 @@ class FlashTile:
     always_prefetch: bool = False   # ... on every step (the last reloads its own): no branch
     unroll: int | None = None   # step loops: 1 unrolled, 0 rolled, 2 the driver's choice;
                                 # None: the Target's unroll_loops
+    one_col: bool = False   # the column tiles take turns in one shared buffer (ONE_COL)
+    row_regs: bool = False  # the forward's Q, the dQ kernel's dO in registers (ROW_REGS)
 
     @property
     def threads(self) -> int:
@@ -115,9 +129,11 @@ class FlashTile:
 
     def shared_bytes(self, mode: str, d: int) -> int:
         rs, psr = d // 4 + 1, self.br // 4 + 1            # padded row strides, in vec4s
-        vec4s = {"fwd": self.br * rs + 2 * self.bc * rs + self.bc * psr,
-                 "dq": 2 * self.br * rs + 2 * self.bc * rs + self.bc * psr,
-                 "dkdv": 2 * self.br * rs + 2 * self.bc * rs + 2 * self.bc * psr}[mode]
+        cols = (1 if self.one_col else 2) * self.bc * rs  # the streamed column tiles
+        rows = (0 if self.row_regs else 1) * self.br * rs  # the row tile ROW_REGS keeps out
+        vec4s = {"fwd": rows + cols + self.bc * psr,
+                 "dq": self.br * rs + rows + cols + self.bc * psr,
+                 "dkdv": 2 * self.br * rs + cols + 2 * self.bc * psr}[mode]
         return 16 * vec4s + (8 * self.bc if mode == "dkdv" else 0)
 
     def problem(self, mode: str, d: int, target=None) -> str | None:
@@ -130,6 +146,11 @@ class FlashTile:
         if self.unroll not in (None, 0, 1, 2):
             return f"unroll = {self.unroll!r} must be None, 0, 1 or 2"
         target = target_of(target)
+        if self.row_regs and mode == "dkdv":
+            return "row_regs keeps the forward's Q or the dQ kernel's dO in registers; dK/dV has none"
+        if self.row_regs and not (target.subgroup_size or 0) >= tx:
+            return (f"row_regs needs subgroups of at least TX = {tx} lanes; the device's are "
+                    f"{target.subgroup_size or 'not reported'}")
         shared, limit = target.max_shared_memory, target.max_workgroup_invocations
         if self.shared_bytes(mode, d) > shared:
             return (f"needs {self.shared_bytes(mode, d)} bytes of shared memory; "
@@ -145,46 +166,135 @@ class FlashTile:
 # 5664 us instead of 6085 at L4096; dQ with 64 x 16 tiles (146 registers, 4 warps) 7138 us
 # instead of 18325 with 32 x 32 (238 registers); dK/dV with 64 x 8 tiles (165 registers) 11773 us
 # instead of 23623 with 32 x 32 (254 registers).
+# The ONE_COL tiles are what 48 KiB takes at D = 128 (with two column buffers the tiles there
+# shrink to 32 x 16 / 16 x 16 / 16 x 16 with 64 / 32 / 32 threads); they come after every tile
+# that fits at D <= 64, so they change no smaller head dim and nothing on lavapipe (32 KiB). Not
+# yet timed on the H200: bench/bench_attention.py --sweep times them against ALTERNATIVES[128].
 TILES = {
-    "fwd": (FlashTile(64, 32, unroll=0), FlashTile(32, 32), FlashTile(32, 16),
+    "fwd": (FlashTile(64, 32, unroll=0), FlashTile(32, 32),
+            FlashTile(64, 16, unroll=0, one_col=True), FlashTile(32, 16),
             FlashTile(16, 16), FlashTile(16, 8)),
-    "dq": (FlashTile(64, 16), FlashTile(32, 16), FlashTile(16, 16), FlashTile(16, 8)),
-    "dkdv": (FlashTile(64, 8), FlashTile(32, 16), FlashTile(16, 16), FlashTile(16, 8)),
+    "dq": (FlashTile(64, 16), FlashTile(32, 16), FlashTile(32, 16, tx=16, one_col=True),
+           FlashTile(16, 16), FlashTile(16, 8)),
+    "dkdv": (FlashTile(64, 8), FlashTile(32, 16), FlashTile(32, 16, tx=16, one_col=True),
+             FlashTile(16, 16), FlashTile(16, 8)),
 }
 
-# What bench/bench_attention.py --sweep also times (D=64 on a 48 KiB device), each for a reason.
-# The first sweep's lesson: fewer registers (more warps) beat larger per-thread blocks, and
-# rolled step loops cut the forward's registers 176 -> 156; so rolled variants of the chosen
-# tiles, and a 128-row forward tile (more reuse of each streamed tile) with rolled loops.
+
+def _one(br, bc, **kw):
+    return FlashTile(br, bc, one_col=True, **kw)
+
+
+def _regs(br, bc, **kw):
+    return FlashTile(br, bc, row_regs=True, **kw)
+
+
+# What bench/bench_attention.py --sweep also times, per head dim (on a 48 KiB device), each for
+# a reason. The first sweep's lesson (D = 64): fewer registers (more warps) beat larger
+# per-thread blocks, and rolled step loops cut the forward's registers 176 -> 156; so rolled
+# variants of the chosen tiles, and a 128-row forward tile (more reuse of each streamed tile)
+# with rolled loops. ONE_COL tiles need less shared memory (more workgroups per multiprocessor)
+# for two more barriers per step; ROW_REGS tiles free the row tile too, and load each column
+# vec4 once per 4 TR fmas, for TR*BC partials in registers and the shuffles that sum them.
 ALTERNATIVES = {
-    "fwd": {
-        "64x16_4x8_rolled": FlashTile(64, 16, unroll=0),
-        "128x8_4x8_rolled": FlashTile(128, 8, unroll=0),
-        "64x32_4x8_rolled_noprefetch": FlashTile(64, 32, unroll=0, prefetch=False),
-        "64x32_4x8_noprefetch": FlashTile(64, 32, prefetch=False),   # registers vs latency
-        "64x32_8x8": FlashTile(64, 32, tr=8),                       # S 8x4, O 8x8: 2 warps
-        "64x16_4x4": FlashTile(64, 16, tx=4),                       # O 4x16, BC 16: 2 warps
-        "32x32_4x8": FlashTile(32, 32),                             # twice the workgroups
-        "64x32_8x4": FlashTile(64, 32, tr=8, tx=4),                 # S 8x8, O 8x16: 1 warp
+    32: {   # the LM small preset (B32 H8 L256, causal): 4 query tiles per head at BR = 64
+        "fwd": {
+            "128x32_4x8_rolled": FlashTile(128, 32, unroll=0),          # 256 threads
+            "64x16_4x8_rolled": FlashTile(64, 16, unroll=0),
+            "32x32_4x8_rolled": FlashTile(32, 32, unroll=0),            # twice the workgroups
+            "64x32_4x8": FlashTile(64, 32),
+            "128x16_4x8_rowregs_rolled": _regs(128, 16, unroll=0),      # 256 threads
+        },
+        "dq": {
+            "64x32_4x8": FlashTile(64, 32),                             # 35.5 KiB
+            "64x16_4x8_rowregs": _regs(64, 16),
+            "64x16_4x8_rolled": FlashTile(64, 16, unroll=0),
+            "32x32_4x8": FlashTile(32, 32),
+            "32x16_4x8": FlashTile(32, 16),
+        },
+        "dkdv": {
+            "64x16_4x8": FlashTile(64, 16),                             # 31.1 KiB
+            "64x32_4x8": FlashTile(64, 32),                             # 44.3 KiB
+            "64x8_4x8_rolled": FlashTile(64, 8, unroll=0),
+            "32x32_4x8": FlashTile(32, 32),
+        },
     },
-    "dq": {
-        "64x16_4x8_rolled": FlashTile(64, 16, unroll=0),
-        "64x8_4x8": FlashTile(64, 8),
-        "64x8_4x8_rolled": FlashTile(64, 8, unroll=0),
-        "32x32_4x8_noprefetch": FlashTile(32, 32, prefetch=False),
-        "64x16_4x8": FlashTile(64, 16),                             # 47.9 KiB, 4 warps
-        "64x16_4x4": FlashTile(64, 16, tx=4),                       # S 4x4, dQ 4x16
-        "32x32_8x8": FlashTile(32, 32, tr=8),                       # S 8x4, dQ 8x8: 1 warp
-        "32x16_4x8": FlashTile(32, 16),
+    64: {
+        "fwd": {
+            "64x16_4x8_rolled": FlashTile(64, 16, unroll=0),
+            "128x8_4x8_rolled": FlashTile(128, 8, unroll=0),
+            "64x32_4x8_rolled_noprefetch": FlashTile(64, 32, unroll=0, prefetch=False),
+            "64x32_4x8_noprefetch": FlashTile(64, 32, prefetch=False),   # registers vs latency
+            "64x32_8x8": FlashTile(64, 32, tr=8),                       # S 8x4, O 8x8: 2 warps
+            "64x16_4x4": FlashTile(64, 16, tx=4),                       # O 4x16, BC 16: 2 warps
+            "32x32_4x8": FlashTile(32, 32),                             # twice the workgroups
+            "64x32_8x4": FlashTile(64, 32, tr=8, tx=4),                 # S 8x8, O 8x16: 1 warp
+            "64x32_4x8_onecol_rolled": _one(64, 32, unroll=0),          # 34 KiB: 6 per SM
+            "128x16_4x8_onecol_rolled": _one(128, 16, unroll=0),        # 46.5 KiB, 8 warps
+            "64x16_4x8_rowregs_rolled": _regs(64, 16, unroll=0),        # 12.8 KiB
+            "128x16_4x8_rowregs_rolled": _regs(128, 16, unroll=0),      # 256 threads
+        },
+        "dq": {
+            "64x16_4x8_rolled": FlashTile(64, 16, unroll=0),
+            "64x8_4x8": FlashTile(64, 8),
+            "64x8_4x8_rolled": FlashTile(64, 8, unroll=0),
+            "32x32_4x8_noprefetch": FlashTile(32, 32, prefetch=False),
+            "64x16_4x8": FlashTile(64, 16),                             # 47.9 KiB, 4 warps
+            "64x16_4x4": FlashTile(64, 16, tx=4),                       # S 4x4, dQ 4x16
+            "32x32_8x8": FlashTile(32, 32, tr=8),                       # S 8x4, dQ 8x8: 1 warp
+            "32x16_4x8": FlashTile(32, 16),
+            "64x16_4x8_onecol": _one(64, 16),                           # 42.5 KiB
+            "64x16_4x8_rowregs": _regs(64, 16),                         # 29.8 KiB
+            "64x32_4x16_rowregs": _regs(64, 32, tx=16),                 # 42.5 KiB, 256 threads
+        },
+        "dkdv": {
+            "64x8_4x8_rolled": FlashTile(64, 8, unroll=0),
+            "64x8_4x8_noprefetch": FlashTile(64, 8, prefetch=False),
+            "32x32_4x8_noprefetch": FlashTile(32, 32, prefetch=False),
+            "32x32_8x8": FlashTile(32, 32, tr=8),                       # dK, dV 8x8: 1 warp
+            "32x32_4x4": FlashTile(32, 32, tx=4),                       # S 4x8, dK, dV 4x16
+            "32x16_4x8": FlashTile(32, 16),
+            "64x8_4x8": FlashTile(64, 8),                               # 43.5 KiB, 4 warps
+            "64x8_4x8_onecol": _one(64, 8),                             # 40.4 KiB
+            "64x16_4x8_onecol": _one(64, 16),                           # 46.9 KiB, BC 16
+        },
     },
-    "dkdv": {
-        "64x8_4x8_rolled": FlashTile(64, 8, unroll=0),
-        "64x8_4x8_noprefetch": FlashTile(64, 8, prefetch=False),
-        "32x32_4x8_noprefetch": FlashTile(32, 32, prefetch=False),
-        "32x32_8x8": FlashTile(32, 32, tr=8),                       # dK, dV 8x8: 1 warp
-        "32x32_4x4": FlashTile(32, 32, tx=4),                       # S 4x8, dK, dV 4x16
-        "32x16_4x8": FlashTile(32, 16),
-        "64x8_4x8": FlashTile(64, 8),                               # 43.5 KiB, 4 warps
+    128: {  # planner: 64 x 16 (128 threads), 32 x 16 (128), 32 x 16 (128), all ONE_COL
+        "fwd": {
+            "64x16_4x8_onecol": _one(64, 16),                           # unrolled steps
+            "64x16_4x16_onecol_rolled": _one(64, 16, tx=16, unroll=0),  # 256 threads, O 4x8
+            "64x16_4x16_onecol": _one(64, 16, tx=16),
+            "64x16_4x8_onecol_rolled_noprefetch": _one(64, 16, unroll=0, prefetch=False),
+            "64x8_4x8_onecol_rolled": _one(64, 8, unroll=0),            # 39.3 KiB: S 4x1
+            "32x32_4x16_onecol_rolled": _one(32, 32, tx=16, unroll=0),  # 37.5 KiB, 128 threads
+            "32x32_4x8_onecol_rolled": _one(32, 32, unroll=0),          # 64 threads
+            "32x16_4x8": FlashTile(32, 16),                             # the planner's before
+            "64x16_4x16_rowregs": _regs(64, 16, tx=16),                 # 20.8 KiB, 256 threads
+            "64x16_4x16_rowregs_onecol": _regs(64, 16, tx=16, one_col=True),   # 12.5 KiB
+            "32x16_4x16_rowregs": _regs(32, 16, tx=16),                 # 128 threads
+            "64x8_4x8_rowregs_rolled": _regs(64, 8, unroll=0),          # Q 4x16 in registers
+        },
+        "dq": {
+            "32x16_4x16_onecol_rolled": _one(32, 16, tx=16, unroll=0),
+            "32x16_4x16_onecol_noprefetch": _one(32, 16, tx=16, prefetch=False),
+            "32x16_4x8_onecol": _one(32, 16),                           # 64 threads, dQ 4x16
+            "32x8_4x8": FlashTile(32, 8),                               # 42.4 KiB, 64 threads
+            "32x8_4x8_onecol": _one(32, 8),                             # 38.3 KiB: 5 per SM
+            "16x16_4x16_onecol": _one(16, 16, tx=16),                   # 26 KiB, 64 threads
+            "16x16_4x8": FlashTile(16, 16),                             # the planner's before
+            "64x16_4x16_rowregs_onecol": _regs(64, 16, tx=16, one_col=True),   # 64 queries
+            "64x8_4x8_rowregs_onecol": _regs(64, 8, one_col=True),      # 39.2 KiB, 128 threads
+            "32x16_4x16_rowregs": _regs(32, 16, tx=16),                 # 35.2 KiB
+        },
+        "dkdv": {
+            "32x16_4x16_onecol_rolled": _one(32, 16, tx=16, unroll=0),
+            "32x16_4x16_onecol_noprefetch": _one(32, 16, tx=16, prefetch=False),
+            "32x16_4x8_onecol": _one(32, 16),                           # 64 threads
+            "32x8_4x8": FlashTile(32, 8),                               # 43.6 KiB, 64 threads
+            "32x8_4x8_onecol": _one(32, 8),                             # 39.4 KiB: 5 per SM
+            "16x16_4x16_onecol": _one(16, 16, tx=16),                   # 27.4 KiB, 64 threads
+            "16x16_4x8": FlashTile(16, 16),                             # the planner's before
+        },
     },
 }
 
@@ -223,7 +333,7 @@ def _launch(mode, BH, Lq, Lk, D, causal, scale, target, tile) -> Launch:
                   push=(Lq, Lk, BH, tiles, groups, float(scale * _LOG2E), float(scale),
                         int(bool(causal))),
                   spec=(tile.threads, tile.br, tile.bc, tile.tr, tile.tx, bool(tile.prefetch),
-                        bool(tile.always_prefetch)),
+                        bool(tile.always_prefetch), bool(tile.one_col), bool(tile.row_regs)),
                   defines=(("HEAD_DIM", D), ("MODE", MODES[mode]),
                            ("UNROLL_STEPS", int(unroll))))
 
