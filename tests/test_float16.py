@@ -16,6 +16,8 @@ import vkgrad.numpy as vnp
 from vkgrad.ir.core import print_program
 from vkgrad.ir.parser import parse_program
 from vkgrad.lowering.fusion import widen_halves
+from vkgrad.pipeline import Options, run_stages
+from vkgrad.target import Target
 
 f16, bf16, f32 = vnp.float16, vnp.bfloat16, vnp.float32
 
@@ -275,3 +277,24 @@ def test_widen_halves_converts_around_kernels_that_take_f32():
     x = [np.linspace(-1, 1, 165).reshape(5, 33).astype(f16), np.full((33, 7), 0.25, f16)]
     for a, b in zip(vg.run_program(parse_program(WIDEN_IN), *x), vg.run_program(out, *x)):
         np.testing.assert_array_equal(a, b)      # the same values: the interpreter widens too
+
+
+def test_a_fused_kernel_keeps_16_bit_intermediates_in_f32_and_rounds_where_they_leave():
+    """Excess precision, XLA's GPU default (docs/kernels.md, "16-bit storage"): inside one
+    generated kernel a bf16 intermediate keeps its f32 value; it is rounded at an explicit
+    convert and where it is stored. (1.5 + 256) - 256 in bf16: the interpreter rounds 257.5 to
+    258 (bf16 keeps 8 bits) and gives 2; the kernel gives 1.5. The shader rounds only at the
+    convert."""
+    def f(x):
+        return (x + 256.0) - 256.0, (x.astype(f32) + 0.25).astype(bf16)
+
+    x = np.array([1.5, -1.5], bf16)
+    on_vulkan = vg.jit(f, backend="vulkan")(x)
+    on_numpy = vg.jit(f, backend="numpy")(x)
+    np.testing.assert_array_equal(np.asarray(on_vulkan[0], np.float32), [1.5, -1.5])
+    np.testing.assert_array_equal(np.asarray(on_numpy[0], np.float32), [2.0, -2.0])
+    for got in (on_vulkan[1], on_numpy[1]):      # 1.75 and -1.25 are bf16 values
+        np.testing.assert_array_equal(np.asarray(got, np.float32), [1.75, -1.25])
+    glsl = run_stages(vg.make_ir(f)(x), "glsl", Options(target=Target.h200()))["glsl"]
+    text = glsl.text() if hasattr(glsl, "text") else str(glsl)
+    assert text.count("vkg_round_bf16(") - text.count("float vkg_round_bf16(") == 1

@@ -10,10 +10,13 @@ Shapes are static, so sizes and strides are compile-time constants in the source
 folds the index arithmetic); a distinct shape is a distinct shader, compiled once and cached.
 
 16-bit floats (f16, bf16) live two to a 32-bit word (kernels_glsl/half.glsl): a read unpacks
-its element, every value computes in f32 and is rounded to its 16-bit dtype where an eqn makes
-it (what the interpreter computes). Two threads must not write halves of one word, so a kernel
-with a 16-bit output gives each thread two neighbouring elements (`PAIR`): it computes both,
-stores its 32-bit outputs one by one and each 16-bit output as one packed word.
+its element and every value computes in f32; a 16-bit intermediate keeps its f32 value inside
+the kernel (excess precision, XLA's GPU default) and is rounded to its dtype at an explicit
+convert and where it is stored (docs/kernels.md, "16-bit storage", says why; the interpreter
+rounds every op, so the two agree to a few 16-bit ulps). Two threads must not write halves of
+one word, so a kernel with a 16-bit output gives each thread two neighbouring elements
+(`PAIR`): it computes both, stores its 32-bit outputs one by one and each 16-bit output as one
+packed word.
 """
 
 from __future__ import annotations
@@ -139,7 +142,7 @@ class FusedSource:
                 self._operands_first(e, idx)
                 args = [self.value(a, broadcast_index(idx, a.shape)) for a in e.inputs]
                 expr = glsl.expression(e, args, GLSL_TYPE[x.dtype], "fused kernel GLSL")
-                if is_half(x.dtype):    # computed in f32, rounded to its dtype once
+                if is_half(x.dtype) and e.prim is P.convert_p:   # an explicit cast rounds
                     expr = f"vkg_round_{x.dtype}({expr})"
         name = self.tmp(GLSL_TYPE[x.dtype], expr)
         self.memo[key] = name
