@@ -439,6 +439,34 @@ def test_a_scan_on_vulkan_is_its_body_once_replayed_in_one_submission():
     close(first[1][1], want[1][1], rtol=1e-4, atol=1e-4)
 
 
+def test_recording_a_scan_does_not_grow_with_its_trip_count():
+    """The first call of a 10- and a 2,000-step scan (the value and gradient of an RNN; a scan
+    nested in another, the outer one 3 and 300 steps) records the same number of ops: a loop's
+    body is recorded once and executed per step (kp patch 0011). A later call with the same
+    buffers records nothing."""
+    def nested(w, xs):
+        def outer(c, x):
+            inner, ys = lax.scan(lambda a, b: (a * w + b, a), c, x)
+            return inner, ys.sum()
+        return lax.scan(outer, np.zeros(2, np.float32), xs)
+    cases = {"rnn": (vg.value_and_grad(_rnn_loss, argnums=(0, 2)),
+                     lambda n: (np.zeros(3, np.float32), np.zeros((n, 3), np.float32), W),
+                     (10, 2000)),
+             "nested": (nested, lambda n: (np.float32(0.7), np.zeros((n, 4, 2), np.float32)),
+                        (3, 300))}
+    for name, (fun, args, lengths) in cases.items():
+        ops = []
+        for n in lengths:
+            f = vg.jit(fun, backend="vulkan")
+            a = args(n)
+            before = vg.runtime_stats()["recorded_ops"]
+            vg.block_until_ready(f(*a))
+            ops.append(vg.runtime_stats()["recorded_ops"] - before)
+            vg.block_until_ready(f(*a))
+            assert vg.runtime_stats()["recorded_ops"] == before + ops[-1], name
+        assert ops[0] == ops[1] > 0, (name, ops)
+
+
 def test_nested_scans_on_vulkan():
     def f(w, xs):
         def outer(c, x):
