@@ -20,9 +20,13 @@ On the NVIDIA device machine, from the repo root (with .gpu carried):
    and the plan's dispatch count (the same for every length: the body is lowered once). JAX:
    the same for jax.jit(value_and_grad) of lax.scan. Interleaved, `--compile-rounds` each,
    medians; vkgrad's kernels are compiled before each length's rounds (XLA compiles every
-   time).
+   time). JSON keys: "vkgrad" (secondary), "vkgrad_inline", "jax", each with `_run`,
+   `_first_less_later`; `_recorded_ops`.
    --compile-only skips part 1; --bodies, --lengths, --loops, --no-jax choose the rows.
-JSON to $OUT/control_flow.json.
+3. A while loop in a scan body (50 steps, each a while of 1-8 iterations of a 64-wide tanh
+   layer, batch 8): ms a call on Vulkan (bounded: 16 masked iterations a step) and on the
+   interpreter.
+JSON to $OUT/control_flow.json ($OUT/scan_compile.json with --compile-only).
 """
 
 from __future__ import annotations
@@ -155,10 +159,11 @@ def bench_compile(body, lengths, d, batch, rounds, loops=("secondary",), with_ja
                     ops = vg.runtime_stats()["recorded_ops"] - ops
                 finally:
                     restore()
-                per[f"vkgrad_{mode}"].append(t["first_host"] - t["later_host"])
-                per[f"vkgrad_{mode}_first_less_later"].append(t["first"] - t["later"])
-                per[f"vkgrad_{mode}_run"].append(t["later"])
-                per[f"vkgrad_{mode}_recorded_ops"].append(ops)
+                key = "vkgrad" if mode == "secondary" else f"vkgrad_{mode}"
+                per[key].append(t["first_host"] - t["later_host"])
+                per[f"{key}_first_less_later"].append(t["first"] - t["later"])
+                per[f"{key}_run"].append(t["later"])
+                per[f"{key}_recorded_ops"].append(ops)
             lowered = f.lower(*args)
             if jax is not None:
                 jargs = jax.tree_util.tree_map(jax.device_put, args)
@@ -173,15 +178,50 @@ def bench_compile(body, lengths, d, batch, rounds, loops=("secondary",), with_ja
         row.update({k: v[-1] for k, v in per.items() if k.endswith("recorded_ops")})
         row["vkgrad_dispatches_planned"] = lowered.stats().get("dispatches")
         row["vkgrad_backend"] = lowered.backend
-        words = [f"{mode} compile {row[f'vkgrad_{mode}']['median_s']:.3f} s (a call "
-                 f"{row[f'vkgrad_{mode}_run']['median_s'] * 1e3:.1f} ms, "
-                 f"{row[f'vkgrad_{mode}_recorded_ops']} ops recorded)" for mode in loops]
+        keys = {mode: "vkgrad" if mode == "secondary" else f"vkgrad_{mode}" for mode in loops}
+        words = [f"{mode} compile {row[k]['median_s']:.3f} s (a call "
+                 f"{row[f'{k}_run']['median_s'] * 1e3:.1f} ms, "
+                 f"{row[f'{k}_recorded_ops']} ops recorded)" for mode, k in keys.items()]
         if per["jax"]:
             words.append(f"JAX {row['jax']['median_s']:.3f} s (a call "
                          f"{row['jax_run']['median_s'] * 1e3:.1f} ms)")
         print(f"  {body} {n} steps: vkgrad " + ", ".join(words)
               + f"; vkgrad plans {row['vkgrad_dispatches_planned']} dispatches "
                 f"({lowered.backend})", flush=True)
+    return res
+
+
+def bench_nested_while(steps, d, batch, rounds):
+    """A while loop in a scan body (vkgrad/execution/segmented.py, bounded): `steps` steps,
+    each a while of 1-8 iterations of x = tanh(x @ w) + 0.5 (x f32[batch, d]), run on Vulkan
+    (16 masked iterations a step, one submission) and on the interpreter; interleaved rounds of
+    5 calls, median ms a call."""
+    from vkgrad import lax
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((d, d)) / np.sqrt(d)).astype(np.float32)
+
+    def step(x, n):
+        i, y = lax.while_loop(lambda c: c[0] < n,
+                              lambda c: (c[0] + 1, vnp.tanh(c[1] @ w) + 0.5), (0, x))
+        return y * 0.5, i
+    fun = lambda x, ns: lax.scan(step, x, ns)
+    args = (rng.standard_normal((batch, d)).astype(np.float32),
+            rng.integers(1, 9, steps).astype(np.int32))
+    fs = {b: vg.jit(fun, backend=b) for b in ("vulkan", "numpy")}
+    for f in fs.values():
+        np.asarray(f(*args)[0])
+    per = collections.defaultdict(list)
+    for _ in range(rounds):
+        for b, f in fs.items():
+            for _ in range(5):
+                t0 = time.perf_counter()
+                np.asarray(f(*args)[0])
+                per[b].append(time.perf_counter() - t0)
+    res = {"steps": steps, "d": d, "batch": batch,
+           "fallback": fs["vulkan"].lower(*args).fallback_reason,
+           **{f"{b}_ms": statistics.median(v) * 1e3 for b, v in per.items()}}
+    print(f"  {steps} steps: Vulkan {res['vulkan_ms']:.2f} ms a call, interpreter "
+          f"{res['numpy_ms']:.2f} ms", flush=True)
     return res
 
 
@@ -215,7 +255,11 @@ def main():
               flush=True)
         results[f"scan_compile_{body}" if body != "rnn" else "scan_compile"] = bench_compile(
             body, lengths, d, batch, args.compile_rounds, loops, with_jax=not args.no_jax)
-    bench_lm.finish(results, t0, "control_flow.json")
+    print("a while loop in a scan body, on Vulkan (bounded) and on the interpreter:", flush=True)
+    results["nested_while"] = bench_nested_while(50, 64, 8, args.compile_rounds)
+    # write_benchmarks.py reads control_flow*.json, which has the GRU LM
+    bench_lm.finish(results, t0, "scan_compile.json" if args.compile_only else
+                    "control_flow.json")
 
 
 if __name__ == "__main__":

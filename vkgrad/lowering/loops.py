@@ -25,8 +25,9 @@ of one iteration. Values of one iteration share buffers as any others do.
 
 A while loop has no lowering of its own: at a program's top level vkgrad/execution/segmented.py
 runs it as chunks, each a scan of masked iterations (primitives/control_flow.py, while_chunk);
-nested in a body the lowering raises Unsupported and the program runs on the interpreter,
-counted in vg.fallbacks(). A cond is its branches and a select before it gets here
+in a scan body it is bounded there (a chunk, a flag saying whether that was enough, run again
+with more where not); elsewhere (a cond branch, another while) the lowering raises Unsupported
+and the program runs on the interpreter, counted in vg.fallbacks(). A cond is its branches and a select before it gets here
 (passes/select_conds.py).
 """
 
