@@ -9,18 +9,29 @@ On the NVIDIA device machine, from the repo root (with .gpu carried):
    L 256, batch 32): bench_lm.py's comparison (the same model, parameters, optimizer and batches
    on both sides, JAX's written with jax.numpy and lax.scan; interleaved rounds of `--steps`
    steps, median tokens/s, both loop styles, the validation losses after the same steps).
-2. Compile time against the trip count: the value and gradient of an RNN (h = tanh(h W + x),
-   d 256, batch 32) over 1,000 and 10,000 steps. vkgrad (on Vulkan): a fresh jit's first call
-   (trace, passes, plan, pipelines, recording the loop, one run) minus the median of 3 later
-   calls (one run each), and the plan's dispatch count (the same for both lengths: the loop
-   body is lowered once). JAX: the same for jax.jit(value_and_grad) of lax.scan. Interleaved,
-   `--compile-rounds` each, medians; the first length's first round also compiles the shaders
-   (XLA compiles every time).
-JSON to $OUT/control_flow.json.
+2. Compile time against the trip count: the value and gradient of a scan over 10, 1,000 and
+   10,000 steps, of two bodies: an RNN (h = tanh(h W + x), d 256, batch 32) and a GRU layer
+   (vg.nn.gru, d 256, batch 32, JAX's bench/jax_nn.py gru). vkgrad (on Vulkan), with its loop
+   bodies recorded once into a secondary command buffer executed per step ("secondary", what
+   vkgrad does) and, to compare, recorded per step inline by kp's C++ ("inline"; kp patch
+   0011): a fresh jit's first call (trace, passes, plan, recording the loop, the submission)
+   less a later call, both until the call returned (the device's run left out; also reported
+   with the runs, `_first_less_later`), the later calls' time with their runs, the ops recorded
+   and the plan's dispatch count (the same for every length: the body is lowered once). JAX:
+   the same for jax.jit(value_and_grad) of lax.scan. Interleaved, `--compile-rounds` each,
+   medians; vkgrad's kernels are compiled before each length's rounds (XLA compiles every
+   time). JSON keys: "vkgrad" (secondary), "vkgrad_inline", "jax", each with `_run`,
+   `_first_less_later`; `_recorded_ops`.
+   --compile-only skips part 1; --bodies, --lengths, --loops, --no-jax choose the rows.
+3. A while loop in a scan body (50 steps, each a while of 1-8 iterations of a 64-wide tanh
+   layer, batch 8): ms a call on Vulkan (bounded: 16 masked iterations a step) and on the
+   interpreter.
+JSON to $OUT/control_flow.json ($OUT/scan_compile.json with --compile-only).
 """
 
 from __future__ import annotations
 
+import collections
 import statistics
 import sys
 import time
@@ -59,78 +70,196 @@ def jax_loss_fn():
                                          xs)[1].sum()
 
 
+def gru_inputs(n, d, batch, seed=0):
+    rng = np.random.default_rng(seed)
+    return (vg.nn.init_gru_cell(rng, d, d),
+            (rng.standard_normal((batch, n, d)) * 0.1).astype(np.float32))
+
+
+def vk_gru_loss(p, x):
+    return vg.nn.gru(p, x)[1].sum()
+
+
+def jax_gru_loss_fn():
+    import jax_nn
+    return lambda p, x: jax_nn.gru(p, x).sum()
+
+
+# body -> (inputs(n, d, batch), vkgrad loss, JAX loss maker, argnums of the gradient)
+BODIES = {"rnn": (rnn_inputs, vk_loss, jax_loss_fn, (0, 2)),
+          "gru": (gru_inputs, vk_gru_loss, jax_gru_loss_fn, 0)}
+
+
 def time_first_and_again(make, args, ready, again=3):
-    """(first call s, median of `again` later calls s, the compiled thing) of a fresh jitted
-    function: the first call's excess over a later one is its compile."""
+    """A fresh jitted function's first call and `again` later ones: {first, first_host,
+    later, later_host} (s; `_host`: until the call returned, before waiting for its result,
+    the median for the later calls) and the compiled thing. The first call's excess over a
+    later one is its compile; the host times leave the device's run out of it."""
     f = make()
     t0 = time.perf_counter()
-    ready(f(*args))
-    first = time.perf_counter() - t0
-    later = []
+    r = f(*args)
+    t1 = time.perf_counter()
+    ready(r)
+    first, first_host = time.perf_counter() - t0, t1 - t0
+    later, later_host = [], []
     for _ in range(again):
         t0 = time.perf_counter()
-        ready(f(*args))
+        r = f(*args)
+        t1 = time.perf_counter()
+        ready(r)
         later.append(time.perf_counter() - t0)
-    return first, statistics.median(later), f
+        later_host.append(t1 - t0)
+    return {"first": first, "first_host": first_host, "later": statistics.median(later),
+            "later_host": statistics.median(later_host)}, f
 
 
-def bench_compile(lengths, d, batch, rounds):
-    res = {"d": d, "batch": batch}
-    try:
-        import jax
-        jax.config.update("jax_default_matmul_precision", "highest")
-        jloss = jax_loss_fn()
-    except ImportError as e:
-        print(f"  no JAX here ({e}): vkgrad only", flush=True)
-        jax = None
+def inline_loops():
+    """Record each loop's body trip-count times inline (kp's record_loop(secondary=False)),
+    instead of once into a secondary command buffer executed trip-count times: for comparing
+    the two (kp patch 0011)."""
+    import kp
+    once = kp.Sequence.record_loop
+    kp.Sequence.record_loop = lambda self, ops, count, secondary=True: once(self, ops, count,
+                                                                           False)
+    return lambda: setattr(kp.Sequence, "record_loop", once)
+
+
+def bench_compile(body, lengths, d, batch, rounds, loops=("secondary",), with_jax=True):
+    """Compile (first call less a later one: until the calls returned, and with their runs) and
+    call time of the value and gradient of `body` over each length, vkgrad with each way of
+    recording its loop (`loops`), JAX's jit of the same; interleaved, `rounds` each, medians."""
+    make_inputs, vk_fn, jax_fn, argnums = BODIES[body]
+    res = {"body": body, "d": d, "batch": batch}
+    jax = None
+    if with_jax:
+        try:
+            import jax
+            jax.config.update("jax_default_matmul_precision", "highest")
+            jloss = jax_fn()
+        except ImportError as e:
+            print(f"  no JAX here ({e}): vkgrad only", flush=True)
+            jax = None
     for n in lengths:
-        args = rnn_inputs(n, d, batch)
-        per = {"vkgrad": [], "jax": [], "vkgrad_run": [], "jax_run": []}
-        dispatches = None
+        args = make_inputs(n, d, batch)
+        per = collections.defaultdict(list)
+        # the kernels compiled first (the SPIR-V and pipeline caches; the ones outside the loop
+        # depend on the length): what is left of a first call is the trace, the passes, the
+        # plan and the recording
+        np.asarray(vg.jit(vg.value_and_grad(vk_fn, argnums=argnums), backend="vulkan")(
+            *args)[0])
         for _ in range(rounds):
-            first, again, f = time_first_and_again(
-                lambda: vg.jit(vg.value_and_grad(vk_loss, argnums=(0, 2)), backend="vulkan"),
-                args, lambda r: np.asarray(r[0]))
-            per["vkgrad"].append(first - again)
-            per["vkgrad_run"].append(again)
+            for mode in loops:
+                restore = inline_loops() if mode == "inline" else (lambda: None)
+                try:
+                    ops = vg.runtime_stats()["recorded_ops"]
+                    t, f = time_first_and_again(
+                        lambda: vg.jit(vg.value_and_grad(vk_fn, argnums=argnums),
+                                       backend="vulkan"),
+                        args, lambda r: np.asarray(r[0]))
+                    ops = vg.runtime_stats()["recorded_ops"] - ops
+                finally:
+                    restore()
+                key = "vkgrad" if mode == "secondary" else f"vkgrad_{mode}"
+                per[key].append(t["first_host"] - t["later_host"])
+                per[f"{key}_first_less_later"].append(t["first"] - t["later"])
+                per[f"{key}_run"].append(t["later"])
+                per[f"{key}_recorded_ops"].append(ops)
             lowered = f.lower(*args)
-            dispatches = lowered.stats().get("dispatches")
             if jax is not None:
-                jargs = [jax.device_put(a) for a in args]
-                first, again, _ = time_first_and_again(
-                    lambda: jax.jit(jax.value_and_grad(jloss, argnums=(0, 2))), jargs,
+                jargs = jax.tree_util.tree_map(jax.device_put, args)
+                t, _ = time_first_and_again(
+                    lambda: jax.jit(jax.value_and_grad(jloss, argnums=argnums)), jargs,
                     lambda r: r[0].block_until_ready())
-                per["jax"].append(first - again)
-                per["jax_run"].append(again)
-        res[str(n)] = {k: {"median_s": statistics.median(v), "all_s": v}
-                       for k, v in per.items() if v}
-        res[str(n)]["vkgrad_dispatches_planned"] = dispatches
-        res[str(n)]["vkgrad_backend"] = lowered.backend
-        print(f"  {n} steps: compile vkgrad {res[str(n)]['vkgrad']['median_s']:.2f} s (a call "
-              f"{res[str(n)]['vkgrad_run']['median_s'] * 1e3:.1f} ms)"
-              + (f", JAX {res[str(n)]['jax']['median_s']:.2f} s (a call "
-                 f"{res[str(n)]['jax_run']['median_s'] * 1e3:.1f} ms)" if per["jax"] else "")
-              + f"; vkgrad plans {dispatches} dispatches ({lowered.backend})", flush=True)
+                per["jax"].append(t["first_host"] - t["later_host"])
+                per["jax_first_less_later"].append(t["first"] - t["later"])
+                per["jax_run"].append(t["later"])
+        row = res[str(n)] = {k: {"median_s": statistics.median(v), "all_s": v}
+                             for k, v in per.items() if not k.endswith("recorded_ops")}
+        row.update({k: v[-1] for k, v in per.items() if k.endswith("recorded_ops")})
+        row["vkgrad_dispatches_planned"] = lowered.stats().get("dispatches")
+        row["vkgrad_backend"] = lowered.backend
+        keys = {mode: "vkgrad" if mode == "secondary" else f"vkgrad_{mode}" for mode in loops}
+        words = [f"{mode} compile {row[k]['median_s']:.3f} s (a call "
+                 f"{row[f'{k}_run']['median_s'] * 1e3:.1f} ms, "
+                 f"{row[f'{k}_recorded_ops']} ops recorded)" for mode, k in keys.items()]
+        if per["jax"]:
+            words.append(f"JAX {row['jax']['median_s']:.3f} s (a call "
+                         f"{row['jax_run']['median_s'] * 1e3:.1f} ms)")
+        print(f"  {body} {n} steps: vkgrad " + ", ".join(words)
+              + f"; vkgrad plans {row['vkgrad_dispatches_planned']} dispatches "
+                f"({lowered.backend})", flush=True)
+    return res
+
+
+def bench_nested_while(steps, d, batch, rounds):
+    """A while loop in a scan body (vkgrad/execution/segmented.py, bounded): `steps` steps,
+    each a while of 1-8 iterations of x = tanh(x @ w) + 0.5 (x f32[batch, d]), run on Vulkan
+    (16 masked iterations a step, one submission) and on the interpreter; interleaved rounds of
+    5 calls, median ms a call."""
+    from vkgrad import lax
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((d, d)) / np.sqrt(d)).astype(np.float32)
+
+    def step(x, n):
+        i, y = lax.while_loop(lambda c: c[0] < n,
+                              lambda c: (c[0] + 1, vnp.tanh(c[1] @ w) + 0.5), (0, x))
+        return y * 0.5, i
+    fun = lambda x, ns: lax.scan(step, x, ns)
+    args = (rng.standard_normal((batch, d)).astype(np.float32),
+            rng.integers(1, 9, steps).astype(np.int32))
+    fs = {b: vg.jit(fun, backend=b) for b in ("vulkan", "numpy")}
+    for f in fs.values():
+        np.asarray(f(*args)[0])
+    per = collections.defaultdict(list)
+    for _ in range(rounds):
+        for b, f in fs.items():
+            for _ in range(5):
+                t0 = time.perf_counter()
+                np.asarray(f(*args)[0])
+                per[b].append(time.perf_counter() - t0)
+    res = {"steps": steps, "d": d, "batch": batch,
+           "fallback": fs["vulkan"].lower(*args).fallback_reason,
+           **{f"{b}_ms": statistics.median(v) * 1e3 for b, v in per.items()}}
+    print(f"  {steps} steps: Vulkan {res['vulkan_ms']:.2f} ms a call, interpreter "
+          f"{res['numpy_ms']:.2f} ms", flush=True)
     return res
 
 
 def main():
     ap = bench_lm.round_options(__doc__.split("\n\n")[0])
     ap.add_argument("--compile-rounds", type=int, default=3)
+    ap.add_argument("--compile-only", action="store_true", help="only the compile rows")
+    ap.add_argument("--bodies", default="rnn,gru", help="loop bodies of the compile rows")
+    ap.add_argument("--lengths", help="trip counts of the compile rows (10,1000,10000; "
+                    "--quick: 10,100,1000)")
+    ap.add_argument("--loops", default="secondary,inline",
+                    help="ways vkgrad records a loop's body, compared in the compile rows")
+    ap.add_argument("--no-jax", action="store_true", help="vkgrad only in the compile rows")
     ap.add_argument("--quick", action="store_true", help="tiny preset, short scans")
     args = ap.parse_args()
-    preset, lengths, d, batch = "small", (1000, 10000), 256, 32
+    preset, lengths, d, batch = "small", (10, 1000, 10000), 256, 32
     if args.quick:
         preset, args.rounds, args.steps, args.warmup = "tiny", 2, 3, 2
-        lengths, d, batch, args.compile_rounds = (100, 1000), 16, 4, 1
+        lengths, d, batch, args.compile_rounds = (10, 100, 1000), 16, 4, 1
+    if args.lengths:
+        lengths = tuple(map(int, args.lengths.split(",")))
     t0 = time.perf_counter()
     results = {"device": get_device().info.name, "date": time.strftime("%Y-%m-%d"),
                "preset": preset}
-    print("GRU LM training step, vkgrad against JAX (lax.scan):", flush=True)
-    results["gru_lm"] = bench_lm.bench_model("gru", preset, args, train_lm.load_text())
-    print("compile time of the value and gradient of an RNN scan, by trip count:", flush=True)
-    results["scan_compile"] = bench_compile(lengths, d, batch, args.compile_rounds)
-    bench_lm.finish(results, t0, "control_flow.json")
+    if not args.compile_only:
+        print("GRU LM training step, vkgrad against JAX (lax.scan):", flush=True)
+        results["gru_lm"] = bench_lm.bench_model("gru", preset, args, train_lm.load_text())
+    loops = tuple(args.loops.split(","))
+    for body in args.bodies.split(","):
+        print(f"compile time of the value and gradient of a scan ({body}), by trip count:",
+              flush=True)
+        results[f"scan_compile_{body}" if body != "rnn" else "scan_compile"] = bench_compile(
+            body, lengths, d, batch, args.compile_rounds, loops, with_jax=not args.no_jax)
+    print("a while loop in a scan body, on Vulkan (bounded) and on the interpreter:", flush=True)
+    results["nested_while"] = bench_nested_while(50, 64, 8, args.compile_rounds)
+    # write_benchmarks.py reads control_flow*.json, which has the GRU LM
+    bench_lm.finish(results, t0, "scan_compile.json" if args.compile_only else
+                    "control_flow.json")
 
 
 if __name__ == "__main__":

@@ -50,7 +50,8 @@ for step in "$@"; do
     takegrad) run takegrad 90 python3 bench/bench_take_grad.py --out "$OUT/take_grad_$(date +%F).json" ;;
     half) run half 150 python3 bench/bench_half.py --runs 10 --out "$OUT/half_$(date +%F).json" ;;
     mp) run mp 280 python3 bench/bench_mixed_precision.py --preset small --backend vulkan --out "$OUT/mp_$(date +%F).json" ;;
-    controlflow) run controlflow 200 python3 bench/bench_control_flow.py --rounds 5 ;;
+    controlflow) run controlflow 200 python3 bench/bench_control_flow.py --rounds 5 --bodies rnn --loops secondary ;;
+    scancompile) run scancompile 400 python3 bench/bench_control_flow.py --compile-only --compile-rounds 3 ;;
     while) run while 120 python3 bench/bench_while.py --rounds 7 ;;
     case) run case 90 python3 bench/check_case.py ${CASES:-conv2d_pairs_lhs_dilation} ;;
     dataparallel) run dataparallel 560 python3 bench/bench_data_parallel.py --ranks ${RANKS:-1,2} \

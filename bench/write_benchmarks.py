@@ -1035,8 +1035,11 @@ def control_flow_section(runs) -> list[str]:
              f"{sc[n]['vkgrad_run']['median_s'] * 1000:.1f}",
              f"{sc[n]['jax_run']['median_s'] * 1000:.1f}", sc[n]["vkgrad_dispatches_planned"]]
             for n in sc if n.isdigit()]
-    out += [f"Compile time (first call minus a later call) of the value and gradient of an RNN "
-            f"scan (d {sc['d']}, batch {sc['batch']}), medians:", ""]
+    # a JSON with `_first_less_later` times the calls until they return (their runs left out)
+    until = (", both until the call returned" if any("vkgrad_first_less_later" in sc[n]
+                                                     for n in sc if n.isdigit()) else "")
+    out += [f"Compile time (first call minus a later call{until}) of the value and gradient of "
+            f"an RNN scan (d {sc['d']}, batch {sc['batch']}), medians:", ""]
     out += table(["steps", "vkgrad compile s", "JAX compile s", "vkgrad call ms", "JAX call ms",
                   "vkgrad dispatches planned"], rows)
     return out

@@ -249,6 +249,48 @@ def test_rerecord_after_release(dev):
     np.testing.assert_array_equal(b.download(), np.full(n, 2, np.float32))
 
 
+def test_record_loop(dev):
+    """A loop's dispatches recorded once and executed count times (kp patch 0011), nested
+    loops and timestamps included: the same result as the dispatches listed in the order they
+    run, and the ops recorded do not grow with the trip count."""
+    import kp
+    from vkgrad.lowering.loops import replay_order
+    n = 64
+    a, b = dev.buffer(n), dev.buffer(n)
+    k = shift_add(dev)
+    x = np.random.default_rng(0).integers(-1000, 1000, n).astype(np.float32)   # exact sums
+    ab, ba = Dispatch(k, (a, b), (1, 1, 1), (n,)), Dispatch(k, (b, a), (1, 1, 1), (n,))
+    chain = [ab, ba, ab, ba, ab, ba]
+    recorded = {}
+    for outer in (3, 300):
+        loops = [(1, 5, outer), (2, 4, 7)]     # the inner loop runs 7 times per outer step
+        order = replay_order(len(chain), loops)
+        assert len(order) == 2 + outer * (2 + 7 * 2)
+        for timestamps in (False, True):
+            ex = Executable(dev, chain, loops=loops, timestamps=timestamps)
+            before = counters["recorded_ops"]
+            ex.run(uploads=[(a, x)], downloads=[a])
+            recorded[outer, timestamps] = counters["recorded_ops"] - before
+            np.testing.assert_array_equal(a.read_staging(), np.roll(x, -len(order)) + len(order))
+            if timestamps and dev.info.timestamps:   # each run dispatch timed, and the transfers
+                assert len(ex.last_timings_us) == len(order) + 2
+            ex.release()
+        flat = Executable(dev, [chain[i] for i in order])
+        flat.run(uploads=[(a, x)], downloads=[a])
+        np.testing.assert_array_equal(a.read_staging(), np.roll(x, -len(order)) + len(order))
+        flat.release()
+    # the upload, the 6 dispatches, the inner loop's other 6 iterations (2 dispatches each,
+    # expanded into the outer loop's body), the download
+    assert recorded[3, False] == recorded[300, False] == 2 + 6 + 6 * 2
+    # a loop's ops are kept once, so kp cannot replay its list of ops
+    seq = dev.manager.sequence()
+    op = kp.OpAlgoDispatch(k.algorithm, [a.tensor, b.tensor], (1, 1, 1), np.array([n], np.uint32))
+    seq.record_loop([op], 3)
+    with pytest.raises(RuntimeError, match="loops"):
+        seq.rerecord()
+    seq.destroy()
+
+
 def test_push_constants_intact(dev):
     """uint32 near 2^31, int32 negatives and float32 arrive bit-exact (kp patch 0003)."""
     out = dev.buffer(6, np.uint32)

@@ -32,7 +32,6 @@ from vkgrad.execution.profile import _describe, profile
 from vkgrad.ir.core import Literal, Var
 from vkgrad.ir.interpreter import apply
 from vkgrad.lowering.contracts import Concat
-from vkgrad.lowering.loops import replay_order
 from vkgrad.primitives.compiler import fused_p
 from vkgrad.runtime.vulkan import Executable, device_dtype
 from vkgrad.tracer.core import ShapeDtype
@@ -130,13 +129,13 @@ def check_kernels(fun, *args, rtol: float = RTOL, runs: int = 3, **kwargs) -> Ke
         bufs[slot].upload(value.reshape(-1))
     where = _places(lw)
     rows = []
-    for steps, us, e, order in _kernels(lw, times):
+    for steps, us, e, loops in _kernels(lw, times):
         uploads = [(bufs[where[x][0]], _padded(lw, where, x, values[x]))
                    for x in dict.fromkeys(_root_inputs(lw, e, where)) if x in where]
         outs = [o for o in e.outputs if o in where]
         ex = Executable(device, [device.dispatch(st.launch, [bufs[s] for s in st.slots])
                                  for st in steps], name=f"check {steps[0].launch.name}",
-                        order=order)
+                        loops=loops)
         ex.run(uploads, list(dict.fromkeys(bufs[where[o][0]] for o in outs)))
         errs = [_errors(_read(bufs, where, o), values[o]) for o in outs]
         ex.release()
@@ -169,8 +168,8 @@ def _interpret(program, args) -> dict:
 
 
 def _kernels(lw, times):
-    """(steps of one top-level eqn, their GPU us, the eqn, the order to record them: None, or
-    a loop's replays) per kernel, in dispatch order. A scan's steps (its moves and its body's
+    """(steps of one top-level eqn, their GPU us, the eqn, its loops over those steps) per
+    kernel, in dispatch order. A scan's steps (its moves and its body's
     kernels, lowering/loops.py) are one kernel: the body's values are not the program's."""
     owner = [st.eqn for st in lw.steps]
     for e in {st.eqn for st in lw.steps if st.eqn.prim.name == "scan"}:
@@ -189,7 +188,7 @@ def _kernels(lw, times):
     for steps, us, e, first in out:
         loops = [(a - first, b - first, n) for a, b, n in lw.loops
                  if first <= a and b <= first + len(steps)]
-        groups.append((steps, us, e, replay_order(len(steps), loops) if loops else None))
+        groups.append((steps, us, e, loops))
     return groups
 
 

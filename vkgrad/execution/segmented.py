@@ -19,9 +19,13 @@ uploaded by the first program that reads them (a large one split into buckets, D
 back, the callback called on the collectives thread, in program order, all done before the
 call returns.
 
-Loops nested in a scan body, a cond branch or another loop are not split: a program holding
-one still runs on the interpreter, counted (vg.fallbacks()). A chunk cannot run them: inside
-a submission nothing reads the predicate, and a bound on the trip count is not known.
+A while loop in a scan body (through nested scans) is bounded (`bounded`): NESTED_BOUND
+masked iterations a step, and a flag, one more output of the program, saying whether every
+such loop was done after them. Inside a submission nothing reads a predicate and no bound on
+the trip count is known, so the host reads the flag after the call, and where a loop was cut
+short the call runs again with 4 times as many iterations (a new compile, kept for later
+calls). A while loop in a cond branch or in another loop's body is not split: a program
+holding one still runs on the interpreter, counted (vg.fallbacks()).
 """
 
 from __future__ import annotations
@@ -38,23 +42,88 @@ from vkgrad.ir.core import Literal, Program, Var
 from vkgrad.ir.interpreter import apply as interpret
 from vkgrad.pipeline import run_stages
 from vkgrad.primitives.collective import REDUCERS
-from vkgrad.primitives.control_flow import while_chunk, while_p
+from vkgrad.primitives.control_flow import scan, scan_p, trace_closed, while_chunk, while_p
+from vkgrad.primitives.lax import convert, maximum, reduce_max
 from vkgrad.primitives.debug import debug_callback_p
 from vkgrad.runtime.inflight import HostResult
 from vkgrad.runtime.pool import Owned
 from vkgrad.runtime.runners import VulkanRunner
 from vkgrad.tracer.array import Array
+from vkgrad.tracer.core import bind_eqn, eval_program
 
 # iterations a submission: on lavapipe (bench/bench_while.py) 16 runs 1000 iterations 1.4x as
 # fast as a round trip an iteration did and 10 as fast (within its noise), where 64 runs 10
 # iterations at a quarter of the speed; docs/compiler.md, "Loops and conditionals", has the table
 CHUNK = 16
+# A while loop in a scan body first runs as this many masked iterations per step, 4 times as
+# many after a call where that was not enough (the call then runs again)
+NESTED_BOUND = 16
 
 
 def splits(program: Program) -> bool:
     """Whether the program holds a while loop, a collective or a debug callback at its top
-    level (this runner's case)."""
-    return any(_splits_at(e) for e in program.eqns)
+    level, or a while loop in a scan body (this runner's cases)."""
+    return any(_splits_at(e) for e in program.eqns) or nests_while(program)
+
+
+def nests_while(program: Program) -> bool:
+    """Whether a while loop sits in a scan body of the program (through nested scans)."""
+    return any(e.prim is scan_p and _holds_while(e.params["jaxpr"]) for e in program.eqns)
+
+
+def _holds_while(body: Program) -> bool:
+    return any(e.prim is while_p or (e.prim is scan_p and _holds_while(e.params["jaxpr"]))
+               for e in body.eqns)
+
+
+def bounded(program: Program, k: int) -> Program:
+    """The program with each while loop in a scan body (through nested scans) run as k masked
+    iterations (while_chunk: a scan on the device like any other), and one more output, an
+    f32[] that is 1 where some such loop was not done after its k (its predicate still true
+    after them) and 0 where the results are exact (f32: the reduction kernel's type)."""
+    def fun(*args):
+        outs, cut = _eval_bounded(program, args, k, nested=False)
+        return outs + [convert(0, "f32") if cut is None else cut]
+    return trace_closed(fun, [v.type for v in program.inputs], program.name)[0]
+
+
+def _eval_bounded(program: Program, args, k: int, nested: bool = True):
+    """program's eqns bound into the current trace, the while loops in its scan bodies (and in
+    it, where it is one: `nested`) as k masked iterations: (outputs, f32[] whether one was not
+    done after them, or None: none here). A top-level while stays one (run by chunks)."""
+    env = dict(zip(program.inputs, args))
+    env.update(program.consts)
+    read = lambda x: x.array() if isinstance(x, Literal) else env[x]
+    cut = None
+    for e in program.eqns:
+        ins, c = [read(x) for x in e.inputs], None
+        if e.prim is while_p and nested:
+            *outs, more = eval_program(while_chunk(e, k), ins)
+            c = convert(more, "f32")
+        elif e.prim is scan_p and _holds_while(e.params["jaxpr"]):
+            outs, c = _bounded_scan(e, ins, k)
+        else:
+            outs = bind_eqn(e.prim, ins, e.params, source=e.source, phase=e.phase, of=e.of)
+            outs = outs if e.prim.multiple_results else [outs]
+        env.update(zip(e.outputs, outs))
+        if c is not None:
+            cut = c if cut is None else maximum(cut, c)
+    return [read(o) for o in program.outputs], cut
+
+
+def _bounded_scan(e, ins, k: int):
+    """A scan whose body holds a while loop: the body bounded, its cut flag one more stacked
+    output, reduced over the steps."""
+    p = e.params
+    body, nc, nk = p["jaxpr"], p["num_consts"], p["num_carry"]
+
+    def step(*a):
+        outs, cut = _eval_bounded(body, a, k)
+        return outs + [cut]
+    step_program = trace_closed(step, [v.type for v in body.inputs], body.name)[0]
+    carry, ys = scan(step_program, ins[:nc], ins[nc:nc + nk], ins[nc + nk:], p["length"],
+                     p["reverse"], p["unroll"])
+    return carry + ys[:-1], reduce_max(ys[-1], (0,)) if p["length"] else None
 
 
 def _splits_at(e) -> bool:
@@ -65,13 +134,23 @@ class SegmentedRunner:
     lowered = None      # no one plan: vg.profile and vg.check_kernels say so
 
     def __init__(self, device, program: Program, options):
-        self.device, self.program = device, program
-        self.consts = dict(program.consts)      # Var -> the array traced in
+        self.device = device
         # each part is a program of its own: the whole program's donations do not apply
-        options = dataclasses.replace(options, donated=frozenset())
-        self.steps = []   # ("run", runner, inputs, outputs) | ("while", eqn, chunk) | ("host", eqn)
+        self.options = dataclasses.replace(options, donated=frozenset())
         self.compile_times: dict = {}
         self.host_seconds = 0.0     # spent in host steps: operands read back, reduced (bench)
+        # while loops in scan bodies: `bound` masked iterations each, and the program's last
+        # output says whether that was enough (else `run` runs it again with 4 times as many)
+        self.source, self.bound = program, NESTED_BOUND if nests_while(program) else None
+        self.reruns = 0             # calls run again with a larger bound
+        self._compile_parts(program if self.bound is None else bounded(program, self.bound))
+
+    def _compile_parts(self, program: Program) -> None:
+        """The steps of the program: its parts between while loops and host steps compiled."""
+        options = self.options
+        self.program = program
+        self.consts = dict(program.consts)      # Var -> the array traced in
+        self.steps = []   # ("run", runner, inputs, outputs) | ("while", eqn, chunk) | ("host", eqn)
         eqns = _bucketed(program.eqns)
         program = dataclasses.replace(program, eqns=tuple(eqns))
         needed = _needed_after(program)
@@ -110,6 +189,20 @@ class SegmentedRunner:
         self.steps.append(("run", self._runner(sub, options), inputs, outputs))
 
     def run(self, inputs, *, donate=True, timestamps=False) -> list:
+        outs = self._run(inputs)
+        if self.bound is None:
+            return outs
+        while float(_host(outs[-1], self.program.outputs[-1].type)):   # a while was cut short
+            self.bound *= 4
+            self.reruns += 1
+            for step in self.steps:   # the parts' recorded sequences, freed now, not by the GC
+                if step[0] != "host":
+                    step[-1 if step[0] == "while" else 1].release()
+            self._compile_parts(bounded(self.source, self.bound))
+            outs = self._run(inputs)
+        return outs[:-1]
+
+    def _run(self, inputs) -> list:
         env = dict(self.consts)
         env.update(zip(self.program.inputs, inputs))
         jobs = []

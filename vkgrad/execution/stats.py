@@ -3,13 +3,15 @@
     {"buffers", "buffer_bytes", "staging_bytes", "pooled_buffers", "pooled_bytes",
      "pool_mark_bytes", "pool_mark_buffers", "programs", "executables", "sequences",
      "descriptor_sets", "pipelines", "in_flight", "jit_programs", "rss_bytes",
-     "recordings", "allocations", "pool_misses", "copy_ins", "copy_outs", "submissions"}
+     "recordings", "recorded_ops", "allocations", "pool_misses", "copy_ins", "copy_outs",
+     "submissions"}
 
 Each count walks the live objects (vkgrad/runtime/stats.py says where each comes from);
 `jit_programs` is the compiled programs held in the caches of the live jitted functions. The
 device counts are those of the default device, and zeros when no device was opened (the numpy
-backend opens none). docs/long_runs.md. The last six count events since the process started
-(`vkgrad.runtime.vulkan.counters`): sequences recorded, device buffers allocated, pool misses
+backend opens none). docs/long_runs.md. The last seven count events since the process started
+(`vkgrad.runtime.vulkan.counters`): sequences recorded, the ops recorded into them (a loop's
+body once, whatever its trip count: kp patch 0011), device buffers allocated, pool misses
 (a call needed a buffer the pool did not have), arguments copied into and results copied out
 of a program's own slots (vkgrad/runtime/runners.py), submissions. In a training loop that gets a new batch every step,
 the first three stop growing after the first calls.
@@ -23,8 +25,8 @@ from vkgrad.runtime import stats, vulkan
 _DEVICE_KEYS = ("buffers", "buffer_bytes", "staging_bytes", "pooled_buffers", "pooled_bytes",
                 "pool_mark_bytes", "pool_mark_buffers", "programs", "executables", "sequences",
                 "descriptor_sets", "pipelines", "in_flight")
-_EVENT_KEYS = ("recordings", "allocations", "pool_misses", "copy_ins", "copy_outs",
-               "submissions")
+_EVENT_KEYS = ("recordings", "recorded_ops", "allocations", "pool_misses", "copy_ins",
+               "copy_outs", "submissions")
 
 
 def runtime_stats(device=None) -> dict:

@@ -1,6 +1,8 @@
 """A scan on the device: its body is lowered ONCE, and the plan marks that run of dispatches as
-a loop the runner records `length` times into the call's one submission (Lowered.loops;
-vkgrad/runtime/vulkan.py, Executable). Nothing in the IR or the plan is copied per step.
+a loop (Lowered.loops) that the call's one submission runs `length` times: the runtime records
+the body once, into a secondary command buffer the sequence executes `length` times (kp patch
+0011; vkgrad/runtime/vulkan.py, Executable). Nothing in the IR, the plan or the recording is
+copied per step.
 
 Each replay is the same recorded dispatches: the iteration index lives on the device, in a
 one-word counter that kernels_glsl/loop_copy.comp reads and the last dispatch of the body
@@ -23,8 +25,9 @@ of one iteration. Values of one iteration share buffers as any others do.
 
 A while loop has no lowering of its own: at a program's top level vkgrad/execution/segmented.py
 runs it as chunks, each a scan of masked iterations (primitives/control_flow.py, while_chunk);
-nested in a body the lowering raises Unsupported and the program runs on the interpreter,
-counted in vg.fallbacks(). A cond is its branches and a select before it gets here
+in a scan body it is bounded there (a chunk, a flag saying whether that was enough, run again
+with more where not); elsewhere (a cond branch, another while) the lowering raises Unsupported
+and the program runs on the interpreter, counted in vg.fallbacks(). A cond is its branches and a select before it gets here
 (passes/select_conds.py).
 """
 
@@ -179,26 +182,41 @@ class ScanLowering:
                 self.move(s, v)
 
 
+def recorded_runs(n: int, loops) -> list:
+    """n dispatches as the runtime records them: (indices, count) runs, each `indices`
+    recorded `count` times in a row. Each outermost loop (first, end, count) is one run of its
+    body (its inner loops' replays expanded into it: Vulkan 1.3 has no secondary command buffer
+    that executes another without VK_EXT_nested_command_buffer), recorded once and executed
+    `count` times (vkgrad/runtime/vulkan.py, Executable); the dispatches between loops are runs
+    of count 1."""
+    return _runs(0, n, list(loops))
+
+
 def replay_order(n: int, loops) -> list:
-    """The indices of n dispatches in the order they are recorded: each loop's range
-    (first, end, count) `count` times in a row, nested ranges inside their loop's replays."""
-    def walk(lo, hi, inner):
-        out, i = [], lo
-        starts = {}
-        for r in inner:
-            if not any(o is not r and o[0] <= r[0] and r[1] <= o[1] for o in inner):
-                starts[r[0]] = r
-        while i < hi:
-            r = starts.get(i)
-            if r is None:
-                out.append(i)
-                i += 1
-                continue
-            within = [q for q in inner if q is not r and r[0] <= q[0] and q[1] <= r[1]]
-            out += walk(r[0], r[1], within) * r[2]
-            i = r[1]
-        return out
-    return walk(0, n, list(loops)) if loops else list(range(n))
+    """The indices of n dispatches in the order they run: each loop's range (first, end,
+    count) `count` times in a row, nested ranges inside their loop's replays."""
+    return [i for indices, count in _runs(0, n, list(loops)) for i in indices * count]
+
+
+def _inside_another(r, loops) -> bool:
+    return any(o is not r and o[0] <= r[0] and r[1] <= o[1] for o in loops)
+
+
+def _runs(lo: int, hi: int, loops: list) -> list:
+    outer = {r[0]: r for r in loops if not _inside_another(r, loops)}
+    runs, i = [], lo
+    while i < hi:
+        r = outer.get(i)
+        if r is None:
+            j = min((s for s in outer if s > i), default=hi)
+            runs.append((list(range(i, j)), 1))
+            i = j
+            continue
+        inner = [q for q in loops if q is not r and r[0] <= q[0] and q[1] <= r[1]]
+        runs.append(([k for indices, count in _runs(r[0], r[1], inner)
+                      for k in indices * count], r[2]))
+        i = r[1]
+    return runs
 
 
 def lowers(e) -> bool:

@@ -43,7 +43,6 @@ from vkgrad.dtypes import np_dtype
 from vkgrad.ir.core import Literal
 from vkgrad.ir.interpreter import run_program
 from vkgrad.lru import LRU
-from vkgrad.lowering.loops import replay_order
 from vkgrad.lowering.lower import Lowered
 from vkgrad.runtime.errors import ShaderCompileError
 from vkgrad.runtime import nans
@@ -287,8 +286,7 @@ class VulkanRunner:
                            in zip(checked, nans.check_launches(checked, lw))]
         copies.append(_Copy(Executable(self.device, dispatches, timestamps=timestamps,
                                        name=lw.program.name, like=like,
-                                       order=replay_order(len(dispatches), lw.loops)
-                                       if lw.loops else None),
+                                       loops=lw.loops),
                             host, slots))
         return copies[-1]
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import concurrent.futures
+import functools
 import hashlib
 import time
 import threading
@@ -29,15 +30,18 @@ from .inflight import InFlight
 from .shaders import compile_file, compile_glsl, compile_many
 from .shaders import stats as shader_stats
 from vkgrad.dtypes import bfloat16
+from vkgrad.lowering.loops import recorded_runs, replay_order
 from vkgrad.lru import LRU
 from vkgrad.target import Target
 
 # What tests count: submissions per call, uploads after the first call, pipelines built,
-# sequences recorded, buffers allocated (each is two Vulkan memory allocations for a "device"
-# buffer, ~4 ms on the H200), pool misses and arguments copied into a program's own slots.
+# sequences recorded and the ops recorded into them (a loop's body once, whatever its trip
+# count: kp patch 0011), buffers allocated (each is two Vulkan memory allocations for a
+# "device" buffer, ~4 ms on the H200), pool misses and arguments copied into a program's own
+# slots.
 counters = {"submissions": 0, "uploads": 0, "upload_bytes": 0, "downloads": 0,
-            "download_bytes": 0, "pipelines": 0, "recordings": 0, "allocations": 0,
-            "pool_misses": 0, "copy_ins": 0, "copy_outs": 0}
+            "download_bytes": 0, "pipelines": 0, "recordings": 0, "recorded_ops": 0,
+            "allocations": 0, "pool_misses": 0, "copy_ins": 0, "copy_outs": 0}
 
 # Pipelines the device keeps for reuse once no live program uses them (least recently used
 # first out). A shape is part of a generated kernel's source, so a jitted function called with
@@ -398,7 +402,8 @@ class Executable:
     submit(uploads=[(buffer, array)], downloads=[buffer], keep, on_done, pre=(i,), post=(i,))
     writes the uploads into staging memory, submits [uploads, extra[i] for i in pre,
     dispatches, extra[i] for i in post, downloads] (`add_extra` adds a dispatch a run may put
-    around the program) and returns the `Submission` at once; when it is done,
+    around the program; `loops`, (first, end, count) each: dispatches[first:end] run count
+    times in a row, recorded once) and returns the `Submission` at once; when it is done,
     `buffer.read_staging()` holds each download. run(...) is submit and wait. Each distinct
     (uploads, downloads, pre, post) choice is recorded once, the first time it is used. An
     executable runs once at a time: a submit while its previous run is pending waits for that
@@ -406,13 +411,15 @@ class Executable:
     """
 
     def __init__(self, device: Device, dispatches: Sequence[Dispatch], *, timestamps: bool = False,
-                 name: str = "program", like: "Executable | None" = None, order=None):
+                 name: str = "program", like: "Executable | None" = None, loops=()):
         kp = kp_module()
         self.device, self.name = device, name
-        # the dispatches' indices in the order they are recorded (a loop's body recorded once
-        # per iteration: vkgrad/lowering/loops.py); None: each once, in order
-        self.order = None if order is None else list(order)
         self.dispatches = list(dispatches)
+        # loops (first, end, count): dispatches[first:end] run count times in a row
+        # (vkgrad/lowering/loops.py); the recording is runs of them, each loop's body recorded
+        # once and executed count times (kp patch 0011)
+        self.loops = tuple(loops)
+        self._runs = recorded_runs(len(self.dispatches), self.loops)
         self.timestamps = timestamps and device.info.timestamps
         # `like`: an executable of the same program on other buffers, whose ops (each with its
         # descriptor set) serve again where a dispatch binds the same buffers (new arguments
@@ -463,6 +470,12 @@ class Executable:
         """Submit and wait."""
         self.submit(uploads, downloads).wait()
 
+    @functools.cached_property
+    def order(self) -> list | None:
+        """The dispatches' indices in the order they run (each loop's body once per
+        iteration), as timestamps label them; None: each once, in order."""
+        return replay_order(len(self.dispatches), self.loops) if self.loops else None
+
     def busy(self) -> bool:
         """Whether a submission of this executable is still pending (they complete in order,
         so the last one says)."""
@@ -474,26 +487,40 @@ class Executable:
         self.last_timings_us = list(zip(rec.labels, us.tolist()))
 
     def _record(self, transfers, tail, pre=(), post=()) -> "_Recorded":
+        """One sequence of [transfers, extra[pre], the program, extra[post], tail]: the ops
+        around the program and its runs between loops recorded one by one, each loop's body by
+        one record_loop (kp patch 0011: recorded once, executed count times; with timestamps,
+        whose queries each op writes once, recorded count times by kp's C++)."""
         kp = kp_module()
-        order = range(len(self._ops)) if self.order is None else self.order
-        n_ops = len(transfers) + len(pre) + len(order) + len(post) + len(tail)
-        seq = self.device.manager.sequence(0, n_ops if self.timestamps else 0)
-        labels, ops = [], []
-        for kind, buffers in transfers:
-            ops.append(_transfer_op(kp, kind, buffers))
-            labels.append(kind)
-        ops += [self._extra_ops[i] for i in pre]
-        labels += [self.extra[i].kernel.name for i in pre]
-        ops += [self._ops[i] for i in order]
-        labels += [self.dispatches[i].kernel.name for i in order]
-        ops += [self._extra_ops[i] for i in post]
-        labels += [self.extra[i].kernel.name for i in post]
-        for kind, buffers in tail:
-            ops.append(_transfer_op(kp, kind, buffers))
-            labels.append(kind)
-        for op in ops:
+        head = [_transfer_op(kp, kind, buffers) for kind, buffers in transfers]
+        head += [self._extra_ops[i] for i in pre]
+        end = [self._extra_ops[i] for i in post]
+        end += [_transfer_op(kp, kind, buffers) for kind, buffers in tail]
+        labels = None
+        if self.timestamps:
+            order = self.order or range(len(self._ops))
+            labels = ([kind for kind, _ in transfers] + [self.extra[i].kernel.name for i in pre]
+                      + [self.dispatches[i].kernel.name for i in order]
+                      + [self.extra[i].kernel.name for i in post] + [kind for kind, _ in tail])
+        seq = self.device.manager.sequence(0, len(labels) if labels else 0)
+        ops = list(head)
+        recorded = len(head) + len(end)
+        for op in head:
             seq.record(op)
+        for indices, count in self._runs:
+            body = [self._ops[i] for i in indices]
+            ops += body
+            recorded += len(body)
+            if count == 1:
+                for op in body:
+                    seq.record(op)
+            else:
+                seq.record_loop(body, count)
+        for op in end:
+            seq.record(op)
+        ops += end
         counters["recordings"] += 1
+        counters["recorded_ops"] += recorded
         return _Recorded(seq, labels, ops, transfers + tail)
 
     def release(self) -> None:
