@@ -14,7 +14,7 @@ On the NVIDIA device machine, from the repo root (with .gpu carried):
    (vg.nn.gru, d 256, batch 32, JAX's bench/jax_nn.py gru). vkgrad (on Vulkan), with its loop
    bodies recorded once into a secondary command buffer executed per step ("secondary", what
    vkgrad does) and, to compare, recorded per step inline by kp's C++ ("inline"; kp patch
-   0011): a fresh jit's first call (trace, passes, plan, recording the loop, the submission)
+   0012): a fresh jit's first call (trace, passes, plan, recording the loop, the submission)
    less a later call, both until the call returned (the device's run left out; also reported
    with the runs, `_first_less_later`), the later calls' time with their runs, the ops recorded
    and the plan's dispatch count (the same for every length: the body is lowered once). JAX:
@@ -116,7 +116,7 @@ def time_first_and_again(make, args, ready, again=3):
 def inline_loops():
     """Record each loop's body trip-count times inline (kp's record_loop(secondary=False)),
     instead of once into a secondary command buffer executed trip-count times: for comparing
-    the two (kp patch 0011)."""
+    the two (kp patch 0012)."""
     import kp
     once = kp.Sequence.record_loop
     kp.Sequence.record_loop = lambda self, ops, count, secondary=True: once(self, ops, count,

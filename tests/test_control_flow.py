@@ -442,7 +442,7 @@ def test_a_scan_on_vulkan_is_its_body_once_replayed_in_one_submission():
 def test_recording_a_scan_does_not_grow_with_its_trip_count():
     """The first call of a 10- and a 2,000-step scan (the value and gradient of an RNN; a scan
     nested in another, the outer one 3 and 300 steps) records the same number of ops: a loop's
-    body is recorded once and executed per step (kp patch 0011). A later call with the same
+    body is recorded once and executed per step (kp patch 0012). A later call with the same
     buffers records nothing."""
     def nested(w, xs):
         def outer(c, x):

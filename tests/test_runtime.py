@@ -250,7 +250,7 @@ def test_rerecord_after_release(dev):
 
 
 def test_record_loop(dev):
-    """A loop's dispatches recorded once and executed count times (kp patch 0011), nested
+    """A loop's dispatches recorded once and executed count times (kp patch 0012), nested
     loops and timestamps included: the same result as the dispatches listed in the order they
     run, and the ops recorded do not grow with the trip count."""
     import kp

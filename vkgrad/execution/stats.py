@@ -11,7 +11,7 @@ Each count walks the live objects (vkgrad/runtime/stats.py says where each comes
 device counts are those of the default device, and zeros when no device was opened (the numpy
 backend opens none). docs/long_runs.md. The last seven count events since the process started
 (`vkgrad.runtime.vulkan.counters`): sequences recorded, the ops recorded into them (a loop's
-body once, whatever its trip count: kp patch 0011), device buffers allocated, pool misses
+body once, whatever its trip count: kp patch 0012), device buffers allocated, pool misses
 (a call needed a buffer the pool did not have), arguments copied into and results copied out
 of a program's own slots (vkgrad/runtime/runners.py), submissions. In a training loop that gets a new batch every step,
 the first three stop growing after the first calls.

@@ -1,7 +1,7 @@
 """A scan on the device: its body is lowered ONCE, and the plan marks that run of dispatches as
 a loop (Lowered.loops) that the call's one submission runs `length` times: the runtime records
 the body once, into a secondary command buffer the sequence executes `length` times (kp patch
-0011; vkgrad/runtime/vulkan.py, Executable). Nothing in the IR, the plan or the recording is
+0012; vkgrad/runtime/vulkan.py, Executable). Nothing in the IR, the plan or the recording is
 copied per step.
 
 Each replay is the same recorded dispatches: the iteration index lives on the device, in a

@@ -77,7 +77,7 @@ def kp_module():
         raise DeviceError("this `kp` is an unpatched Kompute build: vkgrad needs its own (it orders "
                           "dependent dispatches); run `make setup` to build it")
     if not hasattr(kp.Sequence, "record_loop"):
-        raise DeviceError("this `kp` was built before vkgrad's kp patch 0011 (a loop's body "
+        raise DeviceError("this `kp` was built before vkgrad's kp patch 0012 (a loop's body "
                           "recorded once); run `make setup` to build it again")
     return kp
 

@@ -36,7 +36,7 @@ from vkgrad.target import Target
 
 # What tests count: submissions per call, uploads after the first call, pipelines built,
 # sequences recorded and the ops recorded into them (a loop's body once, whatever its trip
-# count: kp patch 0011), buffers allocated (each is two Vulkan memory allocations for a
+# count: kp patch 0012), buffers allocated (each is two Vulkan memory allocations for a
 # "device" buffer, ~4 ms on the H200), pool misses and arguments copied into a program's own
 # slots.
 counters = {"submissions": 0, "uploads": 0, "upload_bytes": 0, "downloads": 0,
@@ -417,7 +417,7 @@ class Executable:
         self.dispatches = list(dispatches)
         # loops (first, end, count): dispatches[first:end] run count times in a row
         # (vkgrad/lowering/loops.py); the recording is runs of them, each loop's body recorded
-        # once and executed count times (kp patch 0011)
+        # once and executed count times (kp patch 0012)
         self.loops = tuple(loops)
         self._runs = recorded_runs(len(self.dispatches), self.loops)
         self.timestamps = timestamps and device.info.timestamps
@@ -489,7 +489,7 @@ class Executable:
     def _record(self, transfers, tail, pre=(), post=()) -> "_Recorded":
         """One sequence of [transfers, extra[pre], the program, extra[post], tail]: the ops
         around the program and its runs between loops recorded one by one, each loop's body by
-        one record_loop (kp patch 0011: recorded once, executed count times; with timestamps,
+        one record_loop (kp patch 0012: recorded once, executed count times; with timestamps,
         whose queries each op writes once, recorded count times by kp's C++)."""
         kp = kp_module()
         head = [_transfer_op(kp, kind, buffers) for kind, buffers in transfers]
