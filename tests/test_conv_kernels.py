@@ -1,7 +1,8 @@
-"""The convolution kernel (kernels_glsl/conv.comp, lowering/conv.py): the planner alone, for
-lavapipe's and the H200's Targets (no device), and the kernel against the interpreter on
-lavapipe: every variant, 1-, 2- and 3-D, groups, dilations, negative padding, split-K, and the
-gradients (convolutions run by the same kernel)."""
+"""The convolution kernels (kernels_glsl/conv_gemm.comp and conv.comp, lowering/conv.py): the
+planner alone, for lavapipe's and the H200's Targets (no device), and the kernels against the
+interpreter on lavapipe: every variant of both, 1-, 2- and 3-D, groups, dilations, negative
+padding, both k orders of the GEMM kernel, split-K, and the gradients (convolutions run by the
+same kernels)."""
 
 from __future__ import annotations
 
@@ -12,20 +13,24 @@ import vkgrad as vg
 import vkgrad.numpy as vnp
 from vkgrad import lax, nn
 from vkgrad.lowering import conv as conv_lowering
-from vkgrad.lowering.conv import VARIANTS, choose_splits, choose_variant, plan_conv
+from vkgrad.lowering.conv import (GEMM_VARIANTS, VARIANTS, choose_splits, choose_variant,
+                                  plan_conv)
 from vkgrad.target import Target
 
 RNG = np.random.default_rng(0)
 
 
 def test_the_variant_follows_the_features_per_group_and_the_output_positions():
-    """The H200 sweep's choices (lowering/conv.py's table): ResNet forwards at many positions
-    on `wide`, their weight gradients (m = C * window) on the 128-row tiles, a depthwise
-    forward on `depthwise`, its weight gradient (m = the window) on `wide`."""
-    assert choose_variant(64, 100352) == "wide" and choose_variant(16, 100352) == "narrow"
+    """From 32 output features per group the GEMM kernel, its biggest tile that pads the
+    features little and gives enough workgroups (ResNet's forwards: 64 features on 64-row
+    tiles, 128 and more on 128-row ones; a weight gradient's few positions on the small tile,
+    split-K after); fewer features on conv.comp's tiles: a depthwise forward on `depthwise`,
+    its weight gradient (m = the window) on `wide`."""
+    assert choose_variant(64, 100352) == "gemm_f64w" and choose_variant(64, 25088) == "gemm_f64"
+    assert choose_variant(128, 25088) == "gemm_large" and choose_variant(256, 6272) == "gemm_medium"
+    assert choose_variant(64, 576) == "gemm_small" and choose_variant(48, 10 ** 6) == "gemm_small"
+    assert choose_variant(16, 100352) == "narrow"
     assert choose_variant(1, 25088) == "depthwise" and choose_variant(1, 9) == "wide"
-    assert choose_variant(128, 1152) == "big" and choose_variant(64, 576) == "tall"
-    assert choose_variant(256, 6272) == "wide"
     plan = plan_conv((2, 8, 9, 9), (8, 2, 3, 3), (2, 8, 9, 9), (1, 1), ((1, 1), (1, 1)),
                      (1, 1), (1, 1), 4, target=Target.h200())
     (launch, roles), = plan.steps
@@ -37,17 +42,55 @@ def test_the_variant_follows_the_features_per_group_and_the_output_positions():
     assert launch.name == "conv_depthwise" and launch.groups == (6, 1, 1)   # 1296 outputs
 
 
-@pytest.mark.parametrize("name", sorted(VARIANTS))
+def _gemm_defines(lhs, rhs, out, **kw):
+    (launch, _), *_ = plan_conv(lhs, rhs, out, kw.get("strides", (1,) * (len(lhs) - 2)),
+                                kw.get("padding", ((1, 1),) * (len(lhs) - 2)),
+                                kw.get("lhs_dilation", (1,) * (len(lhs) - 2)),
+                                (1,) * (len(lhs) - 2), 1, target=Target.h200(),
+                                variant=kw.get("variant")).steps
+    return launch.name, launch.groups, dict(launch.defines)
+
+
+def test_the_gemm_kernels_k_order_and_vector_accesses_follow_the_shapes():
+    """Channels innermost in k where they come in whole steps and the window is short (a
+    3x3: one padding test per step), w's storage order with vec4 loads where K % 4 == 0 (a
+    weight gradient's long window), vec4 stores where the output planes are multiples of 4;
+    rows are features, columns positions; 3-D and lhs-dilated convolutions go to conv.comp."""
+    name, groups, d = _gemm_defines((32, 64, 56, 56), (64, 64, 3, 3), (32, 64, 56, 56))
+    assert name == "conv_gemm" and groups == (392, 1, 1)       # 100352 / 256 positions
+    assert (d["CG_BM"], d["CG_BN"], d["CG_CIN"], d["CG_VEC_W"], d["CG_VEC_O"]) == \
+        (64, 256, 1, 0, 1)
+    name, _, d = _gemm_defines((64, 32, 56, 56), (64, 32, 56, 56), (64, 64, 3, 3),
+                               padding=((1, 1), (1, 1)))       # a weight gradient
+    assert (d["CG_CIN"], d["CG_VEC_W"], d["CG_VEC_O"]) == (0, 1, 0)
+    _, _, d = _gemm_defines((2, 5, 9, 9), (40, 5, 3, 3), (2, 40, 9, 9))
+    assert (d["CG_CIN"], d["CG_VEC_W"]) == (0, 0)              # K = 45
+    name, _, d = _gemm_defines((2, 8, 4, 4, 4), (40, 8, 3, 3, 3), (2, 40, 4, 4, 4),
+                               variant="gemm_large")
+    assert name == "conv" and d["CV_TX"] == 16                 # 3-D: conv.comp's tile
+    name, _, _ = _gemm_defines((2, 8, 9, 9), (40, 8, 3, 3), (2, 40, 17, 17),
+                               lhs_dilation=(2, 2), strides=(1, 1), variant="gemm_large")
+    assert name == "conv"
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS) + sorted(GEMM_VARIANTS))
 def test_every_variant_is_a_valid_tile_and_matches_the_interpreter(name, monkeypatch):
-    """Each variant on a shape off its tile edges, with both gradients (the sweep in
-    bench/bench_conv.py forces variants the same way)."""
-    VARIANTS[name].check()
+    """Each variant on shapes off its tile edges, with both gradients (the sweep in
+    bench/bench_conv.py forces variants the same way): 5 input features (k in w's order,
+    scalar loads of w, a stride-2 input gradient as phases), then 32 (channels innermost in
+    the forward and the input gradient, vec4 loads of w in the weight gradient)."""
+    tile = {**VARIANTS, **GEMM_VARIANTS}[name]
+    tile.check()
+    # conv_gemm.comp: a thread's load slots share their k offsets
+    assert name not in GEMM_VARIANTS or tile.threads % (tile.bk // 4) == 0
     monkeypatch.setattr(conv_lowering, "choose_variant", lambda og, m: name)
     f = vg.grad(lambda x, w: vnp.sum(vnp.sin(lax.conv(x, w, (2, 1), "SAME"))), argnums=(0, 1))
-    lowered = _check(f, _f32(3, 5, 7, 9), _f32(70, 5, 3, 2), rtol=1e-4)
-    defines = {dict(s.launch.defines).get("CV_RM") for s in lowered.lowered.steps
-               if s.launch.name == "conv"}
-    assert defines == {VARIANTS[name].rm}
+    kernel, key = ("conv_gemm", "CG_BM") if name in GEMM_VARIANTS else ("conv", "CV_RM")
+    for x, w in (((3, 5, 7, 9), (70, 5, 3, 2)), ((2, 32, 7, 5), (36, 32, 3, 3))):
+        lowered = _check(f, _f32(*x), _f32(*w), rtol=1e-4)
+        defines = {dict(s.launch.defines).get(key) for s in lowered.lowered.steps
+                   if s.launch.name == kernel}
+        assert defines == {tile.bm if kernel == "conv_gemm" else tile.rm}
 
 
 def test_weight_gradients_split_k_on_a_gpu_and_under_lavapipes_loop_limit():
@@ -87,21 +130,29 @@ def _f32(*shape):
 
 
 @pytest.mark.parametrize("lhs,rhs,kw", [
-    ((2, 64, 5, 7), (33, 64, 3, 3), dict(window_strides=(1, 2), padding="SAME")),     # wide
+    ((2, 64, 5, 7), (33, 64, 3, 3), dict(window_strides=(1, 2), padding="SAME")),     # gemm
     ((1, 12, 9, 10), (12, 4, 2, 3), dict(window_strides=(2, 1), padding=((2, -1), (0, 1)),
                                          rhs_dilation=(2, 1), feature_group_count=3)),  # narrow
     ((2, 7, 19), (14, 1, 4), dict(window_strides=(1,), padding=((3, 0),),
                                   feature_group_count=7)),                            # 2 per group
     ((1, 2, 3, 4, 5), (3, 2, 2, 2, 3), dict(window_strides=(1, 1, 2), padding="SAME",
                                             lhs_dilation=(2, 1, 2))),                 # 3-D
+    ((2, 64, 6, 5), (64, 32, 3, 3), dict(window_strides=(1, 1), padding="SAME",
+                                         feature_group_count=2)),         # gemm, 2 groups
+    ((3, 16, 11, 9), (40, 16, 3, 3), dict(window_strides=(2, 3), padding=((2, -1), (0, 3)),
+                                          rhs_dilation=(2, 1))),   # gemm, channels inner
+    ((2, 8, 23), (48, 8, 5), dict(window_strides=(2,), padding=((4, 1),),
+                                  rhs_dilation=(3,))),                     # gemm, 1-D
 ])
 def test_the_kernel_matches_the_interpreter(lhs, rhs, kw):
     f = lambda x, w: lax.conv_general_dilated(x, w, **kw)    # noqa: E731
     lowered = _check(f, _f32(*lhs), _f32(*rhs))
     names = [s.launch.name for s in lowered.lowered.steps]
-    # one kernel, and on a GPU Target a small output may split K: then a sum of the slices
-    # (lowering/conv.py's choose_splits; the H200 splits the first case, lavapipe none)
-    assert names[0] == "conv" and names[1:] in ([], ["reduce_sum"]), names
+    # one kernel (the GEMM one from 32 features per group, 1-D and 2-D), and on a GPU Target
+    # a small output may split K: then a sum of the slices (lowering/conv.py's choose_splits)
+    kernel = "conv_gemm" if rhs[0] // kw.get("feature_group_count", 1) >= 32 and \
+        len(lhs) < 5 else "conv"
+    assert names[0] == kernel and names[1:] in ([], ["reduce_sum"]), names
 
 
 @pytest.mark.parametrize("lhs,rhs,kw", [
@@ -156,6 +207,22 @@ def test_both_gradients_run_on_the_kernel_with_split_k():
     assert names.count("conv") == 3
 
 
+def test_the_gemm_kernels_long_sums_split_under_lavapipes_loop_limit():
+    """k = 4 x 140,000 (in w's order) and 140,000 x 4 (channels innermost): 70,000
+    steps of 8 in one workgroup each, past lavapipe's 65,535 (which stops the loop: 524,280);
+    the planner splits K, and the sums come back whole."""
+    for x_shape, w_shape in (((1, 4, 140_000), (32, 4, 140_000)),
+                             ((1, 140_000, 4), (32, 140_000, 4))):
+        x, w = np.ones(x_shape, np.float32), np.ones(w_shape, np.float32)
+        conv = vg.jit(lambda x, w: lax.conv(x, w, (1,), "VALID"), backend="vulkan")
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(conv_lowering, "choose_variant", lambda og, m: "gemm_large")
+            got = conv(x, w)
+            assert [s.launch.name for s in conv.lower(x, w).lowered.steps] == \
+                ["conv_gemm", "reduce_sum"]
+        np.testing.assert_array_equal(np.asarray(got), np.full((1, 32, 1), 560_000, np.float32))
+
+
 def test_a_long_window_sum_is_exact():
     """The k loop past lavapipe's 65,535 counted iterations (k = 200,000 in one group) comes
     back whole: the planner splits it."""
@@ -172,6 +239,10 @@ def test_a_bias_and_activation_run_in_the_kernels_store():
     lowered = _check(lambda p, x: nn.relu(nn.conv(p, x)) * 2.0, params, _f32(2, 3, 9, 9))
     (step,) = lowered.lowered.steps
     assert step.launch.name == "conv" and "VKG_STORE_B2" in step.launch.hooks
+    params = {"w": _f32(32, 16, 3, 3), "b": _f32(32)}      # the GEMM kernel's store
+    lowered = _check(lambda p, x: nn.relu(nn.conv(p, x)) * 2.0, params, _f32(2, 16, 6, 7))
+    (step,) = lowered.lowered.steps
+    assert step.launch.name == "conv_gemm" and "VKG_STORE_B2" in step.launch.hooks
     assert not conv_lowering.takes_hooks(
         vg.make_ir(lambda x, w: lax.conv(x, w, (1,), "VALID"))(
             np.ones((1, 1, 200_000), np.float32), np.ones((1, 1, 100_000), np.float32)).eqns[0],
