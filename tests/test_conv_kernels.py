@@ -42,35 +42,40 @@ def test_the_variant_follows_the_features_per_group_and_the_output_positions():
     assert launch.name == "conv_depthwise" and launch.groups == (6, 1, 1)   # 1296 outputs
 
 
-def _gemm_defines(lhs, rhs, out, **kw):
-    (launch, _), *_ = plan_conv(lhs, rhs, out, kw.get("strides", (1,) * (len(lhs) - 2)),
-                                kw.get("padding", ((1, 1),) * (len(lhs) - 2)),
-                                kw.get("lhs_dilation", (1,) * (len(lhs) - 2)),
-                                (1,) * (len(lhs) - 2), 1, target=Target.h200(),
-                                variant=kw.get("variant")).steps
-    return launch.name, launch.groups, dict(launch.defines)
+def _conv_launch(lhs, rhs, out, **kw):
+    """(the plan's kernel names, the convolution kernel's groups and defines) on the H200."""
+    nd = len(lhs) - 2
+    plan = plan_conv(lhs, rhs, out, kw.get("strides", (1,) * nd),
+                     kw.get("padding", ((1, 1),) * nd), kw.get("lhs_dilation", (1,) * nd),
+                     (1,) * nd, 1, target=Target.h200(), variant=kw.get("variant"))
+    names = [launch.name for launch, _ in plan.steps]
+    launch, roles = next(s for s in plan.steps if s[0].name in ("conv", "conv_gemm"))
+    return names, roles, launch.groups, dict(launch.defines)
 
 
 def test_the_gemm_kernels_k_order_and_vector_accesses_follow_the_shapes():
     """Channels innermost in k where they come in whole steps and the window is short (a
-    3x3: one padding test per step), w's storage order with vec4 loads where K % 4 == 0 (a
-    weight gradient's long window), vec4 stores where the output planes are multiples of 4;
-    rows are features, columns positions; 3-D and lhs-dilated convolutions go to conv.comp."""
-    name, groups, d = _gemm_defines((32, 64, 56, 56), (64, 64, 3, 3), (32, 64, 56, 56))
-    assert name == "conv_gemm" and groups == (392, 1, 1)       # 100352 / 256 positions
+    3x3: one padding test per step, w relaid out first for vec4 loads), w's storage order
+    with vec4 loads where K % 4 == 0 (a weight gradient's long window), vec4 stores where the
+    output planes are multiples of 4; rows are features, columns positions; 3-D and
+    lhs-dilated convolutions go to conv.comp."""
+    names, roles, groups, d = _conv_launch((32, 64, 56, 56), (64, 64, 3, 3), (32, 64, 56, 56))
+    assert names == ["conv_relayout", "conv_gemm"] and roles == ("x", "w_cin", "out")
+    assert groups == (392, 1, 1)                               # 100352 / 256 positions
     assert (d["CG_BM"], d["CG_BN"], d["CG_CIN"], d["CG_VEC_W"], d["CG_VEC_O"]) == \
-        (64, 256, 1, 0, 1)
-    name, _, d = _gemm_defines((64, 32, 56, 56), (64, 32, 56, 56), (64, 64, 3, 3),
-                               padding=((1, 1), (1, 1)))       # a weight gradient
+        (64, 256, 1, 1, 1)
+    names, roles, _, d = _conv_launch((64, 32, 56, 56), (64, 32, 56, 56), (64, 64, 3, 3),
+                                      padding=((1, 1), (1, 1)))       # a weight gradient
+    assert names == ["conv_gemm", "reduce_sum"] and roles == ("x", "w", "partials")
     assert (d["CG_CIN"], d["CG_VEC_W"], d["CG_VEC_O"]) == (0, 1, 0)
-    _, _, d = _gemm_defines((2, 5, 9, 9), (40, 5, 3, 3), (2, 40, 9, 9))
-    assert (d["CG_CIN"], d["CG_VEC_W"]) == (0, 0)              # K = 45
-    name, _, d = _gemm_defines((2, 8, 4, 4, 4), (40, 8, 3, 3, 3), (2, 40, 4, 4, 4),
-                               variant="gemm_large")
-    assert name == "conv" and d["CV_TX"] == 16                 # 3-D: conv.comp's tile
-    name, _, _ = _gemm_defines((2, 8, 9, 9), (40, 8, 3, 3), (2, 40, 17, 17),
-                               lhs_dilation=(2, 2), strides=(1, 1), variant="gemm_large")
-    assert name == "conv"
+    names, _, _, d = _conv_launch((2, 5, 9, 9), (40, 5, 3, 3), (2, 40, 9, 9))
+    assert names == ["conv_gemm"] and (d["CG_CIN"], d["CG_VEC_W"]) == (0, 0)   # K = 45
+    names, _, _, d = _conv_launch((2, 8, 4, 4, 4), (40, 8, 3, 3, 3), (2, 40, 4, 4, 4),
+                                  variant="gemm_large")
+    assert names == ["conv"] and d["CV_TX"] == 16              # 3-D: conv.comp's tile
+    names, *_ = _conv_launch((2, 8, 9, 9), (40, 8, 3, 3), (2, 40, 17, 17),
+                             lhs_dilation=(2, 2), strides=(1, 1), variant="gemm_large")
+    assert names == ["conv"]
 
 
 @pytest.mark.parametrize("name", sorted(VARIANTS) + sorted(GEMM_VARIANTS))
@@ -107,7 +112,7 @@ def test_weight_gradients_split_k_on_a_gpu_and_under_lavapipes_loop_limit():
     assert choose_splits(9, k, tile, Target.lavapipe()) > 1
     plan = plan_conv((64, 32, 56, 56), (64, 32, 3, 3), (64, 64, 56, 56), (1, 1),
                      ((1, 1), (1, 1)), (1, 1), (1, 1), 1, target=Target.h200())
-    assert len(plan.steps) == 1                # a forward with many workgroups: no split
+    assert not any(t.role == "partials" for t in plan.temps)   # many workgroups: no split
     wgrad = plan_conv((64, 32, 56, 56), (64, 32, 56, 56), (64, 64, 3, 3), (1, 1),
                       ((1, 1), (1, 1)), (1, 1), (1, 1), 1, target=Target.h200())
     assert [r for _, r in wgrad.steps][0] == ("x", "w", "partials")
@@ -148,10 +153,12 @@ def test_the_kernel_matches_the_interpreter(lhs, rhs, kw):
     f = lambda x, w: lax.conv_general_dilated(x, w, **kw)    # noqa: E731
     lowered = _check(f, _f32(*lhs), _f32(*rhs))
     names = [s.launch.name for s in lowered.lowered.steps]
-    # one kernel (the GEMM one from 32 features per group, 1-D and 2-D), and on a GPU Target
-    # a small output may split K: then a sum of the slices (lowering/conv.py's choose_splits)
+    # one kernel (the GEMM one from 32 features per group, 1-D and 2-D, after w's relayout
+    # where k runs channels innermost), and on a GPU Target a small output may split K: then
+    # a sum of the slices (lowering/conv.py's choose_splits)
     kernel = "conv_gemm" if rhs[0] // kw.get("feature_group_count", 1) >= 32 and \
         len(lhs) < 5 else "conv"
+    names = names[1:] if names[0] == "conv_relayout" else names
     assert names[0] == kernel and names[1:] in ([], ["reduce_sum"]), names
 
 
@@ -218,8 +225,8 @@ def test_the_gemm_kernels_long_sums_split_under_lavapipes_loop_limit():
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(conv_lowering, "choose_variant", lambda og, m: "gemm_large")
             got = conv(x, w)
-            assert [s.launch.name for s in conv.lower(x, w).lowered.steps] == \
-                ["conv_gemm", "reduce_sum"]
+            names = [s.launch.name for s in conv.lower(x, w).lowered.steps]
+            assert names[-2:] == ["conv_gemm", "reduce_sum"], names   # (w relaid out first)
         np.testing.assert_array_equal(np.asarray(got), np.full((1, 32, 1), 560_000, np.float32))
 
 
@@ -241,7 +248,8 @@ def test_a_bias_and_activation_run_in_the_kernels_store():
     assert step.launch.name == "conv" and "VKG_STORE_B2" in step.launch.hooks
     params = {"w": _f32(32, 16, 3, 3), "b": _f32(32)}      # the GEMM kernel's store
     lowered = _check(lambda p, x: nn.relu(nn.conv(p, x)) * 2.0, params, _f32(2, 16, 6, 7))
-    (step,) = lowered.lowered.steps
+    relayout, step = lowered.lowered.steps
+    assert relayout.launch.name == "conv_relayout" and not relayout.launch.hooks
     assert step.launch.name == "conv_gemm" and "VKG_STORE_B2" in step.launch.hooks
     assert not conv_lowering.takes_hooks(
         vg.make_ir(lambda x, w: lax.conv(x, w, (1,), "VALID"))(

@@ -5,7 +5,7 @@
 //     f  an output feature of the group (Og of them), the GEMM's rows
 //     q = (n, oh, ow), an output position (N * OH * OW), the GEMM's columns
 //     k   an input feature c and window offset (kh, kw) (I * KH * KW)
-//     W[f, k] = w[g*Og + f, c, kh, kw]
+//     W[f, k] = w[g*Og + f, c, kh, kw]       (CG_CIN: w[g*Og + f, kh, kw, c])
 //     X[k, q] = x[n, g*I + c, oh*sh + kh*rd_h - ph, ow*sw + kw*rd_w - pw]  (0 outside x)
 //     out[n, g*Og + f, oh, ow] = C[f, q]
 // Layouts as conv.comp's (vkgrad/primitives/convolution.py): x [N, C, H, W], w [O, I, KH, KW],
@@ -26,7 +26,8 @@
 // - CG_CIN = 1 (I % BK == 0): k = (kh, kw, c), channels innermost. A k step is BK channels at
 //   one window offset, the same for the whole workgroup, so a position's padding test is one
 //   per slot and step (not per element), and the window offset moves on only every I / BK
-//   steps; x's 4 elements of a slot are H*W apart, w's KH*KW.
+//   steps; x's 4 elements of a slot are H*W apart; w comes relaid out [O, KH, KW, I] by
+//   conv_relayout.comp (the planner's first dispatch), so its 4 are one vec4.
 // - CG_CIN = 0: k = (c, kh, kw), w's storage order: w's 4 elements of a slot are one vec4 when
 //   K % 4 == 0 (CG_VEC_W); each element of x is tested on its own. For long windows (a weight
 //   gradient, whose window is the output gradient: x's elements are then contiguous along k).
@@ -129,8 +130,7 @@ void main() {
         const uint c = sc + kq;                                                                 \
         [[unroll]] for (uint l = 0u; l < LA; l++) {                                             \
             const bool ok = in_k && a_live[l];                                                  \
-            const uint at = ok ? a_row[l] + c * KP + wk : 0u;                                   \
-            const vec4 v = vec4(w[at], w[at + KP], w[at + 2u * KP], w[at + 3u * KP]);           \
+            const vec4 v = w_v[ok ? (a_row[l] + wk * p.I + c) >> 2u : 0u];                      \
             areg[l] = ok ? v : vec4(0.0);                                                       \
         }                                                                                       \
         [[unroll]] for (uint l = 0u; l < LB; l++) {                                             \

@@ -11,8 +11,9 @@ Two kernels:
   product step shared through gemm_tile.glsl; lowering/matmul.py's Tile describes the tiles).
   Rows are output features, columns output positions (so stores run along ow). k is (kh, kw,
   c) with channels innermost where I % BK == 0 and the window is short: a k step is BK
-  channels at one window offset, so padding is tested once per position and step; else w's
-  storage order (c, kh, kw), vec4 loads of w where K % 4 == 0. Tiles: GEMM_VARIANTS, chosen
+  channels at one window offset, so padding is tested once per position and step, and w is
+  relaid out [O, KH, KW, I] first (conv_relayout.comp, a small dispatch: w is small) for vec4
+  loads along k; else w's storage order (c, kh, kw), vec4 loads of w where K % 4 == 0. Tiles: GEMM_VARIANTS, chosen
   by `choose_gemm_variant` (the matmul planner's rule: the biggest tile with enough
   workgroups, here also padding the features little). Not yet measured on the H200: the
   `--sweep` of bench/bench_conv.py times every variant of both kernels.
@@ -61,8 +62,8 @@ from dataclasses import dataclass
 from vkgrad import primitives as P
 from vkgrad.lowering import conv_depthwise
 from vkgrad.lowering.contracts import KernelContract, Unsupported, need_f32, register
-from vkgrad.lowering.kernels import OpPlan, _defines, plan_split_sum
-from vkgrad.lowering.launch import MAX_GROUPS_X, Launch, cdiv
+from vkgrad.lowering.kernels import OpPlan, Temp, _defines, plan_split_sum
+from vkgrad.lowering.launch import MAX_GROUPS_X, Launch, cdiv, grid
 from vkgrad.lowering.matmul import Tile
 from vkgrad.target import target_of
 
@@ -196,7 +197,8 @@ def mixed_radix(n: int, radices: tuple) -> tuple:
 def plan_conv(lhs: tuple, rhs: tuple, out: tuple, window_strides, padding, lhs_dilation,
               rhs_dilation, groups: int, *, target=None, variant: str | None = None) -> OpPlan:
     """The dispatches of conv_general_dilated for operands of these shapes (1 to 3 spatial
-    dims) and params. Roles "x", "w", "out" (temps "partials" with split-K)."""
+    dims) and params. Roles "x", "w", "out" (temps "partials" with split-K, "w_cin" for w
+    relaid out with its input features innermost)."""
     nd = len(lhs) - 2
     if not 1 <= nd <= 3:
         raise ValueError(f"a convolution with {nd} spatial dimensions (the kernel runs 1 to 3)")
@@ -235,22 +237,31 @@ def plan_conv(lhs: tuple, rhs: tuple, out: tuple, window_strides, padding, lhs_d
         raise ValueError(f"a convolution of {groups} groups (x {splits} K slices)")
     chunk = cdiv(cdiv(k, tile.bk), splits) * tile.bk
     push += (chunk, *mixed_radix(tile.bk, (i, *fill(rhs[2:], 1))))
+    window = math.prod(rhs[2:])
+    cin = name in GEMM_VARIANTS and i % tile.bk == 0 and 1 < window <= CIN_MAX_WINDOW
     if name in GEMM_VARIANTS:
-        window = math.prod(rhs[2:])
-        cin = i % tile.bk == 0 and 1 < window <= CIN_MAX_WINDOW
         launch = Launch(name="conv_gemm", shader="conv_gemm.comp", bindings=3,
                         groups=(gx, gy, splits * groups), push=push, defines=_defines(
                             CG_BM=tile.bm, CG_BN=tile.bn, CG_BK=tile.bk, CG_TM=tile.tm,
-                            CG_TN=tile.tn, CG_CIN=cin, CG_VEC_W=not cin and k % 4 == 0,
+                            CG_TN=tile.tn, CG_CIN=cin, CG_VEC_W=cin or k % 4 == 0,
                             CG_VEC_O=math.prod(out[2:]) % 4 == 0))
     else:
         launch = Launch(name="conv", shader="conv.comp", bindings=3,
                         groups=(gx, gy, splits * groups), push=push, defines=_defines(
                             CV_TX=tile.tx, CV_TY=tile.ty, CV_RM=tile.rm, CV_RN=tile.rn,
                             CV_BK=tile.bk))
+    w = "w_cin" if cin else "w"
     if splits == 1:
-        return OpPlan(((launch, ("x", "w", "out")),))
-    return plan_split_sum(launch, ("x", "w"), "out", splits, math.prod(out), target=target)
+        plan = OpPlan(((launch, ("x", w, "out")),))
+    else:
+        plan = plan_split_sum(launch, ("x", w), "out", splits, math.prod(out), target=target)
+    if not cin:
+        return plan
+    # channels innermost: w relaid out [O, window, I] first, for vec4 loads along k
+    relayout = Launch(name="conv_relayout", shader="conv_relayout.comp", bindings=2,
+                      groups=grid(cdiv(o * k, 256)), push=(o, i, window))
+    return OpPlan(((relayout, ("w", "w_cin")),) + plan.steps,
+                  (Temp("w_cin", o * k, "float32"),) + plan.temps)
 
 
 def _plan(e, target):
@@ -277,7 +288,7 @@ def takes_hooks(e, target=None, loads: bool = False) -> bool:
     if loads or any(x.dtype != "f32" for x in e.inputs):
         return False
     try:
-        return len(_plan(e, target).steps) == 1
+        return not any(t.role == "partials" for t in _plan(e, target).temps)
     except ValueError:
         return False
 
