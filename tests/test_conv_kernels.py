@@ -214,6 +214,24 @@ def test_both_gradients_run_on_the_kernel_with_split_k():
     assert names.count("conv") == 3
 
 
+@pytest.mark.parametrize("variant", ["gemm_large", "gemm_small"])
+@pytest.mark.parametrize("lhs,rhs,kw", [
+    ((2, 32, 9, 7), (40, 32, 3, 3), dict(window_strides=(1, 2), padding="SAME")),
+    ((3, 16, 30), (36, 16, 5), dict(window_strides=(2,), padding=((3, 1),), rhs_dilation=(2,))),
+])
+def test_the_gemm_kernels_k_slices_add_up(lhs, rhs, kw, variant, monkeypatch):
+    """Split-K (3 slices, forced) on both k orders, with both gradients: each slice decodes
+    its first k (mid-window for channels innermost) and sums only its own."""
+    monkeypatch.setattr(conv_lowering, "choose_variant", lambda og, m: variant)
+    monkeypatch.setattr(conv_lowering, "choose_splits", lambda *a, **k: 3)
+    f = vg.grad(lambda x, w: vnp.sum(vnp.sin(lax.conv_general_dilated(x, w, **kw))),
+                argnums=(0, 1))
+    lowered = _check(f, _f32(*lhs), _f32(*rhs), rtol=1e-4)
+    gemm = [s.launch for s in lowered.lowered.steps if s.launch.name == "conv_gemm"]
+    assert {dict(la.defines)["CG_CIN"] for la in gemm} == {0, 1}
+    assert all(la.groups[2] == 3 for la in gemm)
+
+
 def test_the_gemm_kernels_long_sums_split_under_lavapipes_loop_limit():
     """k = 4 x 140,000 (in w's order) and 140,000 x 4 (channels innermost): 70,000
     steps of 8 in one workgroup each, past lavapipe's 65,535 (which stops the loop: 524,280);

@@ -16,7 +16,8 @@
 // each thread TM x TN accumulators in 4 x 4 strips read from shared memory as vec4s; K advances
 // BK at a time through two shared stages: while the threads compute on one, the next step's
 // elements load into registers and are stored to the other afterwards (one barrier per step).
-// The loop has no branch around the prefetch: the step past the end loads zeros.
+// CG_ALWAYS_PREFETCH: no branch around the prefetch (the step past the end loads zeros), a
+// per-tile choice as the matmul's (lowering/matmul.py: it sped up `large`, slowed `medium`).
 //
 // Loads: each thread loads LA (LB) slots of 4 consecutive k for one row (column) and stores
 // them transposed into the k-major tiles. What does not change along k is decoded once per
@@ -33,7 +34,7 @@
 //   gradient, whose window is the output gradient: x's elements are then contiguous along k).
 // Split-K: workgroup z = s * G + g sums k in [s * chunk, (s + 1) * chunk) and writes slice s of
 // out, [splits, N, O, OH, OW], which a reduction then sums (chunk >= K: no split).
-// Defines: CG_BM, CG_BN, CG_BK, CG_TM, CG_TN (the tile), CG_CIN, CG_VEC_W, CG_VEC_O (vec4
+// Defines: CG_BM, CG_BN, CG_BK, CG_TM, CG_TN, CG_ALWAYS_PREFETCH (the tile), CG_CIN, CG_VEC_W, CG_VEC_O (vec4
 // stores: OH * OW % 4 == 0). Bindings: 0 x, 1 w, 2 out. Grid: (ceil(N*OH*OW / BN),
 // ceil(Og / BM), splits * G).
 #extension GL_GOOGLE_include_directive : require
@@ -49,6 +50,7 @@ const uint STAGE = BK * (SA + SB);        // one stage of A and B tiles, in vec4
 const uint LA = (BM * BK / 4u) / T1;      // slots of 4 k per thread: A, B
 const uint LB = (BN * BK / 4u) / T1;
 const bool CIN = CG_CIN != 0, VEC_W = CG_VEC_W != 0, VEC_O = CG_VEC_O != 0;
+const bool ALWAYS_PREFETCH = CG_ALWAYS_PREFETCH != 0;
 shared vec4 smem[2u * STAGE];
 #include "gemm_tile.glsl"
 
@@ -203,10 +205,11 @@ void main() {
     for (uint s = 0u; s < iters; s++) {
         const uint cur = s & 1u;
         const uint abase = cur * STAGE + ty, bbase = cur * STAGE + BK * SA + tx;
-        LOAD_TILES(kbegin + (s + 1u) * BK)
+        const bool more = ALWAYS_PREFETCH || s + 1u < iters;
+        if (more) { LOAD_TILES(kbegin + (s + 1u) * BK) }
         [[unroll]] for (uint kk = 0u; kk < BK; kk++)
             GEMM_TILE_STEP(kk)
-        STORE_TILES(cur ^ 1u)
+        if (more) { STORE_TILES(cur ^ 1u) }
         barrier();
     }
 

@@ -122,9 +122,11 @@ FEW_POSITIONS = 2304          # m at most this: the 128-row tiles (big, tall) fo
 # Tile; rows are output features, columns output positions), biggest first, each with the
 # fewest workgroups (of one group) it needs to be chosen, as the matmul's variants (about 1.5
 # and 0.75 waves of the H200's 132 multiprocessors), and the most padding of Og it may waste.
+# always_prefetch as the matmul's: on for its `large` (41 -> 47 TFLOP/s there) and the tile of
+# the same step and accumulators (f64w), off for `medium` (27 vs 39 with it) and the rest.
 GEMM_VARIANTS = {
-    "gemm_large": Tile(bm=128, bn=128, bk=8, tm=16, tn=8),     # matmul's `large`
-    "gemm_f64w": Tile(bm=64, bn=256, bk=8, tm=8, tn=16),
+    "gemm_large": Tile(bm=128, bn=128, bk=8, tm=16, tn=8, always_prefetch=True),  # `large`
+    "gemm_f64w": Tile(bm=64, bn=256, bk=8, tm=8, tn=16, always_prefetch=True),
     "gemm_medium": Tile(bm=128, bn=64, bk=16, tm=8, tn=8),     # matmul's `medium`
     "gemm_f64": Tile(bm=64, bn=128, bk=8, tm=8, tn=8),
     "gemm_small": Tile(bm=64, bn=64, bk=16, tm=4, tn=8),
@@ -243,7 +245,8 @@ def plan_conv(lhs: tuple, rhs: tuple, out: tuple, window_strides, padding, lhs_d
         launch = Launch(name="conv_gemm", shader="conv_gemm.comp", bindings=3,
                         groups=(gx, gy, splits * groups), push=push, defines=_defines(
                             CG_BM=tile.bm, CG_BN=tile.bn, CG_BK=tile.bk, CG_TM=tile.tm,
-                            CG_TN=tile.tn, CG_CIN=cin, CG_VEC_W=cin or k % 4 == 0,
+                            CG_TN=tile.tn, CG_ALWAYS_PREFETCH=tile.always_prefetch,
+                            CG_CIN=cin, CG_VEC_W=cin or k % 4 == 0,
                             CG_VEC_O=math.prod(out[2:]) % 4 == 0))
     else:
         launch = Launch(name="conv", shader="conv.comp", bindings=3,
