@@ -60,18 +60,7 @@ layout(std430, binding = 1) readonly buffer Wv { vec4 w_v[]; };
 layout(std430, binding = 2) writeonly buffer Of { float o[]; };
 layout(std430, binding = 2) writeonly buffer Ov { vec4 o_v[]; };
 
-layout(push_constant) uniform Push {         // conv.comp's (lowering/conv.py fills both)
-    uint N; uint C; uint D; uint H; uint W;
-    uint O; uint Og; uint I;
-    uint KD; uint KH; uint KW;
-    uint OD; uint OH; uint OW;
-    uint sd; uint sh; uint sw;
-    int pd; int ph; int pw;
-    uint ld_d; uint ld_h; uint ld_w;
-    uint rd_d; uint rd_h; uint rd_w;
-    uint chunk;            // k per slice (a multiple of BK)
-    uint bk_c; uint bk_d; uint bk_h; uint bk_w;   // BK in k's mixed radix (I, KD, KH, KW)
-} p;
+#include "conv_common.glsl"     // push constants p, input_at
 
 void main() {
     const uint stid = gl_LocalInvocationID.x;
