@@ -133,14 +133,18 @@ def sweep_variants(case, args, names=None):
     (GEMM_VARIANTS; a convolution that kernel cannot run takes conv.comp's choice), these
     also as "<name>.worder": k in w's storage order wherever the planner would put channels
     innermost. Nothing for programs with no GEMM convolution (depthwise ones run
-    conv_depthwise.comp whatever)."""
+    conv_depthwise.comp whatever); `names` restricts the variants."""
     programs = vkgrad_programs(case)
     planned = {s.launch.name for f in programs.values()
                for s in vg.jit(f, backend="vulkan").lower(*args).lowered.steps}
     if not planned & set(GEMM_KERNELS):
         return {}, {}
     chosen, window = conv_lowering.choose_variant, conv_lowering.CIN_MAX_WINDOW
-    variants = [(v, window) for v in conv_lowering.VARIANTS] + \
+    o, g = case[4], case[7]
+    # narrow and depthwise (conv.comp's tiles for few features per group) ran 2-14x slower than
+    # wide at ResNet's 64-256 features (the 2026-12-01 sweep, BENCHMARKS.md): not timed there
+    few = ("narrow", "depthwise") if o // g >= conv_lowering.GEMM_MIN_FEATURES else ()
+    variants = [(v, window) for v in conv_lowering.VARIANTS if v not in few] + \
         [(v, window) for v in conv_lowering.GEMM_VARIANTS] + \
         [(v + ".worder", 0) for v in conv_lowering.GEMM_VARIANTS]
     out, kernels = {}, {}
