@@ -15,6 +15,7 @@ from vkgrad import lax, nn
 from vkgrad.lowering import conv as conv_lowering
 from vkgrad.lowering.conv import (GEMM_VARIANTS, VARIANTS, choose_splits, choose_variant,
                                   plan_conv)
+from vkgrad.pipeline import Options, run_stages
 from vkgrad.target import Target
 
 RNG = np.random.default_rng(0)
@@ -196,6 +197,26 @@ def test_a_depthwise_weight_gradient_with_a_long_window_sums_in_workgroups(lhs, 
     names = [s.launch.name for s in _check(f, _f32(*lhs), _f32(3, 1, 3, 3),
                                            rtol=1e-4).lowered.steps]
     assert "conv_depthwise_reduce" in names and "conv" not in names, names
+
+
+@pytest.mark.parametrize("lhs,window,pads", [
+    ((32, 256, 28, 28), (3, 3), ((1, 1), (1, 1))),      # bench_conv's depthwise_c256_28
+    ((8, 1024, 2048), (4,), ((3, 0),)),                  # ... and conv1d_k4_c1024_l2048
+])
+def test_the_h200_plans_the_benchmarks_depthwise_weight_gradients_as_workgroup_sums(
+        lhs, window, pads):
+    """The planner alone, on the H200's Target: the weight gradients of bench_conv.py's two
+    depthwise convolutions run the DW_REDUCE form (a workgroup per weight element), not the
+    GEMM that measured 3.2 and 8.1 ms there (BENCHMARKS.md)."""
+    c, nd = lhs[1], len(window)
+    conv = lambda x, w: lax.conv_general_dilated(                       # noqa: E731
+        x, w, (1,) * nd, pads, feature_group_count=c)
+    dw = vg.grad(lambda x, w: vnp.sum(conv(x, w)), argnums=1)
+    program = vg.make_ir(dw)(vg.ShapeDtype(lhs), vg.ShapeDtype((c, 1) + window))
+    plan = run_stages(program, "plan", Options(target=Target.h200()))["plan"]
+    names = [s.launch.name for s in plan.steps]
+    assert "conv_depthwise_reduce" in names and "conv" not in names, names
+    assert "conv_gemm" not in names
 
 
 def test_a_depthwise_kernels_store_runs_the_epilogue():
