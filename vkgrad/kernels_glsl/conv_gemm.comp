@@ -34,9 +34,9 @@
 //   gradient, whose window is the output gradient: x's elements are then contiguous along k).
 // Split-K: workgroup z = s * G + g sums k in [s * chunk, (s + 1) * chunk) and writes slice s of
 // out, [splits, N, O, OH, OW], which a reduction then sums (chunk >= K: no split).
-// Defines: CG_BM, CG_BN, CG_BK, CG_TM, CG_TN, CG_ALWAYS_PREFETCH (the tile), CG_CIN, CG_VEC_W, CG_VEC_O (vec4
-// stores: OH * OW % 4 == 0). Bindings: 0 x, 1 w, 2 out. Grid: (ceil(N*OH*OW / BN),
-// ceil(Og / BM), splits * G).
+// Defines: CG_BM, CG_BN, CG_BK, CG_TM, CG_TN, CG_ALWAYS_PREFETCH (the tile), CG_CIN,
+// CG_VEC_W (vec4 loads of w), CG_VEC_O (vec4 stores: OH * OW % 4 == 0). Bindings: 0 x, 1 w
+// (relaid out with CG_CIN), 2 out. Grid: (ceil(N*OH*OW / BN), ceil(Og / BM), splits * G).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 // VKGRAD_FUSION_HOOKS

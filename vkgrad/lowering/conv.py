@@ -13,10 +13,11 @@ Two kernels:
   c) with channels innermost where I % BK == 0 and the window is short: a k step is BK
   channels at one window offset, so padding is tested once per position and step, and w is
   relaid out [O, KH, KW, I] first (conv_relayout.comp, a small dispatch: w is small) for vec4
-  loads along k; else w's storage order (c, kh, kw), vec4 loads of w where K % 4 == 0. Tiles: GEMM_VARIANTS, chosen
-  by `choose_gemm_variant` (the matmul planner's rule: the biggest tile with enough
-  workgroups, here also padding the features little). Not yet measured on the H200: the
-  `--sweep` of bench/bench_conv.py times every variant of both kernels.
+  loads along k; else w's storage order (c, kh, kw), vec4 loads of w where K % 4 == 0.
+  Tiles: GEMM_VARIANTS, chosen by `choose_gemm_variant` (the matmul planner's rule: the
+  biggest tile with enough workgroups, here also padding the features little). Not yet
+  measured on the H200: the `--sweep` of bench/bench_conv.py times every variant of both
+  kernels.
 - vkgrad/kernels_glsl/conv.comp, for the rest (fewer features per group, 3-D, lhs
   dilation): rows are positions; variants (defines; a thread holds RM x RN accumulators,
   TX x TY threads):
