@@ -27,7 +27,11 @@ The target: 1.0x JAX or better. Both sides print their first loss (same init: sa
 
 Every round alternates vkgrad, torch, JAX; medians and ranges over rounds are reported.
 --sweep: also times vkgrad with each kernel variant forced (vkgrad/lowering/conv.py's
-VARIANTS), per conv and mode, so the planner's choice can follow the measurement.
+VARIANTS, conv.comp's tiles, and GEMM_VARIANTS, conv_gemm.comp's, each of these also as
+"<name>.worder": k in w's storage order instead of channels innermost), per conv and mode
+("sweep_us"; "sweep_kernels_us" the same per kernel name, so the convolution kernels' own time
+shows apart from transposes and split-K sums), so the planner's choice can follow the
+measurement; --variants a,b sweeps only those. The JSON is rewritten after each conv.
 --quick: small shapes and a tiny ResNet (runs on lavapipe, to check the script itself).
 """
 
@@ -64,6 +68,7 @@ CONVS = [
     ("conv1d_k4_c1024_l2048", 8, 1024, (2048,), 1024, 4, 1, 1024),
 ]
 QUICK = [("c8_9_s1", 2, 8, (9, 9), 16, 3, 1, 1), ("c8_9_s2", 2, 8, (9, 9), 8, 3, 2, 1),
+         ("c32_9_s2", 2, 32, (9, 9), 32, 3, 2, 1),           # conv_gemm.comp's sizes
          ("depthwise_c8_9", 2, 8, (9, 9), 8, 3, 1, 8), ("conv1d_k4", 2, 8, (33,), 8, 4, 1, 8)]
 ITERS = 20
 MODES = ("fwd", "dx", "dw")
@@ -106,21 +111,56 @@ def vkgrad_programs(case):
             "dw": (lambda x, w, gy: vg.vjp(lambda w: conv(x, w), w)[1](gy)[0])}
 
 
-def time_vkgrad(fns, args):
-    return {m: vg.profile(vg.jit(f, backend="vulkan"), *args, runs=10).total_us
-            for m, f in fns.items()}
-
-
-def sweep_variants(case, args):
-    """{variant: {mode: us}} with every conv of the programs forced to that variant."""
-    chosen, out = conv_lowering.choose_variant, {}
-    try:
-        for name in conv_lowering.VARIANTS:
-            conv_lowering.choose_variant = lambda og, m, name=name: name
-            out[name] = time_vkgrad(vkgrad_programs(case), args)   # fresh jits: new plans
-    finally:
-        conv_lowering.choose_variant = chosen
+def time_vkgrad(fns, args, kernels=None):
+    """{mode: GPU us of the program}; `kernels`, a dict, gets {mode: {kernel: us}} (a kernel
+    name's dispatches summed: the convolution kernels apart from transposes and split-K sums)."""
+    out = {}
+    for m, f in fns.items():
+        prof = vg.profile(vg.jit(f, backend="vulkan"), *args, runs=10)
+        out[m] = prof.total_us
+        if kernels is not None:
+            per = kernels.setdefault(m, {})
+            for row in prof.rows:
+                per[row.kernel] = per.get(row.kernel, 0.0) + row.us
     return out
+
+
+GEMM_KERNELS = ("conv", "conv_gemm")     # what the forced variants change
+
+
+def sweep_variants(case, args, names=None):
+    """({variant: {mode: us}}, {variant: {mode: {kernel: us}}}) with every convolution of the
+    programs forced to that variant: conv.comp's (VARIANTS) and conv_gemm.comp's
+    (GEMM_VARIANTS; a convolution that kernel cannot run takes conv.comp's choice), these
+    also as "<name>.worder": k in w's storage order wherever the planner would put channels
+    innermost. Nothing for programs with no GEMM convolution (depthwise ones run
+    conv_depthwise.comp whatever); `names` restricts the variants."""
+    programs = vkgrad_programs(case)
+    planned = {s.launch.name for f in programs.values()
+               for s in vg.jit(f, backend="vulkan").lower(*args).lowered.steps}
+    if not planned & set(GEMM_KERNELS):
+        return {}, {}
+    chosen, window = conv_lowering.choose_variant, conv_lowering.CIN_MAX_WINDOW
+    o, g = case[4], case[7]
+    # narrow and depthwise (conv.comp's tiles for few features per group) ran 2-14x slower than
+    # wide at ResNet's 64-256 features (the 2026-12-01 sweep, BENCHMARKS.md): not timed there
+    few = ("narrow", "depthwise") if o // g >= conv_lowering.GEMM_MIN_FEATURES else ()
+    variants = [(v, window) for v in conv_lowering.VARIANTS if v not in few] + \
+        [(v, window) for v in conv_lowering.GEMM_VARIANTS] + \
+        [(v + ".worder", 0) for v in conv_lowering.GEMM_VARIANTS]
+    out, kernels = {}, {}
+    try:
+        for label, cin_window in variants:
+            if names and label not in names:
+                continue
+            name = label.split(".")[0]
+            conv_lowering.choose_variant = lambda og, m, name=name: name
+            conv_lowering.CIN_MAX_WINDOW = cin_window
+            kernels[label] = {}
+            out[label] = time_vkgrad(vkgrad_programs(case), args, kernels[label])  # new plans
+    finally:
+        conv_lowering.choose_variant, conv_lowering.CIN_MAX_WINDOW = chosen, window
+    return out, kernels
 
 
 # ------------------------------------------------------------------------------- torch
@@ -326,6 +366,7 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated conv names ('' all, 'none')")
     ap.add_argument("--no-resnet", action="store_true")
     ap.add_argument("--sweep", action="store_true", help="time every kernel variant too")
+    ap.add_argument("--variants", default="", help="comma-separated variants to sweep ('' all)")
     args = ap.parse_args()
     torch, jax = cuda_torch(), get_jax()
     cases = QUICK if args.quick else CONVS
@@ -346,13 +387,16 @@ def main():
         jfns = jax_programs(jax, case) if jax is not None else None
         jargs = tuple(jax.numpy.asarray(a) for a in (x, w, gy)) if jax is not None else None
         times = {"vkgrad": [], "torch": [], "jax": []}
+        kernels = {}
         for _ in range(args.rounds):
-            times["vkgrad"].append(time_vkgrad(fns, (x, w, gy)))
+            kernels.clear()
+            times["vkgrad"].append(time_vkgrad(fns, (x, w, gy), kernels))
             if tfns is not None:
                 times["torch"].append(time_torch(torch, tfns))
             if jfns is not None:
                 times["jax"].append(time_jax(jfns, jargs))
-        row = {"flops": flops(case), "errors_vs_float64": errs, "us": {}}
+        row = {"flops": flops(case), "errors_vs_float64": errs, "us": {},
+               "vkgrad_kernels_us": kernels}     # the last round's, per kernel name
         for who, rounds in times.items():
             if not rounds:
                 continue
@@ -365,16 +409,22 @@ def main():
                 row[f"{peer}_over_vkgrad"] = {m: row["us"][peer][m]["median"] / vk[m]["median"]
                                               for m in (*MODES, "total")}
         if args.sweep:
-            row["sweep_us"] = sweep_variants(case, (x, w, gy))
+            row["sweep_us"], row["sweep_kernels_us"] = sweep_variants(
+                case, (x, w, gy), [v for v in args.variants.split(",") if v])
         result["convs"][case[0]] = row
         print(json.dumps({case[0]: row}), flush=True)
+        write(result)                        # after each case: a run cut short keeps its rows
     if not args.no_resnet:
         result["resnet18_step" if not args.quick else "resnet_tiny_step"] = \
             resnet_rounds(args, jax, args.quick)
+    print(write(result))
+
+
+def write(result) -> str:
+    """$OUT/conv.json (./conv.json without $OUT); returns the text."""
     text = json.dumps(result, indent=1)
-    print(text)
-    out = Path(os.environ.get("OUT", ".")) / "conv.json"
-    out.write_text(text)
+    (Path(os.environ.get("OUT", ".")) / "conv.json").write_text(text)
+    return text
 
 
 if __name__ == "__main__":

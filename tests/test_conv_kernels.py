@@ -1,7 +1,8 @@
-"""The convolution kernel (kernels_glsl/conv.comp, lowering/conv.py): the planner alone, for
-lavapipe's and the H200's Targets (no device), and the kernel against the interpreter on
-lavapipe: every variant, 1-, 2- and 3-D, groups, dilations, negative padding, split-K, and the
-gradients (convolutions run by the same kernel)."""
+"""The convolution kernels (kernels_glsl/conv_gemm.comp and conv.comp, lowering/conv.py): the
+planner alone, for lavapipe's and the H200's Targets (no device), and the kernels against the
+interpreter on lavapipe: every variant of both, 1-, 2- and 3-D, groups, dilations, negative
+padding, both k orders of the GEMM kernel, split-K, and the gradients (convolutions run by the
+same kernels)."""
 
 from __future__ import annotations
 
@@ -12,20 +13,25 @@ import vkgrad as vg
 import vkgrad.numpy as vnp
 from vkgrad import lax, nn
 from vkgrad.lowering import conv as conv_lowering
-from vkgrad.lowering.conv import VARIANTS, choose_splits, choose_variant, plan_conv
+from vkgrad.lowering.conv import (GEMM_VARIANTS, VARIANTS, choose_splits, choose_variant,
+                                  plan_conv)
+from vkgrad.pipeline import Options, run_stages
 from vkgrad.target import Target
 
 RNG = np.random.default_rng(0)
 
 
 def test_the_variant_follows_the_features_per_group_and_the_output_positions():
-    """The H200 sweep's choices (lowering/conv.py's table): ResNet forwards at many positions
-    on `wide`, their weight gradients (m = C * window) on the 128-row tiles, a depthwise
-    forward on `depthwise`, its weight gradient (m = the window) on `wide`."""
-    assert choose_variant(64, 100352) == "wide" and choose_variant(16, 100352) == "narrow"
+    """From 32 output features per group the GEMM kernel, its biggest tile that pads the
+    features little and gives enough workgroups (ResNet's forwards: 64 features on 64-row
+    tiles, 128 and more on 128-row ones; a weight gradient's few positions on the small tile,
+    split-K after); fewer features on conv.comp's tiles: a depthwise forward on `depthwise`,
+    its weight gradient (m = the window) on `wide`."""
+    assert choose_variant(64, 100352) == "gemm_f64w" and choose_variant(64, 25088) == "gemm_f64"
+    assert choose_variant(128, 25088) == "gemm_large" and choose_variant(256, 6272) == "gemm_medium"
+    assert choose_variant(64, 576) == "gemm_small" and choose_variant(48, 10 ** 6) == "gemm_small"
+    assert choose_variant(16, 100352) == "narrow"
     assert choose_variant(1, 25088) == "depthwise" and choose_variant(1, 9) == "wide"
-    assert choose_variant(128, 1152) == "big" and choose_variant(64, 576) == "tall"
-    assert choose_variant(256, 6272) == "wide"
     plan = plan_conv((2, 8, 9, 9), (8, 2, 3, 3), (2, 8, 9, 9), (1, 1), ((1, 1), (1, 1)),
                      (1, 1), (1, 1), 4, target=Target.h200())
     (launch, roles), = plan.steps
@@ -37,17 +43,60 @@ def test_the_variant_follows_the_features_per_group_and_the_output_positions():
     assert launch.name == "conv_depthwise" and launch.groups == (6, 1, 1)   # 1296 outputs
 
 
-@pytest.mark.parametrize("name", sorted(VARIANTS))
+def _conv_launch(lhs, rhs, out, **kw):
+    """(the plan's kernel names, the convolution kernel's groups and defines) on the H200."""
+    nd = len(lhs) - 2
+    plan = plan_conv(lhs, rhs, out, kw.get("strides", (1,) * nd),
+                     kw.get("padding", ((1, 1),) * nd), kw.get("lhs_dilation", (1,) * nd),
+                     (1,) * nd, 1, target=Target.h200(), variant=kw.get("variant"))
+    names = [launch.name for launch, _ in plan.steps]
+    launch, roles = next(s for s in plan.steps if s[0].name in ("conv", "conv_gemm"))
+    return names, roles, launch.groups, dict(launch.defines)
+
+
+def test_the_gemm_kernels_k_order_and_vector_accesses_follow_the_shapes():
+    """Channels innermost in k where they come in whole steps and the window is short (a
+    3x3: one padding test per step, w relaid out first for vec4 loads), w's storage order
+    with vec4 loads where K % 4 == 0 (a weight gradient's long window), vec4 stores where the
+    output planes are multiples of 4; rows are features, columns positions; 3-D and
+    lhs-dilated convolutions go to conv.comp."""
+    names, roles, groups, d = _conv_launch((32, 64, 56, 56), (64, 64, 3, 3), (32, 64, 56, 56))
+    assert names == ["conv_relayout", "conv_gemm"] and roles == ("x", "w_cin", "out")
+    assert groups == (392, 1, 1)                               # 100352 / 256 positions
+    assert (d["CG_BM"], d["CG_BN"], d["CG_CIN"], d["CG_VEC_W"], d["CG_VEC_O"]) == \
+        (64, 256, 1, 1, 1)
+    names, roles, _, d = _conv_launch((64, 32, 56, 56), (64, 32, 56, 56), (64, 64, 3, 3),
+                                      padding=((1, 1), (1, 1)))       # a weight gradient
+    assert names == ["conv_gemm", "reduce_sum"] and roles == ("x", "w", "partials")
+    assert (d["CG_CIN"], d["CG_VEC_W"], d["CG_VEC_O"]) == (0, 1, 0)
+    names, _, _, d = _conv_launch((2, 5, 9, 9), (40, 5, 3, 3), (2, 40, 9, 9))
+    assert names == ["conv_gemm"] and (d["CG_CIN"], d["CG_VEC_W"]) == (0, 0)   # K = 45
+    names, _, _, d = _conv_launch((2, 8, 4, 4, 4), (40, 8, 3, 3, 3), (2, 40, 4, 4, 4),
+                                  variant="gemm_large")
+    assert names == ["conv"] and d["CV_TX"] == 16              # 3-D: conv.comp's tile
+    names, *_ = _conv_launch((2, 8, 9, 9), (40, 8, 3, 3), (2, 40, 17, 17),
+                             lhs_dilation=(2, 2), strides=(1, 1), variant="gemm_large")
+    assert names == ["conv"]
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS) + sorted(GEMM_VARIANTS))
 def test_every_variant_is_a_valid_tile_and_matches_the_interpreter(name, monkeypatch):
-    """Each variant on a shape off its tile edges, with both gradients (the sweep in
-    bench/bench_conv.py forces variants the same way)."""
-    VARIANTS[name].check()
+    """Each variant on shapes off its tile edges, with both gradients (the sweep in
+    bench/bench_conv.py forces variants the same way): 5 input features (k in w's order,
+    scalar loads of w, a stride-2 input gradient as phases), then 32 (channels innermost in
+    the forward and the input gradient, vec4 loads of w in the weight gradient)."""
+    tile = {**VARIANTS, **GEMM_VARIANTS}[name]
+    tile.check()
+    # conv_gemm.comp: a thread's load slots share their k offsets
+    assert name not in GEMM_VARIANTS or tile.threads % (tile.bk // 4) == 0
     monkeypatch.setattr(conv_lowering, "choose_variant", lambda og, m: name)
     f = vg.grad(lambda x, w: vnp.sum(vnp.sin(lax.conv(x, w, (2, 1), "SAME"))), argnums=(0, 1))
-    lowered = _check(f, _f32(3, 5, 7, 9), _f32(70, 5, 3, 2), rtol=1e-4)
-    defines = {dict(s.launch.defines).get("CV_RM") for s in lowered.lowered.steps
-               if s.launch.name == "conv"}
-    assert defines == {VARIANTS[name].rm}
+    kernel, key = ("conv_gemm", "CG_BM") if name in GEMM_VARIANTS else ("conv", "CV_RM")
+    for x, w in (((3, 5, 7, 9), (70, 5, 3, 2)), ((2, 32, 7, 5), (36, 32, 3, 3))):
+        lowered = _check(f, _f32(*x), _f32(*w), rtol=1e-4)
+        defines = {dict(s.launch.defines).get(key) for s in lowered.lowered.steps
+                   if s.launch.name == kernel}
+        assert defines == {tile.bm if kernel == "conv_gemm" else tile.rm}
 
 
 def test_weight_gradients_split_k_on_a_gpu_and_under_lavapipes_loop_limit():
@@ -64,7 +113,7 @@ def test_weight_gradients_split_k_on_a_gpu_and_under_lavapipes_loop_limit():
     assert choose_splits(9, k, tile, Target.lavapipe()) > 1
     plan = plan_conv((64, 32, 56, 56), (64, 32, 3, 3), (64, 64, 56, 56), (1, 1),
                      ((1, 1), (1, 1)), (1, 1), (1, 1), 1, target=Target.h200())
-    assert len(plan.steps) == 1                # a forward with many workgroups: no split
+    assert not any(t.role == "partials" for t in plan.temps)   # many workgroups: no split
     wgrad = plan_conv((64, 32, 56, 56), (64, 32, 56, 56), (64, 64, 3, 3), (1, 1),
                       ((1, 1), (1, 1)), (1, 1), (1, 1), 1, target=Target.h200())
     assert [r for _, r in wgrad.steps][0] == ("x", "w", "partials")
@@ -87,21 +136,31 @@ def _f32(*shape):
 
 
 @pytest.mark.parametrize("lhs,rhs,kw", [
-    ((2, 64, 5, 7), (33, 64, 3, 3), dict(window_strides=(1, 2), padding="SAME")),     # wide
+    ((2, 64, 5, 7), (33, 64, 3, 3), dict(window_strides=(1, 2), padding="SAME")),     # gemm
     ((1, 12, 9, 10), (12, 4, 2, 3), dict(window_strides=(2, 1), padding=((2, -1), (0, 1)),
                                          rhs_dilation=(2, 1), feature_group_count=3)),  # narrow
     ((2, 7, 19), (14, 1, 4), dict(window_strides=(1,), padding=((3, 0),),
                                   feature_group_count=7)),                            # 2 per group
     ((1, 2, 3, 4, 5), (3, 2, 2, 2, 3), dict(window_strides=(1, 1, 2), padding="SAME",
                                             lhs_dilation=(2, 1, 2))),                 # 3-D
+    ((2, 64, 6, 5), (64, 32, 3, 3), dict(window_strides=(1, 1), padding="SAME",
+                                         feature_group_count=2)),         # gemm, 2 groups
+    ((3, 16, 11, 9), (40, 16, 3, 3), dict(window_strides=(2, 3), padding=((2, -1), (0, 3)),
+                                          rhs_dilation=(2, 1))),   # gemm, channels inner
+    ((2, 8, 23), (48, 8, 5), dict(window_strides=(2,), padding=((4, 1),),
+                                  rhs_dilation=(3,))),                     # gemm, 1-D
 ])
 def test_the_kernel_matches_the_interpreter(lhs, rhs, kw):
     f = lambda x, w: lax.conv_general_dilated(x, w, **kw)    # noqa: E731
     lowered = _check(f, _f32(*lhs), _f32(*rhs))
     names = [s.launch.name for s in lowered.lowered.steps]
-    # one kernel, and on a GPU Target a small output may split K: then a sum of the slices
-    # (lowering/conv.py's choose_splits; the H200 splits the first case, lavapipe none)
-    assert names[0] == "conv" and names[1:] in ([], ["reduce_sum"]), names
+    # one kernel (the GEMM one from 32 features per group, 1-D and 2-D, after w's relayout
+    # where k runs channels innermost), and on a GPU Target a small output may split K: then
+    # a sum of the slices (lowering/conv.py's choose_splits)
+    kernel = "conv_gemm" if rhs[0] // kw.get("feature_group_count", 1) >= 32 and \
+        len(lhs) < 5 else "conv"
+    names = names[1:] if names[0] == "conv_relayout" else names
+    assert names[0] == kernel and names[1:] in ([], ["reduce_sum"]), names
 
 
 @pytest.mark.parametrize("lhs,rhs,kw", [
@@ -140,6 +199,26 @@ def test_a_depthwise_weight_gradient_with_a_long_window_sums_in_workgroups(lhs, 
     assert "conv_depthwise_reduce" in names and "conv" not in names, names
 
 
+@pytest.mark.parametrize("lhs,window,pads", [
+    ((32, 256, 28, 28), (3, 3), ((1, 1), (1, 1))),      # bench_conv's depthwise_c256_28
+    ((8, 1024, 2048), (4,), ((3, 0),)),                  # ... and conv1d_k4_c1024_l2048
+])
+def test_the_h200_plans_the_benchmarks_depthwise_weight_gradients_as_workgroup_sums(
+        lhs, window, pads):
+    """The planner alone, on the H200's Target: the weight gradients of bench_conv.py's two
+    depthwise convolutions run the DW_REDUCE form (a workgroup per weight element), not the
+    GEMM that measured 3.2 and 8.1 ms there (BENCHMARKS.md)."""
+    c, nd = lhs[1], len(window)
+    conv = lambda x, w: lax.conv_general_dilated(                       # noqa: E731
+        x, w, (1,) * nd, pads, feature_group_count=c)
+    dw = vg.grad(lambda x, w: vnp.sum(conv(x, w)), argnums=1)
+    program = vg.make_ir(dw)(vg.ShapeDtype(lhs), vg.ShapeDtype((c, 1) + window))
+    plan = run_stages(program, "plan", Options(target=Target.h200()))["plan"]
+    names = [s.launch.name for s in plan.steps]
+    assert "conv_depthwise_reduce" in names and "conv" not in names, names
+    assert "conv_gemm" not in names
+
+
 def test_a_depthwise_kernels_store_runs_the_epilogue():
     f = lambda x, w, b: nn.relu(lax.conv_general_dilated(           # noqa: E731
         x, w, (1, 1), "SAME", feature_group_count=4) + b[None, :, None, None])
@@ -154,6 +233,40 @@ def test_both_gradients_run_on_the_kernel_with_split_k():
     lowered = _check(f, _f32(64, 8, 16, 16), _f32(8, 8, 3, 3), rtol=1e-4)
     names = [s.launch.name for s in lowered.lowered.steps]
     assert names.count("conv") == 3
+
+
+@pytest.mark.parametrize("variant", ["gemm_large", "gemm_small"])
+@pytest.mark.parametrize("lhs,rhs,kw", [
+    ((2, 32, 9, 7), (40, 32, 3, 3), dict(window_strides=(1, 2), padding="SAME")),
+    ((3, 16, 30), (36, 16, 5), dict(window_strides=(2,), padding=((3, 1),), rhs_dilation=(2,))),
+])
+def test_the_gemm_kernels_k_slices_add_up(lhs, rhs, kw, variant, monkeypatch):
+    """Split-K (3 slices, forced) on both k orders, with both gradients: each slice decodes
+    its first k (mid-window for channels innermost) and sums only its own."""
+    monkeypatch.setattr(conv_lowering, "choose_variant", lambda og, m: variant)
+    monkeypatch.setattr(conv_lowering, "choose_splits", lambda *a, **k: 3)
+    f = vg.grad(lambda x, w: vnp.sum(vnp.sin(lax.conv_general_dilated(x, w, **kw))),
+                argnums=(0, 1))
+    lowered = _check(f, _f32(*lhs), _f32(*rhs), rtol=1e-4)
+    gemm = [s.launch for s in lowered.lowered.steps if s.launch.name == "conv_gemm"]
+    assert {dict(la.defines)["CG_CIN"] for la in gemm} == {0, 1}
+    assert all(la.groups[2] == 3 for la in gemm)
+
+
+def test_the_gemm_kernels_long_sums_split_under_lavapipes_loop_limit():
+    """k = 4 x 140,000 (in w's order) and 140,000 x 4 (channels innermost): 70,000
+    steps of 8 in one workgroup each, past lavapipe's 65,535 (which stops the loop: 524,280);
+    the planner splits K, and the sums come back whole."""
+    for x_shape, w_shape in (((1, 4, 140_000), (32, 4, 140_000)),
+                             ((1, 140_000, 4), (32, 140_000, 4))):
+        x, w = np.ones(x_shape, np.float32), np.ones(w_shape, np.float32)
+        conv = vg.jit(lambda x, w: lax.conv(x, w, (1,), "VALID"), backend="vulkan")
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(conv_lowering, "choose_variant", lambda og, m: "gemm_large")
+            got = conv(x, w)
+            names = [s.launch.name for s in conv.lower(x, w).lowered.steps]
+            assert names[-2:] == ["conv_gemm", "reduce_sum"], names   # (w relaid out first)
+        np.testing.assert_array_equal(np.asarray(got), np.full((1, 32, 1), 560_000, np.float32))
 
 
 def test_a_long_window_sum_is_exact():
@@ -172,6 +285,11 @@ def test_a_bias_and_activation_run_in_the_kernels_store():
     lowered = _check(lambda p, x: nn.relu(nn.conv(p, x)) * 2.0, params, _f32(2, 3, 9, 9))
     (step,) = lowered.lowered.steps
     assert step.launch.name == "conv" and "VKG_STORE_B2" in step.launch.hooks
+    params = {"w": _f32(32, 16, 3, 3), "b": _f32(32)}      # the GEMM kernel's store
+    lowered = _check(lambda p, x: nn.relu(nn.conv(p, x)) * 2.0, params, _f32(2, 16, 6, 7))
+    relayout, step = lowered.lowered.steps
+    assert relayout.launch.name == "conv_relayout" and not relayout.launch.hooks
+    assert step.launch.name == "conv_gemm" and "VKG_STORE_B2" in step.launch.hooks
     assert not conv_lowering.takes_hooks(
         vg.make_ir(lambda x, w: lax.conv(x, w, (1,), "VALID"))(
             np.ones((1, 1, 200_000), np.float32), np.ones((1, 1, 100_000), np.float32)).eqns[0],

@@ -44,18 +44,7 @@ layout(std430, binding = 0) readonly buffer X { float x[]; };
 layout(std430, binding = 1) readonly buffer Wt { float w[]; };
 layout(std430, binding = 2) writeonly buffer Out { float o[]; };
 
-layout(push_constant) uniform Push {
-    uint N; uint C; uint D; uint H; uint W;
-    uint O; uint Og; uint I;
-    uint KD; uint KH; uint KW;
-    uint OD; uint OH; uint OW;
-    uint sd; uint sh; uint sw;
-    int pd; int ph; int pw;
-    uint ld_d; uint ld_h; uint ld_w;
-    uint rd_d; uint rd_h; uint rd_w;
-    uint chunk;            // k per slice (a multiple of BK)
-    uint bk_c; uint bk_d; uint bk_h; uint bk_w;   // BK in k's mixed radix (I, KD, KH, KW)
-} p;
+#include "conv_common.glsl"     // push constants p, input_at
 
 // The tiles as vec4s: a thread reads its RM rows (RN columns) of a k step as RM/4 (RN/4)
 // 16-byte loads when RM (RN) is a multiple of 4; its rows are then tx*RM + i (columns ty*RN + j),
@@ -68,17 +57,6 @@ shared vec4 Bs[(BK * BN + 3) / 4];
 #define A_ROW(i) (VA ? tx * RM + (i) : tx + TX * (i))
 #define B_COL(j) (VB ? ty * RN + (j) : ty + TY * (j))
 #define SET(arr, i, v) { uint q_ = (i); arr[q_ >> 2u][q_ & 3u] = (v); }
-
-// an input coordinate: the dilated position `pos`, -1 when it is padding or a dilation zero
-int input_at(int pos, uint ld, uint n) {
-    if (pos < 0) return -1;
-    uint u = uint(pos);
-    if (ld != 1u) {
-        if (u % ld != 0u) return -1;
-        u /= ld;
-    }
-    return u < n ? int(u) : -1;
-}
 
 void main() {
     const uint t = gl_LocalInvocationIndex;

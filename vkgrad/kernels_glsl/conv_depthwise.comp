@@ -22,29 +22,7 @@ layout(std430, binding = 0) readonly buffer X { float x[]; };
 layout(std430, binding = 1) readonly buffer Wt { float w[]; };
 layout(std430, binding = 2) writeonly buffer Out { float o[]; };
 
-layout(push_constant) uniform Push {
-    uint N; uint C; uint D; uint H; uint W;
-    uint O; uint Og; uint I;
-    uint KD; uint KH; uint KW;
-    uint OD; uint OH; uint OW;
-    uint sd; uint sh; uint sw;
-    int pd; int ph; int pw;
-    uint ld_d; uint ld_h; uint ld_w;
-    uint rd_d; uint rd_h; uint rd_w;
-    uint chunk;
-    uint bk_c; uint bk_d; uint bk_h; uint bk_w;
-} p;
-
-// an input coordinate: the dilated position `pos`, -1 when it is padding or a dilation zero
-int input_at(int pos, uint ld, uint n) {
-    if (pos < 0) return -1;
-    uint u = uint(pos);
-    if (ld != 1u) {
-        if (u % ld != 0u) return -1;
-        u /= ld;
-    }
-    return u < n ? int(u) : -1;
-}
+#include "conv_common.glsl"     // push constants p, input_at
 
 #ifdef DW_REDUCE
 // One output feature per group from I input features over a long window (a depthwise

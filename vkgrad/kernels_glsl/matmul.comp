@@ -146,13 +146,7 @@ layout(push_constant) uniform Push {
     uint b_batch_stride;
 } p;
 
-// Where the thread's l-th vec4 of a BR x BK tile lies: the vec4 runs along the operand's
-// contiguous dimension, k when `kc` (k-contiguous storage), else the row.
-void tile_pos(uint stid, uint l, uint BR, bool kc, out uint r, out uint kk) {
-    uint idx = stid + l * T1;
-    if (kc) { r = idx / (BK / 4u); kk = (idx % (BK / 4u)) * 4u; }
-    else    { kk = idx / (BR / 4u); r = (idx % (BR / 4u)) * 4u; }
-}
+#include "gemm_tile.glsl"      // tile_pos, GEMM_TILE_STEP
 
 #ifdef VKG_ONES_ROW
 #define MROWS (p.M + 1u)
@@ -327,15 +321,8 @@ void main() {
         const uint abase = cur * STAGE + ty, bbase = cur * STAGE + BK * SA + tx;
         [[unroll]] for (uint q = 0; q < PHASES; q++) {
             if (more) { LOAD_TILES(k_next, q) }
-            [[unroll]] for (uint kk = q * (BK / PHASES); kk < (q + 1u) * (BK / PHASES); kk++) {
-                vec4 a[TM / 4u], b[TN / 4u];
-                [[unroll]] for (uint i = 0; i < TM / 4u; i++) a[i] = smem[abase + kk * SA + i * TY];
-                [[unroll]] for (uint j = 0; j < TN / 4u; j++) b[j] = smem[bbase + kk * SB + j * TX];
-                [[unroll]] for (uint i = 0; i < TM / 4u; i++)
-                    [[unroll]] for (uint r = 0; r < 4u; r++)
-                        [[unroll]] for (uint j = 0; j < TN / 4u; j++)
-                            acc[i * 4u + r][j] = fma(vec4(a[i][r]), b[j], acc[i * 4u + r][j]);
-            }
+            [[unroll]] for (uint kk = q * (BK / PHASES); kk < (q + 1u) * (BK / PHASES); kk++)
+                GEMM_TILE_STEP(kk)
             if (more) { STORE_TILES(cur ^ 1u, q) }
         }
         barrier();

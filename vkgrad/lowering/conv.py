@@ -1,11 +1,26 @@
-"""Planner and contract of the convolution kernel (vkgrad/kernels_glsl/conv.comp): an implicit
-GEMM per feature group, C[m, o] = A[m, k] B[k, o] with m the output positions (N * out
-spatial), k the window (I * window) and A gathered from the input in the kernel (no im2col
-buffer). The same kernel runs the forward and both gradients, which are convolutions too
-(primitives/convolution.py: the input gradient one with lhs dilation, the weight gradient one
-whose "window" is the output gradient, so its k runs over N * out spatial).
+"""Planner and contract of the convolution kernels: implicit GEMMs per feature group, C = A B
+with one GEMM dimension the output positions (N * out spatial), one the output features, and k
+the window (I * window), the input's elements gathered in the kernel (no im2col buffer). The
+same kernels run the forward and both gradients, which are convolutions too
+(primitives/convolution.py: the input gradient one with lhs dilation, run as its phases, the
+weight gradient one whose "window" is the output gradient, so its k runs over N * out spatial).
 
-Variants (defines; a thread holds RM x RN accumulators, TX x TY threads):
+Two kernels:
+- vkgrad/kernels_glsl/conv_gemm.comp, from GEMM_MIN_FEATURES output features per group, 1-D
+  and 2-D without lhs dilation: the matmul kernel's tiling (its `large` tile's structure, the
+  product step shared through gemm_tile.glsl; lowering/matmul.py's Tile describes the tiles).
+  Rows are output features, columns output positions (so stores run along ow). k is (kh, kw,
+  c) with channels innermost where I % BK == 0 and the window is short: a k step is BK
+  channels at one window offset, so padding is tested once per position and step, and w is
+  relaid out [O, KH, KW, I] first (conv_relayout.comp, a small dispatch: w is small) for vec4
+  loads along k; else w's storage order (c, kh, kw), vec4 loads of w where K % 4 == 0.
+  Tiles: GEMM_VARIANTS, chosen by `choose_gemm_variant` (the matmul planner's rule: the
+  biggest tile with enough workgroups, here also padding the features little). Not yet
+  measured on the H200: the `--sweep` of bench/bench_conv.py times every variant of both
+  kernels.
+- vkgrad/kernels_glsl/conv.comp, for the rest (fewer features per group, 3-D, lhs
+  dilation): rows are positions; variants (defines; a thread holds RM x RN accumulators,
+  TX x TY threads):
 
 | variant   | threads | block (BM x BN) | BK | for                                                  |
 | --------- | ------- | --------------- | -- | ---------------------------------------------------- |
@@ -21,10 +36,11 @@ output positions m = N * out spatial decide as much as Og. A ResNet weight gradi
 window, at most 2304 here, Og = 64 to 256) runs 10-34% faster on the 128-row tiles (the
 C128 stride-2 one 262 -> 174 us); a depthwise weight gradient (m = the window, Og = 1) 4.8x
 faster on `wide` than on `depthwise` (17.2 -> 3.6 ms at C256 28x28; 44 -> 8.3 ms for the
-Mamba-shaped conv1d), whose 512-row tile it would fill with 9 rows.
+Mamba-shaped conv1d), whose 512-row tile it would fill with 9 rows. A forced GEMM variant
+(the sweep) that the GEMM kernel cannot run falls back to conv.comp's choice.
 
-Epilogues: elementwise work on the result (a bias, an activation) runs in the kernel's store
-(VKG_STORE_B2) unless K is split.
+Epilogues: elementwise work on the result (a bias, an activation) runs in either kernel's
+store (VKG_STORE_B2) unless K is split.
 
 Split-K: a weight gradient has few output rows (M = C/G * window) and a long k (N * out
 spatial), so the k range is split over workgroups (grid z = splits * groups) into partial
@@ -33,8 +49,10 @@ than SPLIT_BELOW_GROUPS workgroups or one would run more than LONG_STEPS k steps
 Target whose loops stop early (lavapipe) wherever one workgroup would loop too long. Measured
 on the H200 by bench/bench_conv.py (BENCHMARKS.md).
 
-plan_conv hands one output feature per group to lowering/conv_depthwise.py's kernel where it
-applies (a depthwise convolution, its input gradient, its weight gradient's long sums).
+plan_conv hands one output feature per group to lowering/conv_depthwise.py's kernels where
+they apply (a depthwise convolution and its input gradient, directly; its weight gradient's
+long sums, a workgroup per weight element: the DW_REDUCE form, which the H200 Target plans for
+bench_conv's depthwise_c256_28 and conv1d_k4_c1024_l2048 weight gradients).
 """
 
 from __future__ import annotations
@@ -45,8 +63,9 @@ from dataclasses import dataclass
 from vkgrad import primitives as P
 from vkgrad.lowering import conv_depthwise
 from vkgrad.lowering.contracts import KernelContract, Unsupported, need_f32, register
-from vkgrad.lowering.kernels import OpPlan, _defines, plan_split_sum
-from vkgrad.lowering.launch import MAX_GROUPS_X, Launch, cdiv
+from vkgrad.lowering.kernels import OpPlan, Temp, _defines, plan_split_sum
+from vkgrad.lowering.launch import MAX_GROUPS_X, Launch, cdiv, grid
+from vkgrad.lowering.matmul import Tile
 from vkgrad.target import target_of
 
 
@@ -87,7 +106,8 @@ VARIANTS = {
 }
 
 # Counted loop iterations per k step on a Target that ends long loops (lavapipe counts about
-# 29 per step of the matmul kernel, whose loops are like these; lowering/matmul.py): with room.
+# 29 per step of the matmul kernel, whose loops are like these; lowering/matmul.py; one per step
+# of conv_gemm.comp: a 70,000-step sum stopped at 65,535 steps): with room.
 LOOP_ITERATIONS_PER_STEP = 64
 SPLIT_BELOW_GROUPS = 66      # a GPU splits K when the output gives fewer workgroups ...
 SPLIT_TARGET_GROUPS = 132    # ... into about this many (one per H200 multiprocessor)
@@ -99,9 +119,46 @@ LONG_STEPS = 256             # ... and, with enough workgroups, keeps at most th
 
 FEW_POSITIONS = 2304          # m at most this: the 128-row tiles (big, tall) for Og >= 64
 
+# The GEMM kernel's tiles (conv_gemm.comp: the matmul kernel's tiling, lowering/matmul.py's
+# Tile; rows are output features, columns output positions), biggest first, each with the
+# fewest workgroups (of one group) it needs to be chosen, as the matmul's variants (about 1.5
+# and 0.75 waves of the H200's 132 multiprocessors), and the most padding of Og it may waste.
+# always_prefetch as the matmul's: on for its `large` (41 -> 47 TFLOP/s there) and the tile of
+# the same step and accumulators (f64w), off for `medium` (27 vs 39 with it) and the rest.
+GEMM_VARIANTS = {
+    "gemm_large": Tile(bm=128, bn=128, bk=8, tm=16, tn=8, always_prefetch=True),  # `large`
+    "gemm_f64w": Tile(bm=64, bn=256, bk=8, tm=8, tn=16, always_prefetch=True),
+    "gemm_medium": Tile(bm=128, bn=64, bk=16, tm=8, tn=8),     # matmul's `medium`
+    "gemm_f64": Tile(bm=64, bn=128, bk=8, tm=8, tn=8),
+    "gemm_small": Tile(bm=64, bn=64, bk=16, tm=4, tn=8),
+}
+GEMM_MIN_GROUPS = {"gemm_large": 192, "gemm_f64w": 192, "gemm_medium": 96, "gemm_f64": 96,
+                   "gemm_small": 0}
+GEMM_MAX_PADDING = 1.25
+GEMM_MIN_FEATURES = 32        # fewer output features per group: conv.comp's narrow tiles
+CIN_MAX_WINDOW = 64           # channels innermost in k for windows up to this (3x3, 7x7)
+
 
 def choose_variant(og: int, m: int) -> str:
-    """The tile for og output features per group at m output positions (table above)."""
+    """The tile for og output features per group at m output positions: the GEMM kernel's
+    from GEMM_MIN_FEATURES features (`choose_gemm_variant`), else conv.comp's (table above)."""
+    if og >= GEMM_MIN_FEATURES:
+        return choose_gemm_variant(og, m)
+    return choose_gather_variant(og, m)
+
+
+def choose_gemm_variant(og: int, m: int) -> str:
+    """The biggest GEMM tile that pads og by at most GEMM_MAX_PADDING and gives at least its
+    GEMM_MIN_GROUPS workgroups; split-K (choose_splits) fills the GPU below that."""
+    for name, t in GEMM_VARIANTS.items():
+        rows = cdiv(og, t.bm)
+        if rows * t.bm <= GEMM_MAX_PADDING * og and rows * cdiv(m, t.bn) >= GEMM_MIN_GROUPS[name]:
+            return name
+    return "gemm_small"
+
+
+def choose_gather_variant(og: int, m: int) -> str:
+    """conv.comp's tile for og output features per group at m output positions."""
     depthwise = VARIANTS["depthwise"]
     if og <= 4:
         return "depthwise" if m >= depthwise.bm else "wide"
@@ -112,7 +169,7 @@ def choose_variant(og: int, m: int) -> str:
     return "wide"
 
 
-def choose_splits(groups: int, k: int, tile: ConvTile, target=None) -> int:
+def choose_splits(groups: int, k: int, tile: ConvTile | Tile, target=None) -> int:
     """K slices across workgroups: 1 means none."""
     target = target_of(target)
     steps = cdiv(k, tile.bk)
@@ -143,7 +200,8 @@ def mixed_radix(n: int, radices: tuple) -> tuple:
 def plan_conv(lhs: tuple, rhs: tuple, out: tuple, window_strides, padding, lhs_dilation,
               rhs_dilation, groups: int, *, target=None, variant: str | None = None) -> OpPlan:
     """The dispatches of conv_general_dilated for operands of these shapes (1 to 3 spatial
-    dims) and params. Roles "x", "w", "out" (temps "partials" with split-K)."""
+    dims) and params. Roles "x", "w", "out" (temps "partials" with split-K, "w_cin" for w
+    relaid out with its input features innermost)."""
     nd = len(lhs) - 2
     if not 1 <= nd <= 3:
         raise ValueError(f"a convolution with {nd} spatial dimensions (the kernel runs 1 to 3)")
@@ -165,8 +223,15 @@ def plan_conv(lhs: tuple, rhs: tuple, out: tuple, window_strides, padding, lhs_d
                                                    target_of(target))
     if how:
         return conv_depthwise.plan_depthwise(push + (0, 0, 0, 0, 0), math.prod(out), how)
-    tile = VARIANTS[variant or choose_variant(og, m)]
-    gx, gy = cdiv(m, tile.bm), cdiv(og, tile.bn)
+    name = variant or choose_variant(og, m)
+    if name in GEMM_VARIANTS and (nd > 2 or max(lhs_dilation) > 1):
+        name = choose_gather_variant(og, m)          # the GEMM kernel's limits
+    if name in GEMM_VARIANTS:
+        tile = GEMM_VARIANTS[name]
+        gx, gy = cdiv(m, tile.bn), cdiv(og, tile.bm)
+    else:
+        tile = VARIANTS[name]
+        gx, gy = cdiv(m, tile.bm), cdiv(og, tile.bn)
     if gx > MAX_GROUPS_X or gy > MAX_GROUPS_X:
         raise ValueError(f"a convolution of {m} output positions x {og} features per group "
                          "(more workgroups than a dispatch holds)")
@@ -175,12 +240,32 @@ def plan_conv(lhs: tuple, rhs: tuple, out: tuple, window_strides, padding, lhs_d
         raise ValueError(f"a convolution of {groups} groups (x {splits} K slices)")
     chunk = cdiv(cdiv(k, tile.bk), splits) * tile.bk
     push += (chunk, *mixed_radix(tile.bk, (i, *fill(rhs[2:], 1))))
-    launch = Launch(name="conv", shader="conv.comp", bindings=3, groups=(gx, gy, splits * groups),
-                    push=push, defines=_defines(CV_TX=tile.tx, CV_TY=tile.ty, CV_RM=tile.rm,
-                                                CV_RN=tile.rn, CV_BK=tile.bk))
+    window = math.prod(rhs[2:])
+    cin = name in GEMM_VARIANTS and i % tile.bk == 0 and 1 < window <= CIN_MAX_WINDOW
+    if name in GEMM_VARIANTS:
+        launch = Launch(name="conv_gemm", shader="conv_gemm.comp", bindings=3,
+                        groups=(gx, gy, splits * groups), push=push, defines=_defines(
+                            CG_BM=tile.bm, CG_BN=tile.bn, CG_BK=tile.bk, CG_TM=tile.tm,
+                            CG_TN=tile.tn, CG_ALWAYS_PREFETCH=tile.always_prefetch,
+                            CG_CIN=cin, CG_VEC_W=cin or k % 4 == 0,
+                            CG_VEC_O=math.prod(out[2:]) % 4 == 0))
+    else:
+        launch = Launch(name="conv", shader="conv.comp", bindings=3,
+                        groups=(gx, gy, splits * groups), push=push, defines=_defines(
+                            CV_TX=tile.tx, CV_TY=tile.ty, CV_RM=tile.rm, CV_RN=tile.rn,
+                            CV_BK=tile.bk))
+    w = "w_cin" if cin else "w"
     if splits == 1:
-        return OpPlan(((launch, ("x", "w", "out")),))
-    return plan_split_sum(launch, ("x", "w"), "out", splits, math.prod(out), target=target)
+        plan = OpPlan(((launch, ("x", w, "out")),))
+    else:
+        plan = plan_split_sum(launch, ("x", w), "out", splits, math.prod(out), target=target)
+    if not cin:
+        return plan
+    # channels innermost: w relaid out [O, window, I] first, for vec4 loads along k
+    relayout = Launch(name="conv_relayout", shader="conv_relayout.comp", bindings=2,
+                      groups=grid(cdiv(o * k, 256)), push=(o, i, window))
+    return OpPlan(((relayout, ("w", "w_cin")),) + plan.steps,
+                  (Temp("w_cin", o * k, "float32"),) + plan.temps)
 
 
 def _plan(e, target):
@@ -207,13 +292,14 @@ def takes_hooks(e, target=None, loads: bool = False) -> bool:
     if loads or any(x.dtype != "f32" for x in e.inputs):
         return False
     try:
-        return len(_plan(e, target).steps) == 1
+        return not any(t.role == "partials" for t in _plan(e, target).temps)
     except ValueError:
         return False
 
 
 CONTRACT = register(KernelContract(
-    name="conv", shader="conv.comp", primitives=(P.conv_p,), plan=plan_eqn,
+    name="conv", shader="conv_gemm.comp", primitives=(P.conv_p,), plan=plan_eqn,
     fused_stores=frozenset({P.conv_p}), takes_hooks=takes_hooks,
     limits="1 to 3 spatial dimensions, operands under 2**31 elements; epilogues only "
-           "without split-K"))
+           "without split-K; conv_gemm.comp for 1-D and 2-D without lhs dilation from 32 "
+           "features per group, conv.comp for the rest"))
