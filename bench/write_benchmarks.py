@@ -107,6 +107,8 @@ def kind_of(path: Path) -> str:
     for k in ("profile_call", "step_time", "long_run", "control_flow"):
         if name.startswith(k):
             return k
+    if name.startswith("lm_") and ("_bf16" in name or "_medium" in name):
+        return "lmmp"    # the medium preset, mixed precision and its f32 baseline (issue 25)
     return name.split("_")[0]
 
 
@@ -773,16 +775,19 @@ def lm_note(run):
     return note.format(tgpu=t["vkgrad"]["gpu_us_per_step"] / 1000, tjax=t["jax"]["step_ms_median"])
 
 
-def lm_section(runs, step_times) -> list[str]:
+def lm_section(runs, step_times, notes=True) -> list[str]:
     run = runs[0]
     d = run["doc"]
-    out = [f"## Language models, `{d['preset']}` preset: training step vs JAX", "",
+    precision = d.get("precision", "f32")
+    out = [f"## Language models, `{d['preset']}` preset"
+           + (f", {precision} (JAX in {precision} too)" if precision != "f32" else "")
+           + ": training step vs JAX", "",
            f"{src(run)}, {d['device']}; `python3 bench/bench_lm.py` ({d['rounds']} interleaved "
            f"rounds of {d['steps_per_round']} steps per loop style after {d['warmup_steps']} "
            f"warm-up steps; tokens/s median and range over rounds). Both sides take the same steps on the same "
            f"batches from the same parameters, so equal losses at the end show both learn alike.",
            ""]
-    note = lm_note(run)
+    note = lm_note(run) if notes else None
     if note:
         out += [f"*{run['date']}*: {note}.", ""]
     out += table(["model", "parameters", "tokens/step", "framework",
@@ -806,6 +811,40 @@ def lm_section(runs, step_times) -> list[str]:
                     "GPU ms/step", "vkgrad/JAX", "val loss"],
                    "history: the 2026-11-30 run was before the two fixes of 2026-12-01")
     return out
+
+
+MP_LM_MIN_RATIO = 1.0             # vkgrad / JAX bf16 tokens/s, transformer LM medium (issue 25)
+MP_LM_MAX_LOSS_GAP = 0.02         # |bf16 loss - f32 loss| / f32 loss at the same step
+
+
+def mp_lm_target(runs) -> list[str]:
+    """Issue 25: the medium transformer LM in bf16 against JAX in bf16, and its loss against
+    vkgrad's own f32 run of the same steps."""
+    bf16 = [r for r in runs if r["doc"].get("precision") == "bf16"]
+    f32 = [r for r in runs if r["doc"].get("precision", "f32") == "f32"]
+    if not bf16:
+        return []
+    run = bf16[0]
+    t = run["doc"]["transformer"]
+    every = t["vkgrad"]["tokens_per_s"]["median"] / t["jax"]["tokens_per_s"]["median"]
+    end = t["vkgrad"]["tokens_per_s_end"]["median"] / t["jax"]["tokens_per_s_end"]["median"]
+    jr = t["jax"]["tokens_per_s"]
+    line = (f"- **Transformer LM medium in bf16 at 1.0x JAX bf16 tokens/s, loss within 2% of "
+            f"vkgrad's f32 run**: vkgrad/JAX {every:.2f}x (loss read every step), {end:.2f}x (at "
+            f"the end); JAX's rounds ranged {jr['min']:,.0f}-{jr['max']:,.0f} tokens/s around "
+            f"its median {jr['median']:,.0f} ({src(run)})")
+    loss = t["vkgrad"]["train_loss_curve"][-1]
+    if f32:
+        ref = f32[0]["doc"]["transformer"]["vkgrad"]["train_loss_curve"]
+        same = len(ref) == len(t["vkgrad"]["train_loss_curve"])
+        gap = abs(loss - ref[-1]) / ref[-1]
+        ok = min(every, end) >= MP_LM_MIN_RATIO and gap <= MP_LM_MAX_LOSS_GAP and same
+        line += (f"; train loss after {len(ref)} steps {loss:.4f} against f32's {ref[-1]:.4f} "
+                 f"({gap:.1%} apart{'' if same else ', NOT the same step count'}, "
+                 f"{src(f32[0])}): {verdict(ok)}")
+    else:
+        line += f"; no f32 run of the medium preset to compare the loss with: **NOT MEASURED**"
+    return [line]
 
 
 def lm_targets(runs) -> list[str]:
@@ -1130,6 +1169,7 @@ def main():
     lines += profile_call_target(g("profile_call", []))
     lines += compile_target(g("compile", []))
     lines += lm_targets(g("lm", []))
+    lines += mp_lm_target(g("lmmp", []))
     lines += take_target(g("take", []))
     lines += coop_target(g("coop", []), g("half", []))
     lines += conv_targets(g("conv", []))
@@ -1141,6 +1181,8 @@ def main():
                 ("mlp", mlp_section), ("fusion", lambda r: fusion_section(r, g("mlp", []))),
                 ("compile", compile_section), ("profile_call", profile_call_section),
                 ("lm", lambda r: lm_section(r, g("step_time", []))),
+                ("lmmp", lambda r: lm_section([x for x in r if x["doc"].get("precision")
+                                               == "bf16"] or r, [], notes=False)),
                 ("long_run", long_run_section), ("take", take_section),
                 ("coop", coop_section), ("half", half_section), ("conv", conv_section),
                 ("control_flow", control_flow_section), ("while", while_section),
