@@ -847,6 +847,35 @@ def mp_lm_target(runs) -> list[str]:
     return [line]
 
 
+def data_parallel_section(runs) -> list[str]:
+    """bench/bench_data_parallel.py's rows (issue 24): tokens/s on N ranks against one."""
+    run = runs[0]
+    rows, base = [], {}
+    for r in run["doc"]:
+        if r.get("skipped"):
+            rows.append([r["framework"], r["preset"], str(r["ranks"]), r["skipped"], "", "", "",
+                         ""])
+            continue
+        one = base.setdefault((r["framework"], r["preset"]), r["tokens_per_s"]) \
+            if r["ranks"] == 1 else base.get((r["framework"], r["preset"]))
+        eff = r["tokens_per_s"] / (r["ranks"] * one) if one else float("nan")
+        rows.append([r["framework"], r["preset"], str(r["ranks"]), f"{r['tokens_per_s']:,.0f}",
+                     f"{eff:.2f}", *(f1(r[k]) if r.get(k) is not None else ""
+                                     for k in ("step_ms", "host_ms", "allreduce_ms"))])
+    gpus = {r.get("device") for r in run["doc"] if r.get("device")}
+    out = ["## Data parallel on MPI: tokens/s on N ranks (issue 24)", "",
+           f"{src(run)}; `python3 bench/bench_data_parallel.py` (weak scaling: each rank keeps the "
+           "preset's batch; efficiency = tokens/s / (ranks x one rank's)). "
+           + ("Every rank here shares ONE GPU (" + ", ".join(sorted(gpus)) + "): no multi-GPU "
+              "machine was lent, so this checks that the ranks train together, not how they "
+              "scale; torch DDP needs a GPU per rank. " if len(gpus) == 1 else "")
+           + "host ms: the time a step waits for its host collectives; MPI allreduce ms: the "
+           "all-reduce of the parameters' sizes alone.", ""]
+    out += table(["framework", "preset", "ranks", "tokens/s", "efficiency", "step ms",
+                  "host ms", "MPI allreduce ms"], rows)
+    return out + [""]
+
+
 def lm_targets(runs) -> list[str]:
     out = []
     for i, run in enumerate(runs):
@@ -1186,7 +1215,7 @@ def main():
                 ("long_run", long_run_section), ("take", take_section),
                 ("coop", coop_section), ("half", half_section), ("conv", conv_section),
                 ("control_flow", control_flow_section), ("while", while_section),
-                ("calllm", calllm_section)]
+                ("calllm", calllm_section), ("data", data_parallel_section)]
     for kind, fn in sections:
         if g(kind):
             lines += fn(runs[kind])
