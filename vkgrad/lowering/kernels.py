@@ -183,6 +183,13 @@ def _reduce_pass(op, A, R, B, src, dst, target, splits, subgroups, nout=1):
         view = dict(A=A, R=R, sA=R * Bv, sR=Bv, sB=1, B=Bv)
         hreduce = False
         tb = min(_pow2_ceil(Bv), wg)
+        if splits == 1 and A * cdiv(Bv, tb) < TARGET_GROUPS:
+            # One pass forced (a split reduction's second pass) over few workgroups' worth of
+            # columns: 32-column tiles spread them over more workgroups and R over 8 threads
+            # each. With one 256-column workgroup, a LayerNorm's gamma/beta gradients' second
+            # pass over 264 partial rows took 64 us (the first pass 10), latency-bound (small
+            # LM, H200, 2026-12-01).
+            tb = min(tb, 32)
         # Short R: fewer threads along R (at least 64 threads, a whole subgroup everywhere).
         wg = min(wg, max(_wg(64, target), tb * _pow2_ceil(max(R, 1))))
         S = None
