@@ -197,6 +197,22 @@ def test_planner_picks_by_shape_and_device():
     assert plan_matmul(1, 4096, 4096, 4096, False, False, 0, 0, gpu).spec[14] is False
 
 
+def test_a_tall_k_weight_gradient_takes_the_large_tile_split_for_two_waves():
+    """[1024, 256] = A^T B over 8,192 tokens: the large tile, K cut into 16 slices (16 blocks x
+    16 = 256 workgroups, two a multiprocessor of the H200), summed by a second dispatch; a
+    product whose K is not tall, and lavapipe, keep the rule by output size."""
+    from vkgrad.lowering.matmul import plan_matmul_op, tall_k
+    from vkgrad.target import Target
+    h200, lava = Target.h200(), Target.lavapipe()
+    (mm, _), (add, _) = plan_matmul_op(1, 1024, 8192, 256, True, False, 0, 0, h200).steps
+    assert (mm.name, mm.groups) == ("matmul_large_splitk16", (2, 8, 16))
+    assert add.name == "reduce_sum"
+    assert tall_k(1, 256, 8192, 768, h200) and not tall_k(1, 784, 256, 1024, h200)
+    assert not tall_k(1, 1024, 8192, 256, lava) and not tall_k(2, 256, 8192, 256, h200)
+    assert [l.name for l, _ in plan_matmul_op(1, 784, 256, 1024, True, False, 0, 0,
+                                              h200).steps] == ["matmul_medium"]
+
+
 def test_planner_rejects_bad_input():
     gpu = _info("discrete GPU")
     for bad in [dict(batch=0), dict(m=-1), dict(k=2.5), dict(a_batch_stride=-4)]:

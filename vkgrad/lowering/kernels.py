@@ -80,6 +80,8 @@ TARGET_GROUPS = 1024
 SPLIT_MIN_ELEMENTS = 1 << 18
 # Loop iterations (vec4 or float loads) a thread should at least do in a split reduction.
 MIN_ITERS = 4
+# A single pass over fewer workgroups than this narrows its column tiles (see _reduce_pass)
+FEW_GROUPS = 64
 # B == 1 rows up to this long are reduced by one thread each (instead of one workgroup each).
 SMALL_ROW = 32
 
@@ -183,7 +185,7 @@ def _reduce_pass(op, A, R, B, src, dst, target, splits, subgroups, nout=1):
         view = dict(A=A, R=R, sA=R * Bv, sR=Bv, sB=1, B=Bv)
         hreduce = False
         tb = min(_pow2_ceil(Bv), wg)
-        if splits == 1 and A * cdiv(Bv, tb) < TARGET_GROUPS:
+        if splits == 1 and A * cdiv(Bv, tb) < FEW_GROUPS:
             # One pass forced (a split reduction's second pass) over few workgroups' worth of
             # columns: 32-column tiles spread them over more workgroups and R over 8 threads
             # each. With one 256-column workgroup, a LayerNorm's gamma/beta gradients' second

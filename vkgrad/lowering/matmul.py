@@ -151,6 +151,23 @@ def loop_limit_splits(k: int, tile: Tile, target=None) -> int:
     return cdiv(steps, max(1, limit // LOOP_ITERATIONS_PER_STEP))
 
 
+# Tall K: a weight gradient ([m, n] = op(A)^T op(B) over K tokens) with K >= TALL_K_MIN and at
+# least 4x m and n. By output size alone it got the small tile unsplit: [1024, 256] from 8,192
+# tokens ran 128 workgroups of it at 24 TFLOP/s (175 us; the small LM's 12 weight gradients,
+# 2.1 ms of its 10.7, H200, 2026-12-01). Such a product takes the large tile (46.6 TFLOP/s at
+# 4096^3, 2 workgroups a multiprocessor) cut into K slices for at most TALL_K_TARGET_GROUPS
+# workgroups (two per multiprocessor of the H200), each slice TALL_K_SLICE_STEPS k steps or more.
+TALL_K_MIN = 2048
+TALL_K_TARGET_GROUPS = 264
+TALL_K_SLICE_STEPS = 32
+
+
+def tall_k(batch: int, m: int, k: int, n: int, target=None) -> bool:
+    t = target_of(target)
+    return (t.split_k and t.matmul_tiles != "padding" and batch == 1 and k >= TALL_K_MIN
+            and k >= 4 * max(m, n))
+
+
 def choose_splits(batch: int, m: int, k: int, n: int, tile: Tile, target=None) -> int:
     """K slices across workgroups for split-K; 1 means none.
 
@@ -166,7 +183,10 @@ def choose_splits(batch: int, m: int, k: int, n: int, tile: Tile, target=None) -
     if target.split_k:
         groups = cdiv(m, tile.bm) * cdiv(n, tile.bn) * batch
         steps = cdiv(k, tile.bk * tile.ks)
-        if 0 < groups < SPLIT_BELOW_GROUPS and steps >= SPLIT_MIN_ITERS:
+        if tile == VARIANTS["large"] and tall_k(batch, m, k, n, target):
+            s = max(1, min(TALL_K_TARGET_GROUPS // max(groups, 1),
+                           steps // TALL_K_SLICE_STEPS, MAX_SPLITS))
+        elif 0 < groups < SPLIT_BELOW_GROUPS and steps >= SPLIT_MIN_ITERS:
             s = min(cdiv(SPLIT_TARGET_GROUPS, groups), steps // SPLIT_SLICE_ITERS, MAX_SPLITS,
                     MAX_GROUPS_X // batch)
     s = max(s, need)
@@ -186,6 +206,9 @@ def plan_matmul_op(batch: int, m: int, k: int, n: int, transpose_a: bool, transp
     `plan_matmul` (variant, tile, bake, range_checks). `ones_row`: C gets an extra row M holding
     the column sums of op(B) (see `plan_matmul`); "c" is then [m + 1, n].
     """
+    if (splits is None and options.get("variant") is None and options.get("tile") is None
+            and tall_k(batch, m, k, n, target)):
+        options = dict(options, variant="large")
     launch = plan_matmul(batch, m, k, n, transpose_a, transpose_b, a_batch_stride,
                          b_batch_stride, target, ones_row=ones_row, **options)
     _, tile = _resolve_tile(batch, m, n, target, options.get("variant"), options.get("tile"))
@@ -308,7 +331,8 @@ def _operands(e):
 def would_split(e, target=None) -> bool:
     """Does matmul eqn `e` run split-K on `target` (as `plan_matmul_op` chooses)?"""
     batch, m, k, n = _operands(e)
-    _, tile = _resolve_tile(batch, m, n, target, None, None)
+    _, tile = _resolve_tile(batch, m, n, target, "large" if tall_k(batch, m, k, n, target)
+                            else None, None)
     return choose_splits(batch, m, k, n, tile, target) > 1
 
 
