@@ -43,11 +43,16 @@ def _sortable(a):
 
 
 def argsort(a, axis=-1, kind=None, order=None, *, stable=True, descending=False):
-    """Stable indices that sort `a` along `axis` (int32); descending=True for largest first."""
+    """Stable indices that sort `a` along `axis` (int32), NaN last; descending=True (JAX's
+    argument) for largest first, NaN first, as JAX puts it."""
     if order is not None:
         raise ArgumentError("argsort(order=...) sorts structured arrays, which vkgrad does not "
                             "have", source=user_source())
-    return _along_last(lambda x: P.argsort(x, descending), _sortable(a), axis)
+    return _along_last(lambda x: _order(x, descending), _sortable(a), axis)
+
+
+def _order(x, descending):
+    return P.argsort_descending(x) if descending else P.argsort(x)
 
 
 def sort(a, axis=-1, kind=None, order=None, *, stable=True, descending=False):
@@ -56,7 +61,7 @@ def sort(a, axis=-1, kind=None, order=None, *, stable=True, descending=False):
     dt = dtype_of(asarray(a))
 
     def by_rows(x):
-        return P.take_last(x, P.argsort(x, descending))
+        return P.take_last(x, _order(x, descending))
     return astype(_along_last(by_rows, _sortable(a), axis), dt)   # bools sort as 0.0 and 1.0
 
 
