@@ -165,3 +165,109 @@ def test_cross_entropy_out_of_range_traced_label_is_nan_as_jax():
         np.testing.assert_allclose(float(loss), 1.7531091, rtol=1e-6)
         np.testing.assert_allclose(np.asarray(g), [row0, [1 / 6, 1 / 6, -1 / 3]], rtol=1e-5)
         assert np.isnan(float(step(logits, np.array([-4, 0], np.int32))[0]))
+
+
+# ------------------------------------------------------------------------- missing names
+
+def test_bitwise_functions_and_shift_operators():
+    a = np.array([1, -8, 5, 7, -1, 3], np.int32)
+    b = np.array([0, 1, 31, 32, 33, -1], np.int32)
+    # jnp.left_shift(a, b) = [1 -16 -2147483648 0 0 0]; jnp.right_shift(a, b) = [1 -4 0 0 -1 0]
+    check(vnp.left_shift, (a, b), np.array([1, -16, -2 ** 31, 0, 0, 0], np.int32))
+    check(vnp.right_shift, (a, b), np.array([1, -4, 0, 0, -1, 0], np.int32))
+    check(lambda a: (vnp.bitwise_and(a, 6), vnp.bitwise_or(a, 6), vnp.bitwise_xor(a, 6),
+                     vnp.bitwise_not(a), vnp.invert(a)), (a,),
+          a & 6, a | 6, a ^ 6, ~a, ~a)
+    # the operators, reflected ones too: jnp's [4 -32 20 28 -4 12] [0 -4 2 3 -1 1] ...
+    check(lambda a: (a << 2, a >> 1, a & 3, 2 << a[:3], 1 | a, 5 ^ a), (a,),
+          a << 2, a >> 1, a & 3, np.int32(2) << a[:3], 1 | a, 5 ^ a)
+    t = np.array([True, False])
+    # bools: and/or/xor stay logical bools; a shift computes in int32 (jnp.left_shift: int32)
+    check(lambda t: (vnp.bitwise_and(t, True), vnp.bitwise_xor(t, t), vnp.left_shift(t, 1)),
+          (t,), t, np.array([False, False]), np.array([2, 0], np.int32))
+    with pytest.raises(vg.DTypeError, match=r"right_shift takes integer or bool arrays, got "
+                                            r"f32\[6\][\s\S]*test_parity_jax.py"):
+        vnp.right_shift(a.astype(np.float32), 1)
+
+
+X_UNIQUE = np.array([3., 1., NAN, 3., 2., NAN, 1.], np.float32)
+
+
+def test_unique_eager_is_numpys():
+    # jnp.unique(X_UNIQUE, return_index=True, return_inverse=True, return_counts=True):
+    # [1 2 3 nan], [1 4 0 2], [2 0 3 2 1 3 0], [2 1 2 2] (NaNs are one value)
+    vals, idx, inv, counts = vnp.unique(X_UNIQUE, return_index=True, return_inverse=True,
+                                        return_counts=True)
+    assert isinstance(vals, vg.Array) and np.asarray(idx).dtype == np.int32
+    np.testing.assert_array_equal(vals, f32(1, 2, 3, NAN))
+    np.testing.assert_array_equal(idx, [1, 4, 0, 2])
+    np.testing.assert_array_equal(inv, [2, 0, 3, 2, 1, 3, 0])
+    np.testing.assert_array_equal(counts, [2, 1, 2, 2])
+    rows = np.array([[1, 2], [1, 2], [0, 5]], np.int32)
+    np.testing.assert_array_equal(vnp.unique(rows, axis=0), [[0, 5], [1, 2]])
+
+
+def test_unique_under_jit_takes_jax_size_and_fill_value():
+    # jax.jit(lambda x: jnp.unique(x, size=6))(X_UNIQUE) = [1 2 3 nan 1 1] (padded with the
+    # smallest); with fill_value=-1 and every return_*: [1 2 3 nan -1 -1], [1 4 0 2 1 1],
+    # [2 0 3 2 1 3 0], [2 1 2 2 0 0]; size=2: [1 2]
+    check(lambda x: vnp.unique(x, size=6), (X_UNIQUE,), f32(1, 2, 3, NAN, 1, 1))
+    check(lambda x: vnp.unique(x, size=6, fill_value=-1., return_index=True,
+                               return_inverse=True, return_counts=True), (X_UNIQUE,),
+          f32(1, 2, 3, NAN, -1, -1), np.array([1, 4, 0, 2, 1, 1], np.int32),
+          np.array([2, 0, 3, 2, 1, 3, 0], np.int32), np.array([2, 1, 2, 2, 0, 0], np.int32))
+    check(lambda x: vnp.unique(x, size=2), (X_UNIQUE,), f32(1, 2))
+    # the values are gathered from x: jax.grad(lambda x: jnp.unique(x, size=3).sum()) of
+    # [2, 1, 2] is [1 2 0] (the padding reads the smallest value again)
+    check(vg.grad(lambda x: vnp.sum(vnp.unique(x, size=3))), (f32(2, 1, 2),), f32(1, 2, 0))
+    with pytest.raises(vg.ConcretizationError, match=r"vnp.unique[\s\S]*size=n, fill_value=v"
+                                                     r"[\s\S]*test_parity_jax.py"):
+        vg.jit(vnp.unique)(X_UNIQUE)
+
+
+KEY = vg.random.PRNGKey(0)
+
+
+def close_on_both(f, args, want, rtol=1e-5):
+    for got in on_both(f, *args):
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=1e-6)
+
+
+def test_random_choice_draws_as_jax():
+    # jax.random.choice(jax.random.PRNGKey(0), ...): the same numbers, except without
+    # replacement and p (a permutation's prefix: vkgrad's permutation is JAX's distribution,
+    # not its numbers, docs/random.md)
+    check(lambda k: vg.random.choice(k, 10, (5,)), (KEY,), np.array([9, 0, 2, 3, 1], np.int32))
+    check(lambda k: vg.random.choice(k, vnp.arange(10.) * 2, (2, 3)), (KEY,),
+          np.array([[18, 0, 4], [6, 2, 14]], np.float32))
+    p = f32(.1, .2, .3, .4, 0.)
+    check(lambda k: vg.random.choice(k, 5, (6,), p=p), (KEY,),
+          np.array([0, 0, 3, 2, 2, 3], np.int32))
+    check(lambda k: vg.random.choice(k, 5, (3,), replace=False, p=p), (KEY,),
+          np.array([1, 0, 3], np.int32))
+    check(lambda k: vg.random.choice(k, vnp.arange(12).reshape(3, 4), (2,), axis=1), (KEY,),
+          np.array([[1, 0], [5, 4], [9, 8]], np.int32))
+    for got in on_both(lambda k: vg.random.choice(k, 5, (5,), replace=False), KEY):
+        assert sorted(got.tolist()) == list(range(5))
+    with pytest.raises(vg.ArgumentError, match=r"larger sample \(size 5\) than the population "
+                                               r"\(size 3\)[\s\S]*test_parity_jax.py"):
+        vg.random.choice(KEY, 3, (5,), replace=False)
+    with pytest.raises(vg.ShapeError, match=r"p must be None or a 1-D vector with one "
+                                            r"probability per choice \(3\)"):
+        vg.random.choice(KEY, 3, (2,), p=f32(.5, .5))
+
+
+def test_random_truncated_normal_and_gumbel_draw_as_jax():
+    # jax.random.truncated_normal(jax.random.PRNGKey(0), -1., 2., (6,)), and (-inf, .5):
+    close_on_both(lambda k: vg.random.truncated_normal(k, -1., 2., (6,)), (KEY,),
+                  f32(1.5094677, 1.747393, -0.17467561, 0.10624172, 0.31906945, -0.5413444))
+    close_on_both(lambda k: vg.random.truncated_normal(k, -INF, 0.5, (4,)), (KEY,),
+                  f32(0.39960477, 0.45835495, -0.7396141, -0.45635706))
+    # jax.grad(lambda lo: truncated_normal(key, lo, 2., (3,)).sum())(-1.) = 0.5701862
+    close_on_both(vg.grad(lambda lo: vnp.sum(vg.random.truncated_normal(KEY, lo, 2., (3,)))),
+                  (np.float32(-1),), 0.5701862, rtol=1e-5)
+    # jax.random.gumbel(jax.random.PRNGKey(0), (3,))
+    close_on_both(lambda k: vg.random.gumbel(k, (3,)), (KEY,),
+                  f32(2.9233725, 3.8326178, -0.09689324))
+    x = np.asarray(vg.random.truncated_normal(KEY, 0.0, 0.25, (2000,)))
+    assert x.min() > 0 and x.max() < 0.25
