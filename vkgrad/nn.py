@@ -31,7 +31,8 @@ from vkgrad.numpy import log_softmax, logsumexp, one_hot, softmax  # noqa: F401
 from vkgrad.traceback_util import wrap_namespace
 from vkgrad.tracer.core import Tracer, user_source
 
-__all__ = ["relu", "relu6", "leaky_relu", "hard_tanh", "elu", "sigmoid", "silu", "gelu", "softplus", "softmax", "log_softmax", "logsumexp", "one_hot",
+__all__ = ["relu", "relu6", "leaky_relu", "hard_tanh", "elu", "sigmoid", "silu", "gelu",
+           "softplus", "softmax", "log_softmax", "logsumexp", "one_hot",
            "cross_entropy", "mse", "dropout", "layer_norm", "rms_norm", "embedding", "linear",
            "flash_attention", "attention_block", "init_attention_block", "selective_scan",
            "causal_conv1d", "mamba_block", "init_mamba_block", "init_transformer_lm",

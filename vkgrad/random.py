@@ -209,15 +209,7 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0):
     p the top draws of log p + Gumbel noise (the Gumbel top-k trick). The result: shape, in
     place of a's axis."""
     shape = _shape(shape, "choice")
-    if isinstance(a, (int, np.integer)) and not isinstance(a, bool):
-        n, arr = int(a), None
-    else:
-        arr = vnp.asarray(a)
-        if arr.ndim == 0:
-            raise ShapeError("vg.random.choice: a must be an int or an array with an axis",
-                             source=user_source())
-        axis = _axis(axis, arr.ndim, "choice")
-        n = arr.shape[axis]
+    n, arr, axis = _population(a, axis, "choice")
     draws = math.prod(shape)
     if draws and n <= 0:
         raise ArgumentError("vg.random.choice: a must be greater than 0 unless no samples are "
@@ -251,11 +243,19 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0):
     return vnp.reshape(taken, arr.shape[:axis] + shape + arr.shape[axis + 1:])
 
 
-def _axis(axis, ndim, fn) -> int:
-    if not -ndim <= axis < ndim:
-        raise ShapeError(f"vg.random.{fn}: axis {axis} is out of range for a {ndim}-d array",
-                         source=user_source())
-    return axis % ndim
+def _population(x, axis, fn):
+    """(n, array or None, axis) of what is drawn from: range(x) for an int x, else x's entries
+    along `axis`."""
+    if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+        return int(x), None, axis
+    arr = vnp.asarray(x)
+    if arr.ndim == 0:
+        raise ShapeError(f"vg.random.{fn}: the population must be an int or an array with an "
+                         "axis", source=user_source())
+    if not -arr.ndim <= axis < arr.ndim:
+        raise ShapeError(f"vg.random.{fn}: axis {axis} is out of range for a {arr.ndim}-d "
+                         "array", source=user_source())
+    return arr.shape[axis], arr, axis % arr.ndim
 
 
 def bernoulli(key, p=0.5, shape=None):
@@ -313,14 +313,7 @@ def permutation(key, x, axis=0):
     a stable argsort of random keys, repeated with a fresh key while ties are likely (rounds =
     ceil(3 log n / log 2^23), the keys being 23-bit uniform floats: one round up to n = 203, two
     up to 41,000, three to 8.4 million); each round is one argsort kernel on Vulkan."""
-    if isinstance(x, (int, np.integer)):
-        n, arr = int(x), None
-    else:
-        arr = vnp.asarray(x)
-        if arr.ndim == 0:
-            raise ShapeError("vg.random.permutation: x must be an int or an array with an axis",
-                             source=user_source())
-        n = arr.shape[axis]
+    n, arr, axis = _population(x, axis, "permutation")
     perm = P.iota((n,), 0)
     for k in _shuffle_keys(key, n):
         # the keys as floats: the argsort kernel sorts f32 (23 random bits, exact in f32)
