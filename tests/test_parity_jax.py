@@ -271,3 +271,20 @@ def test_random_truncated_normal_and_gumbel_draw_as_jax():
                   f32(2.9233725, 3.8326178, -0.09689324))
     x = np.asarray(vg.random.truncated_normal(KEY, 0.0, 0.25, (2000,)))
     assert x.min() > 0 and x.max() < 0.25
+
+
+def test_narrow_integers_are_int32_with_jax_conversion_values():
+    # jnp: [300, -1, 129].astype(uint8) = [44 255 129], .astype(int8) = [44 -1 -127];
+    # [300.5, -1., 3.7].astype(uint8) = [255 0 3] (a float saturates); int16 of 70000: 4464
+    i = np.array([300, -1, 129, 70000], np.int32)
+    f = f32(300.5, -1., 3.7, 129.)
+    with pytest.warns(UserWarning, match=r"Explicitly requested dtype u?int(8|16) requested in "
+                                         r"astype is stored as int32"):
+        check(lambda i, f: (i.astype(np.uint8), i.astype(np.int8), i.astype(np.int16),
+                            f.astype(np.uint8), f.astype(np.int8)), (i, f),
+              np.array([44, 255, 129, 112], np.int32), np.array([44, -1, -127, 112], np.int32),
+              np.array([300, -1, 129, 4464], np.int32), np.array([255, 0, 3, 129], np.int32),
+              np.array([127, -1, 3, 127], np.int32))
+    with pytest.warns(UserWarning, match=r"dtype uint8 requested in zeros is stored as int32"):
+        assert vnp.zeros(2, np.uint8).dtype == np.int32
+    assert vnp.asarray(np.array([200, 100], np.uint8)).dtype == np.int32   # data: no warning

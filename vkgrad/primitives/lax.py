@@ -243,26 +243,29 @@ def _pow_vjp(g, ans, x, y):
 vjp_rules[pow_p] = _pow_vjp
 
 
-
-def _chosen_share(g, ans, x, y):
+def _chosen_share(g, x, y, wins):
     """x's share of max(x, y)'s (or min's) cotangent, JAX's balanced rule: all of g where x
-    alone is the result, half where x and y tie (jax.grad of jnp.maximum(x, 2.) at x = 2 is
-    0.5), none where y is the result or the result is NaN."""
-    return select(eq(x, ans), select(eq(y, ans), mul(g, 0.5), g), 0)
+    alone is the result (`wins`: y < x for max), half where x and y tie (jax.grad of
+    jnp.maximum(x, 2.) at x = 2 is 0.5), none where y wins or either is NaN. From the
+    operands alone, not the result: the backward keeps no more residuals than x and y."""
+    return select(wins, g, select(eq(x, y), mul(g, 0.5), 0))
 
 
-def _chooser2_vjp(g, ans, x, y):
-    return (_unbroadcast(_chosen_share(g, ans, x, y), x),
-            _unbroadcast(_chosen_share(g, ans, y, x), y))
+def _chooser2_vjp(larger):
+    def vjp(g, ans, x, y):
+        x_wins, y_wins = (lt(y, x), lt(x, y)) if larger else (lt(x, y), lt(y, x))
+        return (_unbroadcast(_chosen_share(g, x, y, x_wins), x),
+                _unbroadcast(_chosen_share(g, y, x, y_wins), y))
+    return vjp
 
 
 max_p = _elementwise("max", 2, np.maximum, NUMERIC_DTYPES,
                      traits=("commutative",))
-vjp_rules[max_p] = _chooser2_vjp
+vjp_rules[max_p] = _chooser2_vjp(larger=True)
 
 min_p = _elementwise("min", 2, np.minimum, NUMERIC_DTYPES,
                      traits=("commutative",))
-vjp_rules[min_p] = _chooser2_vjp
+vjp_rules[min_p] = _chooser2_vjp(larger=False)
 
 # Unary.
 neg_p = _elementwise("neg", 1, np.negative, NUMERIC_DTYPES)
