@@ -102,6 +102,15 @@ def test_max_reduction_and_sort_ties():
     check(vg.grad(vnp.ptp), (x,), f32(0, .5, .5, -1))
 
 
+def test_reduce_window_max_and_min_give_a_tie_to_the_first():
+    # JAX's select_and_scatter_add: jax.grad of lax.reduce_window(x, inf, lax.min, (1, 2),
+    # (1, 2), "VALID").sum() at [[1, 1]] is [[1 0]] (max: tests/test_pooling_and_norms.py)
+    for comp, init in ((vg.lax.min, INF), (vnp.maximum, -INF)):
+        check(vg.grad(lambda x: vnp.sum(vg.lax.reduce_window(x, init, comp, (1, 2), (1, 2),
+                                                              "VALID"))),
+              (np.array([[1, 1]], np.float32),), np.array([[1, 0]], np.float32))
+
+
 def test_jax_nn_activations_at_their_kinks():
     # jax.grad of the sum at the kinks: relu6 [0, 6, 3] -> [0 0 1]; leaky_relu [0, 1] -> [1 1];
     # hard_tanh [-1, 0, 1] -> [1 1 1]; elu [0] -> [1]
