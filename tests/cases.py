@@ -241,6 +241,12 @@ CASES = [
     # --- dtypes: integer arithmetic, conversions
     Case("int_ops", lambda i, j: (i * j + i - 3) * (i < j) + vnp.maximum(i, j),
          [I(33, lo=-5, hi=6), I(33, lo=-5, hi=6)], **NOGRAD),
+    # bitwise: shifts by amounts outside [0, 32) too (left: 0, right: the sign), as numpy's
+    Case("bitwise", lambda i, j: (i & j, i | j, i ^ j, (i * 99991) << j, (i * 99991) >> j),
+         [I(7, 33, lo=-40, hi=40), I(33, lo=-3, hi=36)],
+         numpy=lambda i, j: (i & j, i | j, i ^ j, np.left_shift(i * 99991, np.where(
+             (j >= 0) & (j < 32), j, 0)) * ((j >= 0) & (j < 32)),
+             np.right_shift(i * 99991, np.where((j >= 0) & (j < 32), j, 31))), **NOGRAD),
     Case("convert", lambda x, i: x.astype(np.int32) + i + (x > 0).astype(np.int32),
          [U(130), I(130, lo=-5, hi=6)], **NOGRAD),
     Case("int_to_float", lambda i: i.astype(np.float32) * 0.5, [I(7, 7, lo=-5, hi=6)], **NOGRAD),
@@ -638,7 +644,7 @@ CASES += [
                                          vnp.quantile(x, 0.5, axis=0, keepdims=True)),
          [F(3, 4)], numpy=lambda x: (np.median(x, axis=1), np.percentile(x, [25, 90]).astype(np.float32),
                                      np.quantile(x, 0.5, axis=0, keepdims=True)), vulkan="sort_vk"),
-    # ties (5 values) check stability; NaN sorts last both ways
+    # ties (5 values) check stability; NaN (argsort_nan_vk) sorts last ascending, first descending
     Case("sort_vk", lambda x: (vnp.argsort(x, axis=0), vnp.sort(x, axis=1), *vg.lax.top_k(x, 3),
                                vnp.median(x, axis=1), vnp.percentile(x, 30, axis=0),
                                vnp.argsort(x, axis=1, descending=True)),
@@ -650,8 +656,10 @@ CASES += [
              np.argsort(-x, axis=1, kind="stable").astype(np.int32)), **NOGRAD),
     Case("argsort_nan_vk", lambda x: (vnp.argsort(x), vnp.argsort(x, descending=True)),
          [Const([[1.0, np.nan, -2.0, 1.0, np.nan, 0.0, -0.0]])],
+         # descending: NaN first, as JAX's (jnp.argsort(x, descending=True))
          numpy=lambda x: (np.argsort(x, kind="stable").astype(np.int32),
-                          np.argsort(-x, kind="stable").astype(np.int32)), **NOGRAD),
+                          np.lexsort((np.nan_to_num(-x), ~np.isnan(x))).astype(np.int32)),
+         **NOGRAD),
     # --- contractions
     Case("einsum", lambda a, b, c: (vnp.einsum("ij,jk->ik", a, b), vnp.einsum("ij,jk", a, b),
                                     vnp.einsum("bij,jk->bki", c, b), vnp.einsum("ii->i", a[:, :3]),

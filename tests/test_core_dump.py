@@ -28,16 +28,25 @@ program loss(%0: f32[8,6], %1: f32[6,3], %2: f32[3], %3: i32[8]) -> f32[] {
   %4: f32[8,3] = matmul %0, %1
   %5: f32[8,3] = add %4, %2
   %6: f32[8,3] = log_softmax[axis=1] %5
-  %7: i32[8,1] = reshape[shape=(8,1)] %3
-  %8: i32[3] = iota[dimension=0, dtype=i32, shape=(3,)]
-  %9: bool[8,3] = eq %7, %8
-  %10: f32[8,3] = convert[dtype=f32] %9
-  %11: f32[8,3] = mul %6, %10
-  %12: f32[8] = reduce_sum[axes=(1,)] %11
-  %13: f32[] = reduce_sum[axes=(0,)] %12
-  %14: f32[] = mul %13, 0.125:f32
-  %15: f32[] = neg %14
-  return %15
+  %7: bool[8] = lt %3, 0:i32
+  %8: i32[8] = add %3, 3:i32
+  %9: i32[8] = select %7, %8, %3
+  %10: i32[8,1] = reshape[shape=(8,1)] %9
+  %11: i32[3] = iota[dimension=0, dtype=i32, shape=(3,)]
+  %12: bool[8,3] = eq %10, %11
+  %13: f32[8,3] = convert[dtype=f32] %12
+  %14: f32[8,3] = mul %6, %13
+  %15: bool[8] = lt %3, -3:i32
+  %16: bool[8] = le 3:i32, %3
+  %17: bool[8] = select %15, True:bool, %16
+  %18: bool[8,1] = reshape[shape=(8,1)] %17
+  %19: f32[8,1] = select %18, nan:f32, 0.0:f32
+  %20: f32[8,3] = add %14, %19
+  %21: f32[8] = reduce_sum[axes=(1,)] %20
+  %22: f32[] = reduce_sum[axes=(0,)] %21
+  %23: f32[] = mul %22, 0.125:f32
+  %24: f32[] = neg %23
+  return %24
 }
 """
 
@@ -46,20 +55,29 @@ program loss(%0: f32[8,6], %1: f32[6,3], %2: f32[3], %3: i32[8]) -> (f32[], f32[
   %4: f32[8,3] = matmul %0, %1
   %5: f32[8,3] = add %4, %2
   %6: f32[8,3] = log_softmax[axis=1] %5
-  %7: i32[8,1] = reshape[shape=(8,1)] %3
-  %8: i32[3] = iota[dimension=0, dtype=i32, shape=(3,)]
-  %9: bool[8,3] = eq %7, %8
-  %10: f32[8,3] = convert[dtype=f32] %9
-  %11: f32[8,3] = mul %6, %10
-  %12: f32[] = reduce_sum[axes=(0,1)] %11
-  %13: f32[] = mul %12, 0.125:f32
-  %14: f32[] = neg %13
+  %7: bool[8] = lt %3, 0:i32
+  %8: i32[8] = add %3, 3:i32
+  %9: i32[8] = select %7, %8, %3
+  %10: i32[8,1] = reshape[shape=(8,1)] %9
+  %11: i32[3] = iota[dimension=0, dtype=i32, shape=(3,)]
+  %12: bool[8,3] = eq %10, %11
+  %13: f32[8,3] = convert[dtype=f32] %12
+  %14: f32[8,3] = mul %6, %13
+  %15: bool[8] = lt %3, -3:i32
+  %16: bool[8] = le 3:i32, %3
+  %17: bool[8] = select %15, True:bool, %16
+  %18: bool[8,1] = reshape[shape=(8,1)] %17
+  %19: f32[8,1] = select %18, nan:f32, 0.0:f32
+  %20: f32[8,3] = add %14, %19
+  %21: f32[] = reduce_sum[axes=(0,1)] %20
+  %22: f32[] = mul %21, 0.125:f32
+  %23: f32[] = neg %22
   # ---- backward ----
-  %15: f32[8,3] = mul -0.125:f32, %10
-  %16: f32[8,3] = log_softmax_bwd[axis=1] %6, %15
-  %17: f32[3] = reduce_sum[axes=(0,)] %16
-  %18: f32[6,3] = matmul[transpose_a=True] %0, %16
-  return %14, %18, %17
+  %24: f32[8,3] = mul -0.125:f32, %13
+  %25: f32[8,3] = log_softmax_bwd[axis=1] %6, %24
+  %26: f32[3] = reduce_sum[axes=(0,)] %25
+  %27: f32[6,3] = matmul[transpose_a=True] %0, %25
+  return %23, %27, %26
 }
 """
 

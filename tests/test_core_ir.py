@@ -43,16 +43,25 @@ TRACED = golden("""
       %6: f32[8,4] = add %5, %2
       %7: f32[8,4] = tanh %6
       %8: f32[8,4] = log_softmax[axis=1] %7
-      %9: i32[8,1] = reshape[shape=(8,1)] %3
-      %10: i32[4] = iota[dimension=0, dtype=i32, shape=(4,)]
-      %11: bool[8,4] = eq %9, %10
-      %12: f32[8,4] = convert[dtype=f32] %11
-      %13: f32[8,4] = mul %8, %12
-      %14: f32[8] = reduce_sum[axes=(1,)] %13
-      %15: f32[] = reduce_sum[axes=(0,)] %14
-      %16: f32[] = mul %15, 0.125:f32
-      %17: f32[] = neg %16
-      return %17
+      %9: bool[8] = lt %3, 0:i32
+      %10: i32[8] = add %3, 4:i32
+      %11: i32[8] = select %9, %10, %3
+      %12: i32[8,1] = reshape[shape=(8,1)] %11
+      %13: i32[4] = iota[dimension=0, dtype=i32, shape=(4,)]
+      %14: bool[8,4] = eq %12, %13
+      %15: f32[8,4] = convert[dtype=f32] %14
+      %16: f32[8,4] = mul %8, %15
+      %17: bool[8] = lt %3, -4:i32
+      %18: bool[8] = le 4:i32, %3
+      %19: bool[8] = select %17, True:bool, %18
+      %20: bool[8,1] = reshape[shape=(8,1)] %19
+      %21: f32[8,1] = select %20, nan:f32, 0.0:f32
+      %22: f32[8,4] = add %16, %21
+      %23: f32[8] = reduce_sum[axes=(1,)] %22
+      %24: f32[] = reduce_sum[axes=(0,)] %23
+      %25: f32[] = mul %24, 0.125:f32
+      %26: f32[] = neg %25
+      return %26
     }
     """)
 
@@ -65,24 +74,33 @@ GRAD = golden("""
       %5: f32[8,4] = add %4, %2
       %6: f32[8,4] = tanh %5
       %7: f32[8,4] = log_softmax[axis=1] %6
-      %8: i32[8,1] = reshape[shape=(8,1)] %3
-      %9: i32[4] = iota[dimension=0, dtype=i32, shape=(4,)]
-      %10: bool[8,4] = eq %8, %9
-      %11: f32[8,4] = convert[dtype=f32] %10
-      %12: f32[8,4] = mul %7, %11
-      %13: f32[] = reduce_sum[axes=(0,1)] %12
-      %14: f32[] = mul %13, 0.125:f32
-      %15: f32[] = neg %14
+      %8: bool[8] = lt %3, 0:i32
+      %9: i32[8] = add %3, 4:i32
+      %10: i32[8] = select %8, %9, %3
+      %11: i32[8,1] = reshape[shape=(8,1)] %10
+      %12: i32[4] = iota[dimension=0, dtype=i32, shape=(4,)]
+      %13: bool[8,4] = eq %11, %12
+      %14: f32[8,4] = convert[dtype=f32] %13
+      %15: f32[8,4] = mul %7, %14
+      %16: bool[8] = lt %3, -4:i32
+      %17: bool[8] = le 4:i32, %3
+      %18: bool[8] = select %16, True:bool, %17
+      %19: bool[8,1] = reshape[shape=(8,1)] %18
+      %20: f32[8,1] = select %19, nan:f32, 0.0:f32
+      %21: f32[8,4] = add %15, %20
+      %22: f32[] = reduce_sum[axes=(0,1)] %21
+      %23: f32[] = mul %22, 0.125:f32
+      %24: f32[] = neg %23
       # ---- backward ----
-      %16: f32[8,4] = mul -0.125:f32, %11
-      %17: f32[8,4] = log_softmax_bwd[axis=1] %7, %16
-      %18: f32[8,4] = mul %6, %6
-      %19: f32[8,4] = neg %18
-      %20: f32[8,4] = add 1.0:f32, %19
-      %21: f32[8,4] = mul %17, %20
-      %22: f32[4] = reduce_sum[axes=(0,)] %21
-      %23: f32[4,6] = matmul[transpose_a=True] %21, %0
-      return %15, %23, %22
+      %25: f32[8,4] = mul -0.125:f32, %14
+      %26: f32[8,4] = log_softmax_bwd[axis=1] %7, %25
+      %27: f32[8,4] = mul %6, %6
+      %28: f32[8,4] = neg %27
+      %29: f32[8,4] = add 1.0:f32, %28
+      %30: f32[8,4] = mul %26, %29
+      %31: f32[4] = reduce_sum[axes=(0,)] %30
+      %32: f32[4,6] = matmul[transpose_a=True] %30, %0
+      return %24, %32, %31
     }
     """)
 

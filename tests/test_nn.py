@@ -204,14 +204,18 @@ def test_cross_entropy_takes_one_hot_labels_and_names_bad_labels():
         nn.cross_entropy(logits, y[:3])
     with pytest.raises(DTypeError, match="class ids and must be integers, got f32"):
         nn.cross_entropy(logits, y.astype(np.float32))
-    with pytest.raises(ArgumentError, match=r"2 label\(s\) outside the 3 classes \[0, 3\).*"
+    with pytest.raises(ArgumentError, match=r"2 label\(s\) outside the 3 classes \[-3, 3\).*"
                                             r"labels\[1\] = 3"):
-        nn.cross_entropy(logits, np.array([0, 3, 1, -1], np.int32))
-    # under jit the ids are not known: an out-of-range one picks no class (documented)
-    traced = vg.jit(nn.cross_entropy, backend="numpy")(logits, np.array([0, 3, 1, 1], np.int32))
+        nn.cross_entropy(logits, np.array([0, 3, 1, -4], np.int32))
+    # -1 is the last class, as JAX's take_along_axis reads it (concrete or traced); under jit
+    # the ids are not known, and one out of range makes the loss NaN (JAX's fill value)
     logp = np.asarray(nn.log_softmax(logits))
-    np.testing.assert_allclose(float(traced), -(logp[0, 0] + logp[2, 1] + logp[3, 1]) / 4,
-                               rtol=1e-5)
+    wrapped = -(logp[0, 0] + logp[1, 2] + logp[2, 1] + logp[3, 1]) / 4
+    ids = np.array([0, -1, 1, 1], np.int32)
+    np.testing.assert_allclose(float(nn.cross_entropy(logits, ids)), wrapped, rtol=1e-5)
+    jitted = vg.jit(nn.cross_entropy, backend="numpy")
+    np.testing.assert_allclose(float(jitted(logits, ids)), wrapped, rtol=1e-5)
+    assert np.isnan(float(jitted(logits, np.array([0, 3, 1, 1], np.int32))))
 
 
 def test_causal_conv1d_names_the_shapes():

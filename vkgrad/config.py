@@ -91,10 +91,17 @@ def stored_dtype(name: str) -> str:
 
 def requested_dtype(requested, name: str, where: str) -> str:
     """`stored_dtype` of a dtype asked for by name (numpy's `requested`, vkgrad's `name`):
-    JAX's UserWarning when it is a 64-bit dtype computed narrower."""
+    JAX's UserWarning when it is a 64-bit dtype computed narrower, and one for an integer
+    dtype JAX keeps that vkgrad stores as int32 (uint8, int8, int16, uint16, uint32)."""
     stored = stored_dtype(name)
     if requested.itemsize == 8 and requested.kind in "fiu" and stored != "f64":
         warn_truncated(requested.name, "float32" if requested.kind == "f" else "int32", where)
+    elif requested.kind in "iu" and requested.name != "int32":
+        warnings.warn(f"Explicitly requested dtype {requested.name} requested in {where} is "
+                      "stored as int32: vkgrad computes every integer in int32, so arithmetic "
+                      f"on it does not wrap at {requested.name}'s bounds as JAX's does (a "
+                      "conversion to it does). See docs/numpy.md, \"dtypes\", for more.",
+                      UserWarning, stacklevel=_user_stacklevel())
     return stored
 
 

@@ -710,13 +710,24 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
     if builtins.min(out, default=1) < 1:
         raise ShapeError(f"reduce_window: the window {window} (dilated by {wdil}) is larger "
                          f"than the padded operand {tuple(x.shape)}")
-    result = None
+    computation, result = _first_wins(computation), None
     for r in np.ndindex(*window):
         start = [k * d for k, d in zip(r, wdil)]
         part = slice(x, start, [b + (m - 1) * s + 1 for b, m, s in zip(start, out, strides)],
                      strides)
         result = part if result is None else computation(result, part)
     return computation(result, vnp.astype(vnp.asarray(init_value), x.dtype))
+
+
+def _first_wins(computation):
+    """max and min folded so that the first of tied elements takes the gradient, as JAX's
+    reduce_window max and min do (select_and_scatter_add with ge, le); maximum's own rule
+    halves a tie (JAX's too). A NaN still wins."""
+    if computation in (max, vnp.maximum):
+        return lambda a, b: vnp.where(vnp.logical_or(b > a, vnp.isnan(b)), b, a)
+    if computation in (min, vnp.minimum):
+        return lambda a, b: vnp.where(vnp.logical_or(b < a, vnp.isnan(b)), b, a)
+    return computation
 
 
 __all__ = sorted(__all__ + ["ConvDimensionNumbers", "conv_general_permutations",

@@ -31,7 +31,8 @@ from vkgrad.numpy import log_softmax, logsumexp, one_hot, softmax  # noqa: F401
 from vkgrad.traceback_util import wrap_namespace
 from vkgrad.tracer.core import Tracer, user_source
 
-__all__ = ["relu", "sigmoid", "silu", "gelu", "softplus", "softmax", "log_softmax", "logsumexp", "one_hot",
+__all__ = ["relu", "relu6", "leaky_relu", "hard_tanh", "elu", "sigmoid", "silu", "gelu",
+           "softplus", "softmax", "log_softmax", "logsumexp", "one_hot",
            "cross_entropy", "mse", "dropout", "layer_norm", "rms_norm", "embedding", "linear",
            "flash_attention", "attention_block", "init_attention_block", "selective_scan",
            "causal_conv1d", "mamba_block", "init_mamba_block", "init_transformer_lm",
@@ -43,7 +44,30 @@ __all__ = ["relu", "sigmoid", "silu", "gelu", "softplus", "softmax", "log_softma
 
 
 def relu(x):
-    return vnp.maximum(x, 0)
+    """max(x, 0), with JAX's derivative at 0: 0 (jax.nn.relu's custom rule; maximum's tie
+    rule would give 1/2). NaN stays NaN."""
+    return vnp.where(x <= 0, 0, x)
+
+
+def relu6(x):
+    """min(max(x, 0), 6), with JAX's derivative: 0 at both kinks (jax.nn.relu6)."""
+    return vnp.where(x <= 0, 0, vnp.where(x >= 6, 6, x))
+
+
+def leaky_relu(x, negative_slope=1e-2):
+    """x where x >= 0, negative_slope * x elsewhere (jax.nn.leaky_relu; derivative 1 at 0)."""
+    return vnp.where(x >= 0, x, negative_slope * x)
+
+
+def hard_tanh(x):
+    """x clipped to [-1, 1] (jax.nn.hard_tanh; derivative 1 at the bounds, as JAX's)."""
+    return vnp.where(x > 1, 1, vnp.where(x < -1, -1, x))
+
+
+def elu(x, alpha=1.0):
+    """x where x > 0, alpha * (exp(x) - 1) elsewhere (jax.nn.elu); the exp of the positive
+    side is never taken, so a large x sends no inf * 0 into the gradient."""
+    return vnp.where(x > 0, x, alpha * vnp.expm1(vnp.where(x > 0, 0.0, x)))
 
 
 def sigmoid(x):
@@ -74,9 +98,11 @@ def cross_entropy(logits, labels):
     integer class ids of the logits' shape without the class axis (optax's
     softmax_cross_entropy_with_integer_labels), or float one-hot labels / probabilities of the
     logits' own shape, giving the mean of -sum(labels * log softmax(logits)) (optax's
-    softmax_cross_entropy). Concrete integer labels outside [0, classes) raise an ArgumentError;
-    under a trace (jit, grad of traced labels) the ids are not known, and one out of range
-    picks no class (one_hot's row of zeros), so its example adds 0 to the loss."""
+    softmax_cross_entropy). A label in [-classes, 0) counts from the end, as JAX's
+    take_along_axis reads it; concrete labels outside [-classes, classes) raise an
+    ArgumentError; under a trace (jit, grad of traced labels) the ids are not known, and one
+    out of range makes the loss NaN, as JAX's take_along_axis fills it (its example's logits
+    get a zero gradient, as in JAX)."""
     logits, labels = vnp.asarray(logits), vnp.asarray(labels)
     if logits.ndim == 0:
         raise ShapeError("cross_entropy: logits need a class axis (the last), got a scalar",
@@ -98,15 +124,21 @@ def cross_entropy(logits, labels):
             f"probability labels of the logits' shape {list(shape)}", source=user_source())
     if not isinstance(labels, Tracer):
         ids = np.asarray(labels)
-        bad = (ids < 0) | (ids >= classes)
+        bad = (ids < -classes) | (ids >= classes)
         if bad.any():
             at = tuple(int(i) for i in np.argwhere(bad)[0])
             raise ArgumentError(
                 f"cross_entropy: {int(bad.sum())} label(s) outside the {classes} classes "
-                f"[0, {classes}) of logits {_shape_str(P.dtype_of(logits), shape)}: "
+                f"[-{classes}, {classes}) of logits {_shape_str(P.dtype_of(logits), shape)}: "
                 f"labels{list(at)} = {int(ids[at])}", source=user_source())
-    picked = vnp.sum(logp * vnp.one_hot(labels, classes, dtype=logp.dtype), axis=-1)
-    return -vnp.mean(picked)
+    traced = isinstance(labels, Tracer)
+    ids = vnp.where(labels < 0, labels + classes, labels) if traced or \
+        (np.asarray(labels) < 0).any() else labels
+    picked = logp * vnp.one_hot(ids, classes, dtype=logp.dtype)
+    if traced:   # NaN where no class is picked (JAX's fill value), added: no gradient there
+        bad = (labels < -classes) | (labels >= classes)
+        picked = picked + vnp.where(vnp.expand_dims(bad, -1), np.nan, 0.0)
+    return -vnp.mean(vnp.sum(picked, axis=-1))
 
 
 def _shape_str(dtype, shape) -> str:

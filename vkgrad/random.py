@@ -33,14 +33,14 @@ import numpy as np
 
 from vkgrad import numpy as vnp
 from vkgrad import primitives as P
-from vkgrad.dtypes import dtype_name, is_float
+from vkgrad.dtypes import dtype_name, is_float, np_dtype
 from vkgrad.errors import ArgumentError, DTypeError, ShapeError
-from vkgrad.scipy.special import erfinv
+from vkgrad.scipy.special import erf, erfinv
 from vkgrad.traceback_util import wrap_namespace
 from vkgrad.tracer.core import ArrayOps, Tracer, user_source
 
 __all__ = ["key", "PRNGKey", "split", "fold_in", "bits", "uniform", "normal", "bernoulli",
-           "randint", "categorical", "permutation"]
+           "randint", "categorical", "permutation", "gumbel", "choice", "truncated_normal"]
 
 
 def key(seed):
@@ -163,6 +163,101 @@ def normal(key, shape=(), dtype=np.float32):
     return vnp.astype(vnp.multiply(erfinv(u), np.float32(math.sqrt(2))), dt)
 
 
+def truncated_normal(key, lower, upper, shape=None, dtype=np.float32):
+    """Standard normal floats conditioned on lower < x < upper (bounds broadcast; default
+    shape theirs), as jax.random.truncated_normal draws them: sqrt(2) erfinv(u) of a uniform u
+    between erf(lower / sqrt 2) and erf(upper / sqrt 2), clipped into the open interval. The
+    gradient flows to the bounds through u's range (the clip's bounds are stop_gradient)."""
+    dt = _float_dtype(dtype, "truncated_normal")
+    lower, upper = vnp.astype(lower, dt), vnp.astype(upper, dt)
+    bounds = vnp.broadcast_shapes(tuple(lower.shape), tuple(upper.shape))
+    shape = bounds if shape is None else _shape(shape, "truncated_normal")
+    if vnp.broadcast_shapes(shape, bounds) != shape:
+        raise ShapeError(f"vg.random.truncated_normal: shape {shape} does not fit the bounds' "
+                         f"broadcast shape {bounds}", source=user_source())
+    root2 = np.array(math.sqrt(2), np_dtype(dt))
+    a, b = erf(vnp.divide(lower, root2)), erf(vnp.divide(upper, root2))
+    out = vnp.multiply(erfinv(_uniform(key, shape, dt, a, b, "truncated_normal")), root2)
+    return vnp.clip(out, _next_toward(vnp.stop_gradient(lower), np.inf),
+                    _next_toward(vnp.stop_gradient(upper), -np.inf))
+
+
+def _next_toward(x, direction):
+    """numpy's nextafter(x, direction) of a concrete bound; a traced bound is itself (vkgrad
+    has no bit view of a float to step it by one ulp: the interval is closed there)."""
+    if isinstance(x, Tracer):
+        return x
+    return vnp.asarray(np.nextafter(np.asarray(x), np.asarray(direction, np.asarray(x).dtype)))
+
+
+def gumbel(key, shape=(), dtype=np.float32):
+    """Standard Gumbel floats, -log(-log(u)) of a uniform u in [tiny, 1) (jax.random.gumbel's
+    default mode)."""
+    dt = _float_dtype(dtype, "gumbel")
+    return _gumbel(key, _shape(shape, "gumbel"), dt, "gumbel")
+
+
+def _gumbel(key, shape, dt, fn):
+    u = _uniform(key, shape, dt, float(np.finfo(np.float32).tiny), 1.0, fn)
+    return vnp.negative(vnp.log(vnp.negative(vnp.log(u))))
+
+
+def choice(key, a, shape=(), replace=True, p=None, axis=0):
+    """Draws from range(a) (a an int) or from a's entries along `axis`, as jax.random.choice:
+    with replacement uniform indices (randint; JAX's numbers), or by p (p's running sum
+    searched at uniform points); without replacement the first draws of a permutation, or by
+    p the top draws of log p + Gumbel noise (the Gumbel top-k trick). The result: shape, in
+    place of a's axis."""
+    shape = _shape(shape, "choice")
+    n, arr, axis = _population(a, axis, "choice")
+    draws = math.prod(shape)
+    if draws and n <= 0:
+        raise ArgumentError("vg.random.choice: a must be greater than 0 unless no samples are "
+                            "taken", source=user_source())
+    if not replace and draws > n:
+        raise ArgumentError(f"vg.random.choice: cannot take a larger sample (size {draws}) "
+                            f"than the population (size {n}) with replace=False",
+                            source=user_source())
+    if p is None:
+        ind = randint(key, shape, 0, n) if replace else \
+            vnp.reshape(permutation(key, n)[:draws], shape)
+    else:
+        p = vnp.asarray(p)
+        p = p if is_float(P.dtype_of(p)) else vnp.astype(p, np.float32)
+        if tuple(p.shape) != (n,):
+            raise ShapeError(f"vg.random.choice: p must be None or a 1-D vector with one "
+                             f"probability per choice ({n}), got shape {tuple(p.shape)}",
+                             source=user_source())
+        dt = P.dtype_of(p)
+        if replace:
+            cum = vnp.cumsum(p)
+            r = vnp.multiply(cum[-1], vnp.subtract(1.0, _uniform(key, shape, dt, 0.0, 1.0,
+                                                                  "choice")))
+            ind = vnp.minimum(vnp.searchsorted(cum, r), n - 1)
+        else:
+            g = vnp.add(_gumbel(key, (n,), dt, "choice"), vnp.log(p))
+            ind = vnp.reshape(P.top_k(g, draws)[1], shape)
+    if arr is None:
+        return ind
+    taken = vnp.take(arr, vnp.ravel(ind), axis=axis)
+    return vnp.reshape(taken, arr.shape[:axis] + shape + arr.shape[axis + 1:])
+
+
+def _population(x, axis, fn):
+    """(n, array or None, axis) of what is drawn from: range(x) for an int x, else x's entries
+    along `axis`."""
+    if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+        return int(x), None, axis
+    arr = vnp.asarray(x)
+    if arr.ndim == 0:
+        raise ShapeError(f"vg.random.{fn}: the population must be an int or an array with an "
+                         "axis", source=user_source())
+    if not -arr.ndim <= axis < arr.ndim:
+        raise ShapeError(f"vg.random.{fn}: axis {axis} is out of range for a {arr.ndim}-d "
+                         "array", source=user_source())
+    return arr.shape[axis], arr, axis % arr.ndim
+
+
 def bernoulli(key, p=0.5, shape=None):
     """Booleans, True with probability p (p broadcasts against shape; default p's shape)."""
     p = vnp.asarray(p)
@@ -208,10 +303,8 @@ def categorical(key, logits, axis=-1, shape=None):
     lead = len(shape) - len(batch)
     full = list(shape[lead:])
     full.insert(ax, logits.shape[ax])
-    u = _uniform(key, shape[:lead] + tuple(full), P.dtype_of(logits),
-                 float(np.finfo(np.float32).tiny), 1.0, "categorical")
-    gumbel = vnp.negative(vnp.log(vnp.negative(vnp.log(u))))
-    scores = vnp.add(gumbel, vnp.reshape(logits, (1,) * lead + tuple(logits.shape)))
+    noise = _gumbel(key, shape[:lead] + tuple(full), P.dtype_of(logits), "categorical")
+    scores = vnp.add(noise, vnp.reshape(logits, (1,) * lead + tuple(logits.shape)))
     return vnp.argmax(scores, axis=lead + ax)
 
 
@@ -220,14 +313,7 @@ def permutation(key, x, axis=0):
     a stable argsort of random keys, repeated with a fresh key while ties are likely (rounds =
     ceil(3 log n / log 2^23), the keys being 23-bit uniform floats: one round up to n = 203, two
     up to 41,000, three to 8.4 million); each round is one argsort kernel on Vulkan."""
-    if isinstance(x, (int, np.integer)):
-        n, arr = int(x), None
-    else:
-        arr = vnp.asarray(x)
-        if arr.ndim == 0:
-            raise ShapeError("vg.random.permutation: x must be an int or an array with an axis",
-                             source=user_source())
-        n = arr.shape[axis]
+    n, arr, axis = _population(x, axis, "permutation")
     perm = P.iota((n,), 0)
     for k in _shuffle_keys(key, n):
         # the keys as floats: the argsort kernel sorts f32 (23 random bits, exact in f32)

@@ -82,6 +82,12 @@ code_for_op: dict = {
     L.eq_p: "({0} == {1})",
     L.ne_p: "({0} != {1})",
     L.select_p: "({0} ? {1} : {2})",
+    # bitwise (int): GLSL leaves a shift by 32 or more (or a negative amount) undefined
+    L.and_p: "({0} & {1})",
+    L.or_p: "({0} | {1})",
+    L.xor_p: "({0} ^ {1})",
+    L.shift_left_p: "(uint({1}) < 32u ? {0} << {1} : 0)",
+    L.shift_right_p: "({0} >> (uint({1}) < 32u ? {1} : 31))",
     L.convert_p: "{T}({0})",   # {T}: the GLSL type of the result
     # rounding
     L.floor_p: "floor({0})",

@@ -30,7 +30,7 @@ The modules, by subject (as JAX's numpy):
     reductions.py     sum, mean, max, argmax, any, prod, cumsum, ..., softmax, logsumexp
     linalg.py         diagonal, trace, diag, vnp.linalg.norm
     contractions.py   matmul, tensordot, dot, einsum
-    sorting.py        sort, argsort, quantiles, argwhere
+    sorting.py        sort, argsort, quantiles, argwhere, unique
     array_methods.py  operators and methods on Tracer and vkgrad.Array
     util.py           argument checks the modules share
 

@@ -15,10 +15,10 @@ from vkgrad.numpy.reductions import (all, any, argmax, argmin, cumprod, cumsum, 
                                      prod, std, sum, var)
 from vkgrad.numpy.shapes import ravel, repeat, reshape, squeeze, swapaxes, transpose
 from vkgrad.numpy.sorting import argsort
-from vkgrad.numpy.ufuncs import (abs, add, and_operator, clip, divide, equal, floor_divide, greater,
-                                 greater_equal, invert, less, less_equal,
-                                 multiply, negative, nonzero, not_equal, or_operator, power,
-                                 remainder, round, subtract, xor_operator)
+from vkgrad.numpy.ufuncs import (abs, add, bitwise_and, bitwise_or, bitwise_xor, clip, divide,
+                                 equal, floor_divide, greater, greater_equal, invert, left_shift,
+                                 less, less_equal, multiply, negative, nonzero, not_equal, power,
+                                 remainder, right_shift, round, subtract)
 from vkgrad.traceback_util import api_boundary
 from vkgrad.tracer.core import ArrayOps, Tracer, concretization_error
 
@@ -51,8 +51,8 @@ def _method_transpose(self, *axes):
 
 
 _OPERATORS = {"add": add, "sub": subtract, "mul": multiply, "truediv": divide, "pow": power,
-              "matmul": matmul, "and": and_operator, "or": or_operator, "xor": xor_operator,
-              "mod": remainder,
+              "matmul": matmul, "and": bitwise_and, "or": bitwise_or, "xor": bitwise_xor,
+              "lshift": left_shift, "rshift": right_shift, "mod": remainder,
               "floordiv": floor_divide}
 _COMPARISONS = {"lt": less, "le": less_equal, "gt": greater, "ge": greater_equal, "eq": equal,
                 "ne": not_equal}

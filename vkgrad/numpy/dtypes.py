@@ -199,10 +199,27 @@ def astype(x, dtype):
     x = asarray(x)
     src = x.aval.dtype if isinstance(x, ArrayOps) else canonical_dtype(x.dtype)
     if src == dt:
+        r = x
+    elif dt == "i32" and is_float(src):   # halves through f32, where the int32 bounds exist
+        r = _float_to_int32(P.convert(x, "f32") if is_half(src) else x)
+    else:
+        r = P.convert(x, dt)
+    return _narrowed(r, dtype, is_float(src)) if dt == "i32" and src != "bool" else r
+
+
+def _narrowed(x, dtype, saturate: bool):
+    """An int32 x converted to a narrower integer dtype (stored as int32), with the value JAX
+    gives: an integer wrapped into the dtype's range (astype(np.uint8) of 300 is 44), a float
+    saturated at its bounds (300.5 is 255)."""
+    d = _np.dtype(dtype) if not isinstance(dtype, str) or dtype not in DTYPES else None
+    if d is None or d.kind not in "iu" or d.itemsize >= 4:
         return x
-    if dt == "i32" and is_float(src):   # halves through f32, where the int32 bounds exist
-        return _float_to_int32(P.convert(x, "f32") if is_half(src) else x)
-    return P.convert(x, dt)
+    bits = 8 * d.itemsize
+    lo, hi = (0, (1 << bits) - 1) if d.kind == "u" else (-(1 << bits - 1), (1 << bits - 1) - 1)
+    if saturate:
+        return P.minimum(P.maximum(x, _np.int32(lo)), _np.int32(hi))
+    return P.add(P.bitwise_and(P.sub(x, _np.int32(lo)), _np.int32((1 << bits) - 1)),
+                 _np.int32(lo))
 
 
 def _float_to_int32(x):

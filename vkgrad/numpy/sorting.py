@@ -19,10 +19,10 @@ from vkgrad.numpy.shapes import broadcast_to, moveaxis, ravel, reshape, size, st
 from vkgrad.numpy.ufuncs import (add, isnan, less, less_equal, logical_and, logical_not,
                                  logical_or, multiply, nonzero)
 from vkgrad.numpy.util import normalize_axes, type_string
-from vkgrad.tracer.core import ArrayOps, user_source
+from vkgrad.tracer.core import ArrayOps, Tracer, concretization_error, user_source
 
 __all__ = ["argsort", "sort", "searchsorted", "take_along_axis", "quantile", "percentile", "median",
-           "argwhere", "flatnonzero", "partition", "argpartition"]
+           "argwhere", "flatnonzero", "partition", "argpartition", "unique"]
 
 
 def _along_last(fn, a, axis):
@@ -43,11 +43,16 @@ def _sortable(a):
 
 
 def argsort(a, axis=-1, kind=None, order=None, *, stable=True, descending=False):
-    """Stable indices that sort `a` along `axis` (int32); descending=True for largest first."""
+    """Stable indices that sort `a` along `axis` (int32), NaN last; descending=True (JAX's
+    argument) for largest first, NaN first, as JAX puts it."""
     if order is not None:
         raise ArgumentError("argsort(order=...) sorts structured arrays, which vkgrad does not "
                             "have", source=user_source())
-    return _along_last(lambda x: P.argsort(x, descending), _sortable(a), axis)
+    return _along_last(lambda x: _order(x, descending), _sortable(a), axis)
+
+
+def _order(x, descending):
+    return P.argsort_descending(x) if descending else P.argsort(x)
 
 
 def sort(a, axis=-1, kind=None, order=None, *, stable=True, descending=False):
@@ -56,7 +61,7 @@ def sort(a, axis=-1, kind=None, order=None, *, stable=True, descending=False):
     dt = dtype_of(asarray(a))
 
     def by_rows(x):
-        return P.take_last(x, P.argsort(x, descending))
+        return P.take_last(x, _order(x, descending))
     return astype(_along_last(by_rows, _sortable(a), axis), dt)   # bools sort as 0.0 and 1.0
 
 
@@ -188,3 +193,71 @@ def searchsorted(a, v, side="left", sorter=None):
         before = logical_or(less_equal(a, col), nan_v)
     count = P.reduce_sum(astype(before, "f32"), (v.ndim,))   # exact below 2**24 elements
     return astype(count, "i32")
+
+
+def unique(ar, return_index=False, return_inverse=False, return_counts=False, axis=None, *,
+           equal_nan=True, size=None, fill_value=None):
+    """numpy's unique (sorted, NaNs one value with equal_nan): of a concrete array, numpy's
+    own, any axis. Of a traced one (under jit, grad, vmap), as JAX: its result's length is
+    data, so `size=` fixes it: the first `size` unique values of the flattened array, padded
+    with fill_value (default: the smallest value); the padding's index is the smallest
+    value's and its count 0. The values are gathered from `ar`, so their gradient is the
+    gather's."""
+    ar = asarray(ar)
+    flags = (return_index, return_inverse, return_counts)
+    if not isinstance(ar, Tracer):
+        if size is not None:
+            return _unique_traced(ar, size, fill_value, equal_nan, flags)
+        out = _np.unique(_np.asarray(ar), *flags, axis=axis, equal_nan=equal_nan)
+        if not builtins.any(flags):
+            return asarray(out)
+        return tuple(asarray(o if i == 0 else o.astype(_np.int32)) for i, o in enumerate(out))
+    if size is None:
+        raise concretization_error(
+            ar, "vnp.unique (its result's length depends on the data)",
+            "give it a length, vnp.unique(x, size=n, fill_value=v), as JAX's jnp.unique asks")
+    if axis is not None:
+        raise ArgumentError("vnp.unique(axis=...) of a traced array is not supported (the "
+                            "flattened array's unique values are: axis=None)",
+                            source=user_source())
+    return _unique_traced(ar, size, fill_value, equal_nan, flags)
+
+
+def _unique_traced(ar, size, fill_value, equal_nan, flags):
+    """unique with a fixed size, from one sort: the sorted values' first occurrences are
+    marked, their running count c numbers each sorted element's unique value (1, 2, ...), and
+    the k-th unique value starts at sorted position #(c <= k) (one comparison of every c with
+    every k and a count, as searchsorted)."""
+    size = int(size)
+    if size < 0:
+        raise ArgumentError(f"vnp.unique: size must be >= 0, got {size}", source=user_source())
+    x = ravel(ar)
+    n = x.shape[0]
+    if n == 0:
+        raise ArgumentError("vnp.unique(size=...) of an empty array: there is no value to pad "
+                            "with", source=user_source())
+    perm = P.argsort(as_float(x) if dtype_of(x) == "bool" else x)
+    s = P.take(x, perm, 0)
+    new = P.ne(s[1:], s[:-1])
+    if equal_nan and dtype_of(x) not in ("i32", "bool"):
+        new = logical_and(new, logical_not(logical_and(isnan(s[1:]), isnan(s[:-1]))))
+    first = P.concatenate([_np.ones(1, _np.float32), astype(new, "f32")], 0)
+    c = P.cumsum(first)                                             # f32: exact below 2**24
+    ks = _np.arange(size + 1, dtype=_np.float32)
+    starts = P.reduce_sum(astype(less_equal(reshape(c, (1, n)), reshape(ks, (size + 1, 1))),
+                                 "f32"), (1,))                        # #(c <= k), k = 0..size
+    valid = less(ks[:size], c[-1])                                      # k < number of uniques
+    at = astype(P.select(valid, starts[:size], 0.0), "i32")
+    idx = P.take(perm, at, 0)
+    values = P.take(x, idx, 0)
+    if fill_value is not None:
+        values = P.select(valid, values, P.convert(asarray(fill_value), dtype_of(x)))
+    out = [values]
+    if flags[0]:
+        out.append(idx)
+    if flags[1]:      # each element's unique value number, moved back to its own position
+        numbers = P.scatter_add(P.sub(c, 1.0), perm, 0, (n,))
+        out.append(reshape(astype(numbers, "i32"), ar.shape))
+    if flags[2]:
+        out.append(astype(P.select(valid, P.sub(starts[1:], starts[:size]), 0.0), "i32"))
+    return out[0] if len(out) == 1 else tuple(out)

@@ -138,7 +138,8 @@ __all__ = (define_wrappers(globals(), _INTEGRAL, _integral_unary_ufunc)
               "floor_divide", "remainder", "mod", "fmod", "divmod", "isnan", "isinf", "isfinite",
               "isposinf", "isneginf", "nan_to_num", "isclose", "select", "fmax", "fmin", "real",
               "imag", "conj", "conjugate", "angle", "isreal", "iscomplex", "isrealobj",
-              "iscomplexobj"])
+              "iscomplexobj", "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift",
+              "right_shift", "bitwise_left_shift", "bitwise_right_shift", "bitwise_invert"])
 
 true_divide, absolute = divide, abs   # the tables above define divide and abs
 
@@ -219,28 +220,41 @@ def logical_not(a): return P.eq(as_bool(a), False)
 def logical_xor(a, b): return P.ne(as_bool(a), as_bool(b))
 
 
-def _bool_operator(logical, symbol):
-    """The operator `symbol` (&, |, ^): logical on bools (numpy's and JAX's meaning for bool
-    arrays); integers would mean bitwise, which vkgrad has no primitive for, and floats have no
-    meaning: both are refused rather than computed as logical."""
-    def operator(a, b):
-        a, b = operands(a, b)
-        for v in (a, b):
-            dt = "bool" if isinstance(v, bool) else dtype_of(asarray(v))
-            if dt != "bool":
-                raise DTypeError(
-                    f"x {symbol} y on {type_string(asarray(v))}: vkgrad's {symbol} is logical, "
-                    f"for bool arrays; it has no bitwise integer operations (compare first, "
-                    f"e.g. (x > 0) {symbol} (y > 0))", source=user_source())
-        return logical(a, b)
-    return operator
+def _integer_operands(name, x, y, on_bools):
+    """x and y of an integer-only function (the bitwise ones), as int32, or as they are where
+    both are bool and the function has a bool meaning (`on_bools`); floats are refused, as
+    numpy and JAX refuse them."""
+    x, y = operands(x, y)
+    dt = promoted_dtype(x, y)
+    if dt == "bool" and on_bools:
+        return x, y, dt
+    if dt not in ("i32", "bool"):
+        v = next(v for v in (x, y) if dtype_of(asarray(v)) not in ("i32", "bool"))
+        raise DTypeError(f"{name} takes integer or bool arrays, got {type_string(asarray(v))} "
+                         "(numpy and JAX refuse floats too): convert first, e.g. "
+                         "x.astype(int)", source=user_source())
+    return promote(x, "i32"), promote(y, "i32"), "i32"
 
+
+def _bitwise(name, primitive, logical):
+    def ufunc(x, y):
+        x, y, dt = _integer_operands(name, x, y, on_bools=logical is not None)
+        return logical(x, y) if dt == "bool" else primitive(x, y)
+    ufunc.__name__ = name
+    return ufunc
+
+
+# numpy's bitwise functions: on the two's-complement bits of integers, logical on bools (and,
+# or and xor; numpy's and JAX's meaning of & | ^ for bool arrays); shifts of a bool are int32's
+bitwise_and = _bitwise("bitwise_and", P.bitwise_and, logical_and)
+bitwise_or = _bitwise("bitwise_or", P.bitwise_or, logical_or)
+bitwise_xor = _bitwise("bitwise_xor", P.bitwise_xor, logical_xor)
+left_shift = _bitwise("left_shift", P.shift_left, None)
+right_shift = _bitwise("right_shift", P.shift_right, None)
+bitwise_left_shift, bitwise_right_shift, bitwise_invert = left_shift, right_shift, invert
 
 _ON_BOOLS = {P.add: logical_or, P.mul: logical_and, P.maximum: logical_or,
              P.minimum: logical_and}
-and_operator = _bool_operator(logical_and, "&")
-or_operator = _bool_operator(logical_or, "|")
-xor_operator = _bool_operator(logical_xor, "^")
 
 
 def where(condition, x=None, y=None):
@@ -470,15 +484,17 @@ def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
 
 
 def fmax(x, y):
-    """The larger of x and y, elementwise, ignoring a NaN (NaN only where both are)."""
+    """The larger of x and y, elementwise, ignoring a NaN (NaN only where both are). JAX's
+    form, so its gradient: a tie goes to y."""
     x, y = operands(x, y)
-    return where(isnan(y), x, where(isnan(x), y, maximum(x, y)))
+    return where(logical_or(greater(x, y), isnan(y)), x, y)
 
 
 def fmin(x, y):
-    """The smaller of x and y, elementwise, ignoring a NaN (NaN only where both are)."""
+    """The smaller of x and y, elementwise, ignoring a NaN (NaN only where both are). JAX's
+    form, so its gradient: a tie goes to y."""
     x, y = operands(x, y)
-    return where(isnan(y), x, where(isnan(x), y, minimum(x, y)))
+    return where(logical_or(less(x, y), isnan(y)), x, y)
 
 
 # vkgrad has no complex dtype (docs/numpy.md, "What it refuses"): every array is real, so these

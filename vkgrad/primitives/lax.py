@@ -242,16 +242,30 @@ def _pow_vjp(g, ans, x, y):
 
 vjp_rules[pow_p] = _pow_vjp
 
+
+def _chosen_share(g, x, y, wins):
+    """x's share of max(x, y)'s (or min's) cotangent, JAX's balanced rule: all of g where x
+    alone is the result (`wins`: y < x for max), half where x and y tie (jax.grad of
+    jnp.maximum(x, 2.) at x = 2 is 0.5), none where y wins or either is NaN. From the
+    operands alone, not the result: the backward keeps no more residuals than x and y."""
+    return select(wins, g, select(eq(x, y), mul(g, 0.5), 0))
+
+
+def _chooser2_vjp(larger):
+    def vjp(g, ans, x, y):
+        x_wins, y_wins = (lt(y, x), lt(x, y)) if larger else (lt(x, y), lt(y, x))
+        return (_unbroadcast(_chosen_share(g, x, y, x_wins), x),
+                _unbroadcast(_chosen_share(g, y, x, y_wins), y))
+    return vjp
+
+
 max_p = _elementwise("max", 2, np.maximum, NUMERIC_DTYPES,
                      traits=("commutative",))
-# The gradient goes to the larger operand; ties go to the first (relu: x >= 0 passes g).
-vjp_rules[max_p] = lambda g, ans, x, y: (_unbroadcast(select(le(y, x), g, 0), x),
-                                         _unbroadcast(select(le(y, x), 0, g), y))
+vjp_rules[max_p] = _chooser2_vjp(larger=True)
 
 min_p = _elementwise("min", 2, np.minimum, NUMERIC_DTYPES,
                      traits=("commutative",))
-vjp_rules[min_p] = lambda g, ans, x, y: (_unbroadcast(select(le(x, y), g, 0), x),
-                                         _unbroadcast(select(le(x, y), 0, g), y))
+vjp_rules[min_p] = _chooser2_vjp(larger=False)
 
 # Unary.
 neg_p = _elementwise("neg", 1, np.negative, NUMERIC_DTYPES)
@@ -276,7 +290,8 @@ cos_p = _elementwise("cos", 1, np.cos)
 vjp_rules[cos_p] = lambda g, ans, x: (neg(mul(g, sin(x))),)
 
 abs_p = _elementwise("abs", 1, np.abs, NUMERIC_DTYPES)
-vjp_rules[abs_p] = lambda g, ans, x: (mul(g, sign(x)),)
+# JAX's: g where x >= 0 (abs'(0) = 1, jax.grad(jnp.abs)(0.) is 1.0), -g elsewhere
+vjp_rules[abs_p] = lambda g, ans, x: (select(le(0, x), g, neg(g)),)
 
 sign_p = _elementwise("sign", 1, np.sign, NUMERIC_DTYPES)
 vjp_rules[sign_p] = lambda g, ans, x: (None,)      # piecewise constant: zero gradient
@@ -286,6 +301,27 @@ vjp_rules[sqrt_p] = lambda g, ans, x: (div(g, mul(ans, 2)),)
 
 stop_gradient_p = _elementwise("stop_gradient", 1, lambda x: x, ALL_DTYPES)
 vjp_rules[stop_gradient_p] = lambda g, ans, x: (None,)   # identity forward, zero backward
+
+# Bitwise operations on the two's-complement bits of i32 (no VJP: integer results). A shift by
+# an amount outside [0, 32) gives what numpy and JAX give: 0 to the left, the sign bit to the
+# right (shift_right is arithmetic, numpy's right_shift of a signed integer).
+_INTS = frozenset({"i32"})
+and_p = _elementwise("and", 2, np.bitwise_and, _INTS, traits=("commutative",))
+or_p = _elementwise("or", 2, np.bitwise_or, _INTS, traits=("commutative",))
+xor_p = _elementwise("xor", 2, np.bitwise_xor, _INTS, traits=("commutative",))
+
+
+def _shift_left_impl(x, y):
+    inside = (y >= 0) & (y < 32)
+    return np.where(inside, np.left_shift(x, np.where(inside, y, 0)), 0).astype(np.int32)
+
+
+def _shift_right_impl(x, y):
+    return np.right_shift(x, np.where((y >= 0) & (y < 32), y, 31)).astype(np.int32)
+
+
+shift_left_p = _elementwise("shift_left", 2, _shift_left_impl, _INTS)
+shift_right_p = _elementwise("shift_right", 2, _shift_right_impl, _INTS)
 
 # Comparisons produce bool (no VJP: nothing flows back through a bool). gt/ge swap operands.
 lt_p = _elementwise("lt", 2, np.less, NUMERIC_DTYPES, out_dtype="bool")
@@ -969,6 +1005,11 @@ def atanh(x): return bind(atanh_p, x)
 def atan2(y, x): return bind(atan2_p, *_coerce(y, x))
 def isnan(x): return bind(isnan_p, x)
 def isinf(x): return bind(isinf_p, x)
+def bitwise_and(x, y): return bind(and_p, *_coerce(x, y))
+def bitwise_or(x, y): return bind(or_p, *_coerce(x, y))
+def bitwise_xor(x, y): return bind(xor_p, *_coerce(x, y))
+def shift_left(x, y): return bind(shift_left_p, *_coerce(x, y))
+def shift_right(x, y): return bind(shift_right_p, *_coerce(x, y))
 
 # =================================================================================== sorting
 # argsort[descending](x): the stable sorting permutation of x's LAST axis, as i32 indices
@@ -1014,14 +1055,29 @@ def take_last(x, idx):
     return reshape(take(reshape(x, (rows * n,)), flat_idx, 0), ishape)
 
 
+def argsort_descending(x, k=None):
+    """The first k (all by default) of the stable largest-first sorting permutation of x's
+    last axis with NaN first, as JAX sorts it (jnp.argsort(descending=True), lax.top_k):
+    argsort(descending) puts the NaNs last, so each row is read rotated right by its count
+    of NaNs c (position j reads (j - c) mod n)."""
+    idx = argsort(x, descending=True)
+    shape = _shape(idx)
+    lead, n = tuple(shape[:-1]), shape[-1]
+    k = n if k is None else k
+    if dtype_of(x) not in FLOAT_DTYPES:       # no NaNs: the first k as they are
+        return slice_(idx, (0,) * len(shape), lead + (k,))
+    # the count in f32 and converted: exact below 2**24 elements, as the reduce kernel sums
+    nans = reduce_sum(convert(isnan(x), "f32"), (len(shape) - 1,))
+    pos = sub(iota(lead + (k,), len(shape) - 1), reshape(convert(nans, "i32"), lead + (1,)))
+    return take_last(idx, select(lt(pos, 0), add(pos, n), pos))
+
+
 def top_k(x, k):
     """(values, indices) of the k largest entries of x's last axis, largest first (ties: the
-    lower index first), like jax.lax.top_k."""
+    lower index first; NaN larger than everything), like jax.lax.top_k."""
     k = int(k)
     n = _shape(x)[-1]
     if not 0 <= k <= n:
         raise ShapeError(f"top_k: k={k} is out of range for a last axis of size {n}")
-    idx = argsort(x, descending=True)
-    shape = _shape(idx)
-    idx = slice_(idx, (0,) * len(shape), tuple(shape[:-1]) + (k,))
+    idx = argsort_descending(x, k)
     return take_last(x, idx), idx
