@@ -235,3 +235,15 @@ def test_a_program_keeps_no_argument_buffer_alive_after_its_call():
     del w, x, s
     get_device().inflight.wait_all()
     assert [r() for r in refs] == [None, None]
+
+
+def test_a_call_fed_host_results_in_its_slots_repeats_too():
+    """A small result that is not donated comes back as host data (a counter, say); fed back,
+    it goes into its argument slot, and the call still repeats the last one's bindings."""
+    f = vg.jit(lambda w, c: (w * 2.0, c + 1.0), donate_argnums=0, backend="vulkan")
+    w, c = vg.device_put(np.ones(8, np.float32)), np.zeros((), np.float32)
+    for i in range(5):
+        w, c = f(w, c)
+        assert float(c) == i + 1
+    np.testing.assert_allclose(np.asarray(w), np.full(8, 32.0))
+    assert f.lower(w, c).runner._repeat is not None

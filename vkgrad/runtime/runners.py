@@ -176,6 +176,7 @@ class VulkanRunner:
         # the slot into a pooled buffer
         self._returned = {k for k in self._slotted if lw.input_slots[k] in returned}
         self._in_slotted = dict(self._slotted)
+        self._unslotted = picker([k for k in range(len(lw.input_slots)) if k not in self._slotted])
         self._out_slotted = [(len(lw.input_slots) + n, len(self._slotted) + m)
                              for m, n in enumerate(
                                  n for n, (i, _, _) in enumerate(self._outputs)
@@ -243,7 +244,10 @@ class VulkanRunner:
         for p, j in self._out_slotted:
             if p in self._moving or self._moved(p, owned[p].buffer):
                 moved.append((j, owned[p], p, True))
-        return owned, uploads, hosted, moved, safe and here
+        # a repeat needs every argument but the slotted ones on this device (host data in a
+        # slot is new every call anyway)
+        return owned, uploads, hosted, moved, safe and (
+            here or set(map(getattr, self._unslotted(inputs), _POOL, _NONE)) <= {pool})
 
     def _bind_results(self, owned, n_in) -> None:
         """Append the result buffers to `owned` one by one: a donated input's own buffer where
@@ -265,6 +269,28 @@ class VulkanRunner:
             return False
         self._moving.add(p)
         return True
+
+    def _bound(self, inputs, owned, moved, rep, repeatable, setting):
+        """The buffers a call binds (None: a slot's own) and the recorded copies for them: the
+        last call's where this one repeats it (`rep`) and binds the same, else looked up; and
+        what the next call may repeat (`repeatable`: _bind's word)."""
+        if rep is not None and not self._pooled:   # the same, unless a slotted one differs
+            through = {p for _, _, p, _ in moved}
+            if all(rep.bufs[p] is (None if owned[p] is None or p in through else
+                                   owned[p].buffer) for p in self._slotted):
+                return rep.bufs, rep.copies
+        bufs = list(map(_buffer_of, owned)) if None not in owned else \
+            [o if o is None else o.buffer for o in owned]
+        for _, _, p, _ in moved:
+            bufs[p] = None
+        copies = self._copies(bufs, *setting[1:])
+        if rep is not None:
+            rep.bufs, rep.copies = bufs, copies
+        else:   # a call that donates buffers may be fed its results: the next one repeats it
+            donors = self._donors(owned) if setting[0] and repeatable else None
+            self._repeat = _Repeat.of(inputs, self._in_slotted, setting, donors, bufs,
+                                      copies) if donors else None
+        return bufs, copies
 
     def _copies(self, bufs, timestamps, check_nans) -> list:
         """The recorded copies of the program for these buffers (None: the argument's slot)."""
@@ -321,28 +347,13 @@ class VulkanRunner:
         check_nans = nans.enabled()
         if check_nans:   # host copies of the arguments, before a donated one is overwritten
             args = [self._host_copy(x, v) for x, v in zip(inputs, self.lowered.program.inputs)]
+        setting = (donate, timestamps, check_nans)
         rep = self._repeat
-        if rep is not None and not rep.matches(inputs, donate, timestamps, check_nans):
+        if rep is not None and not rep.matches(inputs, setting):
             rep = None
         owned, uploads, hosted, moved, repeatable = self._bind(inputs, donate, rep)
-        bufs = rep.bufs if rep is not None and repeatable and not self._pooled else None
-        if bufs is not None:   # the same buffers, unless a slotted one is bound directly now
-            through = {p for _, _, p, _ in moved}
-            if any(bufs[p] is not (None if owned[p] is None or p in through else
-                                   owned[p].buffer) for p in self._slotted):
-                bufs = None
-        if bufs is None:
-            bufs = list(map(_buffer_of, owned)) if None not in owned else \
-                [o if o is None else o.buffer for o in owned]
-            for _, _, p, _ in moved:
-                bufs[p] = None
-            copies = self._copies(bufs, timestamps, check_nans)
-            # the next call with these arguments (but the slotted ones) skips the lookups
-            self._repeat = _Repeat.of(inputs, self._in_slotted, (donate, timestamps, check_nans),
-                                      self._donors(owned) if donate else [], bufs, copies) \
-                if repeatable else None
-        else:
-            copies = rep.copies
+        bufs, copies = self._bound(inputs, owned, moved, rep if repeatable else None,
+                                   repeatable, setting)
         copy = self._executable(copies, bufs, timestamps, check_nans)
         pre, post = (), ()
         if hosted:
@@ -491,8 +502,8 @@ class _Repeat:
         r.donor_ids, r.bufs, r.copies = set(map(id, donors)), bufs, copies
         return r
 
-    def matches(self, inputs, donate, timestamps, check_nans) -> bool:
-        if shares[0] != self.shares or (donate, timestamps, check_nans) != self.setting:
+    def matches(self, inputs, setting) -> bool:
+        if shares[0] != self.shares or setting != self.setting:
             return False
         masked = list(inputs)
         for k in self.slotted:
