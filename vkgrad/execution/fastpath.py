@@ -94,9 +94,9 @@ def guard(array_cls, nargs: int, trees, statics, leaves):
     ndarrays = [(n, x) for n, x in g.leaves if type(x) is np.ndarray]
     g.lines.append(f"    L = [{', '.join(names)}]")
     g.check(f"list(map(type, L)) != {g.const([type(x) for _, x in g.leaves])}")
-    if arrays:
-        g.check(f"list(map(aval_of, [{', '.join(n for n, _ in arrays)}])) != "
-                f"{g.const([x._aval for _, x in arrays])}")
+    if arrays:   # (every leaf an Array, a training step's case: L itself)
+        which = "L" if len(arrays) == len(names) else f"[{', '.join(n for n, _ in arrays)}]"
+        g.check(f"list(map(aval_of, {which})) != {g.const([x._aval for _, x in arrays])}")
     if ndarrays:
         g.check(f"list(map(shape_dtype, [{', '.join(n for n, _ in ndarrays)}])) != "
                 f"{g.const([(x.shape, x.dtype) for _, x in ndarrays])}")
