@@ -191,3 +191,59 @@ def test_the_same_array_donated_twice_is_not_overwritten_by_either_result():
     np.testing.assert_allclose(np.asarray(p), np.arange(4) * 2.0)
     np.testing.assert_allclose(np.asarray(q), np.arange(4) + 1.0)
     assert p.buffer is not q.buffer
+
+
+def test_a_repeated_call_still_checks_donations_and_new_arguments():
+    """A call whose arguments are the last call's (but the slotted batch) skips the per-argument
+    checks (runners.py, _Repeat); a second Array made on a donated buffer since, and a batch
+    that is a donated Array itself, still keep the donation from overwriting what an Array
+    reads."""
+    if not get_device().addresses:
+        pytest.skip("this kp build has no buffer device addresses (kp patch 0008)")
+    step = vg.jit(lambda w, x: (w * 0.5 + vnp.sum(x), vnp.sum(w)), donate_argnums=0,
+                  backend="vulkan")
+    keep = vg.jit(lambda a: a, backend="vulkan")      # returns its input: shares the buffer
+    xs = [np.full(4, i, np.float32) for i in range(8)]
+    kept = vg.device_put(xs)
+    w, want = vg.device_put(np.ones(4, np.float32)), np.ones(4, np.float32)
+    for i in range(8):
+        if i == 4:
+            shared, at = keep(w), want.copy()
+        if i == 6:   # the batch is the donated Array: the per-result path
+            w, s = step(w, w)
+            want, got_sum = want * 0.5 + want.sum(), want.sum()
+        else:
+            w, s = step(w, kept[i])
+            want, got_sum = want * 0.5 + xs[i].sum(), want.sum()
+        np.testing.assert_allclose(np.asarray(w), want, rtol=1e-6)
+        np.testing.assert_allclose(float(s), got_sum, rtol=1e-6)
+        assert (step.lower(w, kept[0]).runner._repeat is None) == (i in (4, 6))
+    np.testing.assert_allclose(np.asarray(shared), at)   # never overwritten
+
+
+def test_a_program_keeps_no_argument_buffer_alive_after_its_call():
+    """What a runner keeps of the last call's arguments for the next one (_Repeat) does not keep
+    them: once the Arrays are gone, their buffers go back to the pool."""
+    import weakref
+    f = vg.jit(lambda w, x: (w * 2.0, vnp.sum(x)), donate_argnums=0, backend="vulkan")
+    w, x = vg.device_put(np.ones(8, np.float32)), vg.device_put(np.ones(3, np.float32))
+    for _ in range(3):
+        w, s = f(w, x)
+    float(s)
+    refs = [weakref.ref(w._owned), weakref.ref(x._owned)]
+    assert f.lower(w, x).runner._repeat is not None
+    del w, x, s
+    get_device().inflight.wait_all()
+    assert [r() for r in refs] == [None, None]
+
+
+def test_a_call_fed_host_results_in_its_slots_repeats_too():
+    """A small result that is not donated comes back as host data (a counter, say); fed back,
+    it goes into its argument slot, and the call still repeats the last one's bindings."""
+    f = vg.jit(lambda w, c: (w * 2.0, c + 1.0), donate_argnums=0, backend="vulkan")
+    w, c = vg.device_put(np.ones(8, np.float32)), np.zeros((), np.float32)
+    for i in range(5):
+        w, c = f(w, c)
+        assert float(c) == i + 1
+    np.testing.assert_allclose(np.asarray(w), np.full(8, 32.0))
+    assert f.lower(w, c).runner._repeat is not None

@@ -22,7 +22,7 @@ from vkgrad.ir.core import TensorType
 from vkgrad.runtime.inflight import HostResult
 from vkgrad.runtime.pool import Owned
 from vkgrad.tracer.array import (Array, DeletedArrayError, block_until_ready,  # noqa: F401
-                                 register_device)
+                                 delete_all, register_device)
 from vkgrad.tracer.core import ArrayOps
 
 
@@ -66,12 +66,9 @@ def call(compiled, leaves, *, donated=(), timestamps=False) -> list:
             inputs = [np.asarray(x) if o is None else o for x, o in zip(leaves, inputs)]
     outs = runner.run(inputs, donate=bool(donated), timestamps=timestamps)
     if on_device:   # every leaf a device Array: each donated one is consumed
-        for a in map(leaves.__getitem__, donated):
-            a.delete()
+        delete_all(map(leaves.__getitem__, donated))
     else:           # a host-backed Array was copied up, so nothing of it was consumed
-        for i in donated:
-            if type(leaves[i]) is Array and leaves[i]._owned is not None:
-                leaves[i].delete()
-    return [Array(aval, x) if type(x) is Owned else
-            Array(aval, future=x) if type(x) is HostResult else Array(aval, host=x)
-            for aval, x in zip(compiled.out_avals, outs)]
+        delete_all(leaves[i] for i in donated
+                   if type(leaves[i]) is Array and leaves[i]._owned is not None)
+    return compiled.results(outs)
+

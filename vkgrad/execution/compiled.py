@@ -122,6 +122,9 @@ class Compiled:
         # the type of each result, one object per type (fastpath.py compares them by identity)
         self.out_avals = [fastpath.intern(o.type) for o in self.stages["optimized"].outputs]
         self.build_outputs = fastpath.builder(out_tree)   # result leaves -> result pytree
+        # a runner's outs -> result Arrays
+        self.results = fastpath.results(self.out_avals, getattr(self.runner, "owned_results",
+                                                                None))
 
     def _segmented(self, device):
         """A program with while loops at its top level: the SegmentedRunner (its parts on

@@ -21,7 +21,10 @@ import operator
 
 import numpy as np
 
-from vkgrad.tracer.array import intern  # noqa: F401  (the jit interns its avals)
+from vkgrad.runtime.inflight import HostResult
+from vkgrad.runtime.pool import Owned
+from vkgrad.runtime.runners import picker
+from vkgrad.tracer.array import Array, intern  # noqa: F401  (the jit interns its avals)
 from vkgrad.tracer.pytree import TreeDef, custom_unflatten
 
 class _Gen:
@@ -91,9 +94,9 @@ def guard(array_cls, nargs: int, trees, statics, leaves):
     ndarrays = [(n, x) for n, x in g.leaves if type(x) is np.ndarray]
     g.lines.append(f"    L = [{', '.join(names)}]")
     g.check(f"list(map(type, L)) != {g.const([type(x) for _, x in g.leaves])}")
-    if arrays:
-        g.check(f"list(map(aval_of, [{', '.join(n for n, _ in arrays)}])) != "
-                f"{g.const([x._aval for _, x in arrays])}")
+    if arrays:   # (every leaf an Array, a training step's case: L itself)
+        which = "L" if len(arrays) == len(names) else f"[{', '.join(n for n, _ in arrays)}]"
+        g.check(f"list(map(aval_of, {which})) != {g.const([x._aval for _, x in arrays])}")
     if ndarrays:
         g.check(f"list(map(shape_dtype, [{', '.join(n for n, _ in ndarrays)}])) != "
                 f"{g.const([(x.shape, x.dtype) for _, x in ndarrays])}")
@@ -132,3 +135,24 @@ def builder(treedef: TreeDef):
         return "{" + ", ".join(f"{name}[{j}]: {k}" for j, k in enumerate(kids)) + "}"
 
     return eval("lambda L: " + expr(treedef), consts)
+
+
+def results(out_avals, owned_results=None):
+    """A function(outs) -> one Array per program output, from a runner's outs (per output an
+    Owned, a HostResult or host data). `owned_results`: the outputs that are always Owned (a
+    VulkanRunner's), made by one map; the others one by one."""
+    if not owned_results:
+        return lambda outs: _arrays(out_avals, outs)
+    rest = [i for i in range(len(out_avals)) if i not in owned_results]
+    dev, other = picker(owned_results), picker(rest)
+    dev_avals, other_avals = dev(out_avals), other(out_avals)
+    at = {i: k for k, i in enumerate(owned_results + rest)}
+    order = picker([at[i] for i in range(len(out_avals))])   # [*dev, *other] -> outputs
+    return lambda outs: order(list(map(Array, dev_avals, dev(outs))) +
+                              _arrays(other_avals, other(outs)))
+
+
+def _arrays(avals, outs) -> list:
+    return [Array(aval, x) if type(x) is Owned else
+            Array(aval, future=x) if type(x) is HostResult else Array(aval, host=x)
+            for aval, x in zip(avals, outs)]

@@ -25,7 +25,10 @@ by a recorded dispatch at the start of the sequence, which reads it through its 
 buffer every call (parameters not donated) is bound directly, copying nothing. Results that are
 not donated work the same way: written directly while the pool gives the same buffer, else into
 a slot copied out at the end. Each copy has its own slots and runs once at a time, so a call
-never overwrites the slots of one still in flight. On the H200 a call with new argument buffers
+never overwrites the slots of one still in flight. A call whose arguments are the last call's
+but for the slotted ones (a training step fed its own results and a new batch) checks them by
+identity and takes the last call's donations, bound buffers and recorded copies as they are
+(`_Repeat`). On the H200 a call with new argument buffers
 recorded the LM small step's 281 dispatches again and allocated two buffers: 9.9 ms of host
 time against 0.58 ms with the same buffers (docs/jit.md).
 """
@@ -36,6 +39,7 @@ import collections
 import itertools
 import operator
 import time
+import weakref
 
 import numpy as np
 
@@ -49,6 +53,7 @@ from vkgrad.runtime import nans
 from vkgrad.runtime.inflight import HostResult, max_in_flight
 from vkgrad.runtime.pool import Owned, pool_of
 from vkgrad.runtime.vulkan import Executable, counters
+from vkgrad.tracer.array import shares
 
 # Results up to this many elements are copied to the host inside the call's own submission:
 # reading a loss costs no second submission (about 15 us on the H200, docs/runtime.md).
@@ -144,17 +149,18 @@ class VulkanRunner:
             else:
                 kind, i = taken[slot]
                 returns.append(i if kind == "in" else len(lw.input_slots) + i)
-        self._returns = _picker(returns)
+        self._returns = picker(returns)
+        self.owned_results = [i for i, r in enumerate(returns) if r < n_bound]   # Owned ones
         # the common case, donations all safe (_bind): the donated inputs' buffers, then the
         # other results' pooled buffers, put in the order of _outputs by one picker
         donors = [i for i, _, _ in self._outputs if i is not None]
-        self._donors = _picker(donors)
+        self._donors = picker(donors)
         self._pooled = [(size, dtype) for i, size, dtype in self._outputs if i is None]
         order, d, p = [], 0, len(donors)
         for i, _, _ in self._outputs:
             order.append(d if i is not None else p)
             d, p = (d + 1, p) if i is not None else (d, p + 1)
-        self._results_in_order = None if order == sorted(order) else _picker(order)
+        self._results_in_order = None if order == sorted(order) else picker(order)
         # argument and result slots (the module's docstring): position in _bound_slots -> its
         # place among them (and in a copy's table of addresses)
         donated, returned = set(self.donation.values()), set(lw.output_slots)
@@ -169,28 +175,33 @@ class VulkanRunner:
         # the slot into a pooled buffer
         self._returned = {k for k in self._slotted if lw.input_slots[k] in returned}
         self._in_slotted = dict(self._slotted)
+        self._unslotted = picker([k for k in range(len(lw.input_slots)) if k not in self._slotted])
         self._out_slotted = [(len(lw.input_slots) + n, len(self._slotted) + m)
                              for m, n in enumerate(
                                  n for n, (i, _, _) in enumerate(self._outputs)
                                  if i is None and small(self._bound_slots[len(lw.input_slots) + n]))]
         self._slotted.update(self._out_slotted)
         self.last_window = 0   # the pool's window of calls this runner was last called in
+        self._repeat = None    # the last call's arguments and copies (_Repeat)
         self._moving = set()   # slotted positions whose buffer changed: copied from now on
         self._direct = {}      # slotted position -> id of the buffer bound there last
         # the bytes and number of pooled buffers a call binds (the pool's mark follows them)
         self._footprint = (sum(lw.slots[s].size * np_dtype(lw.slots[s].dtype).itemsize
                                for s in self._bound_slots), len(self._bound_slots))
 
-    def _bind(self, inputs, donate):
+    def _bind(self, inputs, donate, rep=None):
         """Owned buffers for the arguments (uploading host data) and the results, in the order
         of `_bound_slots` (None for host data going into its slot); the uploads; and what
         goes through slots, as (slot index, host data) and (slot index, Owned to copy from or
-        to, position, whether out of the slot)."""
+        to, position, whether out of the slot); and whether the next call may repeat this one
+        (_Repeat: every argument an Owned of this device, every donation safe). `rep`: the
+        last call's _Repeat, which this call's arguments match."""
         pool, device = self.pool, self.device
         owned, uploads, hosted, moved = list(inputs), [], [], []
         slotted = self._in_slotted
-        # every argument an Owned of this device (an Owned's pool is its device's)
-        here = set(map(getattr, owned, _POOL, _NONE)) == {pool}
+        # every argument an Owned of this device (an Owned's pool is its device's); for a
+        # repeat (_Repeat) every one but the slotted ones is the last call's
+        here = rep is not None or set(map(getattr, owned, _POOL, _NONE)) == {pool}
         if slotted or not here:
             moving = self._moving
             for k in (slotted if here else range(len(owned))):
@@ -217,7 +228,11 @@ class VulkanRunner:
                 uploads.append((o.buffer, host))
         n_in = len(owned)
         donors = self._donors(owned) if donate else []
-        if donors and (not _distinct(owned) or max(map(_users_of, donors)) > 1):
+        if rep is not None:   # the same donors as last call; only a slotted argument is new
+            safe = not rep.donor_ids.intersection(map(id, map(owned.__getitem__, slotted)))
+        else:
+            safe = not donors or (_distinct(owned) and max(map(_users_of, donors)) <= 1)
+        if not safe:
             self._bind_results(owned, n_in)   # some donated buffer is not the call's to take
         else:
             pooled = [pool.owned(size, dtype) for size, dtype in self._pooled] if donors else \
@@ -228,7 +243,10 @@ class VulkanRunner:
         for p, j in self._out_slotted:
             if p in self._moving or self._moved(p, owned[p].buffer):
                 moved.append((j, owned[p], p, True))
-        return owned, uploads, hosted, moved
+        # a repeat needs every argument but the slotted ones on this device (host data in a
+        # slot is new every call anyway)
+        return owned, uploads, hosted, moved, safe and (
+            here or set(map(getattr, self._unslotted(inputs), _POOL, _NONE)) <= {pool})
 
     def _bind_results(self, owned, n_in) -> None:
         """Append the result buffers to `owned` one by one: a donated input's own buffer where
@@ -251,15 +269,41 @@ class VulkanRunner:
         self._moving.add(p)
         return True
 
-    def _executable(self, bufs, timestamps, check_nans=False) -> "_Copy":
-        """A recorded copy of the program for these buffers (None: the argument's slot) that
-        is not running (up to one per submission in flight, so a loop that binds the same
-        buffers every call never waits); `check_nans` appends the NaN check of the float
-        results (vkgrad/runtime/nans.py)."""
+    def _bound(self, inputs, owned, moved, rep, repeatable, setting):
+        """The buffers a call binds (None: a slot's own) and the recorded copies for them: the
+        last call's where this one repeats it (`rep`) and binds the same, else looked up; and
+        what the next call may repeat (`repeatable`: _bind's word)."""
+        if rep is not None and not self._pooled:   # the same, unless a slotted one differs
+            through = {p for _, _, p, _ in moved}
+            if all(rep.bufs[p] is (None if owned[p] is None or p in through else
+                                   owned[p].buffer) for p in self._slotted):
+                return rep.bufs, rep.copies
+        bufs = list(map(_buffer_of, owned)) if None not in owned else \
+            [o if o is None else o.buffer for o in owned]
+        for _, _, p, _ in moved:
+            bufs[p] = None
+        copies = self._copies(bufs, *setting[1:])
+        if rep is not None:
+            rep.bufs, rep.copies = bufs, copies
+        else:   # a call that donates buffers may be fed its results: the next one repeats it
+            donors = self._donors(owned) if setting[0] and repeatable else None
+            self._repeat = _Repeat.of(inputs, self._in_slotted, setting, donors, bufs,
+                                      copies) if donors else None
+        return bufs, copies
+
+    def _copies(self, bufs, timestamps, check_nans) -> list:
+        """The recorded copies of the program for these buffers (None: the argument's slot)."""
         key = (*bufs, timestamps, check_nans)
         copies = self.variants.get(key)
         if copies is None:
             copies = self.variants.put(key, [])
+        return copies
+
+    def _executable(self, copies, bufs, timestamps, check_nans=False) -> "_Copy":
+        """A recorded copy of the program for `bufs` from `copies` (_copies) that is not
+        running (up to one per submission in flight, so a loop that binds the same buffers
+        every call never waits); `check_nans` appends the NaN check of the float results
+        (vkgrad/runtime/nans.py)."""
         for c in copies:
             if not c.ex.busy():
                 return c
@@ -301,12 +345,14 @@ class VulkanRunner:
         check_nans = nans.enabled()
         if check_nans:   # host copies of the arguments, before a donated one is overwritten
             args = [self._host_copy(x, v) for x, v in zip(inputs, self.lowered.program.inputs)]
-        owned, uploads, hosted, moved = self._bind(inputs, donate)
-        bufs = list(map(_buffer_of, owned)) if None not in owned else \
-            [o if o is None else o.buffer for o in owned]
-        for _, _, p, _ in moved:
-            bufs[p] = None
-        copy = self._executable(bufs, timestamps, check_nans)
+        setting = (donate, timestamps, check_nans)
+        rep = self._repeat
+        if rep is not None and not rep.matches(inputs, setting):
+            rep = None
+        owned, uploads, hosted, moved, repeatable = self._bind(inputs, donate, rep)
+        bufs, copies = self._bound(inputs, owned, moved, rep if repeatable else None,
+                                   repeatable, setting)
+        copy = self._executable(copies, bufs, timestamps, check_nans)
         pre, post = (), ()
         if hosted:
             uploads += [(copy.slots[j], host) for j, host in hosted]
@@ -371,6 +417,7 @@ class VulkanRunner:
             self._drop(self.variants.pop_newest())
 
     def _drop(self, copies) -> None:
+        self._repeat = None
         for c in copies:
             c.ex.release()
             if c.ex is self.last_run:
@@ -412,7 +459,7 @@ def _distinct(owned) -> bool:
     return len(set(owned)) == len(owned) - nones + (nones > 0)
 
 
-def _picker(indices):
+def picker(indices):
     """A function(list) -> [list[i] for i in indices], in C."""
     if not indices:
         return lambda xs: []
@@ -430,3 +477,39 @@ class _Copy:
     def __init__(self, ex, host, slots):
         self.ex, self.host, self.slots = ex, host, slots
         self.table, self.words, self.extra_of = None, None, {}
+
+
+class _Repeat:
+    """What a call found that the next one can take as is, when that one passes the same
+    arguments but in the argument slots (a training step's parameters and optimizer state, fed
+    back, and a new batch): the Owned per argument (weakly: a runner keeps no argument alive;
+    nothing in the slots), the donated ones (safe to overwrite again while no Array was made on
+    one of them: `shares` counts Arrays made on an Owned another Array views,
+    vkgrad/tracer/array.py), the buffers bound and the recorded copies. A repeated call checks
+    its arguments by identity, in C, instead of taking the pool, distinctness and users of each
+    and hashing its buffers into the key of its recorded copies (the host side of a call is the
+    budget of a training step: docs/jit.md)."""
+    __slots__ = ("refs", "slotted", "setting", "shares", "donor_ids", "bufs", "copies")
+
+    @classmethod
+    def of(cls, inputs, slotted, setting, donors, bufs, copies):
+        r = cls()
+        r.refs = [_nothing if k in slotted else weakref.ref(x) for k, x in enumerate(inputs)]
+        r.slotted, r.setting, r.shares = list(slotted), setting, shares[0]
+        # ids, not the objects: while the arguments match, every donor is alive
+        r.donor_ids, r.bufs, r.copies = set(map(id, donors)), bufs, copies
+        return r
+
+    def matches(self, inputs, setting) -> bool:
+        if shares[0] != self.shares or setting != self.setting:
+            return False
+        masked = list(inputs)
+        for k in self.slotted:
+            masked[k] = None
+        return len(masked) == len(self.refs) and \
+            all(map(operator.is_, masked, map(operator.call, self.refs)))
+
+
+def _nothing():
+    """What a _Repeat holds for an argument slot (its argument is new every call)."""
+    return None

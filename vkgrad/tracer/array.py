@@ -88,6 +88,12 @@ class SingleDeviceSharding:
         return f"SingleDeviceSharding(device={self._device!r}, memory_kind={self.memory_kind})"
 
 
+# How many Arrays were made on a device buffer that another live Array views: a jitted call
+# that repeats the last one's arguments takes its donations as safe while this stays the same
+# (vkgrad/runtime/runners.py, _Repeat).
+shares = [0]
+
+
 class DeletedArrayError(ArgumentError):
     """An Array was read after a jitted call consumed (donated) its buffer, or after delete()."""
 
@@ -103,6 +109,8 @@ class Array(ArrayOps):
         self._future = future     # a HostResult: host data once its submission is done
         self._deleted = False
         if owned is not None:
+            if owned.users:   # a second view of one buffer: donating either needs a check
+                shares[0] += 1
             owned.users += 1
         if host is not None:
             self._set_host(host)
@@ -239,11 +247,7 @@ class Array(ArrayOps):
         return self._deleted
 
     def delete(self) -> None:
-        self._deleted = True
-        if self._owned is not None:
-            self._owned.users -= 1
-        self._owned = None
-        self._host = self._future = None
+        delete_all((self,))
 
     def __del__(self):
         if self._owned is not None:
@@ -267,6 +271,18 @@ class Array(ArrayOps):
             return _device[0].program(program, values)
         outs = interpreter.run_program(program, *[np.asarray(v) for v in values])
         return [Array.from_host(intern(o.type), h) for o, h in zip(program.outputs, outs)]
+
+
+def delete_all(arrays) -> None:
+    """Delete each of `arrays` (Array.delete, one loop: a jitted call consumes every donated
+    Array of a training step's parameters and optimizer state)."""
+    for a in arrays:
+        a._deleted = True
+        owned = a._owned
+        if owned is not None:
+            owned.users -= 1
+            a._owned = None
+        a._host = a._future = None
 
 
 def _on_device(values) -> bool:
