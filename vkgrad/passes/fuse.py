@@ -32,6 +32,8 @@ kernels take.
 
 from __future__ import annotations
 
+import math
+
 from vkgrad import primitives as P
 from vkgrad.ir.core import (Eqn, Literal, Params, Primitive, Program, Var, abstract_eval_rules,
                             param_defaults)
@@ -115,6 +117,10 @@ MAX_FUSED_DEPTH = 1000
 # The most distinct values a shared fusible value may be computed from before it is kept in
 # memory (the same bound as passes/remat.py's MAX_RECOMPUTE_READS, for the same reason).
 MAX_FUSED_READS = 8
+# ... for values this large: recomputing a small one costs little wherever it is read, and
+# keeping it in memory cost the tiny LM three donations (an optimizer value written before the
+# last read of the parameter it would overwrite)
+MIN_CUT_ELEMENTS = 1 << 16
 
 
 def _cut_long_chains(program: Program) -> Program:
@@ -142,8 +148,8 @@ def _cut_long_chains(program: Program) -> Program:
         for x in e.inputs:
             if isinstance(x, Var):
                 mine |= reads.get(x, {x})
-        if d >= MAX_FUSED_DEPTH or (len(mine) > MAX_FUSED_READS and
-                                    readers.get(e.out, 0) > 1):
+        if d >= MAX_FUSED_DEPTH or (len(mine) > MAX_FUSED_READS and readers.get(e.out, 0) > 1
+                                    and math.prod(e.out.shape) >= MIN_CUT_ELEMENTS):
             saved = Var(e.out.shape, e.out.dtype)
             eqns.append(Eqn(P.save_p, (e.out,), Params(), (saved,), e.source, e.phase))
             rename[e.out], d, mine = saved, 0, {saved}

@@ -52,6 +52,7 @@ from vkgrad.primitives.compiler import save_p
 
 # the most distinct values one recomputed forward value may be made from (see the docstring)
 MAX_RECOMPUTE_READS = 8
+MIN_BAN_ELEMENTS = 1 << 16    # ... for a value this large (a small one is cheap to redo)
 
 
 def nbytes(v) -> int:
@@ -74,7 +75,7 @@ def too_deep(eqns, free) -> set:
                 mine |= reads[u] if u in reads and u not in deep else {u}
         for o in e.outputs:
             reads[o] = mine
-            if len(mine) > MAX_RECOMPUTE_READS:
+            if len(mine) > MAX_RECOMPUTE_READS and math.prod(o.shape) >= MIN_BAN_ELEMENTS:
                 deep.add(o)
     return deep
 
