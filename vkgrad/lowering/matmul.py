@@ -163,9 +163,12 @@ TALL_K_SLICE_STEPS = 32
 
 
 def tall_k(batch: int, m: int, k: int, n: int, target=None) -> bool:
-    t = target_of(target)
+    """... and whose output the large tile covers with little padding (a [64, 48] one would
+    leave three quarters of each 128 x 128 block idle: the split small tile keeps it)."""
+    t, big = target_of(target), VARIANTS["large"]
+    padded = cdiv(m, big.bm) * big.bm * cdiv(n, big.bn) * big.bn
     return (t.split_k and t.matmul_tiles != "padding" and batch == 1 and k >= TALL_K_MIN
-            and k >= 4 * max(m, n))
+            and k >= 4 * max(m, n) and padded <= 1.25 * m * n)
 
 
 def choose_splits(batch: int, m: int, k: int, n: int, tile: Tile, target=None) -> int:
