@@ -296,7 +296,9 @@ def main():
                "warmup_steps": args.warmup, "data_bytes": [len(d) for d in data]}
     for model in args.models.split(","):
         results[model] = bench_model(model, preset, args, data)
-    finish(results, t0, "lm.json" if args.precision == "f32" else f"lm_{args.precision}.json")
+    name = "lm" + ("" if args.preset == "small" else f"_{args.preset}") + \
+        ("" if args.precision == "f32" else f"_{args.precision}")
+    finish(results, t0, f"{name}.json")
 
 
 def finish(results: dict, t0: float, filename: str) -> None:
