@@ -13,6 +13,7 @@ run() {   # name limit_s command...
   echo "=== $name ($(date +%T))"
   timeout "$limit" "$@" > "$OUT/$name.log" 2>&1; echo "=== $name rc=$?"
   tail -n 25 "$OUT/$name.log"
+  tar -czf "$final/results.tgz" -C "$OUT" .   # after every step: a run cut short keeps these
 }
 for step in "$@"; do
   case $step in
