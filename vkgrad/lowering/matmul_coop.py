@@ -24,7 +24,6 @@ from __future__ import annotations
 from vkgrad.lowering.contracts import Unsupported
 from vkgrad.lowering.kernels import OpPlan, Temp
 from vkgrad.lowering.launch import MAX_GROUPS_X, Launch, cdiv, grid
-from vkgrad.runtime import spirv_bfloat16
 from vkgrad.target import target_of
 
 TILE = dict(BM=128, BN=128, BK=32, WM=64, WN=64)
@@ -90,7 +89,7 @@ def plan_matmul_coop(batch: int, m: int, k: int, n: int, transpose_a: bool, tran
     if vec:
         defines["VEC"] = 1
     if dtype == "bf16":
-        defines["VKG_BFLOAT16"] = spirv_bfloat16.REWRITE_VERSION
+        defines["VKG_BFLOAT16"] = 1     # runtime/shaders.py rewrites the SPIR-V for it
     if transpose_a:
         defines["TRANS_A"] = 1
     if transpose_b:

@@ -113,7 +113,10 @@ def compile_glsl(source: str, defines: Mapping[str, object] | None = None, *,
     defines = dict(defines or {})
     exe, version, env = _glslang()
     define_args = [f"-D{k}={v}" for k, v in sorted(defines.items())]
-    key_src = "\0".join([version, target_env, source, *define_args, _headers_digest(include_dirs)])
+    rewrite = ([f"bfloat16 rewrite {spirv_bfloat16.REWRITE_VERSION}"]
+               if "VKG_BFLOAT16" in defines else [])
+    key_src = "\0".join([version, target_env, source, *define_args, *rewrite,
+                          _headers_digest(include_dirs)])
     key = hashlib.sha256(key_src.encode()).hexdigest()[:32]
     with _lock:
         spirv = _memory.get(key)

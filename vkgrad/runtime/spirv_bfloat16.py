@@ -10,7 +10,7 @@ declares the extension and its capabilities. Bits stay bits: a value loaded as "
 a buffer of bfloat16 data is now read as the bfloat16 it is.
 
 A shader asks for this with the define VKG_BFLOAT16 (runtime/shaders.py calls `to_bfloat16` on
-its SPIR-V; the define's value is in the cache key, so a change here bumps it).
+its SPIR-V, and puts REWRITE_VERSION in the cache key: a change here bumps it).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ CAPABILITY_BFLOAT16_TYPE = 5116
 CAPABILITY_BFLOAT16_COOPERATIVE_MATRIX = 5118
 FP_ENCODING_BFLOAT16 = 0
 MAGIC = 0x07230203
-REWRITE_VERSION = 1     # the value of the VKG_BFLOAT16 define: part of every cache key
+REWRITE_VERSION = 1     # part of the cache key of every rewritten shader
 
 
 class SpirvRewriteError(ValueError):
