@@ -166,15 +166,16 @@ class SegmentedRunner:
         eqns = _bucketed(program.eqns)
         program = dataclasses.replace(program, eqns=tuple(eqns))
         needed = _needed_after(program)
-        start = 0
+        run: list = []
         for i, e in enumerate(eqns):
             if not _splits_at(e):
+                run.append(e)
                 continue
-            self._segment(eqns[start:i], needed[i - 1] if i else set(), options)
-            start = i + 1
+            self._segment(run, needed[i - 1] if i else set(), options)
+            run = []
             self.steps.append(("host", e) if e.prim is not while_p else
                               ("while", e, self._runner(while_chunk(e, CHUNK), options)))
-        self._segment(eqns[start:], needed[len(eqns) - 1], options)
+        self._segment(run, needed[len(eqns) - 1], options)
 
     def _runner(self, program: Program, options) -> VulkanRunner:
         stages: dict = {}
@@ -247,7 +248,8 @@ class SegmentedRunner:
                 args = [value(v) for v in ins]
                 give = donate and bool(donors) and _may_overwrite(env, later, args, donors)
                 env.update(zip(outs, _device_values(runner.run(args, donate=give))))
-            elif step[0] == "host":  # read back now; reduce on the host while the GPU goes on
+                continue
+            if step[0] == "host":    # read back now; reduce on the host while the GPU goes on
                 e, t0 = step[1], time.perf_counter()
                 ins = self._read_back([value(x) for x in e.inputs], [x.type for x in e.inputs])
                 job = _COLLECTIVES.submit(interpret, e.prim, ins, e.params,
@@ -255,8 +257,17 @@ class SegmentedRunner:
                 env.update((o, _Reducing(job, j)) for j, o in enumerate(e.outputs))
                 jobs.append(job)
                 self.host_seconds += time.perf_counter() - t0
-            else:
-                self._loop(step, value, env)
+                continue
+            _, e, chunk = step
+            args = [value(x) for x in e.inputs]
+            n = len(args) - len(e.outputs)
+            consts, carry = args[:n], args[n:]
+            pred_type = e.params["cond_jaxpr"].outputs[0].type
+            while True:
+                *carry, pred = _device_values(chunk.run(consts + carry, donate=False))
+                if not bool(_host(pred, pred_type)):
+                    break
+            env.update(zip(e.outputs, carry))
         outs = [value(o) for o in self.program.outputs]
         # the parts' buffers back to the pool, last made first: the pool (last in, first out)
         # then hands the next call's parts the same buffers in the same order, and their
@@ -267,20 +278,6 @@ class SegmentedRunner:
         for job in jobs:   # every collective done before the caller's next MPI call
             job.result()
         return outs
-
-    @staticmethod
-    def _loop(step, value, env) -> None:
-        """A top-level while loop: its chunk run until the predicate read back is false."""
-        _, e, chunk = step
-        args = [value(x) for x in e.inputs]
-        n = len(args) - len(e.outputs)
-        consts, carry = args[:n], args[n:]
-        pred_type = e.params["cond_jaxpr"].outputs[0].type
-        while True:
-            *carry, pred = _device_values(chunk.run(consts + carry, donate=False))
-            if not bool(_host(pred, pred_type)):
-                break
-        env.update(zip(e.outputs, carry))
 
     def _read_back(self, values, types) -> list:
         """The values as numpy arrays of their types, the device buffers among them read in ONE
