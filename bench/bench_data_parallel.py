@@ -19,7 +19,9 @@ reading its loss (the loop of examples/train_lm.py); tokens/s per round, median 
 host_ms: the time a step waits for its host collectives (reading each gradient bucket back,
 and the MPI_Allreduce where it did not overlap the backward's later buckets), from the
 SegmentedRunner; allreduce_ms: MPI_Allreduce alone on the parameters' sizes (host arrays, no
-device), what the all-reduce costs when nothing hides it.
+device), what the all-reduce costs when nothing hides it. device_bytes: the device memory the
+rank holds after the rounds (vg.runtime_stats()["buffer_bytes"]; the pool keeps freed buffers,
+so it is the most the run held), beside state_bytes, the parameters' and optimizer state's.
 """
 
 from __future__ import annotations
@@ -77,6 +79,9 @@ def vkgrad_rank(preset: str, args) -> dict | None:
         dt = time.perf_counter() - t
         rates.append(cfg["batch"] * cfg["seq"] * args.steps / dt)
         host_ms.append((getattr(runner, "host_seconds", 0.0) - host0) / args.steps * 1e3)
+    vg.block_until_ready(params)
+    device_bytes = vg.runtime_stats()["buffer_bytes"]   # pooled, not freed: the run's most
+    state_bytes = sum(np.asarray(x).nbytes for x in tree_leaves((params, opt_state)))
     leaves = [np.zeros(np.shape(p), np.float32) for p in tree_leaves(params)]
     world = vg.distributed.init()
     t = time.perf_counter()
@@ -91,7 +96,8 @@ def vkgrad_rank(preset: str, args) -> dict | None:
             "seq": cfg["seq"], "tokens_per_s": statistics.median(rates), "rounds": rates,
             "step_ms": cfg["batch"] * cfg["seq"] / statistics.median(rates) * 1e3,
             "host_ms": statistics.median(host_ms), "allreduce_ms": allreduce_ms,
-            "compile_s": compile_s, "final_loss": float(loss)}
+            "compile_s": compile_s, "final_loss": float(loss),
+            "device_bytes": device_bytes, "state_bytes": state_bytes}
 
 
 # ----------------------------------------------------------------------------------- torch DDP

@@ -86,6 +86,43 @@ def test_ranks_with_other_shapes_are_stopped_at_the_first_step():
     assert "finished" not in run.stdout
 
 
+def test_ranks_with_other_static_arguments_are_stopped_at_the_first_step():
+    run = launch("faults.py", "static", timeout=120)
+    assert run.returncode != 0
+    assert ("data_parallel(step): static argument 2 ('lr') differs between the ranks (0.1 on "
+            "rank 0; 0.2 on rank 1); every rank must run the same program" in run.stderr), \
+        run.stderr
+    assert "faults.py:" in run.stderr          # the user's line
+    assert "finished" not in run.stdout
+
+
+def donation(tmp_path, mode, *extra, n=2) -> list:
+    out = tmp_path / f"{mode}{''.join(extra)}.json"
+    ok(launch("donation.py", out, mode, *extra, n=n, backend="vulkan"))
+    return json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("buckets", [(), ("buckets",)])
+def test_donated_state_is_written_in_place_by_the_split_step(buckets, tmp_path):
+    """The optimizer's part writes the donated parameters and Adam state over their own
+    buffers, so a data-parallel step holds what one jitted program of the step holds, plus:
+    the gradients (results of the backward's part, read back and uploaded again, where one
+    program keeps them in its scratch), the backward parts' own scratch (one program packs its
+    activations into its gradients' buffers), and, with a bucket per gradient, the activations
+    between the backward's parts (each read back, and uploaded again). Without donation it
+    holds a second copy of the state and more. The donated Arrays are deleted."""
+    single, = donation(tmp_path, "single", n=None)
+    for r in donation(tmp_path, "split", *buckets):
+        assert r["parts"] == (5 if buckets else 2)
+        assert r["bytes"] <= (single["bytes"] + r["gradient_bytes"] + r["scratch_bytes"]
+                              + 2 * r["crossing_bytes"]), r
+        assert r["reused"].startswith("this f32[256,256] Array was donated to a jitted call"), r
+    if not buckets:
+        kept, = donation(tmp_path, "kept", n=None)
+        assert kept["bytes"] > single["bytes"] + kept["gradient_bytes"] + kept["state_bytes"]
+        assert kept["reused"] == "no error"
+
+
 # ----------------------------------------------------------------------------- one process
 
 def test_without_a_launcher_the_world_is_one_process_and_mpi_is_not_loaded():
@@ -171,6 +208,30 @@ def test_a_collective_splits_a_vulkan_program_into_three_submissions():
     for k in w:
         np.testing.assert_allclose(np.asarray(got[k]), np.asarray(ref[k]), rtol=1e-5,
                                    atol=1e-6)
+
+
+def test_a_donated_buffer_another_argument_still_needs_is_not_written_over():
+    """The same Array passed as a donated argument and as one a later part reads: the part that
+    reads the donated one last must not write over it (the call then does without)."""
+    def step(p, q, x):
+        g = vg.lax.pmean(vg.grad(lambda p: vnp.sum(vnp.tanh(x @ p)))(p), "batch")
+        p = p - 0.5 * g                       # the donated p's last reader
+        total = vg.lax.psum(vnp.sum(p), "batch")
+        return p, q * total                   # q read after it
+
+    rng = np.random.default_rng(2)
+    w = rng.standard_normal((5, 4)).astype(np.float32)
+    x = rng.standard_normal((3, 5)).astype(np.float32)
+    want = vg.distributed.data_parallel(step, backend="numpy")(w, w, x)
+    train = vg.distributed.data_parallel(step, backend="vulkan", donate_argnums=0)
+    assert [s[0] for s in train.jitted.lower(w, w, x).runner.steps] == [
+        "run", "host", "run", "host", "run"]
+    a = vg.device_put(w)
+    got = train(a, a, x)
+    for g, r in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=1e-5, atol=1e-6)
+    with pytest.raises(vg.DeletedArrayError, match="was donated to a jitted call"):
+        np.asarray(a)
 
 
 # ----------------------------------------------------------------------------- train_lm

@@ -18,8 +18,9 @@ MPI world while fun is traced (as jax.pmap binds its axis_name over devices, one
 device here): a collective over it stays in the program as an eqn (vkgrad/primitives/
 collective.py), which the interpreter runs as an MPI all-reduce and which splits a Vulkan
 program into submissions with the all-reduce on the host between them
-(vkgrad/execution/segmented.py). Each call first checks that every rank calls with the same
-argument shapes (a mismatch would otherwise hang or garble the all-reduce).
+(vkgrad/execution/segmented.py), donated arguments donated to the part that reads them last.
+Each call first checks that every rank calls with the same argument shapes and static
+arguments (a mismatch would otherwise hang or garble the all-reduce).
 
 One Vulkan device per rank: the rank's local rank (its index among the ranks on its machine)
 picks among the machine's devices of the preferred type, unless VKGRAD_DEVICE says otherwise.
@@ -32,7 +33,9 @@ collective.
 from __future__ import annotations
 
 import functools
+import inspect
 import os
+import re
 import sys
 import time
 import zlib
@@ -185,7 +188,8 @@ def data_parallel(fun, axis_name="batch", **jit_kwargs):
     """vg.jit(fun, **jit_kwargs) with `axis_name` bound to the ranks of the MPI world while fun
     is traced: vg.lax.psum/pmean/pmax/pmin over it reduce over the ranks. Each rank calls it
     with its own share of the data; every call checks that the ranks' arguments have the same
-    shapes and structure (a DistributedError naming the first difference otherwise)."""
+    structure, shapes and static values (a DistributedError naming the first difference
+    otherwise)."""
     world = init()
     name = getattr(fun, "__name__", "step")
 
@@ -200,42 +204,80 @@ def data_parallel(fun, axis_name="batch", **jit_kwargs):
     @functools.wraps(fun)
     def step(*args, **kwargs):
         if world.size > 1 and core.current_trace() is None:   # (traced: inlined, no call)
-            _check_same_arguments(world, name, (args, kwargs))
+            _check_same_arguments(world, name, jitted, args, kwargs)
         return jitted(*args, **kwargs)
 
     step.jitted, step.lower = jitted, jitted.lower
     return step
 
 
-def _describe(arguments) -> list:
-    leaves, tree_def = tree_flatten(arguments)
-    return [str(tree_def)] + [str(core.abstract_leaf(x, "an argument of a data_parallel step"))
-                              for x in leaves]
+# a default repr's object address ("<function f at 0x7f...>"): it differs between processes
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
-def _check_same_arguments(world, name: str, arguments) -> None:
-    """One allgather of a checksum of the arguments' structure, shapes and dtypes; on a
-    difference, a second of the descriptions, to name it."""
-    mine = _describe(arguments)
-    sums = world.allgather(zlib.crc32("\n".join(mine).encode()))
+def _describe(jitted, args, kwargs) -> dict:
+    """What decides the program a call runs, as text every rank can compare: the dynamic
+    arguments' structure and each array leaf's type (the compile cache's key), and each static
+    argument's repr (without the object addresses a default repr holds: they differ between
+    processes, the value need not)."""
+    key = jitted._prepare(args, kwargs)[2]
+    return {"structure": str(key.structure), "arrays": [str(a) for a in key.avals],
+            "static": [(i, _ADDRESS.sub("", repr(v))) for i, v in key.static]}
+
+
+def _check_same_arguments(world, name: str, jitted, args, kwargs) -> None:
+    """One allgather of a checksum of the arguments' structure, shapes, dtypes and static
+    values; on a difference, a second of the descriptions, to name it."""
+    mine = _describe(jitted, args, kwargs)
+    sums = world.allgather(zlib.crc32(repr(mine).encode()))
     if len(set(sums)) == 1:
         return
     theirs = world.allgather(mine)
+    what = _static_difference(jitted.fun, [d["static"] for d in theirs]) or \
+        _shape_difference(theirs)
+    raise DistributedError(f"data_parallel({name}): {what}", source=core.user_source())
+
+
+def _shape_difference(theirs) -> str:
     first = theirs[0]
-    for r, desc in enumerate(theirs):
-        if desc == first:
+    r, desc = next((r, d) for r, d in enumerate(theirs) if d != first)
+    if desc["structure"] != first["structure"]:
+        what = f"argument structure {desc['structure']} vs {first['structure']}"
+    elif len(desc["arrays"]) != len(first["arrays"]):
+        what = f"{len(desc['arrays'])} vs {len(first['arrays'])} array arguments"
+    else:
+        i, a, b = next((i, a, b) for i, (a, b) in enumerate(zip(desc["arrays"],
+                                                               first["arrays"])) if a != b)
+        what = f"array argument {i}: {a} vs {b}"
+    return (f"rank {r} calls it with other shapes than rank 0 ({what}); every rank must run "
+            "the same program: give each rank a batch of the same shape")
+
+
+def _static_difference(fun, statics) -> str | None:
+    """The first static argument whose value differs between the ranks, with which ranks pass
+    which value; None where they agree."""
+    for i in sorted({i for s in statics for i, _ in s}):
+        values = [dict(s).get(i, "(not passed)") for s in statics]
+        if len(set(values)) == 1:
             continue
-        if desc[0] != first[0]:
-            what = f"argument structure {desc[0]} vs {first[0]}"
-        elif len(desc) != len(first):
-            what = f"{len(desc) - 1} vs {len(first) - 1} array arguments"
-        else:
-            i = next(i for i, (a, b) in enumerate(zip(desc, first)) if a != b)
-            what = f"array argument {i - 1}: {desc[i]} vs {first[i]}"
-        raise DistributedError(
-            f"data_parallel({name}): rank {r} calls it with other shapes than rank 0 ({what}); "
-            "every rank must run the same program: give each rank a batch of the same shape",
-            source=core.user_source())
+        by_value = {}
+        for r, v in enumerate(values):
+            by_value.setdefault(v, []).append(r)
+        ranks = "; ".join(f"{v} on rank{'s' if len(rs) > 1 else ''} "
+                          f"{', '.join(map(str, rs))}" for v, rs in by_value.items())
+        return (f"static argument {_argument_name(fun, i)} differs between the ranks "
+                f"({ranks}); every rank must run the same program: pass every rank the same "
+                "static values")
+    return None
+
+
+def _argument_name(fun, i: int) -> str:
+    """Argument i of fun as a message names it: its position, and its name where known."""
+    try:
+        params = list(inspect.signature(fun).parameters)
+    except (TypeError, ValueError):
+        params = []
+    return f"{i} ({params[i]!r})" if i < len(params) else str(i)
 
 
 # The launcher forwards each rank's output through pipes; an abort at once loses what is still

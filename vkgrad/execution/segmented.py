@@ -19,6 +19,11 @@ uploaded by the first program that reads them (a large one split into buckets, D
 back, the callback called on the collectives thread, in program order, all done before the
 call returns.
 
+Donated arguments (donate_argnums) are donated to the part that reads them last, which may
+write its results over them as one jitted program does: the optimizer's part of a
+data-parallel step updates the parameters and its state in place (`_segment`;
+docs/distributed.md has the measured bytes).
+
 A while loop in a scan body (through nested scans) is bounded (`bounded`): NESTED_BOUND
 masked iterations a step, and a flag, one more output of the program, saying whether every
 such loop was done after them. Inside a submission nothing reads a predicate and no bound on
@@ -135,7 +140,11 @@ class SegmentedRunner:
 
     def __init__(self, device, program: Program, options):
         self.device = device
-        # each part is a program of its own: the whole program's donations do not apply
+        # the whole program's donated inputs; each part is compiled with the inputs it reads
+        # last donated (`_compile_parts`). None where a call may run again (a nested while
+        # cut short): its inputs must survive the first run
+        self.donated = None if nests_while(program) else \
+            {program.inputs[i] for i in options.donated}
         self.options = dataclasses.replace(options, donated=frozenset())
         self.compile_times: dict = {}
         self.host_seconds = 0.0     # spent in host steps: operands read back, reduced (bench)
@@ -146,11 +155,14 @@ class SegmentedRunner:
         self._compile_parts(program if self.bound is None else bounded(program, self.bound))
 
     def _compile_parts(self, program: Program) -> None:
-        """The steps of the program: its parts between while loops and host steps compiled."""
+        """The steps of the program: its parts between while loops and host steps compiled,
+        each part with the inputs it is the last to read donated (_segment)."""
         options = self.options
         self.program = program
         self.consts = dict(program.consts)      # Var -> the array traced in
-        self.steps = []   # ("run", runner, inputs, outputs) | ("while", eqn, chunk) | ("host", eqn)
+        # ("run", runner, inputs, outputs, donated inputs, values read after it) |
+        # ("while", eqn, chunk) | ("host", eqn)
+        self.steps = []
         eqns = _bucketed(program.eqns)
         program = dataclasses.replace(program, eqns=tuple(eqns))
         needed = _needed_after(program)
@@ -171,6 +183,11 @@ class SegmentedRunner:
         return VulkanRunner(self.device, stages["plan"])
 
     def _segment(self, eqns, live: set, options) -> None:
+        """eqns as one compiled part (`live`: the values read after it). The whole program's
+        donated arguments that no later step reads are donated to it: the part may write its
+        results over them, as one jitted program writes over its donated arguments
+        (vkgrad/lowering/donation.py): the optimizer's part writes the parameters and its
+        state in place, so a step holds one copy of them, not two."""
         if not eqns:
             return
         defined = {o for e in eqns for o in e.outputs}
@@ -184,12 +201,20 @@ class SegmentedRunner:
                 else:
                     inputs.append(x)
         outputs = [v for e in eqns for v in e.outputs if v in live]
+        # the donated arguments first: the donation plan gives each donated input, in order,
+        # the first result of its size, so the parameters' results take the parameters' own
+        # buffers (as in one program), and the next call binds the same buffers
+        if self.donated:
+            inputs.sort(key=lambda x: x not in self.donated)
+        donors = () if self.donated is None else tuple(
+            j for j, x in enumerate(inputs) if x in self.donated and x not in live)
         sub = Program(f"{self.program.name}_{len(self.steps)}", tuple(inputs), tuple(outputs),
                       tuple(eqns), consts=tuple(consts.items()))
-        self.steps.append(("run", self._runner(sub, options), inputs, outputs))
+        options = dataclasses.replace(options, donated=frozenset(donors))
+        self.steps.append(("run", self._runner(sub, options), inputs, outputs, donors, live))
 
     def run(self, inputs, *, donate=True, timestamps=False) -> list:
-        outs = self._run(inputs)
+        outs = self._run(inputs, donate)
         if self.bound is None:
             return outs
         while float(_host(outs[-1], self.program.outputs[-1].type)):   # a while was cut short
@@ -199,10 +224,10 @@ class SegmentedRunner:
                 if step[0] != "host":
                     step[-1 if step[0] == "while" else 1].release()
             self._compile_parts(bounded(self.source, self.bound))
-            outs = self._run(inputs)
+            outs = self._run(inputs, donate)
         return outs[:-1]
 
-    def _run(self, inputs) -> list:
+    def _run(self, inputs, donate) -> list:
         env = dict(self.consts)
         env.update(zip(self.program.inputs, inputs))
         jobs = []
@@ -219,9 +244,10 @@ class SegmentedRunner:
 
         for step in self.steps:
             if step[0] == "run":
-                _, runner, ins, outs = step
-                env.update(zip(outs, _device_values(
-                    runner.run([value(v) for v in ins], donate=False))))
+                _, runner, ins, outs, donors, later = step
+                args = [value(v) for v in ins]
+                give = donate and bool(donors) and _may_overwrite(env, later, args, donors)
+                env.update(zip(outs, _device_values(runner.run(args, donate=give))))
                 continue
             if step[0] == "host":    # read back now; reduce on the host while the GPU goes on
                 e, t0 = step[1], time.perf_counter()
@@ -243,6 +269,12 @@ class SegmentedRunner:
                     break
             env.update(zip(e.outputs, carry))
         outs = [value(o) for o in self.program.outputs]
+        # the parts' buffers back to the pool, last made first: the pool (last in, first out)
+        # then hands the next call's parts the same buffers in the same order, and their
+        # recorded sequences replay as they are (given in another order, a part records
+        # again and copies its results through slots from then on: runtime/runners.py)
+        for x in reversed(list(env)):
+            del env[x]
         for job in jobs:   # every collective done before the caller's next MPI call
             job.result()
         return outs
@@ -304,6 +336,18 @@ def _bucketed(eqns) -> list:
             placed.append((last + 0.5, e.replace(inputs=tuple(e.inputs[j] for j in b),
                                                   outputs=tuple(e.outputs[j] for j in b))))
     return [e for _, e in sorted(placed, key=lambda pe: pe[0])]
+
+
+def _may_overwrite(env, later, args, donors) -> bool:
+    """Whether a part may write over its donated arguments' buffers this call: no value a
+    later step reads (`later`) holds one of them (two values may share a buffer: an argument
+    passed twice, a result that is an argument), nor any Array but the donated one (`users`).
+    The part's runner checks the rest (the same buffer twice among its own arguments)."""
+    owned = [args[j] for j in donors if type(args[j]) is Owned]
+    if not owned:
+        return True
+    live = {id(env[x]) for x in later if type(env.get(x)) is Owned}
+    return all(o.users <= 1 and id(o) not in live for o in owned)
 
 
 def _device_values(outs) -> list:
