@@ -18,8 +18,9 @@
 // float atomics, the same order in every run. Rows no id names are written as zeros.
 //
 // Counted loop iterations per thread (lavapipe ends loops after Target.max_loop_iterations):
-// per round at most 1 + ROWS*WPR/WG (clear) + ids/(WG*UNROLL) (test) + (words/SLICES) *
-// (1 + 32/UNROLL) (walk), then SLICES (the sum); the planner splits J to stay under it.
+// per round the clear (ROWS*WPR/WG), the tests (ids/(WG*UNROLL), two UNROLL loops each) and the
+// walk (words/SLICES word steps and at most 32/UNROLL batches a word), then SLICES (the sum);
+// the planner bounds them (_rows_loop_iterations) and splits J to stay under the limit.
 //
 // Defines: VEC (4 when B % 4 == 0, else 1).
 // Spec constants: 0 the workgroup size (ROWS * SLICES * COLS), 1 ROWS, 2 SLICES, 3 COLS.
