@@ -11,7 +11,7 @@ import pytest
 from kernel_runs import run_plan
 from vkgrad.lowering.launch import MAX_GROUPS_X
 from vkgrad.lowering.kernels import (OpPlan, plan_reduce, plan_softmax,
-                                     plan_softmax_grad, plan_take, plan_take_grad)
+                                     plan_softmax_grad, plan_take)
 from vkgrad.runtime import Executable, get_device
 
 
@@ -179,7 +179,7 @@ def test_softmax_many_rows(dev):
     check_softmax(dev, MAX_GROUPS_X + 7, 3, log=False)
 
 
-# ---------------------------------------------------------------- take / take_grad
+# ---------------------------------------------------------------- take (take_grad: test_take_grad_kernels.py)
 
 @pytest.mark.parametrize("A, N, B, J", [(1, 7, 1, 33), (3, 130, 7, 257), (2, 33, 8, 130),
                                         (1, 257, 130, 7), (7, 1, 3, 5)])
@@ -189,111 +189,6 @@ def test_take(dev, A, N, B, J):
     idx = rng.integers(-3, N + 3, J).astype(np.int32)          # some out of range: clamped
     out = run_plan(dev, plan_take(A, N, B, J), {"x": x, "idx": idx}, {"out": A * J * B})["out"]
     np.testing.assert_array_equal(out.reshape(A, J, B), np.take(x, idx, axis=1, mode="clip"))
-
-
-def take_grad_ref(g, idx, N):
-    """float32 scatter-add in the kernel's order: each bucket's entries in increasing j summed
-    TAKE_GRAD_CHUNK at a time (from 0.0), then those sums in order (from 0.0)."""
-    from vkgrad.lowering.kernels import TAKE_GRAD_CHUNK as CH
-    A, J, B = g.shape
-    dx = np.zeros((A, N, B), np.float32)
-    bucket = np.clip(idx, 0, N - 1)
-    for n in np.unique(bucket):
-        js = np.flatnonzero(bucket == n)
-        total = np.zeros((A, B), np.float32)
-        for c in range(0, len(js), CH):
-            part = np.zeros((A, B), np.float32)
-            for j in js[c:c + CH]:
-                part += g[:, j]
-            total += part
-        dx[:, n] = total
-    return dx
-
-
-def run_take_grad(dev, g, idx, N, **kw):
-    A, J, B = g.shape
-    plan = plan_take_grad(A, N, B, J, **kw)
-    out = run_plan(dev, plan, {"g": g, "idx": idx}, {"dx": A * N * B})["dx"]
-    return out.reshape(A, N, B)
-
-
-@pytest.mark.parametrize("A, N, B, J", [(1, 7, 1, 33), (3, 130, 7, 257), (2, 33, 8, 130),
-                                        (1, 257, 130, 1000), (2, 5000, 3, 600)])
-def test_take_grad(dev, A, N, B, J):
-    rng = np.random.default_rng(2)
-    g = rng.standard_normal((A, J, B)).astype(np.float32)
-    if J >= N:     # every index value used, repeated, in shuffled order, some out of range
-        idx = np.concatenate([np.arange(N), rng.integers(-2, N + 2, J - N)])
-        rng.shuffle(idx)
-    else:          # repeated indices, most values never used
-        idx = rng.integers(0, N, J)
-        idx[: J // 3] = idx[J // 3]
-    idx = idx.astype(np.int32)
-    dx = run_take_grad(dev, g, idx, N)
-    ref64 = np.zeros((A, N, B))
-    np.add.at(ref64, (slice(None), np.clip(idx, 0, N - 1)), g.astype(np.float64))
-    np.testing.assert_allclose(dx, ref64, rtol=1e-5, atol=1e-5)
-    # summed in the kernel's order: exactly that float32 result
-    np.testing.assert_array_equal(dx, take_grad_ref(g, idx, N))
-
-
-def test_take_grad_deterministic(dev):
-    """Bucket order comes from int atomics; the sum order must not: two runs agree bitwise."""
-    rng = np.random.default_rng(3)
-    A, N, B, J = 1, 50, 4, 3000
-    g = (rng.standard_normal((A, J, B)) * 10.0 ** rng.integers(-4, 4, (A, J, 1))).astype(np.float32)
-    idx = rng.integers(0, N, J).astype(np.int32)
-    idx[::2] = 7                                               # one bucket of half of J
-    first = run_take_grad(dev, g, idx, N)
-    second = run_take_grad(dev, g, idx, N)
-    np.testing.assert_array_equal(first.view(np.uint32), second.view(np.uint32))
-    np.testing.assert_array_equal(first, take_grad_ref(g, idx, N))
-
-
-def test_take_grad_embedding_like(dev):
-    """A vocabulary-sized N (the scan loops over many chunks), no subgroups in the scan."""
-    rng = np.random.default_rng(4)
-    A, N, B, J = 1, 50000, 4, 4096
-    g = rng.standard_normal((A, J, B)).astype(np.float32)
-    idx = np.minimum(rng.zipf(1.3, J), N - 1).astype(np.int32)
-    for sub in (True, False):
-        np.testing.assert_array_equal(run_take_grad(dev, g, idx, N, subgroups=sub),
-                                      take_grad_ref(g, idx, N))
-
-
-def test_take_grad_no_indices(dev):
-    g = np.zeros((2, 0, 3), np.float32)
-    dx = run_take_grad(dev, g, np.zeros(0, np.int32), 5)
-    np.testing.assert_array_equal(dx, np.zeros((2, 5, 3), np.float32))
-
-
-def test_take_grad_plan():
-    plan = plan_take_grad(1, 50000, 512, 4096)
-    assert [launch.name for launch in plan.launches] == [
-        "take_grad_clear", "take_grad_hist", "take_grad_scan", "take_grad_fill",
-        "take_grad_rank", "take_grad_chunks", "take_grad_accum"]
-    chunks = 4096 // 32 + 4096        # ceil(J / 32) + min(N, J)
-    assert {(t.role, t.size, t.dtype) for t in plan.temps} == {
-        ("counts", 50000, "int32"), ("offsets", 50001, "int32"), ("coffsets", 50001, "int32"),
-        ("perm", 4096, "int32"), ("order", 4096, "int32"), ("partial", chunks * 512, "float32")}
-    for launch, roles in plan.steps:
-        assert launch.bindings == len(roles)
-    accum = plan.steps[-1][0]
-    assert dict(accum.defines)["VEC"] == 4 and accum.groups == (50000 * 128 // 256, 1, 1)
-    rank = plan.steps[4][0]
-    assert rank.groups == (4096 * 32 // 256, 1, 1)      # a team of 32 threads per index
-
-
-def test_take_grad_frequent_index_past_the_loop_limit(dev):
-    """One index 70,000 times (a bucket longer than lavapipe's 65,535-iteration loops): the
-    ranking and the sums are split, never truncated."""
-    A, N, B, J = 1, 3, 4, 70_000
-    rng = np.random.default_rng(5)
-    g = rng.integers(-3, 4, (A, J, B)).astype(np.float32)     # exact sums in float32
-    idx = np.ones(J, np.int32)
-    idx[::1000] = 0
-    dx = run_take_grad(dev, g, idx, N)
-    np.testing.assert_array_equal(dx, take_grad_ref(g, idx, N))
 
 
 # ---------------------------------------------------------------- argsort

@@ -30,6 +30,11 @@ _GPU_POLICY = dict(
     matmul_load_hook_max_flops=2 ** 26,
     drain_before_compile=False,
     interpreter_faster=False,
+    # the one-launch embedding gradient (take_grad_rows.comp) up to this many id tests: about
+    # 12 us at ten instructions a test and 9e11 warp instructions/s, against the sort plan's
+    # seven launches (35.5 us at [256, 256] from 8,192 ids); an estimate, bench_take_grad.py
+    # times both
+    take_grad_rows_max_tests=2 ** 25,
 )
 _CPU_POLICY = dict(
     split_k=False,                # its 2-4 threads are busy with any output
@@ -45,6 +50,9 @@ _CPU_POLICY = dict(
     # an MLP step (batch 256, 512-512-10, Adam) took 76-88 ms on the interpreter and 590-600 ms
     # on lavapipe: the default backend there is numpy
     interpreter_faster=True,
+    # the one-launch embedding gradient lost from 2**19 id tests up (46 vs 24 ms at [64, 256]
+    # from 8,192 ids), broke even at 2**16 (2.3 ms both at [32, 64] from 2,048) and won below
+    take_grad_rows_max_tests=2 ** 16,
 )
 
 
@@ -100,6 +108,7 @@ class Target:
     drain_before_compile: bool = False
     interpreter_faster: bool = False
     pipeline_threads: int = 1            # threads that build pipelines at once
+    take_grad_rows_max_tests: int = 2 ** 25   # id tests up to which take_grad is one launch
 
     @classmethod
     def from_device(cls, info) -> "Target":

@@ -21,9 +21,10 @@ Operand roles, all dense row-major with no offset (whole buffers):
 - plan_softmax:      reads "x" [rows, cols]; writes "y" [rows, cols]
 - plan_softmax_grad: reads "y", "g" [rows, cols]; writes "dx" [rows, cols]
 - plan_take:         reads "x" [A, N, B], "idx" [J]; writes "out" [A, J, B]
-- plan_take_grad:    reads "g" [A, J, B], "idx" [J]; writes "dx" [A, N, B]; temps int32
-                     "counts" [N], "offsets" and "coffsets" [N + 1], "perm" [J], "order" [J],
-                     float32 "partial" [A, chunks, B]
+- plan_take_grad:    reads "g" [A, J, B], "idx" [J]; writes "dx" [A, N, B]; the sort plan's
+                     temps int32 "counts" [N], "offsets" and "coffsets" [N + 1], "perm" [J],
+                     "order" [J], float32 "partial" [A, chunks, B]; the rows plan's none, or
+                     with J split float32 "partials" [splits, A, N, B]
 
 `idx` is int32. A plan with no steps means the output is empty (nothing to run).
 
@@ -54,12 +55,17 @@ Everything here is memory-bound; the figure of merit is bytes moved / time again
   Measure: 20480x4096, 4096x50257 (a vocabulary), and rows of 64 or 128 (one small workgroup per
   row: if those are slow, pack several rows per workgroup).
 - take: a copy: one thread per output vec4, contiguous rows.
-- take_grad: O(J) index work in small launches (histogram with int atomics, a one-workgroup
-  scan over N, bucket fill, per-bucket ranking by j: a team of 32 threads per index, so a
-  bucket of thousands costs thousands / 32 steps) and the sums: chunks of at most 32 entries of
-  one bucket (one thread each), then each dx element the sum of its bucket's chunk sums. A
-  frequent index was one thread's serial sum before: 356 us for the LM's [256, 256] gradient
-  from 8,192 ids on the H200 (bench_lm, 2026-12-01).
+- take_grad, two plans chosen by the id tests the rows plan would make (Target
+  .take_grad_rows_max_tests). Small tables (rows plan, take_grad_rows.comp): one launch, a
+  workgroup per block of rows testing every id against them (ids from L2: 32 KB for 8,192) and
+  adding the matching g rows, 8-16 threads along J per row so a frequent id is summed in
+  parallel; J split over workgroups, and a second launch, only when a table is tiny. Large
+  tables (sort plan, take_grad.comp): O(J) index work in small launches (histogram with int
+  atomics, a one-workgroup scan over N, bucket fill, per-bucket ranking by j: a team of 32
+  threads per index, so a bucket of thousands costs thousands / 32 steps) and the sums: chunks
+  of at most 32 entries of one bucket (one thread each), then each dx element the sum of its
+  bucket's chunk sums: seven launches, 35.5 us at the LM's [256, 256] from 8,192 ids on the
+  H200 (BENCHMARKS.md). Measure: bench/bench_take_grad.py (both plans, and rows layouts).
 """
 
 from __future__ import annotations
@@ -314,9 +320,9 @@ TAKE_GRAD_CHUNK = 32    # entries of a bucket one thread sums (take_grad.comp's 
 TAKE_GRAD_TEAM = 32     # threads that rank one entry in its bucket (take_grad.comp's TEAM)
 
 
-def plan_take_grad(A: int, N: int, B: int, J: int, *, target=None,
-                   subgroups: bool = True) -> OpPlan:
-    """dx[a, n, b] = sum over j with clamp(idx[j], 0, N-1) == n of g[a, j, b]: each bucket's
+def plan_take_grad_sort(A: int, N: int, B: int, J: int, *, target=None,
+                        subgroups: bool = True) -> OpPlan:
+    """take_grad for any table (take_grad.comp), the ids sorted by value: each bucket's
     entries in increasing j, summed TAKE_GRAD_CHUNK at a time, then those sums in order
     (deterministic; no float atomics). Roles: "g", "idx", "dx"; int32 temps "counts" [N],
     "offsets" [N+1], "coffsets" [N+1], "perm" [J], "order" [J], and the chunk sums "partial"
@@ -347,6 +353,148 @@ def plan_take_grad(A: int, N: int, B: int, J: int, *, target=None,
              Temp("coffsets", N + 1, "int32"), Temp("perm", max(J, 1), "int32"),
              Temp("order", max(J, 1), "int32"), Temp("partial", max(A * chunks * B, 1), "float32"))
     return OpPlan(tuple(steps), temps)
+
+
+# The small-table plan (take_grad_rows.comp) is one launch, but each workgroup tests every id of
+# its span against its rows: (row blocks x column blocks x A) x J id tests, which
+# Target.take_grad_rows_max_tests bounds (measured on lavapipe, estimated for a GPU). The sort
+# plan (take_grad.comp) is seven dependent launches whatever the size: 35.5 us at [256, 256]
+# from 8,192 ids on the H200, launch-bound (BENCHMARKS.md, "Embedding gradient"). GPT-2's
+# [50257, 768] from 16,384 ids would be 8.2e8 tests.
+
+# Workgroups of up to 1024 threads the H200 holds at once: 132 SMs x 2.
+RESIDENT_GROUPS = 264
+TAKE_GRAD_ROWS_MAX_COLS = 256      # columns (T's) one workgroup covers
+TAKE_GRAD_ROWS_MASK_WORDS = 1024   # take_grad_rows.comp's MASK_WORDS (a round: 32 x that / ROWS)
+TAKE_GRAD_ROWS_UNROLL = 4          # take_grad_rows.comp's UNROLL
+# Threads along J that sum one row at least (when a workgroup has room): a frequent id (a space
+# in text: 1,407 of 8,192 ids) is then 8 or more threads' sums of 4 loads in flight each.
+TAKE_GRAD_ROWS_SLICES = 8
+# J is split over workgroups when a slice would sum more ids of its row than this on average:
+# 16 dependent steps of 4 loads from L2, estimated at the cost of the second launch (a small
+# launch measures about 5 us on the H200: take_grad_clear in BENCHMARKS.md).
+TAKE_GRAD_ROWS_SPLIT_IDS = 64
+TAKE_GRAD_ROWS_MIN_SPAN = 1024     # ids a split of J gets at least
+
+
+@dataclass(frozen=True)
+class RowsLayout:
+    """How plan_take_grad_rows lays out its workgroups (take_grad_rows.comp's spec constants)."""
+    rows: int        # rows of dx per workgroup
+    slices: int      # slices of the matching ids per row, summed in parallel
+    cols: int        # columns (T's) per workgroup, one per thread
+    splits: int      # spans of J over workgroups (> 1: a second launch sums them)
+
+    @property
+    def wg(self) -> int:
+        return self.rows * self.slices * self.cols
+
+
+def _rows_blocks(A, N, Bv, layout) -> int:
+    return A * cdiv(N, layout.rows) * cdiv(Bv, layout.cols)
+
+
+def take_grad_rows_tests(A: int, N: int, B: int, J: int, *, target=None) -> int:
+    """The id tests plan_take_grad_rows's default layout makes: its cost model."""
+    vec = 4 if B % 4 == 0 else 1
+    layout = take_grad_rows_layout(A, N, B, J, target=target)
+    return _rows_blocks(A, N, B // vec, layout) * J
+
+
+def _rows_loop_iterations(span: int, layout: RowsLayout) -> int:
+    """An upper bound on one thread's counted loop iterations (take_grad_rows.comp's comment)."""
+    per_round = 32 * (TAKE_GRAD_ROWS_MASK_WORDS // layout.rows)
+    ids = min(span, per_round)
+    u = TAKE_GRAD_ROWS_UNROLL
+    round_cost = (3 + cdiv(TAKE_GRAD_ROWS_MASK_WORDS, layout.wg)
+                  + cdiv(ids, layout.wg * u) * (1 + 2 * u)
+                  + cdiv(cdiv(ids, 32), layout.slices) * (1 + 32 // u))
+    return cdiv(span, per_round) * round_cost + layout.slices
+
+
+def _pow2_floor(n: int) -> int:
+    return 1 << max(0, int(n).bit_length() - 1)
+
+
+def take_grad_rows_layout(A: int, N: int, B: int, J: int, *, target=None, rows=None,
+                          slices=None, splits=None) -> RowsLayout:
+    """The workgroup layout of plan_take_grad_rows (any of rows, slices, splits forced).
+
+    Columns: all of B's T's up to TAKE_GRAD_ROWS_MAX_COLS; the rest of a 1024-thread workgroup
+    is rows x slices. Rows: one per workgroup while that gives at most 2 RESIDENT_GROUPS
+    workgroups, more (powers of two, leaving TAKE_GRAD_ROWS_SLICES slices) when it gives more,
+    so fewer workgroups test each id. Slices: the rest, at most one per 4 words of a round's
+    mask. Splits of J (Target.split_k): when a slice would sum more than
+    TAKE_GRAD_ROWS_SPLIT_IDS ids on average, up to RESIDENT_GROUPS workgroups, each split
+    TAKE_GRAD_ROWS_MIN_SPAN ids or more; on any device, enough for each thread's loops to stay
+    under Target.max_loop_iterations."""
+    target = target_of(target)
+    Bv = B // (4 if B % 4 == 0 else 1)
+    cols = max(1, min(Bv, TAKE_GRAD_ROWS_MAX_COLS))
+    room = max(1, _wg(1024, target) // cols)
+    if rows is None:
+        blocks = A * N * cdiv(Bv, cols)
+        rows = min(_pow2_floor(max(1, blocks // RESIDENT_GROUPS)),
+                   _pow2_floor(max(1, room // TAKE_GRAD_ROWS_SLICES)), _pow2_ceil(N))
+    if slices is None:
+        words = cdiv(min(J, 32 * TAKE_GRAD_ROWS_MASK_WORDS // rows), 32)
+        slices = max(1, min(room // rows, _pow2_floor(max(1, words // 4))))
+    layout = RowsLayout(rows, slices, cols, 1)
+    if splits is None:
+        splits = 1
+        blocks = _rows_blocks(A, N, Bv, layout)
+        if target.split_k:
+            splits = max(1, min(cdiv(J, N * slices * TAKE_GRAD_ROWS_SPLIT_IDS),
+                                RESIDENT_GROUPS // blocks, J // TAKE_GRAD_ROWS_MIN_SPAN))
+        limit = target.max_loop_iterations
+        while limit and _rows_loop_iterations(cdiv(J, splits), layout) > limit:
+            splits += 1
+    return dataclasses.replace(layout, splits=max(1, min(int(splits), max(J, 1))))
+
+
+def plan_take_grad_rows(A: int, N: int, B: int, J: int, *, target=None, rows=None,
+                        slices=None, splits=None) -> OpPlan:
+    """take_grad in one launch for small tables (take_grad_rows.comp): workgroups own blocks
+    of rows of dx and test the ids against them; each row's ids in increasing j over `slices`
+    interleaved slices, the slices' sums in order (deterministic; no float atomics). Roles:
+    "g", "idx", "dx"; with J split over workgroups (`splits` > 1) the temp "partials"
+    [splits, A, N, B] and a second launch summing them in order (plan_split_sum)."""
+    _check_sizes(A=A, N=N, B=B, J=J)
+    if A * N * B == 0:
+        return OpPlan(())
+    vec = 4 if B % 4 == 0 else 1
+    Bv = B // vec
+    lay = take_grad_rows_layout(A, N, B, J, target=target, rows=rows, slices=slices,
+                                splits=splits)
+    span = cdiv(J, lay.splits) if J else 0
+    splits = cdiv(J, span) if J else 1                 # none empty
+    if lay.wg > _wg(1024, target) or lay.rows > TAKE_GRAD_ROWS_MASK_WORDS:
+        raise ValueError(f"take_grad_rows: {lay} needs more than a workgroup's "
+                         f"{_wg(1024, target)} threads or {TAKE_GRAD_ROWS_MASK_WORDS} mask words")
+    groups = splits * _rows_blocks(A, N, Bv, lay)
+    launch = Launch(name="take_grad_rows", shader="take_grad_rows.comp", bindings=3,
+                    groups=grid(groups),
+                    push=(N, J, Bv, A, span, cdiv(Bv, lay.cols), cdiv(N, lay.rows), groups),
+                    spec=(lay.wg, lay.rows, lay.slices, lay.cols), defines=_defines(VEC=vec))
+    if splits == 1:
+        return OpPlan(((launch, ("g", "idx", "dx")),))
+    return plan_split_sum(launch, ("g", "idx"), "dx", splits, A * N * B, target=target)
+
+
+def plan_take_grad(A: int, N: int, B: int, J: int, *, target=None, method=None,
+                   subgroups: bool = True) -> OpPlan:
+    """dx[a, n, b] = sum over j with clamp(idx[j], 0, N-1) == n of g[a, j, b], deterministic.
+    Roles "g", "idx", "dx" and the chosen plan's temps. `method`: "rows" (plan_take_grad_rows)
+    or "sort" (plan_take_grad_sort); None chooses by size: rows while its id tests are at most
+    the Target's take_grad_rows_max_tests."""
+    if method is None:
+        method = "rows" if take_grad_rows_tests(A, N, B, J, target=target) <= \
+            target_of(target).take_grad_rows_max_tests else "sort"
+    if method == "rows":
+        return plan_take_grad_rows(A, N, B, J, target=target)
+    if method == "sort":
+        return plan_take_grad_sort(A, N, B, J, target=target, subgroups=subgroups)
+    raise ValueError(f"take_grad method {method!r} is not 'rows', 'sort' or None")
 
 
 # ---------------------------------------------------------------- the contracts
@@ -446,4 +594,5 @@ def plan_scatter_add_eqn(e, target):
 
 TAKE_GRAD = register(KernelContract(
     name="take_grad", shader="take_grad.comp", primitives=(P.scatter_add_p,),
-    plan=plan_scatter_add_eqn, limits="f32 values, i32 indices"))
+    plan=plan_scatter_add_eqn,
+    limits="f32 values, i32 indices; small tables run take_grad_rows.comp (plan_take_grad)"))
