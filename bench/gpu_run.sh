@@ -44,14 +44,14 @@ for step in "$@"; do
     steptime) run steptime 200 bash -c 'python3 bench/step_time.py --model transformer --steps 50 && python3 bench/step_time.py --model mamba --steps 50' ;;
     rebind) run rebind 200 bash -c 'for b in same host device; do python3 bench/step_time.py --model transformer --steps 30 --batches $b; done' ;;
     lm) run lm 280 python3 bench/bench_lm.py ;;
-    lmt) run lmt 200 python3 bench/bench_lm.py --models transformer ;;
-    lmmed) run lmmed 150 python3 bench/bench_lm.py --preset medium --models transformer --steps 10 ;;
-    convquick) run convquick 150 python3 bench/bench_conv.py --rounds 3 --steps 10 \
+    lmt) run lmt 70 python3 bench/bench_lm.py --models transformer ;;
+    lmmed) run lmmed 70 python3 bench/bench_lm.py --preset medium --models transformer --steps 10 ;;
+    convquick) run convquick 60 python3 bench/bench_conv.py --rounds 3 --no-resnet \
              --only c64_56_s1,c128_28_s1,c256_14_s2 ;;
     lmbf16) run lmbf16 280 python3 bench/bench_lm.py --preset medium --precision bf16 --models transformer --steps 10 ;;
     matmul) run matmul 150 python3 bench/bench_matmul.py --only tf_qkv,tf_qkv_dX,tf_qkv_dW,tf_fc,tf_fc_dX,tf_fc_dW,tf_out,tf_out_dX,tf_out_dW,tf_scores,tf_scores_qkT,tf_pv,mlp_x@w1,mlp_h@w2,mlp_dw2=hT@g,mlp_dh=g@w2T,mlp_dw1=xT@g,mlp_h@w3,mlp_dh2=g@w3T,mlp_dw3=hT@g ;;
     coop) run coop 200 python3 bench/coop_matmul_probe.py ${COOP_ARGS:-} --out "$OUT/coop_matmul_$(date +%F).json" ;;
-    takegrad) run takegrad 90 python3 bench/bench_take_grad.py --out "$OUT/take_grad_$(date +%F).json" ;;
+    takegrad) run takegrad 40 python3 bench/bench_take_grad.py --out "$OUT/take_grad_$(date +%F).json" ;;
     half) run half 150 python3 bench/bench_half.py --runs 10 --out "$OUT/half_$(date +%F).json" ;;
     mp) run mp 280 python3 bench/bench_mixed_precision.py --preset small --backend vulkan --out "$OUT/mp_$(date +%F).json" ;;
     controlflow) run controlflow 200 python3 bench/bench_control_flow.py --rounds 5 --bodies rnn --loops secondary ;;
