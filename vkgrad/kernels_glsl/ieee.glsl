@@ -67,6 +67,26 @@ float vkg_add(float a, float b) {
 }
 #endif
 int vkg_add(int a, int b) { return a + b; }
+// vkg_lt / vkg_le / vkg_eq / vkg_ne: IEEE comparisons (false with a NaN operand, but != true).
+// Without the mode a driver may assume no NaN: on the H200, `x <= 0` of a NaN x was true
+// (relu, written where(x <= 0, 0, x), gave 0 for NaN; tests/test_fuzz.py runs it without the
+// mode). Integers and bools compare as they are.
+#ifdef VKGRAD_NAN_PRESERVE
+bool vkg_lt(float a, float b) { return a < b; }
+bool vkg_le(float a, float b) { return a <= b; }
+bool vkg_eq(float a, float b) { return a == b; }
+#else
+bool vkg_lt(float a, float b) { return !vkg_isnan(a) && !vkg_isnan(b) && a < b; }
+bool vkg_le(float a, float b) { return !vkg_isnan(a) && !vkg_isnan(b) && a <= b; }
+bool vkg_eq(float a, float b) { return !vkg_isnan(a) && !vkg_isnan(b) && a == b; }
+#endif
+bool vkg_ne(float a, float b) { return !vkg_eq(a, b); }
+bool vkg_lt(int a, int b) { return a < b; }
+bool vkg_le(int a, int b) { return a <= b; }
+bool vkg_eq(int a, int b) { return a == b; }
+bool vkg_ne(int a, int b) { return a != b; }
+bool vkg_eq(bool a, bool b) { return a == b; }
+bool vkg_ne(bool a, bool b) { return a != b; }
 
 int vkg_max(int a, int b) { return max(a, b); }
 int vkg_min(int a, int b) { return min(a, b); }

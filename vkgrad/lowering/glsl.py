@@ -77,10 +77,11 @@ code_for_op: dict = {
     L.sqrt_p: "sqrt({0})",
     L.stop_gradient_p: "{0}",
     # comparisons (bool results)
-    L.lt_p: "({0} < {1})",
-    L.le_p: "({0} <= {1})",
-    L.eq_p: "({0} == {1})",
-    L.ne_p: "({0} != {1})",
+    # (IEEE with a NaN operand on every device: ieee.glsl)
+    L.lt_p: "vkg_lt({0}, {1})",
+    L.le_p: "vkg_le({0}, {1})",
+    L.eq_p: "vkg_eq({0}, {1})",
+    L.ne_p: "vkg_ne({0}, {1})",
     L.select_p: "({0} ? {1} : {2})",
     # bitwise (int): GLSL leaves a shift by 32 or more (or a negative amount) undefined
     L.and_p: "({0} & {1})",
