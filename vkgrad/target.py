@@ -30,11 +30,11 @@ _GPU_POLICY = dict(
     matmul_load_hook_max_flops=2 ** 26,
     drain_before_compile=False,
     interpreter_faster=False,
-    # the one-launch embedding gradient (take_grad_rows.comp) up to this many id tests: about
-    # 12 us at ten instructions a test and 9e11 warp instructions/s, against the sort plan's
-    # seven launches (35.5 us at [256, 256] from 8,192 ids); an estimate, bench_take_grad.py
-    # times both
-    take_grad_rows_max_tests=2 ** 25,
+    # the one-launch embedding gradient (take_grad_rows.comp) up to this many id tests. H200,
+    # bench_take_grad.py, 2026-12-01: [256, 256] from 8,192 ids (2^21 tests) 12.3 us against
+    # the sort plan's 35.5 (text-like ids: 22.8 against 45.8); [4096, 256] from 8,192 (2^25)
+    # 55.0 against 37.4: the crossover lies between
+    take_grad_rows_max_tests=2 ** 24,
 )
 _CPU_POLICY = dict(
     split_k=False,                # its 2-4 threads are busy with any output
@@ -108,7 +108,7 @@ class Target:
     drain_before_compile: bool = False
     interpreter_faster: bool = False
     pipeline_threads: int = 1            # threads that build pipelines at once
-    take_grad_rows_max_tests: int = 2 ** 25   # id tests up to which take_grad is one launch
+    take_grad_rows_max_tests: int = 2 ** 24   # id tests up to which take_grad is one launch
 
     @classmethod
     def from_device(cls, info) -> "Target":
