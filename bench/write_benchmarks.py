@@ -60,12 +60,14 @@ F16_REASON = ("one tiling of 128 x 128 x 32 blocks, four subgroups of 64 x 64, s
               "low for every kernel (cause not found); within it f16 was {x:.1f}x f32")
 TAKE_GRAD_REASON = ("seven dependent launches of 4-10 us each (the sort by index, the chunk "
                     "sums, the sums of chunks): launch-bound, not memory-bound")
-CONV_REASON = ("the implicit GEMM runs at about {tf:.0f} TFLOP/s at these shapes (64 x 64 "
-               "tiles of 4 x 4 per thread, each A element gathered with its padding and "
-               "dilation tests); the 128-row tiles help only the weight gradients, and 8 x 8 "
-               "per thread ran slower (the sweep); cuDNN's forwards reach {tfc:.0f} TFLOP/s "
-               "by the same count (2 M N K flops; its Winograd-type algorithms do fewer)")
-RESNET_REASON = ("the convolutions (above); no per-kernel profile of the step yet")
+CONV_REASON = ("conv_gemm.comp (the matmul kernel's tiling: 4 x 4 register strips, vec4 shared "
+               "reads, a prefetched next step; channels innermost for 3x3) runs its forwards at "
+               "about {tf:.0f} TFLOP/s against cuDNN's {tfc:.0f} by the same count (2 M N K "
+               "flops); the weight gradients lag (k in the weights' order, a materialized "
+               "transpose of x), and the tile rule and k order are not yet chosen from a sweep "
+               "of the new kernel")
+RESNET_REASON = ("measured before conv_gemm.comp; the step with it was not run (the device "
+                 "budget ran out)")
 SCAN_COMPILE_REASON = ("a loop on Vulkan replays its body's recorded dispatches once per step "
                        "in the one command buffer, so recording grows with the trip count "
                        "(the plan does not: {d} dispatches at both lengths)")
@@ -1033,10 +1035,12 @@ def conv_section(runs) -> list[str]:
                 "forward + both gradients.", ""]
         out += table(["conv", "vkgrad fwd", "dx", "dw", "cuDNN fwd", "dx", "dw", "JAX total",
                       "cuDNN / vkgrad", "JAX / vkgrad"], conv_rows(d))
-        r = d["resnet18_step"]
-        ms = r["ms_per_step"]
-        out += [f"ResNet-18 step (batch {r['batch']}, 32x32 images, SGD momentum, batch norm in "
-                f"training mode): vkgrad {ms['vkgrad']['median']:.2f} ms "
+        step = next((x for x in plain if "resnet18_step" in x["doc"]), None)
+        r = step["doc"]["resnet18_step"] if step else None
+        ms = r["ms_per_step"] if r else None
+        out += [] if r is None else [
+                f"ResNet-18 step ({src(step)}; batch {r['batch']}, 32x32 images, SGD momentum, "
+                f"batch norm in training mode): vkgrad {ms['vkgrad']['median']:.2f} ms "
                 f"({ms['vkgrad']['min']:.2f}-{ms['vkgrad']['max']:.2f}), JAX "
                 f"{ms['jax']['median']:.2f} ms ({ms['jax']['min']:.2f}-{ms['jax']['max']:.2f}): "
                 f"JAX / vkgrad {r['jax_over_vkgrad']:.2f}; first losses "
@@ -1067,13 +1071,16 @@ def conv_targets(runs) -> list[str]:
     shapes = [d["convs"][n] for n in CONV_RESNET if n in d["convs"]]
     tf = max(c["tflops_vkgrad"]["fwd"] for c in shapes)
     tfc = max(c["flops"] / c["us"]["torch"]["fwd"]["median"] / 1e6 for c in shapes)
+    some = "" if len(shapes) == len(CONV_RESNET) else f" ({len(shapes)} of the {len(CONV_RESNET)})"
     out = [f"- Convolution forward + backward at {CONV_MIN_RATIO}x cuDNN fp32 or better at the "
-           f"ResNet shapes: {min(ratios):.2f}x-{max(ratios):.2f}x {verdict(ok)} ({src(run)})"
+           f"ResNet shapes{some}: {min(ratios):.2f}x-{max(ratios):.2f}x {verdict(ok)} ({src(run)})"
            + ("" if ok else ". Why: " + CONV_REASON.format(tf=tf, tfc=tfc))]
-    r = d["resnet18_step"]["jax_over_vkgrad"]
-    ok = r >= RESNET_MIN_RATIO
-    out.append(f"- ResNet-18 step at {RESNET_MIN_RATIO}x JAX or better: {r:.2f}x {verdict(ok)} "
-               f"({src(run)})" + ("" if ok else ". Why: " + RESNET_REASON))
+    step = next((r for r in plain if "resnet18_step" in r["doc"]), None)
+    if step is not None:
+        r = step["doc"]["resnet18_step"]["jax_over_vkgrad"]
+        ok = r >= RESNET_MIN_RATIO
+        out.append(f"- ResNet-18 step at {RESNET_MIN_RATIO}x JAX or better: {r:.2f}x "
+                   f"{verdict(ok)} ({src(step)})" + ("" if ok else ". Why: " + RESNET_REASON))
     return out
 
 
