@@ -845,7 +845,7 @@ def mp_lm_target(runs) -> list[str]:
                  f"({gap:.1%} apart{'' if same else ', NOT the same step count'}, "
                  f"{src(f32[0])}): {verdict(ok)}")
     else:
-        line += f"; no f32 run of the medium preset to compare the loss with: **NOT MEASURED**"
+        line += "; no f32 run of the medium preset to compare the loss with: **NOT MEASURED**"
     return [line]
 
 

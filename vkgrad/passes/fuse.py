@@ -32,6 +32,7 @@ kernels take.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 from vkgrad import primitives as P
@@ -148,6 +149,8 @@ def _cut_long_chains(program: Program) -> Program:
         for x in e.inputs:
             if isinstance(x, Var):
                 mine |= reads.get(x, {x})
+        if len(mine) > MAX_FUSED_READS + 1:     # past the bound is all that matters: a wide
+            mine = set(itertools.islice(mine, MAX_FUSED_READS + 1))   # sum stays linear
         if d >= MAX_FUSED_DEPTH or (len(mine) > MAX_FUSED_READS and readers.get(e.out, 0) > 1
                                     and math.prod(e.out.shape) >= MIN_CUT_ELEMENTS):
             saved = Var(e.out.shape, e.out.dtype)

@@ -39,6 +39,7 @@ The bytes that cross from forward to backward are `lowered.stats()["saved_bytes"
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import networkx as nx
@@ -59,7 +60,7 @@ def nbytes(v) -> int:
     return storage_words(max(1, math.prod(v.shape)), v.dtype) * 4
 
 
-def too_deep(eqns, free) -> set:
+def too_deep(eqns) -> set:
     """The fusible forward values whose recomputation would read more than
     MAX_RECOMPUTE_READS distinct values, in program order: a value's reads are its operands
     that are kernel results, inputs, constants or themselves too deep, and the reads of its
@@ -73,6 +74,8 @@ def too_deep(eqns, free) -> set:
         for u in e.inputs:
             if isinstance(u, Var):
                 mine |= reads[u] if u in reads and u not in deep else {u}
+        if len(mine) > MAX_RECOMPUTE_READS + 1:   # past the bound is all that matters: a wide
+            mine = set(itertools.islice(mine, MAX_RECOMPUTE_READS + 1))   # sum stays linear
         for o in e.outputs:
             reads[o] = mine
             if len(mine) > MAX_RECOMPUTE_READS and math.prod(o.shape) >= MIN_BAN_ELEMENTS:
@@ -100,7 +103,7 @@ class SaveOrRecompute(Pass):
             return None
         pos = {o: i for i, e in enumerate(eqns) for o in e.outputs}
         free = set(program.inputs) | {v for v, _ in program.consts}
-        deep = too_deep(eqns, free)
+        deep = too_deep(eqns)
         g = nx.DiGraph()
         todo, seen = list(demand), set()
         while todo:
