@@ -44,8 +44,8 @@ for step in "$@"; do
     steptime) run steptime 200 bash -c 'python3 bench/step_time.py --model transformer --steps 50 && python3 bench/step_time.py --model mamba --steps 50' ;;
     rebind) run rebind 200 bash -c 'for b in same host device; do python3 bench/step_time.py --model transformer --steps 30 --batches $b; done' ;;
     lm) run lm 280 python3 bench/bench_lm.py ;;
-    lmt) run lmt 70 python3 bench/bench_lm.py --models transformer ;;
-    lmmed) run lmmed 70 python3 bench/bench_lm.py --preset medium --models transformer --steps 10 ;;
+    lmt) run lmt ${LMT_LIMIT:-200} python3 bench/bench_lm.py --models transformer ;;
+    lmmed) run lmmed ${LMMED_LIMIT:-160} python3 bench/bench_lm.py --preset medium --models transformer --steps 10 ;;
     convquick) run convquick 60 python3 bench/bench_conv.py --rounds 3 --no-resnet \
              --only c64_56_s1,c128_28_s1,c256_14_s2 ;;
     lmbf16) run lmbf16 280 python3 bench/bench_lm.py --preset medium --precision bf16 --models transformer --steps 10 ;;
