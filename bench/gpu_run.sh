@@ -23,7 +23,7 @@ for step in "$@"; do
              tests/test_debug_nans.py tests/test_check_kernels.py tests/test_long_run.py \
              tests/test_reliability.py tests/test_fastpath.py tests/test_vulkan_ops.py ;;
     suite) PYTHONPATH=$PYTHONPATH:$PWD/.gpu/pylib run suite ${SUITE_LIMIT:-540} python3 -m pytest -q -p no:cacheprovider \
-             tests --ignore=tests/test_notebook.py ${SUITE_ARGS:-} ;;
+             --junitxml="$OUT/suite.xml" tests --ignore=tests/test_notebook.py ${SUITE_ARGS:-} ;;
     permcheck) run permcheck 60 python3 bench/perm_check.py ;;
     longrun) run longrun 200 python3 bench/long_run.py --out "$OUT/long_run.json" ;;
     fuzz) PYTHONPATH=$PYTHONPATH:$PWD/.gpu/pylib run fuzz 150 python3 -m pytest -q -p no:cacheprovider tests/test_fuzz.py ;;
@@ -51,6 +51,7 @@ for step in "$@"; do
     lmbf16) run lmbf16 280 python3 bench/bench_lm.py --preset medium --precision bf16 --models transformer --steps 10 ;;
     matmul) run matmul 150 python3 bench/bench_matmul.py --only tf_qkv,tf_qkv_dX,tf_qkv_dW,tf_fc,tf_fc_dX,tf_fc_dW,tf_out,tf_out_dX,tf_out_dW,tf_scores,tf_scores_qkT,tf_pv,mlp_x@w1,mlp_h@w2,mlp_dw2=hT@g,mlp_dh=g@w2T,mlp_dw1=xT@g,mlp_h@w3,mlp_dh2=g@w3T,mlp_dw3=hT@g ;;
     coop) run coop 200 python3 bench/coop_matmul_probe.py ${COOP_ARGS:-} --out "$OUT/coop_matmul_$(date +%F).json" ;;
+    barriers) run barriers ${BARRIERS_LIMIT:-200} python3 bench/bench_barriers.py --rounds 5 --steps 20 ;;
     takegrad) run takegrad 40 python3 bench/bench_take_grad.py --out "$OUT/take_grad_$(date +%F).json" ;;
     half) run half 150 python3 bench/bench_half.py --runs 10 --out "$OUT/half_$(date +%F).json" ;;
     mp) run mp 280 python3 bench/bench_mixed_precision.py --preset small --backend vulkan --out "$OUT/mp_$(date +%F).json" ;;

@@ -26,6 +26,7 @@ import numpy as np
 
 from .device import DeviceInfo, check_index, default_device_index, kp_module, list_devices
 from .errors import DeviceError
+from .hazards import all_barriers, barrier_flags, written_bindings
 from .inflight import InFlight
 from .shaders import compile_file, compile_glsl, compile_many
 from .shaders import stats as shader_stats
@@ -41,7 +42,8 @@ from vkgrad.target import Target
 # slots.
 counters = {"submissions": 0, "uploads": 0, "upload_bytes": 0, "downloads": 0,
             "download_bytes": 0, "pipelines": 0, "recordings": 0, "recorded_ops": 0,
-            "allocations": 0, "pool_misses": 0, "copy_ins": 0, "copy_outs": 0}
+            "allocations": 0, "pool_misses": 0, "copy_ins": 0, "copy_outs": 0,
+            "barriers_left_out": 0}   # ops recorded without a barrier (runtime/hazards.py)
 
 # Pipelines the device keeps for reuse once no live program uses them (least recently used
 # first out). A shape is part of a generated kernel's source, so a jitted function called with
@@ -159,11 +161,13 @@ class Buffer:
 
 @dataclass(frozen=True)
 class Kernel:
-    """One compute pipeline: SPIR-V + specialization constants, with its binding and push sizes."""
+    """One compute pipeline: SPIR-V + specialization constants, with its binding and push sizes
+    and the bindings it may write (from its SPIR-V: runtime/hazards.py)."""
     name: str
     algorithm: object
     bindings: int
     push_words: int
+    writes: frozenset | None = None    # None: any binding may be written
 
 
 @dataclass(frozen=True)
@@ -232,7 +236,8 @@ class Device:
         key = _kernel_key(spirv, bindings, push_words, spec)
         k = self._kernels.get(key)
         if k is None:
-            k = self._add_kernel(key, name, self._algorithm(spirv, bindings, push_words, spec))
+            k = self._add_kernel(key, name, self._algorithm(spirv, bindings, push_words, spec),
+                                 spirv)
         return k
 
     def _algorithm(self, spirv: bytes, bindings: int, push_words: int, spec):
@@ -240,10 +245,11 @@ class Device:
         return self.manager.algorithm([self._placeholder] * bindings, spirv, (1, 1, 1),
                                       pack_words(spec), np.zeros(push_words, np.uint32))
 
-    def _add_kernel(self, key, name, algorithm) -> Kernel:
+    def _add_kernel(self, key, name, algorithm, spirv: bytes) -> Kernel:
         counters["pipelines"] += 1
         _, bindings, push_words, _ = key
-        return self._kernels.put(key, Kernel(name, algorithm, bindings, push_words))
+        return self._kernels.put(key, Kernel(name, algorithm, bindings, push_words,
+                                             written_bindings(spirv, bindings)))
 
     def pipeline(self, launch) -> Kernel:
         """The pipeline of a lowering `Launch` (vkgrad/lowering/launch.py): its SPIR-V and its
@@ -300,7 +306,7 @@ class Device:
         else:
             algorithms = [build(uses) for uses in todo.values()]
         for (key, uses), algorithm in zip(todo.items(), algorithms):
-            k = self._add_kernel(key, uses[0][1].name, algorithm)
+            k = self._add_kernel(key, uses[0][1].name, algorithm, uses[0][2])
             for lkey, _, _ in uses:
                 self._remember(lkey, k)
         return {"shaders": t1 - t0, "pipelines": time.perf_counter() - t1,
@@ -421,6 +427,13 @@ class Executable:
         self.loops = tuple(loops)
         self._runs = recorded_runs(len(self.dispatches), self.loops)
         self.timestamps = timestamps and device.info.timestamps
+        # whether each dispatch of a run between loops needs the barrier before it (hazards.py)
+        self._barriers = {}
+        if not (self.timestamps or all_barriers()):
+            for indices, count in self._runs:
+                if count == 1:
+                    self._barriers.update(zip(indices, barrier_flags(
+                        [self.dispatches[i] for i in indices])))
         # `like`: an executable of the same program on other buffers, whose ops (each with its
         # descriptor set) serve again where a dispatch binds the same buffers (new arguments
         # change the few dispatches that read them)
@@ -512,8 +525,8 @@ class Executable:
             ops += body
             recorded += len(body)
             if count == 1:
-                for op in body:
-                    seq.record(op)
+                for i, op in zip(indices, body):
+                    seq.record(op, self._barriers.get(i, True))
             else:
                 seq.record_loop(body, count)
         for op in end:
@@ -521,6 +534,7 @@ class Executable:
         ops += end
         counters["recordings"] += 1
         counters["recorded_ops"] += recorded
+        counters["barriers_left_out"] += sum(not f for f in self._barriers.values())
         return _Recorded(seq, labels, ops, transfers + tail)
 
     def release(self) -> None:

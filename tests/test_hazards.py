@@ -1,0 +1,87 @@
+"""Barriers only where a hazard is (vkgrad/runtime/hazards.py, kp patch 0013).
+
+lavapipe runs dispatches one after another, so a missing barrier cannot show as a wrong
+number here: these tests check the rule (which bindings a shader writes, which dispatch gets a
+barrier) and the counts; the whole suite on a GPU checks the numbers.
+"""
+
+import numpy as np
+import pytest
+
+import vkgrad as vg
+import vkgrad.numpy as vnp
+from vkgrad.runtime import vulkan
+from vkgrad.runtime.hazards import barrier_flags, written_bindings
+from vkgrad.runtime.shaders import compile_glsl
+
+COPY = """#version 450
+layout(local_size_x = 1) in;
+layout(std430, binding = 0) readonly buffer In { float x[]; };
+layout(std430, binding = 1) buffer Out { float y[]; };
+void main() { y[0] = x[0] + 1.0; }
+"""
+
+BOTH = """#version 450
+layout(local_size_x = 1) in;
+layout(std430, binding = 0) buffer A { float a[]; };
+layout(std430, binding = 1) readonly buffer B { float b[]; };
+layout(std430, binding = 2) writeonly buffer C { float c[]; };
+void main() { a[0] += b[0]; c[0] = b[0]; }
+"""
+
+
+@pytest.fixture(scope="module")
+def device():
+    return vulkan.get_device()
+
+
+def test_a_shader_writes_every_binding_but_its_readonly_blocks():
+    assert written_bindings(compile_glsl(COPY, {}, name="copy"), 2) == {1}
+    assert written_bindings(compile_glsl(BOTH, {}, name="both"), 3) == {0, 2}
+
+
+def test_a_dispatch_gets_a_barrier_exactly_where_it_touches_what_another_since_the_last_did(
+        device):
+    k = device.kernel(compile_glsl(COPY, {}, name="copy"), bindings=2, name="copy")
+    assert k.writes == {1}
+    a, b, c, d = (device.buffer(1) for _ in range(4))
+
+    def flags(*pairs):
+        return barrier_flags([vulkan.Dispatch(k, pair, (1, 1, 1)) for pair in pairs])
+
+    assert flags((a, b), (a, c)) == [True, False]            # both only read a
+    assert flags((a, b), (b, c)) == [True, True]             # read after write
+    assert flags((a, b), (c, b)) == [True, True]             # write after write
+    assert flags((a, b), (c, a)) == [True, True]             # write after read
+    assert flags((a, b), (a, c), (d, b)) == [True, False, True]
+    # after a barrier, only what ran since it counts
+    assert flags((a, b), (b, c), (a, d)) == [True, True, False]
+
+
+def test_independent_products_share_a_barrier_and_agree_with_every_barrier(monkeypatch):
+    rng = np.random.default_rng(0)
+    x, w1, w2 = (rng.standard_normal((16, 16)).astype(np.float32) for _ in range(3))
+
+    def f(x, w1, w2):
+        return x @ w1, x @ w2, vnp.sum(x * x)
+
+    before = vulkan.counters["barriers_left_out"]
+    got = vg.jit(f, backend="vulkan")(x, w1, w2)
+    left_out = vulkan.counters["barriers_left_out"] - before
+    assert left_out >= 1     # the second product (and the sum) need not wait for the first
+    monkeypatch.setenv("VKGRAD_BARRIERS", "all")
+    before = vulkan.counters["barriers_left_out"]
+    every = vg.jit(lambda *a: f(*a), backend="vulkan")(x, w1, w2)
+    assert vulkan.counters["barriers_left_out"] == before
+    for g, e, r in zip(got, every, (x @ w1, x @ w2, np.sum(x * x))):
+        np.testing.assert_allclose(np.asarray(g), r, rtol=1e-5, atol=1e-4)
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(e))
+
+
+def test_a_chain_keeps_every_barrier():
+    rng = np.random.default_rng(1)
+    x, w = (rng.standard_normal((8, 8)).astype(np.float32) for _ in range(2))
+    before = vulkan.counters["barriers_left_out"]
+    out = vg.jit(lambda x, w: vnp.tanh((x @ w) @ w) @ w, backend="vulkan")(x, w)
+    assert vulkan.counters["barriers_left_out"] == before
+    np.testing.assert_allclose(np.asarray(out), np.tanh((x @ w) @ w) @ w, rtol=1e-4, atol=1e-4)

@@ -1,0 +1,98 @@
+"""Which dispatches need a barrier before them: barriers only where a hazard is.
+
+kp patch 0001 puts one global memory barrier before every recorded op, so each dispatch waits
+for the previous one to finish and drain even when the two touch different memory: a backward
+pass's input and weight gradients, a gradient norm's independent sums of squares, the
+optimizer's per-parameter updates. kp patch 0013 lets an op be recorded without it; this
+module decides where that is safe.
+
+A dispatch needs a barrier when it reads or writes a buffer that a dispatch since the last
+barrier wrote (read-after-write, write-after-write), or writes one that such a dispatch read
+(write-after-read). Buffers are compared by identity: the memory planner reuses a Buffer
+object for values whose lifetimes do not overlap, so reuse is a hazard like any other. Which
+bindings a kernel may write comes from its SPIR-V: a storage block whose members are all
+decorated NonWritable (GLSL `readonly`) is read-only; any other binding counts as written.
+
+Only the program's own dispatches are judged; the ops around them (uploads, the slot copies
+that read buffers through device addresses, downloads) and the first op of each run between
+loops always get their barrier, and a loop's body keeps every barrier (kp patch 0012). With
+timestamps on (vg.profile), every op keeps its barrier, so each kernel's time is its own.
+VKGRAD_BARRIERS=all puts every barrier back (for comparisons: bench/).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+
+OP_MEMBER_DECORATE = 72
+OP_DECORATE = 71
+OP_VARIABLE = 59
+OP_TYPE_POINTER = 32
+OP_TYPE_STRUCT = 30
+DECORATION_BINDING = 33
+DECORATION_NON_WRITABLE = 24
+
+
+def _instructions(words):
+    at = 5
+    while at < len(words):
+        count, op = words[at] >> 16, words[at] & 0xFFFF
+        if count == 0:
+            return
+        yield op, words[at + 1:at + count]
+        at += count
+
+
+def written_bindings(spirv: bytes, bindings: int) -> frozenset:
+    """The binding numbers a shader may write: every binding but the storage blocks whose
+    members are all NonWritable (or whose variable is)."""
+    words = struct.unpack(f"<{len(spirv) // 4}I", spirv[:len(spirv) // 4 * 4])
+    binding_of, nonwritable_var, members, nonwritable_members = {}, set(), {}, {}
+    pointee, var_type = {}, {}
+    for op, args in _instructions(words):
+        if op == OP_DECORATE and len(args) >= 2:
+            if args[1] == DECORATION_BINDING and len(args) >= 3:
+                binding_of[args[0]] = args[2]
+            elif args[1] == DECORATION_NON_WRITABLE:
+                nonwritable_var.add(args[0])
+        elif op == OP_MEMBER_DECORATE and len(args) >= 3 and args[2] == DECORATION_NON_WRITABLE:
+            nonwritable_members.setdefault(args[0], set()).add(args[1])
+        elif op == OP_TYPE_STRUCT:
+            members[args[0]] = len(args) - 1
+        elif op == OP_TYPE_POINTER:
+            pointee[args[0]] = args[2]
+        elif op == OP_VARIABLE:
+            var_type[args[1]] = args[0]
+    written = set(range(bindings))
+    for var, b in binding_of.items():
+        struct_id = pointee.get(var_type.get(var))
+        readonly = var in nonwritable_var or (
+            struct_id in members
+            and len(nonwritable_members.get(struct_id, ())) == members[struct_id])
+        if readonly:
+            written.discard(b)
+    return frozenset(written)
+
+
+def all_barriers() -> bool:
+    return os.environ.get("VKGRAD_BARRIERS", "") == "all"
+
+
+def barrier_flags(dispatches) -> list:
+    """For each dispatch of a run (in order), whether it needs the barrier before it; the first
+    always does (the ops before the run are not judged)."""
+    flags, read, wrote = [], set(), set()
+    for i, d in enumerate(dispatches):
+        writes = d.kernel.writes
+        if writes is None:
+            writes = range(len(d.buffers))
+        r = {id(b) for j, b in enumerate(d.buffers) if j not in writes}
+        w = {id(b) for j, b in enumerate(d.buffers) if j in writes}
+        need = i == 0 or bool((r | w) & wrote) or bool(w & read)
+        if need:
+            read, wrote = set(), set()
+        read |= r
+        wrote |= w
+        flags.append(need)
+    return flags
