@@ -1,11 +1,12 @@
 """Barriers only where a hazard is (vkgrad/runtime/hazards.py, kp patch 0013) against a barrier
-before every dispatch, on the same jitted training steps, interleaved in one process.
+before every dispatch, on the same jitted training steps, interleaved in one process: every
+barrier (VKGRAD_BARRIERS=all), program order with barriers at hazards only (=inorder), and the
+default (the dispatches reordered into levels of independent ones, a barrier per level).
 
     python3 bench/bench_barriers.py [--models transformer,mamba] [--preset small]
                                     [--rounds 5] [--steps 20]
 
-Each model's step is compiled twice: once with VKGRAD_BARRIERS=all set while its program is
-recorded (every barrier, as before patch 0013) and once without. Rounds alternate A B A B ...;
+Each model's step is compiled three times, VKGRAD_BARRIERS set while its program is recorded. Rounds alternate A B A B ...;
 each round runs `steps` steps with the loss read at the end (the GPU's time per step) and then
 `steps` with the loss read every step. Prints ms/step medians and ranges, and the ops recorded
 without a barrier; JSON to $OUT/barriers.json.
@@ -28,11 +29,10 @@ from profile_call import lm_setup  # noqa: E402
 from vkgrad.runtime import vulkan  # noqa: E402
 
 
-def compiled(model, preset, every_barrier: bool):
-    """lm_setup's call and drain, the step's program recorded (first call) with every barrier
-    or with hazards.py's; and the ops it recorded without one."""
-    if every_barrier:
-        os.environ["VKGRAD_BARRIERS"] = "all"
+def compiled(model, preset, mode: str):
+    """lm_setup's call and drain, the step's program recorded (first call) with VKGRAD_BARRIERS
+    = mode; and the ops it recorded without a barrier."""
+    os.environ["VKGRAD_BARRIERS"] = mode
     try:
         _, call, drain, _ = lm_setup(model, preset, False)
         before = vulkan.counters["barriers_left_out"]
@@ -68,8 +68,9 @@ def main():
     t0 = time.perf_counter()
     results = {"device": vulkan.get_device().info.name, "preset": args.preset, "models": {}}
     for model in args.models.split(","):
-        sides = {"every barrier": compiled(model, args.preset, True),
-                 "hazards only": compiled(model, args.preset, False)}
+        sides = {"every barrier": compiled(model, args.preset, "all"),
+                 "program order, hazards only": compiled(model, args.preset, "inorder"),
+                 "levels": compiled(model, args.preset, "")}
         times = {(s, e): [] for s in sides for e in ("end", "every")}
         for _ in range(args.rounds):
             for side, (call, drain, _) in sides.items():

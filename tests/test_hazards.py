@@ -11,7 +11,7 @@ import pytest
 import vkgrad as vg
 import vkgrad.numpy as vnp
 from vkgrad.runtime import vulkan
-from vkgrad.runtime.hazards import barrier_flags, written_bindings
+from vkgrad.runtime.hazards import barrier_flags, levels, written_bindings
 from vkgrad.runtime.shaders import compile_glsl
 
 COPY = """#version 450
@@ -56,6 +56,22 @@ def test_a_dispatch_gets_a_barrier_exactly_where_it_touches_what_another_since_t
     assert flags((a, b), (a, c), (d, b)) == [True, False, True]
     # after a barrier, only what ran since it counts
     assert flags((a, b), (b, c), (a, d)) == [True, True, False]
+
+
+def test_levels_put_each_dispatch_right_after_all_it_depends_on(device):
+    k = device.kernel(compile_glsl(COPY, {}, name="copy"), bindings=2, name="copy")
+    a, b, c, d, e = (device.buffer(1) for _ in range(5))
+
+    def lv(*pairs):
+        return levels([vulkan.Dispatch(k, pair, (1, 1, 1)) for pair in pairs])
+
+    assert lv((a, b), (b, c), (a, d)) == [[0, 2], [1]]       # the third need not wait
+    assert lv((a, b), (c, a)) == [[0], [1]]                   # write after read
+    assert lv((a, b), (c, b), (b, d)) == [[0], [1], [2]]      # write after write, then read
+    # a reader of b's first value, then b rewritten: the rewrite waits for the reader
+    assert lv((a, b), (b, c), (d, b), (b, e)) == [[0], [1], [2], [3]]
+    assert lv((a, b), (c, d), (b, e), (d, a)) == [[0, 1], [2, 3]]
+    assert lv() == []
 
 
 def test_independent_products_share_a_barrier_and_agree_with_every_barrier(monkeypatch):

@@ -75,8 +75,19 @@ def written_bindings(spirv: bytes, bindings: int) -> frozenset:
     return frozenset(written)
 
 
-def all_barriers() -> bool:
-    return os.environ.get("VKGRAD_BARRIERS", "") == "all"
+def mode() -> str:
+    """VKGRAD_BARRIERS: "all" (a barrier before every op), "inorder" (program order, barriers
+    only at hazards) or "" (the default: reordered into levels, below)."""
+    return os.environ.get("VKGRAD_BARRIERS", "")
+
+
+def _accesses(d):
+    writes = d.kernel.writes
+    if writes is None:
+        writes = range(len(d.buffers))
+    r = {id(b) for j, b in enumerate(d.buffers) if j not in writes}
+    w = {id(b) for j, b in enumerate(d.buffers) if j in writes}
+    return r, w
 
 
 def barrier_flags(dispatches) -> list:
@@ -84,11 +95,7 @@ def barrier_flags(dispatches) -> list:
     always does (the ops before the run are not judged)."""
     flags, read, wrote = [], set(), set()
     for i, d in enumerate(dispatches):
-        writes = d.kernel.writes
-        if writes is None:
-            writes = range(len(d.buffers))
-        r = {id(b) for j, b in enumerate(d.buffers) if j not in writes}
-        w = {id(b) for j, b in enumerate(d.buffers) if j in writes}
+        r, w = _accesses(d)
         need = i == 0 or bool((r | w) & wrote) or bool(w & read)
         if need:
             read, wrote = set(), set()
@@ -96,3 +103,36 @@ def barrier_flags(dispatches) -> list:
         wrote |= w
         flags.append(need)
     return flags
+
+
+def levels(dispatches) -> list:
+    """The run's dispatches (indices) in levels: each level's dispatches depend only on earlier
+    levels', so a level needs one barrier before it and none inside. A dispatch depends on an
+    earlier one that wrote a buffer it reads or writes, or read one it writes (buffer reuse by
+    the memory planner included); each goes in the first level after all it depends on, in
+    program order within a level (as soon as possible: the fewest barriers a run's hazards
+    allow, its critical path)."""
+    last_writer, readers, level = {}, {}, []
+    for j, d in enumerate(dispatches):
+        r, w = _accesses(d)
+        after = [level[last_writer[b]] for b in r | w if b in last_writer]
+        after += [level[i] for b in w for i in readers.get(b, ())]
+        level.append(1 + max(after, default=-1))
+        for b in r:
+            readers.setdefault(b, []).append(j)
+        for b in w:
+            last_writer[b] = j
+            readers[b] = []
+    out = [[] for _ in range(max(level, default=-1) + 1)]
+    for j, n in enumerate(level):
+        out[n].append(j)
+    return out
+
+
+def schedule(dispatches) -> list:
+    """(index, barrier) for each dispatch of a run, in the order to record them (mode())."""
+    if mode() == "all":
+        return [(i, True) for i in range(len(dispatches))]
+    if mode() == "inorder":
+        return list(enumerate(barrier_flags(dispatches)))
+    return [(i, k == 0) for lv in levels(dispatches) for k, i in enumerate(lv)]

@@ -26,7 +26,7 @@ import numpy as np
 
 from .device import DeviceInfo, check_index, default_device_index, kp_module, list_devices
 from .errors import DeviceError
-from .hazards import all_barriers, barrier_flags, written_bindings
+from .hazards import schedule, written_bindings
 from .inflight import InFlight
 from .shaders import compile_file, compile_glsl, compile_many
 from .shaders import stats as shader_stats
@@ -427,13 +427,13 @@ class Executable:
         self.loops = tuple(loops)
         self._runs = recorded_runs(len(self.dispatches), self.loops)
         self.timestamps = timestamps and device.info.timestamps
-        # whether each dispatch of a run between loops needs the barrier before it (hazards.py)
-        self._barriers = {}
-        if not (self.timestamps or all_barriers()):
-            for indices, count in self._runs:
-                if count == 1:
-                    self._barriers.update(zip(indices, barrier_flags(
-                        [self.dispatches[i] for i in indices])))
+        # each run between loops as (dispatch index, barrier before it) in the order recorded:
+        # levels of independent dispatches with one barrier each (runtime/hazards.py); with
+        # timestamps, program order and every barrier (each kernel's time its own)
+        self._schedules = [
+            [(i, True) for i in indices] if count != 1 or self.timestamps else
+            [(indices[k], b) for k, b in schedule([self.dispatches[i] for i in indices])]
+            for indices, count in self._runs]
         # `like`: an executable of the same program on other buffers, whose ops (each with its
         # descriptor set) serve again where a dispatch binds the same buffers (new arguments
         # change the few dispatches that read them)
@@ -520,13 +520,15 @@ class Executable:
         recorded = len(head) + len(end)
         for op in head:
             seq.record(op)
-        for indices, count in self._runs:
+        left_out = 0
+        for (indices, count), order in zip(self._runs, self._schedules):
             body = [self._ops[i] for i in indices]
             ops += body
             recorded += len(body)
             if count == 1:
-                for i, op in zip(indices, body):
-                    seq.record(op, self._barriers.get(i, True))
+                for i, barrier in order:
+                    seq.record(self._ops[i], barrier)
+                    left_out += not barrier
             else:
                 seq.record_loop(body, count)
         for op in end:
@@ -534,7 +536,7 @@ class Executable:
         ops += end
         counters["recordings"] += 1
         counters["recorded_ops"] += recorded
-        counters["barriers_left_out"] += sum(not f for f in self._barriers.values())
+        counters["barriers_left_out"] += left_out
         return _Recorded(seq, labels, ops, transfers + tail)
 
     def release(self) -> None:
