@@ -1180,6 +1180,23 @@ def calllm_section(runs) -> list[str]:
     return out + table(["phase", "median us", "p10 us"], rows)
 
 
+def barriers_section(runs) -> list[str]:
+    """bench/bench_barriers.py: every barrier, barriers at hazards in program order, and levels."""
+    run = runs[0]
+    d = run["doc"]
+    out = ["## Barriers only where a hazard is (kp patch 0013, runtime/hazards.py)", "",
+           f"{src(run)}; {d['device']}. `bench/bench_barriers.py`: each LM step ({d['preset']} "
+           "preset) compiled three times (VKGRAD_BARRIERS all / inorder / levels, the default), "
+           "interleaved rounds; ms per step, median (range).", ""]
+    rows = []
+    for model, r in d["models"].items():
+        for name, t in r["ms_per_step"].items():
+            side = name.split(", loss")[0]
+            rows.append([model, name, f"{t['median']:.3f}", f"{t['min']:.3f}-{t['max']:.3f}",
+                         r["barriers_left_out"].get(side, "")])
+    return out + table(["model", "side", "ms/step", "range", "ops without a barrier"], rows)
+
+
 def calllm_target(runs) -> list[str]:
     if not runs:
         return []
@@ -1240,7 +1257,8 @@ def main():
                 ("long_run", long_run_section), ("take", take_section),
                 ("coop", coop_section), ("half", half_section), ("conv", conv_section),
                 ("control_flow", control_flow_section), ("while", while_section),
-                ("calllm", calllm_section), ("data", data_parallel_section)]
+                ("calllm", calllm_section), ("barriers", barriers_section),
+                ("data", data_parallel_section)]
     for kind, fn in sections:
         if g(kind):
             lines += fn(runs[kind])
