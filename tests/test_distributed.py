@@ -270,6 +270,11 @@ def test_vmap_axis_name_reduces_over_the_mapped_axis():
     outer_only = vg.vmap(vg.vmap(lambda v: lax.psum(v, "i"), axis_name="j"), axis_name="i")
     np.testing.assert_allclose(np.asarray(outer_only(x)), np.broadcast_to(x.sum(0), x.shape),
                                rtol=1e-6)
+    # a value the same for every example (closed over: unmapped) summed over the 5 of them
+    w = np.arange(3, dtype=np.float32)
+    same = vg.vmap(lambda v: (v + lax.psum(w, "i"), lax.pmax(w, "i")), axis_name="i")(x)
+    np.testing.assert_allclose(np.asarray(same[0]), x + 5 * w, rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(same[1]), np.broadcast_to(w, x.shape))
 
 
 def test_gradient_through_a_vmapped_pmean_matches_numpy():

@@ -40,6 +40,7 @@ from vkgrad.tracer.core import bind, user_source
 
 # ((name, size), ...) bound while tracing, innermost last
 _bound: contextvars.ContextVar = contextvars.ContextVar("vkgrad_axes", default=())
+# (name, size) of the axis the batching rules map now, or None
 _batching: contextvars.ContextVar = contextvars.ContextVar("vkgrad_batching_axis", default=None)
 
 
@@ -58,13 +59,22 @@ def bound_axis(name, size: int):
 
 
 @contextlib.contextmanager
-def batching_axis(name):
-    """The axis the batching rules map over now (None: an unnamed vmap)."""
-    token = _batching.set(name)
+def batching_axis(name, size: int):
+    """The axis the batching rules map over now, of `size` examples (name None: an unnamed
+    vmap)."""
+    token = _batching.set(None if name is None else (name, size))
     try:
         yield
     finally:
         _batching.reset(token)
+
+
+def over_mapped_axis(e) -> bool:
+    """Whether eqn e is a collective over the axis the batching rules map now: it needs its
+    batching rule even where no operand is mapped (the psum over the examples of a value that
+    is the same for each is size times it)."""
+    mapped = _batching.get()
+    return e.prim in REDUCERS and mapped is not None and mapped[0] in e.params["axes"]
 
 
 def axis_size(axis_name) -> int:
@@ -133,11 +143,10 @@ vjp_rules[psum_p] = lambda gs, ans, *xs, **params: tuple(bind(psum_p, *gs, **par
 def _batch(p, args, dims, axes, axis_size):
     """Under vmap: the vmapped axis' name reduces over the mapped axis (the result is the same
     for every example: unmapped); other names stay collectives over the batched values."""
-    name = _batching.get()
+    name, size = _batching.get() or (None, None)
     if name not in axes:
         return bind(p, *args, axes=axes, axis_size=axis_size), list(dims)
     _, reduce, of_unmapped = REDUCERS[p]
-    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
     outs = [of_unmapped(a, size) if d is None else reduce(a, (d,)) for a, d in zip(args, dims)]
     rest = tuple(a for a in axes if a != name)
     if rest:
