@@ -76,12 +76,13 @@ def test_a_rank_that_raises_ends_the_job_naming_the_rank_and_the_cause(backend):
     assert run.returncode != 0
     assert ("rank 1 of 2 failed: ValueError: the data loader of rank 1 found a corrupt record"
             in run.stderr), run.stderr
-    assert "finished" not in run.stdout
+    assert "rank 0 step 1 done" not in run.stdout and "finished" not in run.stdout
 
 
 def test_ranks_with_other_shapes_are_stopped_at_the_first_step():
     run = launch("faults.py", "shapes", timeout=120)
     assert run.returncode != 0
+    assert "step 0 done" not in run.stdout, run.stdout      # stopped at the first step
     assert ("data_parallel(step): rank 1 calls it with other shapes than rank 0 (array "
             "argument 1: f32[4,3] vs f32[3,3])" in run.stderr), run.stderr
     assert "faults.py:" in run.stderr          # the user's line
@@ -91,6 +92,7 @@ def test_ranks_with_other_shapes_are_stopped_at_the_first_step():
 def test_ranks_with_other_static_arguments_are_stopped_at_the_first_step():
     run = launch("faults.py", "static", timeout=120)
     assert run.returncode != 0
+    assert "step 0 done" not in run.stdout, run.stdout      # stopped at the first step
     assert ("data_parallel(step): static argument 2 ('lr') differs between the ranks (0.1 on "
             "rank 0; 0.2 on rank 1); every rank must run the same program" in run.stderr), \
         run.stderr
