@@ -1,7 +1,8 @@
 """Data-parallel scaling of examples/train_lm.py's transformer step over MPI ranks (issue 24):
-tokens/s on N ranks against N x tokens/s on one (weak scaling: each rank keeps the preset's
-batch), the time each step spends in its host all-reduce, and torch DDP (NCCL) on a transformer
-of the same sizes as the anchor where torch.distributed can run it (NCCL needs one GPU per rank).
+tokens/s on N ranks against N x tokens/s of the plain jitted step (vg.jit, no collectives) on
+one (weak scaling: each rank keeps the preset's batch), the time each step spends in its host
+all-reduce, and torch DDP (NCCL) on a transformer of the same sizes as the anchor where
+torch.distributed can run it (NCCL needs one GPU per rank).
 
     python bench/bench_data_parallel.py [--ranks 1,2] [--preset small,medium] [--steps 20]
         [--rounds 3] [--no-torch]
@@ -15,13 +16,19 @@ package index: carry the wheels in .gpu/wheels (`pip download --only-binary=:all
 --python-version 3.12 mpi4py mpich -d .gpu/wheels`); bench/gpu_env.sh installs them.
 
 Per configuration: a warm-up step (compiles), then --rounds rounds of --steps steps, each step
-reading its loss (the loop of examples/train_lm.py); tokens/s per round, median reported.
+reading its loss (the loop of examples/train_lm.py); tokens/s per round, median reported. On
+one rank the plain jitted step runs in the same process, its rounds interleaved with the
+data-parallel step's: its row ("vkgrad vg.jit") is the baseline of every vkgrad row's
+efficiency (over a world of one the collectives are the identity, so the two steps compile to
+one program and should match: `split` false, one submission a step). submissions_per_step:
+the Vulkan submissions a step makes.
 host_ms: the time a step waits for its host collectives (reading each gradient bucket back,
 and the MPI_Allreduce where it did not overlap the backward's later buckets), from the
 SegmentedRunner; allreduce_ms: MPI_Allreduce alone on the parameters' sizes (host arrays, no
 device), what the all-reduce costs when nothing hides it. device_bytes: the device memory the
 rank holds after the rounds (vg.runtime_stats()["buffer_bytes"]; the pool keeps freed buffers,
-so it is the most the run held), beside state_bytes, the parameters' and optimizer state's.
+so it is the most the run held; on one rank the plain step's too), beside state_bytes, the
+parameters' and optimizer state's.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))
 
 import vkgrad as vg  # noqa: E402
+from vkgrad.runtime import counters  # noqa: E402
 from vkgrad.tracer.pytree import tree_leaves  # noqa: E402
 
 import train_lm  # noqa: E402
@@ -51,7 +59,9 @@ import train_lm  # noqa: E402
 # ----------------------------------------------------------------------------------- a rank
 
 def vkgrad_rank(preset: str, args) -> dict | None:
-    """This rank's run of the transformer step at `preset`, per-rank batch the preset's."""
+    """This rank's run of the transformer step at `preset`, per-rank batch the preset's. On one
+    rank the plain jitted step (vg.jit, no collective) runs too, its rounds interleaved with the
+    data-parallel step's: the baseline the efficiency is measured against."""
     rank, size = vg.distributed.rank(), vg.distributed.size()
     per_rank = train_lm.PRESETS["transformer"][preset]["batch"]
     steps = 1 + args.rounds * args.steps
@@ -59,30 +69,17 @@ def vkgrad_rank(preset: str, args) -> dict | None:
     train, _ = train_lm.load_text(args.max_bytes)
     batches = [[vg.device_put(a[rank * per_rank:(rank + 1) * per_rank])
                 for a in train_lm.train_batch(train, cfg, i)] for i in range(steps)]
-    step, _ = train_lm.make_steps(cfg, data_parallel=True)
-    params = vg.device_put(train_lm.init_params(cfg))
-    opt_state = vg.device_put(train_lm.optimizer(cfg).init(params))
-    t0 = time.perf_counter()
-    params, opt_state, loss, _ = step(params, opt_state, *batches[0])
-    float(loss)
-    compile_s = time.perf_counter() - t0
-    runner = step.lower(params, opt_state, *batches[0]).runner
-    rates, host_ms = [], []
-    i = 1
+    runs = {"data_parallel": Run(cfg, batches, data_parallel=True)}
+    if size == 1:
+        runs["jit"] = Run(cfg, batches, data_parallel=False)
     for _ in range(args.rounds):
-        host0 = getattr(runner, "host_seconds", 0.0)
-        t = time.perf_counter()
-        for _ in range(args.steps):
-            params, opt_state, loss, _ = step(params, opt_state, *batches[i])
-            float(loss)
-            i += 1
-        dt = time.perf_counter() - t
-        rates.append(cfg["batch"] * cfg["seq"] * args.steps / dt)
-        host_ms.append((getattr(runner, "host_seconds", 0.0) - host0) / args.steps * 1e3)
-    vg.block_until_ready(params)
+        for run in runs.values():
+            run.round(args.steps)
+    dp = runs["data_parallel"]
+    vg.block_until_ready(dp.params)
     device_bytes = vg.runtime_stats()["buffer_bytes"]   # pooled, not freed: the run's most
-    state_bytes = sum(np.asarray(x).nbytes for x in tree_leaves((params, opt_state)))
-    leaves = [np.zeros(np.shape(p), np.float32) for p in tree_leaves(params)]
+    state_bytes = sum(np.asarray(x).nbytes for x in tree_leaves((dp.params, dp.opt_state)))
+    leaves = [np.zeros(np.shape(p), np.float32) for p in tree_leaves(dp.params)]
     world = vg.distributed.init()
     t = time.perf_counter()
     for _ in range(5):
@@ -90,14 +87,56 @@ def vkgrad_rank(preset: str, args) -> dict | None:
     allreduce_ms = (time.perf_counter() - t) / 5 * 1e3
     if rank:
         return None
-    return {"framework": "vkgrad", "preset": preset, "ranks": size,
-            "device": train_lm.device_name(), "backend": vg.default_backend(),
-            "parameters": int(sum(x.size for x in leaves)), "batch_per_rank": per_rank,
-            "seq": cfg["seq"], "tokens_per_s": statistics.median(rates), "rounds": rates,
-            "step_ms": cfg["batch"] * cfg["seq"] / statistics.median(rates) * 1e3,
-            "host_ms": statistics.median(host_ms), "allreduce_ms": allreduce_ms,
-            "compile_s": compile_s, "final_loss": float(loss),
-            "device_bytes": device_bytes, "state_bytes": state_bytes}
+    row = {"framework": "vkgrad", "preset": preset, "ranks": size,
+           "device": train_lm.device_name(), "backend": vg.default_backend(),
+           "parameters": int(sum(x.size for x in leaves)), "batch_per_rank": per_rank,
+           "seq": cfg["seq"], **dp.summary(), "allreduce_ms": allreduce_ms,
+           "device_bytes": device_bytes, "state_bytes": state_bytes}
+    if "jit" in runs:
+        row["jit"] = runs["jit"].summary()
+    return row
+
+
+class Run:
+    """One step's training loop on this rank's batches: a warm-up step (compiles), then
+    rounds of steps, each step reading its loss (the loop of examples/train_lm.py)."""
+
+    def __init__(self, cfg, batches, data_parallel: bool):
+        self.cfg, self.batches, self.i = cfg, batches, 1
+        self.step, _ = train_lm.make_steps(cfg, data_parallel=data_parallel)
+        self.params = vg.device_put(train_lm.init_params(cfg))
+        self.opt_state = vg.device_put(train_lm.optimizer(cfg).init(self.params))
+        t0 = time.perf_counter()
+        self.params, self.opt_state, loss, _ = self.step(self.params, self.opt_state,
+                                                         *batches[0])
+        float(loss)
+        self.compile_s = time.perf_counter() - t0
+        self.lowered = self.step.lower(self.params, self.opt_state, *batches[0])
+        self.rates, self.host_ms, self.submissions = [], [], []
+
+    def round(self, steps: int) -> None:
+        runner = self.lowered.runner
+        host0 = getattr(runner, "host_seconds", 0.0)
+        sub0 = counters["submissions"]
+        t = time.perf_counter()
+        for _ in range(steps):
+            self.params, self.opt_state, loss, _ = self.step(self.params, self.opt_state,
+                                                             *self.batches[self.i])
+            self.loss = float(loss)
+            self.i += 1
+        dt = time.perf_counter() - t
+        self.rates.append(self.cfg["batch"] * self.cfg["seq"] * steps / dt)
+        self.host_ms.append((getattr(runner, "host_seconds", 0.0) - host0) / steps * 1e3)
+        self.submissions.append((counters["submissions"] - sub0) / steps)
+
+    def summary(self) -> dict:
+        rate = statistics.median(self.rates)
+        return {"tokens_per_s": rate, "rounds": self.rates,
+                "step_ms": self.cfg["batch"] * self.cfg["seq"] / rate * 1e3,
+                "host_ms": statistics.median(self.host_ms),
+                "submissions_per_step": statistics.median(self.submissions),
+                "split": type(self.lowered.runner).__name__ == "SegmentedRunner",
+                "compile_s": self.compile_s, "final_loss": self.loss}
 
 
 # ----------------------------------------------------------------------------------- torch DDP
@@ -207,20 +246,46 @@ def launch(preset: str, size: int, args) -> dict:
     return json.loads(lines[-1])
 
 
+JIT = "vkgrad vg.jit"     # the plain jitted step on one rank: vkgrad's baseline
+
+
+def split_rows(row) -> list:
+    """A one-rank vkgrad row as two: the plain jitted step's, then the data-parallel step's."""
+    jit = row.pop("jit", None)
+    if jit is None:
+        return [row]
+    keep = ("preset", "device", "backend", "parameters", "batch_per_rank", "seq")
+    return [{"framework": JIT, "ranks": 1, **{k: row[k] for k in keep}, **jit}, row]
+
+
+def with_efficiency(rows) -> list:
+    """Each measured row's scaling efficiency, tokens/s / (ranks x the baseline's): for vkgrad
+    the plain jitted step on one rank (so the collectives' cost on one rank counts against
+    the data-parallel step), for torch DDP its own one-rank run."""
+    base = {}
+    for r in rows:
+        if "tokens_per_s" in r and r["ranks"] == 1:
+            base.setdefault(("vkgrad" if r["framework"] == JIT else r["framework"],
+                             r["preset"]), r["tokens_per_s"])
+    for r in rows:
+        one = base.get(("vkgrad" if r["framework"] == JIT else r["framework"], r["preset"]))
+        if "tokens_per_s" in r and one:
+            r["efficiency"] = r["tokens_per_s"] / (r["ranks"] * one)
+    return rows
+
+
 def table(rows) -> str:
-    one = {(r["framework"], r["preset"]): r["tokens_per_s"] for r in rows
-           if r["ranks"] == 1 and "tokens_per_s" in r}
-    out = ["| framework | preset | ranks | tokens/s | efficiency | step ms | host ms | "
-           "MPI allreduce ms |", "|---|---|---|---|---|---|---|---|"]
+    out = ["| framework | preset | ranks | tokens/s | efficiency | step ms | submissions | "
+           "host ms | MPI allreduce ms |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "tokens_per_s" not in r:
             out.append(f"| {r['framework']} | {r['preset']} | {r['ranks']} | "
-                       f"{r.get('skipped') or 'failed'} | | | | |")
+                       f"{r.get('skipped') or 'failed'} | | | | | |")
             continue
-        base = one.get((r["framework"], r["preset"]))
-        eff = f"{r['tokens_per_s'] / (r['ranks'] * base):.2f}" if base else ""
+        eff = f"{r['efficiency']:.2f}" if "efficiency" in r else ""
         out.append(f"| {r['framework']} | {r['preset']} | {r['ranks']} | "
                    f"{r['tokens_per_s']:,.0f} | {eff} | {r.get('step_ms', 0):.1f} | "
+                   f"{r.get('submissions_per_step', '')} | "
                    f"{r.get('host_ms', float('nan')):.2f} | "
                    f"{r.get('allreduce_ms', float('nan')):.2f} |")
     return "\n".join(out)
@@ -249,11 +314,13 @@ def main():
     rows = []
     for preset in args.preset.split(","):
         for n in map(int, args.ranks.split(",")):
-            rows.append(launch(preset, n, args))
-            print(json.dumps(rows[-1]), flush=True)
+            new = split_rows(launch(preset, n, args))
             if not args.no_torch:
-                rows.append(torch_run(preset, n, args))
-                print(json.dumps(rows[-1]), flush=True)
+                new.append(torch_run(preset, n, args))
+            for r in new:
+                print(json.dumps(r), flush=True)
+            rows += new
+    rows = with_efficiency(rows)
     print(table(rows))
     path = Path(os.environ.get("OUT", ".")) / "data_parallel.json"
     path.write_text(json.dumps(rows, indent=1))

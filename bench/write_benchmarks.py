@@ -858,14 +858,16 @@ def data_parallel_section(runs) -> list[str]:
             continue
         one = base.setdefault((r["framework"], r["preset"]), r["tokens_per_s"]) \
             if r["ranks"] == 1 else base.get((r["framework"], r["preset"]))
-        eff = r["tokens_per_s"] / (r["ranks"] * one) if one else float("nan")
+        eff = r.get("efficiency") or (r["tokens_per_s"] / (r["ranks"] * one) if one else
+                                      float("nan"))   # the bench's own: against vg.jit's step
         rows.append([r["framework"], r["preset"], str(r["ranks"]), f"{r['tokens_per_s']:,.0f}",
                      f"{eff:.2f}", *(f1(r[k]) if r.get(k) is not None else ""
                                      for k in ("step_ms", "host_ms", "allreduce_ms"))])
     gpus = {r.get("device") for r in run["doc"] if r.get("device")}
     out = ["## Data parallel on MPI: tokens/s on N ranks (issue 24)", "",
            f"{src(run)}; `python3 bench/bench_data_parallel.py` (weak scaling: each rank keeps the "
-           "preset's batch; efficiency = tokens/s / (ranks x one rank's)). "
+           "preset's batch; efficiency = tokens/s / (ranks x one rank's; vkgrad's one rank is the "
+           "plain vg.jit step, where the run has it)). "
            + ("Every rank here shares ONE GPU (" + ", ".join(sorted(gpus)) + "): no multi-GPU "
               "machine was lent, so this checks that the ranks train together, not how they "
               "scale; torch DDP needs a GPU per rank. " if len(gpus) == 1 else "")

@@ -999,7 +999,8 @@ CASES += [
 ]
 
 # --- collectives over a named axis. The world of this one process: the MPI collectives are the
-# identity (tests/test_distributed.py runs them on two ranks); under vmap, reductions.
+# identity, removed by the optimizer (tests/test_distributed.py runs them on two ranks); under
+# vmap, reductions.
 def _over_world(f):
     return vg.distributed.data_parallel(f, axis_name="batch")
 

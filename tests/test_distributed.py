@@ -2,7 +2,8 @@
 
 Two ranks: each test starts `mpirun -n 2` (MPICH from the `distributed` extra, in the venv's
 bin/) on a script of tests/distributed/ with a timeout, on the interpreter and on Vulkan
-(lavapipe). One process: the world of one, vmap's named axes, the errors.
+(lavapipe); the split step needs them (over a world of one nothing splits). One process: the
+world of one (the plain jitted step), vmap's named axes, the errors.
 """
 
 import json
@@ -16,9 +17,8 @@ from child_env import child_env
 
 import vkgrad as vg
 import vkgrad.numpy as vnp
-from vkgrad.execution import segmented
-from vkgrad.execution.segmented import SegmentedRunner
 from vkgrad.runtime import counters
+from vkgrad.runtime.runners import VulkanRunner
 from vkgrad.runtime.device import DeviceInfo, preferred_index
 
 SCRIPTS = Path(__file__).resolve().parent / "distributed"
@@ -69,17 +69,20 @@ def test_collectives_on_two_ranks_match_numpy(backend):
     assert "ok rank 0" in run.stdout and "ok rank 1" in run.stdout, run.stdout
 
 
-def test_a_rank_that_raises_ends_the_job_naming_the_rank_and_the_cause():
-    run = launch("faults.py", "raise", timeout=120)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_rank_that_raises_ends_the_job_naming_the_rank_and_the_cause(backend):
+    """On Vulkan rank 0 waits for the all-reduce on the split step's collectives thread."""
+    run = launch("faults.py", "raise", backend=backend, timeout=120)
     assert run.returncode != 0
     assert ("rank 1 of 2 failed: ValueError: the data loader of rank 1 found a corrupt record"
             in run.stderr), run.stderr
-    assert "finished" not in run.stdout
+    assert "rank 0 step 1 done" not in run.stdout and "finished" not in run.stdout
 
 
 def test_ranks_with_other_shapes_are_stopped_at_the_first_step():
     run = launch("faults.py", "shapes", timeout=120)
     assert run.returncode != 0
+    assert "step 0 done" not in run.stdout, run.stdout      # stopped at the first step
     assert ("data_parallel(step): rank 1 calls it with other shapes than rank 0 (array "
             "argument 1: f32[4,3] vs f32[3,3])" in run.stderr), run.stderr
     assert "faults.py:" in run.stderr          # the user's line
@@ -89,11 +92,54 @@ def test_ranks_with_other_shapes_are_stopped_at_the_first_step():
 def test_ranks_with_other_static_arguments_are_stopped_at_the_first_step():
     run = launch("faults.py", "static", timeout=120)
     assert run.returncode != 0
+    assert "step 0 done" not in run.stdout, run.stdout      # stopped at the first step
     assert ("data_parallel(step): static argument 2 ('lr') differs between the ranks (0.1 on "
             "rank 0; 0.2 on rank 1); every rank must run the same program" in run.stderr), \
         run.stderr
     assert "faults.py:" in run.stderr          # the user's line
     assert "finished" not in run.stdout
+
+
+@pytest.fixture(scope="module")
+def split_run(tmp_path_factory) -> list:
+    """tests/distributed/split.py on 2 ranks on Vulkan: one record per rank."""
+    out = tmp_path_factory.mktemp("split") / "split.json"
+    ok(launch("split.py", out, backend="vulkan", timeout=180))
+    records = json.loads(out.read_text())
+    assert [(r["rank"], r["size"]) for r in records] == [(0, 2), (1, 2)]
+    return records
+
+
+def test_a_collective_splits_a_vulkan_program_into_three_submissions(split_run):
+    """On Vulkan the step's program runs as the part before the pmean (one submission), the
+    gradients read back in one more (both gradients: one read), the pmean on the host, and the
+    part after it (the optimizer, its inputs uploaded with it)."""
+    for r in split_run:
+        three = r["three"]
+        assert three["steps"] == ["run", "host", "run"] and three["fallback"] is None, r
+        assert three["submissions"] == 3, r
+        assert three["error"] <= 1, r
+
+
+def test_a_donated_buffer_another_argument_still_needs_is_not_written_over(split_run):
+    """The same Array passed as a donated argument and as one a later part reads: the part that
+    reads the donated one last must not write over it (the call then does without)."""
+    for r in split_run:
+        d = r["donated"]
+        assert d["steps"] == ["run", "host", "run", "host", "run"], r
+        assert d["error"] <= 1, r
+        assert "was donated to a jitted call" in d["reused"], r
+
+
+def test_gradients_are_reduced_in_buckets_in_the_order_the_backward_computes_them(split_run):
+    """Each bucket's collective sits right after its last gradient, so its all-reduce runs
+    while the later gradients compute: with BUCKET_BYTES = 1 every gradient is its own bucket,
+    the last layer's first."""
+    for r in split_run:
+        b = r["buckets"]
+        assert b["steps"] == ["run", "host"] * 3 + ["run"], r
+        assert b["buckets"] == [["f32[6,2]"], ["f32[5,6]"], ["f32[4,5]"]], r
+        assert b["error"] <= 1, r
 
 
 def donation(tmp_path, mode, *extra, n=2) -> list:
@@ -118,9 +164,9 @@ def test_donated_state_is_written_in_place_by_the_split_step(buckets, tmp_path):
                               + 2 * r["crossing_bytes"]), r
         assert r["reused"].startswith("this f32[256,256] Array was donated to a jitted call"), r
     if not buckets:
-        kept, = donation(tmp_path, "kept", n=None)
-        assert kept["bytes"] > single["bytes"] + kept["gradient_bytes"] + kept["state_bytes"]
-        assert kept["reused"] == "no error"
+        for kept in donation(tmp_path, "kept"):
+            assert kept["bytes"] > single["bytes"] + kept["gradient_bytes"] + kept["state_bytes"]
+            assert kept["reused"] == "no error"
 
 
 # ----------------------------------------------------------------------------- one process
@@ -141,6 +187,75 @@ def test_without_a_launcher_the_world_is_one_process_and_mpi_is_not_loaded():
                                   "False"], out.stderr
 
 
+def _mlp_step(reduce):
+    """An Adam step of a small MLP, its gradients and loss passed through `reduce`."""
+    opt = vg.optim.adam(1e-2)
+
+    def loss_fn(p, x, y):
+        return vnp.mean((vnp.tanh(x @ p["w1"] + p["b1"]) @ p["w2"] - y) ** 2)
+
+    def step(p, state, x, y):
+        loss, g = reduce(vg.value_and_grad(loss_fn)(p, x, y))
+        updates, state = opt.update(g, state, p)
+        return vg.optim.apply_updates(p, updates), state, loss
+    return step, opt
+
+
+def test_in_a_world_of_one_the_step_is_the_plain_jitted_step():
+    """Over a world of one process a collective is the identity: the optimized program of the
+    data-parallel step is the plain jitted step's (the traced one still shows the pmean), it
+    runs as ONE submission, not split, and gives the same bits."""
+    plain, opt = _mlp_step(lambda t: t)
+    parallel, _ = _mlp_step(lambda t: vg.lax.pmean(t, "batch"))
+    rng = np.random.default_rng(3)
+    p = {"w1": rng.standard_normal((6, 8)).astype(np.float32) / 3,
+         "b1": rng.standard_normal(8).astype(np.float32),
+         "w2": rng.standard_normal((8, 2)).astype(np.float32) / 3}
+    x, y = rng.standard_normal((5, 6)).astype(np.float32), rng.standard_normal((5, 2))
+    y = y.astype(np.float32)
+    results, texts = [], []
+    for train in (vg.jit(plain, donate_argnums=(0, 1), backend="vulkan"),
+                  vg.distributed.data_parallel(parallel, donate_argnums=(0, 1),
+                                               backend="vulkan")):
+        params, state = vg.device_put(p), vg.device_put(opt.init(p))
+        params, state, _ = train(params, state, x, y)       # compiles
+        lowered = train.lower(params, state, x, y)
+        assert type(lowered.runner) is VulkanRunner and lowered.fallback_reason is None
+        texts.append({s: lowered.as_text(s) for s in ("traced", "optimized")})
+        before = counters["submissions"]
+        for _ in range(3):
+            params, state, loss = train(params, state, x, y)
+            float(loss)
+        assert counters["submissions"] - before == 3       # one a step
+        results.append(vg.tree_util.tree_leaves((params, state, loss)))
+    assert "psum[axes=(batch,), axis_size=1]" in texts[1]["traced"]
+    assert "psum" not in texts[1]["optimized"]
+    assert texts[1]["optimized"] == texts[0]["optimized"]
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_the_optimizer_removes_collectives_over_one_member():
+    """The sum (max, min) over one member is its value: the simplification pass removes a
+    collective over the world of one, and the psum over a vmap's axis and the world leaves a
+    reduction over the mapped axis (the world's part is removed with the vmap's program)."""
+    def f(x):
+        both = vg.vmap(lambda r: vg.lax.psum(r, ("i", "batch")), axis_name="i")(x)
+        return both * vg.lax.pmax(x, "batch")
+
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    lowered = vg.distributed.data_parallel(f, backend="numpy").lower(x)
+    assert "%3: f32[3,2] = pmax[axes=(batch,), axis_size=1] %0" in lowered.as_text("traced")
+    assert lowered.as_text("optimized") == (
+        "program f(%0: f32[3,2]) -> f32[3,2] {\n"
+        "  %1: f32[2] = reduce_sum[axes=(0,)] %0\n"
+        "  %2: f32[3,2] = mul %1, %0\n"
+        "  return %2\n"
+        "}\n")
+    np.testing.assert_array_equal(np.asarray(vg.distributed.data_parallel(f)(x)),
+                                  x.sum(0) * x)
+
+
 def test_vmap_axis_name_reduces_over_the_mapped_axis():
     x = np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32)
     lax = vg.lax
@@ -157,6 +272,11 @@ def test_vmap_axis_name_reduces_over_the_mapped_axis():
     outer_only = vg.vmap(vg.vmap(lambda v: lax.psum(v, "i"), axis_name="j"), axis_name="i")
     np.testing.assert_allclose(np.asarray(outer_only(x)), np.broadcast_to(x.sum(0), x.shape),
                                rtol=1e-6)
+    # a value the same for every example (closed over: unmapped) summed over the 5 of them
+    w = np.arange(3, dtype=np.float32)
+    same = vg.vmap(lambda v: (v + lax.psum(w, "i"), lax.pmax(w, "i")), axis_name="i")(x)
+    np.testing.assert_allclose(np.asarray(same[0]), x + 5 * w, rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(same[1]), np.broadcast_to(w, x.shape))
 
 
 def test_gradient_through_a_vmapped_pmean_matches_numpy():
@@ -182,56 +302,6 @@ def test_bad_host_collective_arguments_are_clear_errors():
     with pytest.raises(vg.ArgumentError, match="broadcast: root=1 is not a rank of this world "
                                                "of 1"):
         vg.distributed.broadcast(np.ones(2), root=1)
-
-
-def test_a_collective_splits_a_vulkan_program_into_three_submissions():
-    """On Vulkan the step's program runs as the part before the psum (one submission), the
-    gradients read back in one more, the psum on the host, and the part after it (the
-    optimizer, its inputs uploaded with it)."""
-    def step(w, x):
-        g = vg.grad(lambda w: vnp.sum(vnp.tanh(x @ w["a"]) @ w["b"]))(w)
-        return vg.tree_util.tree_map(lambda w, g: w - 0.5 * g, w, vg.lax.pmean(g, "batch"))
-
-    train = vg.distributed.data_parallel(step, backend="vulkan")
-    rng = np.random.default_rng(0)   # gradients past the size a call reads back itself
-    w = {"a": rng.standard_normal((70, 70)).astype(np.float32) / 9,
-         "b": rng.standard_normal((70, 65)).astype(np.float32) / 9}
-    x = rng.standard_normal((4, 70)).astype(np.float32)
-    compiled = train.jitted.lower(w, x)
-    assert isinstance(compiled.runner, SegmentedRunner) and compiled.fallback_reason is None
-    assert [s[0] for s in compiled.runner.steps] == ["run", "host", "run"]
-    train(w, x)
-    before = dict(counters)
-    got = vg.block_until_ready(train(w, x))
-    assert counters["submissions"] - before["submissions"] == 3   # both gradients: one read
-    ref = vg.distributed.data_parallel(step, backend="numpy")(w, x)
-    for k in w:
-        np.testing.assert_allclose(np.asarray(got[k]), np.asarray(ref[k]), rtol=1e-5,
-                                   atol=1e-6)
-
-
-def test_a_donated_buffer_another_argument_still_needs_is_not_written_over():
-    """The same Array passed as a donated argument and as one a later part reads: the part that
-    reads the donated one last must not write over it (the call then does without)."""
-    def step(p, q, x):
-        g = vg.lax.pmean(vg.grad(lambda p: vnp.sum(vnp.tanh(x @ p)))(p), "batch")
-        p = p - 0.5 * g                       # the donated p's last reader
-        total = vg.lax.psum(vnp.sum(p), "batch")
-        return p, q * total                   # q read after it
-
-    rng = np.random.default_rng(2)
-    w = rng.standard_normal((5, 4)).astype(np.float32)
-    x = rng.standard_normal((3, 5)).astype(np.float32)
-    want = vg.distributed.data_parallel(step, backend="numpy")(w, w, x)
-    train = vg.distributed.data_parallel(step, backend="vulkan", donate_argnums=0)
-    assert [s[0] for s in train.jitted.lower(w, w, x).runner.steps] == [
-        "run", "host", "run", "host", "run"]
-    a = vg.device_put(w)
-    got = train(a, a, x)
-    for g, r in zip(got, want):
-        np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=1e-5, atol=1e-6)
-    with pytest.raises(vg.DeletedArrayError, match="was donated to a jitted call"):
-        np.asarray(a)
 
 
 # ----------------------------------------------------------------------------- train_lm
@@ -260,37 +330,6 @@ def test_train_lm_data_parallel_follows_one_process_and_resumes_on_any_number_of
     train_lm(one, "--resume", "--steps", "3")
     assert len(losses(two)) == len(losses(one)) == 3
     np.testing.assert_allclose(losses(two), losses(one), rtol=1e-5)
-
-
-def test_gradients_are_reduced_in_buckets_in_the_order_the_backward_computes_them(
-        monkeypatch):
-    """Each bucket's collective sits right after its last gradient, so its all-reduce runs
-    while the later gradients compute: here every gradient is its own bucket, the last
-    layer's first."""
-    monkeypatch.setattr(segmented, "BUCKET_BYTES", 1)
-
-    def loss(p, x):
-        h = vnp.tanh(vnp.tanh(x @ p["w1"]) @ p["w2"])
-        return vnp.sum((h @ p["w3"]) ** 2)
-
-    def step(p, x):
-        g = vg.lax.pmean(vg.grad(loss)(p, x), "batch")
-        return vg.tree_util.tree_map(lambda a, b: a - 0.1 * b, p, g)
-
-    rng = np.random.default_rng(0)
-    p = {k: rng.standard_normal(s).astype(np.float32) / 3
-         for k, s in [("w1", (4, 5)), ("w2", (5, 6)), ("w3", (6, 2))]}
-    x = rng.standard_normal((3, 4)).astype(np.float32)
-    train = vg.distributed.data_parallel(step, backend="vulkan")
-    got = train(p, x)
-    steps = train.jitted.lower(p, x).runner.steps
-    assert [s[0] for s in steps] == ["run", "host"] * 3 + ["run"]
-    assert [[str(v.type) for v in s[1].inputs] for s in steps if s[0] == "host"] == [
-        ["f32[6,2]"], ["f32[5,6]"], ["f32[4,5]"]]
-    want = vg.distributed.data_parallel(step, backend="numpy")(p, x)
-    for k in p:
-        np.testing.assert_allclose(np.asarray(got[k]), np.asarray(want[k]), rtol=1e-5,
-                                   atol=1e-6)
 
 
 def test_the_local_rank_picks_one_of_the_preferred_devices():

@@ -19,6 +19,8 @@ device here): a collective over it stays in the program as an eqn (vkgrad/primit
 collective.py), which the interpreter runs as an MPI all-reduce and which splits a Vulkan
 program into submissions with the all-reduce on the host between them
 (vkgrad/execution/segmented.py), donated arguments donated to the part that reads them last.
+In a world of one the collectives are the identity and the optimizer removes them: the step
+is the plain jitted step, one program.
 Each call first checks that every rank calls with the same argument shapes and static
 arguments (a mismatch would otherwise hang or garble the all-reduce).
 

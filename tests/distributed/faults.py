@@ -2,7 +2,8 @@
     raise    rank 1 raises in its second step while rank 0 waits in the step's all-reduce
     shapes   rank 1 passes a batch of another shape from its first step
     static   rank 1 passes another learning rate (a static argument) from its first step
-Each must end the whole job with a message naming the rank and the cause."""
+Each must end the whole job with a message naming the rank and the cause; each rank prints a
+line after each step it finishes."""
 
 import sys
 
@@ -27,6 +28,7 @@ def main(mode):
         if mode == "raise" and rank == 1 and i == 1:
             raise ValueError("the data loader of rank 1 found a corrupt record")
         w = train(w, np.ones((rows, 3), np.float32), lr)
+        print(f"rank {rank} step {i} done", flush=True)
     print("finished", flush=True)
 
 

@@ -12,12 +12,12 @@ dispatches after it). The carries stay on the device between chunks; a small one
 the host with the predicate. CHUNK = 1 is one round trip an iteration. bench/bench_while.py
 measures the choice (docs/compiler.md, "Loops and conditionals", has the numbers).
 
-Each collective (a psum over the MPI world: vkgrad/distributed.py) runs on the host: its
-operands read back, reduced on the collectives thread while the next program runs, its results
-uploaded by the first program that reads them (a large one split into buckets, DDP's:
-`_bucketed`). A debug callback (vg.debug.print) is a host step the same way: its operands read
-back, the callback called on the collectives thread, in program order, all done before the
-call returns.
+Each collective (a psum over an MPI world of two or more: vkgrad/distributed.py; over one
+member the optimizer has removed it) runs on the host: its operands read back, reduced on the
+collectives thread while the next program runs, its results uploaded by the first program
+that reads them (a large one split into buckets, DDP's: `_bucketed`). A debug callback
+(vg.debug.print) is a host step the same way: its operands read back, the callback called on
+the collectives thread, in program order, all done before the call returns.
 
 Donated arguments (donate_argnums) are donated to the part that reads them last, which may
 write its results over them as one jitted program does: the optimizer's part of a

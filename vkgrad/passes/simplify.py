@@ -4,6 +4,7 @@ A row is `Rule(name, prim, fn)`; `fn(eqn, producer)` sees the eqn with its opera
 rewritten and `producer` (Var -> the eqn defining it, in the rewritten program) and returns
     None          no match;
     a Var/Literal the eqn's (single) output is that value: uses are redirected to it;
+    a tuple       of Var/Literal, one per output of a multiple-results eqn, likewise;
     an Eqn        a cheaper eqn defining the SAME output Var.
 A Var/Literal replacement must have exactly the output's type (checked here, so a row cannot
 change a program's types). Rows apply until nothing changes; eqns left unused are removed.
@@ -48,7 +49,11 @@ def _lit(x, *values) -> bool:
 
 def _fits(x, e):
     """x, if it has exactly the type of e's output (else no rewrite)."""
-    return x if x.shape == e.out.shape and x.dtype == e.out.dtype else None
+    return x if _same_type(x, e.out) else None
+
+
+def _same_type(x, v) -> bool:
+    return x.shape == v.shape and x.dtype == v.dtype
 
 
 def _other(e, d, value):
@@ -206,6 +211,9 @@ RULES = [
     Rule("implicit_broadcast", None, _implicit_broadcast),
     # op(literal, ...) -> literal   (constant folding of scalar elementwise ops)
     Rule("fold_constants", None, _fold),
+    # psum(xs) over an axis of one member -> xs   (and pmax, pmin: a world of one process)
+    *[Rule(f"{p.name}_one_member", p, lambda e, d: e.inputs if e.params["axis_size"] == 1
+           else None) for p in (P.psum_p, P.pmax_p, P.pmin_p)],
 ]
 
 
@@ -238,11 +246,12 @@ class Simplify(Pass):
                 r = rule.fn(e, producer)
                 if r is None:
                     continue
+                values = r if isinstance(r, tuple) else (r,)
                 if isinstance(r, Eqn):
                     assert r.outputs == e.outputs, rule.name
                     e = r
-                elif _fits(r, e) is not None:
-                    env[e.out] = r
+                elif len(values) == len(e.outputs) and all(map(_same_type, values, e.outputs)):
+                    env.update(zip(e.outputs, values))
                     e = None
                 else:
                     continue

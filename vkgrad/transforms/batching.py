@@ -26,7 +26,7 @@ from vkgrad import primitives as P
 from vkgrad.errors import ArgumentError, IRError, MissingRuleError
 from vkgrad.ir.core import Literal, Program, batching_rules, program_transforms, type_str
 from vkgrad.passes.inline import inline_custom
-from vkgrad.primitives.collective import batching_axis
+from vkgrad.primitives.collective import batching_axis, over_mapped_axis
 from vkgrad.tracer.core import bind_eqn, new_trace, source_context, user_source
 
 
@@ -42,7 +42,7 @@ def batch_program(program: Program, in_dims, out_axes, size: int, name: str | No
     `axis_name`: the mapped axis' name, which collectives over it reduce (a loop body batched
     inside keeps the enclosing vmap's name)."""
     if axis_name is not None:
-        with batching_axis(axis_name):
+        with batching_axis(axis_name, size):
             return batch_program(program, in_dims, out_axes, size, name, out_names)
     program = inline_custom.apply(program)
     with new_trace(name or program.name) as t:
@@ -58,7 +58,7 @@ def batch_program(program: Program, in_dims, out_axes, size: int, name: str | No
 
         for e in program.eqns:
             vals, dims = zip(*(read(x) for x in e.inputs)) if e.inputs else ((), ())
-            if all(d is None for d in dims):
+            if all(d is None for d in dims) and not over_mapped_axis(e):
                 outs = bind_eqn(e.prim, vals, e.params, source=e.source, phase=e.phase)
                 outs = outs if e.prim.multiple_results else [outs]
                 env.update((o, (r, None)) for o, r in zip(e.outputs, outs))
