@@ -177,6 +177,9 @@ def bench_compile(body, lengths, d, batch, rounds, loops=("secondary",), with_ja
                              for k, v in per.items() if not k.endswith("recorded_ops")}
         row.update({k: v[-1] for k, v in per.items() if k.endswith("recorded_ops")})
         row["vkgrad_dispatches_planned"] = lowered.stats().get("dispatches")
+        lw = lowered.lowered      # each loop body's dispatches (lowering/loops.py)
+        row["vkgrad_loop_bodies"] = [[s.launch.name for s in lw.steps[a:b]]
+                                     for a, b, _ in lw.loops] if lw is not None else None
         row["vkgrad_backend"] = lowered.backend
         keys = {mode: "vkgrad" if mode == "secondary" else f"vkgrad_{mode}" for mode in loops}
         words = [f"{mode} compile {row[k]['median_s']:.3f} s (a call "
@@ -187,7 +190,8 @@ def bench_compile(body, lengths, d, batch, rounds, loops=("secondary",), with_ja
                          f"{row['jax_run']['median_s'] * 1e3:.1f} ms)")
         print(f"  {body} {n} steps: vkgrad " + ", ".join(words)
               + f"; vkgrad plans {row['vkgrad_dispatches_planned']} dispatches "
-                f"({lowered.backend})", flush=True)
+                f"({lowered.backend}), loop bodies of "
+                f"{[len(b) for b in row['vkgrad_loop_bodies'] or ()]}", flush=True)
     return res
 
 

@@ -54,29 +54,41 @@ def move_launch(mode: int, n: int, *, src_stride=0, dst_stride=0, length=0, reve
 
 MAX_MOVES = 8     # copies in one dispatch: 2 + 3 * 8 push words (104 of Vulkan's 128 bytes)
 
+# The counter is two words. The step's first dispatch (its slices in) reads the index from word
+# IN and hands it to word OUT; its last (its slices out and the carries written back) reads OUT
+# and writes IN = OUT + 1 for the next step. Each dispatch reads one word and writes the other,
+# so no invocation reads a word another one writes, and the step needs no dispatch of its own
+# to count (dispatches between the two, literal fills, read IN as loop_copy.comp does).
+IN, OUT = 0, 1
 
-def moves_launch(sizes, length: int, reverse: bool) -> Launch:
+
+def moves_launch(sizes, length: int, reverse: bool, *, last: bool) -> Launch:
     """One dispatch for several iteration-slice copies (`sizes`: (n, src_stride, dst_stride)
-    words each): binding 0 the counter, then each copy's source and destination. A step of a
-    scan copies every x in and every y out (a gradient's forward stacks each residual): one
-    dispatch for them all, not one each, since each dispatch of a replayed body costs its own
-    launch and barrier."""
+    words each; none: it only hands the counter on): binding 0 the counter, then each copy's
+    source and destination; the step's first dispatch (`last` False) or its last. A step of a
+    scan copies every x in and every y out (a gradient's forward stacks each residual) and
+    writes every carry back: one dispatch for each side, not one each, since each dispatch of
+    a replayed body costs its own launch and barrier."""
     m = len(sizes)
+    read, write, inc = (OUT, IN, " + 1u") if last else (IN, OUT, "")
     decl = "".join(f"layout(std430, binding = {1 + 2 * j}) readonly buffer S{j} {{ uint s{j}[]; }};\n"
                    f"layout(std430, binding = {2 + 2 * j}) buffer D{j} {{ uint d{j}[]; }};\n"
                    for j in range(m))
     words = "".join(f" uint n{j}; uint ss{j}; uint ds{j};" for j in range(m))
     body = "".join(f"    for (uint i = gl_GlobalInvocationID.x; i < n{j}; i += stride)\n"
                    f"        d{j}[idx * ds{j} + i] = s{j}[idx * ss{j} + i];\n" for j in range(m))
-    source = (f"// {m} copies of a loop step's slices (vkgrad/lowering/loops.py, moves_launch)\n"
+    source = (f"// {m} copies of a loop step's slices, its {'last' if last else 'first'} "
+              "dispatch (vkgrad/lowering/loops.py, moves_launch)\n"
               "#version 450\nlayout(local_size_x = 256) in;\n"
-              "layout(std430, binding = 0) readonly buffer Counter { uint counter[]; };\n"
+              "layout(std430, binding = 0) buffer Counter { uint counter[]; };\n"
               f"{decl}layout(push_constant) uniform Push {{ uint length_; uint reverse;{words} }};\n"
               "void main() {\n    uint stride = gl_NumWorkGroups.x * 256u;\n"
-              "    uint t = counter[0];\n    uint idx = reverse != 0u ? length_ - 1u - t : t;\n"
+              f"    uint t = counter[{read}];\n"
+              f"    if (gl_GlobalInvocationID.x == 0u) counter[{write}] = t{inc};\n"
+              "    uint idx = reverse != 0u ? length_ - 1u - t : t;\n"
               f"{body}}}\n")
-    groups = (min(cdiv(max(max(n for n, _, _ in sizes), 1), 256), 1024), 1, 1)
-    return Launch(f"loop_copy_{m}", source, 1 + 2 * m, groups,
+    groups = (min(cdiv(max(max((n for n, _, _ in sizes), default=1), 1), 256), 1024), 1, 1)
+    return Launch(f"loop_{'out' if last else 'in'}_{m}", source, 1 + 2 * m, groups,
                   push=(length, int(reverse), *(w for size in sizes for w in size)))
 
 
@@ -112,30 +124,20 @@ class ScanLowering:
         c = self.counter
         self.b.add(launch, [src, dst, c], self.e, [src, c], [dst])
 
-    def move_slices(self, pairs, *, into_stack: bool) -> None:
-        """Each (src, dst) pair moved as `move` does, the iteration's slice of a stacked value:
-        into a body input (into_stack False: src is a scanned operand) or out of the body into
-        its stacked result (True). Literals are filled one by one; the copies go MAX_MOVES to
-        a dispatch (what one dispatch may bind permitting)."""
-        copies = []
-        for src, dst in pairs:
-            n = _size(dst if not into_stack else src)
-            if isinstance(src, Literal):
-                self.move(src, dst, dst_stride=n)
-            else:
-                copies.append((src, dst, (n, 0, n) if into_stack else (n, n, 0)))
+    def moves(self, copies, *, last: bool, keep=()) -> None:
+        """The step's first (`last` False) or last dispatch: each (src, dst, (n, src_stride,
+        dst_stride)) copy, MAX_MOVES to a dispatch (what one dispatch may bind permitting),
+        each dispatch handing the counter on (idempotently: a second one writes the same
+        word). `keep`: values its last dispatch reads, to keep them alive over the loop."""
         per = min(MAX_MOVES, (max_bindings(self.b.target) - 1) // 2)
         p, c = self.e.params, self.counter
-        for k in range(0, len(copies), per):
+        for k in range(0, max(len(copies), 1), per):
             part = copies[k:k + per]
-            if len(part) == 1:
-                src, dst, (n, ss, ds) = part[0]
-                self.move(src, dst, src_stride=ss, dst_stride=ds)
-                continue
-            launch = moves_launch([size for _, _, size in part], p["length"], p["reverse"])
+            launch = moves_launch([size for _, _, size in part], p["length"], p["reverse"],
+                                  last=last)
             refs = [c] + [r for src, dst, _ in part for r in (src, dst)]
-            self.b.add(launch, refs, self.e, [c] + [src for src, _, _ in part],
-                       [dst for _, dst, _ in part])
+            self.b.add(launch, refs, self.e, [c, *(src for src, _, _ in part), *keep],
+                       [c, *(dst for _, dst, _ in part)])
 
     def lower(self) -> None:
         b, e, p = self.b, self.e, self.e.params
@@ -145,41 +147,59 @@ class ScanLowering:
         b_const, b_carry, b_x = (body.inputs[:nc], body.inputs[nc:nc + nk],
                                  body.inputs[nc + nk:])
         out_carry, out_y = body.outputs[:nk], body.outputs[nk:]
-        self.counter = Var((1,), "i32")
+        self.counter = c = Var((2,), "i32")
         ys = [root(o) for o in e.outputs[nk:]]
         across = [*(root(v) for v in b_const), *b_carry,
-                  *(root(x) for x in xs if isinstance(x, Var)), *ys, self.counter]
+                  *(root(x) for x in xs if isinstance(x, Var)), *ys, c]
         for src, dst in zip([*consts, *init], [*b_const, *b_carry]):
             if root(dst) is dst:    # (a const operand's buffer is the body's input itself)
                 self.move(src if isinstance(src, Literal) else root(src), dst)
-        c = self.counter
-        b.add(move_launch(SET, 1, value=0), [c, c, c], e, [c, *across], [c])
+        b.add(move_launch(SET, 1, value=IN), [c, c, c], e, [c, *across], [c])
         start = len(b.raw)
-        self.move_slices([(root(x), v) for x, v in zip(xs, b_x)], into_stack=False)
+        copies_in, copies_out, fills = [], [], []
+        for x, v in zip(xs, b_x):
+            if isinstance(x, Literal):
+                fills.append((x, v, 0))
+            else:
+                copies_in.append((root(x), v, (_size(v), _size(v), 0)))
+        carried = set(b_carry)
+        for y, dst in zip(out_y, ys):
+            y = y if isinstance(y, Literal) else root(y)
+            n = _size(y)
+            if isinstance(y, Literal):
+                fills.append((y, dst, n))
+            else:     # the carry entering the step is stacked before the step writes it back
+                (copies_in if y in carried else copies_out).append((y, dst, (n, 0, n)))
+        if copies_in or ys:
+            self.moves(copies_in, last=False)
         for be in body.eqns:
             b.eqn(be)
-        self.move_slices([(y if isinstance(y, Literal) else root(y), dst)
-                          for y, dst in zip(out_y, ys)], into_stack=True)
-        self._write_back(out_carry, b_carry)
-        b.add(move_launch(STEP, 1), [c, c, c], e, [c, *across], [c])
+        copies_out += self._write_back(out_carry, b_carry, fills)
+        for src, dst, stride in fills:
+            self.move(src, dst, dst_stride=stride)
+        self.moves(copies_out, last=True, keep=across)
         b.loops.append((start, len(b.raw), p["length"]))
         for v, o in zip(b_carry, e.outputs[:nk]):
             self.move(v, root(o))
 
-    def _write_back(self, outs, carry) -> None:
-        """carry[i] = outs[i] for the next iteration. An output that is itself one of the carry
-        inputs goes through a temporary first (else a swap would read a written carry)."""
-        srcs = []
+    def _write_back(self, outs, carry, fills) -> list:
+        """The copies carry[i] = outs[i] for the next iteration (a literal goes to `fills`),
+        made by the step's last dispatch. An output that is itself one of the carry inputs is
+        moved to a temporary first, since that dispatch writes the carry inputs (a swap)."""
+        copies = []
         for o, v in zip(outs, carry):
             s = o if isinstance(o, Literal) else self.b.root(o)
-            if isinstance(s, Var) and s in carry and s is not v:
+            if isinstance(s, Literal):
+                fills.append((s, v, 0))
+                continue
+            if s is v:
+                continue
+            if s in carry:
                 t = Var(v.shape, v.dtype)
                 self.move(s, t)
                 s = t
-            srcs.append(s)
-        for s, v in zip(srcs, carry):
-            if s is not v:
-                self.move(s, v)
+            copies.append((s, v, (_size(v), 0, 0)))
+        return copies
 
 
 def recorded_runs(n: int, loops) -> list:
