@@ -26,7 +26,9 @@ On the NVIDIA device machine, from the repo root (with .gpu carried):
 3. A while loop in a scan body (50 steps, each a while of 1-8 iterations of a 64-wide tanh
    layer, batch 8): ms a call on Vulkan (bounded: 16 masked iterations a step) and on the
    interpreter.
-JSON to $OUT/control_flow.json ($OUT/scan_compile.json with --compile-only).
+4. --profile (alone): each loop kernel's GPU time a step (vg.profile), 1,000 steps of each body.
+JSON to $OUT/control_flow.json ($OUT/scan_compile.json with --compile-only,
+$OUT/loop_profile.json with --profile).
 """
 
 from __future__ import annotations
@@ -195,6 +197,27 @@ def bench_compile(body, lengths, d, batch, rounds, loops=("secondary",), with_ja
     return res
 
 
+def profile_loop(body, n, d, batch, runs=3):
+    """Where a step's time goes: vg.profile (GPU timestamps) of the value and gradient of
+    `body` over n steps, each loop body's kernels with their median GPU us per step (timestamps
+    record the loop inline, the same dispatches and barriers as the secondary)."""
+    make_inputs, vk_fn, _, argnums = BODIES[body]
+    f = vg.jit(vg.value_and_grad(vk_fn, argnums=argnums), backend="vulkan")
+    args = make_inputs(n, d, batch)
+    lw = f.lower(*args).lowered
+    prof = vg.profile(f, *args, runs=runs)
+    res = {"body": body, "steps": n, "d": d, "batch": batch, "total_us": prof.total_us,
+           "loops": []}
+    for a, b, count in lw.loops:
+        kernels = [(r.kernel, r.primitives, r.us / count) for r in prof.rows[a:b]]
+        res["loops"].append({"count": count, "us_per_step": sum(k[2] for k in kernels),
+                             "kernels": [{"kernel": k, "primitives": p, "us_per_step": us}
+                                         for k, p, us in kernels]})
+        print(f"  {body}, a loop of {count} steps: {sum(k[2] for k in kernels):.1f} us a step: "
+              + ", ".join(f"{k} {us:.1f}" for k, _, us in kernels), flush=True)
+    return res
+
+
 def bench_nested_while(steps, d, batch, rounds):
     """A while loop in a scan body (vkgrad/execution/segmented.py, bounded): `steps` steps,
     each a while of 1-8 iterations of x = tanh(x @ w) + 0.5 (x f32[batch, d]), run on Vulkan
@@ -240,6 +263,9 @@ def main():
                     help="ways vkgrad records a loop's body, compared in the compile rows")
     ap.add_argument("--no-jax", action="store_true", help="vkgrad only in the compile rows")
     ap.add_argument("--quick", action="store_true", help="tiny preset, short scans")
+    ap.add_argument("--profile", action="store_true",
+                    help="only the GPU time of each loop kernel per step (vg.profile), "
+                    "1,000 steps of each body")
     args = ap.parse_args()
     preset, lengths, d, batch = "small", (10, 1000, 10000), 256, 32
     if args.quick:
@@ -250,6 +276,13 @@ def main():
     t0 = time.perf_counter()
     results = {"device": get_device().info.name, "date": time.strftime("%Y-%m-%d"),
                "preset": preset}
+    if args.profile:
+        for body in args.bodies.split(","):
+            print(f"GPU time a step ({body}, value and gradient, vg.profile):", flush=True)
+            results[f"loop_profile_{body}"] = profile_loop(body, 100 if args.quick else 1000,
+                                                           d, batch)
+        bench_lm.finish(results, t0, "loop_profile.json")
+        return
     if not args.compile_only:
         print("GRU LM training step, vkgrad against JAX (lax.scan):", flush=True)
         results["gru_lm"] = bench_lm.bench_model("gru", preset, args, train_lm.load_text())

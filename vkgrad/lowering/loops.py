@@ -52,7 +52,9 @@ def move_launch(mode: int, n: int, *, src_stride=0, dst_stride=0, length=0, reve
                   push=(mode, n, src_stride, dst_stride, length, int(reverse), value))
 
 
-MAX_MOVES = 8     # copies in one dispatch: 2 + 3 * 8 push words (104 of Vulkan's 128 bytes)
+# copies in one dispatch: 2 + 30 push words, Vulkan's guaranteed 128 bytes (and 61 bindings
+# where the device allows them: lavapipe 32, so 15)
+MAX_MOVES = 30
 
 # The counter is two words. The step's first dispatch (its slices in) reads the index from word
 # IN and hands it to word OUT; its last (its slices out and the carries written back) reads OUT
@@ -63,20 +65,24 @@ IN, OUT = 0, 1
 
 
 def moves_launch(sizes, length: int, reverse: bool, *, last: bool) -> Launch:
-    """One dispatch for several iteration-slice copies (`sizes`: (n, src_stride, dst_stride)
-    words each; none: it only hands the counter on): binding 0 the counter, then each copy's
-    source and destination; the step's first dispatch (`last` False) or its last. A step of a
-    scan copies every x in and every y out (a gradient's forward stacks each residual) and
-    writes every carry back: one dispatch for each side, not one each, since each dispatch of
-    a replayed body costs its own launch and barrier."""
+    """One dispatch for several copies (`sizes`: (n, src_stride, dst_stride) words each, each
+    stride 0 or n: the iteration's slice of a scanned operand in, of a stacked result out, or
+    a whole carry; none: it only hands the counter on), the step's first dispatch (`last`
+    False) or its last: binding 0 the counter, then each copy's source and destination. A
+    step of a scan copies every x in and every y out (a gradient's forward stacks each
+    residual) and writes every carry back: one dispatch for each side, not one each, since
+    each dispatch of a replayed body costs its own launch and barrier. Which strides are n is
+    in the source; the sizes are push constants, so shapes share a shader."""
     m = len(sizes)
     read, write, inc = (OUT, IN, " + 1u") if last else (IN, OUT, "")
     decl = "".join(f"layout(std430, binding = {1 + 2 * j}) readonly buffer S{j} {{ uint s{j}[]; }};\n"
                    f"layout(std430, binding = {2 + 2 * j}) buffer D{j} {{ uint d{j}[]; }};\n"
                    for j in range(m))
-    words = "".join(f" uint n{j}; uint ss{j}; uint ds{j};" for j in range(m))
+    words = "".join(f" uint n{j};" for j in range(m))
+    at = lambda j, stride: f"idx * n{j} + i" if stride else "i"
     body = "".join(f"    for (uint i = gl_GlobalInvocationID.x; i < n{j}; i += stride)\n"
-                   f"        d{j}[idx * ds{j} + i] = s{j}[idx * ss{j} + i];\n" for j in range(m))
+                   f"        d{j}[{at(j, ds)}] = s{j}[{at(j, ss)}];\n"
+                   for j, (_, ss, ds) in enumerate(sizes))
     source = (f"// {m} copies of a loop step's slices, its {'last' if last else 'first'} "
               "dispatch (vkgrad/lowering/loops.py, moves_launch)\n"
               "#version 450\nlayout(local_size_x = 256) in;\n"
@@ -89,7 +95,7 @@ def moves_launch(sizes, length: int, reverse: bool, *, last: bool) -> Launch:
               f"{body}}}\n")
     groups = (min(cdiv(max(max((n for n, _, _ in sizes), default=1), 1), 256), 1024), 1, 1)
     return Launch(f"loop_{'out' if last else 'in'}_{m}", source, 1 + 2 * m, groups,
-                  push=(length, int(reverse), *(w for size in sizes for w in size)))
+                  push=(length, int(reverse), *(n for n, _, _ in sizes)))
 
 
 def _size(v) -> int:
