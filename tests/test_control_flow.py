@@ -228,16 +228,42 @@ def test_the_transposed_scan_body_reads_stacked_residuals_and_does_no_forward_wo
     assert lowered.fallback_reason is None
     # a step is its body's kernels between two moves (lowering/loops.py): the forward's first
     # dispatch moves x in and stacks the carry entering the step, its last stacks y and 2
-    # residuals and writes the carry back; the transposed body's first moves its 4 xs in (the
-    # residuals and y's cotangent), its last writes its 2 carries back. Neither counts steps
-    # in a dispatch of its own.
+    # residuals and writes the carry back (the matmul reads h whole: it cannot write over it);
+    # the transposed body's first moves its 4 xs in (the residuals and y's cotangent), and its
+    # matmuls write both its carries over the old values (h's cotangent: nothing reads the old
+    # one after fused_13; w's: read in the matmul's store only, at the element it stores), so
+    # its last copies nothing. Neither counts steps in a dispatch of its own.
     assert loop_bodies(lowered) == [
         ["loop_in_2", "matmul_wide64", "reduce_sum", "loop_out_4"],
-        ["loop_in_4", "fused_13", "matmul_wide64", "matmul_wide64", "loop_out_2"]]
+        ["loop_in_4", "fused_13", "matmul_wide64", "matmul_wide64", "loop_out_0"]]
     got, want = g(W, h0, XS), vg.value_and_grad(_residual_rnn, argnums=(0, 1))(W, h0, XS)
     close(got[0], want[0], rtol=1e-5)
     close(got[1][0], want[1][0], rtol=1e-4, atol=1e-6)
     close(got[1][1], want[1][1], rtol=1e-4, atol=1e-6)
+
+
+def test_carries_written_over_their_old_values_and_swapped_on_vulkan():
+    """A step's carries on Vulkan (lowering/loops.py): s, computed elementwise from its old
+    value that nothing else reads, is written over it (no copy); b (read by the matmul after
+    its new value is made) and m (read whole by the matmul that makes its new value) are
+    copied back by the step's last dispatch, with y; a's new value is b's old one, a swap,
+    through a temporary. Values as the interpreter's at 1 and 7 steps, forward and reverse."""
+    def fun(a, b, m, xs):
+        def step(c, x):
+            a, b, m, s = c
+            return (b, a * 0.5 + x, vnp.tanh(m @ W + b[None, :]).reshape(1, 3),
+                    s * 0.9 + x), a.sum()
+        return [lax.scan(step, (a, b, m, a), xs, reverse=r) for r in (False, True)]
+    a, b, m = (RNG.standard_normal(3).astype(np.float32) for _ in range(3))
+    for n in (1, 7):
+        xs = RNG.standard_normal((n, 3)).astype(np.float32)
+        args = (a, b, m.reshape(1, 3), xs)
+        f = vg.jit(fun, backend="vulkan")
+        got, want = f(*args), fun(*args)
+        for g, w in zip(vg.tree_util.tree_leaves(got), vg.tree_util.tree_leaves(want)):
+            close(g, w, rtol=1e-5)
+    assert loop_bodies(f.lower(*args))[0] == [
+        "loop_in_1", "fused_6", "matmul_wide64", "reduce_sum", "loop_copy", "loop_out_4"]
 
 
 def test_a_checkpointed_scan_body_recomputes_what_its_policy_does_not_save():

@@ -169,18 +169,26 @@ class ScanLowering:
             else:
                 copies_in.append((root(x), v, (_size(v), _size(v), 0)))
         carried = set(b_carry)
+        late = []
         for y, dst in zip(out_y, ys):
             y = y if isinstance(y, Literal) else root(y)
             n = _size(y)
             if isinstance(y, Literal):
                 fills.append((y, dst, n))
-            else:     # the carry entering the step is stacked before the step writes it back
-                (copies_in if y in carried else copies_out).append((y, dst, (n, 0, n)))
+            elif y in carried:    # the carry entering the step, stacked before it is written
+                copies_in.append((y, dst, (n, 0, n)))
+            else:
+                late.append((y, dst, n))
         if copies_in or ys:
             self.moves(copies_in, last=False)
+        first = len(b.raw)
         for be in body.eqns:
             b.eqn(be)
-        copies_out += self._write_back(out_carry, b_carry, fills)
+        outs = [root(o) if isinstance(o, Var) else o for o in out_carry]
+        over = self._in_place(first, outs, b_carry)
+        copies_out = [(over.get(y, y), dst, (n, 0, n)) for y, dst, n in late]
+        copies_out += self._write_back([over.get(o, o) if isinstance(o, Var) else o
+                                        for o in outs], b_carry, fills)
         for src, dst, stride in fills:
             self.move(src, dst, dst_stride=stride)
         self.moves(copies_out, last=True, keep=across)
@@ -188,13 +196,45 @@ class ScanLowering:
         for v, o in zip(b_carry, e.outputs[:nk]):
             self.move(v, root(o))
 
+    def _in_place(self, first: int, outs, carry) -> dict:
+        """Carries whose new value the body's dispatches (b.raw[first:]) write over the old
+        one, so no copy writes it back: {new value: its carry input}, those dispatches
+        rewritten to write (and their later readers to read) the carry input's buffer. Where
+        the one dispatch that writes the new value reads the old one only at the element it
+        stores (its in_place pairs: an accumulated gradient, `g + h.T @ d`, in a matmul's
+        store), or not at all, no later dispatch of the step reads the old value, and no other
+        carry's new value is it (a swap), not inside a nested loop (whose later iterations
+        would read the old value again)."""
+        raw, inner = self.b.raw, [r for r in self.b.loops if r[0] >= first]
+        over = {}
+        for s, v in zip(outs, carry):
+            if not isinstance(s, Var) or s is v or s in carry or s in over or v in outs or \
+                    s.dtype != v.dtype or _size(s) != _size(v):
+                continue
+            w = [i for i in range(first, len(raw)) if s in raw[i][4]]
+            if len(w) != 1 or any(a <= w[0] < z for a, z, _ in inner):
+                continue
+            w = w[0]
+            if v in raw[w][1] and (v, s) not in raw[w][5]:
+                continue
+            if any(v in raw[i][1] or v in raw[i][3] for i in range(w + 1, len(raw))):
+                continue
+            over[s] = v
+        for i in range(first, len(raw)):
+            launch, refs, e, reads, writes, in_place = raw[i]
+            sub = lambda xs: [over.get(x, x) if isinstance(x, Var) else x for x in xs]
+            if any(isinstance(x, Var) and x in over for x in (*refs, *reads, *writes)):
+                raw[i] = (launch, sub(refs), e, list(dict.fromkeys(sub(reads))),
+                          list(dict.fromkeys(sub(writes))),
+                          {(a, o) for a, o in in_place if o not in over and a not in over})
+        return over
+
     def _write_back(self, outs, carry, fills) -> list:
-        """The copies carry[i] = outs[i] for the next iteration (a literal goes to `fills`),
+        """The copies carry[i] = outs[i] (roots) for the next iteration (a literal goes to `fills`),
         made by the step's last dispatch. An output that is itself one of the carry inputs is
         moved to a temporary first, since that dispatch writes the carry inputs (a swap)."""
         copies = []
-        for o, v in zip(outs, carry):
-            s = o if isinstance(o, Literal) else self.b.root(o)
+        for s, v in zip(outs, carry):
             if isinstance(s, Literal):
                 fills.append((s, v, 0))
                 continue
