@@ -5,30 +5,43 @@ the body once, into a secondary command buffer the sequence executes `length` ti
 copied per step.
 
 Each replay is the same recorded dispatches: the iteration index lives on the device, in a
-one-word counter that kernels_glsl/loop_copy.comp reads and the last dispatch of the body
-increments. Around the body:
+two-word counter (IN, OUT below) that the step's first and last dispatches hand on, so no
+dispatch of its own counts. Around the body:
 
     before   init -> the carry inputs (copies; a literal is filled), counter = 0; the body
              reads its consts from the operands' own buffers (lower.py aliases them; a literal
              const is filled into a buffer of its own)
-    each     xs[idx] -> the body's x inputs; the body's dispatches; y -> ys[idx]; the carry
-             outputs -> the carry inputs (through a temporary where a carry output IS another
-             carry input: a swap); counter += 1          (idx = counter, or length-1-counter)
-             (the slices in, and the slices out, each one dispatch of up to MAX_MOVES copies:
-             a gradient's scans move a slice per residual every step)
+    each     first: xs[idx] -> the body's x inputs, and a y that is the carry entering the
+                    step -> ys[idx]                                     (idx from word IN)
+             the body's dispatches
+             last:  the other ys -> ys[idx], the carry outputs -> the carry inputs, word IN =
+                    word OUT + 1       (idx = the counter, or length-1-counter where reverse)
+             (first and last each one dispatch of up to MAX_MOVES copies: a gradient's scans
+             move a slice per residual every step; a literal y is filled by a dispatch of
+             its own, a swap goes through a temporary first, since the last dispatch writes
+             every carry input)
     after    the carry inputs -> the scan's final carry
 
+A carry whose new value the one dispatch that makes it may write over the old one (its
+in_place pairs: the old value read only at the element stored, as an accumulated gradient in a
+matmul's store; or not read there at all) and that nothing later in the step reads, is written
+in place: no copy a step (`_in_place`). So a step of an RNN's forward is 4 dispatches (in, the
+matmul with its tanh, h.sum(), out) and its transposed body's 5 (in, tanh's backward, two
+matmuls that write both carries in place, out: the counter alone), where a step was 6 and 7
+with a copy dispatch per carry and a dispatch counting; each dispatch of a step costs a launch
+and a barrier on every replay.
+
 Memory: a value read or written in more than one iteration (the carries, the consts, xs, ys,
-the counter) is kept alive across the whole loop: the counter reset reads it and the increment
-reads it again, so the memory plan (first write .. last read) never lends its buffer to a value
-of one iteration. Values of one iteration share buffers as any others do.
+the counter) is kept alive across the whole loop: the counter reset reads it and the step's
+last dispatch reads it again, so the memory plan (first write .. last read) never lends its
+buffer to a value of one iteration. Values of one iteration share buffers as any others do.
 
 A while loop has no lowering of its own: at a program's top level vkgrad/execution/segmented.py
 runs it as chunks, each a scan of masked iterations (primitives/control_flow.py, while_chunk);
-in a scan body it is bounded there (a chunk, a flag saying whether that was enough, run again
-with more where not); elsewhere (a cond branch, another while) the lowering raises Unsupported
-and the program runs on the interpreter, counted in vg.fallbacks(). A cond is its branches and a select before it gets here
-(passes/select_conds.py).
+in a scan body or a cond branch it is bounded there (a chunk, a flag saying whether that was
+enough, run again with more where not); in another while's body the lowering raises
+Unsupported and the program runs on the interpreter, counted in vg.fallbacks(). A cond is its
+branches and a select before it gets here (passes/select_conds.py).
 """
 
 from __future__ import annotations
@@ -41,7 +54,7 @@ from vkgrad.lowering.launch import Launch, cdiv
 from vkgrad.primitives.control_flow import scan_p
 
 SHADER = "loop_copy.comp"
-COPY, FILL, SET, STEP = 0, 1, 2, 3
+COPY, FILL, SET = 0, 1, 2
 
 
 def move_launch(mode: int, n: int, *, src_stride=0, dst_stride=0, length=0, reverse=False,
