@@ -26,7 +26,11 @@ On the NVIDIA device machine, from the repo root (with .gpu carried):
 3. A while loop in a scan body (50 steps, each a while of 1-8 iterations of a 64-wide tanh
    layer, batch 8): ms a call on Vulkan (bounded: 16 masked iterations a step) and on the
    interpreter.
-JSON to $OUT/control_flow.json ($OUT/scan_compile.json with --compile-only).
+4. --profile (alone): each loop kernel's GPU time a step (vg.profile), 1,000 steps of each body.
+5. --profile-compile (alone): cProfile of the first calls at the shortest and the longest
+   length: the functions whose own time grows most with the trip count.
+JSON to $OUT/control_flow.json ($OUT/scan_compile.json with --compile-only,
+$OUT/loop_profile.json with --profile).
 """
 
 from __future__ import annotations
@@ -177,6 +181,9 @@ def bench_compile(body, lengths, d, batch, rounds, loops=("secondary",), with_ja
                              for k, v in per.items() if not k.endswith("recorded_ops")}
         row.update({k: v[-1] for k, v in per.items() if k.endswith("recorded_ops")})
         row["vkgrad_dispatches_planned"] = lowered.stats().get("dispatches")
+        lw = lowered.lowered      # each loop body's dispatches (lowering/loops.py)
+        row["vkgrad_loop_bodies"] = [[s.launch.name for s in lw.steps[a:b]]
+                                     for a, b, _ in lw.loops] if lw is not None else None
         row["vkgrad_backend"] = lowered.backend
         keys = {mode: "vkgrad" if mode == "secondary" else f"vkgrad_{mode}" for mode in loops}
         words = [f"{mode} compile {row[k]['median_s']:.3f} s (a call "
@@ -187,7 +194,72 @@ def bench_compile(body, lengths, d, batch, rounds, loops=("secondary",), with_ja
                          f"{row['jax_run']['median_s'] * 1e3:.1f} ms)")
         print(f"  {body} {n} steps: vkgrad " + ", ".join(words)
               + f"; vkgrad plans {row['vkgrad_dispatches_planned']} dispatches "
-                f"({lowered.backend})", flush=True)
+                f"({lowered.backend}), loop bodies of "
+                f"{[len(b) for b in row['vkgrad_loop_bodies'] or ()]}", flush=True)
+    return res
+
+
+def profile_loop(body, n, d, batch, runs=3):
+    """Where a step's time goes: vg.profile (GPU timestamps) of the value and gradient of
+    `body` over n steps, each loop body's kernels with their median GPU us per step (timestamps
+    record the loop inline, the same dispatches and barriers as the secondary)."""
+    make_inputs, vk_fn, _, argnums = BODIES[body]
+    f = vg.jit(vg.value_and_grad(vk_fn, argnums=argnums), backend="vulkan")
+    args = make_inputs(n, d, batch)
+    lw = f.lower(*args).lowered
+    prof = vg.profile(f, *args, runs=runs)
+    res = {"body": body, "steps": n, "d": d, "batch": batch, "total_us": prof.total_us,
+           "loops": []}
+    for a, b, count in lw.loops:
+        kernels = [(r.kernel, r.primitives, r.us / count) for r in prof.rows[a:b]]
+        res["loops"].append({"count": count, "us_per_step": sum(k[2] for k in kernels),
+                             "kernels": [{"kernel": k, "primitives": p, "us_per_step": us}
+                                         for k, p, us in kernels]})
+        print(f"  {body}, a loop of {count} steps: {sum(k[2] for k in kernels):.1f} us a step: "
+              + ", ".join(f"{k} {us:.1f}" for k, _, us in kernels), flush=True)
+    return res
+
+
+def profile_compile(body, lengths, d, batch, rounds=3, top=15):
+    """What a first call spends more time on at the longer trip count: cProfile of a fresh
+    jit's first call (until it returns) of the value and gradient of `body` at each length,
+    interleaved rounds; the functions whose own time (median over the rounds) grows most from
+    the first length to the last, in ms, with the first-call-less-later times."""
+    import cProfile
+    import pstats
+    make_inputs, vk_fn, _, argnums = BODIES[body]
+    own = {n: collections.defaultdict(list) for n in lengths}
+    first = {n: [] for n in lengths}
+    inputs = {n: make_inputs(n, d, batch) for n in lengths}
+    for n in lengths:      # the kernels compiled first, as bench_compile does
+        np.asarray(vg.jit(vg.value_and_grad(vk_fn, argnums=argnums), backend="vulkan")(
+            *inputs[n])[0])
+    for _ in range(rounds):
+        for n in lengths:
+            f = vg.jit(vg.value_and_grad(vk_fn, argnums=argnums), backend="vulkan")
+            prof = cProfile.Profile()
+            t0 = time.perf_counter()
+            prof.enable()
+            r = f(*inputs[n])
+            prof.disable()
+            t1 = time.perf_counter()
+            np.asarray(r[0])
+            t2 = time.perf_counter()
+            r = f(*inputs[n])
+            first[n].append((t1 - t0) - (time.perf_counter() - t2))   # until they returned
+            np.asarray(r[0])
+            for (file, line, name), (_, _, tt, _, _) in pstats.Stats(prof).stats.items():
+                own[n][f"{Path(file).name}:{line}({name})"].append(tt)
+    lo, hi = lengths[0], lengths[-1]
+    med = lambda n, k: statistics.median(own[n][k]) if own[n].get(k) else 0.0
+    grows = sorted(((med(hi, k) - med(lo, k)) * 1e3, k) for k in set(own[lo]) | set(own[hi]))
+    res = {"body": body, "lengths": list(lengths),
+           "first_less_later_s": {str(n): statistics.median(v) for n, v in first.items()},
+           "grows_ms": [{"function": k, "ms": ms} for ms, k in reversed(grows[-top:])]}
+    print(f"  {body}: first call less a later one " + ", ".join(
+        f"{n} steps {v * 1e3:.0f} ms" for n, v in res["first_less_later_s"].items())
+        + f"; own time growing most from {lo} to {hi} steps: " + ", ".join(
+        f"{g['function']} +{g['ms']:.1f} ms" for g in res["grows_ms"][:6]), flush=True)
     return res
 
 
@@ -236,6 +308,11 @@ def main():
                     help="ways vkgrad records a loop's body, compared in the compile rows")
     ap.add_argument("--no-jax", action="store_true", help="vkgrad only in the compile rows")
     ap.add_argument("--quick", action="store_true", help="tiny preset, short scans")
+    ap.add_argument("--profile-compile", action="store_true",
+                    help="only cProfile of the first calls at the shortest and longest length")
+    ap.add_argument("--profile", action="store_true",
+                    help="only the GPU time of each loop kernel per step (vg.profile), "
+                    "1,000 steps of each body")
     args = ap.parse_args()
     preset, lengths, d, batch = "small", (10, 1000, 10000), 256, 32
     if args.quick:
@@ -246,6 +323,20 @@ def main():
     t0 = time.perf_counter()
     results = {"device": get_device().info.name, "date": time.strftime("%Y-%m-%d"),
                "preset": preset}
+    if args.profile_compile:
+        for body in args.bodies.split(","):
+            print(f"what grows with the trip count in a first call ({body}):", flush=True)
+            results[f"compile_profile_{body}"] = profile_compile(
+                body, (lengths[0], lengths[-1]), d, batch, args.compile_rounds)
+        bench_lm.finish(results, t0, "compile_profile.json")
+        return
+    if args.profile:
+        for body in args.bodies.split(","):
+            print(f"GPU time a step ({body}, value and gradient, vg.profile):", flush=True)
+            results[f"loop_profile_{body}"] = profile_loop(body, 100 if args.quick else 1000,
+                                                           d, batch)
+        bench_lm.finish(results, t0, "loop_profile.json")
+        return
     if not args.compile_only:
         print("GRU LM training step, vkgrad against JAX (lax.scan):", flush=True)
         results["gru_lm"] = bench_lm.bench_model("gru", preset, args, train_lm.load_text())

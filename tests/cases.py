@@ -881,9 +881,9 @@ CASES += [
 
 # --- control flow (vkgrad/primitives/control_flow.py): loops that stay loops. A scan runs on
 # Vulkan (its body lowered once, replayed per step: vkgrad/lowering/loops.py), a cond as its
-# branches and a select (passes/select_conds.py); a while loop at a program's top level as its
-# cond and body, each a Vulkan program, driven from the host (vkgrad/execution/segmented.py;
-# nested in a scan body it runs on the interpreter, counted: tests/test_control_flow.py).
+# branches and a select (passes/select_conds.py); a while loop at a program's top level as
+# chunks of masked iterations driven from the host, in a scan body or a cond branch bounded
+# (vkgrad/execution/segmented.py; in another while's body on the interpreter, counted).
 def _rnn(h, xs, w):
     def step(h, x):
         h = vnp.tanh(h @ w + x)

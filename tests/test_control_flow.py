@@ -201,6 +201,12 @@ def _residual_rnn(w, h, xs):
     return lax.scan(step, h, xs)[1].sum()
 
 
+def loop_bodies(compiled) -> list:
+    """The kernels of each loop body of a compiled program's plan, in order."""
+    lw = compiled.lowered
+    return [[s.launch.name for s in lw.steps[first:end]] for first, end, _ in lw.loops]
+
+
 def test_the_transposed_scan_body_reads_stacked_residuals_and_does_no_forward_work():
     """As JAX's scan partial evaluation: the forward scan stacks the values each step's
     backward reads, the one that depends on the loop constant alone (w * 2) is computed once
@@ -220,13 +226,44 @@ def test_the_transposed_scan_body_reads_stacked_residuals_and_does_no_forward_wo
     g = vg.jit(vg.value_and_grad(_residual_rnn, argnums=(0, 1)), backend="vulkan")
     lowered = g.lower(W, h0, XS)
     assert lowered.fallback_reason is None
-    # one dispatch a step moves the forward's 4 ys out (y and 3 residuals), one the
-    # transposed body's 4 xs in (the residuals and y's cotangent): lowering/loops.py
-    assert lowered.as_text("plan").count("loop_copy_4 ") == 2
+    # a step is its body's kernels between two moves (lowering/loops.py): the forward's first
+    # dispatch moves x in and stacks the carry entering the step, its last stacks y and 2
+    # residuals and writes the carry back (the matmul reads h whole: it cannot write over it);
+    # the transposed body's first moves its 4 xs in (the residuals and y's cotangent), and its
+    # matmuls write both its carries over the old values (h's cotangent: nothing reads the old
+    # one after fused_13; w's: read in the matmul's store only, at the element it stores), so
+    # its last copies nothing. Neither counts steps in a dispatch of its own.
+    assert loop_bodies(lowered) == [
+        ["loop_in_2", "matmul_wide64", "reduce_sum", "loop_out_4"],
+        ["loop_in_4", "fused_13", "matmul_wide64", "matmul_wide64", "loop_out_0"]]
     got, want = g(W, h0, XS), vg.value_and_grad(_residual_rnn, argnums=(0, 1))(W, h0, XS)
     close(got[0], want[0], rtol=1e-5)
     close(got[1][0], want[1][0], rtol=1e-4, atol=1e-6)
     close(got[1][1], want[1][1], rtol=1e-4, atol=1e-6)
+
+
+def test_carries_written_over_their_old_values_and_swapped_on_vulkan():
+    """A step's carries on Vulkan (lowering/loops.py): s, computed elementwise from its old
+    value that nothing else reads, is written over it (no copy); b (read by the matmul after
+    its new value is made) and m (read whole by the matmul that makes its new value) are
+    copied back by the step's last dispatch, with y; a's new value is b's old one, a swap,
+    through a temporary. Values as the interpreter's at 1 and 7 steps, forward and reverse."""
+    def fun(a, b, m, xs):
+        def step(c, x):
+            a, b, m, s = c
+            return (b, a * 0.5 + x, vnp.tanh(m @ W + b[None, :]).reshape(1, 3),
+                    s * 0.9 + x), a.sum()
+        return [lax.scan(step, (a, b, m, a), xs, reverse=r) for r in (False, True)]
+    a, b, m = (RNG.standard_normal(3).astype(np.float32) for _ in range(3))
+    for n in (1, 7):
+        xs = RNG.standard_normal((n, 3)).astype(np.float32)
+        args = (a, b, m.reshape(1, 3), xs)
+        f = vg.jit(fun, backend="vulkan")
+        got, want = f(*args), fun(*args)
+        for g, w in zip(vg.tree_util.tree_leaves(got), vg.tree_util.tree_leaves(want)):
+            close(g, w, rtol=1e-5)
+    assert loop_bodies(f.lower(*args))[0] == [
+        "loop_in_1", "fused_6", "matmul_wide64", "reduce_sum", "loop_copy", "loop_out_4"]
 
 
 def test_a_checkpointed_scan_body_recomputes_what_its_policy_does_not_save():
@@ -584,19 +621,34 @@ def test_a_while_loop_inside_a_scan_runs_on_vulkan_as_bounded_masked_iterations(
     assert vg.fallbacks() == before
 
 
-def test_a_while_loop_in_a_cond_branch_inside_a_scan_runs_on_the_interpreter_counted():
-    """A while loop under a cond in a scan body is not bounded: the program runs on the
-    interpreter, counted."""
-    body = lambda c, x: (lax.cond(x > 1.0, lambda v: lax.while_loop(lambda w: w < 3.0,
-                                                                    lambda w: w + x, v),
-                                  lambda v: v, c), c)
-    fun = lambda x: lax.scan(body, np.float32(0.0), x)[1]
-    xs = np.float32([1.0, 2.0, 0.5])
-    reason = "no Vulkan kernel for 'while'"
-    before = vg.fallbacks().get(reason, 0)
-    with pytest.warns(vg.FallbackWarning, match="while"):
-        close(vg.jit(fun, backend="vulkan")(xs), fun(xs))
-    assert vg.fallbacks().get(reason, 0) == before + 1
+def test_a_while_loop_in_a_cond_branch_runs_on_vulkan_bounded(monkeypatch):
+    """A while loop under a cond (in a scan body, and at the program's top level) is bounded
+    as one in a scan body is: no fallback, even under VKGRAD_STRICT=1; the cond's flag is its
+    taken branch's, so a branch not taken whose loop would never end (its predicate true for
+    good: it runs masked) cuts nothing, and a taken one that needs more than NESTED_BOUND
+    iterations runs the call again with 4 times as many. The interpreter agrees."""
+    from vkgrad.execution import segmented
+    monkeypatch.setenv("VKGRAD_STRICT", "1")
+    grow = lambda v, x: lax.while_loop(lambda w: w < 3.0, lambda w: w + x, v)
+    forever = lambda v: lax.while_loop(lambda w: w > -1.0, lambda w: w + 1.0, v)
+    body = lambda c, x: (lax.cond(x > 1.0, lambda v: grow(v, x), forever, c), c)
+    fun = lambda c, x: lax.scan(body, c, x)[1]
+    top = lambda x, v: lax.cond(x > 0.5, lambda v: grow(v, x), forever, v)
+    before = dict(vg.fallbacks())
+    f = vg.jit(fun, backend="vulkan")
+    runner = lambda *a: f._compiled(a, {})[0].runner
+    # `forever` is never taken (the interpreter would not end), but runs masked on Vulkan
+    args = np.float32(0.0), np.float32([1.5, 2.0, 1.5])   # 2 iterations, then none
+    close(f(*args), fun(*args))
+    assert (runner(*args).bound, runner(*args).reruns) == (segmented.NESTED_BOUND, 0)
+    slow = np.float32(-20.0), np.float32([1.05, 2.0, 1.5])   # 22 iterations in the first step
+    close(f(*slow), fun(*slow))
+    assert (runner(*slow).bound, runner(*slow).reruns) == (4 * segmented.NESTED_BOUND, 1)
+    g = vg.jit(top, backend="vulkan")
+    for x, v in ((2.0, 0.0), (0.6, 0.0), (0.55, -20.0)):    # 1, 5 and 42 iterations
+        close(g(np.float32(x), np.float32(v)), top(np.float32(x), np.float32(v)))
+    assert g._compiled((np.float32(x), np.float32(v)), {})[0].runner.reruns == 1
+    assert vg.fallbacks() == before
 
 
 # ----------------------------------------------------------------------------- bad input

@@ -85,13 +85,20 @@ def pass_for(name: str, target=None):
 def fuse_program(program: Program, disabled: frozenset = frozenset(), target=None) -> Program:
     """From an optimized program to the kernels to run on `target`: the FUSE list (without
     `fuse`, nothing is fused: one kernel per eqn). A scan's body is fused the same way, on its
-    own: the lowering lowers it once (lowering/loops.py). (A cond becomes its branches and a
-    select: select_conds; a while loop runs on the interpreter.)"""
+    own: the lowering lowers it once (lowering/loops.py); the bodies are fused after
+    select_conds has made each cond its branches and a select, since a branch may hold a scan
+    (a bounded while loop: execution/segmented.py). (A while loop runs as chunks.)"""
+    split = FUSE.index("select_conds") + 1
+    program = _run_passes(program, FUSE[:split], disabled, target)
     program = program.replace(eqns=tuple(
         e.replace(params=e.params.replace(jaxpr=fuse_program(e.params["jaxpr"], disabled,
                                                              target)))
         if loops.lowers(e) else e for e in program.eqns))
-    for name in FUSE:
+    return _run_passes(program, FUSE[split:], disabled, target)
+
+
+def _run_passes(program: Program, names, disabled: frozenset, target) -> Program:
+    for name in names:
         if name == "fuse":
             program = checked(canonicalize_for_lowering.apply(program),
                               "canonicalize_for_lowering")

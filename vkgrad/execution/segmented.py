@@ -24,13 +24,15 @@ write its results over them as one jitted program does: the optimizer's part of 
 data-parallel step updates the parameters and its state in place (`_segment`;
 docs/distributed.md has the measured bytes).
 
-A while loop in a scan body (through nested scans) is bounded (`bounded`): NESTED_BOUND
-masked iterations a step, and a flag, one more output of the program, saying whether every
-such loop was done after them. Inside a submission nothing reads a predicate and no bound on
-the trip count is known, so the host reads the flag after the call, and where a loop was cut
-short the call runs again with 4 times as many iterations (a new compile, kept for later
-calls). A while loop in a cond branch or in another loop's body is not split: a program
-holding one still runs on the interpreter, counted (vg.fallbacks()).
+A while loop in a scan body or a cond branch (through nested scans and conds) is bounded
+(`bounded`): NESTED_BOUND masked iterations (a step), and a flag, one more output of the
+program, saying whether every such loop was done after them (a cond's flag is its taken
+branch's, so a loop in a branch not taken, which runs masked on the device too, cuts nothing).
+Inside a submission nothing reads a predicate and no bound on the trip count is known, so the
+host reads the flag after the call, and where a loop was cut short the call runs again with 4
+times as many iterations (a new compile, kept for later calls). A while loop in another while
+loop's body is not split: a program holding one still runs on the interpreter, counted
+(vg.fallbacks()).
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ from vkgrad.ir.core import Literal, Program, Var
 from vkgrad.ir.interpreter import apply as interpret
 from vkgrad.pipeline import run_stages
 from vkgrad.primitives.collective import REDUCERS
-from vkgrad.primitives.control_flow import scan, scan_p, trace_closed, while_chunk, while_p
+from vkgrad.primitives.control_flow import (cond, cond_p, scan, scan_p, trace_closed,
+                                            while_chunk, while_p)
 from vkgrad.primitives.lax import convert, maximum, reduce_max
 from vkgrad.primitives.debug import debug_callback_p
 from vkgrad.runtime.inflight import HostResult
@@ -67,34 +70,46 @@ NESTED_BOUND = 16
 
 def splits(program: Program) -> bool:
     """Whether the program holds a while loop, a collective or a debug callback at its top
-    level, or a while loop in a scan body (this runner's cases)."""
+    level, or a while loop in a scan body or a cond branch (this runner's cases)."""
     return any(_splits_at(e) for e in program.eqns) or nests_while(program)
 
 
 def nests_while(program: Program) -> bool:
-    """Whether a while loop sits in a scan body of the program (through nested scans)."""
-    return any(e.prim is scan_p and _holds_while(e.params["jaxpr"]) for e in program.eqns)
+    """Whether a while loop sits in a scan body or a cond branch of the program (through
+    nested scans and conds)."""
+    return any(_nests_while(e) for e in program.eqns)
+
+
+def _nests_while(e) -> bool:
+    """Whether e is a scan or a cond with a while loop in its body or a branch."""
+    subs = ((e.params["jaxpr"],) if e.prim is scan_p else
+            e.params["branches"] if e.prim is cond_p else ())
+    return any(_holds_while(b) for b in subs)
 
 
 def _holds_while(body: Program) -> bool:
-    return any(e.prim is while_p or (e.prim is scan_p and _holds_while(e.params["jaxpr"]))
-               for e in body.eqns)
+    return any(e.prim is while_p or _nests_while(e) for e in body.eqns)
 
 
 def bounded(program: Program, k: int) -> Program:
-    """The program with each while loop in a scan body (through nested scans) run as k masked
-    iterations (while_chunk: a scan on the device like any other), and one more output, an
+    """The program with each while loop in a scan body or a cond branch (through nested scans
+    and conds) run as k masked iterations (while_chunk: a scan on the device like any other), and one more output, an
     f32[] that is 1 where some such loop was not done after its k (its predicate still true
     after them) and 0 where the results are exact (f32: the reduction kernel's type)."""
+    return _bounded_program(program, k, nested=False)
+
+
+def _bounded_program(program: Program, k: int, nested: bool = True) -> Program:
+    """program bounded as _eval_bounded does, its flag its last output (0 where it has none)."""
     def fun(*args):
-        outs, cut = _eval_bounded(program, args, k, nested=False)
+        outs, cut = _eval_bounded(program, args, k, nested)
         return outs + [convert(0, "f32") if cut is None else cut]
     return trace_closed(fun, [v.type for v in program.inputs], program.name)[0]
 
 
 def _eval_bounded(program: Program, args, k: int, nested: bool = True):
-    """program's eqns bound into the current trace, the while loops in its scan bodies (and in
-    it, where it is one: `nested`) as k masked iterations: (outputs, f32[] whether one was not
+    """program's eqns bound into the current trace, the while loops in its scan bodies and
+    cond branches (and in it, where it is one: `nested`) as k masked iterations: (outputs, f32[] whether one was not
     done after them, or None: none here). A top-level while stays one (run by chunks)."""
     env = dict(zip(program.inputs, args))
     env.update(program.consts)
@@ -105,8 +120,11 @@ def _eval_bounded(program: Program, args, k: int, nested: bool = True):
         if e.prim is while_p and nested:
             *outs, more = eval_program(while_chunk(e, k), ins)
             c = convert(more, "f32")
-        elif e.prim is scan_p and _holds_while(e.params["jaxpr"]):
+        elif e.prim is scan_p and _nests_while(e):
             outs, c = _bounded_scan(e, ins, k)
+        elif _nests_while(e):    # a cond: each branch bounded, its flag one more output
+            *outs, c = cond(ins[0], [_bounded_program(b, k) for b in e.params["branches"]],
+                            ins[1:])
         else:
             outs = bind_eqn(e.prim, ins, e.params, source=e.source, phase=e.phase, of=e.of)
             outs = outs if e.prim.multiple_results else [outs]
@@ -122,11 +140,8 @@ def _bounded_scan(e, ins, k: int):
     p = e.params
     body, nc, nk = p["jaxpr"], p["num_consts"], p["num_carry"]
 
-    def step(*a):
-        outs, cut = _eval_bounded(body, a, k)
-        return outs + [cut]
-    step_program = trace_closed(step, [v.type for v in body.inputs], body.name)[0]
-    carry, ys = scan(step_program, ins[:nc], ins[nc:nc + nk], ins[nc + nk:], p["length"],
+    carry, ys = scan(_bounded_program(body, k), ins[:nc], ins[nc:nc + nk], ins[nc + nk:],
+                     p["length"],
                      p["reverse"], p["unroll"])
     return carry + ys[:-1], reduce_max(ys[-1], (0,)) if p["length"] else None
 

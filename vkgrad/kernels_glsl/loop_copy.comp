@@ -1,12 +1,12 @@
-// The moves around a loop body that the plan replays N times in one submission
-// (vkgrad/lowering/loops.py): the iteration's slice of a scanned operand into the body's input,
-// the body's output into its stacked result at the iteration's offset, a carry written back for
-// the next iteration, a literal filled in, and the iteration counter itself, which lives on the
-// device so every iteration replays the SAME recorded dispatches. Every device dtype is 4 bytes
-// wide, so the moves copy words.
+// The single moves around a loop body that the plan replays N times in one submission
+// (vkgrad/lowering/loops.py; a step's slices in and out, its carries written back and its
+// counter handed on are the generated moves_launch): the initial carries, a swap's temporary,
+// a literal filled in, the final carries, and the counter's reset (the iteration counter lives
+// on the device so every iteration replays the SAME recorded dispatches). Every device dtype is
+// 4 bytes wide, so the moves copy words.
 //   mode 0: dst[idx * dst_stride + i] = src[idx * src_stride + i], i < n
 //   mode 1: dst[idx * dst_stride + i] = value (the literal's bits)
-//   mode 2: counter = value          mode 3: counter += 1
+//   mode 2: counter = value
 // idx is the counter, or length - 1 - counter when reverse (a scan from its last index).
 #version 450
 layout(local_size_x = 256) in;
@@ -19,9 +19,9 @@ layout(push_constant) uniform Push {
 
 void main() {
     uint stride = gl_NumWorkGroups.x * 256u;
-    if (mode >= 2u) {
+    if (mode == 2u) {
         if (gl_GlobalInvocationID.x == 0u)
-            counter[0] = mode == 2u ? value : counter[0] + 1u;
+            counter[0] = value;
         return;
     }
     uint t = counter[0];
