@@ -101,3 +101,23 @@ def test_a_chain_keeps_every_barrier():
     out = vg.jit(lambda x, w: vnp.tanh((x @ w) @ w) @ w, backend="vulkan")(x, w)
     assert vulkan.counters["barriers_left_out"] == before
     np.testing.assert_allclose(np.asarray(out), np.tanh((x @ w) @ w) @ w, rtol=1e-4, atol=1e-4)
+
+
+def test_a_loop_body_leaves_out_the_barriers_its_independent_dispatches_do_not_need():
+    rng = np.random.default_rng(2)
+    h0, g0, w1, w2 = (rng.standard_normal((4, 4)).astype(np.float32) * 0.5 for _ in range(4))
+
+    def f(h, g, w1, w2):
+        def body(carry, _):
+            h, g = carry
+            return (vnp.tanh(h @ w1), vnp.tanh(g @ w2)), None     # two independent chains
+        return vg.lax.scan(body, (h, g), None, length=6)[0]
+
+    before = vulkan.counters["barriers_left_out"]
+    h, g = vg.jit(f, backend="vulkan")(h0, g0, w1, w2)
+    assert vulkan.counters["barriers_left_out"] > before
+    rh, rg = h0, g0
+    for _ in range(6):
+        rh, rg = np.tanh(rh @ w1), np.tanh(rg @ w2)
+    np.testing.assert_allclose(np.asarray(h), rh, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(g), rg, rtol=1e-5, atol=1e-5)

@@ -15,8 +15,9 @@ decorated NonWritable (GLSL `readonly`) is read-only; any other binding counts a
 
 Only the program's own dispatches are judged; the ops around them (uploads, the slot copies
 that read buffers through device addresses, downloads) and the first op of each run between
-loops always get their barrier, and a loop's body keeps every barrier (kp patch 0012). With
-timestamps on (vg.profile), every op keeps its barrier, so each kernel's time is its own.
+loops always get their barrier, as does the first op of a loop's body (kp patch 0012), which
+orders each iteration after the previous one. With timestamps on (vg.profile), every op keeps
+its barrier, so each kernel's time is its own.
 VKGRAD_BARRIERS=all puts every barrier back (for comparisons: bench/).
 """
 

@@ -427,13 +427,15 @@ class Executable:
         self.loops = tuple(loops)
         self._runs = recorded_runs(len(self.dispatches), self.loops)
         self.timestamps = timestamps and device.info.timestamps
-        # each run between loops as (dispatch index, barrier before it) in the order recorded:
-        # levels of independent dispatches with one barrier each (runtime/hazards.py); with
-        # timestamps, program order and every barrier (each kernel's time its own)
+        # each run (between loops, or a loop's body) as (dispatch index, barrier before it) in
+        # the order recorded: levels of independent dispatches with one barrier each
+        # (runtime/hazards.py; a body's first op keeps its barrier, which orders an iteration
+        # after the previous one); with timestamps, program order and every barrier (each
+        # kernel's time its own)
         self._schedules = [
-            [(i, True) for i in indices] if count != 1 or self.timestamps else
+            [(i, True) for i in indices] if self.timestamps else
             [(indices[k], b) for k, b in schedule([self.dispatches[i] for i in indices])]
-            for indices, count in self._runs]
+            for indices, _ in self._runs]
         # `like`: an executable of the same program on other buffers, whose ops (each with its
         # descriptor set) serve again where a dispatch binds the same buffers (new arguments
         # change the few dispatches that read them)
@@ -525,12 +527,13 @@ class Executable:
             body = [self._ops[i] for i in indices]
             ops += body
             recorded += len(body)
+            left_out += sum(not barrier for _, barrier in order)
             if count == 1:
                 for i, barrier in order:
                     seq.record(self._ops[i], barrier)
-                    left_out += not barrier
             else:
-                seq.record_loop(body, count)
+                seq.record_loop([self._ops[i] for i, _ in order], count, True,
+                                [barrier for _, barrier in order])
         for op in end:
             seq.record(op)
         ops += end
