@@ -56,17 +56,19 @@ def dtypes_on(target) -> tuple:
 
 def plan_matmul_coop(batch: int, m: int, k: int, n: int, transpose_a: bool, transpose_b: bool,
                      a_batch_stride: int, b_batch_stride: int, target=None,
-                     dtype: str = "f16") -> OpPlan:
+                     dtype: str = "f16", tile: dict | None = None) -> OpPlan:
     """C [batch, m, n] (`dtype`) = A @ B of `dtype` operands (f16 or bf16): A [batch?, m, k]
     (or [.., k, m] with transpose_a), B [batch?, k, n] (or [.., n, k]); a batch stride of 0
-    broadcasts an operand. Roles "a", "b", "c"."""
+    broadcasts an operand. Roles "a", "b", "c". `tile` (BM BN BK WM WN and the kernel's
+    options, as TILE) replaces the layout's default (bench/coop_matmul_probe.py)."""
     t = target_of(target)
     if not runs_on(t, dtype):
         raise Unsupported(f"{dtype} matmul on cooperative matrices: {t.name} has none "
                           f"(16x16x16 {dtype} x {dtype} + f32)")
     if batch * m * n == 0:
         return OpPlan(())
-    tile = TILE_NT if transpose_b and not transpose_a else TILE
+    if tile is None:
+        tile = TILE_NT if transpose_b and not transpose_a else TILE
     groups = (cdiv(n, tile["BN"]), cdiv(m, tile["BM"]), batch)
     if max(groups) > MAX_GROUPS_X or max(batch * m * k, batch * k * n, batch * m * n) >= 2 ** 31:
         raise Unsupported(f"matmul {m}x{k}x{n} (batch {batch}) is past the cooperative-matrix "
@@ -84,6 +86,8 @@ def plan_matmul_coop(batch: int, m: int, k: int, n: int, transpose_a: bool, tran
     # 16-byte loads where every row of A and B, and every batch, starts on 8 halves
     vec = all(x % 8 == 0 for x in (lda, ldb, a_batch_stride, b_batch_stride))
     defines = dict(tile, SG=t.subgroup_size, SH_VEC=1)
+    if not (vec and m % tile["BM"] == 0 and n % tile["BN"] == 0 and k % tile["BK"] == 0):
+        defines.pop("ALIGNED", None)     # some tile reaches past an edge
     if splits == 1:
         defines["OUT_F16"] = 1
     if vec:
