@@ -40,7 +40,7 @@ CONFIGS = {   # name: (BM, BN, BK, WM, WN, shared tiles as 16-byte words, stages
 # 2026-12-01 (issue 25, 0.5x cuBLAS): suffix letters name the kernel's options (FLAGS); "a" is
 # ALIGNED where the shape allows it (every tile inside the operands), else the checked loads
 FLAGS = {"a": {"ALIGNED": 1}, "o": {"FRAG_B_ONE": 1}, "p": {"PIPE": 1}, "q": {"PIPE": 2},
-         "g": {"GROUP_M": 8}}
+         "g": {"GROUP_M": 8}, "x": {"SH_EXTRA": 20480}}
 for _name, _base in [("128x128x32/64x64v", "a"), ("128x128x32/64x64v", "ao"),
                      ("128x128x32/64x64v", "ap"), ("128x128x32/64x64v", "apo"),
                      ("128x128x32/64x64v", "aq"), ("128x128x32/64x64v", "aqo"),
@@ -48,15 +48,26 @@ for _name, _base in [("128x128x32/64x64v", "a"), ("128x128x32/64x64v", "ao"),
                      ("128x128x32/64x64v", "aqog"),
                      ("128x128x16/64x64v", "ap"), ("128x128x16/64x64v", "aq"),
                      ("128x128x16/64x64v", "a"), ("128x256x16/64x64v", "ap"),
-                     ("128x256x16/64x64v", "aq"), ("128x128x64/64x32v", "a")]:
+                     ("128x256x16/64x64v", "aq"), ("128x128x64/64x32v", "a"),
+                     # the second run (after the first's registers and shared sizes): does
+                     # shared memory past 32 KB halve the workgroups a multiprocessor holds
+                     # (PIPE's 40 KB ran slow where two fit by registers)? 64 x 32 subgroup
+                     # tiles in four-subgroup workgroups: ~64 fewer registers, three a
+                     # multiprocessor?
+                     ("128x128x32/64x64v", "aox"), ("128x64x32/64x32v", "ao"),
+                     ("64x128x32/32x64v", "ao"), ("128x64x64/64x32v", "a"),
+                     ("128x64x32/64x32v", "aq"), ("128x64x32/64x32v", "aog")]:
     _bm, _bn, _bk, _wm, _wn = map(int, _name.rstrip("v").replace("/", "x").split("x"))
     _cfg = (_bm, _bn, _bk, _wm, _wn, True)
     _d = {k: v for f in _base for k, v in FLAGS[f].items()}
     CONFIGS[f"{_name}-{_base}"] = _cfg + (1, _d)
 # the first run of 2026-12-01 21:10 (issue 25): the old best against the new options
-DEFAULT = ",".join(["128x128x32/64x64v"] + [f"128x128x32/64x64v-{f}" for f in
-                                             ("a", "ao", "ap", "aq", "aqo", "aog")]
-                   + ["128x128x16/64x64v-aq", "128x256x16/64x64v-aq", "128x128x64/64x32v-a"])
+# the first run of 2026-12-01 (20:43)
+FIRST = ",".join(["128x128x32/64x64v"] + [f"128x128x32/64x64v-{f}" for f in
+                                           ("a", "ao", "ap", "aq", "aqo", "aog")]
+                 + ["128x128x16/64x64v-aq", "128x256x16/64x64v-aq", "128x128x64/64x32v-a"])
+DEFAULT = ("128x128x32/64x64v-aog,128x128x32/64x64v-aox,128x64x32/64x32v-ao,"
+           "64x128x32/32x64v-ao,128x64x64/64x32v-a,128x64x32/64x32v-aq,128x128x64/64x32v-a")
 # (name, M, N, K, layout): layout "nn" C = A B, "tn" C = A^T B (weight gradients), "nt" C = A B^T
 SHAPES = [("4096^3", 4096, 4096, 4096, "nn"),
           ("lm_qkv", 8192, 2304, 768, "nn"), ("lm_qkv_dW", 768, 2304, 8192, "tn"),
@@ -103,7 +114,8 @@ def shared_bytes(d):
     a = (d["BK"] * (d["BM"] + 8) if "TRANS_A" in d else d["BM"] * (d["BK"] + 8))
     b = (d["BN"] * (d["BK"] + 8) if "TRANS_B" in d else d["BK"] * (d["BN"] + 8))
     warps = (d["BM"] // d["WM"]) * (d["BN"] // d["WN"])
-    return 2 * stages * (a + b) + warps * 256 * (2 if "OUT_F16" in d else 4)
+    return (2 * stages * (a + b) + warps * 256 * (2 if "OUT_F16" in d else 4)
+            + d.get("SH_EXTRA", 0))
 
 
 def spirv_for(*args, **kw):

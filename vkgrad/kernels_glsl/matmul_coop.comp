@@ -110,6 +110,11 @@ shared float16_t shB[STAGES * B_SIZE];
 #endif
 // a partial output fragment goes through here (one 16 x 16 per subgroup)
 shared OUT_T shC[NWARPS * 256];
+#ifdef SH_EXTRA
+// SH_EXTRA bytes of shared memory nobody needs (a probe of how shared memory bounds the
+// workgroups a multiprocessor holds: bench/coop_matmul_probe.py)
+shared uint shExtra[SH_EXTRA / 4];
+#endif
 
 #define A_VECS (A_ROWS * A_COLS / 8)     // 8-half pieces of a tile
 #define B_VECS (B_ROWS * B_COLS / 8)
@@ -155,6 +160,9 @@ uvec4 load8B(uint base, uint r, uint c, uint rows, uint cols) {
 
 void main() {
     const uint tid = gl_LocalInvocationID.x;
+#ifdef SH_EXTRA
+    if (p.M == 0u) shExtra[tid % (SH_EXTRA / 4)] = 0u;    // never: keeps the array
+#endif
     const uint warp = gl_SubgroupID;
     const uint wr = warp / (BN / WN), wc = warp % (BN / WN);
 #ifdef GROUP_M
