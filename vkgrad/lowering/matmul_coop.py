@@ -10,7 +10,12 @@ The tile: 128 x 128 blocks of C, K 32 at a time, four subgroups of 64 x 64, shar
 tilings tried: 241 TFLOP/s at 4096^3 (cuBLAS f16: 739), 137-178 at the LM's shapes; without
 unrolled loops the same kernel ran 33; double-buffered shared tiles ran slower (148); K 64 at a
 time (169), 128 x 256 or 256 x 128 blocks of eight subgroups (232, 214) and eight subgroups of
-32 x 64 (161) ran slower too, except for C = A B^T (TILE_NT).
+32 x 64 (161) ran slower too, except for C = A B^T (TILE_NT). Where every tile lies inside the
+operands (ALIGNED: no edge tests, addresses computed once) and B's fragments are loaded one
+at a time (FRAG_B_ONE), 4096^3 ran 274 (the same run: 240 without), the LM's NN 177-196 (was
+163-179), its A^T B 162-189 (137-157); one barrier a k-step (PIPE) ran 167-182, K 16 125. The
+driver gives the 64 x 64 subgroups 230-251 registers: two 128-thread workgroups a
+multiprocessor (bench/coop_pipeline_stats.py).
 
 bfloat16 runs the same kernel: it does no arithmetic on its operands (it moves their bits and
 multiplies them on the tensor cores), so with VKG_BFLOAT16 its one 16-bit float type is made
@@ -26,12 +31,13 @@ from vkgrad.lowering.kernels import OpPlan, Temp
 from vkgrad.lowering.launch import MAX_GROUPS_X, Launch, cdiv, grid
 from vkgrad.target import target_of
 
-TILE = dict(BM=128, BN=128, BK=32, WM=64, WN=64)
+TILE = dict(BM=128, BN=128, BK=32, WM=64, WN=64, ALIGNED=1, FRAG_B_ONE=1)
 # C = A B^T (the input gradients): eight subgroups of 64 x 32 and K 64 at a time ran 173 -> 211
 # and 180 -> 217 TFLOP/s at the LM's [8192, 768] x [768, 2304 | 3072]^T shapes (f32 out,
-# coop_matmul_probe, H200, 2026-12-01); at C = A^T B one shape gained (140 -> 184) and one lost
-# (157 -> 126), and at 4096^3 NN it lost (243 -> 214), so only B^T alone takes it
-TILE_NT = dict(BM=128, BN=128, BK=64, WM=64, WN=32)
+# coop_matmul_probe, H200, 2026-12-01; ALIGNED: 220, 228); at C = A^T B one shape gained
+# (163 -> 206) and one lost (190 -> 145), and at 4096^3 NN it lost (274 -> 247), so only B^T
+# alone takes it
+TILE_NT = dict(BM=128, BN=128, BK=64, WM=64, WN=32, ALIGNED=1)
 
 
 DTYPES = ("f16", "bf16")
@@ -56,17 +62,19 @@ def dtypes_on(target) -> tuple:
 
 def plan_matmul_coop(batch: int, m: int, k: int, n: int, transpose_a: bool, transpose_b: bool,
                      a_batch_stride: int, b_batch_stride: int, target=None,
-                     dtype: str = "f16") -> OpPlan:
+                     dtype: str = "f16", tile: dict | None = None) -> OpPlan:
     """C [batch, m, n] (`dtype`) = A @ B of `dtype` operands (f16 or bf16): A [batch?, m, k]
     (or [.., k, m] with transpose_a), B [batch?, k, n] (or [.., n, k]); a batch stride of 0
-    broadcasts an operand. Roles "a", "b", "c"."""
+    broadcasts an operand. Roles "a", "b", "c". `tile` (BM BN BK WM WN and the kernel's
+    options, as TILE) replaces the layout's default (bench/coop_matmul_probe.py)."""
     t = target_of(target)
     if not runs_on(t, dtype):
         raise Unsupported(f"{dtype} matmul on cooperative matrices: {t.name} has none "
                           f"(16x16x16 {dtype} x {dtype} + f32)")
     if batch * m * n == 0:
         return OpPlan(())
-    tile = TILE_NT if transpose_b and not transpose_a else TILE
+    if tile is None:
+        tile = TILE_NT if transpose_b and not transpose_a else TILE
     groups = (cdiv(n, tile["BN"]), cdiv(m, tile["BM"]), batch)
     if max(groups) > MAX_GROUPS_X or max(batch * m * k, batch * k * n, batch * m * n) >= 2 ** 31:
         raise Unsupported(f"matmul {m}x{k}x{n} (batch {batch}) is past the cooperative-matrix "
@@ -84,6 +92,8 @@ def plan_matmul_coop(batch: int, m: int, k: int, n: int, transpose_a: bool, tran
     # 16-byte loads where every row of A and B, and every batch, starts on 8 halves
     vec = all(x % 8 == 0 for x in (lda, ldb, a_batch_stride, b_batch_stride))
     defines = dict(tile, SG=t.subgroup_size, SH_VEC=1)
+    if not (vec and m % tile["BM"] == 0 and n % tile["BN"] == 0 and k % tile["BK"] == 0):
+        defines.pop("ALIGNED", None)     # some tile reaches past an edge
     if splits == 1:
         defines["OUT_F16"] = 1
     if vec:
