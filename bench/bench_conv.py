@@ -29,6 +29,7 @@ Every round alternates vkgrad, torch, JAX; medians and ranges over rounds are re
 --sweep: also times vkgrad with each kernel variant forced (vkgrad/lowering/conv.py's
 VARIANTS, conv.comp's tiles, and GEMM_VARIANTS, conv_gemm.comp's, each of these also as
 "<name>.worder": k in w's storage order instead of channels innermost), per conv and mode
+and "<name>@<g>" split-K aiming at g 256-thread workgroups on the tiles that split
 ("sweep_us"; "sweep_kernels_us" the same per kernel name, so the convolution kernels' own time
 shows apart from transposes and split-K sums), so the planner's choice can follow the
 measurement; --variants a,b sweeps only those. The JSON is rewritten after each conv.
@@ -128,38 +129,53 @@ def time_vkgrad(fns, args, kernels=None):
 GEMM_KERNELS = ("conv", "conv_gemm")     # what the forced variants change
 
 
+# split-K targets the sweep tries (in 256-thread workgroups: lowering/conv.py's
+# SPLIT_TARGET_THREADS / 256), on the tiles that split: "<tile>@<groups>"
+SPLIT_SWEEP = (132, 528, 1056)
+SPLIT_TILES = ("gemm_large", "gemm_f64w", "gemm_f64")
+
+
 def sweep_variants(case, args, names=None):
     """({variant: {mode: us}}, {variant: {mode: {kernel: us}}}) with every convolution of the
     programs forced to that variant: conv.comp's (VARIANTS) and conv_gemm.comp's
     (GEMM_VARIANTS; a convolution that kernel cannot run takes conv.comp's choice), these
     also as "<name>.worder": k in w's storage order wherever the planner would put channels
-    innermost. Nothing for programs with no GEMM convolution (depthwise ones run
-    conv_depthwise.comp whatever); `names` restricts the variants."""
+    innermost, and "<name>@<g>": split-K aiming at g 256-thread workgroups (SPLIT_SWEEP). Nothing for programs
+    with no GEMM convolution (depthwise ones run conv_depthwise.comp whatever); `names`
+    restricts the variants."""
     programs = vkgrad_programs(case)
     planned = {s.launch.name for f in programs.values()
                for s in vg.jit(f, backend="vulkan").lower(*args).lowered.steps}
     if not planned & set(GEMM_KERNELS):
         return {}, {}
-    chosen, window = conv_lowering.choose_variant, conv_lowering.CIN_MAX_WINDOW
+    saved = {k: getattr(conv_lowering, k) for k in
+             ("choose_variant", "CIN_MAX_WINDOW", "CIN_TILES", "SPLIT_TARGET_THREADS")}
     o, g = case[4], case[7]
     # narrow and depthwise (conv.comp's tiles for few features per group) ran 2-14x slower than
     # wide at ResNet's 64-256 features (the 2026-12-01 sweep, BENCHMARKS.md): not timed there
     few = ("narrow", "depthwise") if o // g >= conv_lowering.GEMM_MIN_FEATURES else ()
-    variants = [(v, window) for v in conv_lowering.VARIANTS if v not in few] + \
-        [(v, window) for v in conv_lowering.GEMM_VARIANTS] + \
-        [(v + ".worder", 0) for v in conv_lowering.GEMM_VARIANTS]
+    every = frozenset(conv_lowering.GEMM_VARIANTS)
+    window, threads = saved["CIN_MAX_WINDOW"], saved["SPLIT_TARGET_THREADS"]
+    variants = [(v, window, every, threads) for v in conv_lowering.VARIANTS if v not in few] + \
+        [(v, window, every, threads) for v in conv_lowering.GEMM_VARIANTS] + \
+        [(v + ".worder", 0, every, threads) for v in conv_lowering.GEMM_VARIANTS] + \
+        [(f"{v}@{n}", window, saved["CIN_TILES"], n * 256) for v in SPLIT_TILES
+         for n in SPLIT_SWEEP]
     out, kernels = {}, {}
     try:
-        for label, cin_window in variants:
+        for label, cin_window, cin_tiles, split_threads in variants:
             if names and label not in names:
                 continue
-            name = label.split(".")[0]
-            conv_lowering.choose_variant = lambda og, m, name=name: name
+            name = label.split(".")[0].split("@")[0]
+            conv_lowering.choose_variant = lambda og, m, k=0, name=name: name
             conv_lowering.CIN_MAX_WINDOW = cin_window
+            conv_lowering.CIN_TILES = cin_tiles
+            conv_lowering.SPLIT_TARGET_THREADS = split_threads
             kernels[label] = {}
             out[label] = time_vkgrad(vkgrad_programs(case), args, kernels[label])  # new plans
     finally:
-        conv_lowering.choose_variant, conv_lowering.CIN_MAX_WINDOW = chosen, window
+        for k, v in saved.items():
+            setattr(conv_lowering, k, v)
     return out, kernels
 
 
@@ -340,10 +356,29 @@ def resnet_rounds(args, jax, quick):
             float(jloss)
             per["jax"].append((time.perf_counter() - t0) * 1e3 / args.steps)
     out = {"widths": widths, "blocks": blocks, "batch": batch, "first_loss": first,
-           "ms_per_step": {k: summary(v) for k, v in per.items() if v}}
+           "ms_per_step": {k: summary(v) for k, v in per.items() if v},
+           "vkgrad_kernels": step_kernels(step, (*vk_state, xd, yd))}
     if per["jax"]:
         out["jax_over_vkgrad"] = statistics.median(per["jax"]) / statistics.median(per["vkgrad"])
     return out
+
+
+def step_kernels(step, args, top=40):
+    """The step's GPU time by kernel family (vg.profile: the launch name without its number,
+    so fused_3 and fused_7 are "fused"; a fused kernel also by its primitives) and its `top`
+    dearest dispatches: what besides the convolutions costs."""
+    prof = vg.profile(step, *args, runs=5)
+    family, fused = {}, {}
+    for r in prof.rows:
+        name = r.kernel.rstrip("0123456789").rstrip("_")
+        family[name] = family.get(name, 0.0) + r.us
+        if name == "fused":
+            fused[r.primitives] = fused.get(r.primitives, 0.0) + r.us
+    rows = sorted(prof.rows, key=lambda r: -r.us)[:top]
+    return {"total_us": prof.total_us, "dispatches": len(prof.rows),
+            "by_family_us": dict(sorted(family.items(), key=lambda kv: -kv[1])),
+            "fused_by_primitives_us": dict(sorted(fused.items(), key=lambda kv: -kv[1])[:30]),
+            "top": [[r.kernel, r.primitives, r.shapes, round(r.us, 1)] for r in rows]}
 
 
 # ------------------------------------------------------------------------------- main

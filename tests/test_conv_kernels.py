@@ -22,16 +22,22 @@ RNG = np.random.default_rng(0)
 
 
 def test_the_variant_follows_the_features_per_group_and_the_output_positions():
-    """From 32 output features per group the GEMM kernel, its biggest tile that pads the
-    features little and gives enough workgroups (ResNet's forwards: 64 features on 64-row
-    tiles, 128 and more on 128-row ones; a weight gradient's few positions on the small tile,
-    split-K after); fewer features on conv.comp's tiles: a depthwise forward on `depthwise`,
-    its weight gradient (m = the window) on `wide`."""
-    assert choose_variant(64, 100352) == "gemm_f64w" and choose_variant(64, 25088) == "gemm_f64"
-    assert choose_variant(128, 25088) == "gemm_large" and choose_variant(256, 6272) == "gemm_medium"
-    assert choose_variant(64, 576) == "gemm_small" and choose_variant(48, 10 ** 6) == "gemm_small"
-    assert choose_variant(16, 100352) == "narrow"
-    assert choose_variant(1, 25088) == "depthwise" and choose_variant(1, 9) == "wide"
+    """From 32 output features per group the GEMM kernel by the rule fitted to the H200 sweep
+    (lowering/conv.py): f64 with 192 workgroups or more (ResNet's stride-1 forwards), else
+    the 128 x 128 tile split in K where og is a multiple of 128 and K splits into enough
+    workgroups (a stride-2 forward at C256, the weight gradients at C128, C256), f64w for
+    64 features (a C64 weight gradient), small for short k with few positions (a stride-2
+    input gradient's phases); fewer features on conv.comp's tiles: a depthwise forward on
+    `depthwise`, its weight gradient (m = the window) on `wide`."""
+    assert choose_variant(64, 100352, 576) == "gemm_f64"
+    assert choose_variant(256, 6272, 2304) == "gemm_f64"
+    assert choose_variant(256, 1568, 2304) == "gemm_large"
+    assert choose_variant(128, 1152, 25088) == "gemm_large"
+    assert choose_variant(64, 576, 100352) == "gemm_f64w"
+    assert choose_variant(256, 1568, 256) == "gemm_small"
+    assert choose_variant(48, 10 ** 6, 432) == "gemm_small"
+    assert choose_variant(16, 100352, 144) == "narrow"
+    assert choose_variant(1, 25088, 9) == "depthwise" and choose_variant(1, 9, 25088) == "wide"
     plan = plan_conv((2, 8, 9, 9), (8, 2, 3, 3), (2, 8, 9, 9), (1, 1), ((1, 1), (1, 1)),
                      (1, 1), (1, 1), 4, target=Target.h200())
     (launch, roles), = plan.steps
@@ -62,9 +68,9 @@ def test_the_gemm_kernels_k_order_and_vector_accesses_follow_the_shapes():
     lhs-dilated convolutions go to conv.comp."""
     names, roles, groups, d = _conv_launch((32, 64, 56, 56), (64, 64, 3, 3), (32, 64, 56, 56))
     assert names == ["conv_relayout", "conv_gemm"] and roles == ("x", "w_cin", "out")
-    assert groups == (392, 1, 1)                               # 100352 / 256 positions
+    assert groups == (784, 1, 1)                               # 100352 / 128 positions
     assert (d["CG_BM"], d["CG_BN"], d["CG_CIN"], d["CG_VEC_W"], d["CG_VEC_O"]) == \
-        (64, 256, 1, 1, 1)
+        (64, 128, 1, 1, 1)
     names, roles, _, d = _conv_launch((64, 32, 56, 56), (64, 32, 56, 56), (64, 64, 3, 3),
                                       padding=((1, 1), (1, 1)))       # a weight gradient
     assert names == ["conv_gemm", "reduce_sum"] and roles == ("x", "w", "partials")
@@ -89,7 +95,7 @@ def test_every_variant_is_a_valid_tile_and_matches_the_interpreter(name, monkeyp
     tile.check()
     # conv_gemm.comp: a thread's load slots share their k offsets
     assert name not in GEMM_VARIANTS or tile.threads % (tile.bk // 4) == 0
-    monkeypatch.setattr(conv_lowering, "choose_variant", lambda og, m: name)
+    monkeypatch.setattr(conv_lowering, "choose_variant", lambda og, m, k=0: name)
     f = vg.grad(lambda x, w: vnp.sum(vnp.sin(lax.conv(x, w, (2, 1), "SAME"))), argnums=(0, 1))
     kernel, key = ("conv_gemm", "CG_BM") if name in GEMM_VARIANTS else ("conv", "CV_RM")
     for x, w in (((3, 5, 7, 9), (70, 5, 3, 2)), ((2, 32, 7, 5), (36, 32, 3, 3))):
@@ -243,7 +249,7 @@ def test_both_gradients_run_on_the_kernel_with_split_k():
 def test_the_gemm_kernels_k_slices_add_up(lhs, rhs, kw, variant, monkeypatch):
     """Split-K (3 slices, forced) on both k orders, with both gradients: each slice decodes
     its first k (mid-window for channels innermost) and sums only its own."""
-    monkeypatch.setattr(conv_lowering, "choose_variant", lambda og, m: variant)
+    monkeypatch.setattr(conv_lowering, "choose_variant", lambda og, m, k=0: variant)
     monkeypatch.setattr(conv_lowering, "choose_splits", lambda *a, **k: 3)
     f = vg.grad(lambda x, w: vnp.sum(vnp.sin(lax.conv_general_dilated(x, w, **kw))),
                 argnums=(0, 1))
@@ -262,7 +268,7 @@ def test_the_gemm_kernels_long_sums_split_under_lavapipes_loop_limit():
         x, w = np.ones(x_shape, np.float32), np.ones(w_shape, np.float32)
         conv = vg.jit(lambda x, w: lax.conv(x, w, (1,), "VALID"), backend="vulkan")
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(conv_lowering, "choose_variant", lambda og, m: "gemm_large")
+            mp.setattr(conv_lowering, "choose_variant", lambda og, m, k=0: "gemm_large")
             got = conv(x, w)
             names = [s.launch.name for s in conv.lower(x, w).lowered.steps]
             assert names[-2:] == ["conv_gemm", "reduce_sum"], names   # (w relaid out first)
