@@ -27,12 +27,10 @@ The target: 1.0x JAX or better. Both sides print their first loss (same init: sa
 
 Every round alternates vkgrad, torch, JAX; medians and ranges over rounds are reported.
 --sweep: also times vkgrad with each kernel variant forced (vkgrad/lowering/conv.py's
-VARIANTS, conv.comp's tiles, and GEMM_VARIANTS, conv_gemm.comp's, each of these also as
-"<name>.worder": k in w's storage order instead of channels innermost), per conv and mode
-and "<name>@<g>" split-K aiming at g 256-thread workgroups on the tiles that split
-("sweep_us"; "sweep_kernels_us" the same per kernel name, so the convolution kernels' own time
-shows apart from transposes and split-K sums), so the planner's choice can follow the
-measurement; --variants a,b sweeps only those. The JSON is rewritten after each conv.
+GEMM_VARIANTS, conv_gemm.comp's tiles, and "<name>@<g>": split-K aiming at g 256-thread
+workgroups on the tiles that split; see sweep_variants), per conv and mode ("sweep_us";
+"sweep_kernels_us" the same per kernel name, so the convolution kernels' own time shows apart
+from transposes and split-K sums), so the planner's choice can follow the measurement; --variants a,b sweeps only those. The JSON is rewritten after each conv.
 --quick: small shapes and a tiny ResNet (runs on lavapipe, to check the script itself).
 """
 
@@ -70,7 +68,7 @@ CONVS = [
 ]
 QUICK = [("c8_9_s1", 2, 8, (9, 9), 16, 3, 1, 1), ("c8_9_s2", 2, 8, (9, 9), 8, 3, 2, 1),
          ("c32_9_s2", 2, 32, (9, 9), 32, 3, 2, 1),           # conv_gemm.comp's sizes
-         ("depthwise_c8_9", 2, 8, (9, 9), 8, 3, 1, 8), ("conv1d_k4", 2, 8, (33,), 8, 4, 1, 8)]
+         ("depthwise_c8_16", 8, 8, (16, 16), 8, 3, 1, 8), ("conv1d_k4", 2, 8, (33,), 8, 4, 1, 8)]
 ITERS = 20
 MODES = ("fwd", "dx", "dw")
 
@@ -146,21 +144,24 @@ def sweep_variants(case, args, names=None):
     programs = vkgrad_programs(case)
     planned = {s.launch.name for f in programs.values()
                for s in vg.jit(f, backend="vulkan").lower(*args).lowered.steps}
+    if planned & {"conv_depthwise_split", "conv_depthwise_reduce"}:
+        return sweep_depthwise(case, args, names)
     if not planned & set(GEMM_KERNELS):
         return {}, {}
     saved = {k: getattr(conv_lowering, k) for k in
              ("choose_variant", "CIN_MAX_WINDOW", "CIN_TILES", "SPLIT_TARGET_THREADS")}
     o, g = case[4], case[7]
-    # narrow and depthwise (conv.comp's tiles for few features per group) ran 2-14x slower than
-    # wide at ResNet's 64-256 features (the 2026-12-01 sweep, BENCHMARKS.md): not timed there
-    few = ("narrow", "depthwise") if o // g >= conv_lowering.GEMM_MIN_FEATURES else ()
-    every = frozenset(conv_lowering.GEMM_VARIANTS)
+    # conv.comp's tiles ran 1.2-7x slower than the best GEMM tile at ResNet's 64-256 features
+    # (the 2026-12-01 sweep, BENCHMARKS.md), and w's k order (".worder") was measured there on
+    # every GEMM tile: neither is timed again where the GEMM kernel runs
+    gemm = o // g >= conv_lowering.GEMM_MIN_FEATURES
     window, threads = saved["CIN_MAX_WINDOW"], saved["SPLIT_TARGET_THREADS"]
-    variants = [(v, window, every, threads) for v in conv_lowering.VARIANTS if v not in few] + \
-        [(v, window, every, threads) for v in conv_lowering.GEMM_VARIANTS] + \
-        [(v + ".worder", 0, every, threads) for v in conv_lowering.GEMM_VARIANTS] + \
-        [(f"{v}@{n}", window, saved["CIN_TILES"], n * 256) for v in SPLIT_TILES
-         for n in SPLIT_SWEEP]
+    cin = saved["CIN_TILES"]
+    variants = [(v, window, cin, threads) for v in conv_lowering.GEMM_VARIANTS] + \
+        [(f"{v}@{n}", window, cin, n * 256) for v in SPLIT_TILES for n in SPLIT_SWEEP]
+    if not gemm:
+        variants += [(v, window, cin, threads) for v in conv_lowering.VARIANTS]
+        variants += [(v + ".worder", 0, cin, threads) for v in conv_lowering.GEMM_VARIANTS]
     out, kernels = {}, {}
     try:
         for label, cin_window, cin_tiles, split_threads in variants:
@@ -176,6 +177,32 @@ def sweep_variants(case, args, names=None):
     finally:
         for k, v in saved.items():
             setattr(conv_lowering, k, v)
+    return out, kernels
+
+
+DW_SPLIT_SWEEP = (132, 264, 528, 1056)
+
+
+def sweep_depthwise(case, args, names=None):
+    """sweep_variants for a depthwise convolution whose weight gradient sums in workgroups
+    (lowering/conv_depthwise.py): "dw_split@<g>", the split form aiming at g workgroups, and
+    "dw_reduce", a workgroup per weight (the form before it)."""
+    from vkgrad.lowering import conv_depthwise
+    saved = {k: getattr(conv_depthwise, k) for k in ("SPLIT_TARGET_GROUPS", "SPLIT_MAX_OUTPUTS")}
+    variants = [(f"dw_split@{n}", n, saved["SPLIT_MAX_OUTPUTS"]) for n in DW_SPLIT_SWEEP]
+    variants.append(("dw_reduce", saved["SPLIT_TARGET_GROUPS"], 0))
+    out, kernels = {}, {}
+    try:
+        for label, groups, max_outputs in variants:
+            if names and label not in names:
+                continue
+            conv_depthwise.SPLIT_TARGET_GROUPS = groups
+            conv_depthwise.SPLIT_MAX_OUTPUTS = max_outputs
+            kernels[label] = {}
+            out[label] = time_vkgrad({"dw": vkgrad_programs(case)["dw"]}, args, kernels[label])
+    finally:
+        for k, v in saved.items():
+            setattr(conv_depthwise, k, v)
     return out, kernels
 
 

@@ -6,6 +6,8 @@ same kernels)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -16,6 +18,7 @@ from vkgrad.lowering import conv as conv_lowering
 from vkgrad.lowering.conv import (GEMM_VARIANTS, VARIANTS, choose_splits, choose_variant,
                                   plan_conv)
 from vkgrad.pipeline import Options, run_stages
+from vkgrad.runtime import get_device
 from vkgrad.target import Target
 
 RNG = np.random.default_rng(0)
@@ -191,16 +194,57 @@ def test_a_depthwise_convolution_and_its_gradients_run_on_the_direct_kernel(lhs,
     assert names.count("conv_depthwise") >= 2 and ("conv" in names or lhs[0] == 1), names
 
 
-@pytest.mark.parametrize("lhs,kw", [
-    ((4, 3, 16, 16), dict(window_strides=(1, 1), padding="SAME")),
-    ((8, 3, 21, 26), dict(window_strides=(2, 1), padding=((0, 1), (2, 2)), rhs_dilation=(1, 2))),
+@pytest.mark.parametrize("lhs,window,kw", [
+    ((4, 3, 16, 16), (3, 3), dict(window_strides=(1, 1), padding="SAME")),
+    ((8, 3, 21, 26), (3, 3), dict(window_strides=(2, 1), padding=((0, 1), (2, 2)),
+                                  rhs_dilation=(1, 2))),
+    ((3, 5, 400), (4,), dict(window_strides=(1,), padding=((3, 0),))),   # causal conv1d
+    ((2, 2, 3, 9, 40), (2, 2, 3), dict(window_strides=(1, 2, 1), padding="SAME")),  # 3-D
 ])
-def test_a_depthwise_weight_gradient_with_a_long_window_sums_in_workgroups(lhs, kw):
-    """k = batch x output positions (1024 here, 1144 strided): the reduce form, a workgroup
-    per weight element (lavapipe's loop limit holds: a few k steps per thread)."""
-    conv = lambda x, w: lax.conv_general_dilated(x, w, feature_group_count=3, **kw)  # noqa
+def test_a_depthwise_weight_gradient_with_a_long_window_sums_in_workgroups(lhs, window, kw):
+    """k = batch x output positions (1024 to 2080 here): the split form, a workgroup per
+    channel holding all of its weights (9, 4, 12 of them); lavapipe's loop limit holds: a few
+    k steps per thread."""
+    c = lhs[1]
+    conv = lambda x, w: lax.conv_general_dilated(x, w, feature_group_count=c, **kw)  # noqa
     f = vg.grad(lambda x, w: vnp.sum(vnp.sin(conv(x, w))), argnums=1)
-    names = [s.launch.name for s in _check(f, _f32(*lhs), _f32(3, 1, 3, 3),
+    names = [s.launch.name for s in _check(f, _f32(*lhs), _f32(c, 1, *window),
+                                           rtol=1e-4).lowered.steps]
+    assert "conv_depthwise_split" in names and "conv" not in names, names
+
+
+@pytest.fixture
+def split_k_on_lavapipe(monkeypatch):
+    """The device's Target with the GPU's split-K policy: lavapipe's plans split K too."""
+    device = get_device()
+    monkeypatch.setattr(device, "target", dataclasses.replace(device.target, split_k=True))
+
+
+@pytest.mark.parametrize("lhs,window,kw,slices", [
+    ((24, 3, 16, 16), (3, 3), dict(window_strides=(1, 1), padding="SAME"), 3),
+    ((5, 2, 1000), (4,), dict(window_strides=(1,), padding=((3, 0),)), 2),
+])
+def test_a_depthwise_weight_gradients_k_slices_add_up(lhs, window, kw, slices,
+                                                      split_k_on_lavapipe):
+    """With the GPU's split-K policy, K = 6144 and 5000 cut into slices of at least
+    SPLIT_MIN_K (2048), each slice's partial sums summed after: each slice starts mid-window
+    (its first k decoded) and sums only its own."""
+    c = lhs[1]
+    conv = lambda x, w: lax.conv_general_dilated(x, w, feature_group_count=c, **kw)  # noqa
+    f = vg.grad(lambda x, w: vnp.sum(vnp.sin(conv(x, w))), argnums=1)
+    lowered = _check(f, _f32(*lhs), _f32(c, 1, *window), rtol=1e-4)
+    (split,) = [s.launch for s in lowered.lowered.steps if s.launch.name == "conv_depthwise_split"]
+    assert split.groups == (c, slices, 1)
+    assert any(s.launch.name == "reduce_sum" for s in lowered.lowered.steps)
+
+
+def test_a_depthwise_weight_gradient_with_many_weights_a_channel_sums_each_in_a_workgroup():
+    """More weights a channel than a thread of the split form holds (a 5x5 window: 25 > 16):
+    the reduce form, a workgroup per weight."""
+    conv = lambda x, w: lax.conv_general_dilated(                       # noqa: E731
+        x, w, (1, 1), "SAME", feature_group_count=2)
+    f = vg.grad(lambda x, w: vnp.sum(vnp.sin(conv(x, w))), argnums=1)
+    names = [s.launch.name for s in _check(f, _f32(4, 2, 16, 16), _f32(2, 1, 5, 5),
                                            rtol=1e-4).lowered.steps]
     assert "conv_depthwise_reduce" in names and "conv" not in names, names
 
@@ -209,20 +253,21 @@ def test_a_depthwise_weight_gradient_with_a_long_window_sums_in_workgroups(lhs, 
     ((32, 256, 28, 28), (3, 3), ((1, 1), (1, 1))),      # bench_conv's depthwise_c256_28
     ((8, 1024, 2048), (4,), ((3, 0),)),                  # ... and conv1d_k4_c1024_l2048
 ])
-def test_the_h200_plans_the_benchmarks_depthwise_weight_gradients_as_workgroup_sums(
+def test_the_h200_plans_the_benchmarks_depthwise_weight_gradients_in_split_workgroups(
         lhs, window, pads):
     """The planner alone, on the H200's Target: the weight gradients of bench_conv.py's two
-    depthwise convolutions run the DW_REDUCE form (a workgroup per weight element), not the
-    GEMM that measured 3.2 and 8.1 ms there (BENCHMARKS.md)."""
+    depthwise convolutions run the DW_SPLIT form (a workgroup per channel and slice of k:
+    256 channels x 3 slices, 1024 channels unsplit), not the GEMM that measured 3.2 and
+    8.1 ms there (BENCHMARKS.md)."""
     c, nd = lhs[1], len(window)
     conv = lambda x, w: lax.conv_general_dilated(                       # noqa: E731
         x, w, (1,) * nd, pads, feature_group_count=c)
     dw = vg.grad(lambda x, w: vnp.sum(conv(x, w)), argnums=1)
     program = vg.make_ir(dw)(vg.ShapeDtype(lhs), vg.ShapeDtype((c, 1) + window))
     plan = run_stages(program, "plan", Options(target=Target.h200()))["plan"]
-    names = [s.launch.name for s in plan.steps]
-    assert "conv_depthwise_reduce" in names and "conv" not in names, names
-    assert "conv_gemm" not in names
+    (split,) = [s.launch for s in plan.steps if s.launch.name == "conv_depthwise_split"]
+    assert split.groups == ((256, 3, 1) if c == 256 else (1024, 1, 1))
+    assert not {"conv", "conv_gemm"} & {s.launch.name for s in plan.steps}
 
 
 def test_a_depthwise_kernels_store_runs_the_epilogue():
@@ -247,15 +292,17 @@ def test_both_gradients_run_on_the_kernel_with_split_k():
     ((3, 16, 30), (36, 16, 5), dict(window_strides=(2,), padding=((3, 1),), rhs_dilation=(2,))),
 ])
 def test_the_gemm_kernels_k_slices_add_up(lhs, rhs, kw, variant, monkeypatch):
-    """Split-K (3 slices, forced) on both k orders, with both gradients: each slice decodes
-    its first k (mid-window for channels innermost) and sums only its own."""
+    """Split-K (3 slices, forced) on both k orders (the large tile; small takes w's order),
+    with both gradients: each slice decodes its first k (mid-window for channels innermost)
+    and sums only its own."""
     monkeypatch.setattr(conv_lowering, "choose_variant", lambda og, m, k=0: variant)
     monkeypatch.setattr(conv_lowering, "choose_splits", lambda *a, **k: 3)
     f = vg.grad(lambda x, w: vnp.sum(vnp.sin(lax.conv_general_dilated(x, w, **kw))),
                 argnums=(0, 1))
     lowered = _check(f, _f32(*lhs), _f32(*rhs), rtol=1e-4)
     gemm = [s.launch for s in lowered.lowered.steps if s.launch.name == "conv_gemm"]
-    assert {dict(la.defines)["CG_CIN"] for la in gemm} == {0, 1}
+    orders = {0, 1} if variant in conv_lowering.CIN_TILES else {0}     # small: w's order
+    assert {dict(la.defines)["CG_CIN"] for la in gemm} == orders
     assert all(la.groups[2] == 3 for la in gemm)
 
 
@@ -293,8 +340,8 @@ def test_a_bias_and_activation_run_in_the_kernels_store():
     assert step.launch.name == "conv" and "VKG_STORE_B2" in step.launch.hooks
     params = {"w": _f32(32, 16, 3, 3), "b": _f32(32)}      # the GEMM kernel's store
     lowered = _check(lambda p, x: nn.relu(nn.conv(p, x)) * 2.0, params, _f32(2, 16, 6, 7))
-    relayout, step = lowered.lowered.steps
-    assert relayout.launch.name == "conv_relayout" and not relayout.launch.hooks
+    *before, step = lowered.lowered.steps         # (a relayout of w for channels innermost)
+    assert all(s.launch.name == "conv_relayout" and not s.launch.hooks for s in before)
     assert step.launch.name == "conv_gemm" and "VKG_STORE_B2" in step.launch.hooks
     assert not conv_lowering.takes_hooks(
         vg.make_ir(lambda x, w: lax.conv(x, w, (1,), "VALID"))(

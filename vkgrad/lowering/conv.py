@@ -62,6 +62,7 @@ from dataclasses import dataclass
 
 from vkgrad import primitives as P
 from vkgrad.lowering import conv_depthwise
+from vkgrad.lowering.conv_depthwise import mixed_radix
 from vkgrad.lowering.contracts import KernelContract, Unsupported, need_f32, register
 from vkgrad.lowering.kernels import OpPlan, Temp, _defines, plan_split_sum
 from vkgrad.lowering.launch import MAX_GROUPS_X, Launch, cdiv, grid
@@ -223,16 +224,6 @@ def choose_splits(groups: int, k: int, tile: ConvTile | Tile, target=None, *,
     return cdiv(steps, per)
 
 
-def mixed_radix(n: int, radices: tuple) -> tuple:
-    """n's digits in the mixed radix (r0, r1, r2, r3), most significant first; the first digit
-    takes what is left (n // (r1 * r2 * r3))."""
-    digits = []
-    for r in reversed(radices[1:]):
-        digits.append(n % r)
-        n //= r
-    return (n,) + tuple(reversed(digits))
-
-
 def plan_conv(lhs: tuple, rhs: tuple, out: tuple, window_strides, padding, lhs_dilation,
               rhs_dilation, groups: int, *, target=None, variant: str | None = None,
               split_threads: int | None = None) -> OpPlan:
@@ -257,10 +248,13 @@ def plan_conv(lhs: tuple, rhs: tuple, out: tuple, window_strides, padding, lhs_d
     push = (n, c, *fill(lhs[2:], 1), o, og, i, *fill(rhs[2:], 1), *fill(out[2:], 1),
             *fill(window_strides, 1), *fill((lo for lo, _ in padding), 0),
             *fill(lhs_dilation, 1), *fill(rhs_dilation, 1))
-    how = None if variant else conv_depthwise.mode(og, i, math.prod(rhs[2:]), math.prod(out),
-                                                   target_of(target))
+    window = math.prod(rhs[2:])
+    how = None if variant else conv_depthwise.mode(og, i, window, math.prod(out),
+                                                   math.prod(out[2:]), target_of(target))
     if how:
-        return conv_depthwise.plan_depthwise(push + (0, 0, 0, 0, 0), math.prod(out), how)
+        return conv_depthwise.plan_depthwise(
+            push, math.prod(out), how, k=k, per_group=math.prod(out[2:]),
+            radix=(i, *fill(rhs[2:], 1)), target=target_of(target))
     name = variant or choose_variant(og, m, k)
     if name in GEMM_VARIANTS and (nd > 2 or max(lhs_dilation) > 1):
         name = choose_gather_variant(og, m)          # the GEMM kernel's limits
@@ -278,7 +272,6 @@ def plan_conv(lhs: tuple, rhs: tuple, out: tuple, window_strides, padding, lhs_d
         raise ValueError(f"a convolution of {groups} groups (x {splits} K slices)")
     chunk = cdiv(cdiv(k, tile.bk), splits) * tile.bk
     push += (chunk, *mixed_radix(tile.bk, (i, *fill(rhs[2:], 1))))
-    window = math.prod(rhs[2:])
     cin = name in CIN_TILES and i % tile.bk == 0 and 1 < window <= CIN_MAX_WINDOW
     if name in GEMM_VARIANTS:
         launch = Launch(name="conv_gemm", shader="conv_gemm.comp", bindings=3,
