@@ -7,6 +7,7 @@ same kernels)."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ import vkgrad as vg
 import vkgrad.numpy as vnp
 from vkgrad import lax, nn
 from vkgrad.lowering import conv as conv_lowering
+from vkgrad.lowering import conv_depthwise
 from vkgrad.lowering.conv import (GEMM_VARIANTS, VARIANTS, choose_splits, choose_variant,
                                   plan_conv)
 from vkgrad.pipeline import Options, run_stages
@@ -120,6 +122,13 @@ def test_weight_gradients_split_k_on_a_gpu_and_under_lavapipes_loop_limit():
     assert choose_splits(256, 25088, tile, Target.h200()) == 7   # ... each looping too long
     assert choose_splits(9, 4096, tile, Target.lavapipe()) == 1
     assert choose_splits(9, k, tile, Target.lavapipe()) > 1
+    # the GEMM kernel's 64 x 256 tile (128 threads) over the 576 positions: 3 workgroups,
+    # split for the matmul's tall-K target of 264 x 256 threads (capped at MAX_SPLITS), or
+    # for a lower target given to the planner; slices of at least SPLIT_MIN_STEPS steps
+    f64w = GEMM_VARIANTS["gemm_f64w"]
+    assert choose_splits(3, k, f64w, Target.h200()) == conv_lowering.MAX_SPLITS == 128
+    assert choose_splits(3, k, f64w, Target.h200(), split_threads=132 * 256) == 88
+    assert choose_splits(3, 32 * 8 * 10, f64w, Target.h200()) == 10    # 320 steps / 32
     plan = plan_conv((64, 32, 56, 56), (64, 32, 3, 3), (64, 64, 56, 56), (1, 1),
                      ((1, 1), (1, 1)), (1, 1), (1, 1), 1, target=Target.h200())
     assert not any(t.role == "partials" for t in plan.temps)   # many workgroups: no split
@@ -268,6 +277,11 @@ def test_the_h200_plans_the_benchmarks_depthwise_weight_gradients_in_split_workg
     (split,) = [s.launch for s in plan.steps if s.launch.name == "conv_depthwise_split"]
     assert split.groups == ((256, 3, 1) if c == 256 else (1024, 1, 1))
     assert not {"conv", "conv_gemm"} & {s.launch.name for s in plan.steps}
+    # a higher target for the planner: more slices, each at least SPLIT_MIN_K (2048) long
+    k = lhs[0] * math.prod(lhs[2:])
+    assert conv_depthwise.split_slices(c, k, Target.h200(), 1056) == (5 if c == 256 else 2)
+    assert conv_depthwise.split_slices(c, 4096, Target.h200(), 1056) == 2
+    assert conv_depthwise.split_slices(c, k, Target.lavapipe(), 1056) == 1
 
 
 def test_a_depthwise_kernels_store_runs_the_epilogue():

@@ -13,11 +13,10 @@ Two kernels:
   c) with channels innermost where I % BK == 0 and the window is short: a k step is BK
   channels at one window offset, so padding is tested once per position and step, and w is
   relaid out [O, KH, KW, I] first (conv_relayout.comp, a small dispatch: w is small) for vec4
-  loads along k; else w's storage order (c, kh, kw), vec4 loads of w where K % 4 == 0.
-  Tiles: GEMM_VARIANTS, chosen by `choose_gemm_variant` (the matmul planner's rule: the
-  biggest tile with enough workgroups, here also padding the features little). Not yet
-  measured on the H200: the `--sweep` of bench/bench_conv.py times every variant of both
-  kernels.
+  loads along k (every tile but `gemm_small`: CIN_TILES); else w's storage order (c, kh,
+  kw), vec4 loads of w where K % 4 == 0. Tiles: GEMM_VARIANTS, chosen by
+  `choose_gemm_variant`, a rule fitted to the H200 sweep (its reasoning beside it: work per
+  workgroup, workgroups against the 132 multiprocessors, whether K is long enough to split).
 - vkgrad/kernels_glsl/conv.comp, for the rest (fewer features per group, 3-D, lhs
   dilation): rows are positions; variants (defines; a thread holds RM x RN accumulators,
   TX x TY threads):
@@ -42,17 +41,18 @@ Mamba-shaped conv1d), whose 512-row tile it would fill with 9 rows. A forced GEM
 Epilogues: elementwise work on the result (a bias, an activation) runs in either kernel's
 store (VKG_STORE_B2) unless K is split.
 
-Split-K: a weight gradient has few output rows (M = C/G * window) and a long k (N * out
+Split-K: a weight gradient has few output positions (m = C/G * window) and a long k (N * out
 spatial), so the k range is split over workgroups (grid z = splits * groups) into partial
-results [splits, N, O, P] that a reduction sums, on a GPU when the output alone gives fewer
-than SPLIT_BELOW_GROUPS workgroups or one would run more than LONG_STEPS k steps, and on a
-Target whose loops stop early (lavapipe) wherever one workgroup would loop too long. Measured
-on the H200 by bench/bench_conv.py (BENCHMARKS.md).
+results [splits, N, O, P] that a reduction sums in a fixed order (deterministic, no atomics),
+on a GPU when the output alone gives fewer than SPLIT_BELOW_GROUPS workgroups (into about
+SPLIT_TARGET_THREADS invocations, the matmul's tall-K target) or one would run more than
+LONG_STEPS k steps, and on a Target whose loops stop early (lavapipe) wherever one workgroup
+would loop too long. Measured on the H200 by bench/bench_conv.py (BENCHMARKS.md).
 
 plan_conv hands one output feature per group to lowering/conv_depthwise.py's kernels where
 they apply (a depthwise convolution and its input gradient, directly; its weight gradient's
-long sums, a workgroup per weight element: the DW_REDUCE form, which the H200 Target plans for
-bench_conv's depthwise_c256_28 and conv1d_k4_c1024_l2048 weight gradients).
+long sums: the DW_SPLIT form, a workgroup per channel and slice of k, which the H200 Target
+plans for bench_conv's depthwise_c256_28 and conv1d_k4_c1024_l2048 weight gradients).
 """
 
 from __future__ import annotations
