@@ -149,7 +149,8 @@ def sweep_variants(case, args, names=None):
     if not planned & set(GEMM_KERNELS):
         return {}, {}
     saved = {k: getattr(conv_lowering, k) for k in
-             ("choose_variant", "CIN_MAX_WINDOW", "CIN_TILES", "SPLIT_TARGET_THREADS")}
+             ("choose_variant", "CIN_MAX_WINDOW", "CIN_TILES", "SPLIT_TARGET_THREADS",
+              "SPLIT_TARGET_TILE_THREADS")}
     o, g = case[4], case[7]
     # conv.comp's tiles ran 1.2-7x slower than the best GEMM tile at ResNet's 64-256 features
     # (the 2026-12-01 sweep, BENCHMARKS.md), and w's k order (".worder") was measured there on
@@ -172,6 +173,8 @@ def sweep_variants(case, args, names=None):
             conv_lowering.CIN_MAX_WINDOW = cin_window
             conv_lowering.CIN_TILES = cin_tiles
             conv_lowering.SPLIT_TARGET_THREADS = split_threads
+            if "@" in label:             # the label's target for every tile
+                conv_lowering.SPLIT_TARGET_TILE_THREADS = {}
             kernels[label] = {}
             out[label] = time_vkgrad(vkgrad_programs(case), args, kernels[label])  # new plans
     finally:
@@ -485,7 +488,9 @@ def main():
 def write(result) -> str:
     """$OUT/conv.json (./conv.json without $OUT); returns the text."""
     text = json.dumps(result, indent=1)
-    (Path(os.environ.get("OUT", ".")) / "conv.json").write_text(text)
+    out = Path(os.environ.get("OUT", "."))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "conv.json").write_text(text)
     return text
 
 

@@ -111,13 +111,16 @@ VARIANTS = {
 # of conv_gemm.comp: a 70,000-step sum stopped at 65,535 steps): with room.
 LOOP_ITERATIONS_PER_STEP = 64
 SPLIT_BELOW_GROUPS = 66      # a GPU splits K when the output gives fewer workgroups ...
-# ... into about SPLIT_TARGET_THREADS invocations: the matmul's tall-K target (two of its
-# 256-thread `large` workgroups per H200 multiprocessor, lowering/matmul.py), counted in threads
-# so that a 128-thread tile gets twice the workgroups. The weight gradients split to one
-# 128-thread workgroup per multiprocessor (132) ran at 11-16 TFLOP/s where the same kernel's
-# forwards, 4-6 workgroups per multiprocessor, ran at 27-34 (H200, the 2026-12-01 sweep): too
-# few warps to hide the gathers' latency.
+# ... into about SPLIT_TARGET_THREADS invocations: the matmul's tall-K target, 264 x 256
+# threads, so 528 workgroups of the GEMM tiles' 128 threads (4 per H200 multiprocessor). The
+# weight gradients split to 132-135 workgroups (1 per multiprocessor) ran at 11-16 TFLOP/s
+# where the same kernel's forwards, 196-784 workgroups, ran at 27-34 (H200 sweep,
+# 2026-12-01); at 528, C128 28x28's took 308 us (was 509) and C256 14x14 stride 2's 101
+# (was 174). f64w (64 x 256) is the exception, SPLIT_TARGET_TILE_THREADS: at C64 56x56 its
+# weight gradient (3 column blocks) took 362 us split for 264 workgroups, 482 for 384
+# (its 128-slice cap), while f64 took 362 at 640 and large 570 at 530.
 SPLIT_TARGET_THREADS = TALL_K_TARGET_GROUPS * 256
+SPLIT_TARGET_TILE_THREADS = {"gemm_f64w": TALL_K_TARGET_GROUPS * 128}
 SPLIT_MIN_STEPS = TALL_K_SLICE_STEPS   # ... each slice keeping at least this many k steps
 MAX_SPLITS = 128             # (the partial sums: splits x the output, written and read once)
 LONG_STEPS = 256             # ... and, with enough workgroups, keeps at most this many k steps
@@ -147,11 +150,12 @@ GEMM_MIN_FEATURES = 32        # fewer output features per group: conv.comp's nar
 CIN_MAX_WINDOW = 64           # channels innermost in k for windows up to this (3x3, 7x7)
 # The rule `choose_gemm_variant` follows, fitted to the H200 sweep of 2026-12-01 (every tile
 # at the 6 ResNet shapes, forward and both gradients; kernel us):
-# - f64 (64 x 128, 128 threads) was the fastest wherever it gave at least F64_MIN_GROUPS
-#   workgroups unsplit (1.5 waves of 132): the stride-1 forwards 214-218 us against 261-390 on
-#   the other tiles, C64 56x56 stride 2 84 against 96-153;
-# - with fewer, the 128 x 128 tile (twice f64's work per workgroup, 256 threads) split in K to
-#   fill the GPU: C256 14x14 stride 2 forward 105 (+6 for the sum) against f64's 130 (+5),
+# (every tile has 128 threads; they differ in the block each computes)
+# - f64 (64 x 128, 8 x 8 sums a thread) was the fastest wherever it gave at least
+#   F64_MIN_GROUPS workgroups unsplit (1.5 per multiprocessor): the stride-1 forwards 214-218
+#   us against 261-390 on the other tiles, C64 56x56 stride 2 84 against 96-153;
+# - with fewer, the 128 x 128 tile (16 x 8 sums a thread: twice f64's work per workgroup)
+#   split in K to fill the GPU: C256 14x14 stride 2 forward 105 (+6 for the sum) against f64's 130 (+5),
 #   small's 213; the weight gradients at C128 (427 against 498-604) and C256 stride 2 (118);
 #   it needs og a multiple of 128 (its padding) and K long enough to split into at least
 #   SPLIT_FILL_GROUPS workgroups with SPLIT_MIN_STEPS steps each;
@@ -267,6 +271,8 @@ def plan_conv(lhs: tuple, rhs: tuple, out: tuple, window_strides, padding, lhs_d
     if gx > MAX_GROUPS_X or gy > MAX_GROUPS_X:
         raise ValueError(f"a convolution of {m} output positions x {og} features per group "
                          "(more workgroups than a dispatch holds)")
+    if split_threads is None:
+        split_threads = SPLIT_TARGET_TILE_THREADS.get(name, SPLIT_TARGET_THREADS)
     splits = choose_splits(gx * gy * groups, k, tile, target, split_threads=split_threads)
     if splits * groups > MAX_GROUPS_X:
         raise ValueError(f"a convolution of {groups} groups (x {splits} K slices)")
