@@ -135,12 +135,15 @@ SPLIT_TILES = ("gemm_large", "gemm_f64w", "gemm_f64")
 
 def sweep_variants(case, args, names=None):
     """({variant: {mode: us}}, {variant: {mode: {kernel: us}}}) with every convolution of the
-    programs forced to that variant: conv.comp's (VARIANTS) and conv_gemm.comp's
-    (GEMM_VARIANTS; a convolution that kernel cannot run takes conv.comp's choice), these
-    also as "<name>.worder": k in w's storage order wherever the planner would put channels
-    innermost, and "<name>@<g>": split-K aiming at g 256-thread workgroups (SPLIT_SWEEP). Nothing for programs
-    with no GEMM convolution (depthwise ones run conv_depthwise.comp whatever); `names`
-    restricts the variants."""
+    programs forced to that variant: conv_gemm.comp's (GEMM_VARIANTS; a convolution that
+    kernel cannot run takes conv.comp's choice), these also as "<name>@<g>": split-K aiming at
+    g 256-thread workgroups (SPLIT_SWEEP), and as "<name>.cin": channels innermost in k
+    whatever the window (a weight gradient's: the output gradient's spatial size); below
+    GEMM_MIN_FEATURES features per group also conv.comp's (VARIANTS) and the GEMM tiles as
+    "<name>.worder" (k in w's storage order wherever the planner would put channels
+    innermost). Depthwise convolutions whose weight gradient sums in workgroups:
+    sweep_depthwise. Nothing for programs with no GEMM convolution; `names` restricts the
+    variants."""
     programs = vkgrad_programs(case)
     planned = {s.launch.name for f in programs.values()
                for s in vg.jit(f, backend="vulkan").lower(*args).lowered.steps}
@@ -159,7 +162,8 @@ def sweep_variants(case, args, names=None):
     window, threads = saved["CIN_MAX_WINDOW"], saved["SPLIT_TARGET_THREADS"]
     cin = saved["CIN_TILES"]
     variants = [(v, window, cin, threads) for v in conv_lowering.GEMM_VARIANTS] + \
-        [(f"{v}@{n}", window, cin, n * 256) for v in SPLIT_TILES for n in SPLIT_SWEEP]
+        [(f"{v}@{n}", window, cin, n * 256) for v in SPLIT_TILES for n in SPLIT_SWEEP] + \
+        [(v + ".cin", 1 << 30, cin, threads) for v in SPLIT_TILES]
     if not gemm:
         variants += [(v, window, cin, threads) for v in conv_lowering.VARIANTS]
         variants += [(v + ".worder", 0, cin, threads) for v in conv_lowering.GEMM_VARIANTS]

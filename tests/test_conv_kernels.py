@@ -320,6 +320,22 @@ def test_the_gemm_kernels_k_slices_add_up(lhs, rhs, kw, variant, monkeypatch):
     assert all(la.groups[2] == 3 for la in gemm)
 
 
+@pytest.mark.parametrize("variant", ["gemm_f64", "gemm_large"])
+def test_a_weight_gradient_runs_with_channels_innermost_over_its_long_window(variant,
+                                                                          monkeypatch):
+    """A weight gradient's k = (batch, output positions): with channels innermost (the
+    batch, 16 of it, in whole steps) over a 9 x 7 window, past CIN_MAX_WINDOW (what
+    bench_conv.py's ".cin" labels time), split in K."""
+    monkeypatch.setattr(conv_lowering, "CIN_MAX_WINDOW", 1 << 30)
+    monkeypatch.setattr(conv_lowering, "choose_variant", lambda og, m, k=0: variant)
+    monkeypatch.setattr(conv_lowering, "choose_splits", lambda *a, **k: 3)
+    f = vg.grad(lambda x, w: vnp.sum(vnp.sin(lax.conv(x, w, (1, 1), "SAME"))), argnums=1)
+    lowered = _check(f, _f32(16, 5, 9, 7), _f32(40, 5, 3, 3), rtol=1e-4)
+    (gemm,) = [s.launch for s in lowered.lowered.steps if s.launch.name == "conv_gemm"
+               and tuple(s.eqn.outputs[0].shape[2:]) == (3, 3)]      # the weight gradient
+    assert dict(gemm.defines)["CG_CIN"] == 1 and gemm.groups[2] == 3
+
+
 def test_the_gemm_kernels_long_sums_split_under_lavapipes_loop_limit():
     """k = 4 x 140,000 (in w's order) and 140,000 x 4 (channels innermost): 70,000
     steps of 8 in one workgroup each, past lavapipe's 65,535 (which stops the loop: 524,280);
