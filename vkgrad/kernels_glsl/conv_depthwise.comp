@@ -28,32 +28,25 @@ layout(std430, binding = 2) writeonly buffer Out { float o[]; };
 #ifdef DW_SPLIT
 // One output feature per group from I input features over a long window, with few outputs
 // per (n, g) (a depthwise convolution's weight gradient: the window the output gradient, the
-// P = OD * OH * OW outputs the weights of one channel, 9 for a 3x3): a workgroup per (n, g)
-// and slice of k = (c, kd, kh, kw), each thread holding all P = DW_SPLIT sums, so w's
-// element (the output gradient's) is read once for the P of them and x's P neighbours come
-// from the cache. The threads take k 256 apart, moved on by 256's digits in k's mixed radix
-// (push bk_c, bk_d, bk_h, bk_w) with carries, no division in the loop. Slice s sums k in
+// outputs the weights of one channel, 3 x 3 for a 3x3): a workgroup per (n, g) and slice of
+// k = (c, kd, kh, kw), each thread holding all P = DW_OD * DW_OH * DW_OW sums (the output's
+// spatial sizes, defines: the loops over them unrolled), so w's element (the output
+// gradient's) is read once for the P of them and x's neighbours come from the cache; a k's
+// input coordinates are tested once per output row and column (OD + OH + OW tests, not 3 P).
+// The threads take k 256 apart, moved on by 256's digits in k's mixed radix (push bk_c,
+// bk_d, bk_h, bk_w) with carries, no division in the loop. Slice s sums k in
 // [s * chunk, (s + 1) * chunk) and writes out[s, n, g, q] (partials, summed after in a fixed
 // order, when there are several). Grid: (N * O, slices).
-const uint MAXP = DW_SPLIT;
+const uint SD = DW_OD, SH = DW_OH, SW = DW_OW, MAXP = SD * SH * SW;
 shared float red[MAXP * 256u];
 
 void main() {
-    const uint P = p.OD * p.OH * p.OW;
     const uint KP = p.KD * p.KH * p.KW, K = p.I * KP;
     const uint DHW = p.D * p.H * p.W;
     const uint ng = gl_WorkGroupID.x, split = gl_WorkGroupID.y;    // ng = n * O + g
     const uint g = ng % p.O, n = ng / p.O;
     const uint t = gl_LocalInvocationID.x;
     const uint xbase = (n * p.C + g * p.I) * DHW, wbase = g * K;
-    // each output's window origin
-    int q_d[MAXP], q_h[MAXP], q_w[MAXP];
-    [[unroll]] for (uint q = 0u; q < MAXP; q++) {
-        const uint qq = min(q, P - 1u);
-        q_w[q] = int((qq % p.OW) * p.sw) - p.pw;
-        q_h[q] = int(((qq / p.OW) % p.OH) * p.sh) - p.ph;
-        q_d[q] = int((qq / (p.OW * p.OH)) * p.sd) - p.pd;
-    }
     float acc[MAXP];
     [[unroll]] for (uint q = 0u; q < MAXP; q++) acc[q] = 0.0;
     const uint kend = min(K, (split + 1u) * p.chunk);
@@ -62,15 +55,25 @@ void main() {
     uint kw = kp % p.KW, kh = (kp / p.KW) % p.KH, kd = kp / (p.KW * p.KH);
     for (; k < kend; k += 256u) {
         const float wv = w[wbase + k];
+        int id[SD], ih[SH], iw[SW];
+        [[unroll]] for (uint j = 0u; j < SD; j++)
+            id[j] = input_at(int(j * p.sd + kd * p.rd_d) - p.pd, p.ld_d, p.D);
+        [[unroll]] for (uint j = 0u; j < SH; j++)
+            ih[j] = input_at(int(j * p.sh + kh * p.rd_h) - p.ph, p.ld_h, p.H);
+        [[unroll]] for (uint j = 0u; j < SW; j++)
+            iw[j] = input_at(int(j * p.sw + kw * p.rd_w) - p.pw, p.ld_w, p.W);
         const uint xc = xbase + c * DHW;
-        [[unroll]] for (uint q = 0u; q < MAXP; q++) if (q < P) {
-            const int id = input_at(q_d[q] + int(kd * p.rd_d), p.ld_d, p.D);
-            const int ih = input_at(q_h[q] + int(kh * p.rd_h), p.ld_h, p.H);
-            const int iw = input_at(q_w[q] + int(kw * p.rd_w), p.ld_w, p.W);
-            const bool ok = id >= 0 && ih >= 0 && iw >= 0;
-            const float xv = x[ok ? xc + (uint(id) * p.H + uint(ih)) * p.W + uint(iw) : 0u];
-            acc[q] = fma(wv, ok ? xv : 0.0, acc[q]);
-        }
+        [[unroll]] for (uint a = 0u; a < SD; a++)
+            [[unroll]] for (uint b = 0u; b < SH; b++) {
+                const bool row = id[a] >= 0 && ih[b] >= 0;
+                const uint at = xc + (uint(id[a]) * p.H + uint(ih[b])) * p.W;
+                [[unroll]] for (uint z = 0u; z < SW; z++) {
+                    const bool ok = row && iw[z] >= 0;
+                    const float xv = x[ok ? at + uint(iw[z]) : 0u];
+                    const uint q = (a * SH + b) * SW + z;
+                    acc[q] = fma(wv, ok ? xv : 0.0, acc[q]);
+                }
+            }
         kw += p.bk_w;
         if (kw >= p.KW) { kw -= p.KW; kh++; }
         kh += p.bk_h;
@@ -83,16 +86,15 @@ void main() {
     barrier();
     [[unroll]] for (uint s = 128u; s > 0u; s >>= 1u) {
         if (t < s)
-            [[unroll]] for (uint q = 0u; q < MAXP; q++)
-                if (q < P) red[q * 256u + t] += red[q * 256u + t + s];
+            [[unroll]] for (uint q = 0u; q < MAXP; q++) red[q * 256u + t] += red[q * 256u + t + s];
         barrier();
     }
-    if (t < P) {
-        const uint e = ng * P + t;
+    if (t < MAXP) {
+        const uint e = ng * MAXP + t;
 #ifdef VKG_STORE_B2
         VKG_STORE_B2(e, red[t * 256u]);
 #else
-        o[split * p.N * p.O * P + e] = red[t * 256u];
+        o[split * p.N * p.O * MAXP + e] = red[t * 256u];
 #endif
     }
 }

@@ -257,7 +257,7 @@ def plan_conv(lhs: tuple, rhs: tuple, out: tuple, window_strides, padding, lhs_d
                                                    math.prod(out[2:]), target_of(target))
     if how:
         return conv_depthwise.plan_depthwise(
-            push, math.prod(out), how, k=k, per_group=math.prod(out[2:]),
+            push, math.prod(out), how, k=k, per_group=fill(out[2:], 1),
             radix=(i, *fill(rhs[2:], 1)), target=target_of(target))
     name = variant or choose_variant(og, m, k)
     if name in GEMM_VARIANTS and (nd > 2 or max(lhs_dilation) > 1):

@@ -14,7 +14,10 @@ gradient: few outputs, each a long sum) runs in the same file's reduction forms:
   channel: 9 for a 3x3, 4 for the conv1d): a workgroup per (n, g) and slice of k, each thread
   holding all of its outputs, so the output gradient is read once and not once per weight;
   K is cut into slices (summed after, in a fixed order) for about SPLIT_TARGET_GROUPS
-  workgroups (4 per H200 multiprocessor), each slice SPLIT_MIN_K or more.
+  workgroups (4 per H200 multiprocessor), each slice SPLIT_MIN_K or more. Its first version
+  took 181 us at both (H200, 2026-12-01; the transposes before it 54 and 119 more), bound by
+  its index arithmetic (3 coordinate tests per output and k); a k's coordinates are now
+  tested once per output row and column.
 - DW_REDUCE ("reduce"), for more outputs: a workgroup per output element. It took 312 us at
   C256 28x28 (cuDNN 113) and 349 at the conv1d (cuDNN 121; H200, 2026-12-01): 2304 and 4096
   workgroups each reading a whole channel, with divisions per element.
@@ -23,6 +26,8 @@ lowering/conv.py's planner asks `mode` first.
 
 from __future__ import annotations
 
+import math
+
 from vkgrad.lowering.kernels import OpPlan, _defines, plan_split_sum
 from vkgrad.lowering.launch import MAX_GROUPS_X, Launch, cdiv, grid
 
@@ -30,7 +35,7 @@ THREADS = 256
 MAX_WINDOW = 256        # window elements per output (the loop each thread runs)
 MIN_REDUCE_K = 1024     # k = I * window from which an output element is a workgroup's sum ...
 MAX_REDUCE_OUTPUTS = 1 << 20    # ... for at most this many outputs (one workgroup each)
-SPLIT_MAX_OUTPUTS = 16  # outputs per (n, g) a thread of DW_SPLIT holds (its shader's MAXP)
+SPLIT_MAX_OUTPUTS = 16  # outputs per (n, g) a thread of DW_SPLIT holds (registers: one sum each)
 SPLIT_TARGET_GROUPS = 528
 SPLIT_MIN_K = 8 * THREADS
 
@@ -76,11 +81,12 @@ def split_slices(pairs: int, k: int, target, target_groups: int | None = None) -
     return cdiv(k, cdiv(k, want))        # slices of whole chunks, none empty
 
 
-def plan_depthwise(push: tuple, outputs: int, how: str, *, k: int = 0, per_group: int = 1,
+def plan_depthwise(push: tuple, outputs: int, how: str, *, k: int = 0, per_group=(1, 1, 1),
                    radix=None, target=None, target_groups: int | None = None) -> OpPlan:
     """The dispatches for `outputs` output elements, with conv.comp's push constants less
     its last five (chunk and the k step's digits); for "split", k = I * window, `per_group`
-    outputs per (n, g) and `radix` (I, KD, KH, KW), k's mixed radix."""
+    the output's spatial sizes (OD, OH, OW: the outputs of one (n, g)) and `radix` (I, KD,
+    KH, KW), k's mixed radix."""
     if how != "split":
         groups = grid(cdiv(outputs, THREADS) if how == "direct" else outputs)
         launch = Launch(name=f"conv_depthwise{'_reduce' if how == 'reduce' else ''}",
@@ -88,14 +94,15 @@ def plan_depthwise(push: tuple, outputs: int, how: str, *, k: int = 0, per_group
                         push=push + (0, 0, 0, 0, 0),
                         defines=_defines(DW_REDUCE=1) if how == "reduce" else ())
         return OpPlan(((launch, ("x", "w", "out")),))
-    pairs = outputs // per_group
+    pairs = outputs // math.prod(per_group)
     slices = split_slices(pairs, k, target, target_groups)
     if slices > MAX_GROUPS_X:
         raise ValueError(f"a depthwise weight gradient of {slices} K slices")
     launch = Launch(name="conv_depthwise_split", shader="conv_depthwise.comp", bindings=3,
                     groups=(pairs, slices, 1),
                     push=push + (cdiv(k, slices), *mixed_radix(THREADS, radix)),
-                    defines=_defines(DW_SPLIT=per_group))
+                    defines=_defines(DW_SPLIT=1, DW_OD=per_group[0], DW_OH=per_group[1],
+                                     DW_OW=per_group[2]))
     if slices == 1:
         return OpPlan(((launch, ("x", "w", "out")),))
     return plan_split_sum(launch, ("x", "w"), "out", slices, outputs, target=target)
