@@ -15,9 +15,9 @@ gradient: few outputs, each a long sum) runs in the same file's reduction forms:
   holding all of its outputs, so the output gradient is read once and not once per weight;
   K is cut into slices (summed after, in a fixed order) for about SPLIT_TARGET_GROUPS
   workgroups (4 per H200 multiprocessor), each slice SPLIT_MIN_K or more. Its first version
-  took 181 us at both (H200, 2026-12-01; the transposes before it 54 and 119 more), bound by
-  its index arithmetic (3 coordinate tests per output and k); a k's coordinates are now
-  tested once per output row and column.
+  took 181 us at both (H200, 2026-12-01; the transposes before it 54 and 119 more) with 3
+  coordinate tests per output and k; a k's coordinates are now tested once per output row
+  and column.
 - DW_REDUCE ("reduce"), for more outputs: a workgroup per output element. It took 312 us at
   C256 28x28 (cuDNN 113) and 349 at the conv1d (cuDNN 121; H200, 2026-12-01): 2304 and 4096
   workgroups each reading a whole channel, with divisions per element.
