@@ -27,11 +27,10 @@ The target: 1.0x JAX or better. Both sides print their first loss (same init: sa
 
 Every round alternates vkgrad, torch, JAX; medians and ranges over rounds are reported.
 --sweep: also times vkgrad with each kernel variant forced (vkgrad/lowering/conv.py's
-VARIANTS, conv.comp's tiles, and GEMM_VARIANTS, conv_gemm.comp's, each of these also as
-"<name>.worder": k in w's storage order instead of channels innermost), per conv and mode
-("sweep_us"; "sweep_kernels_us" the same per kernel name, so the convolution kernels' own time
-shows apart from transposes and split-K sums), so the planner's choice can follow the
-measurement; --variants a,b sweeps only those. The JSON is rewritten after each conv.
+GEMM_VARIANTS, conv_gemm.comp's tiles, and "<name>@<g>": split-K aiming at g 256-thread
+workgroups on the tiles that split; see sweep_variants), per conv and mode ("sweep_us";
+"sweep_kernels_us" the same per kernel name, so the convolution kernels' own time shows apart
+from transposes and split-K sums), so the planner's choice can follow the measurement; --variants a,b sweeps only those. The JSON is rewritten after each conv.
 --quick: small shapes and a tiny ResNet (runs on lavapipe, to check the script itself).
 """
 
@@ -69,7 +68,7 @@ CONVS = [
 ]
 QUICK = [("c8_9_s1", 2, 8, (9, 9), 16, 3, 1, 1), ("c8_9_s2", 2, 8, (9, 9), 8, 3, 2, 1),
          ("c32_9_s2", 2, 32, (9, 9), 32, 3, 2, 1),           # conv_gemm.comp's sizes
-         ("depthwise_c8_9", 2, 8, (9, 9), 8, 3, 1, 8), ("conv1d_k4", 2, 8, (33,), 8, 4, 1, 8)]
+         ("depthwise_c8_16", 8, 8, (16, 16), 8, 3, 1, 8), ("conv1d_k4", 2, 8, (33,), 8, 4, 1, 8)]
 ITERS = 20
 MODES = ("fwd", "dx", "dw")
 
@@ -128,38 +127,92 @@ def time_vkgrad(fns, args, kernels=None):
 GEMM_KERNELS = ("conv", "conv_gemm")     # what the forced variants change
 
 
+# split-K targets the sweep tries (in 256-thread workgroups: lowering/conv.py's
+# SPLIT_TARGET_THREADS / 256), on the tiles that split: "<tile>@<groups>"
+SPLIT_SWEEP = (132, 528, 1056)
+SPLIT_TILES = ("gemm_large", "gemm_f64w", "gemm_f64")
+
+
 def sweep_variants(case, args, names=None):
     """({variant: {mode: us}}, {variant: {mode: {kernel: us}}}) with every convolution of the
-    programs forced to that variant: conv.comp's (VARIANTS) and conv_gemm.comp's
-    (GEMM_VARIANTS; a convolution that kernel cannot run takes conv.comp's choice), these
-    also as "<name>.worder": k in w's storage order wherever the planner would put channels
-    innermost. Nothing for programs with no GEMM convolution (depthwise ones run
-    conv_depthwise.comp whatever); `names` restricts the variants."""
+    programs forced to that variant: conv_gemm.comp's (GEMM_VARIANTS; a convolution that
+    kernel cannot run takes conv.comp's choice), these also as "<name>@<g>": split-K aiming at
+    g 256-thread workgroups (SPLIT_SWEEP), and as "<name>.cin": channels innermost in k
+    whatever the window (a weight gradient's: the output gradient's spatial size); below
+    GEMM_MIN_FEATURES features per group also conv.comp's (VARIANTS) and the GEMM tiles as
+    "<name>.worder" (k in w's storage order wherever the planner would put channels
+    innermost). Depthwise convolutions whose weight gradient sums in workgroups:
+    sweep_depthwise. Nothing for programs with no GEMM convolution; `names` restricts the
+    variants."""
     programs = vkgrad_programs(case)
     planned = {s.launch.name for f in programs.values()
                for s in vg.jit(f, backend="vulkan").lower(*args).lowered.steps}
+    if planned & {"conv_depthwise_split", "conv_depthwise_reduce"}:
+        return sweep_depthwise(case, args, names)
     if not planned & set(GEMM_KERNELS):
         return {}, {}
-    chosen, window = conv_lowering.choose_variant, conv_lowering.CIN_MAX_WINDOW
+    saved = {k: getattr(conv_lowering, k) for k in
+             ("choose_variant", "CIN_MAX_WINDOW", "CIN_TILES", "SPLIT_TARGET_THREADS",
+              "SPLIT_TARGET_TILE_THREADS")}
     o, g = case[4], case[7]
-    # narrow and depthwise (conv.comp's tiles for few features per group) ran 2-14x slower than
-    # wide at ResNet's 64-256 features (the 2026-12-01 sweep, BENCHMARKS.md): not timed there
-    few = ("narrow", "depthwise") if o // g >= conv_lowering.GEMM_MIN_FEATURES else ()
-    variants = [(v, window) for v in conv_lowering.VARIANTS if v not in few] + \
-        [(v, window) for v in conv_lowering.GEMM_VARIANTS] + \
-        [(v + ".worder", 0) for v in conv_lowering.GEMM_VARIANTS]
+    # conv.comp's tiles ran 1.2-7x slower than the best GEMM tile at ResNet's 64-256 features
+    # (the 2026-12-01 sweep, BENCHMARKS.md), and w's k order (".worder") was measured there on
+    # every GEMM tile: neither is timed again where the GEMM kernel runs
+    gemm = o // g >= conv_lowering.GEMM_MIN_FEATURES
+    window, threads = saved["CIN_MAX_WINDOW"], saved["SPLIT_TARGET_THREADS"]
+    cin = saved["CIN_TILES"]
+    variants = [(v, window, cin, threads) for v in conv_lowering.GEMM_VARIANTS] + \
+        [(f"{v}@{n}", window, cin, n * 256) for v in SPLIT_TILES for n in SPLIT_SWEEP] + \
+        [(v + ".cin", 1 << 30, cin, threads) for v in SPLIT_TILES]
+    if not gemm:
+        variants += [(v, window, cin, threads) for v in conv_lowering.VARIANTS]
+        variants += [(v + ".worder", 0, cin, threads) for v in conv_lowering.GEMM_VARIANTS]
     out, kernels = {}, {}
     try:
-        for label, cin_window in variants:
+        for label, cin_window, cin_tiles, split_threads in variants:
             if names and label not in names:
                 continue
-            name = label.split(".")[0]
-            conv_lowering.choose_variant = lambda og, m, name=name: name
+            name = label.split(".")[0].split("@")[0]
+            conv_lowering.choose_variant = lambda og, m, k=0, name=name: name
             conv_lowering.CIN_MAX_WINDOW = cin_window
+            conv_lowering.CIN_TILES = cin_tiles
+            conv_lowering.SPLIT_TARGET_THREADS = split_threads
+            if "@" in label:             # the label's target for every tile
+                conv_lowering.SPLIT_TARGET_TILE_THREADS = {}
             kernels[label] = {}
-            out[label] = time_vkgrad(vkgrad_programs(case), args, kernels[label])  # new plans
+            programs = vkgrad_programs(case)                     # new plans
+            if label.endswith(".cin"):       # only a weight gradient has such a window
+                programs = {"dw": programs["dw"]}
+            out[label] = time_vkgrad(programs, args, kernels[label])
     finally:
-        conv_lowering.choose_variant, conv_lowering.CIN_MAX_WINDOW = chosen, window
+        for k, v in saved.items():
+            setattr(conv_lowering, k, v)
+    return out, kernels
+
+
+DW_SPLIT_SWEEP = (132, 264, 528, 1056)
+
+
+def sweep_depthwise(case, args, names=None):
+    """sweep_variants for a depthwise convolution whose weight gradient sums in workgroups
+    (lowering/conv_depthwise.py): "dw_split@<g>", the split form aiming at g workgroups, and
+    "dw_reduce", a workgroup per weight (the form before it)."""
+    from vkgrad.lowering import conv_depthwise
+    saved = {k: getattr(conv_depthwise, k) for k in ("SPLIT_TARGET_GROUPS", "SPLIT_MAX_OUTPUTS")}
+    variants = [(f"dw_split@{n}", n, saved["SPLIT_MAX_OUTPUTS"]) for n in DW_SPLIT_SWEEP]
+    variants.append(("dw_reduce", saved["SPLIT_TARGET_GROUPS"], 0))
+    out, kernels = {}, {}
+    try:
+        for label, groups, max_outputs in variants:
+            if names and label not in names:
+                continue
+            conv_depthwise.SPLIT_TARGET_GROUPS = groups
+            conv_depthwise.SPLIT_MAX_OUTPUTS = max_outputs
+            kernels[label] = {}
+            out[label] = time_vkgrad({"dw": vkgrad_programs(case)["dw"]}, args, kernels[label])
+    finally:
+        for k, v in saved.items():
+            setattr(conv_depthwise, k, v)
     return out, kernels
 
 
@@ -340,10 +393,29 @@ def resnet_rounds(args, jax, quick):
             float(jloss)
             per["jax"].append((time.perf_counter() - t0) * 1e3 / args.steps)
     out = {"widths": widths, "blocks": blocks, "batch": batch, "first_loss": first,
-           "ms_per_step": {k: summary(v) for k, v in per.items() if v}}
+           "ms_per_step": {k: summary(v) for k, v in per.items() if v},
+           "vkgrad_kernels": step_kernels(step, (*vk_state, xd, yd))}
     if per["jax"]:
         out["jax_over_vkgrad"] = statistics.median(per["jax"]) / statistics.median(per["vkgrad"])
     return out
+
+
+def step_kernels(step, args, top=40):
+    """The step's GPU time by kernel family (vg.profile: the launch name without its number,
+    so fused_3 and fused_7 are "fused"; a fused kernel also by its primitives) and its `top`
+    dearest dispatches: what besides the convolutions costs."""
+    prof = vg.profile(step, *args, runs=5)
+    family, fused = {}, {}
+    for r in prof.rows:
+        name = r.kernel.rstrip("0123456789").rstrip("_")
+        family[name] = family.get(name, 0.0) + r.us
+        if name == "fused":
+            fused[r.primitives] = fused.get(r.primitives, 0.0) + r.us
+    rows = sorted(prof.rows, key=lambda r: -r.us)[:top]
+    return {"total_us": prof.total_us, "dispatches": len(prof.rows),
+            "by_family_us": dict(sorted(family.items(), key=lambda kv: -kv[1])),
+            "fused_by_primitives_us": dict(sorted(fused.items(), key=lambda kv: -kv[1])[:30]),
+            "top": [[r.kernel, r.primitives, r.shapes, round(r.us, 1)] for r in rows]}
 
 
 # ------------------------------------------------------------------------------- main
@@ -423,7 +495,9 @@ def main():
 def write(result) -> str:
     """$OUT/conv.json (./conv.json without $OUT); returns the text."""
     text = json.dumps(result, indent=1)
-    (Path(os.environ.get("OUT", ".")) / "conv.json").write_text(text)
+    out = Path(os.environ.get("OUT", "."))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "conv.json").write_text(text)
     return text
 
 

@@ -6,6 +6,9 @@ same kernels)."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
+
 import numpy as np
 import pytest
 
@@ -13,25 +16,33 @@ import vkgrad as vg
 import vkgrad.numpy as vnp
 from vkgrad import lax, nn
 from vkgrad.lowering import conv as conv_lowering
+from vkgrad.lowering import conv_depthwise
 from vkgrad.lowering.conv import (GEMM_VARIANTS, VARIANTS, choose_splits, choose_variant,
                                   plan_conv)
 from vkgrad.pipeline import Options, run_stages
+from vkgrad.runtime import get_device
 from vkgrad.target import Target
 
 RNG = np.random.default_rng(0)
 
 
 def test_the_variant_follows_the_features_per_group_and_the_output_positions():
-    """From 32 output features per group the GEMM kernel, its biggest tile that pads the
-    features little and gives enough workgroups (ResNet's forwards: 64 features on 64-row
-    tiles, 128 and more on 128-row ones; a weight gradient's few positions on the small tile,
-    split-K after); fewer features on conv.comp's tiles: a depthwise forward on `depthwise`,
-    its weight gradient (m = the window) on `wide`."""
-    assert choose_variant(64, 100352) == "gemm_f64w" and choose_variant(64, 25088) == "gemm_f64"
-    assert choose_variant(128, 25088) == "gemm_large" and choose_variant(256, 6272) == "gemm_medium"
-    assert choose_variant(64, 576) == "gemm_small" and choose_variant(48, 10 ** 6) == "gemm_small"
-    assert choose_variant(16, 100352) == "narrow"
-    assert choose_variant(1, 25088) == "depthwise" and choose_variant(1, 9) == "wide"
+    """From 32 output features per group the GEMM kernel by the rule fitted to the H200 sweep
+    (lowering/conv.py): f64 with 192 workgroups or more (ResNet's stride-1 forwards), else
+    the 128 x 128 tile split in K where og is a multiple of 128 and K splits into enough
+    workgroups (a stride-2 forward at C256, the weight gradients at C128, C256), f64w for
+    64 features (a C64 weight gradient), small for short k with few positions (a stride-2
+    input gradient's phases); fewer features on conv.comp's tiles: a depthwise forward on
+    `depthwise`, its weight gradient (m = the window) on `wide`."""
+    assert choose_variant(64, 100352, 576) == "gemm_f64"
+    assert choose_variant(256, 6272, 2304) == "gemm_f64"
+    assert choose_variant(256, 1568, 2304) == "gemm_large"
+    assert choose_variant(128, 1152, 25088) == "gemm_large"
+    assert choose_variant(64, 576, 100352) == "gemm_f64w"
+    assert choose_variant(256, 1568, 256) == "gemm_small"
+    assert choose_variant(48, 10 ** 6, 432) == "gemm_small"
+    assert choose_variant(16, 100352, 144) == "narrow"
+    assert choose_variant(1, 25088, 9) == "depthwise" and choose_variant(1, 9, 25088) == "wide"
     plan = plan_conv((2, 8, 9, 9), (8, 2, 3, 3), (2, 8, 9, 9), (1, 1), ((1, 1), (1, 1)),
                      (1, 1), (1, 1), 4, target=Target.h200())
     (launch, roles), = plan.steps
@@ -62,9 +73,9 @@ def test_the_gemm_kernels_k_order_and_vector_accesses_follow_the_shapes():
     lhs-dilated convolutions go to conv.comp."""
     names, roles, groups, d = _conv_launch((32, 64, 56, 56), (64, 64, 3, 3), (32, 64, 56, 56))
     assert names == ["conv_relayout", "conv_gemm"] and roles == ("x", "w_cin", "out")
-    assert groups == (392, 1, 1)                               # 100352 / 256 positions
+    assert groups == (784, 1, 1)                               # 100352 / 128 positions
     assert (d["CG_BM"], d["CG_BN"], d["CG_CIN"], d["CG_VEC_W"], d["CG_VEC_O"]) == \
-        (64, 256, 1, 1, 1)
+        (64, 128, 1, 1, 1)
     names, roles, _, d = _conv_launch((64, 32, 56, 56), (64, 32, 56, 56), (64, 64, 3, 3),
                                       padding=((1, 1), (1, 1)))       # a weight gradient
     assert names == ["conv_gemm", "reduce_sum"] and roles == ("x", "w", "partials")
@@ -89,7 +100,7 @@ def test_every_variant_is_a_valid_tile_and_matches_the_interpreter(name, monkeyp
     tile.check()
     # conv_gemm.comp: a thread's load slots share their k offsets
     assert name not in GEMM_VARIANTS or tile.threads % (tile.bk // 4) == 0
-    monkeypatch.setattr(conv_lowering, "choose_variant", lambda og, m: name)
+    monkeypatch.setattr(conv_lowering, "choose_variant", lambda og, m, k=0: name)
     f = vg.grad(lambda x, w: vnp.sum(vnp.sin(lax.conv(x, w, (2, 1), "SAME"))), argnums=(0, 1))
     kernel, key = ("conv_gemm", "CG_BM") if name in GEMM_VARIANTS else ("conv", "CV_RM")
     for x, w in (((3, 5, 7, 9), (70, 5, 3, 2)), ((2, 32, 7, 5), (36, 32, 3, 3))):
@@ -111,6 +122,13 @@ def test_weight_gradients_split_k_on_a_gpu_and_under_lavapipes_loop_limit():
     assert choose_splits(256, 25088, tile, Target.h200()) == 7   # ... each looping too long
     assert choose_splits(9, 4096, tile, Target.lavapipe()) == 1
     assert choose_splits(9, k, tile, Target.lavapipe()) > 1
+    # the GEMM kernel's 64 x 256 tile (128 threads) over the 576 positions: 3 workgroups,
+    # split for the matmul's tall-K target of 264 x 256 threads (capped at MAX_SPLITS), or
+    # for a lower target given to the planner; slices of at least SPLIT_MIN_STEPS steps
+    f64w = GEMM_VARIANTS["gemm_f64w"]
+    assert choose_splits(3, k, f64w, Target.h200()) == conv_lowering.MAX_SPLITS == 128
+    assert choose_splits(3, k, f64w, Target.h200(), split_threads=132 * 256) == 88
+    assert choose_splits(3, 32 * 8 * 10, f64w, Target.h200()) == 10    # 320 steps / 32
     plan = plan_conv((64, 32, 56, 56), (64, 32, 3, 3), (64, 64, 56, 56), (1, 1),
                      ((1, 1), (1, 1)), (1, 1), (1, 1), 1, target=Target.h200())
     assert not any(t.role == "partials" for t in plan.temps)   # many workgroups: no split
@@ -185,16 +203,57 @@ def test_a_depthwise_convolution_and_its_gradients_run_on_the_direct_kernel(lhs,
     assert names.count("conv_depthwise") >= 2 and ("conv" in names or lhs[0] == 1), names
 
 
-@pytest.mark.parametrize("lhs,kw", [
-    ((4, 3, 16, 16), dict(window_strides=(1, 1), padding="SAME")),
-    ((8, 3, 21, 26), dict(window_strides=(2, 1), padding=((0, 1), (2, 2)), rhs_dilation=(1, 2))),
+@pytest.mark.parametrize("lhs,window,kw", [
+    ((4, 3, 16, 16), (3, 3), dict(window_strides=(1, 1), padding="SAME")),
+    ((8, 3, 21, 26), (3, 3), dict(window_strides=(2, 1), padding=((0, 1), (2, 2)),
+                                  rhs_dilation=(1, 2))),
+    ((3, 5, 400), (4,), dict(window_strides=(1,), padding=((3, 0),))),   # causal conv1d
+    ((2, 2, 3, 9, 40), (2, 2, 3), dict(window_strides=(1, 2, 1), padding="SAME")),  # 3-D
 ])
-def test_a_depthwise_weight_gradient_with_a_long_window_sums_in_workgroups(lhs, kw):
-    """k = batch x output positions (1024 here, 1144 strided): the reduce form, a workgroup
-    per weight element (lavapipe's loop limit holds: a few k steps per thread)."""
-    conv = lambda x, w: lax.conv_general_dilated(x, w, feature_group_count=3, **kw)  # noqa
+def test_a_depthwise_weight_gradient_with_a_long_window_sums_in_workgroups(lhs, window, kw):
+    """k = batch x output positions (1024 to 2080 here): the split form, a workgroup per
+    channel holding all of its weights (9, 4, 12 of them); lavapipe's loop limit holds: a few
+    k steps per thread."""
+    c = lhs[1]
+    conv = lambda x, w: lax.conv_general_dilated(x, w, feature_group_count=c, **kw)  # noqa
     f = vg.grad(lambda x, w: vnp.sum(vnp.sin(conv(x, w))), argnums=1)
-    names = [s.launch.name for s in _check(f, _f32(*lhs), _f32(3, 1, 3, 3),
+    names = [s.launch.name for s in _check(f, _f32(*lhs), _f32(c, 1, *window),
+                                           rtol=1e-4).lowered.steps]
+    assert "conv_depthwise_split" in names and "conv" not in names, names
+
+
+@pytest.fixture
+def split_k_on_lavapipe(monkeypatch):
+    """The device's Target with the GPU's split-K policy: lavapipe's plans split K too."""
+    device = get_device()
+    monkeypatch.setattr(device, "target", dataclasses.replace(device.target, split_k=True))
+
+
+@pytest.mark.parametrize("lhs,window,kw,slices", [
+    ((24, 3, 16, 16), (3, 3), dict(window_strides=(1, 1), padding="SAME"), 3),
+    ((5, 2, 1000), (4,), dict(window_strides=(1,), padding=((3, 0),)), 2),
+])
+def test_a_depthwise_weight_gradients_k_slices_add_up(lhs, window, kw, slices,
+                                                      split_k_on_lavapipe):
+    """With the GPU's split-K policy, K = 6144 and 5000 cut into slices of at least
+    SPLIT_MIN_K (2048), each slice's partial sums summed after: each slice starts mid-window
+    (its first k decoded) and sums only its own."""
+    c = lhs[1]
+    conv = lambda x, w: lax.conv_general_dilated(x, w, feature_group_count=c, **kw)  # noqa
+    f = vg.grad(lambda x, w: vnp.sum(vnp.sin(conv(x, w))), argnums=1)
+    lowered = _check(f, _f32(*lhs), _f32(c, 1, *window), rtol=1e-4)
+    (split,) = [s.launch for s in lowered.lowered.steps if s.launch.name == "conv_depthwise_split"]
+    assert split.groups == (c, slices, 1)
+    assert any(s.launch.name == "reduce_sum" for s in lowered.lowered.steps)
+
+
+def test_a_depthwise_weight_gradient_with_many_weights_a_channel_sums_each_in_a_workgroup():
+    """More weights a channel than a thread of the split form holds (a 5x5 window: 25 > 16):
+    the reduce form, a workgroup per weight."""
+    conv = lambda x, w: lax.conv_general_dilated(                       # noqa: E731
+        x, w, (1, 1), "SAME", feature_group_count=2)
+    f = vg.grad(lambda x, w: vnp.sum(vnp.sin(conv(x, w))), argnums=1)
+    names = [s.launch.name for s in _check(f, _f32(4, 2, 16, 16), _f32(2, 1, 5, 5),
                                            rtol=1e-4).lowered.steps]
     assert "conv_depthwise_reduce" in names and "conv" not in names, names
 
@@ -203,20 +262,26 @@ def test_a_depthwise_weight_gradient_with_a_long_window_sums_in_workgroups(lhs, 
     ((32, 256, 28, 28), (3, 3), ((1, 1), (1, 1))),      # bench_conv's depthwise_c256_28
     ((8, 1024, 2048), (4,), ((3, 0),)),                  # ... and conv1d_k4_c1024_l2048
 ])
-def test_the_h200_plans_the_benchmarks_depthwise_weight_gradients_as_workgroup_sums(
+def test_the_h200_plans_the_benchmarks_depthwise_weight_gradients_in_split_workgroups(
         lhs, window, pads):
     """The planner alone, on the H200's Target: the weight gradients of bench_conv.py's two
-    depthwise convolutions run the DW_REDUCE form (a workgroup per weight element), not the
-    GEMM that measured 3.2 and 8.1 ms there (BENCHMARKS.md)."""
+    depthwise convolutions run the DW_SPLIT form (a workgroup per channel and slice of k:
+    256 channels x 3 slices, 1024 channels unsplit), not the GEMM that measured 3.2 and
+    8.1 ms there (BENCHMARKS.md)."""
     c, nd = lhs[1], len(window)
     conv = lambda x, w: lax.conv_general_dilated(                       # noqa: E731
         x, w, (1,) * nd, pads, feature_group_count=c)
     dw = vg.grad(lambda x, w: vnp.sum(conv(x, w)), argnums=1)
     program = vg.make_ir(dw)(vg.ShapeDtype(lhs), vg.ShapeDtype((c, 1) + window))
     plan = run_stages(program, "plan", Options(target=Target.h200()))["plan"]
-    names = [s.launch.name for s in plan.steps]
-    assert "conv_depthwise_reduce" in names and "conv" not in names, names
-    assert "conv_gemm" not in names
+    (split,) = [s.launch for s in plan.steps if s.launch.name == "conv_depthwise_split"]
+    assert split.groups == ((256, 3, 1) if c == 256 else (1024, 1, 1))
+    assert not {"conv", "conv_gemm"} & {s.launch.name for s in plan.steps}
+    # a higher target for the planner: more slices, each at least SPLIT_MIN_K (2048) long
+    k = lhs[0] * math.prod(lhs[2:])
+    assert conv_depthwise.split_slices(c, k, Target.h200(), 1056) == (5 if c == 256 else 2)
+    assert conv_depthwise.split_slices(c, 4096, Target.h200(), 1056) == 2
+    assert conv_depthwise.split_slices(c, k, Target.lavapipe(), 1056) == 1
 
 
 def test_a_depthwise_kernels_store_runs_the_epilogue():
@@ -241,16 +306,34 @@ def test_both_gradients_run_on_the_kernel_with_split_k():
     ((3, 16, 30), (36, 16, 5), dict(window_strides=(2,), padding=((3, 1),), rhs_dilation=(2,))),
 ])
 def test_the_gemm_kernels_k_slices_add_up(lhs, rhs, kw, variant, monkeypatch):
-    """Split-K (3 slices, forced) on both k orders, with both gradients: each slice decodes
-    its first k (mid-window for channels innermost) and sums only its own."""
-    monkeypatch.setattr(conv_lowering, "choose_variant", lambda og, m: variant)
+    """Split-K (3 slices, forced) on both k orders (the large tile; small takes w's order),
+    with both gradients: each slice decodes its first k (mid-window for channels innermost)
+    and sums only its own."""
+    monkeypatch.setattr(conv_lowering, "choose_variant", lambda og, m, k=0: variant)
     monkeypatch.setattr(conv_lowering, "choose_splits", lambda *a, **k: 3)
     f = vg.grad(lambda x, w: vnp.sum(vnp.sin(lax.conv_general_dilated(x, w, **kw))),
                 argnums=(0, 1))
     lowered = _check(f, _f32(*lhs), _f32(*rhs), rtol=1e-4)
     gemm = [s.launch for s in lowered.lowered.steps if s.launch.name == "conv_gemm"]
-    assert {dict(la.defines)["CG_CIN"] for la in gemm} == {0, 1}
+    orders = {0, 1} if variant in conv_lowering.CIN_TILES else {0}     # small: w's order
+    assert {dict(la.defines)["CG_CIN"] for la in gemm} == orders
     assert all(la.groups[2] == 3 for la in gemm)
+
+
+@pytest.mark.parametrize("variant", ["gemm_f64", "gemm_large"])
+def test_a_weight_gradient_runs_with_channels_innermost_over_its_long_window(variant,
+                                                                          monkeypatch):
+    """A weight gradient's k = (batch, output positions): with channels innermost (the
+    batch, 16 of it, in whole steps) over a 9 x 7 window, past CIN_MAX_WINDOW (what
+    bench_conv.py's ".cin" labels time), split in K."""
+    monkeypatch.setattr(conv_lowering, "CIN_MAX_WINDOW", 1 << 30)
+    monkeypatch.setattr(conv_lowering, "choose_variant", lambda og, m, k=0: variant)
+    monkeypatch.setattr(conv_lowering, "choose_splits", lambda *a, **k: 3)
+    f = vg.grad(lambda x, w: vnp.sum(vnp.sin(lax.conv(x, w, (1, 1), "SAME"))), argnums=1)
+    lowered = _check(f, _f32(16, 5, 9, 7), _f32(40, 5, 3, 3), rtol=1e-4)
+    (gemm,) = [s.launch for s in lowered.lowered.steps if s.launch.name == "conv_gemm"
+               and tuple(s.eqn.outputs[0].shape[2:]) == (3, 3)]      # the weight gradient
+    assert dict(gemm.defines)["CG_CIN"] == 1 and gemm.groups[2] == 3
 
 
 def test_the_gemm_kernels_long_sums_split_under_lavapipes_loop_limit():
@@ -262,7 +345,7 @@ def test_the_gemm_kernels_long_sums_split_under_lavapipes_loop_limit():
         x, w = np.ones(x_shape, np.float32), np.ones(w_shape, np.float32)
         conv = vg.jit(lambda x, w: lax.conv(x, w, (1,), "VALID"), backend="vulkan")
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(conv_lowering, "choose_variant", lambda og, m: "gemm_large")
+            mp.setattr(conv_lowering, "choose_variant", lambda og, m, k=0: "gemm_large")
             got = conv(x, w)
             names = [s.launch.name for s in conv.lower(x, w).lowered.steps]
             assert names[-2:] == ["conv_gemm", "reduce_sum"], names   # (w relaid out first)
@@ -287,8 +370,8 @@ def test_a_bias_and_activation_run_in_the_kernels_store():
     assert step.launch.name == "conv" and "VKG_STORE_B2" in step.launch.hooks
     params = {"w": _f32(32, 16, 3, 3), "b": _f32(32)}      # the GEMM kernel's store
     lowered = _check(lambda p, x: nn.relu(nn.conv(p, x)) * 2.0, params, _f32(2, 16, 6, 7))
-    relayout, step = lowered.lowered.steps
-    assert relayout.launch.name == "conv_relayout" and not relayout.launch.hooks
+    *before, step = lowered.lowered.steps         # (a relayout of w for channels innermost)
+    assert all(s.launch.name == "conv_relayout" and not s.launch.hooks for s in before)
     assert step.launch.name == "conv_gemm" and "VKG_STORE_B2" in step.launch.hooks
     assert not conv_lowering.takes_hooks(
         vg.make_ir(lambda x, w: lax.conv(x, w, (1,), "VALID"))(

@@ -93,6 +93,38 @@ def test_batch_norm_state_through_a_jitted_step():
     np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-5)
 
 
+def test_batch_norms_one_pass_statistics_hold_far_from_zero_on_the_gpu():
+    """The statistics in one pass (sums of x - K and its square, K each feature's first
+    element): a feature whose mean is 10^4 its spread (where E[x^2] - E[x]^2 in float32
+    would keep no digit of the variance) and one near 0, on Vulkan against float64; the
+    input gradient too."""
+    x = RNG.standard_normal((16, 2, 5, 5)) * np.array([1.0, 3.0])[:, None, None]
+    x[:, 0] += 1e4
+    x = x.astype(np.float32)
+    params, state = nn.init_batch_norm(2)
+
+    def f(x):
+        y, st = nn.batch_norm(params, state, x, training=True)
+        return y, st["var"]
+
+    y, var = vg.jit(f, backend="vulkan")(x)
+    x64 = x.astype(np.float64)
+    want_var = x64.var((0, 2, 3))
+    np.testing.assert_allclose(var, 0.9 + 0.1 * want_var, rtol=1e-5)
+    mean = x64.mean((0, 2, 3))[:, None, None]
+    np.testing.assert_allclose(y, (x64 - mean) / np.sqrt(want_var[:, None, None] + 1e-5),
+                               rtol=2e-3, atol=2e-3)
+    w = RNG.standard_normal(x.shape).astype(np.float32)
+    loss = lambda x: vnp.sum(nn.batch_norm(params, state, x, training=True)[0] * w)  # noqa
+    got = vg.jit(vg.grad(loss), backend="vulkan")(x)
+    xc = x64 - mean
+    inv = 1 / np.sqrt(want_var[:, None, None] + 1e-5)
+    xhat, n = xc * inv, x.size // 2
+    want = inv / n * (n * w - w.sum((0, 2, 3), keepdims=True)
+                      - xhat * (w * xhat).sum((0, 2, 3), keepdims=True))
+    np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-3 * np.abs(want).max())
+
+
 @pytest.mark.usefixtures("x64")   # float64 references at float64 tolerances
 def test_group_and_instance_norm_match_their_definitions():
     x = RNG.standard_normal((2, 6, 3, 4))

@@ -10,7 +10,8 @@
 // broadcast) and neighbouring x elements. The same push constants as conv.comp (planned by
 // vkgrad/lowering/conv_depthwise.py, which lowering/conv.py asks first).
 // Bindings: 0 x, 1 w, 2 out. Grid: lowering/launch.py's grid() over ceil(N*C*P / 256) groups,
-// each thread looping on by the whole grid. With DW_REDUCE defined, the reduction form below.
+// each thread looping on by the whole grid. With DW_SPLIT or DW_REDUCE defined, the reduction
+// forms below.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 // VKGRAD_FUSION_HOOKS
@@ -24,7 +25,80 @@ layout(std430, binding = 2) writeonly buffer Out { float o[]; };
 
 #include "conv_common.glsl"     // push constants p, input_at
 
-#ifdef DW_REDUCE
+#ifdef DW_SPLIT
+// One output feature per group from I input features over a long window, with few outputs
+// per (n, g) (a depthwise convolution's weight gradient: the window the output gradient, the
+// outputs the weights of one channel, 3 x 3 for a 3x3): a workgroup per (n, g) and slice of
+// k = (c, kd, kh, kw), each thread holding all P = DW_OD * DW_OH * DW_OW sums (the output's
+// spatial sizes, defines: the loops over them unrolled), so w's element (the output
+// gradient's) is read once for the P of them and x's neighbours come from the cache; a k's
+// input coordinates are tested once per output row and column (OD + OH + OW tests, not 3 P).
+// The threads take k 256 apart, moved on by 256's digits in k's mixed radix (push bk_c,
+// bk_d, bk_h, bk_w) with carries, no division in the loop. Slice s sums k in
+// [s * chunk, (s + 1) * chunk) and writes out[s, n, g, q] (partials, summed after in a fixed
+// order, when there are several). Grid: (N * O, slices).
+const uint SD = DW_OD, SH = DW_OH, SW = DW_OW, MAXP = SD * SH * SW;
+shared float red[MAXP * 256u];
+
+void main() {
+    const uint KP = p.KD * p.KH * p.KW, K = p.I * KP;
+    const uint DHW = p.D * p.H * p.W;
+    const uint ng = gl_WorkGroupID.x, split = gl_WorkGroupID.y;    // ng = n * O + g
+    const uint g = ng % p.O, n = ng / p.O;
+    const uint t = gl_LocalInvocationID.x;
+    const uint xbase = (n * p.C + g * p.I) * DHW, wbase = g * K;
+    float acc[MAXP];
+    [[unroll]] for (uint q = 0u; q < MAXP; q++) acc[q] = 0.0;
+    const uint kend = min(K, (split + 1u) * p.chunk);
+    uint k = split * p.chunk + t;
+    uint c = k / KP, kp = k % KP;
+    uint kw = kp % p.KW, kh = (kp / p.KW) % p.KH, kd = kp / (p.KW * p.KH);
+    for (; k < kend; k += 256u) {
+        const float wv = w[wbase + k];
+        int id[SD], ih[SH], iw[SW];
+        [[unroll]] for (uint j = 0u; j < SD; j++)
+            id[j] = input_at(int(j * p.sd + kd * p.rd_d) - p.pd, p.ld_d, p.D);
+        [[unroll]] for (uint j = 0u; j < SH; j++)
+            ih[j] = input_at(int(j * p.sh + kh * p.rd_h) - p.ph, p.ld_h, p.H);
+        [[unroll]] for (uint j = 0u; j < SW; j++)
+            iw[j] = input_at(int(j * p.sw + kw * p.rd_w) - p.pw, p.ld_w, p.W);
+        const uint xc = xbase + c * DHW;
+        [[unroll]] for (uint a = 0u; a < SD; a++)
+            [[unroll]] for (uint b = 0u; b < SH; b++) {
+                const bool row = id[a] >= 0 && ih[b] >= 0;
+                const uint at = xc + (uint(id[a]) * p.H + uint(ih[b])) * p.W;
+                [[unroll]] for (uint z = 0u; z < SW; z++) {
+                    const bool ok = row && iw[z] >= 0;
+                    const float xv = x[ok ? at + uint(iw[z]) : 0u];
+                    const uint q = (a * SH + b) * SW + z;
+                    acc[q] = fma(wv, ok ? xv : 0.0, acc[q]);
+                }
+            }
+        kw += p.bk_w;
+        if (kw >= p.KW) { kw -= p.KW; kh++; }
+        kh += p.bk_h;
+        if (kh >= p.KH) { kh -= p.KH; kd++; }
+        kd += p.bk_d;
+        if (kd >= p.KD) { kd -= p.KD; c++; }
+        c += p.bk_c;
+    }
+    [[unroll]] for (uint q = 0u; q < MAXP; q++) red[q * 256u + t] = acc[q];
+    barrier();
+    [[unroll]] for (uint s = 128u; s > 0u; s >>= 1u) {
+        if (t < s)
+            [[unroll]] for (uint q = 0u; q < MAXP; q++) red[q * 256u + t] += red[q * 256u + t + s];
+        barrier();
+    }
+    if (t < MAXP) {
+        const uint e = ng * MAXP + t;
+#ifdef VKG_STORE_B2
+        VKG_STORE_B2(e, red[t * 256u]);
+#else
+        o[split * p.N * p.O * MAXP + e] = red[t * 256u];
+#endif
+    }
+}
+#elif defined(DW_REDUCE)
 // One output feature per group from I input features over a long window (a depthwise
 // convolution's weight gradient: I = the batch, the window = the output gradient): a
 // workgroup per output element, its threads splitting k = (c, kd, kh, kw) and summing in

@@ -13,11 +13,10 @@ Two kernels:
   c) with channels innermost where I % BK == 0 and the window is short: a k step is BK
   channels at one window offset, so padding is tested once per position and step, and w is
   relaid out [O, KH, KW, I] first (conv_relayout.comp, a small dispatch: w is small) for vec4
-  loads along k; else w's storage order (c, kh, kw), vec4 loads of w where K % 4 == 0.
-  Tiles: GEMM_VARIANTS, chosen by `choose_gemm_variant` (the matmul planner's rule: the
-  biggest tile with enough workgroups, here also padding the features little). Not yet
-  measured on the H200: the `--sweep` of bench/bench_conv.py times every variant of both
-  kernels.
+  loads along k (every tile but `gemm_small`: CIN_TILES); else w's storage order (c, kh,
+  kw), vec4 loads of w where K % 4 == 0. Tiles: GEMM_VARIANTS, chosen by
+  `choose_gemm_variant`, a rule fitted to the H200 sweep (its reasoning beside it: work per
+  workgroup, workgroups against the 132 multiprocessors, whether K is long enough to split).
 - vkgrad/kernels_glsl/conv.comp, for the rest (fewer features per group, 3-D, lhs
   dilation): rows are positions; variants (defines; a thread holds RM x RN accumulators,
   TX x TY threads):
@@ -42,17 +41,18 @@ Mamba-shaped conv1d), whose 512-row tile it would fill with 9 rows. A forced GEM
 Epilogues: elementwise work on the result (a bias, an activation) runs in either kernel's
 store (VKG_STORE_B2) unless K is split.
 
-Split-K: a weight gradient has few output rows (M = C/G * window) and a long k (N * out
+Split-K: a weight gradient has few output positions (m = C/G * window) and a long k (N * out
 spatial), so the k range is split over workgroups (grid z = splits * groups) into partial
-results [splits, N, O, P] that a reduction sums, on a GPU when the output alone gives fewer
-than SPLIT_BELOW_GROUPS workgroups or one would run more than LONG_STEPS k steps, and on a
-Target whose loops stop early (lavapipe) wherever one workgroup would loop too long. Measured
-on the H200 by bench/bench_conv.py (BENCHMARKS.md).
+results [splits, N, O, P] that a reduction sums in a fixed order (deterministic, no atomics),
+on a GPU when the output alone gives fewer than SPLIT_BELOW_GROUPS workgroups (into about
+SPLIT_TARGET_THREADS invocations, the matmul's tall-K target) or one would run more than
+LONG_STEPS k steps, and on a Target whose loops stop early (lavapipe) wherever one workgroup
+would loop too long. Measured on the H200 by bench/bench_conv.py (BENCHMARKS.md).
 
 plan_conv hands one output feature per group to lowering/conv_depthwise.py's kernels where
 they apply (a depthwise convolution and its input gradient, directly; its weight gradient's
-long sums, a workgroup per weight element: the DW_REDUCE form, which the H200 Target plans for
-bench_conv's depthwise_c256_28 and conv1d_k4_c1024_l2048 weight gradients).
+long sums: the DW_SPLIT form, a workgroup per channel and slice of k, which the H200 Target
+plans for bench_conv's depthwise_c256_28 and conv1d_k4_c1024_l2048 weight gradients).
 """
 
 from __future__ import annotations
@@ -62,10 +62,11 @@ from dataclasses import dataclass
 
 from vkgrad import primitives as P
 from vkgrad.lowering import conv_depthwise
+from vkgrad.lowering.conv_depthwise import mixed_radix
 from vkgrad.lowering.contracts import KernelContract, Unsupported, need_f32, register
 from vkgrad.lowering.kernels import OpPlan, Temp, _defines, plan_split_sum
 from vkgrad.lowering.launch import MAX_GROUPS_X, Launch, cdiv, grid
-from vkgrad.lowering.matmul import Tile
+from vkgrad.lowering.matmul import TALL_K_SLICE_STEPS, TALL_K_TARGET_GROUPS, Tile
 from vkgrad.target import target_of
 
 
@@ -110,9 +111,18 @@ VARIANTS = {
 # of conv_gemm.comp: a 70,000-step sum stopped at 65,535 steps): with room.
 LOOP_ITERATIONS_PER_STEP = 64
 SPLIT_BELOW_GROUPS = 66      # a GPU splits K when the output gives fewer workgroups ...
-SPLIT_TARGET_GROUPS = 132    # ... into about this many (one per H200 multiprocessor)
-SPLIT_MIN_STEPS = 8          # ... and keeps at least this many k steps per slice
-MAX_SPLITS = 64
+# ... into about SPLIT_TARGET_THREADS invocations: the matmul's tall-K target, 264 x 256
+# threads, so 528 workgroups of the GEMM tiles' 128 threads (4 per H200 multiprocessor). The
+# weight gradients split to 132-135 workgroups (1 per multiprocessor) ran at 11-16 TFLOP/s
+# where the same kernel's forwards, 196-784 workgroups, ran at 27-34 (H200 sweep,
+# 2026-12-01); at 528, C128 28x28's took 308 us (was 509) and C256 14x14 stride 2's 101
+# (was 174). f64w (64 x 256) is the exception, SPLIT_TARGET_TILE_THREADS: at C64 56x56 its
+# weight gradient (3 column blocks) took 362 us split for 264 workgroups, 482 for 384
+# (its 128-slice cap), while f64 took 362 at 640 and large 570 at 530.
+SPLIT_TARGET_THREADS = TALL_K_TARGET_GROUPS * 256
+SPLIT_TARGET_TILE_THREADS = {"gemm_f64w": TALL_K_TARGET_GROUPS * 128}
+SPLIT_MIN_STEPS = TALL_K_SLICE_STEPS   # ... each slice keeping at least this many k steps
+MAX_SPLITS = 128             # (the partial sums: splits x the output, written and read once)
 LONG_STEPS = 256             # ... and, with enough workgroups, keeps at most this many k steps
                              # per workgroup (a depthwise weight gradient: 256 groups, 1568)
 
@@ -120,11 +130,9 @@ LONG_STEPS = 256             # ... and, with enough workgroups, keeps at most th
 FEW_POSITIONS = 2304          # m at most this: the 128-row tiles (big, tall) for Og >= 64
 
 # The GEMM kernel's tiles (conv_gemm.comp: the matmul kernel's tiling, lowering/matmul.py's
-# Tile; rows are output features, columns output positions), biggest first, each with the
-# fewest workgroups (of one group) it needs to be chosen, as the matmul's variants (about 1.5
-# and 0.75 waves of the H200's 132 multiprocessors), and the most padding of Og it may waste.
-# always_prefetch as the matmul's: on for its `large` (41 -> 47 TFLOP/s there) and the tile of
-# the same step and accumulators (f64w), off for `medium` (27 vs 39 with it) and the rest.
+# Tile; rows are output features, columns output positions). always_prefetch as the matmul's:
+# on for its `large` (41 -> 47 TFLOP/s there) and the tile of the same step and accumulators
+# (f64w), off for `medium` (27 vs 39 with it) and the rest.
 GEMM_VARIANTS = {
     "gemm_large": Tile(bm=128, bn=128, bk=8, tm=16, tn=8, always_prefetch=True),  # `large`
     "gemm_f64w": Tile(bm=64, bn=256, bk=8, tm=8, tn=16, always_prefetch=True),
@@ -132,27 +140,57 @@ GEMM_VARIANTS = {
     "gemm_f64": Tile(bm=64, bn=128, bk=8, tm=8, tn=8),
     "gemm_small": Tile(bm=64, bn=64, bk=16, tm=4, tn=8),
 }
-GEMM_MIN_GROUPS = {"gemm_large": 192, "gemm_f64w": 192, "gemm_medium": 96, "gemm_f64": 96,
-                   "gemm_small": 0}
+# Channels innermost in k (CG_CIN) on every tile but `small`, where w's storage order ran
+# faster at all 6 ResNet shapes' forwards (H200 sweep 2026-12-01: 336 vs 362 us at C64 56x56,
+# 144 vs 213 at C256 14x14 stride 2; BK = 16 and 128 threads: 4 threads a position, so a warp's
+# loads of x span 4 channel planes; `medium`, the other BK = 16 tile, ran faster with it).
+CIN_TILES = frozenset(GEMM_VARIANTS) - {"gemm_small"}
 GEMM_MAX_PADDING = 1.25
 GEMM_MIN_FEATURES = 32        # fewer output features per group: conv.comp's narrow tiles
 CIN_MAX_WINDOW = 64           # channels innermost in k for windows up to this (3x3, 7x7)
+# The rule `choose_gemm_variant` follows, fitted to the H200 sweep of 2026-12-01 (every tile
+# at the 6 ResNet shapes, forward and both gradients; kernel us):
+# (every tile has 128 threads; they differ in the block each computes)
+# - f64 (64 x 128, 8 x 8 sums a thread) was the fastest wherever it gave at least
+#   F64_MIN_GROUPS workgroups unsplit (1.5 per multiprocessor): the stride-1 forwards 214-218
+#   us against 261-390 on the other tiles, C64 56x56 stride 2 84 against 96-153;
+# - with fewer, the 128 x 128 tile (16 x 8 sums a thread: twice f64's work per workgroup)
+#   split in K to fill the GPU: C256 14x14 stride 2 forward 105 (+6 for the sum) against f64's 130 (+5),
+#   small's 213; the weight gradients at C128 (427 against 498-604) and C256 stride 2 (118);
+#   it needs og a multiple of 128 (its padding) and K long enough to split into at least
+#   SPLIT_FILL_GROUPS workgroups with SPLIT_MIN_STEPS steps each;
+# - 64-feature outputs too small for f64 (a C64 weight gradient: 576 positions): f64w
+#   (64 x 256) split in K, 476 us against small's 596 and f64's 616;
+# - else (short k, few positions: a stride-2 input gradient's phases, k = 256-1024) the tile
+#   with the most workgroups, small, unsplit: C256 14x14 stride 2 160 us (w's order) against
+#   large's 170 + 21 for its sums.
+F64_MIN_GROUPS = 192
+SPLIT_FILL_GROUPS = 132
 
 
-def choose_variant(og: int, m: int) -> str:
-    """The tile for og output features per group at m output positions: the GEMM kernel's
-    from GEMM_MIN_FEATURES features (`choose_gemm_variant`), else conv.comp's (table above)."""
+def choose_variant(og: int, m: int, k: int = 0) -> str:
+    """The tile for og output features per group at m output positions and k = I * window:
+    the GEMM kernel's from GEMM_MIN_FEATURES features (`choose_gemm_variant`), else
+    conv.comp's (table above)."""
     if og >= GEMM_MIN_FEATURES:
-        return choose_gemm_variant(og, m)
+        return choose_gemm_variant(og, m, k)
     return choose_gather_variant(og, m)
 
 
-def choose_gemm_variant(og: int, m: int) -> str:
-    """The biggest GEMM tile that pads og by at most GEMM_MAX_PADDING and gives at least its
-    GEMM_MIN_GROUPS workgroups; split-K (choose_splits) fills the GPU below that."""
-    for name, t in GEMM_VARIANTS.items():
+def choose_gemm_variant(og: int, m: int, k: int) -> str:
+    """The rule above: f64 with enough workgroups, else the first of large and f64w that pads
+    og by at most GEMM_MAX_PADDING and can split K into enough workgroups, else small."""
+    def blocks(name):
+        t = GEMM_VARIANTS[name]
         rows = cdiv(og, t.bm)
-        if rows * t.bm <= GEMM_MAX_PADDING * og and rows * cdiv(m, t.bn) >= GEMM_MIN_GROUPS[name]:
+        return rows * cdiv(m, t.bn) if rows * t.bm <= GEMM_MAX_PADDING * og else 0
+
+    if blocks("gemm_f64") >= F64_MIN_GROUPS:
+        return "gemm_f64"
+    for name in ("gemm_large", "gemm_f64w"):
+        t = GEMM_VARIANTS[name]
+        slices = min(cdiv(k, t.bk) // SPLIT_MIN_STEPS, MAX_SPLITS)
+        if blocks(name) and blocks(name) * max(slices, 1) >= SPLIT_FILL_GROUPS:
             return name
     return "gemm_small"
 
@@ -169,17 +207,20 @@ def choose_gather_variant(og: int, m: int) -> str:
     return "wide"
 
 
-def choose_splits(groups: int, k: int, tile: ConvTile | Tile, target=None) -> int:
-    """K slices across workgroups: 1 means none."""
+def choose_splits(groups: int, k: int, tile: ConvTile | Tile, target=None, *,
+                  split_threads: int | None = None) -> int:
+    """K slices across workgroups: 1 means none. `split_threads` (default
+    SPLIT_TARGET_THREADS): the invocations a split aims at (lower it to force splits)."""
     target = target_of(target)
     steps = cdiv(k, tile.bk)
     need = 1
     if target.max_loop_iterations:
         need = cdiv(steps, max(1, target.max_loop_iterations // LOOP_ITERATIONS_PER_STEP))
     want = 1
+    threads = SPLIT_TARGET_THREADS if split_threads is None else split_threads
     if target.split_k and groups < SPLIT_BELOW_GROUPS:
-        want = min(cdiv(SPLIT_TARGET_GROUPS, max(groups, 1)), steps // SPLIT_MIN_STEPS,
-                   MAX_SPLITS)
+        want = min(cdiv(cdiv(threads, tile.threads), max(groups, 1)),
+                   steps // SPLIT_MIN_STEPS, MAX_SPLITS)
     elif target.split_k and steps > LONG_STEPS:
         want = min(cdiv(steps, LONG_STEPS), MAX_SPLITS)
     s = max(need, want, 1)
@@ -187,21 +228,13 @@ def choose_splits(groups: int, k: int, tile: ConvTile | Tile, target=None) -> in
     return cdiv(steps, per)
 
 
-def mixed_radix(n: int, radices: tuple) -> tuple:
-    """n's digits in the mixed radix (r0, r1, r2, r3), most significant first; the first digit
-    takes what is left (n // (r1 * r2 * r3))."""
-    digits = []
-    for r in reversed(radices[1:]):
-        digits.append(n % r)
-        n //= r
-    return (n,) + tuple(reversed(digits))
-
-
 def plan_conv(lhs: tuple, rhs: tuple, out: tuple, window_strides, padding, lhs_dilation,
-              rhs_dilation, groups: int, *, target=None, variant: str | None = None) -> OpPlan:
+              rhs_dilation, groups: int, *, target=None, variant: str | None = None,
+              split_threads: int | None = None) -> OpPlan:
     """The dispatches of conv_general_dilated for operands of these shapes (1 to 3 spatial
     dims) and params. Roles "x", "w", "out" (temps "partials" with split-K, "w_cin" for w
-    relaid out with its input features innermost)."""
+    relaid out with its input features innermost). `variant` forces a tile, `split_threads`
+    the invocations split-K aims at (choose_splits)."""
     nd = len(lhs) - 2
     if not 1 <= nd <= 3:
         raise ValueError(f"a convolution with {nd} spatial dimensions (the kernel runs 1 to 3)")
@@ -219,11 +252,14 @@ def plan_conv(lhs: tuple, rhs: tuple, out: tuple, window_strides, padding, lhs_d
     push = (n, c, *fill(lhs[2:], 1), o, og, i, *fill(rhs[2:], 1), *fill(out[2:], 1),
             *fill(window_strides, 1), *fill((lo for lo, _ in padding), 0),
             *fill(lhs_dilation, 1), *fill(rhs_dilation, 1))
-    how = None if variant else conv_depthwise.mode(og, i, math.prod(rhs[2:]), math.prod(out),
-                                                   target_of(target))
+    window = math.prod(rhs[2:])
+    how = None if variant else conv_depthwise.mode(og, i, window, math.prod(out),
+                                                   math.prod(out[2:]), target_of(target))
     if how:
-        return conv_depthwise.plan_depthwise(push + (0, 0, 0, 0, 0), math.prod(out), how)
-    name = variant or choose_variant(og, m)
+        return conv_depthwise.plan_depthwise(
+            push, math.prod(out), how, k=k, per_group=fill(out[2:], 1),
+            radix=(i, *fill(rhs[2:], 1)), target=target_of(target))
+    name = variant or choose_variant(og, m, k)
     if name in GEMM_VARIANTS and (nd > 2 or max(lhs_dilation) > 1):
         name = choose_gather_variant(og, m)          # the GEMM kernel's limits
     if name in GEMM_VARIANTS:
@@ -235,13 +271,14 @@ def plan_conv(lhs: tuple, rhs: tuple, out: tuple, window_strides, padding, lhs_d
     if gx > MAX_GROUPS_X or gy > MAX_GROUPS_X:
         raise ValueError(f"a convolution of {m} output positions x {og} features per group "
                          "(more workgroups than a dispatch holds)")
-    splits = choose_splits(gx * gy * groups, k, tile, target)
+    if split_threads is None:
+        split_threads = SPLIT_TARGET_TILE_THREADS.get(name, SPLIT_TARGET_THREADS)
+    splits = choose_splits(gx * gy * groups, k, tile, target, split_threads=split_threads)
     if splits * groups > MAX_GROUPS_X:
         raise ValueError(f"a convolution of {groups} groups (x {splits} K slices)")
     chunk = cdiv(cdiv(k, tile.bk), splits) * tile.bk
     push += (chunk, *mixed_radix(tile.bk, (i, *fill(rhs[2:], 1))))
-    window = math.prod(rhs[2:])
-    cin = name in GEMM_VARIANTS and i % tile.bk == 0 and 1 < window <= CIN_MAX_WINDOW
+    cin = name in CIN_TILES and i % tile.bk == 0 and 1 < window <= CIN_MAX_WINDOW
     if name in GEMM_VARIANTS:
         launch = Launch(name="conv_gemm", shader="conv_gemm.comp", bindings=3,
                         groups=(gx, gy, splits * groups), push=push, defines=_defines(
