@@ -72,8 +72,10 @@ def plan_text(lw) -> str:
     for i, st in enumerate(lw.steps):
         if i in loop_at:
             end, trips = loop_at[i]
-            lines.append(f"  loop: k{i}-k{end - 1} run {trips} times ({describe(st.eqn)}"
-                         f"{', ' + st.eqn.source if st.eqn.source else ''})")
+            scan = next((s.eqn for s in lw.steps[i:end] if s.eqn.prim.name == "scan"), st.eqn)
+            what = describe(scan) if scan.prim.name == "scan" else f"{trips} steps"
+            lines.append(f"  loop: k{i}-k{end - 1} run {trips} times ({what}"
+                         f"{', ' + scan.source if scan.source else ''})")
         e = st.eqn
         g = "x".join(map(str, st.launch.groups))
         lines.append(f"  k{i:<3} {st.launch.name:<22} {e.phase}  {_what(e)}")
