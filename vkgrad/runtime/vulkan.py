@@ -216,7 +216,8 @@ class Device:
         self.addresses = bool(getattr(self._placeholder, "device_address", lambda: 0)())
         self._copy_slot = None
         self._executables: "weakref.WeakSet[Executable]" = weakref.WeakSet()
-        self.inflight = InFlight()   # submissions pending on this device's queue
+        # submissions pending on this device's queue
+        self.inflight = InFlight(self.target.wait_spin_us)
         # one thread at a time binds, records and submits (calls from several threads: the
         # shared transfer sequence, recorded copies and the queue are not thread-safe)
         self.lock = threading.RLock()
