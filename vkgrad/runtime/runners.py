@@ -371,8 +371,11 @@ class VulkanRunner:
                              post=post)
         for r in results:
             r.submission = sub
-        for o in owned[len(self._inputs):]:
-            o.writer = sub
+        if self.device.set_slots is not None:   # (kp patch 0013)
+            self.device.set_slots(owned[len(self._inputs):], {"writer": sub})
+        else:
+            for o in owned[len(self._inputs):]:
+                o.writer = sub
         for _, o, _, out in moved:
             if out:
                 o.writer = sub
