@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import collections
+import gc
 import io
 import json
 import os
@@ -249,8 +250,10 @@ def main():
     dispatches = lower().stats().get("dispatches")
 
     before = {k: vg.runtime_stats()[k] for k in EVENTS}
+    gc_before = [g["collections"] for g in gc.get_stats()]
     times = host_times(call, drain, calls)
     after = vg.runtime_stats()
+    gc_per_call = [(g["collections"] - b) / calls for g, b in zip(gc.get_stats(), gc_before)]
     warm = host_times(call, drain, calls, warm=True)
     per_call = {k: (after[k] - before[k]) / calls for k in EVENTS}
     phases = phase_times(call, drain, calls)
@@ -281,7 +284,9 @@ def main():
               f"{statistics.median(times):.1f} us (target: at most 100 us on the H200)")
     print("phases, us (median, p10): " + ", ".join(f"{k} {v['median']:.1f} ({v['p10']:.1f})"
                                                     for k, v in phases.items()))
-    print("per call: " + ", ".join(f"{k} {v:g}" for k, v in per_call.items()))
+    print("per call: " + ", ".join(f"{k} {v:g}" for k, v in per_call.items()) +
+          ", garbage collections (generations 0, 1, 2) " +
+          ", ".join(f"{n:g}" for n in gc_per_call))
     print(f"asynchronous loop, loss read at the end: {loop_us:.1f} us/step")
     print(out.getvalue())
     if args.pyinstrument:
@@ -305,7 +310,7 @@ def main():
             "host_us": {"median": statistics.median(times), "p10": pct(times, 0.1),
                         "p90": pct(times, 0.9)},
             "warm_host_us": {"median": statistics.median(warm), "p10": pct(warm, 0.1)},
-            "phases_us": phases, "per_call": per_call,
+            "phases_us": phases, "per_call": per_call, "gc_per_call": gc_per_call,
             "loop_us_per_step": loop_us, "profile": out.getvalue()}, indent=1))
 
 

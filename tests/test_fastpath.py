@@ -88,3 +88,61 @@ def test_guard_misses_on_a_swapped_key_or_container_and_stays_correct(monkeypatc
         want = sum(np.asarray(v) for v in vg.tree_util.tree_leaves(case))
         assert np.asarray(g(case)).tolist() == want.tolist()
     assert len(slow) == len(cases) - 1   # only the second call, like the first, hit the guard
+
+
+def _slot_writer():
+    """kp's slot writers (kp patch 0014), once a device is open."""
+    import pytest
+    from vkgrad.runtime import get_device
+    from vkgrad.tracer import array
+    get_device()
+    if array._slots[0] is None:
+        pytest.skip("this kp build has no slot writers (kp patch 0014)")
+    return array
+
+
+def test_views_made_by_kp_are_the_arrays_array_init_makes():
+    """A jitted call's result Arrays (array.views, through kp.new_slotted) hold what
+    Array(aval, owned) holds, count their buffer's users the same way, and count a second view
+    of one buffer (shares) as __init__ does."""
+    array = _slot_writer()
+    a, b = vg.device_put(np.arange(3, dtype=np.float32)), vg.device_put(np.ones(2, np.float32))
+    oa, ob = a._owned, b._owned
+    shares = array.shares[0]
+    made = array.views([a.aval, b.aval, a.aval], [oa, ob, oa])
+    assert [type(x) for x in made] == [vg.Array] * 3
+    assert [(x._aval, x._owned, x._host, x._future, x._deleted) for x in made] == \
+        [(a.aval, oa, None, None, False), (b.aval, ob, None, None, False),
+         (a.aval, oa, None, None, False)]
+    assert (oa.users, ob.users) == (3, 2)
+    assert array.shares[0] == shares + 3   # each view made while another Array viewed it
+    np.testing.assert_array_equal(np.asarray(made[2]), np.arange(3))
+    del made
+    assert (oa.users, ob.users) == (1, 1)
+
+
+def test_delete_all_by_kp_deletes_each_array_once():
+    """delete_all through kp's set_slots and add_to_slots: an Array listed twice is deleted
+    once (its buffer's users drop by one), and reading it raises the deleted-Array error."""
+    import pytest
+    array = _slot_writer()
+    a = vg.device_put(np.arange(3, dtype=np.float32))
+    owned = a._owned
+    (b,) = array.views([a.aval], [owned])
+    array.delete_all(x for x in (b, b))
+    assert owned.users == 1 and b.is_deleted() and b._owned is None
+    with pytest.raises(vg.DeletedArrayError if hasattr(vg, "DeletedArrayError") else
+                       array.DeletedArrayError, match="donated"):
+        np.asarray(b)
+    np.testing.assert_array_equal(np.asarray(a), np.arange(3))
+
+
+def test_kp_slot_writers_refuse_what_is_not_a_slot():
+    """kp.new_slotted writes only writable __slots__ entries."""
+    import pytest
+    array = _slot_writer()
+    kp = array._slots[0]
+    with pytest.raises(TypeError, match="not a writable __slots__ entry"):
+        kp.new_slotted(vg.Array, 1, {}, {"aval": None})   # a property, not a slot
+    with pytest.raises(ValueError, match="length"):
+        kp.new_slotted(vg.Array, 2, {"_aval": [None]}, {})

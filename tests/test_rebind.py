@@ -237,6 +237,32 @@ def test_a_program_keeps_no_argument_buffer_alive_after_its_call():
     assert [r() for r in refs] == [None, None]
 
 
+def test_a_repeat_trusts_its_argument_ids_only_while_their_buffers_live():
+    """A repeat remembers the last call's arguments by id; once one of them is gone (an id may
+    then come again for another object) the next call takes the full check, and computes
+    right on new arguments that may sit where the old ones were."""
+    from vkgrad.runtime.pool import watched_deaths
+    f = vg.jit(lambda w, x: (w * 2.0, vnp.sum(x * w)), donate_argnums=0, backend="vulkan")
+    x = vg.device_put(np.ones(4, np.float32))
+    w = vg.device_put(np.ones(4, np.float32))
+    for _ in range(3):
+        w, s = f(w, x)
+    rep = f.lower(w, x).runner._repeat
+    assert rep is not None and rep.matches([w._owned, x._owned], rep.setting)
+    deaths = watched_deaths[0]
+    del w, s
+    get_device().inflight.wait_all()
+    assert watched_deaths[0] > deaths
+    for k in range(3):   # new arguments: full checks, then a repeat of the new ones
+        w = vg.device_put(np.full(4, k, np.float32))
+        w2, s = f(w, x)
+        assert w.is_deleted()
+        np.testing.assert_allclose(np.asarray(w2), np.full(4, 2.0 * k))
+        assert float(s) == 4.0 * k
+        del w2, s
+    assert not rep.matches([None, x._owned], rep.setting)
+
+
 def test_a_call_fed_host_results_in_its_slots_repeats_too():
     """A small result that is not donated comes back as host data (a counter, say); fed back,
     it goes into its argument slot, and the call still repeats the last one's bindings."""

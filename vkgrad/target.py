@@ -35,6 +35,10 @@ _GPU_POLICY = dict(
     # the sort plan's 35.5 (text-like ids: 22.8 against 45.8); [4096, 256] from 8,192 (2^25)
     # 55.0 against 37.4: the crossover lies between
     take_grad_rows_max_tests=2 ** 24,
+    # a wait for a submission polls its fence this long before it sleeps (then kp's own 2 ms
+    # poll, patch 0002): the LM small step's next call (the queue drained before it) took 295 us
+    # of host time on the H200 against 434 with kp's poll only (docs/jit.md)
+    wait_spin_us=20_000,
 )
 _CPU_POLICY = dict(
     split_k=False,                # its 2-4 threads are busy with any output
@@ -53,6 +57,8 @@ _CPU_POLICY = dict(
     # the one-launch embedding gradient lost from 2**19 id tests up (46 vs 24 ms at [64, 256]
     # from 8,192 ids), broke even at 2**16 (2.3 ms both at [32, 64] from 2,048) and won below
     take_grad_rows_max_tests=2 ** 16,
+    # the device's threads are the host's cores: a spinning wait takes one from them
+    wait_spin_us=0,
 )
 
 
@@ -109,6 +115,7 @@ class Target:
     interpreter_faster: bool = False
     pipeline_threads: int = 1            # threads that build pipelines at once
     take_grad_rows_max_tests: int = 2 ** 24   # id tests up to which take_grad is one launch
+    wait_spin_us: int = 20_000           # a wait polls the fence this long before it sleeps
 
     @classmethod
     def from_device(cls, info) -> "Target":

@@ -13,6 +13,7 @@ program of an eager `vg.grad`) as ONE submission (vkgrad/execution/eager.py).
 from __future__ import annotations
 
 import itertools
+import operator
 
 import numpy as np
 
@@ -56,19 +57,19 @@ def call(compiled, leaves, *, donated=(), timestamps=False) -> list:
     consumed.
     Returns one Array per program output, without waiting for the device."""
     runner = compiled.runner
-    on_device = runner.device is not None
-    if not on_device:
-        inputs = [np.asarray(x) for x in leaves]
-    else:   # an Array's device buffer (the runner checks its device), else host data
-        inputs = list(map(getattr, leaves, _OWNED, _NONE))
-        if None in inputs:   # host data, a host-only Array, a deleted one (which raises)
-            on_device = False
-            inputs = [np.asarray(x) if o is None else o for x, o in zip(leaves, inputs)]
+    # an Array's device buffer (the runner checks its device), else host data
+    inputs = list(map(getattr, leaves, _OWNED, _NONE))
+    on_device = runner.device is not None and None not in inputs
+    if not on_device:   # host data, a host-only Array, a deleted one (which raises)
+        holes = range(len(inputs)) if runner.device is None else \
+            itertools.compress(range(len(inputs)), map(operator.not_, inputs))
+        for k in holes:
+            inputs[k] = np.asarray(leaves[k])
     outs = runner.run(inputs, donate=bool(donated), timestamps=timestamps)
-    if on_device:   # every leaf a device Array: each donated one is consumed
-        delete_all(map(leaves.__getitem__, donated))
-    else:           # a host-backed Array was copied up, so nothing of it was consumed
-        delete_all(leaves[i] for i in donated
-                   if type(leaves[i]) is Array and leaves[i]._owned is not None)
+    if donated:
+        gone = list(map(leaves.__getitem__, donated))
+        # every leaf a device Array: each donated one is consumed; else only the device
+        # Arrays among them (a host-backed Array was copied up, so nothing of it was consumed)
+        delete_all(gone if on_device else
+                   itertools.compress(gone, map(getattr, gone, _OWNED, _NONE)))
     return compiled.results(outs)
-

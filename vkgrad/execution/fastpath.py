@@ -24,7 +24,7 @@ import numpy as np
 from vkgrad.runtime.inflight import HostResult
 from vkgrad.runtime.pool import Owned
 from vkgrad.runtime.runners import picker
-from vkgrad.tracer.array import Array, intern  # noqa: F401  (the jit interns its avals)
+from vkgrad.tracer.array import Array, intern, views  # noqa: F401  (the jit interns its avals)
 from vkgrad.tracer.pytree import TreeDef, custom_unflatten
 
 class _Gen:
@@ -148,7 +148,7 @@ def results(out_avals, owned_results=None):
     dev_avals, other_avals = dev(out_avals), other(out_avals)
     at = {i: k for k, i in enumerate(owned_results + rest)}
     order = picker([at[i] for i in range(len(out_avals))])   # [*dev, *other] -> outputs
-    return lambda outs: order(list(map(Array, dev_avals, dev(outs))) +
+    return lambda outs: order(views(dev_avals, dev(outs)) +
                               _arrays(other_avals, other(outs)))
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import collections
 import os
 import threading
+import time
 
 from .errors import DeviceError
 
@@ -101,9 +102,18 @@ class HostResult:
 
 
 class InFlight:
-    """The pending submissions of one device's queue, oldest first."""
+    """The pending submissions of one device's queue, oldest first. A blocking wait polls the
+    fence for up to `spin_us` (VKGRAD_WAIT_SPIN_US, else the Target's `wait_spin_us`) before it
+    sleeps in the driver: the host that waits for a step's loss and then makes the next call
+    does so on a core that stayed awake, with its caches."""
 
-    def __init__(self):
+    def __init__(self, spin_us: int = 0):
+        env = os.environ.get("VKGRAD_WAIT_SPIN_US", "").strip()
+        try:
+            self.spin_s = (int(env) if env else spin_us) / 1e6
+        except ValueError:
+            raise DeviceError(f"VKGRAD_WAIT_SPIN_US={env!r} is not a number of "
+                              "microseconds") from None
         self.pending: collections.deque = collections.deque()
         # Waits release the GIL (kp patch 0006): a second thread that waits too, or polls,
         # must not complete the same submission twice.
@@ -161,11 +171,24 @@ class InFlight:
             except Exception:
                 pass
 
+    def _spin(self, seq) -> None:
+        """Poll `seq`'s fence until it signals or spin_s has passed (the GIL is let go between
+        looks, so other threads run)."""
+        if self.spin_s <= 0:
+            return
+        until = time.perf_counter() + self.spin_s
+        while seq.is_running() and time.perf_counter() < until:
+            time.sleep(0)
+            seq.eval_await(0)
+
     def _complete_oldest(self, block: bool) -> bool:
         """Complete the oldest pending submission (the caller holds `_completing`)."""
         sub = self.pending[0]
         try:
-            sub.seq.eval_await() if block else sub.seq.eval_await(0)
+            sub.seq.eval_await(0)
+            if block and sub.seq.is_running():
+                self._spin(sub.seq)
+                sub.seq.eval_await()
             if sub.seq.is_running():
                 return False
         except RuntimeError as e:   # a lost device: nothing of this submission can be trusted

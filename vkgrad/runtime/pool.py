@@ -26,15 +26,23 @@ KEEP_BUFFERS = 64
 RECENT_CALLS = 100
 
 
+# How many watched Owned have died: a runner that remembers the last call's arguments by id
+# (vkgrad/runtime/runners.py, _Repeat) watches them, and trusts an id while this stays the same
+# (an id is reused only after its object is gone).
+watched_deaths = [0]
+
+
 class Owned:
     """`writer`: the last submission that writes the buffer (reading it waits for that one).
     Every pending submission that uses the buffer holds its Owned, so the buffer returns to the
-    pool only after the last of them is done (vkgrad/runtime/inflight.py)."""
+    pool only after the last of them is done (vkgrad/runtime/inflight.py). `watched`: a runner
+    remembers it by id (watched_deaths)."""
 
-    __slots__ = ("buffer", "pool", "users", "writer", "__weakref__")
+    __slots__ = ("buffer", "pool", "users", "writer", "watched", "__weakref__")
 
     def __init__(self, buffer, pool):
         self.buffer, self.pool, self.users, self.writer = buffer, pool, 0, None
+        self.watched = False
 
     def wait(self) -> None:
         """Wait until the submission that writes this buffer is done."""
@@ -42,6 +50,8 @@ class Owned:
             self.writer.wait()
 
     def __del__(self):
+        if self.watched:
+            watched_deaths[0] += 1
         try:
             self.pool.put(self.buffer)
         except Exception:   # interpreter shutdown: the pool may be gone already

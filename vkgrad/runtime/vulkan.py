@@ -34,6 +34,7 @@ from vkgrad.dtypes import bfloat16
 from vkgrad.lowering.loops import recorded_runs, replay_order
 from vkgrad.lru import LRU
 from vkgrad.target import Target
+from vkgrad.tracer.array import register_slot_writer
 
 # What tests count: submissions per call, uploads after the first call, pipelines built,
 # sequences recorded and the ops recorded into them (a loop's body once, whatever its trip
@@ -196,6 +197,11 @@ class Device:
         kp = kp_module()
         self.info = info
         self.target = Target.from_device(info)   # what every compile for it plans for
+        # vg.Array's bulk construction and deletion, and the runners' writer marks, through
+        # kp's slot writers where this kp has them (patch 0014)
+        self.set_slots = getattr(kp, "set_slots", None)
+        if hasattr(kp, "new_slotted"):
+            register_slot_writer(kp)
         # shaders declare SignedZeroInfNanPreserve and DenormPreserve where the device honours
         # them (ieee.glsl)
         self.defines = tuple((name, 1) for name, on in (
@@ -220,7 +226,8 @@ class Device:
         self.addresses = bool(getattr(self._placeholder, "device_address", lambda: 0)())
         self._copy_slot = None
         self._executables: "weakref.WeakSet[Executable]" = weakref.WeakSet()
-        self.inflight = InFlight()   # submissions pending on this device's queue
+        # submissions pending on this device's queue
+        self.inflight = InFlight(self.target.wait_spin_us)
         # one thread at a time binds, records and submits (calls from several threads: the
         # shared transfer sequence, recorded copies and the queue are not thread-safe)
         self.lock = threading.RLock()

@@ -26,6 +26,8 @@ the interpreter and the transforms give Arrays without loading the runtime.
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from vkgrad.dtypes import np_dtype, type_str
@@ -273,16 +275,52 @@ class Array(ArrayOps):
         return [Array.from_host(intern(o.type), h) for o, h in zip(program.outputs, outs)]
 
 
+# The runtime's writers of many objects' slots at once (kp patch 0014: kp.new_slotted,
+# set_slots, add_to_slots), registered when a device opens; without them, the loops in Python
+_slots: list = [None]
+_FRESH = {"_host": None, "_future": None, "_deleted": False}
+_GONE = {"_deleted": True, "_owned": None, "_host": None, "_future": None}
+
+
+def register_slot_writer(writer) -> None:
+    """`writer.new_slotted(cls, n, columns, constants)`, `writer.set_slots(objects,
+    constants)` and `writer.add_to_slots(objects, name, delta)`: what `views` and `delete_all`
+    use instead of a Python call per Array (a jitted training step makes and deletes one per
+    parameter and optimizer-state leaf every call)."""
+    _slots[0] = writer
+
+
+def views(avals, owned) -> list:
+    """One device-backed Array per (aval, Owned), as Array(aval, owned) makes it."""
+    w = _slots[0]
+    if w is None:
+        return list(map(Array, avals, owned))
+    owned = list(owned)
+    arrays = w.new_slotted(Array, len(owned), {"_aval": list(avals), "_owned": owned}, _FRESH)
+    shares[0] += w.add_to_slots(owned, "users", 1)   # second views, as in Array.__init__
+    return arrays
+
+
 def delete_all(arrays) -> None:
     """Delete each of `arrays` (Array.delete, one loop: a jitted call consumes every donated
     Array of a training step's parameters and optimizer state)."""
-    for a in arrays:
-        a._deleted = True
-        owned = a._owned
-        if owned is not None:
-            owned.users -= 1
-            a._owned = None
-        a._host = a._future = None
+    w = _slots[0]
+    if w is None:
+        for a in arrays:
+            a._deleted = True
+            owned = a._owned
+            if owned is not None:
+                owned.users -= 1
+                a._owned = None
+            a._host = a._future = None
+        return
+    arrays = list(arrays)
+    arrays = list(dict(zip(map(id, arrays), arrays)).values())   # each once, as the loop does
+    w.add_to_slots(list(map(_owned_of, arrays)), "users", -1)     # (None skipped)
+    w.set_slots(arrays, _GONE)
+
+
+_owned_of = operator.attrgetter("_owned")
 
 
 def _on_device(values) -> bool:
