@@ -52,12 +52,13 @@ FUSION_GPU_REASON = ("the matmuls of that step run at 6-20 TFLOP/s, few workgrou
                      "latency-bound")
 COMPILE_REASON = ("pipeline creation (vkCreateComputePipelines in the driver) dominates: "
                   "{pipe:.1f} s of {total:.1f} s cold")
-F16_REASON = ("one tiling of 128 x 128 x 32 blocks, four subgroups of 64 x 64, shared tiles "
-              "single-buffered (double buffering ran slower), tuned over four probe runs"
-              ". Through vkgrad (bench_half.py, vg.profile) the kernel measured {vk:.0f} "
-              "TFLOP/s at 4096^3 against the probe's {probe:.0f}, but the same run measured the "
-              "f32 kernel at {f32:.1f} (bench_matmul: 46.6): bench_half's absolute numbers run "
-              "low for every kernel (cause not found); within it f16 was {x:.1f}x f32")
+F16_REASON = ("the best tiling, 128 x 128 x 32 blocks of four 64 x 64 subgroups with "
+              "aligned loads (no edge tests) and B fragments one at a time (the planner's "
+              "default; with a banded block order, {probe:.0f} TFLOP/s); the driver's statistics give it 230-251 registers a thread, two "
+              "128-thread workgroups a multiprocessor; every double-buffered variant (about 40 KB "
+              "of shared memory) ran slower, 167-182, which fits fewer workgroups a "
+              "multiprocessor past 32 KB (not yet proven: bench/coop_matmul_probe.py holds the "
+              "configs that test it, unmeasured)")
 TAKE_GRAD_REASON = ("seven dependent launches of 4-10 us each (the sort by index, the chunk "
                     "sums, the sums of chunks): launch-bound, not memory-bound")
 CONV_REASON = ("conv_gemm.comp (the matmul kernel's tiling: 4 x 4 register strips, vec4 shared "
@@ -931,11 +932,22 @@ def coop_section(runs) -> list[str]:
            "back-to-back dispatches, medians of interleaved rounds; torch by the same loop. "
            f"Correctness: {len(d['checks'])} checks (every layout, odd shapes, f16 and f32 "
            f"output) against numpy, {len(bad)} wrong.", ""]
-    names = [k for k in d["timings"][0]["tflops"] if k != "torch"]
+    # the configs timed at every shape (a run also times its best with f16/bf16 output)
+    names = [k for k in d["timings"][0]["tflops"] if not k.startswith("torch")
+             and all(k in t["tflops"] for t in d["timings"])]
+    extra = [k for k in ("ratio_f16out_vs_torch", "ratio_bf16_vs_torch_bf16")
+             if all(k in t for t in d["timings"])]
     rows = [[t["name"], t["layout"], f"{t['M']}x{t['N']}x{t['K']}", f1(t["tflops"]["torch"])]
             + [f1(t["tflops"][k]) for k in names] + [f"{t['ratio_best_vs_torch']:.2f}"]
-            for t in d["timings"]]
-    out += table(["shape", "layout", "MxNxK", "torch TFLOP/s"] + names + ["best / torch"], rows)
+            + [f"{t[k]:.2f}" for k in extra] for t in d["timings"]]
+    out += table(["shape", "layout", "MxNxK", "torch TFLOP/s"] + names + ["best / torch"]
+                 + [{"ratio_f16out_vs_torch": "best, f16 out / torch",
+                     "ratio_bf16_vs_torch_bf16": "best in bf16 / torch bf16"}[k] for k in extra],
+                 rows)
+    if any(k.split("v-")[-1] != k for k in names):
+        out += ["", "Option letters after `v-`: a ALIGNED (no edge tests, addresses hoisted), "
+                "o FRAG_B_ONE (B fragments one at a time), p/q PIPE 1/2 (double-buffered, one "
+                "barrier a k-step), g GROUP_M 8 (banded block order for L2)."]
     return out + [""]
 
 
