@@ -29,7 +29,7 @@ LAYERS = {
     "vkgrad.transforms": 5, "vkgrad.passes": 5, "vkgrad.numpy": 5, "vkgrad.nn": 5,
     "vkgrad.optim": 5, "vkgrad.mixed_precision": 5, "vkgrad.serialization": 5, "vkgrad.random": 5,
     "vkgrad.lax": 5, "vkgrad.scipy": 5, "vkgrad.test_util": 5, "vkgrad.control_flow": 5,
-    "vkgrad.ad_checkpoint": 5, "vkgrad.debug": 5,
+    "vkgrad.ad_checkpoint": 5, "vkgrad.debug": 5, "vkgrad.initializers": 5,
     "vkgrad.lowering": 6,
     "vkgrad.pipeline": 7,
     "vkgrad.runtime": 8,
