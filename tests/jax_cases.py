@@ -122,4 +122,17 @@ CASES.update({
     "jnp.dot.precision": ("jnp.dot(a, b.T, precision=lax.Precision.HIGHEST)", ["int3", "int3"]),
     "jnp.matmul.preferred": ("jnp.matmul(a, b.T, preferred_element_type=jnp.float32)",
                              ["int3", "int3"]),
+    # signed zeros: JAX's max(-0, 0) is 0 and min(0, -0) is -0 in either order
+    "jnp.maximum.zeros": ("jnp.maximum(a, -a)", ["sign"]),
+    "jnp.maximum.zeros.flipped": ("jnp.maximum(-a, a)", ["sign"]),
+    "jnp.minimum.zeros": ("jnp.minimum(a, -a)", ["sign"]),
+    "jnp.minimum.zeros.flipped": ("jnp.minimum(-a, a)", ["sign"]),
+    "jnp.maximum.nan": ("jnp.maximum(a, a[::-1])", ["edge"]),
+    "jnp.minimum.nan": ("jnp.minimum(a, a[::-1])", ["edge"]),
+    # where JAX raises, vkgrad raises an error of the same class (its own, naming the problem)
+    "raises.nanargmax.empty": ("jnp.nanargmax(a)", ["empty"]),
+    "raises.cumulative_sum.scalar": ("jnp.cumulative_sum(a)", ["scalar"]),
+    "raises.unstack.scalar": ("jnp.unstack(a)", ["scalar"]),
+    "raises.matrix_transpose.1d": ("jnp.matrix_transpose(a)", ["mid"]),
+    "raises.standardize.scalar": ("nn.standardize(a)", ["scalar"]),
 })

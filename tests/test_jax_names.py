@@ -5,6 +5,7 @@ arrays) too, equals JAX 0.10.2's value (tests/golden/jax_names.json, written by
 scripts/jax_reference.py): the same dtype, shape, NaNs, infinities and signs of zero, values
 within float32 rounding. Each runs jitted on the interpreter and on Vulkan."""
 
+import builtins
 import json
 import pathlib
 
@@ -52,16 +53,24 @@ def _compare(got, want, name):
                                   err_msg=f"{name}: the sign of zero")
 
 
+def _check(name, backend):
+    fn, args = _function(name)
+    want = GOLDEN[name]
+    if "error" in want:   # JAX raised: vkgrad's error is of the same builtin class
+        with pytest.raises(getattr(builtins, want["error"])):
+            vg.jit(fn, backend=backend)(*args)
+        return
+    _compare(vg.jit(fn, backend=backend)(*args), want, name)
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_interpreter_matches_jax(name):
-    fn, args = _function(name)
-    _compare(vg.jit(fn, backend="numpy")(*args), GOLDEN[name], name)
+    _check(name, "numpy")
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_jit_on_vulkan_matches_jax(name):
-    fn, args = _function(name)
-    _compare(vg.jit(fn, backend="vulkan")(*args), GOLDEN[name], name)
+    _check(name, "vulkan")
 
 
 @pytest.mark.parametrize("backend", ["numpy", "vulkan"])
@@ -71,3 +80,23 @@ def test_hypot_hessian_at_a_tie_is_the_true_one(backend):
     h = vg.jit(vg.hessian(vnp.hypot, (0, 1)), backend=backend)(np.float32(2), np.float32(2))
     np.testing.assert_allclose(np.array(h, np.float64), np.array([[1, -1], [-1, 1]]) * 4 / 8 ** 1.5,
                                rtol=1e-6)
+
+
+def test_eval_shape_traces_without_computing():
+    # jax.eval_shape on the same function and arguments gives these shapes and dtypes
+    f = lambda p, x: {"y": vnp.tanh(x @ p["w"]) + p["b"], "n": vnp.sum(x > 0), "c": 2.0}
+    p = {"w": vg.ShapeDtypeStruct((3, 5), vnp.float32), "b": np.zeros(5, np.float32)}
+    out = vg.eval_shape(f, p, vg.ShapeDtypeStruct((10 ** 6, 3), vnp.float32))
+    assert {k: (v.shape, v.dtype) for k, v in out.items()} == {
+        "c": ((), np.float32), "n": ((), np.int32), "y": ((10 ** 6, 5), np.float32)}
+    s = vg.ShapeDtypeStruct((2, 3), vnp.int32)
+    assert (s.ndim, s.size, s) == (2, 6, vg.ShapeDtypeStruct((2, 3), np.int32))
+    assert vg.eval_shape(lambda x: x.astype(vnp.float16) * 2, 3).dtype == np.float16
+
+
+def test_typing_names_annotate():
+    from vkgrad.typing import ArrayLike, DTypeLike
+
+    def f(x: ArrayLike, dtype: DTypeLike = vnp.float32) -> vg.Array:
+        return vnp.asarray(x, dtype)
+    assert isinstance(f(np.ones(2)), vg.Array) and vg.Array in ArrayLike.__args__

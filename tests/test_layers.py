@@ -24,7 +24,7 @@ LAYERS = {
     "vkgrad.errors": 1, "vkgrad.dtypes": 1, "vkgrad.target": 1, "vkgrad.lru": 1, "vkgrad.config": 1,
     "vkgrad.traceback_util": 1,
     "vkgrad.ir": 2,
-    "vkgrad.tracer": 3, "vkgrad.tree_util": 3, "vkgrad.tree": 3,
+    "vkgrad.tracer": 3, "vkgrad.tree_util": 3, "vkgrad.tree": 3, "vkgrad.typing": 3,
     "vkgrad.primitives": 4,
     "vkgrad.transforms": 5, "vkgrad.passes": 5, "vkgrad.numpy": 5, "vkgrad.nn": 5,
     "vkgrad.optim": 5, "vkgrad.mixed_precision": 5, "vkgrad.serialization": 5, "vkgrad.random": 5,

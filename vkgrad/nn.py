@@ -206,7 +206,8 @@ def logmeanexp(x, axis=None, where=None, keepdims: bool = False):
             vnp.full(vnp.sum(x, axis, keepdims=keepdims).shape, np.nan, x.dtype)
     w = vnp.broadcast_to(where, x.shape)
     lse = logsumexp(vnp.where(w, x, -np.inf), axis, keepdims=keepdims)
-    return lse - vnp.log(vnp.sum(w, axis, keepdims=keepdims).astype(lse.dtype))
+    # the count summed in lse's float dtype: the reduction kernels are float32
+    return lse - vnp.log(vnp.sum(vnp.astype(w, lse.dtype), axis, keepdims=keepdims))
 
 
 def standardize(x, axis=-1, mean=None, variance=None, epsilon=1e-5, where=None, *,

@@ -476,8 +476,8 @@ def nancumprod(a, axis=None, dtype=None, out=None):
 
 
 def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
-    """The array API's running sum (jnp.cumulative_sum): axis may be left out only for 0-d
-    and 1-d x; include_initial puts a 0 first."""
+    """The array API's running sum (jnp.cumulative_sum): axis may be left out only for a
+    1-d x; include_initial puts a 0 first."""
     return _cumulative(x, axis, dtype, include_initial, cumsum, 0, "cumulative_sum")
 
 
@@ -489,7 +489,8 @@ def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
 def _cumulative(x, axis, dtype, include_initial, scan, unit, name):
     x = asarray(x)
     if x.ndim == 0:
-        x = reshape(x, (1,))
+        raise ShapeError(f"{name} needs an array of 1 or more dimensions, got a 0-d "
+                         f"{type_string(x)} (as JAX)", source=user_source())
     if axis is None:
         if x.ndim > 1:
             raise ArgumentError(f"{name}: axis is required for a {x.ndim}-dimensional array "
