@@ -21,22 +21,23 @@ import sys
 import numpy as np
 
 from vkgrad import control_flow
+from vkgrad import initializers
 from vkgrad import lax
 from vkgrad import numpy as vnp
 from vkgrad import primitives as P
-from vkgrad import initializers  # noqa: F401  (jax.nn.initializers)
 from vkgrad import random
-from vkgrad.numpy.util import normalize_axes as vnp_axes
-from vkgrad.transforms import custom_jvp
 from vkgrad.errors import ArgumentError, DTypeError, ShapeError
 from vkgrad.mixed_precision import Policy, get_policy
 from vkgrad.scipy.special import erf
 from vkgrad.numpy import log_softmax, logsumexp, one_hot, softmax  # noqa: F401
+from vkgrad.numpy.util import normalize_axes as vnp_axes
 from vkgrad.traceback_util import wrap_namespace
-
-# `import vkgrad.nn.initializers` and `from vkgrad.nn.initializers import ...` as JAX's
-sys.modules[__name__ + ".initializers"] = initializers
 from vkgrad.tracer.core import Tracer, user_source
+from vkgrad.transforms import custom_jvp
+
+# jax.nn.initializers: also `import vkgrad.nn.initializers` and `from vkgrad.nn.initializers
+# import lecun_normal`, as JAX's
+sys.modules[__name__ + ".initializers"] = initializers
 
 __all__ = ["relu", "relu6", "leaky_relu", "hard_tanh", "elu", "sigmoid", "silu", "gelu",
            "softplus", "swish", "identity", "tanh", "log_sigmoid", "selu", "celu", "glu",
