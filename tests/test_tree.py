@@ -122,3 +122,31 @@ def test_jvp_of_a_custom_vjp_function_is_jax_s_error():
     # a custom_vjp call no tangent reaches is fine under jvp
     _, t = vg.jvp(lambda x: x * h(np.float32(0.2)), (np.float32(2.0),), (np.float32(1.0),))
     assert float(t) == pytest.approx(np.sin(0.2), rel=1e-6)
+
+
+# ------------------------------------------------ broadcast, reduce_associative, leaf tests
+# expected values: jax 0.10.2's jax.tree / jax.tree_util on the same trees
+
+def test_broadcast_repeats_prefix_leaves_over_the_full_tree():
+    assert vg.tree.broadcast([1, {"a": 2}], [(3, 4), {"a": [5, 6, None]}]) == \
+        [(1, 1), {"a": [2, 2, None]}]
+    assert vg.tree.broadcast(7, {"x": 1, "y": (2, 3)}) == {"x": 7, "y": (7, 7)}
+    assert vg.tree_util.tree_broadcast(None, None) is None
+
+
+def test_reduce_associative_is_jaxs_balanced_order():
+    import operator
+    assert vg.tree.reduce_associative(operator.add, [1, (2, 3), {"a": 4, "b": 5}]) == 15
+    cat = lambda a, b: f"({a}{b})"
+    assert vg.tree.reduce_associative(cat, list("abcde")) == "((ab)(c(de)))"
+    assert vg.tree.reduce_associative(operator.add, [], identity=0) == 0
+    with pytest.raises(TypeError, match="identity"):   # JAX: TypeError too
+        vg.tree.reduce_associative(operator.add, [])
+
+
+def test_leaf_predicates():
+    tu = vg.tree_util
+    assert [tu.treedef_is_leaf(tu.tree_structure(x)) for x in (1, None, [1])] == \
+        [True, True, False]
+    assert [tu.all_leaves(x) for x in ([1, 2.0, "a"], [1, None], [1, [2]], [])] == \
+        [True, False, False, True]

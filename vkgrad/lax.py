@@ -15,6 +15,7 @@ associative_scan) is vkgrad/control_flow.py. No name here means something other 
 from __future__ import annotations
 
 import builtins
+import enum
 import math
 import string
 
@@ -483,7 +484,15 @@ def sort_key_val(keys, values, dimension: int = -1, is_stable: bool = True):
     return sort((keys, values), dimension)
 
 
-__all__ = sorted([*_UNARY, *_BINARY, "round", "RoundingMethod", "integer_pow", "clamp",
+class Precision(enum.Enum):
+    """jax.lax.Precision, for `precision=` arguments: vkgrad's products all compute in float32,
+    which is HIGHEST, so every value means the same here."""
+    DEFAULT = 0
+    HIGH = 1
+    HIGHEST = 2
+
+
+__all__ = sorted(["Precision", *_UNARY, *_BINARY, "round", "RoundingMethod", "integer_pow", "clamp",
                   "select", "select_n", "stop_gradient", "convert_element_type", "reduce_sum",
                   "reduce_max", "reduce_min", "reduce_prod", "argmax", "argmin", "cumsum",
                   "cumprod", "broadcast_in_dim", "broadcast", "reshape", "transpose",

@@ -16,10 +16,12 @@ definition, and a user can build on them.
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
 from vkgrad import control_flow
+from vkgrad import initializers
 from vkgrad import lax
 from vkgrad import numpy as vnp
 from vkgrad import primitives as P
@@ -28,11 +30,20 @@ from vkgrad.errors import ArgumentError, DTypeError, ShapeError
 from vkgrad.mixed_precision import Policy, get_policy
 from vkgrad.scipy.special import erf
 from vkgrad.numpy import log_softmax, logsumexp, one_hot, softmax  # noqa: F401
+from vkgrad.numpy.util import normalize_axes as vnp_axes
 from vkgrad.traceback_util import wrap_namespace
 from vkgrad.tracer.core import Tracer, user_source
+from vkgrad.transforms import custom_jvp
+
+# jax.nn.initializers: also `import vkgrad.nn.initializers` and `from vkgrad.nn.initializers
+# import lecun_normal`, as JAX's
+sys.modules[__name__ + ".initializers"] = initializers
 
 __all__ = ["relu", "relu6", "leaky_relu", "hard_tanh", "elu", "sigmoid", "silu", "gelu",
-           "softplus", "softmax", "log_softmax", "logsumexp", "one_hot",
+           "softplus", "swish", "identity", "tanh", "log_sigmoid", "selu", "celu", "glu",
+           "hard_sigmoid", "hard_silu", "hard_swish", "mish", "soft_sign", "squareplus",
+           "sparse_plus", "sparse_sigmoid", "log1mexp", "logmeanexp", "standardize",
+           "initializers", "softmax", "log_softmax", "logsumexp", "one_hot",
            "cross_entropy", "mse", "dropout", "layer_norm", "rms_norm", "embedding", "linear",
            "flash_attention", "attention_block", "init_attention_block", "selective_scan",
            "causal_conv1d", "mamba_block", "init_mamba_block", "init_transformer_lm",
@@ -91,6 +102,132 @@ def gelu(x, approximate: bool = True):
 def softplus(x):
     """log(1 + exp(x)) (jax.nn.softplus), as logaddexp(x, 0): no overflow for large x."""
     return vnp.logaddexp(x, 0.0)
+
+
+swish = silu
+
+
+def identity(x):
+    """x as an array (jax.nn.identity)."""
+    return vnp.asarray(x)
+
+
+def tanh(x):
+    """jax.nn.tanh: vnp.tanh."""
+    return vnp.tanh(x)
+
+
+def log_sigmoid(x):
+    """log(sigmoid(x)) = -softplus(-x) (jax.nn.log_sigmoid): no log(0) for x << 0."""
+    return -softplus(-vnp.asarray(x))
+
+
+def selu(x):
+    """scale * elu(x, alpha) with SELU's constants (jax.nn.selu)."""
+    return 1.0507009873554804934193349852946 * elu(x, 1.6732632423543772848170429916717)
+
+
+def celu(x, alpha=1.0):
+    """max(x, 0) + alpha * expm1(min(x, 0) / alpha) (jax.nn.celu; derivative 1 at 0: the
+    maximum's and the minimum's tie halves add up)."""
+    return vnp.maximum(x, 0.0) + alpha * vnp.expm1(vnp.minimum(x, 0.0) / alpha)
+
+
+def glu(x, axis: int = -1):
+    """x1 * sigmoid(x2) of x's two halves along axis (jax.nn.glu)."""
+    x = vnp.asarray(x)
+    if x.shape[axis] % 2:
+        raise ShapeError(f"glu: axis {axis} of {_shape_str(x.dtype, x.shape)} has odd size "
+                         f"{x.shape[axis]}; it must split in two halves", source=user_source())
+    x1, x2 = vnp.split(x, 2, axis)
+    return x1 * sigmoid(x2)
+
+
+def hard_sigmoid(x):
+    """relu6(x + 3) / 6 (jax.nn.hard_sigmoid)."""
+    return relu6(x + 3.0) / 6.0
+
+
+def hard_silu(x):
+    """x * hard_sigmoid(x) (jax.nn.hard_silu, also hard_swish)."""
+    x = vnp.asarray(x)
+    return x * hard_sigmoid(x)
+
+
+hard_swish = hard_silu
+
+
+def mish(x):
+    """x * tanh(softplus(x)) (jax.nn.mish)."""
+    x = vnp.asarray(x)
+    return x * vnp.tanh(softplus(x))
+
+
+def soft_sign(x):
+    """x / (|x| + 1) (jax.nn.soft_sign)."""
+    x = vnp.asarray(x)
+    return x / (vnp.abs(x) + 1)
+
+
+def squareplus(x, b=4):
+    """(x + sqrt(x^2 + b)) / 2 (jax.nn.squareplus)."""
+    x = vnp.asarray(x)
+    return (x + vnp.sqrt(vnp.square(x) + b)) / 2
+
+
+def sparse_plus(x):
+    """0 for x <= -1, x for x >= 1, (x + 1)^2 / 4 between (jax.nn.sparse_plus)."""
+    x = vnp.asarray(x)
+    return vnp.where(x <= -1.0, 0.0, vnp.where(x >= 1.0, x, (x + 1.0) ** 2 / 4))
+
+
+def sparse_sigmoid(x):
+    """clip(x + 1, 0, 2) / 2 (jax.nn.sparse_sigmoid)."""
+    return 0.5 * vnp.clip(vnp.asarray(x) + 1.0, 0.0, 2.0)
+
+
+@custom_jvp
+def log1mexp(x):
+    """log(1 - exp(-x)) (jax.nn.log1mexp): the expm1 form below log 2, the log1p form above;
+    its derivative is JAX's rule 1 / expm1(x) (the untaken branch's 0/0 never reaches it)."""
+    x = vnp.asarray(x)
+    return vnp.where(x < math.log(2.0), vnp.log(-vnp.expm1(-x)), vnp.log1p(-vnp.exp(-x)))
+
+
+log1mexp.defjvps(lambda g, ans, x: g / vnp.expm1(x))
+
+
+def logmeanexp(x, axis=None, where=None, keepdims: bool = False):
+    """log(mean(exp(x))) = logsumexp - log(count) (jax.nn.logmeanexp); `where` masks elements
+    out of both."""
+    x = vnp.asarray(x)
+    if where is None:
+        count = math.prod(x.shape[a] for a in vnp_axes(axis, x.ndim))
+        return logsumexp(x, axis, keepdims=keepdims) - math.log(count) if count else \
+            vnp.full(vnp.sum(x, axis, keepdims=keepdims).shape, np.nan, x.dtype)
+    w = vnp.broadcast_to(where, x.shape)
+    lse = logsumexp(vnp.where(w, x, -np.inf), axis, keepdims=keepdims)
+    # the count summed in lse's float dtype: the reduction kernels are float32
+    return lse - vnp.log(vnp.sum(vnp.astype(w, lse.dtype), axis, keepdims=keepdims))
+
+
+def standardize(x, axis=-1, mean=None, variance=None, epsilon=1e-5, where=None, *,
+                algorithm: str = "fast"):
+    """(x - mean) / sqrt(variance + epsilon) over axis (jax.nn.standardize): variance
+    mean(x^2) - mean^2 clipped at 0 ("fast", JAX's default) or mean((x - mean)^2) ("stable")."""
+    x = vnp.asarray(x)
+    if algorithm not in ("fast", "stable"):
+        raise ArgumentError(f"standardize: unknown algorithm {algorithm!r}; expected 'fast' or "
+                            "'stable'", source=user_source())
+    if mean is None:
+        mean = vnp.mean(x, axis, keepdims=True, where=where)
+    if variance is None:
+        if algorithm == "stable":
+            variance = vnp.mean(vnp.square(x - mean), axis, keepdims=True, where=where)
+        else:
+            variance = vnp.clip(vnp.mean(vnp.square(x), axis, keepdims=True, where=where)
+                                - vnp.square(mean), 0)
+    return (x - mean) * lax.rsqrt(variance + epsilon)
 
 
 def cross_entropy(logits, labels):

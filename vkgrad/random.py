@@ -332,4 +332,77 @@ def _shuffle_keys(key, n: int) -> list:
     return [keys[i] for i in range(rounds)]
 
 
+def _eps(dt):
+    return np.finfo(np_dtype(dt))
+
+
+def exponential(key, shape=(), dtype=np.float32):
+    """Exponential floats with rate 1: -log1p(-u) of a uniform u in [0, 1) (JAX's formula,
+    so JAX's numbers where vg.random's uniform is JAX's)."""
+    dt = _float_dtype(dtype, "exponential")
+    return vnp.negative(vnp.log1p(vnp.negative(
+        _uniform(key, _shape(shape, "exponential"), dt, 0.0, 1.0, "exponential"))))
+
+
+def laplace(key, shape=(), dtype=np.float32):
+    """Laplace floats: sign(u) * log1p(-|u|), u uniform in (-1, 1) (jax.random.laplace)."""
+    dt = _float_dtype(dtype, "laplace")
+    u = _uniform(key, _shape(shape, "laplace"), dt, -1.0 + float(_eps(dt).epsneg), 1.0,
+                 "laplace")
+    return vnp.multiply(vnp.sign(u), vnp.log1p(vnp.negative(vnp.abs(u))))
+
+
+def logistic(key, shape=(), dtype=np.float32):
+    """Logistic floats: log(u) - log1p(-u), u uniform in [tiny, 1) (jax.random.logistic)."""
+    dt = _float_dtype(dtype, "logistic")
+    u = _uniform(key, _shape(shape, "logistic"), dt, float(_eps(dt).tiny), 1.0, "logistic")
+    return vnp.subtract(vnp.log(u), vnp.log1p(vnp.negative(u)))
+
+
+def cauchy(key, shape=(), dtype=np.float32):
+    """Cauchy floats: tan(pi (u - 1/2)), u uniform in [eps, 1) (jax.random.cauchy)."""
+    dt = _float_dtype(dtype, "cauchy")
+    u = _uniform(key, _shape(shape, "cauchy"), dt, float(_eps(dt).eps), 1.0, "cauchy")
+    return vnp.tan(vnp.multiply(np.pi, vnp.subtract(u, 0.5)))
+
+
+def rademacher(key, shape=(), dtype=np.int32):
+    """-1 or 1 with probability 1/2 each: 2 * bernoulli(key, 0.5, shape) - 1
+    (jax.random.rademacher; int32 by default)."""
+    b = vnp.astype(bernoulli(key, 0.5, _shape(shape, "rademacher")), dtype)
+    return vnp.astype(2 * b - 1, dtype)
+
+
+def key_data(keys):
+    """The words of a key (or an array of keys): vkgrad's keys are those words already, two
+    uint32 held in int32 bits (jax.random.key_data gives them as uint32)."""
+    if vnp.ndim(keys) == 1:
+        _words(keys, "key_data")   # checks it is a key
+    return vnp.asarray(keys)
+
+
+def wrap_key_data(key_bits_array, *, impl=None):
+    """The key(s) made of key_bits_array's words, the last axis of length 2
+    (jax.random.wrap_key_data; only threefry2x32, JAX's default, exists here)."""
+    if impl not in (None, "threefry2x32"):
+        raise ArgumentError(f"vg.random.wrap_key_data: impl {impl!r} does not exist here; "
+                            "vkgrad's keys are threefry2x32", source=user_source())
+    k = key_bits_array
+    if isinstance(k, (np.ndarray, np.generic)) and k.dtype.kind == "u":
+        k = np.asarray(k).astype(np.uint32).view(np.int32)   # words from 2^31 up, as int32 bits
+    k = vnp.asarray(k)
+    if not k.shape or k.shape[-1] != 2:
+        raise ShapeError(f"vg.random.wrap_key_data: key data must have a last axis of length "
+                         f"2 (threefry2x32's two words), got shape {tuple(k.shape)}",
+                         source=user_source())
+    if P.dtype_of(k) != "i32":
+        raise DTypeError(f"vg.random.wrap_key_data: key data must be integer words, got "
+                         f"{P.dtype_of(k)}", source=user_source())
+    return k
+
+
+__all__ += ["exponential", "laplace", "logistic", "cauchy", "rademacher", "key_data",
+            "wrap_key_data"]
+
+
 wrap_namespace(globals())   # tracebacks without vkgrad's frames (vkgrad/traceback_util.py)

@@ -12,8 +12,9 @@ import functools
 from typing import Any, Callable
 
 from vkgrad.errors import ArgumentError
-from vkgrad.tree_util import (TreeDef, flatten_up_to, tree_flatten, tree_flatten_with_path,
-                              tree_leaves, tree_leaves_with_path, tree_map, tree_map_with_path,
+from vkgrad.tree_util import (TreeDef, flatten_up_to, tree_broadcast, tree_flatten,
+                              tree_flatten_with_path, tree_leaves, tree_leaves_with_path,
+                              tree_map, tree_map_with_path, tree_reduce_associative,
                               tree_structure, tree_unflatten)
 
 _MISSING = object()
@@ -78,5 +79,17 @@ def transpose(outer_treedef: TreeDef, inner_treedef: TreeDef | None, pytree_to_t
     return tree_unflatten(inner_treedef, columns)
 
 
-__all__ = ["all", "flatten", "flatten_with_path", "leaves", "leaves_with_path", "map",
+def broadcast(prefix_tree, full_tree, is_leaf: Callable | None = None):
+    """prefix_tree's leaves repeated over full_tree's structure (jax.tree.broadcast)."""
+    return tree_broadcast(prefix_tree, full_tree, is_leaf)
+
+
+def reduce_associative(operation: Callable, tree, *, identity: Any = _MISSING,
+                       is_leaf: Callable | None = None) -> Any:
+    """The leaves combined pairwise by an associative operation (jax.tree.reduce_associative)."""
+    kw = {} if identity is _MISSING else {"identity": identity}
+    return tree_reduce_associative(operation, tree, is_leaf=is_leaf, **kw)
+
+
+__all__ = ["all", "broadcast", "reduce_associative", "flatten", "flatten_with_path", "leaves", "leaves_with_path", "map",
            "map_with_path", "reduce", "structure", "transpose", "unflatten"]

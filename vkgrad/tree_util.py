@@ -52,6 +52,52 @@ def treedef_children(treedef: TreeDef) -> list:
     return list(treedef.children)
 
 
+def treedef_is_leaf(treedef: TreeDef) -> bool:
+    """True for the structure of a leaf (or of None), as jax.tree_util.treedef_is_leaf."""
+    return not treedef.children
+
+
+def all_leaves(iterable, is_leaf: Callable | None = None) -> bool:
+    """True when every element of iterable is a leaf (None is not: it is an empty subtree)."""
+    xs = list(iterable)
+    leaves = tree_leaves(xs, is_leaf)
+    return len(leaves) == len(xs) and all(a is b for a, b in zip(leaves, xs))
+
+
+def tree_broadcast(prefix_tree, full_tree, is_leaf: Callable | None = None):
+    """prefix_tree with each leaf repeated over the leaves of full_tree's subtree at its
+    place: full_tree's structure (jax.tree_util.tree_broadcast)."""
+    prefix = tree_structure(prefix_tree, is_leaf)
+    subtrees = flatten_up_to(prefix, full_tree)
+    leaves = [p for p, sub in zip(tree_leaves(prefix_tree, is_leaf), subtrees)
+              for _ in range(tree_structure(sub, is_leaf).num_leaves)]
+    return tree_unflatten(tree_structure(full_tree, is_leaf), leaves)
+
+
+_NO_IDENTITY = object()
+
+
+def tree_reduce_associative(operation: Callable, tree, *, identity: Any = _NO_IDENTITY,
+                            is_leaf: Callable | None = None) -> Any:
+    """The leaves combined by an associative operation in a balanced tree (log2(n) deep):
+    operation(reduce(first half), reduce(second half)), JAX's order
+    (jax.tree_util.tree_reduce_associative); identity for no leaves."""
+    xs = tree_leaves(tree, is_leaf)
+    if not xs:
+        if identity is _NO_IDENTITY:
+            raise ArgumentError("tree_reduce_associative of a tree with no leaves needs "
+                                "identity=")
+        return identity
+    return _halves(operation, xs)
+
+
+def _halves(operation, xs):
+    if len(xs) == 1:
+        return xs[0]
+    h = len(xs) // 2
+    return operation(_halves(operation, xs[:h]), _halves(operation, xs[h:]))
+
+
 # ------------------------------------------------------------------------------------- paths
 
 class DictKey(NamedTuple):
@@ -175,4 +221,5 @@ __all__ = ["DictKey", "FlattenedIndexKey", "GetAttrKey", "PyTreeDef", "SequenceK
            "register_dataclass", "register_pytree_node", "register_pytree_node_class",
            "tree_all", "tree_flatten", "tree_flatten_with_path", "tree_leaves",
            "tree_leaves_with_path", "tree_map", "tree_map_with_path", "tree_reduce",
-           "tree_structure", "tree_unflatten", "treedef_children"]
+           "tree_structure", "tree_unflatten", "treedef_children", "treedef_is_leaf",
+           "all_leaves", "tree_broadcast", "tree_reduce_associative"]

@@ -43,8 +43,17 @@ bvec4 vkg_isnan(vec4 x) {
 }
 
 // numpy: maximum(a, b) = a >= b || isnan(a) ? a : b (so a NaN b falls through to b)
-float vkg_max(float a, float b) { return a >= b || vkg_isnan(a) ? a : b; }
-float vkg_min(float a, float b) { return a <= b || vkg_isnan(a) ? a : b; }
+// and where a == b the bits pick a zero's sign: max(-0, 0) = 0, min(0, -0) = -0 in either
+// order, as JAX's (and the interpreter's, primitives/lax.py); on the bits because a driver
+// without SignedZeroInfNanPreserve folds -0 + 0 to -0 (lavapipe did)
+float vkg_max(float a, float b) {
+    return a == b ? uintBitsToFloat(floatBitsToUint(a) & floatBitsToUint(b))
+                  : (a > b || vkg_isnan(a) ? a : b);
+}
+float vkg_min(float a, float b) {
+    return a == b ? uintBitsToFloat(floatBitsToUint(a) | floatBitsToUint(b))
+                  : (a < b || vkg_isnan(a) ? a : b);
+}
 vec2 vkg_max(vec2 a, vec2 b) { return vec2(vkg_max(a.x, b.x), vkg_max(a.y, b.y)); }
 vec2 vkg_min(vec2 a, vec2 b) { return vec2(vkg_min(a.x, b.x), vkg_min(a.y, b.y)); }
 vec4 vkg_max(vec4 a, vec4 b) { return vec4(vkg_max(a.xy, b.xy), vkg_max(a.zw, b.zw)); }

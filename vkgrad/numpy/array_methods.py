@@ -92,6 +92,22 @@ _METHODS = {
         trace(self, offset, axis1, axis2, dtype, out),
     "diagonal": lambda self, offset=0, axis1=0, axis2=1: diagonal(self, offset, axis1, axis2),
     "nonzero": nonzero,
+    # jax.Array's, through vkgrad.numpy's functions of the same name (its namespace, below)
+    "mT": property(lambda self: _NAMESPACE["matrix_transpose"](self)),
+    "real": property(lambda self: _NAMESPACE["real"](self)),
+    "imag": property(lambda self: _NAMESPACE["imag"](self)),
+    "conj": lambda self: _NAMESPACE["conj"](self),
+    "conjugate": lambda self: _NAMESPACE["conjugate"](self),
+    "ptp": lambda self, axis=None, out=None, keepdims=False:
+        _NAMESPACE["ptp"](self, axis, out, keepdims),
+    "sort": lambda self, axis=-1, *, kind=None, order=None, stable=True, descending=False:
+        _NAMESPACE["sort"](self, axis, kind=kind, order=order, stable=stable,
+                           descending=descending),
+    "searchsorted": lambda self, v, side="left", sorter=None:
+        _NAMESPACE["searchsorted"](self, v, side=side, sorter=sorter),
+    "take": lambda self, indices, axis=None: _NAMESPACE["take"](self, indices, axis),
+    "itemsize": property(lambda self: np.dtype(self.dtype).itemsize),
+    "nbytes": property(lambda self: int(np.prod(self.shape)) * np.dtype(self.dtype).itemsize),
 }
 
 

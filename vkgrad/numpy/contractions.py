@@ -26,11 +26,22 @@ __all__ = ["matmul", "tensordot", "dot", "vdot", "inner", "outer", "einsum", "co
            "correlate", "kron", "cross"]
 
 
-def matmul(a, b):
+def _operands(a, b, preferred_element_type):
+    """a and b as arrays, converted to preferred_element_type when given (JAX's keyword: the
+    result's dtype; converting the operands first makes a bf16 product's float32 result keep
+    the float32 accumulator's bits). JAX's `precision=` is accepted everywhere and changes
+    nothing: every product here already computes in float32 (Precision.HIGHEST)."""
+    a, b = asarray(a), asarray(b)
+    if preferred_element_type is None:
+        return a, b
+    return astype(a, preferred_element_type), astype(b, preferred_element_type)
+
+
+def matmul(a, b, *, precision=None, preferred_element_type=None):
     """numpy's matmul: vectors are promoted to matrices, batch dims broadcast; lowers to the
     2-D / batched 3-D `matmul` primitive. Integers and bools multiply in float32 and the result
     has their dtype (numpy, JAX; exact while sums stay below 2**24)."""
-    a, b = asarray(a), asarray(b)
+    a, b = _operands(a, b, preferred_element_type)
     want = promoted_dtype(a, b)
     dt = want if is_float(want) else "f32"
     if a.ndim == 0 or b.ndim == 0:
@@ -95,8 +106,8 @@ def _contract(a, b, ca, cb):
     return astype(reshape(P.matmul(a2, b2), out_shape), want)
 
 
-def tensordot(a, b, axes=2):
-    a, b = asarray(a), asarray(b)
+def tensordot(a, b, axes=2, *, precision=None, preferred_element_type=None):
+    a, b = _operands(a, b, preferred_element_type)
     if isinstance(axes, (int, _np.integer)):
         ca, cb = list(range(a.ndim - axes, a.ndim)), list(range(axes))
     else:
@@ -110,11 +121,11 @@ def tensordot(a, b, axes=2):
     return _contract(a, b, ca, cb)
 
 
-def dot(a, b, out=None):
+def dot(a, b, out=None, *, precision=None, preferred_element_type=None):
     """numpy's dot: a product with a scalar; 1-D and 2-D as matmul; N-D sums a's last axis
     against b's second-to-last."""
     no_out(out)
-    a, b = asarray(a), asarray(b)
+    a, b = _operands(a, b, preferred_element_type)
     if a.ndim == 0 or b.ndim == 0:
         return multiply(a, b)
     if a.ndim <= 2 and b.ndim <= 2:

@@ -217,3 +217,57 @@ class _IndexHelper:
 
 r_ = _IndexHelper(columns=False)
 c_ = _IndexHelper(columns=True)
+
+
+def _index_arrays(rows, cols) -> tuple:
+    return tuple(asarray(_np.asarray(v, _np.int32)) for v in (rows, cols))
+
+
+def tril_indices(n, k=0, m=None):
+    """The (row, column) indices of an (n, m) matrix's lower triangle at and below diagonal
+    k, as int32 arrays (jnp.tril_indices; n, k and m are concrete)."""
+    return _index_arrays(*_np.tril_indices(n, k, m))
+
+
+def triu_indices(n, k=0, m=None):
+    """The (row, column) indices of an (n, m) matrix's upper triangle at and above diagonal
+    k (jnp.triu_indices)."""
+    return _index_arrays(*_np.triu_indices(n, k, m))
+
+
+def tril_indices_from(arr, k=0):
+    """tril_indices of a 2-d array's shape."""
+    n, m = _matrix_shape(arr, "tril_indices_from")
+    return tril_indices(n, k, m)
+
+
+def triu_indices_from(arr, k=0):
+    """triu_indices of a 2-d array's shape."""
+    n, m = _matrix_shape(arr, "triu_indices_from")
+    return triu_indices(n, k, m)
+
+
+def _matrix_shape(arr, fn) -> tuple:
+    shape = _np.shape(arr) if not isinstance(arr, (Tracer, ArrayOps)) else tuple(arr.shape)
+    if len(shape) != 2:
+        raise ShapeError(f"{fn} needs a 2-d array, got shape {shape}", source=user_source())
+    return shape
+
+
+def diag_indices(n, ndim=2):
+    """The indices of an n x ... x n array's main diagonal: ndim copies of arange(n)."""
+    i = asarray(_np.arange(n, dtype=_np.int32))
+    return (i,) * ndim
+
+
+def diag_indices_from(arr):
+    """diag_indices of an array whose axes all have one length."""
+    shape = tuple(arr.shape) if isinstance(arr, (Tracer, ArrayOps)) else _np.shape(arr)
+    if len(shape) < 2 or len(set(shape)) != 1:
+        raise ShapeError(f"diag_indices_from needs an array of 2 or more dimensions of one "
+                         f"length, got shape {shape}", source=user_source())
+    return diag_indices(shape[0], len(shape))
+
+
+__all__ += ["tril_indices", "triu_indices", "tril_indices_from", "triu_indices_from",
+            "diag_indices", "diag_indices_from"]

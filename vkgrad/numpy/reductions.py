@@ -416,3 +416,94 @@ def _gradient_along(f, ax, h, edge_order):
                            multiply(at(2), -1.0)), 2.0 * h)
         last = divide(add(add(multiply(at(-1), 3.0), multiply(at(-2), -4.0)), at(-3)), 2.0 * h)
     return concatenate([first, inner, last], ax)
+
+
+def _nan_arg_extreme(a, axis, keepdims, arg, fill):
+    """JAX's nanargmax/nanargmin: NaN counted as -inf/+inf, and -1 where a whole slice is
+    NaN (numpy raises there; JAX cannot)."""
+    a = asarray(a)
+    nan = isnan(a)
+    r = arg(where(nan, fill, a), axis, keepdims)
+    return where(all(nan, axis, keepdims=keepdims), -1, r)
+
+
+def nanargmax(a, axis=None, out=None, keepdims=False):
+    """The index of the first maximum ignoring NaNs; -1 for an all-NaN slice (jnp.nanargmax)."""
+    no_out(out)
+    return _nan_arg_extreme(a, axis, keepdims, argmax, -inf)
+
+
+def nanargmin(a, axis=None, out=None, keepdims=False):
+    """The index of the first minimum ignoring NaNs; -1 for an all-NaN slice (jnp.nanargmin)."""
+    no_out(out)
+    return _nan_arg_extreme(a, axis, keepdims, argmin, inf)
+
+
+def nanprod(a, axis=None, dtype=None, out=None, keepdims=False):
+    """The product with NaNs counted as 1."""
+    a = asarray(a)
+    return prod(where(isnan(a), 1, a), axis, dtype, out, keepdims)
+
+
+def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    """The variance of the non-NaN elements: sum((a - nanmean)^2) / (count - ddof); NaN where
+    count <= ddof (jnp.nanvar)."""
+    no_out(out)
+    a = as_float(a) if dtype is None else astype(a, dtype)
+    ok = logical_not(isnan(a))
+    count = sum(astype(ok, dtype_of(a)), axis, keepdims=keepdims)
+    centered = where(ok, subtract(a, nanmean(a, axis, keepdims=True)), 0)
+    s = sum(multiply(centered, centered), axis, keepdims=keepdims)
+    dof = subtract(count, ddof)
+    return where(greater(dof, 0), divide(s, where(greater(dof, 0), dof, 1)), _np.nan)
+
+
+def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    """sqrt(nanvar(...))."""
+    return sqrt(nanvar(a, axis, dtype, out, ddof, keepdims))
+
+
+def nancumsum(a, axis=None, dtype=None, out=None):
+    """The running sum with NaNs counted as 0."""
+    a = asarray(a)
+    return cumsum(where(isnan(a), 0, a), axis, dtype, out)
+
+
+def nancumprod(a, axis=None, dtype=None, out=None):
+    """The running product with NaNs counted as 1."""
+    a = asarray(a)
+    return cumprod(where(isnan(a), 1, a), axis, dtype, out)
+
+
+def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
+    """The array API's running sum (jnp.cumulative_sum): axis may be left out only for a
+    1-d x; include_initial puts a 0 first."""
+    return _cumulative(x, axis, dtype, include_initial, cumsum, 0, "cumulative_sum")
+
+
+def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
+    """The array API's running product (jnp.cumulative_prod); include_initial puts a 1 first."""
+    return _cumulative(x, axis, dtype, include_initial, cumprod, 1, "cumulative_prod")
+
+
+def _cumulative(x, axis, dtype, include_initial, scan, unit, name):
+    x = asarray(x)
+    if x.ndim == 0:
+        raise ShapeError(f"{name} needs an array of 1 or more dimensions, got a 0-d "
+                         f"{type_string(x)} (as JAX)", source=user_source())
+    if axis is None:
+        if x.ndim > 1:
+            raise ArgumentError(f"{name}: axis is required for a {x.ndim}-dimensional array "
+                                f"({type_string(x)})", source=user_source())
+        axis = 0
+    out = scan(x, axis, dtype)
+    if not include_initial:
+        return out
+    ax = normalize_axes(axis, out.ndim)[0]
+    shape = list(out.shape)
+    shape[ax] = 1
+    return concatenate([full(shape, unit, dtype_of(out)), out], axis=ax)
+
+
+__all__ += ["nanargmax", "nanargmin", "nanprod", "nanvar", "nanstd", "nancumsum", "nancumprod",
+            "cumulative_sum", "cumulative_prod"]

@@ -391,3 +391,37 @@ def _pad_sources(n, lo, hi, mode) -> tuple:
         i %= period
         return i if i < n else period - i
     return [refl(-i) for i in range(lo, 0, -1)], [refl(n - 1 + i) for i in range(1, hi + 1)]
+
+
+def concat(arrays, /, *, axis=0):
+    """The array API's concatenate (jnp.concat); axis None concatenates the flattened arrays."""
+    if axis is None:
+        return concatenate([ravel(asarray(a)) for a in arrays], axis=0)
+    return concatenate(arrays, axis)
+
+
+def permute_dims(a, /, axes):
+    """The array API's transpose (jnp.permute_dims): axes is required."""
+    return transpose(a, axes)
+
+
+def matrix_transpose(x, /):
+    """x with its last two axes swapped (jnp.matrix_transpose, x.mT); x needs 2 axes or more."""
+    x = asarray(x)
+    if x.ndim < 2:
+        raise ShapeError(f"matrix_transpose needs an array of 2 or more dimensions, got "
+                         f"{type_string(x)}", source=user_source())
+    return swapaxes(x, -1, -2)
+
+
+def unstack(x, /, *, axis=0):
+    """The slices of x along axis, as a tuple (jnp.unstack)."""
+    x = asarray(x)
+    if x.ndim == 0:
+        raise ShapeError("unstack needs an array of 1 or more dimensions, got a 0-d "
+                         f"{type_string(x)}", source=user_source())
+    ax = normalize_axes(axis, x.ndim)[0]
+    return tuple(squeeze(s, ax) for s in split(x, x.shape[ax], ax)) if x.shape[ax] else ()
+
+
+__all__ += ["concat", "permute_dims", "matrix_transpose", "unstack"]

@@ -353,14 +353,20 @@ def logaddexp2(x, y):
 
 def hypot(x, y):
     """sqrt(x*x + y*y) without overflow or underflow: m * sqrt(1 + (n/m)**2), m = max(|x|, |y|),
-    n the other (JAX's form); 0 where both are 0, inf where either is."""
+    n the other (JAX's form); 0 where both are 0, inf where either is (a NaN beside it too). m and n are picked by
+    one select, not by maximum/minimum: their tie rule splits the cotangent, which keeps the
+    first derivative at |x| == |y| but zeroes the second (JAX's hessian of hypot at (2, 2)
+    is 0; sqrt(x*x + y*y)'s is [[4, -4], [-4, 4]] / 8**1.5). At (0, 0) the gradient is JAX's
+    (1/2, 1/2)."""
     x, y = operands(x, y)
     dt = promoted_dtype(x, y)
     dt = dt if is_float(dt) else "f32"
     x, y = abs(asarray(promote(x, dt))), abs(asarray(promote(y, dt)))
-    m, n = maximum(x, y), minimum(x, y)
+    first = greater_equal(x, y)
+    m, n = where(first, x, y), where(first, y, x)
     r = divide(n, where(equal(m, 0), 1.0, m))
-    return where(isinf(m), m, multiply(m, sqrt(add(1.0, square(r)))))
+    h = where(equal(m, 0), multiply(0.5, add(x, y)), multiply(m, sqrt(add(1.0, square(r)))))
+    return where(logical_or(isinf(x), isinf(y)), _np.inf, h)   # inf even beside a NaN, as JAX
 
 
 def sinc(x):
@@ -533,3 +539,56 @@ def select(condlist, choicelist, default=0):
     for cond, choice in reversed(list(zip(condlist, choicelist))):
         r = where(as_bool(cond), choice, r)
     return asarray(r)
+
+
+pow = power   # the array API's name (jnp.pow)
+
+
+def cbrt(x):
+    """The real cube root, elementwise: sign(x) * |x| ** (1/3) (-8 gives -2; NaN, +-inf and +-0
+    keep themselves, as jnp.cbrt)."""
+    x = as_float(x)
+    a = abs(x)
+    y = power(a, 1.0 / 3.0)
+    # one Newton step on y^3 = |x|: pow's exp(log(x) / 3) is 1 ulp off for cubes (27 gives
+    # 3.0000002); 0 and inf keep pow's value
+    step = divide(subtract(multiply(multiply(y, y), y), a), multiply(3.0, multiply(y, y)))
+    y = where(logical_and(isfinite(y), greater(y, 0)), subtract(y, step), y)
+    return copysign(y, x)
+
+
+def signbit(x):
+    """True where x's sign bit is set: negative numbers, -0.0 and a NaN with the sign set
+    (jnp.signbit); ints are < 0, bools False."""
+    x = asarray(x)
+    if not is_float(dtype_of(x)):
+        return less(x, 0)
+    # -0.0 < 0 is false: 1 / -0.0 = -inf tells it; a NaN's sign bit is not visible to IEEE
+    # comparisons, so NaN counts as positive (numpy gives True for -nan only)
+    return logical_or(less(x, 0), logical_and(equal(x, 0), less(divide(1.0, x), 0)))
+
+
+def copysign(x, y):
+    """|x| with the sign of y, elementwise (jnp.copysign; y's -0.0 counts as negative)."""
+    x, y = operands(x, y)
+    dt = promoted_dtype(x, y)
+    dt = dt if is_float(dt) else "f32"
+    x, y = asarray(promote(x, dt)), asarray(promote(y, dt))
+    return where(signbit(y), negative(abs(x)), abs(x))
+
+
+def heaviside(x1, x2):
+    """0 where x1 < 0, x2 where x1 == 0, 1 where x1 > 0; NaN for a NaN x1 (jnp.heaviside)."""
+    x1, x2 = operands(x1, x2)
+    dt = promoted_dtype(x1, x2)
+    dt = dt if is_float(dt) else "f32"
+    x1, x2 = asarray(promote(x1, dt)), asarray(promote(x2, dt))
+    return where(less(x1, 0), 0.0, where(equal(x1, 0), x2, where(isnan(x1), x1, 1.0)))
+
+
+def float_power(x, y):
+    """x ** y in the widest float (jnp.float_power: float32 with x64 off)."""
+    return power(as_float(x), as_float(y))
+
+
+__all__ += ["pow", "cbrt", "signbit", "copysign", "heaviside", "float_power"]

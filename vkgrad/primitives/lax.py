@@ -259,11 +259,28 @@ def _chooser2_vjp(larger):
     return vjp
 
 
-max_p = _elementwise("max", 2, np.maximum, NUMERIC_DTYPES,
+def _signed_zero_max(x, y):
+    """numpy's maximum, but max(-0.0, 0.0) is 0.0 in either order, as JAX's (IEEE 754-2019's
+    maximum; numpy's returns whichever operand comes first, so it is not commutative there)."""
+    r = np.maximum(x, y)
+    if r.dtype.kind != "f":
+        return r
+    return np.where((x == 0) & (y == 0), np.add(x, y, dtype=r.dtype), r)   # -0 only if both
+
+
+def _signed_zero_min(x, y):
+    """numpy's minimum, with min(0.0, -0.0) = -0.0 in either order, as JAX's."""
+    r = np.minimum(x, y)
+    if r.dtype.kind != "f":
+        return r
+    return np.where((x == 0) & (y == 0), -np.add(-x, -y, dtype=r.dtype), r)
+
+
+max_p = _elementwise("max", 2, _signed_zero_max, NUMERIC_DTYPES,
                      traits=("commutative",))
 vjp_rules[max_p] = _chooser2_vjp(larger=True)
 
-min_p = _elementwise("min", 2, np.minimum, NUMERIC_DTYPES,
+min_p = _elementwise("min", 2, _signed_zero_min, NUMERIC_DTYPES,
                      traits=("commutative",))
 vjp_rules[min_p] = _chooser2_vjp(larger=False)
 

@@ -17,8 +17,9 @@ from vkgrad.transforms.checking import check_grads
 from vkgrad.transforms.custom import custom_jvp, custom_vjp
 from vkgrad.transforms.differentiation import grad, jvp, value_and_grad, vjp
 from vkgrad.transforms.jacobians import hessian, jacfwd, jacrev
-from vkgrad.transforms.tracing import make_ir, trace
+from vkgrad.transforms.tracing import ShapeDtypeStruct, eval_shape, make_ir, trace
 from vkgrad.transforms.vectorization import vmap
 
 __all__ = ["check_grads", "custom_jvp", "custom_vjp", "grad", "hessian", "jacfwd", "jacrev",
-           "jvp", "make_ir", "trace", "value_and_grad", "vjp", "vmap"]
+           "jvp", "make_ir", "trace", "value_and_grad", "vjp", "vmap", "eval_shape",
+           "ShapeDtypeStruct"]

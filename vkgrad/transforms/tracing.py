@@ -15,12 +15,12 @@ import re
 import numpy as np
 
 from vkgrad.errors import ArgumentError
-from vkgrad.ir.core import Program
+from vkgrad.ir.core import Program, np_dtype
 from vkgrad.ir.verifier import checked
 from vkgrad.dtypes import canonical_array
 from vkgrad.tracer.array import host_array
-from vkgrad.tracer.core import (ArrayOps, abstract_leaf, current_trace, new_trace,
-                                source_location, user_source)
+from vkgrad.tracer.core import (ArrayOps, ShapeDtype, Tracer, abstract_leaf, current_trace,
+                                new_trace, source_location, user_source)
 from vkgrad.tracer.pytree import TreeDef, tree_flatten, tree_unflatten
 from vkgrad.traceback_util import api_boundary
 
@@ -179,3 +179,49 @@ def trace(fun, args, static_argnums=()) -> Program:
     """The Program `fun` traces to on `args` (a tuple of arrays, scalars, pytrees of them, or
     vkgrad.ShapeDtype specs); static_argnums are passed through as Python values."""
     return trace_function(fun, tuple(args), static_argnums, allow_spec=True).program
+
+
+class ShapeDtypeStruct:
+    """A shape and a dtype, no data (jax.ShapeDtypeStruct): what eval_shape returns, and an
+    argument eval_shape (and make_ir) can trace on. dtype is numpy's, as JAX's."""
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape, dtype):
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = np.dtype(dtype)
+
+    ndim = property(lambda self: len(self.shape))
+    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
+
+    def __repr__(self):
+        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name})"
+
+    def __eq__(self, other):
+        return isinstance(other, ShapeDtypeStruct) and (self.shape, self.dtype) == \
+            (other.shape, other.dtype)
+
+    def __hash__(self):
+        return hash((self.shape, self.dtype))
+
+
+def _spec(x):
+    """An eval_shape argument leaf as a trace argument: ShapeDtypeStructs (and arrays, which
+    need not be read) become ShapeDtype specs; Python scalars stay (weakly typed)."""
+    if isinstance(x, ShapeDtypeStruct):
+        return ShapeDtype(x.shape, x.dtype)
+    if isinstance(x, (np.ndarray, np.generic, ArrayOps)) and not isinstance(x, Tracer):
+        return ShapeDtype(x.shape, abstract_leaf(x, "an argument of eval_shape").dtype)
+    return x
+
+
+def eval_shape(fun, *args, **kwargs):
+    """The shapes and dtypes of fun's results, a pytree of ShapeDtypeStructs, from a trace
+    alone: nothing is computed (jax.eval_shape). Arguments may be arrays, scalars or
+    ShapeDtypeStructs, in pytrees."""
+    check_function(fun, "eval_shape")
+    specs = tuple(tree_unflatten(t, [_spec(x) for x in ls])
+                  for ls, t in map(tree_flatten, args))
+    traced = trace_function(bind_kwargs(fun, kwargs), specs, allow_spec=True)
+    outs = [ShapeDtypeStruct(getattr(o, "shape", ()), np_dtype(o.dtype))   # a Literal is 0-d
+            for o in traced.program.outputs]
+    return tree_unflatten(traced.out_tree, outs)
