@@ -123,8 +123,8 @@ def inline_loops():
     the two (kp patch 0012)."""
     import kp
     once = kp.Sequence.record_loop
-    kp.Sequence.record_loop = lambda self, ops, count, secondary=True: once(self, ops, count,
-                                                                           False)
+    kp.Sequence.record_loop = lambda self, ops, count, secondary=True, barriers=(): once(
+        self, ops, count, False, list(barriers))
     return lambda: setattr(kp.Sequence, "record_loop", once)
 
 
