@@ -62,18 +62,20 @@ F16_REASON = ("the best tiling, 128 x 128 x 32 blocks of four 64 x 64 subgroups 
 TAKE_GRAD_REASON = ("seven dependent launches of 4-10 us each (the sort by index, the chunk "
                     "sums, the sums of chunks): launch-bound, not memory-bound")
 CONV_REASON = ("conv_gemm.comp (the matmul kernel's tiling: 4 x 4 register strips, vec4 shared "
-               "reads, a prefetched next step; channels innermost for 3x3) runs its forwards at "
-               "about {tf:.0f} TFLOP/s against cuDNN's {tfc:.0f} by the same count (2 M N K "
-               "flops); the weight gradients lag (k in the weights' order, a materialized "
-               "transpose of x), and the tile rule and k order are not yet chosen from a sweep "
-               "of the new kernel")
-RESNET_REASON = ("the convolutions themselves: at the stride-1 ResNet shapes vkgrad's forward + "
-                 "backward is 0.40-0.63x cuDNN's, the weight gradients slowest (a reduction over "
-                 "N x H x W positions into a small output, not yet split over more workgroups)")
-LM_HOST_REASON = ("most of the call's Python work is one step per array (160 in the small "
-                  "step: parameters, optimizer state, batch): result Arrays made, donated ones "
-                  "deleted, old ones' __del__; a call costing the same for any number of "
-                  "arrays needs the results held as one object")
+               "reads, a prefetched next step; channels innermost for 3x3), its tile picked per "
+               "shape and its weight gradients split in K (conv3, fitted to the H200 sweep), runs "
+               "its forwards at about {tf:.0f} TFLOP/s against cuDNN's {tfc:.0f} by the same "
+               "count (2 M N K flops); the one ResNet shape below the bar is C128 28x28 stride 1, "
+               "where cuDNN's forward and weight gradient (144 and 147 us) beat ours (217 and 346)")
+RESNET_REASON = ("10.35 against JAX's 10.13 ms a step (5 interleaved rounds); the step's convolution "
+                 "kernels are 8.87 ms of its GPU time, their weight gradients the slowest part; the "
+                 "transposes before each weight gradient and the kernel flips and relayouts for "
+                 "the input gradients (primitives/convolution.py) are still separate dispatches")
+LM_HOST_REASON = ("what is left is one object step per array (160 in the small step: "
+                  "parameters, optimizer state, batch), each a cache miss after the GPU has run: "
+                  "the old results' __del__, the arguments' buffers read, the donated Arrays "
+                  "deleted (kp patch 0014 writes the new results' slots in C; the drained call "
+                  "is memory-latency bound, not interpreter bound)")
 LM_NOTE = {"2026-12-01": (
     "the Mamba LM is faster than JAX; the transformer LM is not: its GPU time per step, "
     "{tgpu:.1f} ms, is above JAX's whole step, {tjax:.1f} ms (the kernels, not the host: a new "
