@@ -1036,6 +1036,19 @@ def _debug_print(x):
 
 CASES += [Case("debug_print", _debug_print, [F(3, 2)], text=False)]
 
+
+# --- pure_callback: a host function with declared results, a host step between submissions;
+# no derivative (JAX's), one call per example under vmap_method="sequential"
+def _host_cos(a):
+    return np.cos(a)
+
+
+def _pure_callback(x):
+    return vg.pure_callback(_host_cos, vg.typeof(x), x * 2, vmap_method="sequential") + x
+
+
+CASES += [Case("pure_callback", _pure_callback, [F(3, 2)], grad=0, text=False)]
+
 # --- matmul on Vulkan: every transpose combination on awkward shapes (one row, one column,
 # sizes off every tile boundary). Not gradient-checked: matmul's derivatives are the small
 # matmul_* rows' (every transpose combination); checking these 20 too took 3.5 s (measured).
@@ -1067,9 +1080,9 @@ REMOVED_BEFORE_LOWERING = {"stop_gradient", "custom_vjp_call", "custom_jvp_call"
                            "checkpoint", "checkpoint_name"}
 # Primitives no Vulkan plan holds: a while loop at a program's top level runs as plans of its
 # cond and body driven from the host (vkgrad/execution/segmented.py), nested on the interpreter;
-# a collective or a debug callback runs on the host between the plans before and after it (the
-# same module).
-HOST_DRIVEN = {"while", "psum", "pmax", "pmin", "debug_callback"}
+# a collective or a debug or pure callback runs on the host between the plans before and after
+# it (the same module).
+HOST_DRIVEN = {"while", "psum", "pmax", "pmin", "debug_callback", "pure_callback"}
 
 
 def primitives_in(program) -> set:
@@ -1093,8 +1106,9 @@ def all_primitives() -> set:
 
 
 # Primitives whose VJP rule is a clear error, as in JAX: a while loop's trip count is not known
-# when the backward is built (tests/test_control_flow.py checks the message).
-REFUSES_REVERSE_MODE = {"while"}
+# when the backward is built (tests/test_control_flow.py checks the message); a pure callback is
+# a host function (tests/test_callbacks.py checks the message).
+REFUSES_REVERSE_MODE = {"while", "pure_callback"}
 
 
 def differentiable_primitives() -> set:

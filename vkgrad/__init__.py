@@ -43,10 +43,11 @@ from vkgrad.ir.interpreter import run_program
 from vkgrad.tracer.array import Array, DeletedArrayError, block_until_ready
 from vkgrad.tracer.core import ShapeDtype
 from vkgrad.transforms import (ShapeDtypeStruct, check_grads, custom_jvp, custom_vjp,
-                               eval_shape, grad, hessian, jacfwd, jacrev, jvp, make_ir, trace,
-                               value_and_grad, vjp, vmap)
+                               eval_shape, grad, hessian, jacfwd, jacrev, jvp, linearize,
+                               make_ir, trace, typeof, value_and_grad, vjp, vmap)
 from vkgrad import numpy, nn, optim, random, tree, tree_util  # noqa: E402,F401  (vg.numpy, ...)
 from vkgrad import debug, lax, scipy, test_util  # noqa: E402,F401  (JAX's jax.lax, jax.scipy, ...)
+from vkgrad.debug import pure_callback  # noqa: E402  (jax.pure_callback)
 from vkgrad import typing  # noqa: E402,F401  (jax.typing: ArrayLike, DTypeLike)
 from vkgrad.serialization import load, load_metadata, save  # noqa: E402
 from vkgrad import ad_checkpoint  # noqa: E402  (JAX's jax.ad_checkpoint)
@@ -74,7 +75,7 @@ _LAZY = {"jit": "vkgrad.execution.jit",
 _LAZY_MODULES = {"distributed"}   # vg.distributed (MPI: docs/distributed.md)
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "vmap", "make_ir", "trace", "check_grads",
-           "eval_shape", "ShapeDtypeStruct",
+           "eval_shape", "ShapeDtypeStruct", "linearize", "typeof", "pure_callback",
            "custom_vjp", "custom_jvp", "jacfwd", "jacrev", "hessian",
            "config", "enable_x64", "Array", "DeletedArrayError", "block_until_ready",
            "ShapeDtype", "Program", "Var", "Literal", "Eqn", "run_program", "numpy", "nn", "optim",

@@ -35,7 +35,7 @@ from vkgrad import numpy as vnp
 from vkgrad import primitives as P
 from vkgrad.dtypes import dtype_name, is_float, np_dtype
 from vkgrad.errors import ArgumentError, DTypeError, ShapeError
-from vkgrad.scipy.special import erf, erfinv
+from vkgrad.scipy.special import erf, erfinv, gammaln
 from vkgrad.traceback_util import wrap_namespace
 from vkgrad.tracer.core import ArrayOps, Tracer, user_source
 
@@ -401,8 +401,188 @@ def wrap_key_data(key_bits_array, *, impl=None):
     return k
 
 
+# ------------------------------------------------------------------- gamma and its family
+
+# Marsaglia-Tsang rounds drawn per element: a round accepts with probability 0.951 or more
+# (the least at alpha = 1), so all of them reject with probability below 0.049^8 = 3e-11
+GAMMA_ROUNDS = 8
+
+
+def _params(x, dt):
+    """A distribution's parameter in dtype dt, without a gradient (none is written)."""
+    return vnp.stop_gradient(vnp.astype(vnp.asarray(x), dt))
+
+
+def _param_shape(shape, bounds, fn) -> tuple:
+    """The result's shape: `shape`, which the parameters' broadcast shape must broadcast to
+    (JAX's rule), or that broadcast shape."""
+    if shape is None:
+        return bounds
+    shape = _shape(shape, fn)
+    try:
+        fits = np.broadcast_shapes(shape, bounds) == shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ShapeError(f"vg.random.{fn}: shape {shape} is not compatible with the "
+                         f"parameters' broadcast shape {bounds}", source=user_source())
+    return shape
+
+
+def _log_gamma(key, a, shape, dt):
+    """log of Gamma(a, 1) samples of `shape` (a broadcast to it), by Marsaglia and Tsang (2000):
+    d = alpha - 1/3, c = 1 / sqrt(9 d), x = d (1 + c z)^3 for a normal z, accepted when
+    log u < z^2 / 2 + d - d v + d log v; GAMMA_ROUNDS candidates per element, the first accepted
+    taken (the last where none is). a < 1 is boosted: Gamma(a) = Gamma(a + 1) u^(1/a), kept in
+    log space so that tiny samples do not round to 0 before beta and dirichlet normalise them."""
+    a = vnp.broadcast_to(a, shape)
+    kz, ku, kb = split(key, 3)
+    boost = vnp.less(a, 1)
+    alpha = vnp.where(boost, vnp.add(a, 1), a)
+    d = vnp.subtract(alpha, np.array(1 / 3, np_dtype(dt)))
+    c = vnp.divide(1, vnp.sqrt(vnp.multiply(9, d)))
+    rounds = (GAMMA_ROUNDS,) + shape
+    z = normal(kz, rounds, dt)
+    logu = vnp.log(_uniform(ku, rounds, dt, float(_eps(dt).tiny), 1.0, "gamma"))
+    v = vnp.add(1, vnp.multiply(c, z))
+    v = vnp.multiply(vnp.multiply(v, v), v)
+    ok = vnp.greater(v, 0)
+    logv = vnp.log(vnp.where(ok, v, 1))
+    bound = vnp.add(vnp.multiply(0.5, vnp.multiply(z, z)),
+                    vnp.multiply(d, vnp.add(vnp.subtract(1, v), logv)))
+    out = _first_accepted(vnp.logical_and(ok, vnp.less(logu, bound)),
+                          vnp.add(vnp.log(d), logv))
+    ub = _uniform(kb, shape, dt, float(_eps(dt).tiny), 1.0, "gamma")
+    return vnp.add(out, vnp.where(boost, vnp.divide(vnp.log(ub), a), 0))
+
+
+def _first_accepted(accept, candidates):
+    """Along the first axis (the rounds of a rejection sampler): the first candidate accepted,
+    the last candidate where none is."""
+    out = candidates[-1]
+    for r in reversed(range(candidates.shape[0] - 1)):
+        out = vnp.where(accept[r], candidates[r], out)
+    return out
+
+
+def _gamma_args(a, shape, dtype, fn):
+    dt = _float_dtype(np.float32 if dtype is None else dtype, fn)
+    a = _params(a, dt)
+    return a, _param_shape(shape, tuple(a.shape), fn), dt
+
+
+def gamma(key, a, shape=None, dtype=None):
+    """Gamma(a, 1) floats (shape a's broadcast to `shape`, default a's shape), as
+    jax.random.gamma draws them: Marsaglia-Tsang rejection, each element GAMMA_ROUNDS
+    candidates in parallel (one elementwise kernel, no loop), a < 1 by the u^(1/a) boost. The
+    distribution is JAX's, the numbers are not (JAX's loop draws its candidates one key split
+    at a time). No gradient flows to a (JAX's implicit reparameterization is not written)."""
+    a, shape, dt = _gamma_args(a, shape, dtype, "gamma")
+    return vnp.exp(_log_gamma(key, a, shape, dt))
+
+
+def loggamma(key, a, shape=None, dtype=None):
+    """log of Gamma(a, 1) floats, as jax.random.loggamma: accurate where a is small and the
+    samples underflow (vg.random.gamma's docstring says how they are drawn)."""
+    a, shape, dt = _gamma_args(a, shape, dtype, "loggamma")
+    return _log_gamma(key, a, shape, dt)
+
+
+def beta(key, a, b, shape=None, dtype=None):
+    """Beta(a, b) floats (shape the parameters' broadcast to `shape`, default theirs), as
+    jax.random.beta: X / (X + Y) of X ~ Gamma(a), Y ~ Gamma(b), computed from their logs
+    (scaled by the larger, so small a and b do not give 0 / 0). JAX's distribution, not its
+    numbers."""
+    dt = _float_dtype(np.float32 if dtype is None else dtype, "beta")
+    a, b = _params(a, dt), _params(b, dt)
+    shape = _param_shape(shape, vnp.broadcast_shapes(tuple(a.shape), tuple(b.shape)), "beta")
+    ka, kb = split(key)
+    la, lb = _log_gamma(ka, a, shape, dt), _log_gamma(kb, b, shape, dt)
+    top = vnp.maximum(la, lb)
+    ea, eb = vnp.exp(vnp.subtract(la, top)), vnp.exp(vnp.subtract(lb, top))
+    return vnp.divide(ea, vnp.add(ea, eb))
+
+
+def dirichlet(key, alpha, shape=None, dtype=None):
+    """Dirichlet(alpha) floats over alpha's last axis, as jax.random.dirichlet: the result
+    `shape + alpha.shape[-1:]` (shape default alpha.shape[:-1], to which alpha's batch shape
+    must broadcast), each row Gamma(alpha_i) samples normalised (from their logs, the largest
+    subtracted). JAX's distribution, not its numbers."""
+    dt = _float_dtype(np.float32 if dtype is None else dtype, "dirichlet")
+    alpha = _params(alpha, dt)
+    if alpha.ndim < 1:
+        raise ShapeError("vg.random.dirichlet: alpha needs at least one axis (the categories)",
+                         source=user_source())
+    batch = _param_shape(shape, tuple(alpha.shape[:-1]), "dirichlet")
+    lg = _log_gamma(key, alpha, batch + tuple(alpha.shape[-1:]), dt)
+    e = vnp.exp(vnp.subtract(lg, vnp.max(lg, axis=-1, keepdims=True)))
+    return vnp.divide(e, vnp.sum(e, axis=-1, keepdims=True))
+
+
+# Knuth's rounds (uniforms multiplied until below exp(-lam), for lam < 10): P(Poisson(10) >= 40)
+# is 5e-12, the count's cap. The transformed rejection's rounds (lam >= 10) accept with
+# probability 0.87 or more each, so all 16 reject with probability below 1e-14.
+KNUTH_ROUNDS = 40
+PTRS_ROUNDS = 16
+
+
+def poisson(key, lam, shape=None, dtype=None):
+    """Poisson(lam) integers (int32; shape lam's broadcast to `shape`, default lam's shape), as
+    jax.random.poisson draws them: for lam < 10 Knuth's count of uniforms multiplied before the
+    product falls below exp(-lam) (KNUTH_ROUNDS uniforms per element: the count stops there),
+    from 10 up Hoermann's transformed rejection (PTRS, PTRS_ROUNDS candidates per element, the
+    first accepted taken). 0 where lam is 0, -1 where lam is negative or NaN (JAX's). JAX's
+    distribution, not its numbers."""
+    if dtype is not None and dtype_name(dtype) != "i32":
+        raise DTypeError(f"vg.random.poisson: dtype must be int32, got {dtype}",
+                         source=user_source())
+    lam = _params(lam, "f32")
+    shape = _param_shape(shape, tuple(lam.shape), "poisson")
+    lam = vnp.broadcast_to(lam, shape)
+    knuth = vnp.less(lam, 10)
+    k1, k2 = split(key)
+    small = _poisson_knuth(k1, vnp.where(knuth, lam, 0), shape)
+    large = _poisson_ptrs(k2, vnp.where(knuth, 1e5, lam), shape)
+    k = vnp.where(knuth, small, large)
+    return vnp.astype(vnp.where(vnp.greater_equal(lam, 0), k, -1), np.int32)
+
+
+def _poisson_knuth(key, lam, shape):
+    """The number of running products of uniforms above exp(-lam), in log space."""
+    logu = vnp.log(_uniform(key, (KNUTH_ROUNDS,) + shape, "f32", float(_eps("f32").tiny), 1.0,
+                            "poisson"))
+    above = vnp.greater(vnp.cumsum(logu, axis=0), vnp.negative(lam))
+    return vnp.sum(vnp.astype(above, np.float32), axis=0)
+
+
+def _poisson_ptrs(key, lam, shape):
+    """Hoermann (1993), "The transformed rejection method for generating Poisson random
+    variables", algorithm PTRS, with JAX's constants (jax/_src/random.py)."""
+    rounds = (PTRS_ROUNDS,) + shape
+    ku, kv = split(key)
+    u = vnp.subtract(_uniform(ku, rounds, "f32", 0.0, 1.0, "poisson"), 0.5)
+    v = _uniform(kv, rounds, "f32", 0.0, 1.0, "poisson")
+    b = vnp.add(0.931, vnp.multiply(2.53, vnp.sqrt(lam)))
+    a = vnp.add(-0.059, vnp.multiply(0.02483, b))
+    inv_alpha = vnp.add(1.1239, vnp.divide(1.1328, vnp.subtract(b, 3.4)))
+    v_r = vnp.subtract(0.9277, vnp.divide(3.6224, vnp.subtract(b, 2)))
+    us = vnp.subtract(0.5, vnp.abs(u))
+    k = vnp.floor(vnp.add(vnp.multiply(vnp.add(vnp.divide(vnp.multiply(2, a), us), b), u),
+                          vnp.add(lam, 0.43)))
+    s = vnp.log(vnp.divide(vnp.multiply(v, inv_alpha),
+                           vnp.add(vnp.divide(a, vnp.multiply(us, us)), b)))
+    t = vnp.subtract(vnp.multiply(k, vnp.log(lam)),
+                     vnp.add(lam, gammaln(vnp.add(vnp.maximum(k, 0), 1))))
+    accept1 = vnp.logical_and(vnp.greater_equal(us, 0.07), vnp.less_equal(v, v_r))
+    reject = vnp.logical_or(vnp.less(k, 0), vnp.logical_and(vnp.less(us, 0.013),
+                                                            vnp.greater(v, us)))
+    accept = vnp.logical_or(accept1, vnp.logical_and(vnp.logical_not(reject),
+                                                     vnp.less_equal(s, t)))
+    return _first_accepted(accept, k)
+
+
 __all__ += ["exponential", "laplace", "logistic", "cauchy", "rademacher", "key_data",
-            "wrap_key_data"]
+            "wrap_key_data", "gamma", "loggamma", "beta", "dirichlet", "poisson"]
 
 
 wrap_namespace(globals())   # tracebacks without vkgrad's frames (vkgrad/traceback_util.py)

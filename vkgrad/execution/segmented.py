@@ -16,8 +16,9 @@ Each collective (a psum over an MPI world of two or more: vkgrad/distributed.py;
 member the optimizer has removed it) runs on the host: its operands read back, reduced on the
 collectives thread while the next program runs, its results uploaded by the first program
 that reads them (a large one split into buckets, DDP's: `_bucketed`). A debug callback
-(vg.debug.print) is a host step the same way: its operands read back, the callback called on
-the collectives thread, in program order, all done before the call returns.
+(vg.debug.print) or a pure callback (vg.pure_callback) is a host step the same way: its operands
+read back, the callback called on the collectives thread, in program order, all done before the
+call returns; a pure callback's results are uploaded by the first part that reads them.
 
 Donated arguments (donate_argnums) are donated to the part that reads them last, which may
 write its results over them as one jitted program does: the optimizer's part of a
@@ -52,7 +53,7 @@ from vkgrad.primitives.collective import REDUCERS
 from vkgrad.primitives.control_flow import (cond, cond_p, scan, scan_p, trace_closed,
                                             while_chunk, while_p)
 from vkgrad.primitives.lax import convert, maximum, reduce_max
-from vkgrad.primitives.debug import debug_callback_p
+from vkgrad.primitives.debug import HOST_CALLBACKS
 from vkgrad.runtime.inflight import HostResult
 from vkgrad.runtime.pool import Owned
 from vkgrad.runtime.runners import VulkanRunner
@@ -147,7 +148,7 @@ def _bounded_scan(e, ins, k: int):
 
 
 def _splits_at(e) -> bool:
-    return e.prim is while_p or e.prim is debug_callback_p or e.prim in REDUCERS
+    return e.prim is while_p or e.prim in HOST_CALLBACKS or e.prim in REDUCERS
 
 
 class SegmentedRunner:

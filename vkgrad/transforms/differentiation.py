@@ -1,4 +1,4 @@
-"""The derivative transforms users call: grad, value_and_grad, vjp, jvp.
+"""The derivative transforms users call: grad, value_and_grad, vjp, jvp, linearize.
 
 Each one is the same three steps:
   1. trace `fun` on abstract versions of its (flattened pytree) arguments into a Program, in a
@@ -201,37 +201,86 @@ def jvp(fun, primals, tangents):
     Implemented by the double-VJP trick (vkgrad.transforms.autodiff.jvp_program): no JVP rule table.
     Tangents of integer primals are ignored; integer results get zero tangents."""
     check_function(fun, "jvp")
-    name = fun_name(fun)
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)) or \
             len(primals) != len(tangents):
         raise ArgumentError("jvp takes primals and tangents as tuples of equal length",
                             source=user_source())
     tr = trace_function(fun, tuple(primals), concrete=True)
-    t_leaves = []
-    for i, t in enumerate(tangents):
-        ls, tree = tree_flatten(t)
-        if tree != tr.arg_trees[i]:
-            raise ArgumentError(f"tangent {i} of jvp({name}) has structure {tree}, its primal "
-                                f"{tr.arg_trees[i]}", source=user_source())
-        t_leaves += ls
-    wrt = []
-    for k, (v, t) in enumerate(zip(tr.program.inputs, t_leaves)):
-        if is_float(v.dtype):
+    lin = _Linearized(tr, fun_name(fun), tr.out_tree, keep_primal=True)
+    res = lin.evaluate(tangents)
+    n = len(tr.program.outputs)
+    return (tree_unflatten(tr.out_tree, [to_user(o) for o in res[:n]]),
+            tree_unflatten(tr.out_tree, lin.tangent_leaves(res[n:])))
+
+
+@api_boundary
+def linearize(fun, *primals, has_aux=False):
+    """`linearize(fun, *primals) -> (out, f_jvp)` (`(out, f_jvp, aux)` with has_aux), as
+    jax.linearize: `f_jvp(*tangents)` is `jvp(fun, primals, tangents)[1]` at these fixed
+    primals, each tangent with its primal's structure. fun is traced once and its JVP program
+    (vkgrad.transforms.autodiff.jvp_program) built once; each f_jvp call evaluates that program
+    with the primal outputs pruned (so it recomputes only the residuals the tangents need).
+    Works inside jit, grad and vmap as jvp does."""
+    check_function(fun, "linearize")
+    name = fun_name(fun)
+    tr = trace_function(fun, primals, concrete=True)
+    value_tree = _value_tree(tr.out_tree, has_aux, name)
+    outs = [to_user(o) for o in eval_program(optimize(tr.program, final=is_final()), tr.args)]
+    out_all = tree_unflatten(tr.out_tree, outs)
+    lin = _Linearized(tr, name, value_tree, keep_primal=False)
+
+    @api_boundary
+    def f_jvp(*tangents):
+        if len(tangents) != len(primals):
+            raise ArgumentError(f"f_jvp of linearize({name}) takes {len(primals)} tangents "
+                                f"(one per primal), got {len(tangents)}", source=user_source())
+        return tree_unflatten(value_tree, lin.tangent_leaves(lin.evaluate(tangents)))
+
+    return (out_all[0], f_jvp, out_all[1]) if has_aux else (out_all, f_jvp)
+
+
+class _Linearized:
+    """The JVP program of a traced function's first `out_tree.num_leaves` outputs (with the
+    primal outputs too where keep_primal), optimised once per kind of use, and its evaluation
+    on tangents given as pytrees like the primals."""
+
+    def __init__(self, tr, name: str, out_tree: TreeDef, keep_primal: bool):
+        self.tr, self.name = tr, name
+        program = tr.program.replace(outputs=tr.program.outputs[:out_tree.num_leaves])
+        self.outputs = program.outputs
+        self.wrt = [k for k, v in enumerate(program.inputs[:len(tr.leaves)])
+                    if is_float(v.dtype)]
+        self.float_outs = [j for j, o in enumerate(program.outputs) if is_float(o.dtype)]
+        joint = checked(jvp_program(program, self.wrt), f"jvp of {name}")
+        self.joint = joint if keep_primal else \
+            joint.replace(outputs=joint.outputs[len(program.outputs):])
+        self.optimized: dict = {}
+
+    def evaluate(self, tangents) -> list:
+        tr, name = self.tr, self.name
+        t_leaves = []
+        for i, t in enumerate(tangents):
+            ls, tree = tree_flatten(t)
+            if tree != tr.arg_trees[i]:
+                raise ArgumentError(f"tangent {i} of jvp({name}) has structure {tree}, its "
+                                    f"primal {tr.arg_trees[i]}", source=user_source())
+            t_leaves += ls
+        for k in self.wrt:
+            v, t = tr.program.inputs[k], t_leaves[k]
             if tuple(np.shape(t)) != v.shape:
                 raise ArgumentError(f"tangent leaf {k} of jvp({name}) has shape "
                                     f"{tuple(np.shape(t))}, its primal "
                                     f"{type_str(v.shape, v.dtype)}", source=user_source())
-            wrt.append(k)
-    prog = optimize(checked(jvp_program(tr.program, wrt), f"jvp of {name}"), final=is_final())
-    float_outs = [j for j, o in enumerate(tr.program.outputs) if is_float(o.dtype)]
-    zero_cts = [broadcast_to(np_dtype(o.dtype).type(0), o.shape)
-                for o in (tr.program.outputs[j] for j in float_outs)]
-    tans = [_cast(t_leaves[k], tr.program.inputs[k].dtype) for k in wrt]
-    res = eval_program(prog, tr.args + zero_cts + tans)
-    n = len(tr.program.outputs)
-    outs, touts = res[:n], dict(zip(float_outs, res[n:]))
-    tangent_leaves = [to_user(touts[j]) if j in touts else
-                      np.zeros(o.shape, np_dtype(o.dtype))
-                      for j, o in enumerate(tr.program.outputs)]
-    return (tree_unflatten(tr.out_tree, [to_user(o) for o in outs]),
-            tree_unflatten(tr.out_tree, tangent_leaves))
+        final = is_final()
+        if final not in self.optimized:
+            self.optimized[final] = optimize(self.joint, final=final)
+        zero_cts = [broadcast_to(np_dtype(o.dtype).type(0), o.shape)
+                    for o in (self.outputs[j] for j in self.float_outs)]
+        tans = [_cast(t_leaves[k], tr.program.inputs[k].dtype) for k in self.wrt]
+        return eval_program(self.optimized[final], tr.args + zero_cts + tans)
+
+    def tangent_leaves(self, float_tangents) -> list:
+        """One tangent per output: the float outputs' computed, zeros for integer ones."""
+        touts = dict(zip(self.float_outs, float_tangents))
+        return [to_user(touts[j]) if j in touts else np.zeros(o.shape, np_dtype(o.dtype))
+                for j, o in enumerate(self.outputs)]

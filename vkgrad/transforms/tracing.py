@@ -214,6 +214,14 @@ def _spec(x):
     return x
 
 
+def typeof(x) -> ShapeDtypeStruct:
+    """x's abstract value, its shape and dtype (jax.typeof): of an array, a tracer (its traced
+    type, no value read) or a Python scalar (float32 for a float, int32 for an int, as JAX's
+    weakly typed scalars)."""
+    t = abstract_leaf(x, "the argument of typeof")
+    return ShapeDtypeStruct(t.shape, np_dtype(t.dtype))
+
+
 def eval_shape(fun, *args, **kwargs):
     """The shapes and dtypes of fun's results, a pytree of ShapeDtypeStructs, from a trace
     alone: nothing is computed (jax.eval_shape). Arguments may be arrays, scalars or
