@@ -30,7 +30,8 @@ The modules, by subject (as JAX's numpy):
     reductions.py     sum, mean, max, argmax, any, prod, cumsum, ..., softmax, logsumexp
     linalg.py         diagonal, trace, diag, vnp.linalg.norm
     contractions.py   matmul, tensordot, dot, einsum
-    sorting.py        sort, argsort, quantiles, argwhere, unique
+    sorting.py        sort, argsort, quantiles, argwhere, unique, isin
+    histograms.py     bincount, digitize, histogram, interp
     array_methods.py  operators and methods on Tracer and vkgrad.Array
     util.py           argument checks the modules share
 
@@ -52,6 +53,7 @@ from vkgrad.numpy.creation import *  # noqa: F401,F403
 from vkgrad.numpy.reductions import *  # noqa: F401,F403
 from vkgrad.numpy.contractions import *  # noqa: F401,F403
 from vkgrad.numpy.sorting import *  # noqa: F401,F403
+from vkgrad.numpy.histograms import *  # noqa: F401,F403
 # last: its `linalg` (the vnp.linalg namespace) replaces the submodule's name in this package
 from vkgrad.numpy.linalg import *  # noqa: F401,F403
 from vkgrad.numpy import array_methods

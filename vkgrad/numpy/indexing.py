@@ -21,16 +21,17 @@ import math
 import numpy as _np
 
 from vkgrad import primitives as P
-from vkgrad.errors import ArgumentError, VkgradIndexError
+from vkgrad.errors import ArgumentError, DTypeError, ShapeError, VkgradIndexError
 from vkgrad.ir.core import np_dtype
-from vkgrad.numpy.dtypes import asarray, astype, dtype_of
-from vkgrad.numpy.ufuncs import (add, divide, greater, less, logical_or, maximum, minimum,
-                                 multiply, power, where)
+from vkgrad.numpy.dtypes import asarray, astype, dtype_name, dtype_of
+from vkgrad.numpy.ufuncs import (add, clip, divide, divmod, greater, less, logical_or, maximum,
+                                 minimum, multiply, power, remainder, where)
 from vkgrad.numpy.util import is_int, normalize_axes, type_string
 from vkgrad.tracer.array import Array, host_array
-from vkgrad.tracer.core import ArrayOps, Tracer, user_source
+from vkgrad.tracer.core import (ArrayOps, Tracer, concrete_value, concretization_error,
+                                user_source)
 
-__all__ = ["take", "at"]
+__all__ = ["take", "at", "unravel_index", "ravel_multi_index"]
 
 
 def _flat(a):
@@ -374,3 +375,73 @@ def setitem(self, key, value):
         "immutable (as JAX's). Instead of ``x[idx] = y``, use ``x = x.at[idx].set(y)`` or "
         "another .at[] method (.add, .multiply, .min, .max; .get reads)",
         source=user_source())
+
+
+def unravel_index(indices, shape):
+    """jnp.unravel_index: the tuple of coordinate arrays of flat `indices` into `shape` (C
+    order). As JAX's, an index out of range clamps: one from -1 down to -size counts from the
+    end, a larger one gives the last element's coordinates, a smaller the first's."""
+    idx = asarray(indices)
+    shape = [shape] if _np.ndim(shape) == 0 else list(shape)
+    out = [None] * len(shape)
+    for i in reversed(range(len(shape))):
+        idx, out[i] = divmod(idx, shape[i])
+    above, below = greater(idx, 0), less(idx, -1)
+    return tuple(where(above, s - 1, where(below, 0, o)) for s, o in zip(shape, out))
+
+
+_RAVEL_MODES = ("raise", "wrap", "clip", "ignore")
+
+
+def ravel_multi_index(multi_index, dims, mode="raise", order="C", *, dtype=None):
+    """jnp.ravel_multi_index: the flat index of the coordinates `multi_index` (a sequence of
+    int arrays, one per dimension of `dims`) in C or F order. mode='raise' checks concrete
+    coordinates (traced ones cannot be checked: use 'wrap' or 'clip', as JAX asks), 'wrap'
+    takes them modulo the dimension, 'clip' clamps, 'ignore' uses them as they are."""
+    if mode not in _RAVEL_MODES:
+        raise ArgumentError(f"ravel_multi_index: invalid mode={mode!r}. Expected one of "
+                            f"{_RAVEL_MODES}", source=user_source())
+    if order not in ("C", "F"):
+        raise ArgumentError(f"ravel_multi_index: invalid order={order!r}. Expected 'C' or 'F'",
+                            source=user_source())
+    if len(multi_index) != len(dims):
+        raise ShapeError(f"ravel_multi_index: {len(multi_index)} coordinate arrays for "
+                         f"{len(dims)} dimensions {tuple(dims)}", source=user_source())
+    if not builtins.all(is_int(d) for d in dims):
+        raise ArgumentError(f"ravel_multi_index: dims must be Python ints, got {tuple(dims)}",
+                            source=user_source())
+    dims = tuple(int(d) for d in dims)
+    if math.prod(dims) - 1 > _np.iinfo(_np.int32).max:
+        raise ShapeError(f"ravel_multi_index: flat indices into {dims} do not fit in int32",
+                         source=user_source())
+    if dtype is not None and dtype_name(dtype) != "i32":
+        raise DTypeError(f"ravel_multi_index: dtype={dtype!r} is not an integer type",
+                         source=user_source())
+    coords = [_coordinate(asarray(i), d, mode) for i, d in zip(multi_index, dims)]
+    strides = _np.cumprod((1,) + (dims[:-1] if order == "F" else dims[:0:-1]))
+    strides = strides if order == "F" else strides[::-1]
+    result = _np.int32(0)
+    for c, s in zip(coords, strides):
+        result = add(result, multiply(c, int(s)))
+    return asarray(result)
+
+
+def _coordinate(i, d, mode):
+    if dtype_of(i) != "i32":
+        raise DTypeError(f"ravel_multi_index: only int indices permitted, got {type_string(i)}",
+                         source=user_source())
+    if mode == "clip":
+        return clip(i, 0, d - 1)
+    if mode == "wrap":
+        return remainder(i, d)
+    if mode == "raise":
+        v = concrete_value(i)
+        if v is None:
+            raise concretization_error(
+                i, "ravel_multi_index(mode='raise') (it checks the coordinates' values)",
+                "use mode='wrap' or mode='clip', as JAX asks")
+        if v.size and (v.min() < 0 or v.max() >= d):
+            raise VkgradIndexError(f"ravel_multi_index: invalid entry in coordinates array: "
+                                   f"values in [{v.min()}, {v.max()}] for a dimension of {d}",
+                                   source=user_source())
+    return i

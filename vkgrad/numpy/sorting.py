@@ -15,14 +15,15 @@ from vkgrad.errors import ArgumentError, ShapeError
 from vkgrad.numpy.creation import zeros
 from vkgrad.numpy.dtypes import as_float, asarray, astype, dtype_of, no_out
 from vkgrad.numpy.indexing import index_array
+from vkgrad.numpy.reductions import all, any
 from vkgrad.numpy.shapes import broadcast_to, moveaxis, ravel, reshape, size, stack, transpose
-from vkgrad.numpy.ufuncs import (add, isnan, less, less_equal, logical_and, logical_not,
-                                 logical_or, multiply, nonzero)
+from vkgrad.numpy.ufuncs import (add, equal, isnan, less, less_equal, logical_and, logical_not,
+                                 logical_or, multiply, nonzero, not_equal)
 from vkgrad.numpy.util import normalize_axes, type_string
 from vkgrad.tracer.core import ArrayOps, Tracer, concretization_error, user_source
 
 __all__ = ["argsort", "sort", "searchsorted", "take_along_axis", "quantile", "percentile", "median",
-           "argwhere", "flatnonzero", "partition", "argpartition", "unique"]
+           "argwhere", "flatnonzero", "partition", "argpartition", "unique", "isin"]
 
 
 def _along_last(fn, a, axis):
@@ -261,3 +262,21 @@ def _unique_traced(ar, size, fill_value, equal_nan, flags):
     if flags[2]:
         out.append(astype(P.select(valid, P.sub(starts[1:], starts[:size]), 0.0), "i32"))
     return out[0] if len(out) == 1 else tuple(out)
+
+
+_ISIN_METHODS = ("auto", "compare_all", "binary_search", "sort")
+
+
+def isin(element, test_elements, assume_unique=False, invert=False, *, method="auto"):
+    """jnp.isin: whether each element is among test_elements (NaN is in nothing), element's
+    shape; invert=True for "not in". `method` is JAX's choice of algorithm; all give these
+    values, computed here as JAX's 'auto' does: every element compared with every test
+    element, then any (all for invert)."""
+    if method not in _ISIN_METHODS:
+        raise ArgumentError(f"isin: method={method!r} is not implemented; options are "
+                            f"{_ISIN_METHODS}", source=user_source())
+    e, t = asarray(element), ravel(asarray(test_elements))
+    if size(e) == 0 or t.shape[0] == 0:
+        return asarray(_np.full(e.shape, bool(invert)))
+    col = reshape(e, tuple(e.shape) + (1,))
+    return all(not_equal(col, t), -1) if invert else any(equal(col, t), -1)
