@@ -26,11 +26,12 @@ The modules, by subject (as JAX's numpy):
     ufuncs.py         elementwise functions, where
     indexing.py       x[key], take, x.at[idx]
     shapes.py         reshaping, transposing, joining, splitting, flipping, padding
-    creation.py       zeros / ones / full, ranges, grids, eye / tri, one_hot, r_ / c_
+    creation.py       zeros / ones / full, ranges, grids (indices, ix_), eye / tri, one_hot, r_ / c_
     reductions.py     sum, mean, max, argmax, any, prod, cumsum, ..., softmax, logsumexp
     linalg.py         diagonal, trace, diag, vnp.linalg.norm
     contractions.py   matmul, tensordot, dot, einsum
     sorting.py        sort, argsort, quantiles, argwhere, unique, isin
+    setops.py         intersect1d, union1d, setdiff1d, setxor1d
     histograms.py     bincount, digitize, histogram, interp
     array_methods.py  operators and methods on Tracer and vkgrad.Array
     util.py           argument checks the modules share
@@ -53,6 +54,7 @@ from vkgrad.numpy.creation import *  # noqa: F401,F403
 from vkgrad.numpy.reductions import *  # noqa: F401,F403
 from vkgrad.numpy.contractions import *  # noqa: F401,F403
 from vkgrad.numpy.sorting import *  # noqa: F401,F403
+from vkgrad.numpy.setops import *  # noqa: F401,F403
 from vkgrad.numpy.histograms import *  # noqa: F401,F403
 # last: its `linalg` (the vnp.linalg namespace) replaces the submodule's name in this package
 from vkgrad.numpy.linalg import *  # noqa: F401,F403

@@ -1,5 +1,5 @@
-"""Array creation: filled arrays, ranges, grids, the matrices eye / tri / tril / triu, one_hot,
-and numpy's r_ / c_."""
+"""Array creation: filled arrays, ranges, grids (meshgrid, indices, ix_), the matrices eye /
+tri / tril / triu, one_hot, and numpy's r_ / c_."""
 
 from __future__ import annotations
 
@@ -75,6 +75,7 @@ _FILLED_LIKE = {   # name: (value, docstring)
 __all__ = (define_wrappers(globals(), _FILLED, _filled)
            + define_wrappers(globals(), _FILLED_LIKE, _filled_like)
            + ["full", "full_like", "arange", "linspace", "logspace", "geomspace", "meshgrid",
+              "indices", "ix_",
               "eye", "identity", "tri", "tril", "triu", "one_hot", "r_", "c_"])
 
 
@@ -149,6 +150,41 @@ def meshgrid(*xi, indexing="xy", sparse=False, copy=True):
         r = reshape(x, [x.shape[0] if j == ax else 1 for j in range(nd)])
         out.append(r if sparse else broadcast_to(r, shape))
     return out
+
+
+def indices(dimensions, dtype=None, sparse=False):
+    """jnp.indices: for each axis i of a grid of shape `dimensions`, every point's coordinate
+    i (int32 unless `dtype`), stacked into one (len(dimensions), *dimensions) array, or with
+    sparse=True a tuple of arrays of length 1 but on their own axis."""
+    dims = _shape_arg(tuple(dimensions))
+    dt = dtype_name(dtype) if dtype is not None else "i32"
+    nd = len(dims)
+    if sparse:
+        return tuple(P.iota(tuple(d if j == i else 1 for j in range(nd)), i, dt)
+                     for i, d in enumerate(dims))
+    if nd == 0:
+        return zeros((0,), dt)
+    return P.concatenate([P.iota((1,) + dims, i + 1, dt) for i in range(nd)], 0)
+
+
+def ix_(*args):
+    """jnp.ix_: an open mesh from 1-D index arrays, the i-th reshaped to length 1 on every
+    axis but axis i, so that x[ix_(rows, cols)] is the cross product (empty ones int32; bool
+    masks are refused, as JAX refuses them)."""
+    out = []
+    for i, a in enumerate(args):
+        a = asarray(a)
+        if a.ndim != 1:
+            raise ShapeError(f"ix_: arguments must be 1-dimensional, got shape "
+                             f"{tuple(a.shape)} for argument {i}", source=user_source())
+        if dtype_of(a) == "bool":
+            raise ArgumentError("ix_ of a boolean mask is not supported (its length is "
+                                "data): give the indices, vnp.nonzero(mask)[0]",
+                                source=user_source())
+        if a.shape[0] == 0:
+            a = astype(a, "i32")
+        out.append(reshape(a, [a.shape[0] if j == i else 1 for j in range(len(args))]))
+    return tuple(out)
 
 
 def _tri_mask(n, m, k):

@@ -224,11 +224,25 @@ def unique(ar, return_index=False, return_inverse=False, return_counts=False, ax
     return _unique_traced(ar, size, fill_value, equal_nan, flags)
 
 
+def true_positions(mask, size):
+    """Where the first `size` True entries of a non-empty 1-D bool mask are: the running count
+    c of its Trues (float32: exact below 2**24), starts[k] = #(c <= k) for k = 0..size (the
+    k-th True's position while k < c[-1]; one comparison of every c with every k and a count,
+    as searchsorted), and of the first `size`: valid (k < c[-1]) and at (starts, or 0 past
+    the last True; int32)."""
+    n = mask.shape[0]
+    c = P.cumsum(astype(mask, "f32"))
+    ks = _np.arange(size + 1, dtype=_np.float32)
+    starts = P.reduce_sum(astype(less_equal(reshape(c, (1, n)), reshape(ks, (size + 1, 1))),
+                                 "f32"), (1,))
+    valid = less(ks[:size], c[-1])
+    return astype(P.select(valid, starts[:size], 0.0), "i32"), valid, starts, c
+
+
 def _unique_traced(ar, size, fill_value, equal_nan, flags):
     """unique with a fixed size, from one sort: the sorted values' first occurrences are
     marked, their running count c numbers each sorted element's unique value (1, 2, ...), and
-    the k-th unique value starts at sorted position #(c <= k) (one comparison of every c with
-    every k and a count, as searchsorted)."""
+    the k-th unique value starts at sorted position #(c <= k) (true_positions)."""
     size = int(size)
     if size < 0:
         raise ArgumentError(f"vnp.unique: size must be >= 0, got {size}", source=user_source())
@@ -242,13 +256,8 @@ def _unique_traced(ar, size, fill_value, equal_nan, flags):
     new = P.ne(s[1:], s[:-1])
     if equal_nan and dtype_of(x) not in ("i32", "bool"):
         new = logical_and(new, logical_not(logical_and(isnan(s[1:]), isnan(s[:-1]))))
-    first = P.concatenate([_np.ones(1, _np.float32), astype(new, "f32")], 0)
-    c = P.cumsum(first)                                             # f32: exact below 2**24
-    ks = _np.arange(size + 1, dtype=_np.float32)
-    starts = P.reduce_sum(astype(less_equal(reshape(c, (1, n)), reshape(ks, (size + 1, 1))),
-                                 "f32"), (1,))                        # #(c <= k), k = 0..size
-    valid = less(ks[:size], c[-1])                                      # k < number of uniques
-    at = astype(P.select(valid, starts[:size], 0.0), "i32")
+    first = P.concatenate([_np.ones(1, _np.bool_), new], 0)
+    at, valid, starts, c = true_positions(first, size)     # valid: k < number of uniques
     idx = P.take(perm, at, 0)
     values = P.take(x, idx, 0)
     if fill_value is not None:
