@@ -581,6 +581,307 @@ def _poisson_ptrs(key, lam, shape):
     return _first_accepted(accept, k)
 
 
+# ------------------------------------------------- distributions composed of gamma and uniform
+
+def _float_params(fn, dtype, *params):
+    """The dtype (default float32) and the parameters in it, without a gradient."""
+    dt = _float_dtype(np.float32 if dtype is None else dtype, fn)
+    return (dt,) + tuple(_params(x, dt) for x in params)
+
+
+def _broadcast_params(shape, params, fn):
+    """The result's shape (_param_shape over the parameters' broadcast shape) and the
+    parameters broadcast to it."""
+    shape = _param_shape(shape, vnp.broadcast_shapes(*(tuple(x.shape) for x in params)), fn)
+    return shape, [vnp.broadcast_to(x, shape) for x in params]
+
+
+def t(key, df, shape=None, dtype=None):
+    """Student's t floats with df degrees of freedom (shape df's broadcast to `shape`, default
+    df's), as jax.random.t: z sqrt((df/2) / g) of a normal z and g ~ Gamma(df/2). JAX's
+    distribution, not its numbers (gamma's are not)."""
+    dt, df = _float_params("t", dtype, df)
+    shape, (df,) = _broadcast_params(shape, [df], "t")
+    kn, kg = split(key)
+    half = vnp.divide(df, 2)
+    return vnp.multiply(normal(kn, shape, dt),
+                        vnp.sqrt(vnp.divide(half, vnp.exp(_log_gamma(kg, half, shape, dt)))))
+
+
+def chisquare(key, df, shape=None, dtype=None):
+    """Chi-square floats with df degrees of freedom, as jax.random.chisquare: 2 exp(loggamma(
+    df/2)). JAX's distribution, not its numbers."""
+    dt, df = _float_params("chisquare", dtype, df)
+    shape, (df,) = _broadcast_params(shape, [df], "chisquare")
+    return _chisquare(key, df, shape, dt)
+
+
+def _chisquare(key, df, shape, dt):
+    return vnp.multiply(vnp.exp(_log_gamma(key, vnp.divide(df, 2), shape, dt)), 2)
+
+
+def f(key, dfnum, dfden, shape=None, dtype=None):
+    """F floats, (chi2(dfnum) / dfnum) / (chi2(dfden) / dfden), as jax.random.f (the default
+    shape the parameters' broadcast shape). JAX's distribution, not its numbers."""
+    dt, dfnum, dfden = _float_params("f", dtype, dfnum, dfden)
+    shape, (dfnum, dfden) = _broadcast_params(shape, [dfnum, dfden], "f")
+    kd, kn = split(key)
+    return vnp.divide(vnp.divide(_chisquare(kn, dfnum, shape, dt), dfnum),
+                      vnp.divide(_chisquare(kd, dfden, shape, dt), dfden))
+
+
+# Binomial's rounds, JAX's two algorithms bounded: below n q = 10 (q = min(p, 1 - p)) the count
+# of geometric gaps that fit in n, BINOMIAL_INVERSION_ROUNDS gaps per element (the count's cap:
+# Chernoff's bound e^-10 (10 e / 40)^40 puts P(k >= 40) below 1e-11); from 10 up BTRS
+# (Hoermann 1993), BTRS_ROUNDS candidates per element, the first accepted.
+BINOMIAL_INVERSION_ROUNDS = 40
+BTRS_ROUNDS = 16
+
+# log k! - Stirling's approximation of it, k = 0..9 (JAX's and TensorFlow's table)
+_STIRLING_TAIL = np.array([0.0810614667953272, 0.0413406959554092, 0.0276779256849983,
+                           0.02079067210376509, 0.0166446911898211, 0.0138761288230707,
+                           0.0118967099458917, 0.0104112652619720, 0.00925546218271273,
+                           0.00833056343336287])
+
+
+def binomial(key, n, p, shape=None, dtype=None):
+    """Binomial(n, p) counts as floats (float32 default; shape the parameters' broadcast to
+    `shape`, default theirs), as jax.random.binomial: n floored, q = min(p, 1 - p) drawn and
+    the count mirrored where p > 1/2; where n q <= 10 the inversion (geometric gaps), else
+    BTRS, each bounded (BINOMIAL_INVERSION_ROUNDS, BTRS_ROUNDS). NaN where n is negative or NaN
+    or p is NaN or negative, inf where n is inf (JAX's). JAX's distribution, not its numbers."""
+    dt, n, p = _float_params("binomial", dtype, n, p)
+    shape, (n, p) = _broadcast_params(shape, [n, p], "binomial")
+    return _binomial(key, n, p, shape, dt)
+
+
+def _binomial(key, n, p, shape, dt):
+    low = vnp.less(p, 0.5)
+    q = vnp.where(low, p, vnp.subtract(1, p))
+    bad_n = vnp.logical_or(vnp.isnan(n), vnp.less(n, 0))
+    bad_q = vnp.logical_or(vnp.isnan(q), vnp.less(q, 0))
+    q = vnp.where(bad_q, 0.01, q)
+    inversion = vnp.logical_or(bad_n, vnp.less_equal(vnp.multiply(n, q), 10))
+    n = vnp.floor(n)
+    k1, k2 = split(key)
+    small = _binomial_inversion(k1, vnp.where(inversion, n, 0), q, shape, dt)
+    large = _btrs(k2, vnp.where(inversion, 1e4, n), vnp.where(inversion, 0.5, q), shape, dt)
+    k = vnp.where(inversion, small, large)
+    k = vnp.where(vnp.isinf(n), np.inf, k)
+    k = vnp.where(vnp.logical_or(low, vnp.isinf(n)), k, vnp.subtract(n, k))
+    return vnp.where(vnp.logical_or(bad_n, bad_q), np.nan, k)
+
+
+def _binomial_inversion(key, n, q, shape, dt):
+    """How many running sums of geometric(q) gaps, ceil(log u / log(1 - q)), stay within n (0
+    where q is 0)."""
+    u = _uniform(key, (BINOMIAL_INVERSION_ROUNDS,) + shape, dt, 0.0, 1.0, "binomial")
+    gaps = vnp.ceil(vnp.divide(vnp.log(u), vnp.log1p(vnp.negative(q))))
+    k = vnp.sum(vnp.astype(vnp.less_equal(vnp.cumsum(gaps, axis=0), n), dt), axis=0)
+    return vnp.where(vnp.equal(q, 0), 0, k)
+
+
+def _stirling_tail(k):
+    """log k! minus Stirling's approximation: the table up to 9, the series beyond."""
+    kc = vnp.clip(k, 0, 9)
+    k1 = vnp.add(kc, 1)
+    sq = vnp.multiply(k1, k1)
+    series = vnp.divide(vnp.subtract(1 / 12, vnp.divide(vnp.subtract(1 / 360, vnp.divide(
+        1 / 1260, sq)), sq)), k1)
+    table = vnp.take(_STIRLING_TAIL.astype(np_dtype(P.dtype_of(k))),
+                     vnp.astype(vnp.floor(kc), np.int32))
+    return vnp.where(vnp.less_equal(k, 9), table, series)
+
+
+def _btrs(key, n, q, shape, dt):
+    """Hoermann (1993), "The generation of binomial random variates", algorithm BTRS, with
+    JAX's constants."""
+    rounds = (BTRS_ROUNDS,) + shape
+    ku, kv = split(key)
+    u = vnp.subtract(_uniform(ku, rounds, dt, 0.0, 1.0, "binomial"), 0.5)
+    v = _uniform(kv, rounds, dt, 0.0, 1.0, "binomial")
+    stddev = vnp.sqrt(vnp.multiply(vnp.multiply(n, q), vnp.subtract(1, q)))
+    b = vnp.add(1.15, vnp.multiply(2.53, stddev))
+    a = vnp.add(vnp.add(-0.0873, vnp.multiply(0.0248, b)), vnp.multiply(0.01, q))
+    c = vnp.add(vnp.multiply(n, q), 0.5)
+    v_r = vnp.subtract(0.92, vnp.divide(4.2, b))
+    r = vnp.divide(q, vnp.subtract(1, q))
+    alpha = vnp.multiply(vnp.add(2.83, vnp.divide(5.1, b)), stddev)
+    m = vnp.floor(vnp.multiply(vnp.add(n, 1), q))
+    us = vnp.subtract(0.5, vnp.abs(u))
+    k = vnp.floor(vnp.add(vnp.multiply(vnp.add(vnp.divide(vnp.multiply(2, a), us), b), u), c))
+    reject = vnp.logical_or(vnp.less(k, 0), vnp.greater(k, n))
+    kk = vnp.clip(k, 0, n)     # the bound's logs where k is rejected anyway
+    lv = vnp.log(vnp.divide(vnp.multiply(v, alpha),
+                            vnp.add(vnp.divide(a, vnp.multiply(us, us)), b)))
+    nm1 = vnp.add(vnp.subtract(n, m), 1)
+    nk1 = vnp.add(vnp.subtract(n, kk), 1)
+    ub = vnp.add(vnp.add(
+        vnp.multiply(vnp.add(m, 0.5), vnp.log(vnp.divide(vnp.add(m, 1), vnp.multiply(r, nm1)))),
+        vnp.multiply(vnp.add(n, 1), vnp.log(vnp.divide(nm1, nk1)))),
+        vnp.multiply(vnp.add(kk, 0.5), vnp.log(vnp.divide(vnp.multiply(r, nk1),
+                                                          vnp.add(kk, 1)))))
+    ub = vnp.add(ub, vnp.subtract(vnp.add(_stirling_tail(m), _stirling_tail(vnp.subtract(n, m))),
+                                  vnp.add(_stirling_tail(kk), _stirling_tail(vnp.subtract(n, kk)))))
+    accept1 = vnp.logical_and(vnp.greater_equal(us, 0.07), vnp.less_equal(v, v_r))
+    accept = vnp.logical_or(accept1, vnp.logical_and(vnp.logical_not(reject),
+                                                     vnp.less_equal(lv, ub)))
+    return _first_accepted(accept, k)
+
+
+def multinomial(key, n, p, *, shape=None, dtype=None, unroll=1):
+    """Multinomial(n, p) counts as floats over p's last axis (the outcomes), as
+    jax.random.multinomial: the result `shape` (default p's shape; its last axis the
+    outcomes, n broadcast to the rest), drawn as JAX does, one binomial per outcome of the
+    trials left, with probability p_i over the probability left. The outcomes are unrolled
+    (`unroll`, JAX's scan hint, changes nothing). JAX's distribution, not its numbers."""
+    dt, n, p = _float_params("multinomial", dtype, n, p)
+    if p.ndim < 1:
+        raise ShapeError("vg.random.multinomial: p needs at least one axis (the outcomes)",
+                         source=user_source())
+    shape = _param_shape(shape, tuple(p.shape), "multinomial")
+    if not shape:
+        raise ShapeError("vg.random.multinomial: shape needs at least one axis (the outcomes)",
+                         source=user_source())
+    batch = _param_shape(shape[:-1], tuple(n.shape), "multinomial")
+    n, p = vnp.broadcast_to(n, batch), vnp.broadcast_to(p, shape)
+    left = vnp.flip(vnp.cumsum(vnp.flip(p, -1), axis=-1), -1)     # p_i + ... + p_last
+    ratios = vnp.clip(vnp.divide(p, vnp.where(vnp.equal(left, 0), 1, left)), 0, 1)
+    keys = split(key, shape[-1])
+    counts = []
+    for i in range(shape[-1]):
+        counts.append(_binomial(keys[i], n, ratios[..., i], batch, dt))
+        n = vnp.subtract(n, counts[-1])
+    return vnp.stack(counts, -1)
+
+
+__all__ += ["t", "chisquare", "f", "binomial", "multinomial"]
+
+
+# --------------------------------------------- distributions as formulas of uniform and normal
+
+def generalized_normal(key, p, shape=(), dtype=None):
+    """Generalized normal floats with shape parameter p (density exp(-|x|^p) up to a
+    constant), as jax.random.generalized_normal: r g^(1/p) of a random sign r and g ~
+    Gamma(1/p). JAX's distribution, not its numbers (gamma's are not)."""
+    dt, p = _float_params("generalized_normal", dtype, p)
+    shape = _shape(shape, "generalized_normal")
+    kg, kr = split(key)
+    g = vnp.exp(vnp.divide(_log_gamma(kg, vnp.divide(1, p), shape, dt), p))
+    return vnp.multiply(rademacher(kr, shape, dt), g)
+
+
+def weibull_min(key, scale, concentration, shape=(), dtype=None):
+    """Weibull floats, scale (-log1p(-u))^(1 / concentration) of a uniform u (jax.random.
+    weibull_min; the result `shape` broadcast with the parameters, as JAX's)."""
+    dt, scale, conc = _float_params("weibull_min", dtype, scale, concentration)
+    u = _uniform(key, _shape(shape, "weibull_min"), dt, 0.0, 1.0, "weibull_min")
+    return vnp.multiply(vnp.power(vnp.negative(vnp.log1p(vnp.negative(u))),
+                                  vnp.divide(1, conc)), scale)
+
+
+def pareto(key, b, shape=None, dtype=None):
+    """Pareto floats with shape b, exp(e / b) of a standard exponential e (jax.random.pareto;
+    JAX's numbers)."""
+    dt, b = _float_params("pareto", dtype, b)
+    shape, (b,) = _broadcast_params(shape, [b], "pareto")
+    return vnp.exp(vnp.divide(exponential(key, shape, dt), b))
+
+
+def maxwell(key, shape=(), dtype=None):
+    """Maxwell floats, the length of a 3-vector of normals (jax.random.maxwell; JAX's numbers
+    up to the norm's rounding)."""
+    dt = _float_dtype(np.float32 if dtype is None else dtype, "maxwell")
+    z = normal(key, _shape(shape, "maxwell") + (3,), dt)
+    return vnp.sqrt(vnp.sum(vnp.multiply(z, z), axis=-1))
+
+
+def double_sided_maxwell(key, loc, scale, shape=(), dtype=None):
+    """Double-sided Maxwell floats, loc + scale r m of a random sign r and a Maxwell m, as
+    jax.random.double_sided_maxwell: the result's shape is `shape` (the parameters' broadcast
+    shape where it is ()) followed by the parameters' broadcast shape, as JAX's."""
+    dt, loc, scale = _float_params("double_sided_maxwell", dtype, loc, scale)
+    params = vnp.broadcast_shapes(tuple(loc.shape), tuple(scale.shape))
+    shape = (_shape(shape, "double_sided_maxwell") or params) + params
+    km, kr = split(key)
+    m = vnp.multiply(vnp.multiply(rademacher(kr, shape, dt), maxwell(km, shape, dt)), scale)
+    return vnp.add(m, loc)
+
+
+def rayleigh(key, scale, shape=None, dtype=None):
+    """Rayleigh floats, scale sqrt(-2 log u) of a uniform u (jax.random.rayleigh; JAX's
+    numbers, inf where u is 0 as JAX's)."""
+    dt, scale = _float_params("rayleigh", dtype, scale)
+    shape, (scale,) = _broadcast_params(shape, [scale], "rayleigh")
+    u = _uniform(key, shape, dt, 0.0, 1.0, "rayleigh")
+    return vnp.multiply(scale, vnp.sqrt(vnp.multiply(vnp.log(u), -2)))
+
+
+def wald(key, mean, shape=None, dtype=None):
+    """Wald (inverse Gaussian, scale 1) floats by Michael, Schucany and Haas's transformation of
+    a squared normal, as jax.random.wald (JAX's numbers up to rounding)."""
+    dt, mean = _float_params("wald", dtype, mean)
+    shape, (mean,) = _broadcast_params(shape, [mean], "wald")
+    k1, k2 = split(key)
+    v = normal(k1, shape, dt)
+    z = _uniform(k2, shape, dt, 0.0, 1.0, "wald")
+    y = vnp.multiply(v, v)
+    m2 = vnp.multiply(mean, mean)
+    root = vnp.sqrt(vnp.add(vnp.multiply(vnp.multiply(4, mean), y),
+                            vnp.multiply(m2, vnp.multiply(y, y))))
+    x = vnp.subtract(vnp.add(mean, vnp.divide(vnp.multiply(m2, y), 2)),
+                     vnp.multiply(vnp.divide(mean, 2), root))
+    return vnp.where(vnp.less_equal(z, vnp.divide(mean, vnp.add(mean, x))), x,
+                     vnp.divide(m2, x))
+
+
+_INT32_MAX = 2 ** 31 - 1
+
+
+def geometric(key, p, shape=None, dtype=None):
+    """Geometric counts (int32; trials up to the first success, from 1), floor(log u /
+    log1p(-p)) + 1 of a uniform u (u = 0 taken as 1), as jax.random.geometric: JAX's numbers;
+    where p is 0, int32's largest (JAX's)."""
+    if dtype is not None and dtype_name(dtype) != "i32":
+        raise DTypeError(f"vg.random.geometric: dtype must be int32, got {dtype}",
+                         source=user_source())
+    p = vnp.stop_gradient(vnp.asarray(p))
+    p = p if is_float(P.dtype_of(p)) else vnp.astype(p, np.float32)
+    dt = P.dtype_of(p)
+    shape, (p,) = _broadcast_params(shape, [p], "geometric")
+    u = _uniform(key, shape, dt, 0.0, 1.0, "geometric")
+    logu = vnp.log(vnp.where(vnp.equal(u, 0), 1, u))
+    g = vnp.add(vnp.floor(vnp.divide(logu, vnp.log1p(vnp.negative(p)))), 1)
+    big = vnp.logical_not(vnp.less(g, float(_INT32_MAX)))     # inf, NaN's not: JAX's cast
+    return vnp.where(big, _INT32_MAX, vnp.astype(vnp.where(big, 0, g), np.int32))
+
+
+def triangular(key, left, mode, right, shape=None, dtype=None):
+    """Triangular floats on [left, right] peaking at mode, by inverting the cdf of a uniform
+    (jax.random.triangular; JAX's numbers)."""
+    dt, left, mode, right = _float_params("triangular", dtype, left, mode, right)
+    shape, (left, mode, right) = _broadcast_params(shape, [left, mode, right], "triangular")
+    width = vnp.subtract(right, left)
+    u = _uniform(key, shape, dt, 0.0, 1.0, "triangular")
+    below = vnp.add(left, vnp.sqrt(vnp.multiply(vnp.multiply(u, width),
+                                                vnp.subtract(mode, left))))
+    above = vnp.subtract(right, vnp.sqrt(vnp.multiply(vnp.multiply(vnp.subtract(1, u), width),
+                                                      vnp.subtract(right, mode))))
+    return vnp.where(vnp.less(u, vnp.divide(vnp.subtract(mode, left), width)), below, above)
+
+
+def lognormal(key, sigma=np.float32(1), shape=None, dtype=None):
+    """Log-normal floats, exp(sigma z) of a normal z (jax.random.lognormal; JAX's numbers up to
+    the device's exp)."""
+    dt, sigma = _float_params("lognormal", dtype, sigma)
+    shape, (sigma,) = _broadcast_params(shape, [sigma], "lognormal")
+    return vnp.exp(vnp.multiply(normal(key, shape, dt), sigma))
+
+
+__all__ += ["generalized_normal", "weibull_min", "pareto", "maxwell", "double_sided_maxwell",
+            "rayleigh", "wald", "geometric", "triangular", "lognormal"]
+
+
 __all__ += ["exponential", "laplace", "logistic", "cauchy", "rademacher", "key_data",
             "wrap_key_data", "gamma", "loggamma", "beta", "dirichlet", "poisson"]
 
