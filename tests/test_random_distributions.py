@@ -10,6 +10,7 @@ import pytest
 import scipy.stats as st
 
 import vkgrad as vg
+from random_checks import assert_vulkan_draws_the_interpreters_numbers
 
 N = 20000
 KEY = vg.random.key(42)
@@ -177,13 +178,7 @@ def test_vulkan_draws_the_interpreters_numbers():
         return (R.t(ks[0], p * 8, (2, 3)), R.f(ks[1], p * 4, 5.0),
                 R.binomial(ks[2], np.float32([[3], [200]]), p),
                 R.wald(ks[3], p), R.geometric(ks[4], p), R.double_sided_maxwell(ks[5], p, 1.0))
-    p = np.float32([[0.2, 0.5, 0.9]])
-    want = draw(KEY, p)
-    before = dict(vg.fallbacks())
-    got = vg.jit(draw, backend="vulkan")(KEY, p)
-    assert vg.fallbacks() == before      # compiled, not the interpreter
-    for g, w in zip(got, want):
-        np.testing.assert_allclose(g, w, rtol=2e-4)
+    assert_vulkan_draws_the_interpreters_numbers(draw, KEY, np.float32([[0.2, 0.5, 0.9]]))
 
 
 def test_under_vmap_a_batch_of_keys_draws_per_key():

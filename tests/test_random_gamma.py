@@ -9,6 +9,7 @@ import pytest
 import scipy.stats as st
 
 import vkgrad as vg
+from random_checks import assert_vulkan_draws_the_interpreters_numbers
 
 N = 20000
 KEY = vg.random.key(42)
@@ -110,13 +111,7 @@ def test_vulkan_draws_the_interpreters_numbers():
         k1, k2, k3 = vg.random.split(k, 3)
         return (vg.random.gamma(k1, a, (4, 3)), vg.random.dirichlet(k2, a),
                 vg.random.poisson(k3, a * 4, (2, 3)))
-    a = np.float32([[0.4, 1.0, 6.0]])
-    want = draw(KEY, a)
-    before = dict(vg.fallbacks())
-    got = vg.jit(draw, backend="vulkan")(KEY, a)
-    assert vg.fallbacks() == before      # compiled, not the interpreter
-    for g, w in zip(got, want):
-        np.testing.assert_allclose(g, w, rtol=2e-4)
+    assert_vulkan_draws_the_interpreters_numbers(draw, KEY, np.float32([[0.4, 1.0, 6.0]]))
 
 
 def test_under_vmap_a_batch_of_keys_draws_per_key():
