@@ -26,6 +26,8 @@ from __future__ import annotations
 import os
 import struct
 
+from .spirv_bfloat16 import instructions
+
 OP_MEMBER_DECORATE = 72
 OP_DECORATE = 71
 OP_VARIABLE = 59
@@ -35,23 +37,14 @@ DECORATION_BINDING = 33
 DECORATION_NON_WRITABLE = 24
 
 
-def _instructions(words):
-    at = 5
-    while at < len(words):
-        count, op = words[at] >> 16, words[at] & 0xFFFF
-        if count == 0:
-            return
-        yield op, words[at + 1:at + count]
-        at += count
-
-
 def written_bindings(spirv: bytes, bindings: int) -> frozenset:
     """The binding numbers a shader may write: every binding but the storage blocks whose
     members are all NonWritable (or whose variable is)."""
     words = struct.unpack(f"<{len(spirv) // 4}I", spirv[:len(spirv) // 4 * 4])
     binding_of, nonwritable_var, members, nonwritable_members = {}, set(), {}, {}
     pointee, var_type = {}, {}
-    for op, args in _instructions(words):
+    for at, op, count in instructions(words):
+        args = words[at + 1:at + count]
         if op == OP_DECORATE and len(args) >= 2:
             if args[1] == DECORATION_BINDING and len(args) >= 3:
                 binding_of[args[0]] = args[2]

@@ -32,7 +32,7 @@ class SpirvRewriteError(ValueError):
     pass
 
 
-def _instructions(words):
+def instructions(words):
     """(offset, opcode, word count) of each instruction after the 5-word header."""
     at = 5
     while at < len(words):
@@ -60,7 +60,7 @@ def to_bfloat16(spirv: bytes) -> bytes:
     out = words[:5]
     halves = 0
     capabilities_end = None
-    for at, op, count in _instructions(words):
+    for at, op, count in instructions(words):
         inst = words[at:at + count]
         if op == OP_TYPE_FLOAT and count == 3 and inst[2] == 16:
             inst = [(4 << 16) | OP_TYPE_FLOAT, inst[1], 16, FP_ENCODING_BFLOAT16]
@@ -88,7 +88,7 @@ def describe(spirv: bytes) -> dict:
     """What a test checks: the capabilities, extensions and 16-bit float types of a module."""
     words = list(struct.unpack(f"<{len(spirv) // 4}I", spirv))
     caps, exts, halves = [], [], []
-    for at, op, count in _instructions(words):
+    for at, op, count in instructions(words):
         if op == OP_CAPABILITY:
             caps.append(words[at + 1])
         elif op == OP_EXTENSION:
