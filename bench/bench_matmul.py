@@ -68,6 +68,20 @@ SHAPES = [
     ("tf_scores", 32, 1024, 64, 1024, False, False),
     ("tf_scores_qkT", 32, 1024, 64, 1024, False, True),
     ("tf_pv", 32, 1024, 1024, 64, False, False),
+    # The LM small preset (bench_lm.py: d 256, 4 layers, 8,192 tokens a step): its four weights'
+    # products (qkv, attention out, MLP up, MLP down), forward, dX (NT) and dW (TN, K = 8192).
+    ("lm_qkv", 1, 8192, 256, 768, False, False),
+    ("lm_qkv_dX", 1, 8192, 768, 256, False, True),
+    ("lm_qkv_dW", 1, 256, 8192, 768, True, False),
+    ("lm_out", 1, 8192, 256, 256, False, False),
+    ("lm_out_dX", 1, 8192, 256, 256, False, True),
+    ("lm_out_dW", 1, 256, 8192, 256, True, False),
+    ("lm_up", 1, 8192, 256, 1024, False, False),
+    ("lm_up_dX", 1, 8192, 1024, 256, False, True),
+    ("lm_up_dW", 1, 256, 8192, 1024, True, False),
+    ("lm_down", 1, 8192, 1024, 256, False, False),
+    ("lm_down_dX", 1, 8192, 256, 1024, False, True),
+    ("lm_down_dW", 1, 1024, 8192, 256, True, False),
 ]
 QUICK = [
     ("q_64x96x80", 1, 64, 96, 80, False, False),
