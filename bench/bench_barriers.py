@@ -1,12 +1,13 @@
 """Barriers only where a hazard is (vkgrad/runtime/hazards.py, kp patch 0013) against a barrier
 before every dispatch, on the same jitted training steps, interleaved in one process: every
-barrier (VKGRAD_BARRIERS=all), program order with barriers at hazards only (=inorder), and the
-default (the dispatches reordered into levels of independent ones, a barrier per level).
+barrier (VKGRAD_BARRIERS=all) and the default (the dispatches reordered into levels of
+independent ones, a barrier per level).
 
     python3 bench/bench_barriers.py [--models transformer,mamba] [--preset small]
                                     [--rounds 5] [--steps 20]
 
-Each model's step is compiled three times, VKGRAD_BARRIERS set while its program is recorded. Rounds alternate A B A B ...;
+Each model's step is compiled twice, VKGRAD_BARRIERS set while its program is recorded. Rounds
+alternate A B A B ...;
 each round runs `steps` steps with the loss read at the end (the GPU's time per step) and then
 `steps` with the loss read every step. Prints ms/step medians and ranges, and the ops recorded
 without a barrier; JSON to $OUT/barriers.json.
@@ -69,7 +70,6 @@ def main():
     results = {"device": vulkan.get_device().info.name, "preset": args.preset, "models": {}}
     for model in args.models.split(","):
         sides = {"every barrier": compiled(model, args.preset, "all"),
-                 "program order, hazards only": compiled(model, args.preset, "inorder"),
                  "levels": compiled(model, args.preset, "")}
         times = {(s, e): [] for s in sides for e in ("end", "every")}
         for _ in range(args.rounds):

@@ -1225,12 +1225,13 @@ def calllm_section(runs) -> list[str]:
 
 
 def barriers_section(runs) -> list[str]:
-    """bench/bench_barriers.py: every barrier, barriers at hazards in program order, and levels."""
+    """bench/bench_barriers.py: every barrier against barriers at hazards only (levels)."""
     run = runs[0]
     d = run["doc"]
     out = ["## Barriers only where a hazard is (kp patch 0013, runtime/hazards.py)", "",
            f"{src(run)}; {d['device']}. `bench/bench_barriers.py`: each LM step ({d['preset']} "
-           "preset) compiled three times (VKGRAD_BARRIERS all / inorder / levels, the default), "
+           "preset) compiled once per VKGRAD_BARRIERS setting of the run (all; levels, the "
+           "default; inorder, program order with barriers at hazards, since removed), "
            "interleaved rounds; ms per step, median (range).", ""]
     rows = []
     for model, r in d["models"].items():

@@ -11,7 +11,7 @@ import pytest
 import vkgrad as vg
 import vkgrad.numpy as vnp
 from vkgrad.runtime import vulkan
-from vkgrad.runtime.hazards import barrier_flags, levels, written_bindings
+from vkgrad.runtime.hazards import levels, written_bindings
 from vkgrad.runtime.shaders import compile_glsl
 
 COPY = """#version 450
@@ -40,26 +40,9 @@ def test_a_shader_writes_every_binding_but_its_readonly_blocks():
     assert written_bindings(compile_glsl(BOTH, {}, name="both"), 3) == {0, 2}
 
 
-def test_a_dispatch_gets_a_barrier_exactly_where_it_touches_what_another_since_the_last_did(
-        device):
-    k = device.kernel(compile_glsl(COPY, {}, name="copy"), bindings=2, name="copy")
-    assert k.writes == {1}
-    a, b, c, d = (device.buffer(1) for _ in range(4))
-
-    def flags(*pairs):
-        return barrier_flags([vulkan.Dispatch(k, pair, (1, 1, 1)) for pair in pairs])
-
-    assert flags((a, b), (a, c)) == [True, False]            # both only read a
-    assert flags((a, b), (b, c)) == [True, True]             # read after write
-    assert flags((a, b), (c, b)) == [True, True]             # write after write
-    assert flags((a, b), (c, a)) == [True, True]             # write after read
-    assert flags((a, b), (a, c), (d, b)) == [True, False, True]
-    # after a barrier, only what ran since it counts
-    assert flags((a, b), (b, c), (a, d)) == [True, True, False]
-
-
 def test_levels_put_each_dispatch_right_after_all_it_depends_on(device):
     k = device.kernel(compile_glsl(COPY, {}, name="copy"), bindings=2, name="copy")
+    assert k.writes == {1}
     a, b, c, d, e = (device.buffer(1) for _ in range(5))
 
     def lv(*pairs):
@@ -71,6 +54,8 @@ def test_levels_put_each_dispatch_right_after_all_it_depends_on(device):
     # a reader of b's first value, then b rewritten: the rewrite waits for the reader
     assert lv((a, b), (b, c), (d, b), (b, e)) == [[0], [1], [2], [3]]
     assert lv((a, b), (c, d), (b, e), (d, a)) == [[0, 1], [2, 3]]
+    assert lv((a, b), (a, c)) == [[0, 1]]                    # both only read a
+    assert lv((a, b), (c, b)) == [[0], [1]]                   # write after write
     assert lv() == []
 
 

@@ -70,8 +70,8 @@ def written_bindings(spirv: bytes, bindings: int) -> frozenset:
 
 
 def mode() -> str:
-    """VKGRAD_BARRIERS: "all" (a barrier before every op), "inorder" (program order, barriers
-    only at hazards) or "" (the default: reordered into levels, below)."""
+    """VKGRAD_BARRIERS: "all" (a barrier before every op) or "" (the default: barriers only at
+    hazards, the ops reordered into levels, below)."""
     return os.environ.get("VKGRAD_BARRIERS", "")
 
 
@@ -82,21 +82,6 @@ def _accesses(d):
     r = {id(b) for j, b in enumerate(d.buffers) if j not in writes}
     w = {id(b) for j, b in enumerate(d.buffers) if j in writes}
     return r, w
-
-
-def barrier_flags(dispatches) -> list:
-    """For each dispatch of a run (in order), whether it needs the barrier before it; the first
-    always does (the ops before the run are not judged)."""
-    flags, read, wrote = [], set(), set()
-    for i, d in enumerate(dispatches):
-        r, w = _accesses(d)
-        need = i == 0 or bool((r | w) & wrote) or bool(w & read)
-        if need:
-            read, wrote = set(), set()
-        read |= r
-        wrote |= w
-        flags.append(need)
-    return flags
 
 
 def levels(dispatches) -> list:
@@ -127,6 +112,4 @@ def schedule(dispatches) -> list:
     """(index, barrier) for each dispatch of a run, in the order to record them (mode())."""
     if mode() == "all":
         return [(i, True) for i in range(len(dispatches))]
-    if mode() == "inorder":
-        return list(enumerate(barrier_flags(dispatches)))
     return [(i, k == 0) for lv in levels(dispatches) for k, i in enumerate(lv)]
