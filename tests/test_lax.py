@@ -215,3 +215,40 @@ def test_binary_ops_refuse_mixed_dtypes_as_jax_lax_does():
         lax.mul(np.float32(2.0), 3)
     np.testing.assert_array_equal(lax.add(np.ones(2, np.float32), 1.0), [2.0, 2.0])
     np.testing.assert_array_equal(lax.max(np.arange(3, dtype=np.int32), 1), [1, 1, 2])
+
+
+def test_optimization_barrier_is_the_identity_under_grad_vmap_and_jit():
+    tree = {"a": X, "b": (Y, 3.0)}
+    out = lax.optimization_barrier(tree)
+    np.testing.assert_array_equal(np.asarray(out["a"]), X)
+    assert float(out["b"][1]) == 3.0
+
+    def f(x):
+        y = lax.optimization_barrier(vnp.sin(x))
+        return vnp.sum(y * y + vnp.cos(y))
+
+    want = np.cos(X) * (2 * np.sin(X) - np.sin(np.sin(X)))
+    np.testing.assert_allclose(np.asarray(vg.grad(f)(X)), want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(vg.vmap(vg.grad(f))(X)), want, rtol=1e-5, atol=1e-6)
+    for backend in ("numpy", "vulkan"):
+        np.testing.assert_allclose(np.asarray(vg.jit(vg.grad(f), backend=backend)(X)), want,
+                                   rtol=1e-5, atol=1e-6)
+
+
+def test_optimization_barrier_keeps_its_value_in_memory():
+    """Without it, sin(x) is recomputed inside each kernel that reads it; with it, one kernel
+    writes it and the readers read it from there."""
+    def f(x, barrier):
+        y = vnp.sin(x)
+        y = lax.optimization_barrier(y) if barrier else y
+        return vnp.sum(y), y * 2.0
+
+    def sin_kernels(barrier):
+        low = vg.jit(lambda x: f(x, barrier), backend="vulkan").lower(X)
+        return sum(b.prim.name == "sin" for s in low.lowered.steps
+                   if s.eqn.prim.name == "fused" for b in s.eqn.params["body"].eqns)
+
+    assert sin_kernels(False) == 2 and sin_kernels(True) == 1
+    got = vg.jit(lambda x: f(x, True), backend="vulkan")(X)
+    np.testing.assert_allclose(np.asarray(got[0]), np.sin(X).sum(), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(got[1]), 2 * np.sin(X), rtol=1e-6)

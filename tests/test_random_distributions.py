@@ -181,6 +181,23 @@ def test_vulkan_draws_the_interpreters_numbers():
     assert_vulkan_draws_the_interpreters_numbers(draw, KEY, np.float32([[0.2, 0.5, 0.9]]))
 
 
+def test_multinomial_on_vulkan_draws_the_interpreters_numbers():
+    def draw(k):
+        return (R.multinomial(k, 20.0, np.float32([0.4, 0.6]), shape=(8, 2)),)
+    assert_vulkan_draws_the_interpreters_numbers(draw, KEY, rtol=0)
+
+
+def test_multinomial_kernels_do_not_nest_the_earlier_outcomes():
+    """Each outcome's count is kept in memory (an optimization barrier): recomputed, every
+    outcome's sampler was inlined into every later outcome's kernels, and at three outcomes one
+    kernel was 121,858 lines of GLSL (lavapipe had not compiled it after 10 minutes)."""
+    p = np.float32([0.2, 0.3, 0.5])
+    low = vg.jit(lambda k: R.multinomial(k, 20.0, p, shape=(8, 3)), backend="vulkan").lower(KEY)
+    kernels = low.as_text("glsl").split("// ==== k")[1:]
+    assert len(kernels) == low.stats()["dispatches"]
+    assert max(k.count("\n") for k in kernels) < 3000
+
+
 def test_under_vmap_a_batch_of_keys_draws_per_key():
     keys = vg.random.split(KEY, 3)
     batched = vg.vmap(lambda k: R.binomial(k, 50.0, 0.4, (5,)))(keys)

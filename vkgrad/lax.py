@@ -137,6 +137,14 @@ def select_n(which, *cases):
     return out
 
 
+def optimization_barrier(operand):
+    """operand (a pytree), unchanged: as jax.lax.optimization_barrier, the compiler computes
+    each array once and keeps it in memory, so no kernel after the barrier recomputes what is
+    before it (vkgrad's fusion otherwise recomputes a cheap value wherever it is read). The
+    identity under grad and vmap."""
+    return tree_map(P.save, operand)
+
+
 def stop_gradient(x):
     """The identity whose derivative is zero, on every leaf of a pytree."""
     return tree_map(vnp.stop_gradient, x)
@@ -493,7 +501,7 @@ class Precision(enum.Enum):
 
 
 __all__ = sorted(["Precision", *_UNARY, *_BINARY, "round", "RoundingMethod", "integer_pow", "clamp",
-                  "select", "select_n", "stop_gradient", "convert_element_type", "reduce_sum",
+                  "select", "select_n", "stop_gradient", "optimization_barrier", "convert_element_type", "reduce_sum",
                   "reduce_max", "reduce_min", "reduce_prod", "argmax", "argmin", "cumsum",
                   "cumprod", "broadcast_in_dim", "broadcast", "reshape", "transpose",
                   "squeeze", "expand_dims", "rev", "concatenate", "pad", "slice",

@@ -750,7 +750,9 @@ def multinomial(key, n, p, *, shape=None, dtype=None, unroll=1):
     keys = split(key, shape[-1])
     counts = []
     for i in range(shape[-1]):
-        counts.append(_binomial(keys[i], n, ratios[..., i], batch, dt))
+        # each count in memory: the next outcome's trials left read it there (recomputed, the
+        # outcomes' samplers nest in every later kernel: 122k lines of GLSL at 3 outcomes)
+        counts.append(P.save(_binomial(keys[i], n, ratios[..., i], batch, dt)))
         n = vnp.subtract(n, counts[-1])
     return vnp.stack(counts, -1)
 

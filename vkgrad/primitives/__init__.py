@@ -31,7 +31,7 @@ from vkgrad.primitives.random import (bits_to_unit, bits_to_unit_p,  # noqa: F40
                                       threefry2x32_p)
 from vkgrad.primitives.custom import (CUSTOM_CALLS, CustomRule,  # noqa: F401
                                      custom_jvp_call_p, custom_vjp_call_p)
-from vkgrad.primitives.compiler import FUSED_KINDS, fused_p, save_p  # noqa: F401
+from vkgrad.primitives.compiler import FUSED_KINDS, fused_p, save, save_p  # noqa: F401
 from vkgrad.primitives.cumulative import cumsum, cumsum_p  # noqa: F401
 from vkgrad.primitives.convolution import conv, conv_p  # noqa: F401
 from vkgrad.primitives.control_flow import (checkpoint_name_p, checkpoint_p, cond_p,  # noqa: F401

@@ -12,13 +12,17 @@ its body (the interpreter runs it), so every stage after fusion still runs on nu
                (lowering/fusion/epilogues.py)
   multi_output two kernel eqns sharing one pass over an operand (lowering/fusion/multi_output.py)
 
-save(x) = x: the value is kept in memory for the backward (passes/remat.py): `save` is not
-fusible, so x is written once by whatever kernel computes it; the lowering aliases it (no
-dispatch).
+save(x) = x: the value is kept in memory (passes/remat.py, for the backward; passes/fuse.py,
+past a chain's bounds; `vg.lax.optimization_barrier`, where the user says so): `save` is not
+fusible, so x is written once by whatever kernel computes it and every reader reads it from
+there, none recomputes it; the lowering aliases it (no dispatch). Its VJP and batching rule
+are the identity's.
 """
 
-from vkgrad.ir.core import Primitive, abstract_eval_rules, param_defaults, vjp_rules
+from vkgrad.ir.core import (Primitive, abstract_eval_rules, batching_rules, param_defaults,
+                            vjp_rules)
 from vkgrad.ir.interpreter import impls, run_program
+from vkgrad.tracer.core import bind
 
 FUSED_KINDS = ("loop", "horizontal", "input", "output", "multi_output")
 fused_p = Primitive("fused", ("pure",), multiple_results=True)
@@ -30,3 +34,8 @@ save_p = Primitive("save", ("pure",))
 abstract_eval_rules[save_p] = lambda x: x
 impls[save_p] = lambda x: x
 vjp_rules[save_p] = lambda g, ans, x: (g,)
+batching_rules[save_p] = lambda args, dims: (bind(save_p, args[0]), dims[0])
+
+
+def save(x):
+    return bind(save_p, x)
