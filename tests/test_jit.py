@@ -377,6 +377,28 @@ def test_split_bindings_keeps_every_part_within_the_limit():
             np.testing.assert_allclose(env[o], w, rtol=1e-5)
 
 
+def test_a_kernel_whose_source_would_grow_with_the_product_of_its_reads_is_cut():
+    """Each level reads the one before at three indices (two rolls and itself), so one fused
+    kernel would compute sin(x) 3**7 times over (over 200,000 GLSL lines, lowering/
+    elementwise.py, MAX_TEMPS): the lowering gives the values repeated most kernels of their
+    own until each kernel is within the bound, and the result is the interpreter's."""
+    from vkgrad.lowering.elementwise import MAX_TEMPS
+
+    def f(x):
+        v = vnp.sin(x)
+        for _ in range(7):
+            v = vnp.roll(v, 1) * 0.5 + vnp.roll(v, 3) * 0.25 + v * 0.25
+        return v
+
+    x = np.linspace(-1, 1, 16).astype(np.float32)
+    low = vg.jit(f, backend="vulkan").lower(x)
+    kernels = low.as_text("glsl").split("// ==== k")[1:]
+    assert len(kernels) == low.stats()["dispatches"] > 1
+    assert max(k.count("\n") for k in kernels) < MAX_TEMPS + 200
+    np.testing.assert_allclose(np.asarray(vg.jit(f, backend="vulkan")(x)),
+                               np.asarray(vg.jit(f, backend="numpy")(x)), rtol=1e-6, atol=1e-7)
+
+
 def test_new_argument_buffers_reuse_the_recorded_dispatches_that_do_not_read_them():
     """A loop over batches already on the device binds new buffers every call: the copy of the
     program recorded for them (the batch's own slots, tests/test_rebind.py; or, without device

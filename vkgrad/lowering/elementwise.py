@@ -77,6 +77,10 @@ class Index:
         return self.dims if self.flat is None else ("flat", self.flat, self.shape)
 
 
+class KernelTooLarge(ValueError):
+    """A generated kernel past its line budget (MAX_TEMPS)."""
+
+
 class FusedSource:
     """Writes the GLSL that computes values of a body element by element, line by line.
 
@@ -87,8 +91,9 @@ class FusedSource:
     input v was the thread's own element (then a result may overwrite v in place)."""
 
     def __init__(self, body: Program, arrays: dict | None = None, own: dict | None = None,
-                 own_size: int | None = None, tmp_prefix: str = "t"):
+                 own_size: int | None = None, tmp_prefix: str = "t", budget: int | None = None):
         self.body = body
+        self.budget = budget      # the most lines before KernelTooLarge (None: no bound)
         self.producer = {o: e for e in body.eqns for o in e.outputs}
         self.arrays = arrays if arrays is not None else \
             {v: f"in{i}" for i, v in enumerate(body.inputs)}
@@ -102,6 +107,8 @@ class FusedSource:
         self.reads: set = set()
 
     def tmp(self, gtype: str, expr: str) -> str:
+        if self.budget is not None and len(self.lines) > self.budget:
+            raise KernelTooLarge(f"over {self.budget} lines")
         name = f"{self.prefix}{len(self.memo) + len(self.lines)}"
         self.lines.append(f"    {gtype} {name} = {expr};")
         return name
@@ -298,61 +305,124 @@ def max_bindings(target) -> int:
     return target_of(target).max_storage_buffers
 
 
+class _Cuts:
+    """A body with some of its values written to memory (`leaves`: its inputs, then the values
+    cut out of it): the cone of eqns and leaves each value needs, and sub-bodies."""
+
+    def __init__(self, body: Program):
+        self.body = body
+        self.producer = {o: e for e in body.eqns for o in e.outputs}
+        self.leaves = dict.fromkeys(body.inputs)        # values read from memory (ordered)
+        self.order = {e: i for i, e in enumerate(body.eqns)}
+
+    def cone(self, outputs):
+        eqns, ins, stack = set(), set(), list(outputs)
+        while stack:
+            v = stack.pop()
+            if v in self.leaves:
+                ins.add(v)
+            elif v in self.producer and self.producer[v] not in eqns:
+                eqns.add(self.producer[v])
+                stack += [x for x in self.producer[v].inputs if isinstance(x, Var)]
+        return eqns, ins
+
+    def sub(self, outputs) -> Program:
+        eqns, ins = self.cone(outputs)
+        return self.body.replace(inputs=tuple(v for v in self.leaves if v in ins),
+                                 outputs=tuple(outputs),
+                                 eqns=tuple(sorted(eqns, key=self.order.__getitem__)))
+
+    def size(self, outputs) -> int:
+        return len(self.cone(outputs)[1]) + len(outputs)
+
+    def cut(self, v) -> Program:
+        """v's own kernel; v is read from memory from now on."""
+        part = self.sub([v])
+        self.leaves[v] = None
+        return part
+
+
 def split_bindings(body: Program, cap: int) -> list[Program]:
     """`body` as sub-bodies, in dependency order, of at most `cap` bindings (inputs + outputs)
     each. An output whose element reads too many buffers (a sum of 40 reductions: a global
     gradient norm) first gets intermediates written to memory, each the widest sub-expression
     that fits; then whole segments (outputs of one shape: a parameter's update) stay together
     where they fit. Raises ValueError when one operation alone reads too many."""
-    producer = {o: e for e in body.eqns for o in e.outputs}
-    leaves = dict.fromkeys(body.inputs)        # values read from memory (ordered)
-    order = {e: i for i, e in enumerate(body.eqns)}
-
-    def cone(outputs):
-        eqns, ins, stack = set(), set(), list(outputs)
-        while stack:
-            v = stack.pop()
-            if v in leaves:
-                ins.add(v)
-            elif v in producer and producer[v] not in eqns:
-                eqns.add(producer[v])
-                stack += [x for x in producer[v].inputs if isinstance(x, Var)]
-        return eqns, ins
-
-    def sub(outputs):
-        eqns, ins = cone(outputs)
-        return body.replace(inputs=tuple(v for v in leaves if v in ins),
-                            outputs=tuple(outputs),
-                            eqns=tuple(sorted(eqns, key=order.__getitem__)))
-
-    def size(outputs):
-        return len(cone(outputs)[1]) + len(outputs)
-
-    if size(list(body.outputs)) <= cap:
+    c = _Cuts(body)
+    if c.size(list(body.outputs)) <= cap:
         return [body]
     narrowed = []
     for o in body.outputs:                     # 1. narrow the elements that read too much
-        while o in producer and size([o]) > cap:
-            fits = [v for e in cone([o])[0] for v in e.outputs if v is not o and
-                    size([v]) <= cap]
+        while o in c.producer and c.size([o]) > cap:
+            fits = [v for e in c.cone([o])[0] for v in e.outputs if v is not o and
+                    c.size([v]) <= cap]
             if not fits:
-                raise ValueError(f"an element reads {size([o]) - 1} buffers; the device "
+                raise ValueError(f"an element reads {c.size([o]) - 1} buffers; the device "
                                  f"allows {cap} per kernel")
-            v = max(fits, key=lambda v: (size([v]), -order[producer[v]]))
-            narrowed.append(sub([v]))
-            leaves[v] = None                   # written to memory: read from there now
+            v = max(fits, key=lambda v: (c.size([v]), -c.order[c.producer[v]]))
+            narrowed.append(c.cut(v))
     parts, outs = [], []                       # 2. group outputs, segment by segment
     for seg in segments_of(body):
-        if outs and size(outs + seg) > cap:
+        if outs and c.size(outs + seg) > cap:
             parts.append(outs)
             outs = []
         for o in seg:                          # a segment too large for one kernel is cut
-            if outs and size(outs + [o]) > cap:
+            if outs and c.size(outs + [o]) > cap:
                 parts.append(outs)
                 outs = []
             outs.append(o)
     parts.append(outs)
-    return narrowed + [sub(p) for p in parts]
+    return narrowed + [c.sub(p) for p in parts]
+
+
+# The most GLSL temporaries one generated kernel may have. A value read at several indices is
+# computed once per index (FusedSource's memo is by value and index), so a chain that reads
+# values at many indices, each of them computed from others read at many, grows with the
+# product: vg.random.multinomial's three outcomes, before it kept each count in memory, made
+# one kernel of 121,858 lines that lavapipe had not compiled after 10 minutes. The largest
+# kernel of the LM steps is far below this.
+MAX_TEMPS = 20000
+
+
+def instantiations(body: Program, budget: int) -> tuple[dict, bool]:
+    """How many times generate() computes each value of `body` (once per distinct index it is
+    read at), over every segment, and whether that is all of them: counting stops past
+    `budget` temporaries (the values a kernel that large repeats most are repeated in its
+    first lines already)."""
+    counts: dict = {}
+    complete = True
+    for seg in segments_of(body):
+        k = FusedSource(body, own_size=math.prod(seg[0].shape), budget=budget)
+        try:
+            it = k.own_index(seg[0].shape)
+            for o in seg:
+                k.value(o, it)
+        except KernelTooLarge:
+            complete = False
+        for v, _ in k.memo:
+            counts[v] = counts.get(v, 0) + 1
+        if not complete:
+            break
+    return counts, complete
+
+
+def split_size(body: Program, limit: int = MAX_TEMPS) -> list[Program]:
+    """`body` as sub-bodies, in dependency order, each generating at most about `limit`
+    temporaries. While it is larger, the value whose repeated computation costs the most (the
+    times it is computed x the eqns it needs) gets a kernel of its own, computed once an
+    element and then read (and split the same way itself)."""
+    c = _Cuts(body)
+    parts = []
+    counts, complete = instantiations(body, 2 * limit)
+    while not complete or sum(counts.values()) > limit:
+        outs = set(body.outputs)
+        cost = {v: n * len(c.cone([v])[0]) for v, n in counts.items()
+                if n > 1 and v in c.producer and v not in outs and v not in c.leaves}
+        if not cost:
+            break
+        parts += split_size(c.cut(max(cost, key=cost.get)), limit)
+        counts, complete = instantiations(c.sub(list(body.outputs)), 2 * limit)
+    return parts + [c.sub(list(body.outputs))]
 
 
 def _paired(lines: list, halves: list, slot: dict, size: int) -> list:
@@ -379,14 +449,15 @@ def segments_of(body: Program) -> list[list]:
     return list(segs.values())
 
 
-def generate(body: Program, name: str = "fused") -> tuple[Launch, dict]:
+def generate(body: Program, name: str = "fused", budget: int | None = None) -> tuple[Launch, dict]:
     """The Launch of one fused kernel (bindings: body inputs, then body outputs), and for each
     input whether every read of it is the thread's own element (then an output may overwrite
     it in place).
 
     Outputs of one shape: one thread per element (per `PAIR` of elements where an output is
     16-bit). Outputs of several shapes (a horizontal fusion): one dispatch over the
-    concatenated index space, each shape a segment of it."""
+    concatenated index space, each shape a segment of it. With a `budget`, KernelTooLarge past
+    that many lines (lowering/lower.py then cuts the body: split_size)."""
     segments = segments_of(body)
     slot = {o: j for j, o in enumerate(body.outputs)}
     per = PAIR if any(is_half(o.dtype) for o in body.outputs) else 1
@@ -397,7 +468,7 @@ def generate(body: Program, name: str = "fused") -> tuple[Launch, dict]:
     blocks, identity, seen = [], {v: True for v in body.inputs}, {}
     offset = 0
     for seg, size, count in zip(segments, sizes, threads):
-        k = FusedSource(body, arrays, own_size=size)
+        k = FusedSource(body, arrays, own_size=size, budget=budget)
         it = k.own_index(seg[0].shape)
         stores = []
         for o in seg:

@@ -139,18 +139,32 @@ class _Builder:
                 raise Unsupported(f"{v.dtype} values in an elementwise kernel")
         # more buffers than a kernel may bind: a dispatch per part (in order: a part may read
         # an intermediate an earlier one wrote)
+        for part in self._bindings_split(body):
+            try:
+                generated = elementwise.generate(part, f"fused_{len(self.raw)}",
+                                                 budget=elementwise.MAX_TEMPS)
+            except elementwise.KernelTooLarge:        # too big to compile: cut it
+                for piece in elementwise.split_size(part):
+                    for p in self._bindings_split(piece):
+                        self._loop_part(e, p, elementwise.generate(p, f"fused_{len(self.raw)}"))
+                continue
+            self._loop_part(e, part, generated)
+
+    def _bindings_split(self, body):
         try:
-            parts = elementwise.split_bindings(body, elementwise.max_bindings(self.target))
+            return elementwise.split_bindings(body, elementwise.max_bindings(self.target))
         except ValueError as err:
             raise Unsupported(f"an elementwise kernel: {err}") from None
-        for part in parts:
-            launch, identity = elementwise.generate(part, f"fused_{len(self.raw)}")
-            ins = [self.root(x) for x in part.inputs]
-            pe = e if len(parts) == 1 else e.replace(
-                inputs=part.inputs, outputs=part.outputs, params=e.params.replace(body=part))
-            self.add(launch, ins + list(part.outputs), pe, ins, list(part.outputs),
-                     {(self.root(x), o) for o, xs in _inputs_of_outputs(part).items()
-                      for x in xs if identity.get(x)})
+
+    def _loop_part(self, e, part, generated):
+        """One dispatch of loop kernel e's body, or of a part of it."""
+        launch, identity = generated
+        ins = [self.root(x) for x in part.inputs]
+        pe = e if part is e.params["body"] else e.replace(
+            inputs=part.inputs, outputs=part.outputs, params=e.params.replace(body=part))
+        self.add(launch, ins + list(part.outputs), pe, ins, list(part.outputs),
+                 {(self.root(x), o) for o, xs in _inputs_of_outputs(part).items()
+                  for x in xs if identity.get(x)})
 
     def eqn(self, e):
         """The dispatches of one eqn (a view has none: it is its operand's buffer)."""
