@@ -40,7 +40,11 @@ CONFIGS = {   # name: (BM, BN, BK, WM, WN, shared tiles as 16-byte words, stages
 # 2026-12-01 (issue 25, 0.5x cuBLAS): suffix letters name the kernel's options (FLAGS); "a" is
 # ALIGNED where the shape allows it (every tile inside the operands), else the checked loads
 FLAGS = {"a": {"ALIGNED": 1}, "o": {"FRAG_B_ONE": 1}, "p": {"PIPE": 1}, "q": {"PIPE": 2},
-         "g": {"GROUP_M": 8}, "x": {"SH_EXTRA": 20480}}
+         "g": {"GROUP_M": 8}, "x": {"SH_EXTRA": 20480},
+         # 2026-12-01 23:00 (coop3): shared tiles as unpadded panels 16 halves wide (PANELS);
+         # 12 and 16 KB of unused shared memory (where is the cliff: -ao with ALIGNED has
+         # 18.5 KB, so -aoy 30.5 KB and -aoz 34.5 KB)
+         "s": {"PANELS": 1}, "y": {"SH_EXTRA": 12288}, "z": {"SH_EXTRA": 16384}}
 for _name, _base in [("128x128x32/64x64v", "a"), ("128x128x32/64x64v", "ao"),
                      ("128x128x32/64x64v", "ap"), ("128x128x32/64x64v", "apo"),
                      ("128x128x32/64x64v", "aq"), ("128x128x32/64x64v", "aqo"),
@@ -56,7 +60,16 @@ for _name, _base in [("128x128x32/64x64v", "a"), ("128x128x32/64x64v", "ao"),
                      # multiprocessor?
                      ("128x128x32/64x64v", "aox"), ("128x64x32/64x32v", "ao"),
                      ("64x128x32/32x64v", "ao"), ("128x64x64/64x32v", "a"),
-                     ("128x64x32/64x32v", "aq"), ("128x64x32/64x32v", "aog")]:
+                     ("128x64x32/64x32v", "aq"), ("128x64x32/64x32v", "aog"),
+                     # coop3 (2026-12-01 23:00): two stages within 32 KB (unpadded panels),
+                     # the panels alone, the shared-memory cliff bracketed, eight subgroups
+                     # of 64 x 64 (256 x 128, 128 x 256) without the edge fragment's shared
+                     # memory (ALIGNED has none), single- and double-buffered
+                     ("128x128x32/64x64v", "aqos"), ("128x128x32/64x64v", "apos"),
+                     ("128x128x32/64x64v", "aos"), ("128x128x32/64x64v", "aoy"),
+                     ("128x128x32/64x64v", "aoz"), ("128x256x32/64x64v", "aog"),
+                     ("256x128x32/64x64v", "aog"), ("128x256x16/64x64v", "aqog"),
+                     ("256x128x16/64x64v", "aqosg"), ("128x256x16/64x64v", "aqosg")]:
     _bm, _bn, _bk, _wm, _wn = map(int, _name.rstrip("v").replace("/", "x").split("x"))
     _cfg = (_bm, _bn, _bk, _wm, _wn, True)
     _d = {k: v for f in _base for k, v in FLAGS[f].items()}
@@ -66,6 +79,10 @@ for _name, _base in [("128x128x32/64x64v", "a"), ("128x128x32/64x64v", "ao"),
 FIRST = ",".join(["128x128x32/64x64v"] + [f"128x128x32/64x64v-{f}" for f in
                                            ("a", "ao", "ap", "aq", "aqo", "aog")]
                  + ["128x128x16/64x64v-aq", "128x256x16/64x64v-aq", "128x128x64/64x32v-a"])
+COOP3 = ("128x128x32/64x64v-aqos,128x128x32/64x64v-apos,128x128x32/64x64v-aos,"
+         "128x128x32/64x64v-aoy,128x128x32/64x64v-aoz,128x256x32/64x64v-aog,"
+         "256x128x32/64x64v-aog,128x256x16/64x64v-aqog,256x128x16/64x64v-aqosg,"
+         "128x256x16/64x64v-aqosg")
 DEFAULT = ("128x128x32/64x64v-aog,128x128x32/64x64v-aox,128x64x32/64x32v-ao,"
            "64x128x32/32x64v-ao,128x64x64/64x32v-a,128x64x32/64x32v-aq,128x128x64/64x32v-a")
 # (name, M, N, K, layout): layout "nn" C = A B, "tn" C = A^T B (weight gradients), "nt" C = A B^T
@@ -114,8 +131,10 @@ def shared_bytes(d):
     a = (d["BK"] * (d["BM"] + 8) if "TRANS_A" in d else d["BM"] * (d["BK"] + 8))
     b = (d["BN"] * (d["BK"] + 8) if "TRANS_B" in d else d["BK"] * (d["BN"] + 8))
     warps = (d["BM"] // d["WM"]) * (d["BN"] // d["WN"])
-    return (2 * stages * (a + b) + warps * 256 * (2 if "OUT_F16" in d else 4)
-            + d.get("SH_EXTRA", 0))
+    if "PANELS" in d:    # unpadded
+        a, b = d["BK"] * d["BM"], d["BK"] * d["BN"]
+    edge = 0 if "ALIGNED" in d else warps * 256 * (2 if "OUT_F16" in d else 4)
+    return 2 * stages * (a + b) + edge + d.get("SH_EXTRA", 0)
 
 
 def spirv_for(*args, **kw):

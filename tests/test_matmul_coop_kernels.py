@@ -94,7 +94,8 @@ def test_aligned_only_where_every_tile_lies_inside_the_operands():
 
 # every option of the kernel (kernels_glsl/matmul_coop.comp's defines) with every layout
 OPTIONS = [{}, {"ALIGNED": 1}, {"STAGES": 2}, {"PIPE": 1, "ALIGNED": 1},
-           {"PIPE": 2, "ALIGNED": 1, "FRAG_B_ONE": 1, "GROUP_M": 8}, {"PIPE": 2, "BK": 16}]
+           {"PIPE": 2, "ALIGNED": 1, "FRAG_B_ONE": 1, "GROUP_M": 8}, {"PIPE": 2, "BK": 16},
+           {"PANELS": 1}, {"PIPE": 2, "ALIGNED": 1, "PANELS": 1}]
 
 
 @pytest.mark.parametrize("options", OPTIONS)

@@ -16,7 +16,8 @@
 // 16-byte loads); ALIGNED (with VEC: M, N and K are multiples of BM, BN and BK, so no load is
 // tested against the edges and the addresses are computed once); FRAG_B_ONE (B's fragments
 // loaded one at a time, each used at once: fewer live registers); GROUP_M g (blocks walked in
-// bands of g block rows, for L2); VKG_BFLOAT16 (the operands and an
+// bands of g block rows, for L2); PANELS (shared tiles unpadded, as panels 16 halves wide: see
+// below); VKG_BFLOAT16 (the operands and an
 // f16 output are bfloat16: see the bindings below). Bindings: 0 A, 1 B, 2 C, as
 // packed halves (two per 32-bit word). Push constants: M N K lda ldb ldc (elements) and the
 // batch strides sa sb sc (elements).
@@ -49,7 +50,9 @@
 #define FN (WN / 16)
 #define NWARPS ((BM / WM) * (BN / WN))
 #define NT (NWARPS * SG)
+#ifndef PAD
 #define PAD 8
+#endif
 
 layout(local_size_x = NT) in;
 
@@ -86,8 +89,25 @@ layout(set = 0, binding = 2) writeonly buffer C1 { OUT_T c1[]; };
 #define B_ROWS BK
 #define B_COLS BN
 #endif
+#ifdef PANELS
+// A tile of ROWS x COLS as COLS / 16 panels of ROWS x 16, one after the other, no padding:
+// every fragment lies in one panel, its rows 32 bytes apart (two-way bank conflicts where the
+// padded rows have none, for a quarter less shared memory at BK 32: two stages of 128 x 128 x 32
+// in 32 KB)
+#define A_STRIDE A_COLS
+#define B_STRIDE B_COLS
+#define A_AT(r, c) (((c) / 16) * (A_ROWS * 16) + (r) * 16 + (c) % 16)
+#define B_AT(r, c) (((c) / 16) * (B_ROWS * 16) + (r) * 16 + (c) % 16)
+#define A_LD 16
+#define B_LD 16
+#else
 #define A_STRIDE (A_COLS + PAD)
 #define B_STRIDE (B_COLS + PAD)
+#define A_AT(r, c) ((r) * A_STRIDE + (c))
+#define B_AT(r, c) ((r) * B_STRIDE + (c))
+#define A_LD A_STRIDE
+#define B_LD B_STRIDE
+#endif
 #ifdef PIPE
 #undef STAGES
 #define STAGES 2
@@ -108,8 +128,10 @@ shared float16_t shA[STAGES * A_SIZE];
 shared float16_t shB[STAGES * B_SIZE];
 #define SH(x) (x)
 #endif
-// a partial output fragment goes through here (one 16 x 16 per subgroup)
+#ifndef ALIGNED
+// a partial output fragment goes through here (one 16 x 16 per subgroup; ALIGNED has none)
 shared OUT_T shC[NWARPS * 256];
+#endif
 #ifdef SH_EXTRA
 // SH_EXTRA bytes of shared memory nobody needs (a probe of how shared memory bounds the
 // workgroups a multiprocessor holds: bench/coop_matmul_probe.py)
@@ -275,30 +297,30 @@ void main() {
         [[unroll]] for (uint q = 0; q < A_PER; q++) { \
             uint v = tid + q * NT; \
             if (A_HAS(v)) { \
-                uint at = (stage) * A_SIZE + (v / (A_COLS / 8)) * A_STRIDE + (v % (A_COLS / 8)) * 8; \
+                uint at = (stage) * A_SIZE + A_AT(v / (A_COLS / 8), (v % (A_COLS / 8)) * 8); \
                 PUT(shA, at, ra[q]) \
             } \
         } \
         [[unroll]] for (uint q = 0; q < B_PER; q++) { \
             uint v = tid + q * NT; \
             if (B_HAS(v)) { \
-                uint at = (stage) * B_SIZE + (v / (B_COLS / 8)) * B_STRIDE + (v % (B_COLS / 8)) * 8; \
+                uint at = (stage) * B_SIZE + B_AT(v / (B_COLS / 8), (v % (B_COLS / 8)) * 8); \
                 PUT(shB, at, rb[q]) \
             } \
         } }
     // the products of the shared tiles at `stage` (a constant in the PIPE loop) into acc
 #ifdef TRANS_A
-#define LOAD_A(f, sa, kk, mi) coopMatLoad(f, shA, SH((sa) + (kk) * A_STRIDE + (mi)), SH(A_STRIDE), \
+#define LOAD_A(f, sa, kk, mi) coopMatLoad(f, shA, SH((sa) + A_AT(kk, mi)), SH(A_LD), \
                                           gl_CooperativeMatrixLayoutColumnMajor);
 #else
-#define LOAD_A(f, sa, kk, mi) coopMatLoad(f, shA, SH((sa) + (mi) * A_STRIDE + (kk)), SH(A_STRIDE), \
+#define LOAD_A(f, sa, kk, mi) coopMatLoad(f, shA, SH((sa) + A_AT(mi, kk)), SH(A_LD), \
                                           gl_CooperativeMatrixLayoutRowMajor);
 #endif
 #ifdef TRANS_B
-#define LOAD_B(f, sb, kk, ni) coopMatLoad(f, shB, SH((sb) + (ni) * B_STRIDE + (kk)), SH(B_STRIDE), \
+#define LOAD_B(f, sb, kk, ni) coopMatLoad(f, shB, SH((sb) + B_AT(ni, kk)), SH(B_LD), \
                                           gl_CooperativeMatrixLayoutColumnMajor);
 #else
-#define LOAD_B(f, sb, kk, ni) coopMatLoad(f, shB, SH((sb) + (kk) * B_STRIDE + (ni)), SH(B_STRIDE), \
+#define LOAD_B(f, sb, kk, ni) coopMatLoad(f, shB, SH((sb) + B_AT(kk, ni)), SH(B_LD), \
                                           gl_CooperativeMatrixLayoutRowMajor);
 #endif
 #ifdef FRAG_B_ONE
@@ -391,6 +413,10 @@ void main() {
 #else
             coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> o = acc[i][j];
 #endif
+#ifdef ALIGNED
+            coopMatStore(o, c1, baseC + row * p.ldc + col, p.ldc,
+                         gl_CooperativeMatrixLayoutRowMajor);
+#else
             if (row + 16 <= p.M && col + 16 <= p.N) {
                 coopMatStore(o, c1, baseC + row * p.ldc + col, p.ldc,
                              gl_CooperativeMatrixLayoutRowMajor);
@@ -403,6 +429,7 @@ void main() {
                 }
                 subgroupBarrier();
             }
+#endif
         }
     }
 }
