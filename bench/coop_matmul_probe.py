@@ -69,7 +69,9 @@ for _name, _base in [("128x128x32/64x64v", "a"), ("128x128x32/64x64v", "ao"),
                      ("128x128x32/64x64v", "aos"), ("128x128x32/64x64v", "aoy"),
                      ("128x128x32/64x64v", "aoz"), ("128x256x32/64x64v", "aog"),
                      ("256x128x32/64x64v", "aog"), ("128x256x16/64x64v", "aqog"),
-                     ("256x128x16/64x64v", "aqosg"), ("128x256x16/64x64v", "aqosg")]:
+                     ("256x128x16/64x64v", "aqosg"), ("128x256x16/64x64v", "aqosg"),
+                     # K 64 a step in 32 KB (padded it is 35 KB: the 169 and 247 of before?)
+                     ("128x128x64/64x64v", "aos"), ("128x128x64/64x32v", "as")]:
     _bm, _bn, _bk, _wm, _wn = map(int, _name.rstrip("v").replace("/", "x").split("x"))
     _cfg = (_bm, _bn, _bk, _wm, _wn, True)
     _d = {k: v for f in _base for k, v in FLAGS[f].items()}
@@ -82,7 +84,7 @@ FIRST = ",".join(["128x128x32/64x64v"] + [f"128x128x32/64x64v-{f}" for f in
 COOP3 = ("128x128x32/64x64v-aqos,128x128x32/64x64v-apos,128x128x32/64x64v-aos,"
          "128x128x32/64x64v-aoy,128x128x32/64x64v-aoz,128x256x32/64x64v-aog,"
          "256x128x32/64x64v-aog,128x256x16/64x64v-aqog,256x128x16/64x64v-aqosg,"
-         "128x256x16/64x64v-aqosg")
+         "128x256x16/64x64v-aqosg,128x128x64/64x64v-aos,128x128x64/64x32v-as")
 DEFAULT = ("128x128x32/64x64v-aog,128x128x32/64x64v-aox,128x64x32/64x32v-ao,"
            "64x128x32/32x64v-ao,128x64x64/64x32v-a,128x64x32/64x32v-aq,128x128x64/64x32v-a")
 # (name, M, N, K, layout): layout "nn" C = A B, "tn" C = A^T B (weight gradients), "nt" C = A B^T
