@@ -42,9 +42,10 @@ CONFIGS = {   # name: (BM, BN, BK, WM, WN, shared tiles as 16-byte words, stages
 FLAGS = {"a": {"ALIGNED": 1}, "o": {"FRAG_B_ONE": 1}, "p": {"PIPE": 1}, "q": {"PIPE": 2},
          "g": {"GROUP_M": 8}, "x": {"SH_EXTRA": 20480},
          # 2026-12-01 23:00 (coop3): shared tiles as unpadded panels 16 halves wide (PANELS);
-         # 12 and 16 KB of unused shared memory (where is the cliff: -ao with ALIGNED has
-         # 18.5 KB, so -aoy 30.5 KB and -aoz 34.5 KB)
-         "s": {"PANELS": 1}, "y": {"SH_EXTRA": 12288}, "z": {"SH_EXTRA": 16384}}
+         # unused shared memory (where is the cliff? -ao with ALIGNED has 18.5 KB, so -aoy
+         # 30.5 KB, -aow 32 KB exactly (as two stages of PANELS), -aoz 34.5 KB)
+         "s": {"PANELS": 1}, "y": {"SH_EXTRA": 12288}, "w": {"SH_EXTRA": 13824},
+         "z": {"SH_EXTRA": 16384}}
 for _name, _base in [("128x128x32/64x64v", "a"), ("128x128x32/64x64v", "ao"),
                      ("128x128x32/64x64v", "ap"), ("128x128x32/64x64v", "apo"),
                      ("128x128x32/64x64v", "aq"), ("128x128x32/64x64v", "aqo"),
@@ -67,7 +68,7 @@ for _name, _base in [("128x128x32/64x64v", "a"), ("128x128x32/64x64v", "ao"),
                      # memory (ALIGNED has none), single- and double-buffered
                      ("128x128x32/64x64v", "aqos"), ("128x128x32/64x64v", "apos"),
                      ("128x128x32/64x64v", "aos"), ("128x128x32/64x64v", "aoy"),
-                     ("128x128x32/64x64v", "aoz"), ("128x256x32/64x64v", "aog"),
+                     ("128x128x32/64x64v", "aow"), ("128x128x32/64x64v", "aoz"), ("128x256x32/64x64v", "aog"),
                      ("256x128x32/64x64v", "aog"), ("128x256x16/64x64v", "aqog"),
                      ("256x128x16/64x64v", "aqosg"), ("128x256x16/64x64v", "aqosg"),
                      # K 64 a step in 32 KB (padded it is 35 KB: the 169 and 247 of before?)
@@ -82,7 +83,7 @@ FIRST = ",".join(["128x128x32/64x64v"] + [f"128x128x32/64x64v-{f}" for f in
                                            ("a", "ao", "ap", "aq", "aqo", "aog")]
                  + ["128x128x16/64x64v-aq", "128x256x16/64x64v-aq", "128x128x64/64x32v-a"])
 COOP3 = ("128x128x32/64x64v-aqos,128x128x32/64x64v-apos,128x128x32/64x64v-aos,"
-         "128x128x32/64x64v-aoy,128x128x32/64x64v-aoz,128x256x32/64x64v-aog,"
+         "128x128x32/64x64v-aoy,128x128x32/64x64v-aow,128x128x32/64x64v-aoz,128x256x32/64x64v-aog,"
          "256x128x32/64x64v-aog,128x256x16/64x64v-aqog,256x128x16/64x64v-aqosg,"
          "128x256x16/64x64v-aqosg,128x128x64/64x64v-aos,128x128x64/64x32v-as")
 DEFAULT = ("128x128x32/64x64v-aog,128x128x32/64x64v-aox,128x64x32/64x32v-ao,"

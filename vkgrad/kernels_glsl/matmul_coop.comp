@@ -140,6 +140,27 @@ shared uint shExtra[SH_EXTRA / 4];
 
 #define A_VECS (A_ROWS * A_COLS / 8)     // 8-half pieces of a tile
 #define B_VECS (B_ROWS * B_COLS / 8)
+#define A_PER_ROW (A_COLS / 8)
+#define B_PER_ROW (B_COLS / 8)
+// The row and column of piece v of a tile with `per` pieces a row, pieces taken by threads in
+// order. Row by row; with PANELS the rows run fastest in fours, so that the eight 16-byte
+// stores of a quarter subgroup are 4 rows x 32 bytes of one panel (distinct banks; row by row
+// they would be one row of four panels, 1 KB apart: four-way conflicts), and a subgroup still
+// reads whole 64- or 128-byte runs of 4 or 8 rows
+#ifdef PANELS
+#if A_ROWS % 4 != 0 || B_ROWS % 4 != 0
+#error PANELS needs tiles of whole fours of rows
+#endif
+#define PIECE_R(v, per) (((v) / (4 * (per))) * 4 + (v) % 4)
+#define PIECE_C(v, per) ((((v) / 4) % (per)) * 8)
+#define PASS_A (4 * A_PER_ROW)     // the pieces that make whole rows in this order
+#define PASS_B (4 * B_PER_ROW)
+#else
+#define PIECE_R(v, per) ((v) / (per))
+#define PIECE_C(v, per) (((v) % (per)) * 8)
+#define PASS_A A_PER_ROW
+#define PASS_B B_PER_ROW
+#endif
 #define A_PER ((A_VECS + NT - 1) / NT)
 #define B_PER ((B_VECS + NT - 1) / NT)
 
@@ -234,11 +255,11 @@ void main() {
     // Every tile lies inside A and B (M, N, K multiples of BM, BN, BK; rows on 16 bytes):
     // no bounds tests, and the addresses are computed once: piece q of this thread's share is
     // q * (NT / pieces a row) rows below its first, a tile BK along K past the last one.
-#if NT % (A_COLS / 8) != 0 || NT % (B_COLS / 8) != 0
+#if NT % PASS_A != 0 || NT % PASS_B != 0
 #error ALIGNED needs whole tile rows per pass of the workgroup
 #endif
-    const uint ra0 = tid / (A_COLS / 8), ca0 = (tid % (A_COLS / 8)) * 8;
-    const uint rb0 = tid / (B_COLS / 8), cb0 = (tid % (B_COLS / 8)) * 8;
+    const uint ra0 = PIECE_R(tid, A_PER_ROW), ca0 = PIECE_C(tid, A_PER_ROW);
+    const uint rb0 = PIECE_R(tid, B_PER_ROW), cb0 = PIECE_C(tid, B_PER_ROW);
 #ifdef TRANS_A
     uint ptrA = (baseA + ra0 * p.lda + m0 + ca0) / 8;
     const uint stepA = BK * p.lda / 8;
@@ -253,7 +274,7 @@ void main() {
     uint ptrB = (baseB + rb0 * p.ldb + n0 + cb0) / 8;
     const uint stepB = BK * p.ldb / 8;
 #endif
-    const uint rowsA = (NT / (A_COLS / 8)) * p.lda / 8, rowsB = (NT / (B_COLS / 8)) * p.ldb / 8;
+    const uint rowsA = (NT / A_PER_ROW) * p.lda / 8, rowsB = (NT / B_PER_ROW) * p.ldb / 8;
     // the next tile's pieces into registers (tiles are fetched in order: t is implied)
 #define FETCH(t) { \
         [[unroll]] for (uint q = 0; q < A_PER; q++) \
@@ -266,12 +287,12 @@ void main() {
 #define FETCH(t) { \
         const uint k0 = (t) * BK; \
         [[unroll]] for (uint q = 0; q < A_PER; q++) { \
-            uint v = tid + q * NT, r = v / (A_COLS / 8), c = (v % (A_COLS / 8)) * 8; \
+            uint v = tid + q * NT, r = PIECE_R(v, A_PER_ROW), c = PIECE_C(v, A_PER_ROW); \
             TILE_A_COORDS \
             ra[q] = A_HAS(v) ? load8A(baseA, gr, gc, aRows, aCols) : uvec4(0); \
         } \
         [[unroll]] for (uint q = 0; q < B_PER; q++) { \
-            uint v = tid + q * NT, r = v / (B_COLS / 8), c = (v % (B_COLS / 8)) * 8; \
+            uint v = tid + q * NT, r = PIECE_R(v, B_PER_ROW), c = PIECE_C(v, B_PER_ROW); \
             TILE_B_COORDS \
             rb[q] = B_HAS(v) ? load8B(baseB, gr, gc, bRows, bCols) : uvec4(0); \
         } }
@@ -297,14 +318,14 @@ void main() {
         [[unroll]] for (uint q = 0; q < A_PER; q++) { \
             uint v = tid + q * NT; \
             if (A_HAS(v)) { \
-                uint at = (stage) * A_SIZE + A_AT(v / (A_COLS / 8), (v % (A_COLS / 8)) * 8); \
+                uint at = (stage) * A_SIZE + A_AT(PIECE_R(v, A_PER_ROW), PIECE_C(v, A_PER_ROW)); \
                 PUT(shA, at, ra[q]) \
             } \
         } \
         [[unroll]] for (uint q = 0; q < B_PER; q++) { \
             uint v = tid + q * NT; \
             if (B_HAS(v)) { \
-                uint at = (stage) * B_SIZE + B_AT(v / (B_COLS / 8), (v % (B_COLS / 8)) * 8); \
+                uint at = (stage) * B_SIZE + B_AT(PIECE_R(v, B_PER_ROW), PIECE_C(v, B_PER_ROW)); \
                 PUT(shB, at, rb[q]) \
             } \
         } }
