@@ -403,10 +403,12 @@ def main():
     names = args.configs.split(",")
     shapes = [s for s in SHAPES if s[0] in args.shapes.split(",")]
     precompile(timing_defines(names, shapes))
+    if args.out:     # written after each part: a run cut short keeps what it measured
+        Path(args.out).write_text(json.dumps(results, indent=1))
     for name, M, N, K, layout in shapes:
         results["timings"].append(time_shape(r, rng, args.rounds, names, name, M, N, K, layout))
-    if args.out:
-        Path(args.out).write_text(json.dumps(results, indent=1))
+        if args.out:
+            Path(args.out).write_text(json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":
