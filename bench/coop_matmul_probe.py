@@ -40,7 +40,12 @@ CONFIGS = {   # name: (BM, BN, BK, WM, WN, shared tiles as 16-byte words, stages
 # 2026-12-01 (issue 25, 0.5x cuBLAS): suffix letters name the kernel's options (FLAGS); "a" is
 # ALIGNED where the shape allows it (every tile inside the operands), else the checked loads
 FLAGS = {"a": {"ALIGNED": 1}, "o": {"FRAG_B_ONE": 1}, "p": {"PIPE": 1}, "q": {"PIPE": 2},
-         "g": {"GROUP_M": 8}, "x": {"SH_EXTRA": 20480}}
+         "g": {"GROUP_M": 8}, "x": {"SH_EXTRA": 20480},
+         # 2026-12-01 23:00 (coop3): shared tiles as unpadded panels 16 halves wide (PANELS);
+         # unused shared memory (where is the cliff? -ao with ALIGNED has 18.5 KB, so -aoy
+         # 30.5 KB, -aow 32 KB exactly (as two stages of PANELS), -aoz 34.5 KB)
+         "s": {"PANELS": 1}, "y": {"SH_EXTRA": 12288}, "w": {"SH_EXTRA": 13824},
+         "z": {"SH_EXTRA": 16384}}
 for _name, _base in [("128x128x32/64x64v", "a"), ("128x128x32/64x64v", "ao"),
                      ("128x128x32/64x64v", "ap"), ("128x128x32/64x64v", "apo"),
                      ("128x128x32/64x64v", "aq"), ("128x128x32/64x64v", "aqo"),
@@ -56,7 +61,23 @@ for _name, _base in [("128x128x32/64x64v", "a"), ("128x128x32/64x64v", "ao"),
                      # multiprocessor?
                      ("128x128x32/64x64v", "aox"), ("128x64x32/64x32v", "ao"),
                      ("64x128x32/32x64v", "ao"), ("128x64x64/64x32v", "a"),
-                     ("128x64x32/64x32v", "aq"), ("128x64x32/64x32v", "aog")]:
+                     ("128x64x32/64x32v", "aq"), ("128x64x32/64x32v", "aog"),
+                     # coop3 (2026-12-01 23:00): two stages within 32 KB (unpadded panels),
+                     # the panels alone, the shared-memory cliff bracketed, eight subgroups
+                     # of 64 x 64 (256 x 128, 128 x 256) without the edge fragment's shared
+                     # memory (ALIGNED has none), single- and double-buffered
+                     ("128x128x32/64x64v", "aqos"), ("128x128x32/64x64v", "apos"),
+                     ("128x128x32/64x64v", "aos"), ("128x128x32/64x64v", "aoy"),
+                     ("128x128x32/64x64v", "aow"), ("128x128x32/64x64v", "aoz"), ("128x256x32/64x64v", "aog"),
+                     ("256x128x32/64x64v", "aog"), ("128x256x16/64x64v", "aqog"),
+                     ("256x128x16/64x64v", "aqosg"), ("128x256x16/64x64v", "aqosg"),
+                     # K 64 a step in 32 KB (padded it is 35 KB: the 169 and 247 of before?)
+                     ("128x128x64/64x64v", "aos"), ("128x128x64/64x32v", "as"),
+                     # eight subgroups double-buffered at K 32: 48 KB (the most a workgroup
+                     # may have), one workgroup a multiprocessor by registers anyway (the
+                     # 44 KB of 128x128x64/64x32v-a ran 248)
+                     ("128x256x32/64x64v", "aqosg"), ("256x128x32/64x64v", "aqosg"),
+                     ("128x256x32/64x64v", "aposg")]:
     _bm, _bn, _bk, _wm, _wn = map(int, _name.rstrip("v").replace("/", "x").split("x"))
     _cfg = (_bm, _bn, _bk, _wm, _wn, True)
     _d = {k: v for f in _base for k, v in FLAGS[f].items()}
@@ -66,6 +87,11 @@ for _name, _base in [("128x128x32/64x64v", "a"), ("128x128x32/64x64v", "ao"),
 FIRST = ",".join(["128x128x32/64x64v"] + [f"128x128x32/64x64v-{f}" for f in
                                            ("a", "ao", "ap", "aq", "aqo", "aog")]
                  + ["128x128x16/64x64v-aq", "128x256x16/64x64v-aq", "128x128x64/64x32v-a"])
+COOP3 = ("128x128x32/64x64v-aqos,128x128x32/64x64v-apos,128x128x32/64x64v-aos,"
+         "128x128x32/64x64v-aoy,128x128x32/64x64v-aow,128x128x32/64x64v-aoz,128x256x32/64x64v-aog,"
+         "256x128x32/64x64v-aog,128x256x16/64x64v-aqog,256x128x16/64x64v-aqosg,"
+         "128x256x16/64x64v-aqosg,128x128x64/64x64v-aos,128x128x64/64x32v-as,"
+         "128x256x32/64x64v-aqosg,256x128x32/64x64v-aqosg,128x256x32/64x64v-aposg")
 DEFAULT = ("128x128x32/64x64v-aog,128x128x32/64x64v-aox,128x64x32/64x32v-ao,"
            "64x128x32/32x64v-ao,128x64x64/64x32v-a,128x64x32/64x32v-aq,128x128x64/64x32v-a")
 # (name, M, N, K, layout): layout "nn" C = A B, "tn" C = A^T B (weight gradients), "nt" C = A B^T
@@ -114,8 +140,10 @@ def shared_bytes(d):
     a = (d["BK"] * (d["BM"] + 8) if "TRANS_A" in d else d["BM"] * (d["BK"] + 8))
     b = (d["BN"] * (d["BK"] + 8) if "TRANS_B" in d else d["BK"] * (d["BN"] + 8))
     warps = (d["BM"] // d["WM"]) * (d["BN"] // d["WN"])
-    return (2 * stages * (a + b) + warps * 256 * (2 if "OUT_F16" in d else 4)
-            + d.get("SH_EXTRA", 0))
+    if "PANELS" in d:    # unpadded
+        a, b = d["BK"] * d["BM"], d["BK"] * d["BN"]
+    edge = 0 if "ALIGNED" in d else warps * 256 * (2 if "OUT_F16" in d else 4)
+    return 2 * stages * (a + b) + edge + d.get("SH_EXTRA", 0)
 
 
 def spirv_for(*args, **kw):
@@ -184,7 +212,10 @@ CHECKS = ((256, 256, 224, True, 2, (True,)), (131, 77, 45, False, 1, (False, Tru
           (1160, 264, 40, True, 1, (False,)), (512, 512, 512, True, 1, (True,)))
 
 
-def check_jobs(names):
+MAX_SHARED = 49152    # the H200's maxComputeSharedMemorySize
+
+
+def all_check_jobs(names):
     """(config, layout, M, N, K, vec, batch, f16 out, half) of every check."""
     for cname in names:
         for layout in ("nn", "tn", "nt", "tt"):
@@ -197,8 +228,18 @@ def check_jobs(names):
                 yield cname, layout, M, N, K, vec, batch, True, "bf16"
 
 
+def job_defines(j):
+    return defines_for(CONFIGS[j[0]], j[1], j[5], j[7], j[8], j[2:5])
+
+
+def check_jobs(names):
+    """The checks whose kernel fits the device: a config with 48 KB of tiles runs only where
+    it is ALIGNED (the edge fragments' shared memory would pass the limit)."""
+    return [j for j in all_check_jobs(names) if shared_bytes(job_defines(j)) <= MAX_SHARED]
+
+
 def check_defines(names):
-    return [defines_for(CONFIGS[j[0]], j[1], j[5], j[7], j[8], j[2:5]) for j in check_jobs(names)]
+    return [job_defines(j) for j in check_jobs(names)]
 
 
 def timing_defines(names, shapes):
@@ -215,12 +256,15 @@ def validate(names, shape_names):
     val = str(Path(shaders._glslang()[0]).parent / "spirv-val")
     shapes = [s for s in SHAPES if s[0] in shape_names]
     everything = check_defines(names) + timing_defines(names, shapes)
+    left = len(list(all_check_jobs(names))) - len(check_jobs(names))
+    if left:
+        print(f"{left} checks left out: past {MAX_SHARED} bytes of shared memory off ALIGNED")
     unique = {tuple(sorted(d.items())): d for d in everything}
     precompile(unique.values())
     bad = 0
     with tempfile.TemporaryDirectory() as tmp:
         for key, d in unique.items():
-            if shared_bytes(d) > 49152:    # the H200's maxComputeSharedMemorySize
+            if shared_bytes(d) > MAX_SHARED:
                 bad += 1
                 print(f"TOO MUCH SHARED MEMORY ({shared_bytes(d)} bytes):", d, flush=True)
             path = Path(tmp) / "k.spv"
@@ -359,10 +403,12 @@ def main():
     names = args.configs.split(",")
     shapes = [s for s in SHAPES if s[0] in args.shapes.split(",")]
     precompile(timing_defines(names, shapes))
+    if args.out:     # written after each part: a run cut short keeps what it measured
+        Path(args.out).write_text(json.dumps(results, indent=1))
     for name, M, N, K, layout in shapes:
         results["timings"].append(time_shape(r, rng, args.rounds, names, name, M, N, K, layout))
-    if args.out:
-        Path(args.out).write_text(json.dumps(results, indent=1))
+        if args.out:
+            Path(args.out).write_text(json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":

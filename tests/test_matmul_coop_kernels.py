@@ -94,7 +94,8 @@ def test_aligned_only_where_every_tile_lies_inside_the_operands():
 
 # every option of the kernel (kernels_glsl/matmul_coop.comp's defines) with every layout
 OPTIONS = [{}, {"ALIGNED": 1}, {"STAGES": 2}, {"PIPE": 1, "ALIGNED": 1},
-           {"PIPE": 2, "ALIGNED": 1, "FRAG_B_ONE": 1, "GROUP_M": 8}, {"PIPE": 2, "BK": 16}]
+           {"PIPE": 2, "ALIGNED": 1, "FRAG_B_ONE": 1, "GROUP_M": 8}, {"PIPE": 2, "BK": 16},
+           {"PANELS": 1}, {"PIPE": 2, "ALIGNED": 1, "PANELS": 1}]
 
 
 @pytest.mark.parametrize("options", OPTIONS)
@@ -149,7 +150,12 @@ def test_a_half_matmul_is_the_tensor_core_kernel_on_the_h200_and_widened_on_lava
                                            ((1, 96, 64, 80), False, True),
                                            ((3, 40, 24, 56), True, True),
                                            ((1, 64, 2048, 64), False, False),    # split-K
-                                           ((1, 136, 4096, 72), True, False)])
+                                           ((1, 136, 4096, 72), True, False),
+                                           # whole tiles (ALIGNED: no edge tests, no edge
+                                           # buffer) in each layout
+                                           ((1, 256, 96, 256), False, False),
+                                           ((2, 128, 128, 256), True, False),
+                                           ((1, 256, 128, 128), False, True)])
 def test_the_kernel_against_the_interpreter(shape, ta, tb, dtype):
     if not runs_on(get_device().target, dtype):
         pytest.skip(f"the device has no {dtype} cooperative matrices (lavapipe: the 16-bit "

@@ -16,7 +16,8 @@
 // 16-byte loads); ALIGNED (with VEC: M, N and K are multiples of BM, BN and BK, so no load is
 // tested against the edges and the addresses are computed once); FRAG_B_ONE (B's fragments
 // loaded one at a time, each used at once: fewer live registers); GROUP_M g (blocks walked in
-// bands of g block rows, for L2); VKG_BFLOAT16 (the operands and an
+// bands of g block rows, for L2); PANELS (shared tiles unpadded, as panels 16 halves wide: see
+// below); VKG_BFLOAT16 (the operands and an
 // f16 output are bfloat16: see the bindings below). Bindings: 0 A, 1 B, 2 C, as
 // packed halves (two per 32-bit word). Push constants: M N K lda ldb ldc (elements) and the
 // batch strides sa sb sc (elements).
@@ -49,7 +50,9 @@
 #define FN (WN / 16)
 #define NWARPS ((BM / WM) * (BN / WN))
 #define NT (NWARPS * SG)
+#ifndef PAD
 #define PAD 8
+#endif
 
 layout(local_size_x = NT) in;
 
@@ -86,8 +89,25 @@ layout(set = 0, binding = 2) writeonly buffer C1 { OUT_T c1[]; };
 #define B_ROWS BK
 #define B_COLS BN
 #endif
+#ifdef PANELS
+// A tile of ROWS x COLS as COLS / 16 panels of ROWS x 16, one after the other, no padding:
+// every fragment lies in one panel, its rows 32 bytes apart (two-way bank conflicts where the
+// padded rows have none, for a quarter less shared memory at BK 32: two stages of 128 x 128 x 32
+// in 32 KB)
+#define A_STRIDE A_COLS
+#define B_STRIDE B_COLS
+#define A_AT(r, c) (((c) / 16) * (A_ROWS * 16) + (r) * 16 + (c) % 16)
+#define B_AT(r, c) (((c) / 16) * (B_ROWS * 16) + (r) * 16 + (c) % 16)
+#define A_LD 16
+#define B_LD 16
+#else
 #define A_STRIDE (A_COLS + PAD)
 #define B_STRIDE (B_COLS + PAD)
+#define A_AT(r, c) ((r) * A_STRIDE + (c))
+#define B_AT(r, c) ((r) * B_STRIDE + (c))
+#define A_LD A_STRIDE
+#define B_LD B_STRIDE
+#endif
 #ifdef PIPE
 #undef STAGES
 #define STAGES 2
@@ -108,8 +128,10 @@ shared float16_t shA[STAGES * A_SIZE];
 shared float16_t shB[STAGES * B_SIZE];
 #define SH(x) (x)
 #endif
-// a partial output fragment goes through here (one 16 x 16 per subgroup)
+#ifndef ALIGNED
+// a partial output fragment goes through here (one 16 x 16 per subgroup; ALIGNED has none)
 shared OUT_T shC[NWARPS * 256];
+#endif
 #ifdef SH_EXTRA
 // SH_EXTRA bytes of shared memory nobody needs (a probe of how shared memory bounds the
 // workgroups a multiprocessor holds: bench/coop_matmul_probe.py)
@@ -118,6 +140,27 @@ shared uint shExtra[SH_EXTRA / 4];
 
 #define A_VECS (A_ROWS * A_COLS / 8)     // 8-half pieces of a tile
 #define B_VECS (B_ROWS * B_COLS / 8)
+#define A_PER_ROW (A_COLS / 8)
+#define B_PER_ROW (B_COLS / 8)
+// The row and column of piece v of a tile with `per` pieces a row, pieces taken by threads in
+// order. Row by row; with PANELS the rows run fastest in fours, so that the eight 16-byte
+// stores of a quarter subgroup are 4 rows x 32 bytes of one panel (distinct banks; row by row
+// they would be one row of four panels, 1 KB apart: four-way conflicts), and a subgroup still
+// reads whole 64- or 128-byte runs of 4 or 8 rows
+#ifdef PANELS
+#if A_ROWS % 4 != 0 || B_ROWS % 4 != 0
+#error PANELS needs tiles of whole fours of rows
+#endif
+#define PIECE_R(v, per) (((v) / (4 * (per))) * 4 + (v) % 4)
+#define PIECE_C(v, per) ((((v) / 4) % (per)) * 8)
+#define PASS_A (4 * A_PER_ROW)     // the pieces that make whole rows in this order
+#define PASS_B (4 * B_PER_ROW)
+#else
+#define PIECE_R(v, per) ((v) / (per))
+#define PIECE_C(v, per) (((v) % (per)) * 8)
+#define PASS_A A_PER_ROW
+#define PASS_B B_PER_ROW
+#endif
 #define A_PER ((A_VECS + NT - 1) / NT)
 #define B_PER ((B_VECS + NT - 1) / NT)
 
@@ -212,11 +255,11 @@ void main() {
     // Every tile lies inside A and B (M, N, K multiples of BM, BN, BK; rows on 16 bytes):
     // no bounds tests, and the addresses are computed once: piece q of this thread's share is
     // q * (NT / pieces a row) rows below its first, a tile BK along K past the last one.
-#if NT % (A_COLS / 8) != 0 || NT % (B_COLS / 8) != 0
+#if NT % PASS_A != 0 || NT % PASS_B != 0
 #error ALIGNED needs whole tile rows per pass of the workgroup
 #endif
-    const uint ra0 = tid / (A_COLS / 8), ca0 = (tid % (A_COLS / 8)) * 8;
-    const uint rb0 = tid / (B_COLS / 8), cb0 = (tid % (B_COLS / 8)) * 8;
+    const uint ra0 = PIECE_R(tid, A_PER_ROW), ca0 = PIECE_C(tid, A_PER_ROW);
+    const uint rb0 = PIECE_R(tid, B_PER_ROW), cb0 = PIECE_C(tid, B_PER_ROW);
 #ifdef TRANS_A
     uint ptrA = (baseA + ra0 * p.lda + m0 + ca0) / 8;
     const uint stepA = BK * p.lda / 8;
@@ -231,7 +274,7 @@ void main() {
     uint ptrB = (baseB + rb0 * p.ldb + n0 + cb0) / 8;
     const uint stepB = BK * p.ldb / 8;
 #endif
-    const uint rowsA = (NT / (A_COLS / 8)) * p.lda / 8, rowsB = (NT / (B_COLS / 8)) * p.ldb / 8;
+    const uint rowsA = (NT / A_PER_ROW) * p.lda / 8, rowsB = (NT / B_PER_ROW) * p.ldb / 8;
     // the next tile's pieces into registers (tiles are fetched in order: t is implied)
 #define FETCH(t) { \
         [[unroll]] for (uint q = 0; q < A_PER; q++) \
@@ -244,12 +287,12 @@ void main() {
 #define FETCH(t) { \
         const uint k0 = (t) * BK; \
         [[unroll]] for (uint q = 0; q < A_PER; q++) { \
-            uint v = tid + q * NT, r = v / (A_COLS / 8), c = (v % (A_COLS / 8)) * 8; \
+            uint v = tid + q * NT, r = PIECE_R(v, A_PER_ROW), c = PIECE_C(v, A_PER_ROW); \
             TILE_A_COORDS \
             ra[q] = A_HAS(v) ? load8A(baseA, gr, gc, aRows, aCols) : uvec4(0); \
         } \
         [[unroll]] for (uint q = 0; q < B_PER; q++) { \
-            uint v = tid + q * NT, r = v / (B_COLS / 8), c = (v % (B_COLS / 8)) * 8; \
+            uint v = tid + q * NT, r = PIECE_R(v, B_PER_ROW), c = PIECE_C(v, B_PER_ROW); \
             TILE_B_COORDS \
             rb[q] = B_HAS(v) ? load8B(baseB, gr, gc, bRows, bCols) : uvec4(0); \
         } }
@@ -275,30 +318,30 @@ void main() {
         [[unroll]] for (uint q = 0; q < A_PER; q++) { \
             uint v = tid + q * NT; \
             if (A_HAS(v)) { \
-                uint at = (stage) * A_SIZE + (v / (A_COLS / 8)) * A_STRIDE + (v % (A_COLS / 8)) * 8; \
+                uint at = (stage) * A_SIZE + A_AT(PIECE_R(v, A_PER_ROW), PIECE_C(v, A_PER_ROW)); \
                 PUT(shA, at, ra[q]) \
             } \
         } \
         [[unroll]] for (uint q = 0; q < B_PER; q++) { \
             uint v = tid + q * NT; \
             if (B_HAS(v)) { \
-                uint at = (stage) * B_SIZE + (v / (B_COLS / 8)) * B_STRIDE + (v % (B_COLS / 8)) * 8; \
+                uint at = (stage) * B_SIZE + B_AT(PIECE_R(v, B_PER_ROW), PIECE_C(v, B_PER_ROW)); \
                 PUT(shB, at, rb[q]) \
             } \
         } }
     // the products of the shared tiles at `stage` (a constant in the PIPE loop) into acc
 #ifdef TRANS_A
-#define LOAD_A(f, sa, kk, mi) coopMatLoad(f, shA, SH((sa) + (kk) * A_STRIDE + (mi)), SH(A_STRIDE), \
+#define LOAD_A(f, sa, kk, mi) coopMatLoad(f, shA, SH((sa) + A_AT(kk, mi)), SH(A_LD), \
                                           gl_CooperativeMatrixLayoutColumnMajor);
 #else
-#define LOAD_A(f, sa, kk, mi) coopMatLoad(f, shA, SH((sa) + (mi) * A_STRIDE + (kk)), SH(A_STRIDE), \
+#define LOAD_A(f, sa, kk, mi) coopMatLoad(f, shA, SH((sa) + A_AT(mi, kk)), SH(A_LD), \
                                           gl_CooperativeMatrixLayoutRowMajor);
 #endif
 #ifdef TRANS_B
-#define LOAD_B(f, sb, kk, ni) coopMatLoad(f, shB, SH((sb) + (ni) * B_STRIDE + (kk)), SH(B_STRIDE), \
+#define LOAD_B(f, sb, kk, ni) coopMatLoad(f, shB, SH((sb) + B_AT(ni, kk)), SH(B_LD), \
                                           gl_CooperativeMatrixLayoutColumnMajor);
 #else
-#define LOAD_B(f, sb, kk, ni) coopMatLoad(f, shB, SH((sb) + (kk) * B_STRIDE + (ni)), SH(B_STRIDE), \
+#define LOAD_B(f, sb, kk, ni) coopMatLoad(f, shB, SH((sb) + B_AT(kk, ni)), SH(B_LD), \
                                           gl_CooperativeMatrixLayoutRowMajor);
 #endif
 #ifdef FRAG_B_ONE
@@ -391,6 +434,10 @@ void main() {
 #else
             coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> o = acc[i][j];
 #endif
+#ifdef ALIGNED
+            coopMatStore(o, c1, baseC + row * p.ldc + col, p.ldc,
+                         gl_CooperativeMatrixLayoutRowMajor);
+#else
             if (row + 16 <= p.M && col + 16 <= p.N) {
                 coopMatStore(o, c1, baseC + row * p.ldc + col, p.ldc,
                              gl_CooperativeMatrixLayoutRowMajor);
@@ -403,6 +450,7 @@ void main() {
                 }
                 subgroupBarrier();
             }
+#endif
         }
     }
 }
