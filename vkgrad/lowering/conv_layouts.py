@@ -197,9 +197,9 @@ def view_chain(v, producer, materialized) -> list:
 
 
 def find_layout(v, layouts: dict, producer, materialized):
-    """(source, layout, eqns) for the farthest source v reads in one of `layouts`, else
-    (v, 0, [])."""
-    keys = {k: view.key() for k, view in layouts.items()}
+    """(source, layout, eqns) for the farthest source v reads in one of `layouts` or as
+    itself (layout 0: a reshape's source), else (v, 0, [])."""
+    keys = {0: View.of(v.shape).key(), **{k: view.key() for k, view in layouts.items()}}
     for src, view, eqns in reversed(view_chain(v, producer, materialized)):
         for k, key in keys.items():
             if view.key() == key:
@@ -282,13 +282,15 @@ class FoldConvLayouts(Pass):
         return None
 
     def _plans(self, g) -> bool:
+        """Does the contract plan g reading its operands from g's inputs?"""
         body = g.params["body"]
         anchors = [b for b in body.eqns if not b.prim.fusible]
         try:
-            return CONTRACTS[P.conv_p].group(anchors, self.target, lambda v: v, body) \
-                is not None
+            planned = CONTRACTS[P.conv_p].group(anchors, self.target, lambda v: v, body)
         except Unsupported:
             return False
+        return planned is not None and \
+            all(planned[1][r] in body.inputs for r in ("x", "w"))
 
 
 def _drop_unread_outputs(program: Program) -> Program:
