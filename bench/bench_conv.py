@@ -133,6 +133,7 @@ GEMM_KERNELS = ("conv", "conv_gemm")     # what the forced variants change
 SPLIT_SWEEP = (132, 528, 1056)
 SPLIT_TILES = ("gemm_large", "gemm_f64w", "gemm_f64")
 DIRECT_TILES = ("gemm_f64", "gemm_large", "gemm_64x192")
+FORCED_SPLITS = (("gemm_large", 2), ("gemm_large", 3), ("gemm_64x192", 2), ("gemm_f64", 2))
 
 
 def sweep_variants(case, args, names=None):
@@ -142,7 +143,9 @@ def sweep_variants(case, args, names=None):
     g 256-thread workgroups (SPLIT_SWEEP), as "<name>.cin": channels innermost in k
     whatever the window (a weight gradient's: the output gradient's spatial size), and as
     "<name>.direct": with channels innermost, w read in place (lowering/conv.py's
-    CIN_RELAYOUT off: no conv_relayout dispatch, 4 scalar loads a slot); below
+    CIN_RELAYOUT off: no conv_relayout dispatch, 4 scalar loads a slot), and as
+    "<name>/s<n>": K split in n slices whatever the workgroups (FORCED_SPLITS: a forward's
+    waves against the split sum's pass); below
     GEMM_MIN_FEATURES features per group also conv.comp's (VARIANTS) and the GEMM tiles as
     "<name>.worder" (k in w's storage order wherever the planner would put channels
     innermost). Depthwise convolutions whose weight gradient sums in workgroups:
@@ -157,7 +160,7 @@ def sweep_variants(case, args, names=None):
         return {}, {}
     saved = {k: getattr(conv_lowering, k) for k in
              ("choose_variant", "CIN_MAX_WINDOW", "CIN_TILES", "SPLIT_TARGET_THREADS",
-              "SPLIT_TARGET_TILE_THREADS", "CIN_RELAYOUT")}
+              "SPLIT_TARGET_TILE_THREADS", "CIN_RELAYOUT", "choose_splits")}
     o, g = case[4], case[7]
     # conv.comp's tiles ran 1.2-7x slower than the best GEMM tile at ResNet's 64-256 features
     # (the 2026-12-01 sweep, BENCHMARKS.md), and w's k order (".worder") was measured there on
@@ -168,7 +171,8 @@ def sweep_variants(case, args, names=None):
     variants = [(v, window, cin, threads) for v in conv_lowering.GEMM_VARIANTS] + \
         [(f"{v}@{n}", window, cin, n * 256) for v in SPLIT_TILES for n in SPLIT_SWEEP] + \
         [(v + ".cin", 1 << 30, cin, threads) for v in SPLIT_TILES] + \
-        [(v + ".direct", window, cin, threads) for v in DIRECT_TILES]
+        [(v + ".direct", window, cin, threads) for v in DIRECT_TILES] + \
+        [(f"{v}/s{n}", window, cin, threads) for v, n in FORCED_SPLITS]
     if not gemm:
         variants += [(v, window, cin, threads) for v in conv_lowering.VARIANTS]
         variants += [(v + ".worder", 0, cin, threads) for v in conv_lowering.GEMM_VARIANTS]
@@ -177,12 +181,15 @@ def sweep_variants(case, args, names=None):
         for label, cin_window, cin_tiles, split_threads in variants:
             if names and label not in names:
                 continue
-            name = label.split(".")[0].split("@")[0]
+            name = label.split(".")[0].split("@")[0].split("/")[0]
             conv_lowering.choose_variant = lambda og, m, k=0, name=name: name
             conv_lowering.CIN_MAX_WINDOW = cin_window
             conv_lowering.CIN_TILES = cin_tiles
             conv_lowering.SPLIT_TARGET_THREADS = split_threads
             conv_lowering.CIN_RELAYOUT = not label.endswith(".direct")
+            if "/s" in label:
+                n = int(label.split("/s")[1])
+                conv_lowering.choose_splits = lambda *a, n=n, **k: n
             if "@" in label:             # the label's target for every tile
                 conv_lowering.SPLIT_TARGET_TILE_THREADS = {}
             kernels[label] = {}
