@@ -132,8 +132,9 @@ GEMM_KERNELS = ("conv", "conv_gemm")     # what the forced variants change
 # SPLIT_TARGET_THREADS / 256), on the tiles that split: "<tile>@<groups>"
 SPLIT_SWEEP = (132, 528, 1056)
 SPLIT_TILES = ("gemm_large", "gemm_f64w", "gemm_f64")
-DIRECT_TILES = ("gemm_f64", "gemm_large", "gemm_64x192")
-FORCED_SPLITS = (("gemm_large", 2), ("gemm_large", 3), ("gemm_64x192", 2), ("gemm_f64", 2))
+DIRECT_TILES = ("gemm_f64", "gemm_large", "gemm_64x192", "gemm_128x96")
+FORCED_SPLITS = (("gemm_large", 2), ("gemm_large", 3), ("gemm_64x192", 2), ("gemm_128x96", 2),
+                 ("gemm_f64", 2))
 
 
 def sweep_variants(case, args, names=None):

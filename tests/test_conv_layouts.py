@@ -15,7 +15,10 @@ import vkgrad as vg
 import vkgrad.numpy as vnp
 from vkgrad import lax
 from vkgrad.lowering import conv as conv_lowering
+from vkgrad.ir.parser import parse_program
+from vkgrad.ir.verifier import verify
 from vkgrad.lowering.conv_layouts import View, w_layouts, x_layouts
+from vkgrad.pipeline import PASSES
 
 RNG = np.random.default_rng(3)
 
@@ -207,3 +210,96 @@ def test_the_fold_is_a_pass_that_can_be_switched_off():
     assert sum(on.values()) < sum(off.values())
     for a, b in zip(vg.jit(f, backend="vulkan")(x, w), off_jit(x, w)):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-5)
+
+
+# ------------------------------------------------------------------ the pass, as golden text
+# (the fused stage of the input and weight gradients of a 3x3 'SAME' convolution, N2 C32 5x4,
+# 32 features, with the pass off -> the pass). The input gradient's two flips and transpose
+# join its kernel; the weight gradient's transposes of x and g leave their loop kernel (gone),
+# the result's transpose stays a kernel of its own.
+GOLDEN = {"dx": ("""
+program dx(%0: f32[2,32,5,4], %1: f32[32,32,3,3], %2: f32[2,32,5,4]) -> f32[2,32,5,4] {
+  # ---- backward ----
+  %3: f32[32,32,3,3] = fused[kind=input] %1 {
+      # ---- backward ----
+      %4: i32[3] = iota[dimension=0, dtype=i32, shape=(3,)]
+      %5: i32[3] = neg %4
+      %6: i32[3] = add %5, 2:i32
+      %7: f32[32,32,3,3] = transpose[perm=(1,0,2,3)] %1
+      %3: f32[32,32,3,3] = take[axis=2] %7, %6
+  }
+  %8: f32[32,32,3,3] = fused[kind=input] %3 {
+      # ---- backward ----
+      %4: i32[3] = iota[dimension=0, dtype=i32, shape=(3,)]
+      %5: i32[3] = neg %4
+      %6: i32[3] = add %5, 2:i32
+      %8: f32[32,32,3,3] = take[axis=3] %3, %6
+  }
+  %9: f32[2,32,5,4] = conv_general_dilated[lhs_dilation=(1,1), padding=((1,1),(1,1)), rhs_dilation=(1,1), window_strides=(1,1)] %2, %8
+  return %9
+}
+""", """
+program dx(%0: f32[2,32,5,4], %1: f32[32,32,3,3], %2: f32[2,32,5,4]) -> f32[2,32,5,4] {
+  # ---- backward ----
+  %3: f32[2,32,5,4] = fused[kind=input] %1, %2 {
+      # ---- backward ----
+      %4: f32[32,32,3,3] = transpose[perm=(1,0,2,3)] %1
+      %5: i32[3] = iota[dimension=0, dtype=i32, shape=(3,)]
+      %6: i32[3] = neg %5
+      %7: i32[3] = add %6, 2:i32
+      %8: f32[32,32,3,3] = take[axis=2] %4, %7
+      %9: i32[3] = iota[dimension=0, dtype=i32, shape=(3,)]
+      %10: i32[3] = neg %9
+      %11: i32[3] = add %10, 2:i32
+      %12: f32[32,32,3,3] = take[axis=3] %8, %11
+      %3: f32[2,32,5,4] = conv_general_dilated[lhs_dilation=(1,1), padding=((1,1),(1,1)), rhs_dilation=(1,1), window_strides=(1,1)] %2, %12
+  }
+  return %3
+}
+"""), "dw": ("""
+program dw(%0: f32[2,32,5,4], %1: f32[32,32,3,3], %2: f32[2,32,5,4]) -> f32[32,32,3,3] {
+  # ---- backward ----
+  %3: f32[32,2,5,4], %4: f32[32,2,5,4] = fused %0, %2 {
+      # ---- backward ----
+      %5: f32[2,1,32,5,4] = reshape[shape=(2,1,32,5,4)] %0
+      %6: f32[32,1,2,5,4] = transpose[perm=(2,1,0,3,4)] %5
+      %3: f32[32,2,5,4] = reshape[shape=(32,2,5,4)] %6
+      %4: f32[32,2,5,4] = transpose[perm=(1,0,2,3)] %2
+  }
+  %7: f32[32,32,3,3] = conv_general_dilated[lhs_dilation=(1,1), padding=((1,1),(1,1)), rhs_dilation=(1,1), window_strides=(1,1)] %3, %4
+  %8: f32[32,32,3,3] = fused %7 {
+      # ---- backward ----
+      %8: f32[32,32,3,3] = transpose[perm=(1,0,2,3)] %7
+  }
+  return %8
+}
+""", """
+program dw(%0: f32[2,32,5,4], %1: f32[32,32,3,3], %2: f32[2,32,5,4]) -> f32[32,32,3,3] {
+  # ---- backward ----
+  %3: f32[32,32,3,3] = fused[kind=input] %0, %2 {
+      # ---- backward ----
+      %4: f32[2,1,32,5,4] = reshape[shape=(2,1,32,5,4)] %0
+      %5: f32[32,1,2,5,4] = transpose[perm=(2,1,0,3,4)] %4
+      %6: f32[32,2,5,4] = reshape[shape=(32,2,5,4)] %5
+      %7: f32[32,2,5,4] = transpose[perm=(1,0,2,3)] %2
+      %3: f32[32,32,3,3] = conv_general_dilated[lhs_dilation=(1,1), padding=((1,1),(1,1)), rhs_dilation=(1,1), window_strides=(1,1)] %6, %7
+  }
+  %8: f32[32,32,3,3] = fused %3 {
+      # ---- backward ----
+      %8: f32[32,32,3,3] = transpose[perm=(1,0,2,3)] %3
+  }
+  return %8
+}
+""")}
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN))
+def test_the_pass_golden(name):
+    source, expected = GOLDEN[name]
+    p = parse_program(source)
+    out = PASSES["fold_conv_layouts"].apply(p)
+    verify(out)
+    assert str(out) == expected.lstrip("\n")
+    args = [RNG.standard_normal(v.shape).astype(np.float32) for v in p.inputs]
+    for a, b in zip(vg.run_program(p, *args), vg.run_program(out, *args)):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)

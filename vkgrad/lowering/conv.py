@@ -139,10 +139,12 @@ GEMM_VARIANTS = {
     "gemm_medium": Tile(bm=128, bn=64, bk=16, tm=8, tn=8),     # matmul's `medium`
     "gemm_f64": Tile(bm=64, bn=128, bk=8, tm=8, tn=8),
     "gemm_small": Tile(bm=64, bn=64, bk=16, tm=4, tn=8),
-    # f64's rows at 1.5x its columns (8 x 12 sums a thread): C128 28x28's forward in 262
-    # workgroups (2 per multiprocessor: one wave) where f64 gives 392, C256 14x14's in 132;
-    # for the sweep (choose_gemm_variant does not pick it)
+    # For the sweep (choose_gemm_variant picks neither): f64 with 1.5x its columns and
+    # large's rows at 3/4 of its columns, 8 x 12 sums a thread: C128 28x28's forward in 262
+    # workgroups (2 per H200 multiprocessor, one wave) where f64 gives 392 and large 196
+    # (1.5 a multiprocessor); C256 14x14's in 132 (64x192) and 264 (128x96)
     "gemm_64x192": Tile(bm=64, bn=192, bk=8, tm=8, tn=12),
+    "gemm_128x96": Tile(bm=128, bn=96, bk=16, tm=8, tn=12),
 }
 # Channels innermost in k (CG_CIN) on every tile but `small`, where w's storage order ran
 # faster at all 6 ResNet shapes' forwards (H200 sweep 2026-12-01: 336 vs 362 us at C64 56x56,
