@@ -144,7 +144,8 @@ def sweep_variants(case, args, names=None):
     g 256-thread workgroups (SPLIT_SWEEP), as "<name>.cin": channels innermost in k
     whatever the window (a weight gradient's: the output gradient's spatial size), and as
     "<name>.direct": with channels innermost, w read in place (lowering/conv.py's
-    CIN_RELAYOUT off: no conv_relayout dispatch, 4 scalar loads a slot), and as
+    CIN_RELAYOUT off: no conv_relayout dispatch, 4 scalar loads a slot; "<name>.cin.direct"
+    both), and as
     "<name>/s<n>": K split in n slices whatever the workgroups (FORCED_SPLITS: a forward's
     waves against the split sum's pass); below
     GEMM_MIN_FEATURES features per group also conv.comp's (VARIANTS) and the GEMM tiles as
@@ -172,6 +173,7 @@ def sweep_variants(case, args, names=None):
     variants = [(v, window, cin, threads) for v in conv_lowering.GEMM_VARIANTS] + \
         [(f"{v}@{n}", window, cin, n * 256) for v in SPLIT_TILES for n in SPLIT_SWEEP] + \
         [(v + ".cin", 1 << 30, cin, threads) for v in SPLIT_TILES] + \
+        [(v + ".cin.direct", 1 << 30, cin, threads) for v in SPLIT_TILES] + \
         [(v + ".direct", window, cin, threads) for v in DIRECT_TILES] + \
         [(f"{v}/s{n}", window, cin, threads) for v, n in FORCED_SPLITS]
     if not gemm:
@@ -195,7 +197,7 @@ def sweep_variants(case, args, names=None):
                 conv_lowering.SPLIT_TARGET_TILE_THREADS = {}
             kernels[label] = {}
             programs = vkgrad_programs(case)                     # new plans
-            if label.endswith(".cin"):       # only a weight gradient has such a window
+            if ".cin" in label:              # only a weight gradient has such a window
                 programs = {"dw": programs["dw"]}
             out[label] = time_vkgrad(programs, args, kernels[label])
     finally:
