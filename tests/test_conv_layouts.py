@@ -185,6 +185,29 @@ def test_channels_innermost_reads_the_views_relaid_out_or_in_place(relayout, mon
         assert relaid == ([layouts[1]] if relayout else [])
 
 
+@pytest.mark.parametrize("lhs,rhs,kw", [
+    ((4, 8, 16, 16), (8, 1, 3, 3), dict(window_strides=(1, 1), padding="SAME",
+                                        feature_group_count=8)),
+    ((2, 8, 600), (8, 1, 4), dict(window_strides=(1,), padding=((3, 0),),
+                                  feature_group_count=8)),                 # causal conv1d
+])
+def test_a_depthwise_convolutions_gradients_read_their_views_in_place(lhs, rhs, kw):
+    """conv_depthwise.comp: the input gradient's flip (DW_WL = 1, the direct form) and the
+    weight gradient's x and g (DW_XL = 1, DW_WL = 2, the split form), no take or transpose
+    kernel before them (the weight gradient's result is transposed after, as the GEMM's)."""
+    x, w = _f32(*lhs), _f32(*rhs)
+    gy = _f32(*lhs)
+    conv = lambda x, w: lax.conv_general_dilated(x, w, **kw)      # noqa: E731
+    dx = lambda x, w, gy: vg.vjp(lambda x: conv(x, w), x)[1](gy)[0]
+    dw = lambda x, w, gy: vg.vjp(lambda w: conv(x, w), w)[1](gy)[0]
+    for f, name, layouts in ((dx, "conv_depthwise", (0, 1)),
+                             (dw, "conv_depthwise_split", (1, 2))):
+        lowered = _check(f, x, w, gy)
+        steps = [s.launch for s in lowered.lowered.steps]
+        assert steps[0].name == name and "take" not in {s.name for s in steps}, steps
+        assert (dict(steps[0].defines)["DW_XL"], dict(steps[0].defines)["DW_WL"]) == layouts
+
+
 def test_both_gradients_and_a_second_derivative_agree_with_the_interpreter():
     """grad of a loss through both gradients (the folds inside a bigger program), and the
     gradient of a gradient (its convolutions are views again)."""

@@ -246,7 +246,8 @@ def plan_conv(lhs: tuple, rhs: tuple, out: tuple, window_strides, padding, lhs_d
     dims) and params. Roles "x", "w", "out" (temps "partials" with split-K, "w_cin" for w
     relaid out with its input features innermost). `variant` forces a tile, `split_threads`
     the invocations split-K aims at (choose_splits); `x_layout`, `w_layout`: the buffers bound
-    as x and w hold views of them (lowering/conv_layouts.py; conv_gemm.comp only)."""
+    as x and w hold views of them (lowering/conv_layouts.py; conv_gemm.comp's, and
+    conv_depthwise.comp's where its forms read them: conv_depthwise.LAYOUTS)."""
     nd = len(lhs) - 2
     if not 1 <= nd <= 3:
         raise ValueError(f"a convolution with {nd} spatial dimensions (the kernel runs 1 to 3)")
@@ -267,16 +268,17 @@ def plan_conv(lhs: tuple, rhs: tuple, out: tuple, window_strides, padding, lhs_d
     window = math.prod(rhs[2:])
     how = None if variant else conv_depthwise.mode(og, i, window, math.prod(out),
                                                    math.prod(out[2:]), target_of(target))
-    if how and not (x_layout or w_layout):
+    if how:
         return conv_depthwise.plan_depthwise(
             push, math.prod(out), how, k=k, per_group=fill(out[2:], 1),
-            radix=(i, *fill(rhs[2:], 1)), target=target_of(target))
+            radix=(i, *fill(rhs[2:], 1)), target=target_of(target), x_layout=x_layout,
+            w_layout=w_layout)
     name = variant or choose_variant(og, m, k)
     if name in GEMM_VARIANTS and (nd > 2 or max(lhs_dilation) > 1):
         name = choose_gather_variant(og, m)          # the GEMM kernel's limits
     if (x_layout or w_layout) and name not in GEMM_VARIANTS:
-        raise ValueError(f"operand layouts ({x_layout}, {w_layout}) on conv.comp (the "
-                         "GEMM kernel's only)")
+        raise ValueError(f"operand layouts ({x_layout}, {w_layout}) on conv.comp (the GEMM "
+                         "and depthwise kernels' only)")
     if name in GEMM_VARIANTS:
         tile = GEMM_VARIANTS[name]
         gx, gy = cdiv(m, tile.bn), cdiv(og, tile.bm)
