@@ -93,6 +93,16 @@ def _check(f, *args, rtol=1e-4):
     return lowered
 
 
+def _gradients(lhs, rhs, kw):
+    """(x, w, g, {"dx": f, "dw": f}): operands of these shapes, an output gradient, and the
+    programs of the convolution's input and weight gradients, f(x, w, g)."""
+    x, w = _f32(*lhs), _f32(*rhs)
+    conv = lambda x, w: lax.conv_general_dilated(x, w, **kw)      # noqa: E731
+    gy = _f32(*vg.make_ir(conv)(x, w).outputs[0].shape)
+    return x, w, gy, {"dx": lambda x, w, gy: vg.vjp(lambda x: conv(x, w), x)[1](gy)[0],
+                      "dw": lambda x, w, gy: vg.vjp(lambda w: conv(x, w), w)[1](gy)[0]}
+
+
 def _kernels(lowered) -> collections.Counter:
     return collections.Counter(s.launch.name for s in lowered.lowered.steps)
 
@@ -134,11 +144,8 @@ def test_the_input_gradient_reads_the_flipped_kernel_in_place(lhs, rhs, kw, vari
     reads w as CG_WL = 1 (through conv_relayout.comp's copy where k runs channels innermost,
     or in place with `CIN_RELAYOUT` off)."""
     _force(monkeypatch, variant, relayout)
-    x, w = _f32(*lhs), _f32(*rhs)
-    gy = _f32(*vg.make_ir(lambda x, w: lax.conv_general_dilated(x, w, **kw))(x, w).outputs[0]
-              .shape)
-    dx = lambda x, w, gy: vg.vjp(lambda x: lax.conv_general_dilated(x, w, **kw), x)[1](gy)[0]
-    lowered = _check(dx, x, w, gy)
+    x, w, gy, f = _gradients(lhs, rhs, kw)
+    lowered = _check(f["dx"], x, w, gy)
     if max(kw["window_strides"]) > 1:         # phases: convolutions of slices of w's flip
         return
     steps = [s.launch.name for s in lowered.lowered.steps]
@@ -154,11 +161,8 @@ def test_the_weight_gradient_reads_x_and_g_in_place(lhs, rhs, kw, variant, relay
                                                     monkeypatch):
     """No transpose kernel before the convolution: x as CG_XL = 1, g as CG_WL = 2."""
     _force(monkeypatch, variant, relayout)
-    x, w = _f32(*lhs), _f32(*rhs)
-    gy = _f32(*vg.make_ir(lambda x, w: lax.conv_general_dilated(x, w, **kw))(x, w).outputs[0]
-              .shape)
-    dw = lambda x, w, gy: vg.vjp(lambda w: lax.conv_general_dilated(x, w, **kw), w)[1](gy)[0]
-    lowered = _check(dw, x, w, gy)
+    x, w, gy, f = _gradients(lhs, rhs, kw)
+    lowered = _check(f["dw"], x, w, gy)
     steps = [s.launch.name for s in lowered.lowered.steps]
     first = next(i for i, n in enumerate(steps) if n == "conv_gemm")
     assert set(steps[:first]) <= {"conv_relayout"}, steps
@@ -170,14 +174,9 @@ def test_channels_innermost_reads_the_views_relaid_out_or_in_place(relayout, mon
     """The cases above on the f64 tile with k channels innermost (CG_CIN): w's view relaid out
     by conv_relayout.comp (CR_WL), or read in place by the A tile (CG_W_DIRECT)."""
     _force(monkeypatch, "gemm_f64", relayout)
-    lhs, rhs, kw = CASES[4]
-    x, w = _f32(*lhs), _f32(*rhs)
-    gy = _f32(16, 32, 3, 3)
-    conv = lambda x, w: lax.conv_general_dilated(x, w, **kw)      # noqa: E731
+    x, w, gy, f = _gradients(*CASES[4])
     for mode, layouts in (("dx", (0, 1)), ("dw", (1, 2))):
-        f = (lambda x, w, gy: vg.vjp(lambda x: conv(x, w), x)[1](gy)[0]) if mode == "dx" \
-            else (lambda x, w, gy: vg.vjp(lambda w: conv(x, w), w)[1](gy)[0])
-        lowered = vg.jit(f, backend="vulkan").lower(x, w, gy)
+        lowered = vg.jit(f[mode], backend="vulkan").lower(x, w, gy)
         (d,) = _defines(lowered)
         assert (d["CG_CIN"], d["CG_W_DIRECT"], d["CG_XL"], d["CG_WL"]) == \
             (1, int(not relayout)) + layouts
@@ -195,14 +194,10 @@ def test_a_depthwise_convolutions_gradients_read_their_views_in_place(lhs, rhs, 
     """conv_depthwise.comp: the input gradient's flip (DW_WL = 1, the direct form) and the
     weight gradient's x and g (DW_XL = 1, DW_WL = 2, the split form), no take or transpose
     kernel before them (the weight gradient's result is transposed after, as the GEMM's)."""
-    x, w = _f32(*lhs), _f32(*rhs)
-    gy = _f32(*lhs)
-    conv = lambda x, w: lax.conv_general_dilated(x, w, **kw)      # noqa: E731
-    dx = lambda x, w, gy: vg.vjp(lambda x: conv(x, w), x)[1](gy)[0]
-    dw = lambda x, w, gy: vg.vjp(lambda w: conv(x, w), w)[1](gy)[0]
-    for f, name, layouts in ((dx, "conv_depthwise", (0, 1)),
-                             (dw, "conv_depthwise_split", (1, 2))):
-        lowered = _check(f, x, w, gy)
+    x, w, gy, f = _gradients(lhs, rhs, kw)
+    for mode, name, layouts in (("dx", "conv_depthwise", (0, 1)),
+                                ("dw", "conv_depthwise_split", (1, 2))):
+        lowered = _check(f[mode], x, w, gy)
         steps = [s.launch for s in lowered.lowered.steps]
         assert steps[0].name == name and "take" not in {s.name for s in steps}, steps
         assert (dict(steps[0].defines)["DW_XL"], dict(steps[0].defines)["DW_WL"]) == layouts

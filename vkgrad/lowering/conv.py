@@ -41,6 +41,10 @@ Mamba-shaped conv1d), whose 512-row tile it would fill with 9 rows. A forced GEM
 Epilogues: elementwise work on the result (a bias, an activation) runs in either kernel's
 store (VKG_STORE_B2) unless K is split.
 
+Views: the gradients' flipped and transposed operands are read in place by conv_gemm.comp and
+conv_depthwise.comp (lowering/conv_layouts.py finds them; `plan_group` plans such a fused
+kernel, binding the viewed buffers).
+
 Split-K: a weight gradient has few output positions (m = C/G * window) and a long k (N * out
 spatial), so the k range is split over workgroups (grid z = splits * groups) into partial
 results [splits, N, O, P] that a reduction sums in a fixed order (deterministic, no atomics),
