@@ -4,7 +4,8 @@ in interleaved rounds in one process.
 
 On the NVIDIA device machine, from the repo root (with .gpu carried):
     source bench/gpu_env.sh && python3 bench/bench_conv.py [--rounds 5] [--quick]
-Prints JSON (and writes $OUT/conv.json, or ./conv.json without $OUT).
+Prints JSON (and writes $OUT/conv.json, or ./conv.json without $OUT; --direct: the same
+with lowering/conv.py's CIN_RELAYOUT off, into conv_direct.json).
 
 Convolutions (NCHW / OIHW, 'SAME' padding): ResNet's 3x3 at N32 C64 56x56, C128 28x28, C256
 14x14, each at stride 1 and 2; a depthwise 3x3 (N32 C256 28x28, groups = C); Mamba's causal
@@ -131,14 +132,22 @@ GEMM_KERNELS = ("conv", "conv_gemm")     # what the forced variants change
 # SPLIT_TARGET_THREADS / 256), on the tiles that split: "<tile>@<groups>"
 SPLIT_SWEEP = (132, 528, 1056)
 SPLIT_TILES = ("gemm_large", "gemm_f64w", "gemm_f64")
+DIRECT_TILES = ("gemm_f64", "gemm_large", "gemm_64x192", "gemm_128x96")
+FORCED_SPLITS = (("gemm_large", 2), ("gemm_large", 3), ("gemm_64x192", 2), ("gemm_128x96", 2),
+                 ("gemm_f64", 2))
 
 
 def sweep_variants(case, args, names=None):
     """({variant: {mode: us}}, {variant: {mode: {kernel: us}}}) with every convolution of the
     programs forced to that variant: conv_gemm.comp's (GEMM_VARIANTS; a convolution that
     kernel cannot run takes conv.comp's choice), these also as "<name>@<g>": split-K aiming at
-    g 256-thread workgroups (SPLIT_SWEEP), and as "<name>.cin": channels innermost in k
-    whatever the window (a weight gradient's: the output gradient's spatial size); below
+    g 256-thread workgroups (SPLIT_SWEEP), as "<name>.cin": channels innermost in k
+    whatever the window (a weight gradient's: the output gradient's spatial size), and as
+    "<name>.direct": with channels innermost, w read in place (lowering/conv.py's
+    CIN_RELAYOUT off: no conv_relayout dispatch, 4 scalar loads a slot; "<name>.cin.direct"
+    both), and as
+    "<name>/s<n>": K split in n slices whatever the workgroups (FORCED_SPLITS: a forward's
+    waves against the split sum's pass); below
     GEMM_MIN_FEATURES features per group also conv.comp's (VARIANTS) and the GEMM tiles as
     "<name>.worder" (k in w's storage order wherever the planner would put channels
     innermost). Depthwise convolutions whose weight gradient sums in workgroups:
@@ -153,7 +162,7 @@ def sweep_variants(case, args, names=None):
         return {}, {}
     saved = {k: getattr(conv_lowering, k) for k in
              ("choose_variant", "CIN_MAX_WINDOW", "CIN_TILES", "SPLIT_TARGET_THREADS",
-              "SPLIT_TARGET_TILE_THREADS")}
+              "SPLIT_TARGET_TILE_THREADS", "CIN_RELAYOUT", "choose_splits")}
     o, g = case[4], case[7]
     # conv.comp's tiles ran 1.2-7x slower than the best GEMM tile at ResNet's 64-256 features
     # (the 2026-12-01 sweep, BENCHMARKS.md), and w's k order (".worder") was measured there on
@@ -163,7 +172,10 @@ def sweep_variants(case, args, names=None):
     cin = saved["CIN_TILES"]
     variants = [(v, window, cin, threads) for v in conv_lowering.GEMM_VARIANTS] + \
         [(f"{v}@{n}", window, cin, n * 256) for v in SPLIT_TILES for n in SPLIT_SWEEP] + \
-        [(v + ".cin", 1 << 30, cin, threads) for v in SPLIT_TILES]
+        [(v + ".cin", 1 << 30, cin, threads) for v in SPLIT_TILES] + \
+        [(v + ".cin.direct", 1 << 30, cin, threads) for v in SPLIT_TILES] + \
+        [(v + ".direct", window, cin, threads) for v in DIRECT_TILES] + \
+        [(f"{v}/s{n}", window, cin, threads) for v, n in FORCED_SPLITS]
     if not gemm:
         variants += [(v, window, cin, threads) for v in conv_lowering.VARIANTS]
         variants += [(v + ".worder", 0, cin, threads) for v in conv_lowering.GEMM_VARIANTS]
@@ -172,16 +184,20 @@ def sweep_variants(case, args, names=None):
         for label, cin_window, cin_tiles, split_threads in variants:
             if names and label not in names:
                 continue
-            name = label.split(".")[0].split("@")[0]
+            name = label.split(".")[0].split("@")[0].split("/")[0]
             conv_lowering.choose_variant = lambda og, m, k=0, name=name: name
             conv_lowering.CIN_MAX_WINDOW = cin_window
             conv_lowering.CIN_TILES = cin_tiles
             conv_lowering.SPLIT_TARGET_THREADS = split_threads
+            conv_lowering.CIN_RELAYOUT = not label.endswith(".direct")
+            if "/s" in label:
+                n = int(label.split("/s")[1])
+                conv_lowering.choose_splits = lambda *a, n=n, **k: n
             if "@" in label:             # the label's target for every tile
                 conv_lowering.SPLIT_TARGET_TILE_THREADS = {}
             kernels[label] = {}
             programs = vkgrad_programs(case)                     # new plans
-            if label.endswith(".cin"):       # only a weight gradient has such a window
+            if ".cin" in label:              # only a weight gradient has such a window
                 programs = {"dw": programs["dw"]}
             out[label] = time_vkgrad(programs, args, kernels[label])
     finally:
@@ -439,13 +455,18 @@ def main():
     ap.add_argument("--no-resnet", action="store_true")
     ap.add_argument("--sweep", action="store_true", help="time every kernel variant too")
     ap.add_argument("--variants", default="", help="comma-separated variants to sweep ('' all)")
+    ap.add_argument("--direct", action="store_true",
+                    help="w read in place with channels innermost (CIN_RELAYOUT off; writes "
+                         "conv_direct.json)")
     args = ap.parse_args()
+    conv_lowering.CIN_RELAYOUT = not args.direct
     torch, jax = cuda_torch(), get_jax()
     cases = QUICK if args.quick else CONVS
     if args.only:
         cases = [c for c in cases if c[0] in args.only.split(",")]
     rng = np.random.default_rng(0)
-    result = {"device": vg.devices()[0].name, "rounds": args.rounds, "convs": {}}
+    result = {"device": vg.devices()[0].name, "rounds": args.rounds,
+              "cin_relayout": conv_lowering.CIN_RELAYOUT, "convs": {}}
     for case in cases:
         x, w = operands(case, rng)
         gy = rng.standard_normal(out_shape(case)).astype(np.float32)
@@ -493,11 +514,13 @@ def main():
 
 
 def write(result) -> str:
-    """$OUT/conv.json (./conv.json without $OUT); returns the text."""
+    """$OUT/conv.json (./conv.json without $OUT; conv_direct.json with --direct); returns
+    the text."""
     text = json.dumps(result, indent=1)
     out = Path(os.environ.get("OUT", "."))
     out.mkdir(parents=True, exist_ok=True)
-    (out / "conv.json").write_text(text)
+    name = "conv.json" if result["cin_relayout"] else "conv_direct.json"
+    (out / name).write_text(text)
     return text
 
 

@@ -11,7 +11,10 @@
 // vkgrad/lowering/conv_depthwise.py, which lowering/conv.py asks first).
 // Bindings: 0 x, 1 w, 2 out. Grid: lowering/launch.py's grid() over ceil(N*C*P / 256) groups,
 // each thread looping on by the whole grid. With DW_SPLIT or DW_REDUCE defined, the reduction
-// forms below.
+// forms below. Operand layouts (lowering/conv_layouts.py; conv_gemm.comp's CG_XL, CG_WL):
+// DW_WL = 1, w's window flipped (an input gradient's kernel: w[c, 0, r] = w0[c, 0, KP-1-r]);
+// in DW_SPLIT, DW_XL = 1 (x0 [I, G*N, ...] viewed [N, G*I, ...]: a weight gradient's input)
+// and DW_WL = 2 (w0 [I, O, ...] with its first two axes swapped: its output gradient).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 // VKGRAD_FUSION_HOOKS
@@ -46,7 +49,10 @@ void main() {
     const uint ng = gl_WorkGroupID.x, split = gl_WorkGroupID.y;    // ng = n * O + g
     const uint g = ng % p.O, n = ng / p.O;
     const uint t = gl_LocalInvocationID.x;
-    const uint xbase = (n * p.C + g * p.I) * DHW, wbase = g * K;
+    const uint G = p.C / p.I;
+    const uint xbase = DW_XL == 1 ? (g * p.N + n) * DHW : (n * p.C + g * p.I) * DHW;
+    const uint XC = DW_XL == 1 ? G * p.N * DHW : DHW;      // x: from a channel to the next
+    const uint wbase = DW_WL == 2 ? g * KP : g * K, WC = DW_WL == 2 ? p.O * KP : KP;
     float acc[MAXP];
     [[unroll]] for (uint q = 0u; q < MAXP; q++) acc[q] = 0.0;
     const uint kend = min(K, (split + 1u) * p.chunk);
@@ -54,7 +60,7 @@ void main() {
     uint c = k / KP, kp = k % KP;
     uint kw = kp % p.KW, kh = (kp / p.KW) % p.KH, kd = kp / (p.KW * p.KH);
     for (; k < kend; k += 256u) {
-        const float wv = w[wbase + k];
+        const float wv = w[wbase + c * WC + (kd * p.KH + kh) * p.KW + kw];
         int id[SD], ih[SH], iw[SW];
         [[unroll]] for (uint j = 0u; j < SD; j++)
             id[j] = input_at(int(j * p.sd + kd * p.rd_d) - p.pd, p.ld_d, p.D);
@@ -62,7 +68,7 @@ void main() {
             ih[j] = input_at(int(j * p.sh + kh * p.rd_h) - p.ph, p.ld_h, p.H);
         [[unroll]] for (uint j = 0u; j < SW; j++)
             iw[j] = input_at(int(j * p.sw + kw * p.rd_w) - p.pw, p.ld_w, p.W);
-        const uint xc = xbase + c * DHW;
+        const uint xc = xbase + c * XC;
         [[unroll]] for (uint a = 0u; a < SD; a++)
             [[unroll]] for (uint b = 0u; b < SH; b++) {
                 const bool row = id[a] >= 0 && ih[b] >= 0;
@@ -166,10 +172,12 @@ void main() {
                 int ih = input_at(h0 + int(kh * p.rd_h), p.ld_h, p.H);
                 if (ih < 0) continue;
                 uint row = xbase + (uint(id) * p.H + uint(ih)) * p.W;
-                uint wrow = wbase + (kd * p.KH + kh) * p.KW;
+                uint wrow = (kd * p.KH + kh) * p.KW;
                 for (uint kw = 0u; kw < p.KW; kw++) {
                     int iw = input_at(w0 + int(kw * p.rd_w), p.ld_w, p.W);
-                    if (iw >= 0) acc = fma(w[wrow + kw], x[row + uint(iw)], acc);
+                    const uint r = wrow + kw;
+                    if (iw >= 0)
+                        acc = fma(w[wbase + (DW_WL == 1 ? KP - 1u - r : r)], x[row + uint(iw)], acc);
                 }
             }
         }

@@ -32,11 +32,22 @@
 // - CG_CIN = 0: k = (c, kh, kw), w's storage order: w's 4 elements of a slot are one vec4 when
 //   K % 4 == 0 (CG_VEC_W); each element of x is tested on its own. For long windows (a weight
 //   gradient, whose window is the output gradient: x's elements are then contiguous along k).
+// Operand layouts (defines; lowering/conv_layouts.py finds them): the convolution's operands
+// may be views of other buffers, read in place instead of copied first:
+// - CG_XL = 1: x is x0 [I, G*N, H, W] viewed [N, G*I, H, W] (x[n, g*I + c] = x0[c, g*N + n]:
+//   a weight gradient's input, the batch its channels): a channel is G*N planes on.
+// - CG_WL = 1: w [G*Og, I, KH, KW] is w0 [G*I, Og, KH, KW] with (O, I) swapped per group and
+//   every spatial axis flipped (an input gradient's kernel): w[g*Og + f, c, r] =
+//   w0[g*I + c, f, KP-1-r]. CG_WL = 2: w is w0 [I, O, KH, KW] with its first two axes swapped
+//   (a weight gradient's output gradient): w[f, c, r] = w0[c, f, r].
+// With CG_CIN, conv_relayout.comp reads those layouts (w comes relaid out), unless CG_W_DIRECT:
+// then the A tile loads w in its own layout, 4 scalars a slot.
 // Split-K: workgroup z = s * G + g sums k in [s * chunk, (s + 1) * chunk) and writes slice s of
 // out, [splits, N, O, OH, OW], which a reduction then sums (chunk >= K: no split).
 // Defines: CG_BM, CG_BN, CG_BK, CG_TM, CG_TN, CG_ALWAYS_PREFETCH (the tile), CG_CIN,
-// CG_VEC_W (vec4 loads of w), CG_VEC_O (vec4 stores: OH * OW % 4 == 0). Bindings: 0 x, 1 w
-// (relaid out with CG_CIN), 2 out. Grid: (ceil(N*OH*OW / BN), ceil(Og / BM), splits * G).
+// CG_VEC_W (vec4 loads of w), CG_VEC_O (vec4 stores: OH * OW % 4 == 0), CG_XL, CG_WL,
+// CG_W_DIRECT (the layouts). Bindings: 0 x, 1 w (relaid out with CG_CIN but not CG_W_DIRECT),
+// 2 out. Grid: (ceil(N*OH*OW / BN), ceil(Og / BM), splits * G).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 // VKGRAD_FUSION_HOOKS
@@ -51,6 +62,10 @@ const uint LA = (BM * BK / 4u) / T1;      // slots of 4 k per thread: A, B
 const uint LB = (BN * BK / 4u) / T1;
 const bool CIN = CG_CIN != 0, VEC_W = CG_VEC_W != 0, VEC_O = CG_VEC_O != 0;
 const bool ALWAYS_PREFETCH = CG_ALWAYS_PREFETCH != 0;
+const uint XL = CG_XL;
+// w's layout as the A tile reads it: relaid out (plain) where CIN reads conv_relayout's copy
+const bool W_DIRECT = CG_W_DIRECT != 0;
+const uint WL = CIN && !W_DIRECT ? 0u : CG_WL;
 shared vec4 smem[2u * STAGE];
 #include "gemm_tile.glsl"
 
@@ -70,6 +85,10 @@ void main() {
     const uint P = p.OH * p.OW, M = p.N * P;
     const uint KP = p.KH * p.KW, K = p.I * KP;
     const uint HW = p.H * p.W;
+    const uint XC = XL == 1u ? G * p.N * HW : HW;               // x: from a channel to the next
+    // w: from an input feature to the next, and a window offset's place (flipped: WL 1)
+    const uint WC = WL == 0u ? KP : (WL == 1u ? p.Og * KP : p.O * KP);
+#define W_TAP(r) (WL == 1u ? KP - 1u - (r) : (r))
     const uint kbegin = split * p.chunk, kend = min(K, kbegin + p.chunk);
     const uint q0 = gl_WorkGroupID.x * BN, f0 = gl_WorkGroupID.y * BM;
     // every slot of this thread has the same 4 k offsets in the step (T1 % (BK / 4) == 0)
@@ -82,7 +101,8 @@ void main() {
         uint kk_;
         tile_pos(stid, l, BM, true, a_r[l], kk_);
         a_live[l] = f0 + a_r[l] < p.Og;
-        a_row[l] = (g * p.Og + min(f0 + a_r[l], p.Og - 1u)) * K;
+        const uint f = min(f0 + a_r[l], p.Og - 1u);
+        a_row[l] = WL == 1u ? g * p.Og * K + f * KP : (g * p.Og + f) * (WL == 0u ? K : KP);
     }
     // B's slots: a position's input plane (channel 0 of the group) plus its window origin, and
     // the origin itself for the padding tests (a dead position's row is far outside)
@@ -96,7 +116,8 @@ void main() {
         q = live ? q : 0u;
         uint n = q / P, pp = q % P;
         int h0 = int((pp / p.OW) * p.sh) - p.ph, w0 = int((pp % p.OW) * p.sw) - p.pw;
-        b_base[l] = int((n * p.C + g * p.I) * HW) + h0 * int(p.W) + w0;
+        const uint plane = XL == 1u ? (g * p.N + n) * HW : (n * p.C + g * p.I) * HW;
+        b_base[l] = int(plane) + h0 * int(p.W) + w0;
         b_h0[l] = live ? h0 : -(1 << 30);
         b_w0[l] = w0;
     }
@@ -121,14 +142,20 @@ void main() {
         const uint c = sc + kq;                                                                 \
         [[unroll]] for (uint l = 0u; l < LA; l++) {                                             \
             const bool ok = in_k && a_live[l];                                                  \
-            const vec4 v = w_v[ok ? (a_row[l] + wk * p.I + c) >> 2u : 0u];                      \
-            areg[l] = ok ? v : vec4(0.0);                                                       \
+            if (!W_DIRECT) {                /* conv_relayout's copy: [O, KH, KW, I] */          \
+                const vec4 v = w_v[ok ? (a_row[l] + wk * p.I + c) >> 2u : 0u];                  \
+                areg[l] = ok ? v : vec4(0.0);                                                   \
+            } else {                                                                            \
+                const uint at = ok ? a_row[l] + c * WC + W_TAP(wk) : 0u;                        \
+                const vec4 v = vec4(w[at], w[at + WC], w[at + 2u * WC], w[at + 3u * WC]);       \
+                areg[l] = ok ? v : vec4(0.0);                                                   \
+            }                                                                                   \
         }                                                                                       \
         [[unroll]] for (uint l = 0u; l < LB; l++) {                                             \
             const bool ok = in_k && uint(b_h0[l] + int(dh)) < p.H                               \
                                  && uint(b_w0[l] + int(dw)) < p.W;                              \
-            const uint at = ok ? uint(b_base[l] + int(c * HW + dh * p.W + dw)) : 0u;            \
-            const vec4 v = vec4(x[at], x[at + HW], x[at + 2u * HW], x[at + 3u * HW]);           \
+            const uint at = ok ? uint(b_base[l] + int(c * XC + dh * p.W + dw)) : 0u;            \
+            const vec4 v = vec4(x[at], x[at + XC], x[at + 2u * XC], x[at + 3u * XC]);           \
             breg[l] = ok ? v : vec4(0.0);                                                       \
         }                                                                                       \
         sc += BK;                                                                               \
@@ -138,24 +165,26 @@ void main() {
         }                                                                                       \
     } else {                                                                                    \
         const uint k = (k0) + kq;                                                               \
-        if (VEC_W) {                                                                            \
+        if (VEC_W) {          /* (WL 2: KP % 4 == 0, so a slot's 4 k share their c) */       \
+            const uint wk = WL == 0u ? k : sc * WC + skh * p.KW + skw;                          \
             [[unroll]] for (uint l = 0u; l < LA; l++) {                                         \
                 const bool ok = k < kend && a_live[l];                                          \
-                const vec4 v = w_v[ok ? (a_row[l] + k) >> 2u : 0u];                             \
+                const vec4 v = w_v[ok ? (a_row[l] + wk) >> 2u : 0u];                            \
                 areg[l] = ok ? v : vec4(0.0);                                                   \
             }                                                                                   \
-        } else {                                                                                \
-            [[unroll]] for (uint l = 0u; l < LA; l++)                                           \
-                [[unroll]] for (uint j = 0u; j < 4u; j++) {                                     \
-                    const bool ok = k + j < kend && a_live[l];                                  \
-                    const float v = w[ok ? a_row[l] + k + j : 0u];                              \
-                    areg[l][j] = ok ? v : 0.0;                                                  \
-                }                                                                               \
         }                                                                                       \
         uint c = sc, kh = skh, kw = skw;                                                        \
         [[unroll]] for (uint j = 0u; j < 4u; j++) {                                             \
             const uint dh = kh * p.rd_h, dw = kw * p.rd_w;                                      \
-            const uint off = c * HW + dh * p.W + dw;                                            \
+            const uint off = c * XC + dh * p.W + dw;                                            \
+            if (!VEC_W) {                                                                       \
+                const uint wk = WL == 0u ? k + j : c * WC + W_TAP(kh * p.KW + kw);              \
+                [[unroll]] for (uint l = 0u; l < LA; l++) {                                     \
+                    const bool ok = k + j < kend && a_live[l];                                  \
+                    const float v = w[ok ? a_row[l] + wk : 0u];                                 \
+                    areg[l][j] = ok ? v : 0.0;                                                  \
+                }                                                                               \
+            }                                                                                   \
             [[unroll]] for (uint l = 0u; l < LB; l++) {                                         \
                 const bool ok = k + j < kend && uint(b_h0[l] + int(dh)) < p.H                   \
                                              && uint(b_w0[l] + int(dw)) < p.W;                  \

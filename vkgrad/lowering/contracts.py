@@ -10,10 +10,12 @@ A contract says:
     plan(e, target)     -> (OpPlan, {role: Var}): the dispatches for eqn `e` on `target`, and
                         which value plays each role of the plan (roles not in the map are
                         temporaries); raises Unsupported for what the kernel cannot run
-    plan_group(anchors, target, root)
+    plan_group(anchors, target, root, body)
                         the same for a fused kernel whose body holds several anchors (sibling
                         reductions; a matmul and its column sum), or one anchor with fused
-                        loads or stores; None where the group is not this family's
+                        loads or stores (`body`: the fused kernel's body, for a family that
+                        reads its operands' views in place: conv); None where the group is
+                        not this family's
     fused_loads         {primitive: operand positions whose loads may run generated code}
                         (the shader's VKG_LOAD_Bn hooks, binding n = operand position)
     load_max_cost, load_max_full_inputs
@@ -73,7 +75,7 @@ def _always(e, target, loads=False) -> bool:
 
 def _single(contract):
     """The default plan_group: one anchor, planned as on its own."""
-    def plan_group(anchors, target, root):
+    def plan_group(anchors, target, root, body=None):
         if len(anchors) == 1 and anchors[0].prim in contract.primitives:
             return contract.plan(anchors[0], target)
         return None
@@ -103,8 +105,8 @@ class KernelContract:
     def dtypes_on(self, target) -> tuple:
         return self.dtypes + tuple(self.target_dtypes(target))
 
-    def group(self, anchors, target, root):
-        return (self.plan_group or _single(self))(anchors, target, root)
+    def group(self, anchors, target, root, body=None):
+        return (self.plan_group or _single(self))(anchors, target, root, body)
 
     def loads(self, e, target) -> tuple:
         """Operand positions of `e` whose loads may run fused code on `target`."""

@@ -41,6 +41,10 @@ Mamba-shaped conv1d), whose 512-row tile it would fill with 9 rows. A forced GEM
 Epilogues: elementwise work on the result (a bias, an activation) runs in either kernel's
 store (VKG_STORE_B2) unless K is split.
 
+Views: the gradients' flipped and transposed operands are read in place by conv_gemm.comp and
+conv_depthwise.comp (lowering/conv_layouts.py finds them; `plan_group` plans such a fused
+kernel, binding the viewed buffers).
+
 Split-K: a weight gradient has few output positions (m = C/G * window) and a long k (N * out
 spatial), so the k range is split over workgroups (grid z = splits * groups) into partial
 results [splits, N, O, P] that a reduction sums in a fixed order (deterministic, no atomics),
@@ -61,7 +65,7 @@ import math
 from dataclasses import dataclass
 
 from vkgrad import primitives as P
-from vkgrad.lowering import conv_depthwise
+from vkgrad.lowering import conv_depthwise, conv_layouts
 from vkgrad.lowering.conv_depthwise import mixed_radix
 from vkgrad.lowering.contracts import KernelContract, Unsupported, need_f32, register
 from vkgrad.lowering.kernels import OpPlan, Temp, _defines, plan_split_sum
@@ -139,6 +143,12 @@ GEMM_VARIANTS = {
     "gemm_medium": Tile(bm=128, bn=64, bk=16, tm=8, tn=8),     # matmul's `medium`
     "gemm_f64": Tile(bm=64, bn=128, bk=8, tm=8, tn=8),
     "gemm_small": Tile(bm=64, bn=64, bk=16, tm=4, tn=8),
+    # For the sweep (choose_gemm_variant picks neither): f64 with 1.5x its columns and
+    # large's rows at 3/4 of its columns, 8 x 12 sums a thread: C128 28x28's forward in 262
+    # workgroups (2 per H200 multiprocessor, one wave) where f64 gives 392 and large 196
+    # (1.5 a multiprocessor); C256 14x14's in 132 (64x192) and 264 (128x96)
+    "gemm_64x192": Tile(bm=64, bn=192, bk=8, tm=8, tn=12),
+    "gemm_128x96": Tile(bm=128, bn=96, bk=16, tm=8, tn=12),
 }
 # Channels innermost in k (CG_CIN) on every tile but `small`, where w's storage order ran
 # faster at all 6 ResNet shapes' forwards (H200 sweep 2026-12-01: 336 vs 362 us at C64 56x56,
@@ -148,6 +158,10 @@ CIN_TILES = frozenset(GEMM_VARIANTS) - {"gemm_small"}
 GEMM_MAX_PADDING = 1.25
 GEMM_MIN_FEATURES = 32        # fewer output features per group: conv.comp's narrow tiles
 CIN_MAX_WINDOW = 64           # channels innermost in k for windows up to this (3x3, 7x7)
+# With channels innermost, w is relaid out first (conv_relayout.comp) for vec4 loads of the A
+# tile; False: the A tile reads w in place (4 scalars a slot, in any of conv_layouts' layouts),
+# one dispatch fewer (the sweep's ".direct").
+CIN_RELAYOUT = True
 # The rule `choose_gemm_variant` follows, fitted to the H200 sweep of 2026-12-01 (every tile
 # at the 6 ResNet shapes, forward and both gradients; kernel us):
 # (every tile has 128 threads; they differ in the block each computes)
@@ -230,11 +244,14 @@ def choose_splits(groups: int, k: int, tile: ConvTile | Tile, target=None, *,
 
 def plan_conv(lhs: tuple, rhs: tuple, out: tuple, window_strides, padding, lhs_dilation,
               rhs_dilation, groups: int, *, target=None, variant: str | None = None,
-              split_threads: int | None = None) -> OpPlan:
+              split_threads: int | None = None, x_layout: int = 0,
+              w_layout: int = 0) -> OpPlan:
     """The dispatches of conv_general_dilated for operands of these shapes (1 to 3 spatial
     dims) and params. Roles "x", "w", "out" (temps "partials" with split-K, "w_cin" for w
     relaid out with its input features innermost). `variant` forces a tile, `split_threads`
-    the invocations split-K aims at (choose_splits)."""
+    the invocations split-K aims at (choose_splits); `x_layout`, `w_layout`: the buffers bound
+    as x and w hold views of them (lowering/conv_layouts.py; conv_gemm.comp's, and
+    conv_depthwise.comp's where its forms read them: conv_depthwise.LAYOUTS)."""
     nd = len(lhs) - 2
     if not 1 <= nd <= 3:
         raise ValueError(f"a convolution with {nd} spatial dimensions (the kernel runs 1 to 3)")
@@ -258,10 +275,14 @@ def plan_conv(lhs: tuple, rhs: tuple, out: tuple, window_strides, padding, lhs_d
     if how:
         return conv_depthwise.plan_depthwise(
             push, math.prod(out), how, k=k, per_group=fill(out[2:], 1),
-            radix=(i, *fill(rhs[2:], 1)), target=target_of(target))
+            radix=(i, *fill(rhs[2:], 1)), target=target_of(target), x_layout=x_layout,
+            w_layout=w_layout)
     name = variant or choose_variant(og, m, k)
     if name in GEMM_VARIANTS and (nd > 2 or max(lhs_dilation) > 1):
         name = choose_gather_variant(og, m)          # the GEMM kernel's limits
+    if (x_layout or w_layout) and name not in GEMM_VARIANTS:
+        raise ValueError(f"operand layouts ({x_layout}, {w_layout}) on conv.comp (the GEMM "
+                         "and depthwise kernels' only)")
     if name in GEMM_VARIANTS:
         tile = GEMM_VARIANTS[name]
         gx, gy = cdiv(m, tile.bn), cdiv(og, tile.bm)
@@ -279,38 +300,41 @@ def plan_conv(lhs: tuple, rhs: tuple, out: tuple, window_strides, padding, lhs_d
     chunk = cdiv(cdiv(k, tile.bk), splits) * tile.bk
     push += (chunk, *mixed_radix(tile.bk, (i, *fill(rhs[2:], 1))))
     cin = name in CIN_TILES and i % tile.bk == 0 and 1 < window <= CIN_MAX_WINDOW
+    relaid = cin and CIN_RELAYOUT
+    vec_w = relaid or (k % 4 == 0 if w_layout == 0 else w_layout == 2 and window % 4 == 0)
     if name in GEMM_VARIANTS:
         launch = Launch(name="conv_gemm", shader="conv_gemm.comp", bindings=3,
                         groups=(gx, gy, splits * groups), push=push, defines=_defines(
                             CG_BM=tile.bm, CG_BN=tile.bn, CG_BK=tile.bk, CG_TM=tile.tm,
                             CG_TN=tile.tn, CG_ALWAYS_PREFETCH=tile.always_prefetch,
-                            CG_CIN=cin, CG_VEC_W=cin or k % 4 == 0,
-                            CG_VEC_O=math.prod(out[2:]) % 4 == 0))
+                            CG_CIN=cin, CG_VEC_W=vec_w, CG_VEC_O=math.prod(out[2:]) % 4 == 0,
+                            CG_XL=x_layout, CG_WL=w_layout, CG_W_DIRECT=not relaid))
     else:
         launch = Launch(name="conv", shader="conv.comp", bindings=3,
                         groups=(gx, gy, splits * groups), push=push, defines=_defines(
                             CV_TX=tile.tx, CV_TY=tile.ty, CV_RM=tile.rm, CV_RN=tile.rn,
                             CV_BK=tile.bk))
-    w = "w_cin" if cin else "w"
+    w = "w_cin" if relaid else "w"
     if splits == 1:
         plan = OpPlan(((launch, ("x", w, "out")),))
     else:
         plan = plan_split_sum(launch, ("x", w), "out", splits, math.prod(out), target=target)
-    if not cin:
+    if not relaid:
         return plan
     # channels innermost: w relaid out [O, window, I] first, for vec4 loads along k
     relayout = Launch(name="conv_relayout", shader="conv_relayout.comp", bindings=2,
-                      groups=grid(cdiv(o * k, 256)), push=(o, i, window))
+                      groups=grid(cdiv(o * k, 256)), push=(o, i, window, og),
+                      defines=_defines(CR_WL=w_layout))
     return OpPlan(((relayout, ("w", "w_cin")),) + plan.steps,
                   (Temp("w_cin", o * k, "float32"),) + plan.temps)
 
 
-def _plan(e, target):
+def _plan(e, target, x_layout=0, w_layout=0):
     lhs, rhs = e.inputs
     prm = e.params
     return plan_conv(lhs.shape, rhs.shape, e.out.shape, prm["window_strides"], prm["padding"],
                      prm["lhs_dilation"], prm["rhs_dilation"], prm["feature_group_count"],
-                     target=target)
+                     target=target, x_layout=x_layout, w_layout=w_layout)
 
 
 def plan_eqn(e, target):
@@ -321,6 +345,31 @@ def plan_eqn(e, target):
     except ValueError as err:
         raise Unsupported(str(err), e) from None
     return plan, {"x": lhs, "w": rhs, "out": e.out}
+
+
+def plan_group(anchors, target, root, body=None):
+    """A convolution's fused kernel: an epilogue in its store (fusion/epilogues.py), and
+    operands read in place where they are views of the kernel's inputs in a layout
+    conv_gemm.comp reads (lowering/conv_layouts.py, its flips the only other anchors)."""
+    convs = [a for a in anchors if a.prim is P.conv_p]
+    if len(convs) != 1:
+        return None
+    e = convs[0]
+    if body is None:
+        return plan_eqn(e, target) if len(anchors) == 1 else None
+    inputs = set(body.inputs)
+    (xs, xl, x_eqns), (ws, wl, w_eqns) = conv_layouts.operand_layouts(
+        e, conv_layouts.producers(body.eqns), inputs)
+    if any(a is not e and a not in x_eqns + w_eqns for a in anchors):
+        return None
+    if xs not in inputs or ws not in inputs:
+        return plan_eqn(e, target)
+    need_f32(e, *e.inputs)
+    try:
+        plan = _plan(e, target, xl, wl)
+    except ValueError:
+        return plan_eqn(e, target)   # (the kernel that runs it reads no views: as it is)
+    return plan, {"x": xs, "w": ws, "out": e.out}
 
 
 def takes_hooks(e, target=None, loads: bool = False) -> bool:
@@ -336,6 +385,7 @@ def takes_hooks(e, target=None, loads: bool = False) -> bool:
 
 CONTRACT = register(KernelContract(
     name="conv", shader="conv_gemm.comp", primitives=(P.conv_p,), plan=plan_eqn,
+    plan_group=plan_group,
     fused_stores=frozenset({P.conv_p}), takes_hooks=takes_hooks,
     limits="1 to 3 spatial dimensions, operands under 2**31 elements; epilogues only "
            "without split-K; conv_gemm.comp for 1-D and 2-D without lhs dilation from 32 "

@@ -81,18 +81,29 @@ def split_slices(pairs: int, k: int, target, target_groups: int | None = None) -
     return cdiv(k, cdiv(k, want))        # slices of whole chunks, none empty
 
 
+# the operand layouts (lowering/conv_layouts.py) each form reads: (x layouts, w layouts)
+LAYOUTS = {"direct": ((0,), (0, 1)), "split": ((0, 1), (0, 2)), "reduce": ((0,), (0,))}
+
+
 def plan_depthwise(push: tuple, outputs: int, how: str, *, k: int = 0, per_group=(1, 1, 1),
-                   radix=None, target=None, target_groups: int | None = None) -> OpPlan:
+                   radix=None, target=None, target_groups: int | None = None,
+                   x_layout: int = 0, w_layout: int = 0) -> OpPlan:
     """The dispatches for `outputs` output elements, with conv.comp's push constants less
     its last five (chunk and the k step's digits); for "split", k = I * window, `per_group`
     the output's spatial sizes (OD, OH, OW: the outputs of one (n, g)) and `radix` (I, KD,
-    KH, KW), k's mixed radix."""
+    KH, KW), k's mixed radix; `x_layout`, `w_layout` as lowering/conv.py's (LAYOUTS)."""
+    xs, ws = LAYOUTS[how]
+    if x_layout not in xs or w_layout not in ws:
+        raise ValueError(f"operand layouts ({x_layout}, {w_layout}) on the depthwise kernel's "
+                         f"{how} form")
+    layouts = dict(DW_XL=x_layout, DW_WL=w_layout)
     if how != "split":
         groups = grid(cdiv(outputs, THREADS) if how == "direct" else outputs)
         launch = Launch(name=f"conv_depthwise{'_reduce' if how == 'reduce' else ''}",
                         shader="conv_depthwise.comp", bindings=3, groups=groups,
                         push=push + (0, 0, 0, 0, 0),
-                        defines=_defines(DW_REDUCE=1) if how == "reduce" else ())
+                        defines=_defines(**layouts, **({"DW_REDUCE": 1} if how == "reduce"
+                                                       else {})))
         return OpPlan(((launch, ("x", "w", "out")),))
     pairs = outputs // math.prod(per_group)
     slices = split_slices(pairs, k, target, target_groups)
@@ -102,7 +113,7 @@ def plan_depthwise(push: tuple, outputs: int, how: str, *, k: int = 0, per_group
                     groups=(pairs, slices, 1),
                     push=push + (cdiv(k, slices), *mixed_radix(THREADS, radix)),
                     defines=_defines(DW_SPLIT=1, DW_OD=per_group[0], DW_OH=per_group[1],
-                                     DW_OW=per_group[2]))
+                                     DW_OW=per_group[2], **layouts))
     if slices == 1:
         return OpPlan(((launch, ("x", "w", "out")),))
     return plan_split_sum(launch, ("x", "w"), "out", slices, outputs, target=target)

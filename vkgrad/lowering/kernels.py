@@ -515,7 +515,7 @@ def plan_reduction_eqn(e, target):
             {"x": e.inputs[0], "out": e.out})
 
 
-def plan_reductions_group(anchors, target, root):
+def plan_reductions_group(anchors, target, root, body=None):
     """One reduction with fused loads or stores, or sibling reductions of one shape, op and
     axes: one pass over the operands (plan_reduce's nout)."""
     first = anchors[0]

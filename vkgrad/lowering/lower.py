@@ -210,7 +210,7 @@ class _Builder:
         anc = [b for b in body.eqns if not b.prim.fusible]
         planned = None
         for contract in dict.fromkeys(CONTRACTS[a.prim] for a in anc if a.prim in CONTRACTS):
-            planned = contract.group(anc, self.target, self.root)
+            planned = contract.group(anc, self.target, self.root, body)
             if planned is not None:
                 break
         if planned is None:

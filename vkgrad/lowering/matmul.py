@@ -374,7 +374,7 @@ def plan_eqn(e, target, column_sum=None, fused=False):
     return plan, {"a": a, "b": b, "c": c if column_sum is None else Concat((c, column_sum.out))}
 
 
-def plan_group(anchors, target, root):
+def plan_group(anchors, target, root, body=None):
     """A matmul with fused loads or stores, or a matmul and the column sum of its B."""
     prims = [a.prim for a in anchors]
     if prims == [P.matmul_p]:
