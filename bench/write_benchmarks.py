@@ -59,10 +59,12 @@ F16_REASON = ("the best tiling, 128 x 128 x 32 blocks of four 64 x 64 subgroups 
               "aligned loads (no edge tests) and B fragments one at a time (the planner's "
               "default; with a banded block order, {probe:.0f} TFLOP/s); the driver's statistics give it 230-251 registers a thread, two "
               "128-thread workgroups a multiprocessor; every double-buffered variant (about 40 KB "
-              "of shared memory) ran slower, 167-182. Shared memory past 32 KB is the cause, "
-              "measured 2026-12-01 23:00: the same kernel with 20 KB of unused shared memory "
-              "added (-aox) ran 166 TFLOP/s against 274 without it; smaller subgroup tiles "
-              "(64 x 32, 32 x 64: fewer registers) ran 104-179")
+              "of shared memory) ran slower, 167-182. Shared memory is the cause, measured "
+              "2026-12-01/02: the same kernel with unused shared memory added ran 166 TFLOP/s at 42.5 KB "
+              "and 169 at exactly 32 KB, against 274-277 at 18.5-22.5 KB; so double "
+              "buffering in 32 KB (unpadded panels, coop3) ran 150-160 and the panels alone 180 "
+              "(their 2-way bank conflicts on fragment loads); eight 64 x 64 subgroups a "
+              "workgroup (128 x 256, 27 KB) 256; smaller subgroup tiles 104-179")
 TAKE_GRAD_REASON = ("seven dependent launches of 4-10 us each (the sort by index, the chunk "
                     "sums, the sums of chunks): launch-bound, not memory-bound")
 CONV_REASON = ("conv_gemm.comp (the matmul kernel's tiling: 4 x 4 register strips, vec4 shared "
