@@ -507,6 +507,53 @@ def test_recording_a_scan_does_not_grow_with_its_trip_count():
         assert ops[0] == ops[1] > 0, (name, ops)
 
 
+def test_a_gru_compiles_to_the_same_work_whatever_its_trip_count():
+    """The value and gradient of a GRU layer (vg.nn.gru, hidden 2) on Vulkan. At 10 and 10,000
+    steps: the same eqns and dispatches planned, and compiling it (lower: the plan, the
+    pipelines, the program's own buffers) allocates as many buffers, none host-visible: the
+    stacked residuals are device memory, nothing is zero-filled or uploaded for them from the
+    host. The first call (10 and 2,000 steps: lavapipe runs 10,000 at ~18 s a call), its
+    arguments already on the device: the same ops recorded, the same staging memory (the small
+    results' own) and nothing uploaded, each loop's body recorded once and executed by one
+    entry a step of a vkCmdExecuteCommands; a later call records, allocates and uploads
+    nothing."""
+    from vkgrad.runtime import get_device, vulkan
+    p = nn.init_gru_cell(RNG, 2, 2)
+    loss = vg.value_and_grad(lambda p, x: nn.gru(p, x)[1].sum())
+    x = lambda n: RNG.standard_normal((1, n, 2)).astype(np.float32)
+    counted = ("allocations", "allocated_bytes", "staging_allocated_bytes", "recorded_ops",
+               "upload_bytes", "loop_executions")
+
+    def counts(work):
+        before = dict(vulkan.counters)
+        out = work()
+        return out, {k: vulkan.counters[k] - before[k] for k in counted}
+
+    plans = {}
+    for n in (10, 10000):
+        f = vg.jit(loss, backend="vulkan")
+        lowered, c = counts(lambda: f.lower(p, x(n)))
+        lw = lowered.lowered
+        assert lowered.fallback_reason is None
+        plans[n] = (prims(lowered.stages["optimized"]), [s.launch.name for s in lw.steps],
+                    [(a, b) for a, b, _ in lw.loops], c["allocations"],
+                    c["staging_allocated_bytes"])
+        assert [count for _, _, count in lw.loops] == [n, n]
+    assert plans[10] == plans[10000] and plans[10][4] == 0
+    first = {}
+    for n in (10, 2000):
+        f = vg.jit(loss, backend="vulkan")
+        args = vg.device_put((p, x(n)), get_device().info.index)
+        f.lower(*args)
+        _, first[n] = counts(lambda: vg.block_until_ready(f(*args)))
+        _, later = counts(lambda: vg.block_until_ready(f(*args)))
+        assert later == dict.fromkeys(counted, 0), (n, later)
+        assert first[n]["loop_executions"] == 2 * n and first[n]["upload_bytes"] == 0
+    assert {k: v for k, v in first[10].items() if k != "loop_executions"} == \
+        {k: v for k, v in first[2000].items() if k != "loop_executions"} and \
+        first[10]["recorded_ops"] > 0
+
+
 def test_nested_scans_on_vulkan():
     def f(w, xs):
         def outer(c, x):

@@ -48,7 +48,7 @@ counters = {"submissions": 0, "uploads": 0, "upload_bytes": 0, "downloads": 0,
             "barriers_left_out": 0,   # ops recorded without a barrier (runtime/hazards.py)
             # bytes of device memory and of host-visible staging memory allocated (kp copies
             # zeros into a new staging buffer: each of its bytes is written on the host)
-            "allocated_bytes": 0, "staging_bytes": 0,
+            "allocated_bytes": 0, "staging_allocated_bytes": 0,
             # secondary command buffers executed by the recorded sequences (a loop's body is
             # executed trip-count / copies times: record_loop below)
             "loop_executions": 0}
@@ -144,7 +144,7 @@ class Buffer:
         counters["allocations"] += 1
         counters["allocated_bytes"] += nbytes
         if kind == "device":
-            counters["staging_bytes"] += nbytes
+            counters["staging_allocated_bytes"] += nbytes
 
     @property
     def address(self) -> int:
