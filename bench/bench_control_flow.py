@@ -36,6 +36,7 @@ $OUT/loop_profile.json with --profile).
 from __future__ import annotations
 
 import collections
+import gc
 import statistics
 import sys
 import time
@@ -225,6 +226,10 @@ def bench_compile(body, lengths, d, batch, rounds, loops=("secondary",), with_ja
             *args)[0])
         for _ in range(rounds):
             for mode in loops:
+                # the previous program gone, its buffers back in the pool (runners.py: a
+                # program's scratch buffers are pooled), as XLA's allocator holds JAX's
+                f = lowered = None
+                gc.collect()
                 restore = loop_mode(mode)
                 try:
                     ops = vg.runtime_stats()["recorded_ops"]
