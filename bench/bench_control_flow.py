@@ -309,7 +309,8 @@ def profile_compile(body, lengths, d, batch, rounds=3, top=15):
     """What a first call spends more time on at the longer trip count: cProfile of a fresh
     jit's first call (until it returns) of the value and gradient of `body` at each length,
     interleaved rounds; the functions whose own time (median over the rounds) grows most from
-    the first length to the last, in ms, with the first-call-less-later times."""
+    the first length to the last, in ms, with the first-call-less-later times. Every program
+    stays alive to the end, so each first call allocates its buffers (none from the pool)."""
     import cProfile
     import pstats
     make_inputs, vk_fn, _, argnums = BODIES[body]
@@ -319,9 +320,11 @@ def profile_compile(body, lengths, d, batch, rounds=3, top=15):
     for n in lengths:      # the kernels compiled first, as bench_compile does
         np.asarray(vg.jit(vg.value_and_grad(vk_fn, argnums=argnums), backend="vulkan")(
             *inputs[n])[0])
+    alive = []   # every program kept, so each first call allocates its buffers afresh
     for _ in range(rounds):
         for n in lengths:
             f = vg.jit(vg.value_and_grad(vk_fn, argnums=argnums), backend="vulkan")
+            alive.append(f)
             prof = cProfile.Profile()
             t0 = time.perf_counter()
             prof.enable()
