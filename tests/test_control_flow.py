@@ -157,22 +157,21 @@ program lambda(%0: f32[], %1: f32[4]) -> (f32[], f32[]) {
   }
   %11: f32[] = reduce_sum[axes=(0,)] %3
   # ---- backward ----
-  %12: f32[4] = broadcast_to[shape=(4,)] 1.0:f32
-  %13: f32[], %14: f32[] = scan[length=4, num_carry=2, num_consts=1, reverse=True] %0, 0.0:f32, 0.0:f32, %4, %3, %12 {
-    jaxpr(%15: f32[], %16: f32[], %17: f32[], %18: f32[], %19: f32[], %20: f32[]) {
+  %12: f32[], %13: f32[] = scan[length=4, num_carry=2, num_consts=1, reverse=True] %0, 0.0:f32, 0.0:f32, %4, %3 {
+    jaxpr(%14: f32[], %15: f32[], %16: f32[], %17: f32[], %18: f32[]) {
       # ---- backward ----
-      %21: f32[] = mul %18, %18
-      %22: f32[] = neg %21
-      %23: f32[] = add 1.0:f32, %22
-      %24: f32[] = mul %17, %23
-      %25: f32[] = mul %24, %15
-      %26: f32[] = mul %24, %19
-      %27: f32[] = add %20, %25
-      %28: f32[] = add %16, %26
-      return %28, %27
+      %19: f32[] = mul %17, %17
+      %20: f32[] = neg %19
+      %21: f32[] = add 1.0:f32, %20
+      %22: f32[] = mul %16, %21
+      %23: f32[] = mul %22, %14
+      %24: f32[] = mul %22, %18
+      %25: f32[] = add 1.0:f32, %23
+      %26: f32[] = add %15, %24
+      return %26, %25
     }
   }
-  return %11, %13
+  return %11, %12
 }
 """
 
@@ -180,8 +179,9 @@ program lambda(%0: f32[], %1: f32[4]) -> (f32[], f32[]) {
 def test_golden_value_and_gradient_of_a_scan():
     """One forward scan that also stacks its residuals (%4, tanh's result; the carry entering
     each step is the user's y %3 already); the transposed body as a reverse scan that reads
-    them, carrying the weight's cotangent (%16) and the carry's (%17), with no forward work
-    (no tanh); the xs it does not read are not passed to it; nothing else."""
+    them, carrying the weight's cotangent (%15) and the carry's (%16), with no forward work
+    (no tanh); the xs it does not read are not passed to it, and the sum's cotangent, 1.0 in
+    every step, is made in the body (%25), not stacked outside; nothing else."""
     f = vg.value_and_grad(lambda w, xs: lax.scan(lambda h, x: (vnp.tanh(h * w + x), h),
                                                  np.float32(0.0), xs)[1].sum())
     assert str(optimize(vg.make_ir(f)(np.float32(0.5), np.zeros(4, np.float32)))) == \
@@ -233,13 +233,14 @@ def test_the_transposed_scan_body_reads_stacked_residuals_and_does_no_forward_wo
     # a step is its body's kernels between two moves (lowering/loops.py): the forward's first
     # dispatch moves x in and stacks the carry entering the step, its last stacks y and 2
     # residuals and writes the carry back (the matmul reads h whole: it cannot write over it);
-    # the transposed body's first moves its 4 xs in (the residuals and y's cotangent), and its
+    # the transposed body's first moves its 3 xs in (the residuals; y's cotangent, 1.0 in
+    # every step, is made in the body: passes/scans.py), and its
     # matmuls write both its carries over the old values (h's cotangent: nothing reads the old
     # one after fused_13; w's: read in the matmul's store only, at the element it stores), so
     # its last copies nothing. Neither counts steps in a dispatch of its own.
     assert loop_bodies(lowered) == [
         ["loop_in_2", "matmul", "reduce_sum", "loop_out_4"],
-        ["loop_in_4", "fused_13", "matmul", "matmul", "loop_out_0"]]
+        ["loop_in_3", "fused_13", "matmul", "matmul", "loop_out_0"]]
     got, want = g(W, h0, XS), vg.value_and_grad(_residual_rnn, argnums=(0, 1))(W, h0, XS)
     close(got[0], want[0], rtol=1e-5)
     close(got[1][0], want[1][0], rtol=1e-4, atol=1e-6)
