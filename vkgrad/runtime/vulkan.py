@@ -516,6 +516,13 @@ class Executable:
         iteration), as timestamps label them; None: each once, in order."""
         return replay_order(len(self.dispatches), self.loops) if self.loops else None
 
+    def loop_bodies(self) -> list:
+        """Each loop's body as it is recorded (loops of more than one step): (trip count,
+        [(kernel name, whether a barrier is recorded before it)]), in the order recorded: what
+        every iteration costs."""
+        return [(count, [(self.dispatches[i].kernel.name, barrier) for i, barrier in order])
+                for (_, count), order in zip(self._runs, self._schedules) if count > 1]
+
     def busy(self) -> bool:
         """Whether a submission of this executable is still pending (they complete in order,
         so the last one says)."""
