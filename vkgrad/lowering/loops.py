@@ -204,11 +204,7 @@ class ScanLowering:
                                         for o in outs], b_carry, fills)
         for src, dst, stride in fills:
             self.move(src, dst, dst_stride=stride)
-        # every value the step makes lives to its end: one that lent its buffer to a later one
-        # of the same step would make that one wait for its readers (a write-after-read
-        # hazard, a barrier every iteration) for a few bytes saved
-        made = [w for r in b.raw[start:] for w in r[4] if isinstance(w, Var)]
-        self.moves(copies_out, last=True, keep=[*across, *made])
+        self.moves(copies_out, last=True, keep=across)
         b.loops.append((start, len(b.raw), p["length"]))
         for v, o in zip(b_carry, e.outputs[:nk]):
             self.move(v, root(o))
