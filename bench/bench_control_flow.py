@@ -265,6 +265,8 @@ def bench_compile(body, lengths, d, batch, rounds, loops=("secondary",), with_ja
         row["vkgrad_loop_bodies"] = [[s.launch.name for s in lw.steps[a:b]]
                                      for a, b, _ in lw.loops] if lw is not None else None
         row["vkgrad_backend"] = lowered.backend
+        ex = getattr(lowered.runner, "last_run", None)   # each loop body's kernels and barriers
+        row["vkgrad_loop_recorded"] = ex.loop_bodies() if ex is not None else None
         keys = {mode: "vkgrad" if mode == "secondary" else f"vkgrad_{mode}" for mode in loops}
         words = [f"{mode} compile {row[k]['median_s']:.3f} s (a call "
                  f"{row[f'{k}_run']['median_s'] * 1e3:.1f} ms, "

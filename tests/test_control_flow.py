@@ -559,6 +559,29 @@ def test_a_gru_compiles_to_the_same_work_whatever_its_trip_count():
         first[10]["recorded_ops"] > 0
 
 
+def test_a_loop_step_records_its_dispatches_with_only_the_barriers_its_hazards_need():
+    """What every iteration costs on the device: each loop body as recorded (dispatches, and
+    the barriers before them; Executable.loop_bodies). The RNN's value and gradient: forward
+    4 dispatches, 3 barriers (h.sum() reads only the carry entering the step, so it runs
+    beside the first move), backward 5 and 3 (its two matmuls read the same gradient and write
+    different carries: one level); the GRU layer's 4 and 3, 6 and 4."""
+    from vkgrad.runtime import get_device
+    cases = {"rnn": (vg.value_and_grad(_rnn_loss, argnums=(0, 2)),
+                     (np.zeros(3, np.float32), XS, W), [(4, 3), (5, 3)]),
+             "gru": (vg.value_and_grad(lambda p, x: nn.gru(p, x)[1].sum()),
+                     (nn.init_gru_cell(RNG, 2, 2), RNG.standard_normal((1, 5, 2)).astype(
+                         np.float32)), [(4, 3), (6, 4)])}
+    for name, (fun, args, want) in cases.items():
+        f = vg.jit(fun, backend="vulkan")
+        args = vg.device_put(args, get_device().info.index)
+        vg.block_until_ready(f(*args))
+        bodies = f.lower(*args).runner.last_run.loop_bodies()
+        assert [count for count, _ in bodies] == [len(XS) if name == "rnn" else 5] * 2
+        got = [(len(ops), sum(barrier for _, barrier in ops)) for _, ops in bodies]
+        assert got == want, (name, bodies)
+        assert all(ops[0][1] for _, ops in bodies)   # orders a step after the one before
+
+
 def test_nested_scans_on_vulkan():
     def f(w, xs):
         def outer(c, x):
