@@ -20,9 +20,17 @@ On the NVIDIA device machine, from the repo root (with .gpu carried):
    and the plan's dispatch count (the same for every length: the body is lowered once). JAX:
    the same for jax.jit(value_and_grad) of lax.scan. Interleaved, `--compile-rounds` each,
    medians; vkgrad's kernels are compiled before each length's rounds (XLA compiles every
-   time). JSON keys: "vkgrad" (secondary), "vkgrad_inline", "jax", each with `_run`,
-   `_first_less_later`; `_recorded_ops`.
-   --compile-only skips part 1; --bodies, --lengths, --loops, --no-jax choose the rows.
+   time). Both sides get their arguments on the device (vg.device_put, jax.device_put), and
+   each round's vkgrad program is dropped before the next, so its scratch buffers (the stacked
+   residuals: GBs at 10,000 steps) are in the device's pool for the next compile as XLA's
+   allocator holds JAX's memory; "vkgrad_first_call_parts" is one more first call with the
+   last program alive, timed in parts (stages, buffers by kind, recording, submission).
+   "copiesK" records the loop bodies K times per secondary (vulkan.LOOP_COPIES).
+   JSON keys: "vkgrad" (secondary), "vkgrad_inline", "vkgrad_copies64", "jax", each with
+   `_run`, `_first_less_later`; `_recorded_ops`; "vkgrad_loop_recorded" (each loop body's
+   kernels and barriers).
+   --compile-only skips part 1; --bodies, --lengths, --loops, --no-jax, --d, --batch choose
+   the rows.
 3. A while loop in a scan body (50 steps, each a while of 1-8 iterations of a 64-wide tanh
    layer, batch 8): ms a call on Vulkan (bounded: 16 masked iterations a step) and on the
    interpreter.
