@@ -20,9 +20,17 @@ On the NVIDIA device machine, from the repo root (with .gpu carried):
    and the plan's dispatch count (the same for every length: the body is lowered once). JAX:
    the same for jax.jit(value_and_grad) of lax.scan. Interleaved, `--compile-rounds` each,
    medians; vkgrad's kernels are compiled before each length's rounds (XLA compiles every
-   time). JSON keys: "vkgrad" (secondary), "vkgrad_inline", "jax", each with `_run`,
-   `_first_less_later`; `_recorded_ops`.
-   --compile-only skips part 1; --bodies, --lengths, --loops, --no-jax choose the rows.
+   time). Both sides get their arguments on the device (vg.device_put, jax.device_put), and
+   each round's vkgrad program is dropped before the next, so its scratch buffers (the stacked
+   residuals: GBs at 10,000 steps) are in the device's pool for the next compile as XLA's
+   allocator holds JAX's memory; "vkgrad_first_call_parts" is one more first call with the
+   last program alive, timed in parts (stages, buffers by kind, recording, submission).
+   "copiesK" records the loop bodies K times per secondary (vulkan.LOOP_COPIES).
+   JSON keys: "vkgrad" (secondary), "vkgrad_inline", "vkgrad_copies64", "jax", each with
+   `_run`, `_first_less_later`; `_recorded_ops`; "vkgrad_loop_recorded" (each loop body's
+   kernels and barriers).
+   --compile-only skips part 1; --bodies, --lengths, --loops, --no-jax, --d, --batch choose
+   the rows.
 3. A while loop in a scan body (50 steps, each a while of 1-8 iterations of a 64-wide tanh
    layer, batch 8): ms a call on Vulkan (bounded: 16 masked iterations a step) and on the
    interpreter.
@@ -36,6 +44,7 @@ $OUT/loop_profile.json with --profile).
 from __future__ import annotations
 
 import collections
+import gc
 import statistics
 import sys
 import time
@@ -94,6 +103,11 @@ BODIES = {"rnn": (rnn_inputs, vk_loss, jax_loss_fn, (0, 2)),
           "gru": (gru_inputs, vk_gru_loss, jax_gru_loss_fn, 0)}
 
 
+def on_device(args):
+    """The arguments as Arrays on the Vulkan device the jitted calls run on."""
+    return vg.device_put(args, get_device().info.index)
+
+
 def time_first_and_again(make, args, ready, again=3):
     """A fresh jitted function's first call and `again` later ones: {first, first_host,
     later, later_host} (s; `_host`: until the call returned, before waiting for its result,
@@ -128,6 +142,70 @@ def inline_loops():
     return lambda: setattr(kp.Sequence, "record_loop", once)
 
 
+# the compile stages Compiled.times has (the rest of its keys are counts)
+STAGES = ("trace", "grad", "optimized", "fused", "plan", "shaders", "pipelines", "buffers")
+
+
+def first_call_parts(make, args, ready):
+    """Where a fresh jit's first call spends its host time (one more first call, timed apart
+    from the measured rounds, whose wrappers would slow): the compile stages (Compiled.times:
+    trace, passes, plan, shaders, pipelines, the runner's own buffers), the buffers allocated
+    during the call by kind (count, bytes, s), recording (the sequence, and within it the
+    loops' record_loop: kp patch 0012), the submission (eval_async); s, from
+    time.perf_counter around each."""
+    import kp
+    from vkgrad.runtime import inflight, vulkan
+    parts = collections.defaultdict(float)
+
+    def timed(owner, name, key):
+        orig = getattr(owner, name)
+
+        def wrapper(*a, **k):
+            t0 = time.perf_counter()
+            try:
+                return orig(*a, **k)
+            finally:
+                parts[key(*a, **k) if callable(key) else key] += time.perf_counter() - t0
+        setattr(owner, name, wrapper)
+        return lambda: setattr(owner, name, orig)
+
+    def buffer_kind(self, device, size, dtype, kind="device"):
+        parts[f"buffers_{kind}_n"] += 1
+        parts[f"buffers_{kind}_bytes"] += max(vulkan._words(int(size), vulkan.device_dtype(
+            dtype)), 1) * 4
+        return f"buffers_{kind}_s"
+    undo = [timed(vulkan.Buffer, "__init__", buffer_kind),
+            timed(vulkan.Executable, "_record", "record_s"),
+            timed(kp.Sequence, "record_loop", "record_loop_s"),
+            timed(inflight.InFlight, "submit", "submit_s")]
+    try:
+        f = make()
+        t0 = time.perf_counter()
+        r = f(*args)
+        parts["first_host_s"] = time.perf_counter() - t0
+        ready(r)
+    finally:
+        for u in reversed(undo):
+            u()
+    compiled = f.lower(*args)
+    parts.update({f"stage_{k}_s": v for k, v in compiled.times.items() if k in STAGES})
+    return dict(parts)
+
+
+def loop_mode(mode):
+    """Set up a way of recording loops: "secondary" (vkgrad's default), "inline"
+    (inline_loops), "copiesK" (the body K times in its secondary: vulkan.LOOP_COPIES);
+    returns the function that restores the default."""
+    from vkgrad.runtime import vulkan
+    if mode == "inline":
+        return inline_loops()
+    if mode.startswith("copies"):
+        default = vulkan.LOOP_COPIES
+        vulkan.LOOP_COPIES = int(mode[len("copies"):])
+        return lambda: setattr(vulkan, "LOOP_COPIES", default)
+    return lambda: None
+
+
 def bench_compile(body, lengths, d, batch, rounds, loops=("secondary",), with_jax=True):
     """Compile (first call less a later one: until the calls returned, and with their runs) and
     call time of the value and gradient of `body` over each length, vkgrad with each way of
@@ -144,7 +222,10 @@ def bench_compile(body, lengths, d, batch, rounds, loops=("secondary",), with_ja
             print(f"  no JAX here ({e}): vkgrad only", flush=True)
             jax = None
     for n in lengths:
-        args = make_inputs(n, d, batch)
+        # on the device before the calls, as JAX's (jax.device_put below): the calls time
+        # the program, not uploading its arguments
+        host = make_inputs(n, d, batch)
+        args = on_device(host)
         per = collections.defaultdict(list)
         # the kernels compiled first (the SPIR-V and pipeline caches; the ones outside the loop
         # depend on the length): what is left of a first call is the trace, the passes, the
@@ -153,7 +234,11 @@ def bench_compile(body, lengths, d, batch, rounds, loops=("secondary",), with_ja
             *args)[0])
         for _ in range(rounds):
             for mode in loops:
-                restore = inline_loops() if mode == "inline" else (lambda: None)
+                # the previous program gone, its buffers back in the pool (runners.py: a
+                # program's scratch buffers are pooled), as XLA's allocator holds JAX's
+                f = lowered = None
+                gc.collect()
+                restore = loop_mode(mode)
                 try:
                     ops = vg.runtime_stats()["recorded_ops"]
                     t, f = time_first_and_again(
@@ -170,7 +255,7 @@ def bench_compile(body, lengths, d, batch, rounds, loops=("secondary",), with_ja
                 per[f"{key}_recorded_ops"].append(ops)
             lowered = f.lower(*args)
             if jax is not None:
-                jargs = jax.tree_util.tree_map(jax.device_put, args)
+                jargs = jax.tree_util.tree_map(jax.device_put, host)
                 t, _ = time_first_and_again(
                     lambda: jax.jit(jax.value_and_grad(jloss, argnums=argnums)), jargs,
                     lambda r: r[0].block_until_ready())
@@ -180,11 +265,16 @@ def bench_compile(body, lengths, d, batch, rounds, loops=("secondary",), with_ja
         row = res[str(n)] = {k: {"median_s": statistics.median(v), "all_s": v}
                              for k, v in per.items() if not k.endswith("recorded_ops")}
         row.update({k: v[-1] for k, v in per.items() if k.endswith("recorded_ops")})
+        row["vkgrad_first_call_parts"] = first_call_parts(
+            lambda: vg.jit(vg.value_and_grad(vk_fn, argnums=argnums), backend="vulkan"),
+            args, lambda r: np.asarray(r[0]))
         row["vkgrad_dispatches_planned"] = lowered.stats().get("dispatches")
         lw = lowered.lowered      # each loop body's dispatches (lowering/loops.py)
         row["vkgrad_loop_bodies"] = [[s.launch.name for s in lw.steps[a:b]]
                                      for a, b, _ in lw.loops] if lw is not None else None
         row["vkgrad_backend"] = lowered.backend
+        ex = getattr(lowered.runner, "last_run", None)   # each loop body's kernels and barriers
+        row["vkgrad_loop_recorded"] = ex.loop_bodies() if ex is not None else None
         keys = {mode: "vkgrad" if mode == "secondary" else f"vkgrad_{mode}" for mode in loops}
         words = [f"{mode} compile {row[k]['median_s']:.3f} s (a call "
                  f"{row[f'{k}_run']['median_s'] * 1e3:.1f} ms, "
@@ -196,6 +286,11 @@ def bench_compile(body, lengths, d, batch, rounds, loops=("secondary",), with_ja
               + f"; vkgrad plans {row['vkgrad_dispatches_planned']} dispatches "
                 f"({lowered.backend}), loop bodies of "
                 f"{[len(b) for b in row['vkgrad_loop_bodies'] or ()]}", flush=True)
+        parts = row["vkgrad_first_call_parts"]
+        print("    a first call's parts (ms; buffers: count/MB): " + ", ".join(
+            f"{k[:-2]} {v * 1e3:.1f}" if k.endswith("_s") else
+            f"{k[:-6]} {v / 1e6:.1f} MB" if k.endswith("_bytes") else f"{k} {v:.0f}"
+            for k, v in parts.items()), flush=True)
     return res
 
 
@@ -224,19 +319,22 @@ def profile_compile(body, lengths, d, batch, rounds=3, top=15):
     """What a first call spends more time on at the longer trip count: cProfile of a fresh
     jit's first call (until it returns) of the value and gradient of `body` at each length,
     interleaved rounds; the functions whose own time (median over the rounds) grows most from
-    the first length to the last, in ms, with the first-call-less-later times."""
+    the first length to the last, in ms, with the first-call-less-later times. Every program
+    stays alive to the end, so each first call allocates its buffers (none from the pool)."""
     import cProfile
     import pstats
     make_inputs, vk_fn, _, argnums = BODIES[body]
     own = {n: collections.defaultdict(list) for n in lengths}
     first = {n: [] for n in lengths}
-    inputs = {n: make_inputs(n, d, batch) for n in lengths}
+    inputs = {n: on_device(make_inputs(n, d, batch)) for n in lengths}
     for n in lengths:      # the kernels compiled first, as bench_compile does
         np.asarray(vg.jit(vg.value_and_grad(vk_fn, argnums=argnums), backend="vulkan")(
             *inputs[n])[0])
+    alive = []   # every program kept, so each first call allocates its buffers afresh
     for _ in range(rounds):
         for n in lengths:
             f = vg.jit(vg.value_and_grad(vk_fn, argnums=argnums), backend="vulkan")
+            alive.append(f)
             prof = cProfile.Profile()
             t0 = time.perf_counter()
             prof.enable()
@@ -304,9 +402,12 @@ def main():
     ap.add_argument("--bodies", default="rnn,gru", help="loop bodies of the compile rows")
     ap.add_argument("--lengths", help="trip counts of the compile rows (10,1000,10000; "
                     "--quick: 10,100,1000)")
-    ap.add_argument("--loops", default="secondary,inline",
-                    help="ways vkgrad records a loop's body, compared in the compile rows")
+    ap.add_argument("--loops", default="secondary,inline,copies64",
+                    help="ways vkgrad records a loop's body, compared in the compile rows "
+                    "(secondary, inline, copiesK)")
     ap.add_argument("--no-jax", action="store_true", help="vkgrad only in the compile rows")
+    ap.add_argument("--d", type=int, help="width of the compile rows' bodies (256; --quick: 16)")
+    ap.add_argument("--batch", type=int, help="batch of the compile rows (32; --quick: 4)")
     ap.add_argument("--quick", action="store_true", help="tiny preset, short scans")
     ap.add_argument("--profile-compile", action="store_true",
                     help="only cProfile of the first calls at the shortest and longest length")
@@ -320,6 +421,7 @@ def main():
         lengths, d, batch, args.compile_rounds = (10, 100, 1000), 16, 4, 1
     if args.lengths:
         lengths = tuple(map(int, args.lengths.split(",")))
+    d, batch = args.d or d, args.batch or batch
     t0 = time.perf_counter()
     results = {"device": get_device().info.name, "date": time.strftime("%Y-%m-%d"),
                "preset": preset}

@@ -6,6 +6,7 @@ cond_true, cond_false, switch) add the interpreter, text, gradient and vmap chec
 
 from __future__ import annotations
 
+import gc
 import time
 
 import numpy as np
@@ -156,22 +157,21 @@ program lambda(%0: f32[], %1: f32[4]) -> (f32[], f32[]) {
   }
   %11: f32[] = reduce_sum[axes=(0,)] %3
   # ---- backward ----
-  %12: f32[4] = broadcast_to[shape=(4,)] 1.0:f32
-  %13: f32[], %14: f32[] = scan[length=4, num_carry=2, num_consts=1, reverse=True] %0, 0.0:f32, 0.0:f32, %4, %3, %12 {
-    jaxpr(%15: f32[], %16: f32[], %17: f32[], %18: f32[], %19: f32[], %20: f32[]) {
+  %12: f32[], %13: f32[] = scan[length=4, num_carry=2, num_consts=1, reverse=True] %0, 0.0:f32, 0.0:f32, %4, %3 {
+    jaxpr(%14: f32[], %15: f32[], %16: f32[], %17: f32[], %18: f32[]) {
       # ---- backward ----
-      %21: f32[] = mul %18, %18
-      %22: f32[] = neg %21
-      %23: f32[] = add 1.0:f32, %22
-      %24: f32[] = mul %17, %23
-      %25: f32[] = mul %24, %15
-      %26: f32[] = mul %24, %19
-      %27: f32[] = add %20, %25
-      %28: f32[] = add %16, %26
-      return %28, %27
+      %19: f32[] = mul %17, %17
+      %20: f32[] = neg %19
+      %21: f32[] = add 1.0:f32, %20
+      %22: f32[] = mul %16, %21
+      %23: f32[] = mul %22, %14
+      %24: f32[] = mul %22, %18
+      %25: f32[] = add 1.0:f32, %23
+      %26: f32[] = add %15, %24
+      return %26, %25
     }
   }
-  return %11, %13
+  return %11, %12
 }
 """
 
@@ -179,8 +179,9 @@ program lambda(%0: f32[], %1: f32[4]) -> (f32[], f32[]) {
 def test_golden_value_and_gradient_of_a_scan():
     """One forward scan that also stacks its residuals (%4, tanh's result; the carry entering
     each step is the user's y %3 already); the transposed body as a reverse scan that reads
-    them, carrying the weight's cotangent (%16) and the carry's (%17), with no forward work
-    (no tanh); the xs it does not read are not passed to it; nothing else."""
+    them, carrying the weight's cotangent (%15) and the carry's (%16), with no forward work
+    (no tanh); the xs it does not read are not passed to it, and the sum's cotangent, 1.0 in
+    every step, is made in the body (%25), not stacked outside; nothing else."""
     f = vg.value_and_grad(lambda w, xs: lax.scan(lambda h, x: (vnp.tanh(h * w + x), h),
                                                  np.float32(0.0), xs)[1].sum())
     assert str(optimize(vg.make_ir(f)(np.float32(0.5), np.zeros(4, np.float32)))) == \
@@ -232,13 +233,14 @@ def test_the_transposed_scan_body_reads_stacked_residuals_and_does_no_forward_wo
     # a step is its body's kernels between two moves (lowering/loops.py): the forward's first
     # dispatch moves x in and stacks the carry entering the step, its last stacks y and 2
     # residuals and writes the carry back (the matmul reads h whole: it cannot write over it);
-    # the transposed body's first moves its 4 xs in (the residuals and y's cotangent), and its
+    # the transposed body's first moves its 3 xs in (the residuals; y's cotangent, 1.0 in
+    # every step, is made in the body: passes/scans.py), and its
     # matmuls write both its carries over the old values (h's cotangent: nothing reads the old
     # one after fused_13; w's: read in the matmul's store only, at the element it stores), so
     # its last copies nothing. Neither counts steps in a dispatch of its own.
     assert loop_bodies(lowered) == [
         ["loop_in_2", "matmul", "reduce_sum", "loop_out_4"],
-        ["loop_in_4", "fused_13", "matmul", "matmul", "loop_out_0"]]
+        ["loop_in_3", "fused_13", "matmul", "matmul", "loop_out_0"]]
     got, want = g(W, h0, XS), vg.value_and_grad(_residual_rnn, argnums=(0, 1))(W, h0, XS)
     close(got[0], want[0], rtol=1e-5)
     close(got[1][0], want[1][0], rtol=1e-4, atol=1e-6)
@@ -505,6 +507,79 @@ def test_recording_a_scan_does_not_grow_with_its_trip_count():
             vg.block_until_ready(f(*a))
             assert vg.runtime_stats()["recorded_ops"] == before + ops[-1], name
         assert ops[0] == ops[1] > 0, (name, ops)
+
+
+def test_a_gru_compiles_to_the_same_work_whatever_its_trip_count():
+    """The value and gradient of a GRU layer (vg.nn.gru, hidden 2) on Vulkan. At 10 and 10,000
+    steps: the same eqns, dispatches and scratch buffers planned; compiling it (lower: the plan,
+    the pipelines, the program's own buffers) allocates no host-visible buffer (the stacked
+    residuals are device memory: nothing is zero-filled or uploaded for them from the host),
+    and compiled again once the first is gone, nothing (its scratch buffers come from the
+    pool). The first call (10 and 2,000 steps: lavapipe runs 10,000 at ~18 s a call), its
+    arguments already on the device: the same ops recorded, the same staging memory (the small
+    results' own) and nothing uploaded, each loop's body recorded once and executed by one
+    entry a step of a vkCmdExecuteCommands; a later call records, allocates and uploads
+    nothing."""
+    from vkgrad.runtime import get_device, vulkan
+    p = nn.init_gru_cell(RNG, 2, 2)
+    loss = vg.value_and_grad(lambda p, x: nn.gru(p, x)[1].sum())
+    x = lambda n: RNG.standard_normal((1, n, 2)).astype(np.float32)
+    counted = ("allocations", "allocated_bytes", "staging_allocated_bytes", "recorded_ops",
+               "upload_bytes", "loop_executions")
+
+    def counts(work):
+        before = dict(vulkan.counters)
+        out = work()
+        return out, {k: vulkan.counters[k] - before[k] for k in counted}
+
+    plans = {}
+    for n in (10, 10000, 10000):
+        f = lowered = None       # the program before gone: its buffers back in the pool
+        gc.collect()
+        f = vg.jit(loss, backend="vulkan")
+        lowered, c = counts(lambda: f.lower(p, x(n)))
+        lw = lowered.lowered
+        assert lowered.fallback_reason is None and c["staging_allocated_bytes"] == 0
+        plans[n] = (prims(lowered.stages["optimized"]), [s.launch.name for s in lw.steps],
+                    [(a, b) for a, b, _ in lw.loops], sum(s.kind == "scratch" for s in lw.slots))
+        assert [count for _, _, count in lw.loops] == [n, n]
+    assert plans[10] == plans[10000]
+    assert c["allocations"] == 0, c     # compiled again: its scratch buffers from the pool
+    first = {}
+    for n in (10, 2000):
+        f = vg.jit(loss, backend="vulkan")
+        args = vg.device_put((p, x(n)), get_device().info.index)
+        f.lower(*args)
+        _, first[n] = counts(lambda: vg.block_until_ready(f(*args)))
+        _, later = counts(lambda: vg.block_until_ready(f(*args)))
+        assert later == dict.fromkeys(counted, 0), (n, later)
+        assert first[n]["loop_executions"] == 2 * n and first[n]["upload_bytes"] == 0
+    assert {k: v for k, v in first[10].items() if k != "loop_executions"} == \
+        {k: v for k, v in first[2000].items() if k != "loop_executions"} and \
+        first[10]["recorded_ops"] > 0
+
+
+def test_a_loop_step_records_its_dispatches_with_only_the_barriers_its_hazards_need():
+    """What every iteration costs on the device: each loop body as recorded (dispatches, and
+    the barriers before them; Executable.loop_bodies). The RNN's value and gradient: forward
+    4 dispatches, 3 barriers (h.sum() reads only the carry entering the step, so it runs
+    beside the first move), backward 5 and 3 (its two matmuls read the same gradient and write
+    different carries: one level); the GRU layer's 4 and 3, 6 and 4."""
+    from vkgrad.runtime import get_device
+    cases = {"rnn": (vg.value_and_grad(_rnn_loss, argnums=(0, 2)),
+                     (np.zeros(3, np.float32), XS, W), [(4, 3), (5, 3)]),
+             "gru": (vg.value_and_grad(lambda p, x: nn.gru(p, x)[1].sum()),
+                     (nn.init_gru_cell(RNG, 2, 2), RNG.standard_normal((1, 5, 2)).astype(
+                         np.float32)), [(4, 3), (6, 4)])}
+    for name, (fun, args, want) in cases.items():
+        f = vg.jit(fun, backend="vulkan")
+        args = vg.device_put(args, get_device().info.index)
+        vg.block_until_ready(f(*args))
+        bodies = f.lower(*args).runner.last_run.loop_bodies()
+        assert [count for count, _ in bodies] == [len(XS) if name == "rnn" else 5] * 2
+        got = [(len(ops), sum(barrier for _, barrier in ops)) for _, ops in bodies]
+        assert got == want, (name, bodies)
+        assert all(ops[0][1] for _, ops in bodies)   # orders a step after the one before
 
 
 def test_nested_scans_on_vulkan():

@@ -4,16 +4,18 @@
      "pool_mark_bytes", "pool_mark_buffers", "programs", "executables", "sequences",
      "descriptor_sets", "pipelines", "in_flight", "jit_programs", "rss_bytes",
      "recordings", "recorded_ops", "allocations", "pool_misses", "copy_ins", "copy_outs",
-     "submissions"}
+     "submissions", "allocated_bytes", "staging_allocated_bytes", "loop_executions"}
 
 Each count walks the live objects (vkgrad/runtime/stats.py says where each comes from);
 `jit_programs` is the compiled programs held in the caches of the live jitted functions. The
 device counts are those of the default device, and zeros when no device was opened (the numpy
-backend opens none). docs/long_runs.md. The last seven count events since the process started
+backend opens none). docs/long_runs.md. The last ten count events since the process started
 (`vkgrad.runtime.vulkan.counters`): sequences recorded, the ops recorded into them (a loop's
 body once, whatever its trip count: kp patch 0012), device buffers allocated, pool misses
 (a call needed a buffer the pool did not have), arguments copied into and results copied out
-of a program's own slots (vkgrad/runtime/runners.py), submissions. In a training loop that gets a new batch every step,
+of a program's own slots (vkgrad/runtime/runners.py), submissions, the bytes of device
+memory allocated and of host-visible staging memory (each byte zero-filled on the host when
+allocated), and the secondary command buffers the recorded loops execute. In a training loop that gets a new batch every step,
 the first three stop growing after the first calls.
 """
 
@@ -26,7 +28,8 @@ _DEVICE_KEYS = ("buffers", "buffer_bytes", "staging_bytes", "pooled_buffers", "p
                 "pool_mark_bytes", "pool_mark_buffers", "programs", "executables", "sequences",
                 "descriptor_sets", "pipelines", "in_flight")
 _EVENT_KEYS = ("recordings", "recorded_ops", "allocations", "pool_misses", "copy_ins",
-               "copy_outs", "submissions")
+               "copy_outs", "submissions", "allocated_bytes", "staging_allocated_bytes",
+               "loop_executions")
 
 
 def runtime_stats(device=None) -> dict:

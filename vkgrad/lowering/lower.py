@@ -125,7 +125,12 @@ class _Builder:
             raise Unsupported(f"{launch.name} binds {launch.bindings} buffers; the device "
                               f"allows {cap} per kernel")
         real = [r for r in refs if r is not _UNUSED]
-        fill = real[0] if real else None
+        # an unused binding (a hooked one: its shader may still declare it written) gets a
+        # buffer this dispatch writes anyway, so it adds no hazard (runtime/hazards.py): an
+        # operand there made a matmul with a store hook "write" its input, and every later
+        # reader of that input of a loop step waited on a barrier for it
+        wrote = set(writes)
+        fill = next((r for r in real if r in wrote), real[0] if real else None)
         refs = [fill if r is _UNUSED else r for r in refs]
         if any(r is None for r in refs):
             raise Unsupported(f"{e.prim.name}: a fused kernel with no buffer to bind")

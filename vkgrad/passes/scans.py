@@ -16,11 +16,18 @@ transposed scan's results, not the forward's ys); two stacked outputs of the sam
 become one; a const or a scanned operand (an x) the body does not read is dropped (a
 transposed body reads the stacked residuals, often not the forward's xs). Carries stay: the
 next step reads them.
+
+Uniform xs. A scanned operand whose every element is one literal (broadcast_to of a scalar
+literal, through transposes and reshapes: the cotangent of a loss that sums a scan's ys) is
+made inside the body instead, as broadcast_to of that literal, where the body's fusion folds
+it into its readers: no stacked buffer of the trip count's size, no dispatch filling it and
+no slice of it copied in every step.
 """
 
 from __future__ import annotations
 
-from vkgrad.ir.core import Program, Var
+from vkgrad import primitives as P
+from vkgrad.ir.core import Eqn, Literal, Params, Program, Var
 from vkgrad.passes.base import Pass, resolve, substitute_outputs
 from vkgrad.primitives.control_flow import scan_p
 
@@ -70,7 +77,9 @@ class Scans(Pass):
     @staticmethod
     def _prune(program: Program) -> Program:
         program = Scans._dedupe(program)
-        program = program.replace(eqns=tuple(_drop_unread(e) if e.prim is scan_p else e
+        defs = {o: e for e in program.eqns for o in e.outputs}
+        program = program.replace(eqns=tuple(_drop_unread(_uniform_xs_inside(e, defs))
+                                             if e.prim is scan_p else e
                                              for e in program.eqns))
         used = {x for e in program.eqns for x in e.inputs if isinstance(x, Var)}
         used |= {o for o in program.outputs if isinstance(o, Var)}
@@ -108,6 +117,35 @@ class Scans(Pass):
         return program.replace(
             eqns=tuple(e.replace(inputs=tuple(resolve(env, x) for x in e.inputs))
                        for e in program.eqns), outputs=substitute_outputs(program, env))
+
+
+def _uniform(defs, x):
+    """The scalar literal every element of x is (x made by broadcast_to of it, through
+    transposes and reshapes), or None."""
+    e = defs.get(x)
+    while e is not None and e.prim in (P.transpose_p, P.reshape_p):
+        e = defs.get(e.inputs[0])
+    if e is not None and e.prim is P.broadcast_to_p and isinstance(e.inputs[0], Literal) \
+            and e.inputs[0].shape == ():
+        return e.inputs[0]
+    return None
+
+
+def _uniform_xs_inside(e, defs):
+    """Scan e with each uniform x (_uniform) made in its body instead of stacked outside;
+    _drop_unread then drops the operand."""
+    p, body = e.params, e.params["jaxpr"]
+    first = p["num_consts"] + p["num_carry"]
+    made = [Eqn(P.broadcast_to_p, (lit,), Params(shape=v.shape), (v,), e.source, e.phase)
+            for x, v in zip(e.inputs[first:], body.inputs[first:])
+            if (lit := _uniform(defs, x)) is not None]
+    if not made:
+        return e
+    inside = {m.outputs[0] for m in made}
+    body = body.replace(inputs=tuple(v if v not in inside else Var(v.shape, v.dtype)
+                                     for v in body.inputs),
+                        eqns=(*made, *body.eqns))
+    return e.replace(params=p.replace(jaxpr=body))
 
 
 def _drop_unread(e):

@@ -1,11 +1,15 @@
-"""Device buffers shared by Arrays, and the pool they return to.
+"""Device buffers shared by Arrays and programs, and the pool they return to.
 
 An `Owned` holds one device buffer for the Arrays that share it (a reshape, an output that is
 an input); `users` counts those live Arrays, so a donated buffer is overwritten only when the
 donated Array is its only user. When the last of them is gone, and no pending submission uses
 it, the buffer goes back to its device's `BufferPool`, and the next call that needs a buffer of
 that size takes it from there (so a training loop reuses the same few buffers, and its recorded
-sequences with them). Free buffers above the pool's high-water mark go back to Vulkan.
+sequences with them). A compiled program's own scratch buffers (its intermediates, a scan's
+stacked residuals) are Owned by its runner and come back when the runner is gone, so compiling
+a program like one before it allocates nothing: a 10,000-step GRU's gradient holds GBs of
+stacked residuals, and allocating device memory costs time by the byte on some drivers. Free
+buffers above the pool's high-water mark go back to Vulkan.
 """
 
 from __future__ import annotations
@@ -82,22 +86,23 @@ class BufferPool:
         self._calls, self._peak, self._last_peak = 0, (0, 0), (0, 0)
         self.windows = 0               # windows of RECENT_CALLS calls so far
 
-    def take(self, size: int, dtype: str):
-        """A buffer for `size` elements of IR dtype `dtype` (bool is stored as uint32)."""
-        stack = self.free.get((size, device_dtype(np_dtype(dtype))))
+    def take(self, size: int, dtype: str, kind: str = "device"):
+        """A buffer for `size` elements of IR dtype `dtype` (bool is stored as uint32), of
+        `kind` (vulkan.Buffer's: "device" with a staging copy, "scratch" without)."""
+        stack = self.free.get((size, device_dtype(np_dtype(dtype)), kind))
         if stack:
             buffer = stack.pop()
             del self.order[buffer]
             self.free_bytes -= buffer.nbytes
             return buffer
         counters["pool_misses"] += 1
-        return self.device.buffer(size, np_dtype(dtype), "device")
+        return self.device.buffer(size, np_dtype(dtype), kind)
 
-    def owned(self, size: int, dtype: str) -> Owned:
-        return Owned(self.take(size, dtype), self)
+    def owned(self, size: int, dtype: str, kind: str = "device") -> Owned:
+        return Owned(self.take(size, dtype, kind), self)
 
     def put(self, buffer) -> None:
-        self.free.setdefault((buffer.size, buffer.dtype), []).append(buffer)
+        self.free.setdefault((buffer.size, buffer.dtype, buffer.kind), []).append(buffer)
         self.order[buffer] = None
         self.free_bytes += buffer.nbytes
 
@@ -138,7 +143,7 @@ class BufferPool:
             self.free_bytes -= buffer.nbytes
         for buffer in released:
             del self.order[buffer]
-            key = (buffer.size, buffer.dtype)
+            key = (buffer.size, buffer.dtype, buffer.kind)
             self.free[key].remove(buffer)
             if not self.free[key]:
                 del self.free[key]     # sizes no one asks for again leave no trace

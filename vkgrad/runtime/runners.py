@@ -95,9 +95,13 @@ class VulkanRunner:
                                               if st.launch.name == e.kernel), None))
         t0 = time.perf_counter()
         self.fixed = {}            # slot -> Buffer owned by this program (consts, scratch)
+        # the scratch buffers, from the pool and back to it when this runner is gone (each
+        # submission keeps them until it is done)
+        self._scratch = []
         for i, s in enumerate(lowered.slots):
             if s.kind == "scratch":
-                self.fixed[i] = device.buffer(s.size, np_dtype(s.dtype), "scratch")
+                self._scratch.append(self.pool.owned(s.size, s.dtype, "scratch"))
+                self.fixed[i] = self._scratch[-1].buffer
             elif s.kind == "const":
                 self.fixed[i] = device.buffer(s.size, np_dtype(s.dtype), "device")
                 if lowered.const_values[i].size:   # an empty one's slot holds 1 element, unread
@@ -367,8 +371,8 @@ class VulkanRunner:
         if check_nans:   # flags first: on a hit the results stay unread, reading them raises
             on_done = lambda: (self._check_flags(copy.host[-1], args),
                                self._read_results(copy.host, results))
-        sub = copy.ex.submit(uploads, copy.host, keep=owned, on_done=on_done, pre=pre,
-                             post=post)
+        sub = copy.ex.submit(uploads, copy.host, keep=(owned, self._scratch), on_done=on_done,
+                             pre=pre, post=post)
         for r in results:
             r.submission = sub
         if self.device.set_slots is not None:   # (kp patch 0014)

@@ -30,6 +30,7 @@ from .hazards import schedule, written_bindings
 from .inflight import InFlight
 from .shaders import compile_file, compile_glsl, compile_many
 from .shaders import stats as shader_stats
+from vkgrad.config import env_reader
 from vkgrad.dtypes import bfloat16
 from vkgrad.lowering.loops import recorded_runs, replay_order
 from vkgrad.lru import LRU
@@ -44,7 +45,21 @@ from vkgrad.tracer.array import register_slot_writer
 counters = {"submissions": 0, "uploads": 0, "upload_bytes": 0, "downloads": 0,
             "download_bytes": 0, "pipelines": 0, "recordings": 0, "recorded_ops": 0,
             "allocations": 0, "pool_misses": 0, "copy_ins": 0, "copy_outs": 0,
-            "barriers_left_out": 0}   # ops recorded without a barrier (runtime/hazards.py)
+            "barriers_left_out": 0,   # ops recorded without a barrier (runtime/hazards.py)
+            # bytes of device memory and of host-visible staging memory allocated (kp copies
+            # zeros into a new staging buffer: each of its bytes is written on the host)
+            "allocated_bytes": 0, "staging_allocated_bytes": 0,
+            # secondary command buffers executed by the recorded sequences (a loop's body is
+            # executed trip-count / copies times: record_loop below)
+            "loop_executions": 0}
+
+# A loop's body is recorded this many times into its secondary command buffer (at most its
+# trip count), which the sequence executes trip-count // copies times, and the rest of the
+# trip count from a second secondary holding the body once: each execution is an entry of one
+# vkCmdExecuteCommands, whose cost the driver may pay per entry when it records
+# (VKGRAD_LOOP_COPIES overrides).
+LOOP_COPIES = 1
+_loop_copies_env = env_reader("VKGRAD_LOOP_COPIES")
 
 # Pipelines the device keeps for reuse once no live program uses them (least recently used
 # first out). A shape is part of a generated kernel's source, so a jitted function called with
@@ -127,6 +142,9 @@ class Buffer:
         self._address = None
         device._buffers.add(self)
         counters["allocations"] += 1
+        counters["allocated_bytes"] += nbytes
+        if kind == "device":
+            counters["staging_allocated_bytes"] += nbytes
 
     @property
     def address(self) -> int:
@@ -498,6 +516,13 @@ class Executable:
         iteration), as timestamps label them; None: each once, in order."""
         return replay_order(len(self.dispatches), self.loops) if self.loops else None
 
+    def loop_bodies(self) -> list:
+        """Each loop's body as it is recorded (loops of more than one step): (trip count,
+        [(kernel name, whether a barrier is recorded before it)]), in the order recorded: what
+        every iteration costs."""
+        return [(count, [(self.dispatches[i].kernel.name, barrier) for i, barrier in order])
+                for (_, count), order in zip(self._runs, self._schedules) if count > 1]
+
     def busy(self) -> bool:
         """Whether a submission of this executable is still pending (they complete in order,
         so the last one says)."""
@@ -539,8 +564,9 @@ class Executable:
                 for i, barrier in order:
                     seq.record(self._ops[i], barrier)
             else:
-                seq.record_loop([self._ops[i] for i, _ in order], count, True,
-                                [barrier for _, barrier in order])
+                recorded += len(body) * (record_loop(
+                    seq, [self._ops[i] for i, _ in order], count,
+                    [barrier for _, barrier in order]) - 1)
         for op in end:
             seq.record(op)
         ops += end
@@ -558,6 +584,28 @@ class Executable:
         self._recorded.clear()
         self._ops.clear()
         self._extra_ops.clear()
+
+
+def loop_copies() -> int:
+    """LOOP_COPIES, or VKGRAD_LOOP_COPIES where set."""
+    env = _loop_copies_env().strip()
+    return max(1, int(env)) if env else LOOP_COPIES
+
+
+def record_loop(seq, ops, count: int, barriers) -> int:
+    """Record a loop's body (`ops`, each with its barrier or not) to run `count` times: copied
+    k = min(loop_copies(), count) times into a secondary command buffer executed count // k
+    times, and the rest from one holding it once (kp patch 0012; each copy's first op keeps its
+    barrier, which orders an iteration after the previous one). Returns how many copies of the
+    body it recorded."""
+    k = min(loop_copies(), count)
+    q, r = divmod(count, k)
+    barriers = [True, *barriers[1:]]
+    seq.record_loop(ops * k, q, True, barriers * k)
+    if r:
+        seq.record_loop(ops, r, True, barriers)
+    counters["loop_executions"] += q + r
+    return k + (r > 0)
 
 
 class _Recorded:
