@@ -1,0 +1,192 @@
+"""GLSL for a `fused[kind=row]` eqn (lowering/fusion/rows.py makes them): the body's code
+written into the row kernel's template (kernels_glsl/row.comp), one workgroup per row.
+
+A row kernel's body works on one row shape F = L + (n,): its reductions are over F's last
+axis (results of shape L), its other values are either *element* values (shape F, or any
+shape broadcast into F: a weight of shape (n,), a scalar) or *row* values (shape L or
+L + (1,): a mean, a variance, 1 / sqrt(var + eps)). The pass guarantees that every row
+value is read only at the row being computed, so the code is written in two contexts:
+
+  * the row context (`_RowValues`): a row value once per thread, in `main` between the
+    reductions (a reduction's result is a variable there once its workgroup reduction ran);
+  * an element context (`_ElementValues`, one per reduction and one for the outputs): the
+    code inside a loop over the thread's NV elements of the row (element `e = base + c`),
+    which asks the row context for any row value it reads.
+
+Body inputs of shape F read at the thread's own element are loaded into registers once,
+before the first reduction (`x<k>[i]`), so a row is read from memory once however many
+reductions and outputs read it; other reads (a weight, a transposed operand) go to memory
+where they are needed, as a loop kernel's do (lowering/elementwise.py's FusedSource, which
+both contexts are).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from vkgrad import primitives as P
+from vkgrad.ir.core import Program, Var
+from vkgrad.lowering import glsl
+from vkgrad.lowering.elementwise import GLSL_TYPE, STORAGE_TYPE, FusedSource, Index, strides
+from vkgrad.lowering.kernels import ROWS
+from vkgrad.lowering.launch import Launch
+from vkgrad.lowering.render import KERNELS_DIR
+
+# reduction -> (workgroup reduction of reduce_common.glsl, identity, combine)
+REDUCE = {
+    P.reduce_sum_p: ("vkg_wg_sum", "0.0", "{0} + {1}"),
+    P.reduce_max_p: ("vkg_wg_max", "VKG_NEG_INF", "vkg_max({0}, {1})"),
+    P.reduce_min_p: ("vkg_wg_min", "VKG_POS_INF", "vkg_min({0}, {1})"),
+}
+MARKERS = ("// VKGRAD_ROW_BUFFERS", "// VKGRAD_ROW_HELPERS", "// VKGRAD_ROW_BODY")
+
+
+def row_shape(body: Program) -> tuple:
+    """F: the shape the body's reductions reduce over its last axis."""
+    return next(b for b in body.eqns if not b.prim.fusible).inputs[0].shape
+
+
+def row_shapes(shape) -> set:
+    """The shapes of a row's values for row shape F: L and L + (1,)."""
+    lead = tuple(shape[:-1])
+    return {lead, lead + (1,)}
+
+
+class _RowValues(FusedSource):
+    """Row values, once per thread, written straight into `main`'s lines."""
+
+    def __init__(self, body, arrays, shape, lines):
+        lead = tuple(shape[:-1])
+        super().__init__(body, arrays, own_size=math.prod(lead), tmp_prefix="r")
+        self.lines = lines
+        self.reduced: dict = {}
+        self.dims = []
+        for i, (d, s) in enumerate(zip(lead, strides(lead))):
+            if d == 1:
+                self.dims.append("0")
+                continue
+            if len(lead) == 1:
+                self.dims.append("row")
+                continue
+            lines.append(f"    int row{i} = " + (f"row / {s};" if i == 0 else f"(row / {s}) % {d};"))
+            self.dims.append(f"row{i}")
+
+    def index(self, shape) -> Index:
+        return Index(shape, self.dims + ["0"] * (len(shape) - len(self.dims)), "row")
+
+    def value(self, x, idx):
+        if isinstance(x, Var) and x in self.reduced:
+            return self.reduced[x]
+        return super().value(x, idx)
+
+
+class _ElementValues(FusedSource):
+    """Element values at the thread's element `e` of the row (inside the loop over its NV
+    elements); row values come from the row context, own-element reads of row-shaped inputs
+    from the registers loaded first."""
+
+    def __init__(self, body, arrays, shape, row, registers, prefix):
+        super().__init__(body, arrays, own_size=math.prod(shape), tmp_prefix=prefix)
+        self.shape, self.row, self.registers = tuple(shape), row, registers
+        self.row_values = row_shapes(shape)
+
+    def index(self, shape=None) -> Index:
+        """The thread's element `e` of a value of the row shape (or of a reshape of it that
+        keeps the rows: the same flat index)."""
+        if shape is None or tuple(shape) == self.shape:
+            return Index(self.shape, self.row.dims + ["c"], "e")
+        return Index(shape, [f"e / {s}" if i == 0 else f"(e / {s}) % {d}"
+                             for i, (d, s) in enumerate(zip(shape, strides(shape)))], "e")
+
+    def value(self, x, idx):
+        if isinstance(x, Var) and x.shape in self.row_values:
+            return self.row.value(x, self.row.index(x.shape))
+        return super().value(x, idx)
+
+    def load(self, x, flat):
+        if flat == "e" and math.prod(x.shape) == math.prod(self.shape) and \
+                x.shape[-1:] == self.shape[-1:]:
+            return self.registers.setdefault(x, f"x{len(self.registers)}") + "[i]"
+        return super().load(x, flat)
+
+
+def _loop(lines: list) -> list:
+    """`lines` for each of the thread's elements of the row (columns t, t + WG, ...)."""
+    return ["    [[unroll]] for (int i = 0; i < NV; ++i) {",
+            "        int c = t + i * int(VKG_WG);",
+            "        if (c < N) {",
+            "            int e = base + c;",
+            *("        " + ln for ln in lines),
+            "        }",
+            "    }"]
+
+
+def generate_body(body: Program) -> tuple[str, list]:
+    """(main's code after `base`, the declarations of the row registers' loads: lines before
+    it) for a row kernel's body."""
+    shape = row_shape(body)
+    arrays = {v: f"in{i}" for i, v in enumerate(body.inputs)}
+    slot = {o: len(body.inputs) + j for j, o in enumerate(body.outputs)}
+    lines: list = []
+    row = _RowValues(body, arrays, shape, lines)
+    registers: dict = {}
+    reductions = [b for b in body.eqns if not b.prim.fusible]
+    for k, r in enumerate(reductions):
+        fn, ident, combine = REDUCE[r.prim]
+        el = _ElementValues(body, arrays, shape, row, registers, f"e{k}_")
+        v = el.value(r.inputs[0], el.index())
+        lines.append(f"    // reduction {k}: {r.prim.name} over the row")
+        lines.append(f"    float acc{k} = {ident};")
+        lines += _loop(el.lines + [f"    acc{k} = {combine.format(f'acc{k}', v)};"])
+        lines.append(f"    float red{k} = {fn}(acc{k});")
+        row.reduced[r.out] = f"red{k}"
+    elements = [o for o in body.outputs if o.shape not in row_shapes(shape)]
+    lines.append("    // outputs")
+    if elements:
+        el = _ElementValues(body, arrays, shape, row, registers, "o_")
+        stores = [f"    out{slot[o]}[e] = {el.store_expr(el.value(o, el.index(o.shape)), o.dtype)};"
+                  for o in elements]
+        lines += _loop(el.lines + stores)
+    for o in body.outputs:
+        if o not in elements:
+            v = row.value(o, row.index(o.shape))
+            lines.append(f"    if (t == 0) out{slot[o]}[row] = {row.store_expr(v, o.dtype)};")
+    loads = []
+    for x, name in registers.items():
+        loads.append(f"    {GLSL_TYPE[x.dtype]} {name}[NV];")
+    if registers:
+        src = FusedSource(body, arrays)
+        loads += ["    // the row's elements, loaded once",
+                  *_loop([f"    {name}[i] = {src.load(x, 'e')};"
+                          for x, name in registers.items()])]
+    return "\n".join(loads + lines), list(registers)
+
+
+def _buffers(body: Program) -> str:
+    decl = []
+    for i, v in enumerate(body.inputs):
+        decl.append(f"layout(std430, set = 0, binding = {i}) readonly buffer In{i} "
+                    f"{{ {STORAGE_TYPE[v.dtype]} in{i}[]; }};")
+    for j, o in enumerate(body.outputs):
+        k = len(body.inputs) + j
+        decl.append(f"layout(std430, set = 0, binding = {k}) writeonly buffer Out{k} "
+                    f"{{ {STORAGE_TYPE[o.dtype]} out{k}[]; }};")
+    return "\n".join(decl)
+
+
+def launch(e, target, name: str) -> Launch:
+    """The launch of row-kernel eqn `e`: the contract's plan (kernels.py:plan_rows) with the
+    body's code in the template. Bindings: the body's inputs, then its outputs."""
+    plan, _ = ROWS.plan(e, target)
+    (template, _), = plan.steps
+    body = e.params["body"]
+    code, _ = generate_body(body)
+    helpers = "\n".join(glsl.helpers(b.prim for b in body.eqns))
+    src = (KERNELS_DIR / template.shader).read_text()
+    shapes = ", ".join(str(o.type) for o in body.outputs)
+    src = src.replace("#version 450", f"#version 450\n// {name}: a row kernel of {len(body.eqns)} "
+                      f"eqns over {Var(row_shape(body), 'f32').type} rows, writing {shapes}", 1)
+    for marker, text in zip(MARKERS, (_buffers(body), helpers, code)):
+        src = src.replace(marker, text, 1)
+    return dataclasses.replace(template, name=name, shader=src)
