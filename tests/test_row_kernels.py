@@ -62,8 +62,9 @@ def test_row_layout(target):
 
 # ------------------------------------------------------------------ layer norm on Vulkan
 
-@pytest.mark.parametrize("rows,n", [(5, 1), (3, 7), (6, 33), (4, 256), (3, "limit")])
+@pytest.mark.parametrize("rows,n", [(5, 1), (3, 7), (6, 33), (16, 16), (4, 256), (3, "limit")])
 def test_layer_norm_forward_is_one_dispatch(rows, n):
+    """(16, 16): the weight, of shape (n,), has the shape of the row sums and is no row value."""
     n = row_limit() if n == "limit" else n
     x, w, b = f32(rows, n, low=-2, high=3), f32(n), f32(n)
     fused, lw = check(layer_norm, x, w, b, kinds=("row",), rtol=2e-4, atol=2e-5)

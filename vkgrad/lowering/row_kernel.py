@@ -42,6 +42,70 @@ REDUCE = {
 MARKERS = ("// VKGRAD_ROW_BUFFERS", "// VKGRAD_ROW_HELPERS", "// VKGRAD_ROW_BODY")
 
 
+def row_reduction(e) -> bool:
+    """A reduction over the last axis alone."""
+    return e.prim in REDUCE and e.inputs[0].ndim >= 1 and \
+        tuple(e.params["axes"]) == (e.inputs[0].ndim - 1,)
+
+
+def same_rows(s, shape) -> bool:
+    """Is `s` the row shape F up to a reshape of its leading axes ([8192, 256] for
+    [32, 256, 256]): the same elements at the same flat index, in the same rows?"""
+    return len(s) >= 1 and s[-1] == shape[-1] and math.prod(s) == math.prod(shape)
+
+
+def _aligned(x_shape, out_shape, shape) -> bool:
+    """Does an operand of x_shape, broadcast into out_shape, read only its own row?"""
+    padded = (1,) * (len(out_shape) - len(x_shape)) + tuple(x_shape)
+    return padded == tuple(out_shape) or (tuple(out_shape) == tuple(shape) and
+                                          padded == tuple(shape[:-1]) + (1,))
+
+
+def row_values(body: Program, shape) -> set | None:
+    """The body's row values for row shape F = `shape`: its reductions' results, the values of
+    shape L + (1,) (n > 1), and those of shape L computed from a reduction; None where the
+    body cannot run as a row kernel (a reduction over anything but F's last axis, a row value
+    or a value computed from a reduction read at another row, an output of another shape).
+
+    A row value is read only by elementwise eqns whose result has its shape (or, as
+    L + (1,), broadcast along the row into F), by reshapes between L and L + (1,), by
+    broadcast_to into F; a value computed from a reduction is F up to a reshape of its
+    leading axes (`same_rows`) or a row value. Values of shape L computed from no reduction
+    are not row values: with n == prod(L) they may be a weight of shape (n,)."""
+    lead = tuple(shape[:-1])
+    shapes = {lead, lead + (1,)}
+    if any(not same_rows(o.shape, shape) and o.shape not in shapes for o in body.outputs):
+        return None
+    wide = lead + (1,) if shape[-1] != 1 else None
+    rows = {v for v in body.inputs if v.shape == wide}
+    tainted: set = set()            # computed from a reduction
+    for e in body.eqns:
+        if not e.prim.fusible:
+            if not row_reduction(e) or e.inputs[0].shape != tuple(shape) or \
+                    e.inputs[0].dtype != "f32":
+                return None
+            rows.add(e.out)
+            tainted.add(e.out)
+            continue
+        rel = [x for x in e.inputs if isinstance(x, Var) and (x in rows or x in tainted)]
+        out = e.out.shape
+        if rel:
+            if e.prim is P.reshape_p:
+                x = rel[0].shape
+                if not ((x in shapes and out in shapes) or
+                        (same_rows(x, shape) and same_rows(out, shape))):
+                    return None
+            elif e.prim.elementwise or e.prim is P.broadcast_to_p:
+                if not all(_aligned(x.shape, out, shape) for x in rel):
+                    return None
+            else:
+                return None
+            tainted.update(e.outputs)
+        if out == wide or (out == lead and rel):
+            rows.update(e.outputs)
+    return rows if tainted else None
+
+
 def row_shape(body: Program) -> tuple:
     """F: the shape the body's reductions reduce over its last axis."""
     return next(b for b in body.eqns if not b.prim.fusible).inputs[0].shape
@@ -86,10 +150,9 @@ class _ElementValues(FusedSource):
     elements); row values come from the row context, own-element reads of row-shaped inputs
     from the registers loaded first."""
 
-    def __init__(self, body, arrays, shape, row, registers, prefix):
+    def __init__(self, body, arrays, shape, row, registers, prefix, rows):
         super().__init__(body, arrays, own_size=math.prod(shape), tmp_prefix=prefix)
-        self.shape, self.row, self.registers = tuple(shape), row, registers
-        self.row_values = row_shapes(shape)
+        self.shape, self.row, self.registers, self.rows = tuple(shape), row, registers, rows
 
     def index(self, shape=None) -> Index:
         """The thread's element `e` of a value of the row shape (or of a reshape of it that
@@ -100,7 +163,7 @@ class _ElementValues(FusedSource):
                              for i, (d, s) in enumerate(zip(shape, strides(shape)))], "e")
 
     def value(self, x, idx):
-        if isinstance(x, Var) and x.shape in self.row_values:
+        if isinstance(x, Var) and x in self.rows:
             return self.row.value(x, self.row.index(x.shape))
         return super().value(x, idx)
 
@@ -131,10 +194,13 @@ def generate_body(body: Program) -> tuple[str, list]:
     lines: list = []
     row = _RowValues(body, arrays, shape, lines)
     registers: dict = {}
+    rows = row_values(body, shape)
+    if rows is None:
+        raise ValueError(f"this body is not a row kernel over rows of {shape}")
     reductions = [b for b in body.eqns if not b.prim.fusible]
     for k, r in enumerate(reductions):
         fn, ident, combine = REDUCE[r.prim]
-        el = _ElementValues(body, arrays, shape, row, registers, f"e{k}_")
+        el = _ElementValues(body, arrays, shape, row, registers, f"e{k}_", rows)
         v = el.value(r.inputs[0], el.index())
         lines.append(f"    // reduction {k}: {r.prim.name} over the row")
         lines.append(f"    float acc{k} = {ident};")
@@ -144,7 +210,7 @@ def generate_body(body: Program) -> tuple[str, list]:
     elements = [o for o in body.outputs if o.shape not in row_shapes(shape)]
     lines.append("    // outputs")
     if elements:
-        el = _ElementValues(body, arrays, shape, row, registers, "o_")
+        el = _ElementValues(body, arrays, shape, row, registers, "o_", rows)
         stores = [f"    out{slot[o]}[e] = {el.store_expr(el.value(o, el.index(o.shape)), o.dtype)};"
                   for o in elements]
         lines += _loop(el.lines + stores)

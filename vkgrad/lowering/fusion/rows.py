@@ -15,12 +15,10 @@ A group is a set of top-level kernels that
     with whatever producers and epilogues they took), or loop kernels, each joining a group
     when it reads a value the group computes or a row-sized value the group reads (the max
     and the min of x);
-  * compute every *row value* (shapes L and L + (1,): a reduction's result, the mean, the
-    variance) only at its own row: a row value is read by elementwise eqns whose result is
-    of its shape or, as L + (1,), broadcast along the row into F, by reshapes between L and
-    L + (1,), by broadcast_to into F; a value computed from one stays F-shaped or a row value
-    (`fits`). Values that do not depend on the group's reductions may be anything a loop
-    kernel computes (a weight of shape (n,), a transposed operand);
+  * read every *row value* (shapes L and L + (1,): a reduction's result, the mean, the
+    variance) only at its own row (lowering/row_kernel.py's `row_values` has the rules).
+    Values that depend on no reduction may be anything a loop kernel computes (a weight of
+    shape (n,), a transposed operand);
   * write only values of shape F or row values (f32, i32, bool; no 16-bit values), bind at
     most the Target's buffers, and have n within the row kernel's limit (its contract in
     lowering/kernels.py, `row_max`); rows longer than that keep today's kernels;
@@ -34,26 +32,17 @@ A group is a set of top-level kernels that
 
 from __future__ import annotations
 
-import math
-
-from vkgrad import primitives as P
 from vkgrad.ir.core import Program, Var
 from vkgrad.lowering import elementwise
 from vkgrad.lowering.fusion.base import HookFusion
 from vkgrad.lowering.kernels import row_max
+from vkgrad.lowering.row_kernel import row_reduction, row_values, same_rows
 from vkgrad.passes.dce import dce
 from vkgrad.passes.fused_program import VIEWS, Schedule, anchors, body_of, kind, make_fused
 from vkgrad.primitives.compiler import save_p
 
-ROW_REDUCTIONS = (P.reduce_sum_p, P.reduce_max_p, P.reduce_min_p)
 MEMBER_KINDS = ("kernel", "input", "output", "multi_output", "loop", "row")
 DTYPES = ("f32", "i32", "bool")
-
-
-def row_reduction(e) -> bool:
-    """A reduction over the last axis alone."""
-    return e.prim in ROW_REDUCTIONS and e.inputs[0].ndim >= 1 and \
-        tuple(e.params["axes"]) == (e.inputs[0].ndim - 1,)
 
 
 def member_shape(e):
@@ -72,23 +61,8 @@ def member_shape(e):
         else None
 
 
-def _aligned(x_shape, out_shape, row_shape) -> bool:
-    """Does an operand of x_shape, broadcast into out_shape, read only its own row?"""
-    padded = (1,) * (len(out_shape) - len(x_shape)) + tuple(x_shape)
-    return padded == tuple(out_shape) or (tuple(out_shape) == tuple(row_shape) and
-                                          padded == tuple(row_shape[:-1]) + (1,))
-
-
-def same_rows(s, shape) -> bool:
-    """Is `s` the row shape F up to a reshape of its leading axes ([8192, 256] for
-    [32, 256, 256]): the same elements at the same flat index, in the same rows?"""
-    return len(s) >= 1 and s[-1] == shape[-1] and math.prod(s) == math.prod(shape)
-
-
 def fits(body: Program, shape, target) -> bool:
-    """Can `body` run as a row kernel over rows of `shape` (module docstring)?"""
-    lead = tuple(shape[:-1])
-    rows = {lead, lead + (1,)}
+    """Can `body` run as a row kernel over rows of `shape` on `target` (module docstring)?"""
     if not body.outputs or not all(shape) or shape[-1] > row_max(target):
         return False
     if len(body.inputs) + len(body.outputs) > elementwise.max_bindings(target):
@@ -96,34 +70,7 @@ def fits(body: Program, shape, target) -> bool:
     values = [*body.inputs, *(o for e in body.eqns for o in e.outputs)]
     if any(v.dtype not in DTYPES for v in values):
         return False
-    if any(not same_rows(o.shape, shape) and o.shape not in rows for o in body.outputs):
-        return False
-    relevant = {v for v in body.inputs if v.shape in rows}   # row values and their results
-    reductions = 0
-    for e in body.eqns:
-        if not e.prim.fusible:
-            if not row_reduction(e) or e.inputs[0].shape != tuple(shape) or \
-                    e.inputs[0].dtype != "f32":
-                return False
-            reductions += 1
-            relevant.add(e.out)
-            continue
-        rel = [x for x in e.inputs if isinstance(x, Var) and (x in relevant or x.shape in rows)]
-        if not rel:
-            continue
-        out = e.out.shape
-        if e.prim is P.reshape_p:
-            x = rel[0].shape
-            if not ((x in rows and out in rows) or (same_rows(x, shape) and
-                                                    same_rows(out, shape))):
-                return False
-        elif e.prim.elementwise or e.prim is P.broadcast_to_p:
-            if not all(_aligned(x.shape, out, shape) for x in rel):
-                return False
-        else:
-            return False
-        relevant.update(e.outputs)
-    return reductions > 0
+    return row_values(body, shape) is not None
 
 
 class RowFusion(HookFusion):
