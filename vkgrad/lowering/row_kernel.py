@@ -26,9 +26,11 @@ import dataclasses
 import math
 
 from vkgrad import primitives as P
+from vkgrad.dtypes import type_str
 from vkgrad.ir.core import Program, Var
 from vkgrad.lowering import glsl
-from vkgrad.lowering.elementwise import GLSL_TYPE, STORAGE_TYPE, FusedSource, Index, strides
+from vkgrad.lowering.elementwise import (GLSL_TYPE, FusedSource, Index, buffer_declarations,
+                                         strides)
 from vkgrad.lowering.kernels import ROWS
 from vkgrad.lowering.launch import Launch
 from vkgrad.lowering.render import KERNELS_DIR
@@ -168,8 +170,7 @@ class _ElementValues(FusedSource):
         return super().value(x, idx)
 
     def load(self, x, flat):
-        if flat == "e" and math.prod(x.shape) == math.prod(self.shape) and \
-                x.shape[-1:] == self.shape[-1:]:
+        if flat == "e" and same_rows(x.shape, self.shape):
             return self.registers.setdefault(x, f"x{len(self.registers)}") + "[i]"
         return super().load(x, flat)
 
@@ -185,12 +186,12 @@ def _loop(lines: list) -> list:
             "    }"]
 
 
-def generate_body(body: Program) -> tuple[str, list]:
-    """(main's code after `base`, the declarations of the row registers' loads: lines before
-    it) for a row kernel's body."""
+def generate_body(body: Program) -> str:
+    """The code of `main` after `base` for a row kernel's body: the registers loaded, the
+    reductions, the outputs stored."""
     shape = row_shape(body)
     arrays = {v: f"in{i}" for i, v in enumerate(body.inputs)}
-    slot = {o: len(body.inputs) + j for j, o in enumerate(body.outputs)}
+    slot = {o: j for j, o in enumerate(body.outputs)}
     lines: list = []
     row = _RowValues(body, arrays, shape, lines)
     registers: dict = {}
@@ -226,19 +227,7 @@ def generate_body(body: Program) -> tuple[str, list]:
         loads += ["    // the row's elements, loaded once",
                   *_loop([f"    {name}[i] = {src.load(x, 'e')};"
                           for x, name in registers.items()])]
-    return "\n".join(loads + lines), list(registers)
-
-
-def _buffers(body: Program) -> str:
-    decl = []
-    for i, v in enumerate(body.inputs):
-        decl.append(f"layout(std430, set = 0, binding = {i}) readonly buffer In{i} "
-                    f"{{ {STORAGE_TYPE[v.dtype]} in{i}[]; }};")
-    for j, o in enumerate(body.outputs):
-        k = len(body.inputs) + j
-        decl.append(f"layout(std430, set = 0, binding = {k}) writeonly buffer Out{k} "
-                    f"{{ {STORAGE_TYPE[o.dtype]} out{k}[]; }};")
-    return "\n".join(decl)
+    return "\n".join(loads + lines)
 
 
 def launch(e, target, name: str) -> Launch:
@@ -247,12 +236,12 @@ def launch(e, target, name: str) -> Launch:
     plan, _ = ROWS.plan(e, target)
     (template, _), = plan.steps
     body = e.params["body"]
-    code, _ = generate_body(body)
+    code = generate_body(body)
     helpers = "\n".join(glsl.helpers(b.prim for b in body.eqns))
     src = (KERNELS_DIR / template.shader).read_text()
     shapes = ", ".join(str(o.type) for o in body.outputs)
     src = src.replace("#version 450", f"#version 450\n// {name}: a row kernel of {len(body.eqns)} "
-                      f"eqns over {Var(row_shape(body), 'f32').type} rows, writing {shapes}", 1)
-    for marker, text in zip(MARKERS, (_buffers(body), helpers, code)):
+                      f"eqns over {type_str(row_shape(body), 'f32')} rows, writing {shapes}", 1)
+    for marker, text in zip(MARKERS, ("\n".join(buffer_declarations(body)), helpers, code)):
         src = src.replace(marker, text, 1)
     return dataclasses.replace(template, name=name, shader=src)

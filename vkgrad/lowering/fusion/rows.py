@@ -86,21 +86,31 @@ class RowFusion(HookFusion):
     def merge_one(self, program: Program) -> Program | None:
         sched = Schedule(program)
         eqns = sched.eqns
+        shapes = [member_shape(e) for e in eqns]
+        reduces = [bool(anchors(body_of(e))) if s is not None else False
+                   for e, s in zip(eqns, shapes)]
+        reads = [{sched.root(x) for x in e.inputs if isinstance(x, Var)} for e in eqns]
+        rows_of: dict = {}
+
+        def rows_read(k, shape) -> set:
+            """The values of the row shape (up to a reshape) that eqn k reads from memory."""
+            if (k, shape) not in rows_of:
+                rows_of[k, shape] = {v for v in reads[k] if same_rows(v.shape, shape)}
+            return rows_of[k, shape]
+
         for i, first in enumerate(eqns):
-            shape = member_shape(first)
+            shape = shapes[i]
             if shape is None:
                 continue
             group, fused, order = [i], None, None
             outs = {sched.root(o) for o in first.outputs}
-            rows_read = _rows_read(first, shape, sched)
+            group_rows = set(rows_read(i, shape))
             for j in range(i + 1, len(eqns)):
-                e = eqns[j]
-                s = member_shape(e)
-                if s is None or (anchors(body_of(e)) and s != shape) or e.phase != first.phase:
+                e, s = eqns[j], shapes[j]
+                if s is None or (reduces[j] and s != shape) or e.phase != first.phase:
                     continue
-                mine = _rows_read(e, shape, sched)
-                if not (mine & rows_read or any(isinstance(x, Var) and sched.root(x) in outs
-                                                for x in e.inputs)):
+                mine = rows_read(j, shape)
+                if not (mine & group_rows or reads[j] & outs):
                     continue    # joins what reads the group's values, or the rows it reads
                 trial = group + [j]
                 trial_order = _schedule(sched, trial)
@@ -111,7 +121,7 @@ class RowFusion(HookFusion):
                     continue
                 group, fused, order = trial, trial_fused, trial_order
                 outs |= {sched.root(o) for o in e.outputs}
-                rows_read |= mine
+                group_rows |= mine
             if fused is not None:
                 before, after = order
                 lo, hi = group[0], group[-1]
@@ -145,11 +155,6 @@ class RowFusion(HookFusion):
         outs = [o for e in eqns for o in e.outputs
                 if o in sched.returned or any(r not in members for r in sched.readers.get(o, []))]
         return make_fused(list(dict.fromkeys(body_eqns)), outs, "row", like=eqns[0])
-
-
-def _rows_read(e, shape, sched) -> set:
-    """The values of the row shape (up to a reshape) that kernel eqn `e` reads from memory."""
-    return {sched.root(x) for x in e.inputs if isinstance(x, Var) and same_rows(x.shape, shape)}
 
 
 def _schedule(sched: Schedule, members: list):
