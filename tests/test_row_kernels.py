@@ -225,6 +225,7 @@ def test_dump_shows_the_row_kernel(tmp_path):
     assert glsl.returncode == 0, glsl.stderr
     text = glsl.stdout
     for line in ("a row kernel of 14 eqns over f32[16,64] rows, writing f32[16,64]",
-                 "// the row's elements, loaded once", "// reduction 0: reduce_sum over the row",
+                 "// the row's elements (and what else the thread reads at them), loaded once",
+                 "// reduction 0: reduce_sum over the row",
                  "float red1 = vkg_wg_sum(acc1);", "// outputs"):
         assert line in text, text

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
 from vkgrad import primitives as P
 from vkgrad.dtypes import type_str
@@ -42,6 +43,7 @@ REDUCE = {
     P.reduce_min_p: ("vkg_wg_min", "VKG_POS_INF", "vkg_min({0}, {1})"),
 }
 MARKERS = ("// VKGRAD_ROW_BUFFERS", "// VKGRAD_ROW_HELPERS", "// VKGRAD_ROW_BODY")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
 
 
 def row_reduction(e) -> bool:
@@ -119,6 +121,12 @@ def row_shapes(shape) -> set:
     return {lead, lead + (1,)}
 
 
+def _digit(flat: str, d: int, s: int, first: bool) -> str:
+    """The index along an axis of size d and stride s of the element at `flat`."""
+    q = flat if s == 1 else f"{flat} / {s}"
+    return q if first else f"({q}) % {d}" if s != 1 else f"{q} % {d}"
+
+
 class _RowValues(FusedSource):
     """Row values, once per thread, written straight into `main`'s lines."""
 
@@ -127,6 +135,7 @@ class _RowValues(FusedSource):
         super().__init__(body, arrays, own_size=math.prod(lead), tmp_prefix="r")
         self.lines = lines
         self.reduced: dict = {}
+        self.names = {"row", "c", "e"}     # what an index before the row's loop may use
         self.dims = []
         for i, (d, s) in enumerate(zip(lead, strides(lead))):
             if d == 1:
@@ -135,8 +144,10 @@ class _RowValues(FusedSource):
             if len(lead) == 1:
                 self.dims.append("row")
                 continue
-            lines.append(f"    int row{i} = " + (f"row / {s};" if i == 0 else f"(row / {s}) % {d};"))
+            lines.append(f"    int row{i} = {_digit('row', d, s, i == 0)};")
             self.dims.append(f"row{i}")
+            self.names.add(f"row{i}")
+        self.declared = len(lines)          # the row's indices: before anything reads them
 
     def index(self, shape) -> Index:
         return Index(shape, self.dims + ["0"] * (len(shape) - len(self.dims)), "row")
@@ -157,21 +168,31 @@ class _ElementValues(FusedSource):
         self.shape, self.row, self.registers, self.rows = tuple(shape), row, registers, rows
 
     def index(self, shape=None) -> Index:
-        """The thread's element `e` of a value of the row shape (or of a reshape of it that
-        keeps the rows: the same flat index)."""
+        """The thread's element `e` of a value of the row shape, or of a reshape of it that
+        keeps the rows (the same flat index: column c of row `row`)."""
         if shape is None or tuple(shape) == self.shape:
             return Index(self.shape, self.row.dims + ["c"], "e")
-        return Index(shape, [f"e / {s}" if i == 0 else f"(e / {s}) % {d}"
-                             for i, (d, s) in enumerate(zip(shape, strides(shape)))], "e")
+        lead = tuple(shape[:-1])
+        return Index(shape, [_digit("row", d, s, i == 0)
+                             for i, (d, s) in enumerate(zip(lead, strides(lead)))] + ["c"], "e")
 
     def value(self, x, idx):
         if isinstance(x, Var) and x in self.rows:
             return self.row.value(x, self.row.index(x.shape))
+        p = self.producer.get(x)
+        if idx.flat == "e" and p is not None and p.prim is P.reshape_p and \
+                same_rows(p.inputs[0].shape, self.shape):   # the same element, by row and column
+            return self.value(p.inputs[0], self.index(p.inputs[0].shape))
         return super().value(x, idx)
 
     def load(self, x, flat):
-        if flat == "e" and same_rows(x.shape, self.shape):
-            return self.registers.setdefault(x, f"x{len(self.registers)}") + "[i]"
+        """A read at an index of the thread's element alone (its row and column: the row
+        itself, a weight, a positional table) comes from a register loaded once; others
+        (at an index computed in the loop) from memory."""
+        flat = "e" if flat == "e" or (same_rows(x.shape, self.shape) and flat == "base + c") \
+            else flat
+        if set(_IDENTIFIER.findall(flat)) <= self.row.names:
+            return self.registers.setdefault((x, flat), f"x{len(self.registers)}") + "[i]"
         return super().load(x, flat)
 
 
@@ -219,15 +240,13 @@ def generate_body(body: Program) -> str:
         if o not in elements:
             v = row.value(o, row.index(o.shape))
             lines.append(f"    if (t == 0) out{slot[o]}[row] = {row.store_expr(v, o.dtype)};")
-    loads = []
-    for x, name in registers.items():
-        loads.append(f"    {GLSL_TYPE[x.dtype]} {name}[NV];")
+    loads = [f"    {GLSL_TYPE[x.dtype]} {name}[NV];" for (x, _), name in registers.items()]
     if registers:
         src = FusedSource(body, arrays)
-        loads += ["    // the row's elements, loaded once",
-                  *_loop([f"    {name}[i] = {src.load(x, 'e')};"
-                          for x, name in registers.items()])]
-    return "\n".join(loads + lines)
+        loads += ["    // the row's elements (and what else the thread reads at them), loaded once",
+                  *_loop([f"    {name}[i] = {src.load(x, flat)};"
+                          for (x, flat), name in registers.items()])]
+    return "\n".join(lines[:row.declared] + loads + lines[row.declared:])
 
 
 def launch(e, target, name: str) -> Launch:
