@@ -15,7 +15,9 @@ from test_fusion_vulkan import check, f32
 import vkgrad as vg
 import vkgrad.numpy as vnp
 from vkgrad.lowering.contracts import Unsupported
+from vkgrad.ir.parser import parse_program
 from vkgrad.lowering.kernels import row_layout, row_max
+from vkgrad.lowering.row_kernel import row_values
 from vkgrad.pipeline import Options, disabled_passes, run_stages
 from vkgrad.primitives.compiler import fused_p
 from vkgrad.runtime import get_device
@@ -58,6 +60,27 @@ def test_row_layout(target):
     assert row_layout(4096, target) == (1024, 4)
     with pytest.raises(Unsupported, match="rows of 4097 elements: at most 4096"):
         row_layout(4097, target)
+
+
+def test_row_values_need_a_reduction():
+    """A body reading a value of shape [rows, 1] but reducing nothing is a loop kernel's work
+    (jnp.setdiff1d with an empty second operand once made such a group, with no reduction to
+    plan)."""
+    p = parse_program("""
+program g(%0: f32[4,6], %1: f32[4,1]) -> f32[4,6] {
+  %2: f32[4,6] = add %0, %1
+  return %2
+}
+""")
+    assert row_values(p, (4, 6)) is None
+    q = parse_program("""
+program g(%0: f32[4,6], %1: f32[4,1]) -> (f32[4,6], f32[4]) {
+  %2: f32[4,6] = add %0, %1
+  %3: f32[4] = reduce_sum[axes=(1,)] %2
+  return %2, %3
+}
+""")
+    assert row_values(q, (4, 6)) == {q.inputs[1], q.outputs[1]}
 
 
 # ------------------------------------------------------------------ layer norm on Vulkan

@@ -82,7 +82,8 @@ def row_values(body: Program, shape) -> set | None:
         return None
     wide = lead + (1,) if shape[-1] != 1 else None
     rows = {v for v in body.inputs if v.shape == wide}
-    tainted: set = set()            # computed from a reduction
+    tainted: set = set()            # computed from a reduction or a row value
+    reductions = 0
     for e in body.eqns:
         if not e.prim.fusible:
             if not row_reduction(e) or e.inputs[0].shape != tuple(shape) or \
@@ -90,6 +91,7 @@ def row_values(body: Program, shape) -> set | None:
                 return None
             rows.add(e.out)
             tainted.add(e.out)
+            reductions += 1
             continue
         rel = [x for x in e.inputs if isinstance(x, Var) and (x in rows or x in tainted)]
         out = e.out.shape
@@ -107,7 +109,7 @@ def row_values(body: Program, shape) -> set | None:
             tainted.update(e.outputs)
         if out == wide or (out == lead and rel):
             rows.update(e.outputs)
-    return rows if tainted else None
+    return rows if reductions else None
 
 
 def row_shape(body: Program) -> tuple:

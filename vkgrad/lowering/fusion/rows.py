@@ -100,7 +100,7 @@ class RowFusion(HookFusion):
 
         for i, first in enumerate(eqns):
             shape = shapes[i]
-            if shape is None:
+            if shape is None or len(shape) < 2:      # a group has rows (L not empty)
                 continue
             group, fused, order = [i], None, None
             outs = {sched.root(o) for o in first.outputs}
