@@ -1,7 +1,7 @@
 """Row kernels (fused[kind=row], lowering/fusion/rows.py) against the kernels they replace:
 a layer norm forward, its value and gradient (x, weight, bias), and a softmax written in jnp,
 with fuse_rows on and off (VKGRAD_DISABLE_PASSES' switch), and the row kernel at other
-elements per thread (kernels.ROW_MAX_NV, which sets its workgroup size: n / NV threads).
+elements per thread (kernels.ROW_NV, which sets its workgroup size: n / NV threads).
 GPU time per kernel from Vulkan timestamps (vg.profile, median of its runs), in interleaved
 rounds; each row also says the dispatches and the largest difference from the interpreter.
 
@@ -46,19 +46,20 @@ def softmax_by_hand(x, w, b):
 
 FUNCTIONS = {"layer_norm": layer_norm, "layer_norm_value_and_grad": ln_value_and_grad,
              "softmax_jnp": softmax_by_hand}
-# (name, disabled passes, ROW_MAX_NV)
-VARIANTS = (("rows_off", "fuse_rows", 4), ("rows_nv4", "", 4), ("rows_nv2", "", 2),
-            ("rows_nv8", "", 8))
+# (name, disabled passes, ROW_NV); rows_nv8 is the default
+VARIANTS = (("rows_off", "fuse_rows", 8), ("rows_nv8", "", 8), ("rows_nv4", "", 4),
+            ("rows_nv16", "", 16))
 
 
 def one(fn, args, disable, nv, runs):
-    kernels.ROW_MAX_NV = nv
+    default = kernels.ROW_NV
+    kernels.ROW_NV = nv
     try:
         j = vg.jit(fn, backend="vulkan", disable_passes=disable)
         prof = vg.profile(j, *args, runs=runs)
         got = vg.tree_util.tree_leaves(j(*args))
     finally:
-        kernels.ROW_MAX_NV = 4
+        kernels.ROW_NV = default
     want = vg.tree_util.tree_leaves(vg.run_program(vg.make_ir(fn)(*args), *args))
     err = max(float(np.max(np.abs(np.asarray(g, np.float64) - np.asarray(w, np.float64))))
               for g, w in zip(got, want))
@@ -88,7 +89,7 @@ def main(argv=None) -> int:
             last = {}
             for _ in range(rounds):
                 for v, disable, nv in VARIANTS:
-                    if nv * 1024 < n:
+                    if n > kernels.ROW_MAX:
                         continue
                     last[v] = one(fn, data, disable, nv, runs)
                     times[v].append(last[v]["gpu_us"])

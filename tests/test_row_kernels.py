@@ -56,8 +56,9 @@ def ln_loss(x, w, b):
 def test_row_layout(target):
     assert row_layout(1, target) == (32, 1)            # a whole subgroup at least
     assert row_layout(7, target) == (32, 1)
-    assert row_layout(256, target) == (64, 4)          # the small LM's d_model
-    assert row_layout(4096, target) == (1024, 4)
+    assert row_layout(300, target) == (64, 5)
+    assert row_layout(256, target) == (32, 8)          # the small LM's d_model: one subgroup
+    assert row_layout(4096, target) == (512, 8)
     with pytest.raises(Unsupported, match="rows of 4097 elements: at most 4096"):
         row_layout(4097, target)
 

@@ -287,26 +287,33 @@ def plan_softmax_grad(rows: int, cols: int, *, log: bool = False, target=None,
 
 # ---------------------------------------------------------------- row kernels
 
-# Elements of a row each thread keeps in registers (row.comp's NV): with 1024-thread
-# workgroups, rows up to 4096 (a layer norm's d_model, a softmax over a few thousand classes)
-# are read from memory once. Longer rows run as today's reduction and loop kernels.
-ROW_MAX_NV = 4
+# Elements of a row each thread keeps in registers (row.comp's NV), which sets the workgroup:
+# n / ROW_NV threads. Fewer threads with more elements each ran faster at every size measured
+# on the H200 (bench/bench_rows.py, 2026-12-02; GPU us at NV 2 / 4 / 8, fuse_rows off):
+# layer norm [8192, 1024] 218 / 109 / 86 (215), its value and gradient 669 / 440 / 381 (656),
+# a jnp softmax [4096, 4096] - / 662 / 241 (479), layer norm [8192, 256] 11.5 / 11.5 / 11.3
+# (28.7): with 1024 threads a row (NV 4 at 4096) the softmax was slower than the three kernels
+# it replaces.
+ROW_NV = 8
+# The longest row a row kernel takes: the longest measured to pay (4096: 512 threads of 8).
+# Longer rows run as today's reduction and loop kernels.
+ROW_MAX = 4096
 
 
 def row_layout(n: int, target=None) -> tuple:
     """(workgroup size, elements per thread) of a row kernel over rows of `n` elements: about
-    4 elements a thread, at least a 32-thread workgroup (a subgroup everywhere). Unsupported
-    past ROW_MAX_NV elements per thread of the largest workgroup."""
+    ROW_NV elements a thread, at least a 32-thread workgroup (a subgroup everywhere).
+    Unsupported past row_max."""
     if n > row_max(target):
         raise Unsupported(f"a row kernel over rows of {n} elements: at most "
                           f"{row_max(target)} fit one workgroup's registers")
-    wg = min(max(_pow2_ceil(cdiv(n, ROW_MAX_NV)), 32), _wg(1024, target))
+    wg = min(max(_pow2_ceil(cdiv(n, ROW_NV)), 32), _wg(1024, target))
     return wg, max(1, cdiv(n, wg))
 
 
 def row_max(target=None) -> int:
     """The longest row a row kernel takes on `target`."""
-    return ROW_MAX_NV * _wg(1024, target)
+    return min(ROW_MAX, ROW_NV * _wg(1024, target))
 
 
 def plan_rows(rows: int, n: int, bindings: int, *, target=None, subgroups: bool = True) -> Launch:
@@ -339,8 +346,8 @@ def plan_row_eqn(e, target):
 # (lowering/fusion/rows.py) and the lowering (row_kernel.py) use it by name.
 ROWS = register(KernelContract(
     name="row", shader="row.comp", primitives=(), plan=plan_row_eqn,
-    limits=f"reductions over the last axis of one [rows, n] shape, n up to {ROW_MAX_NV} x the "
-           "largest workgroup (4096 where it is 1024); f32 reductions, no 16-bit values"))
+    limits=f"reductions over the last axis of one [rows, n] shape, n up to {ROW_MAX} (and "
+           f"{ROW_NV} x the largest workgroup); f32 reductions, no 16-bit values"))
 
 
 # ---------------------------------------------------------------- take and its gradient
