@@ -69,6 +69,34 @@ program f(%0: f32[4,5], %1: f32[5,6], %2: f32[6], %3: f32[4,6]) -> (f32[4,6], f3
 }
 """)
 
+# ---------------------------------------------------------------- row fusion
+# x * sum(x) + w and its row max: a reduction, the loop kernel that reads its result at its
+# own row, a reduction of that: one row kernel that writes the two results. (A value of a
+# row read at another row keeps today's kernels: tests/test_row_kernels.py.)
+CASES["fuse_rows"] = ("""
+program f(%0: f32[4,6], %1: f32[6]) -> (f32[4,6], f32[4]) {
+  %2: f32[4] = reduce_sum[axes=(1,)] %0
+  %3: f32[4,6] = fused %2, %0, %1 {
+      %4: f32[4,1] = reshape[shape=(4,1)] %2
+      %5: f32[4,6] = mul %0, %4
+      %3: f32[4,6] = add %5, %1
+  }
+  %6: f32[4] = reduce_max[axes=(1,)] %3
+  return %3, %6
+}
+""", """
+program f(%0: f32[4,6], %1: f32[6]) -> (f32[4,6], f32[4]) {
+  %2: f32[4,6], %3: f32[4] = fused[kind=row] %0, %1 {
+      %4: f32[4] = reduce_sum[axes=(1,)] %0
+      %5: f32[4,1] = reshape[shape=(4,1)] %4
+      %6: f32[4,6] = mul %0, %5
+      %2: f32[4,6] = add %6, %1
+      %3: f32[4] = reduce_max[axes=(1,)] %2
+  }
+  return %2, %3
+}
+""")
+
 # ---------------------------------------------------------------- multi-output fusion
 # the bias gradient (column sum of g) and the weight gradient x^T g: one pass over g.
 CASES["fuse_multi_output"] = ("""

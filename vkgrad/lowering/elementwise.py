@@ -449,6 +449,18 @@ def segments_of(body: Program) -> list[list]:
     return list(segs.values())
 
 
+def buffer_declarations(body: Program) -> list[str]:
+    """A generated kernel's bindings: the body's inputs `in<i>`, then its outputs `out<j>`."""
+    decl = []
+    for i, v in enumerate(body.inputs):
+        decl.append(f"layout(std430, set = 0, binding = {i}) readonly buffer In{i} "
+                    f"{{ {STORAGE_TYPE[v.dtype]} in{i}[]; }};")
+    for j, o in enumerate(body.outputs):
+        decl.append(f"layout(std430, set = 0, binding = {len(body.inputs) + j}) writeonly "
+                    f"buffer Out{j} {{ {STORAGE_TYPE[o.dtype]} out{j}[]; }};")
+    return decl
+
+
 def generate(body: Program, name: str = "fused", budget: int | None = None) -> tuple[Launch, dict]:
     """The Launch of one fused kernel (bindings: body inputs, then body outputs), and for each
     input whether every read of it is the thread's own element (then an output may overwrite
@@ -492,13 +504,7 @@ def generate(body: Program, name: str = "fused", budget: int | None = None) -> t
     own = "t" if per > 1 else "gid"     # the thread's index: its pair, or its element
 
     gx, gy, _ = grid(max(1, cdiv(n, WORKGROUP)))
-    decl = []
-    for i, v in enumerate(body.inputs):
-        decl.append(f"layout(std430, set = 0, binding = {i}) readonly buffer In{i} "
-                    f"{{ {STORAGE_TYPE[v.dtype]} in{i}[]; }};")
-    for j, o in enumerate(body.outputs):
-        decl.append(f"layout(std430, set = 0, binding = {len(body.inputs) + j}) writeonly "
-                    f"buffer Out{j} {{ {STORAGE_TYPE[o.dtype]} out{j}[]; }};")
+    decl = buffer_declarations(body)
     index = f"int(gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * {gx * WORKGROUP}u)"
     if len(blocks) == 1:
         main = [f"    int {own} = {index};", f"    if ({own} >= {n}) return;", *blocks[0][2]]

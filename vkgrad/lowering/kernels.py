@@ -75,7 +75,8 @@ import math
 from dataclasses import dataclass
 
 from vkgrad import primitives as P
-from vkgrad.lowering.contracts import Each, KernelContract, need_f32, register
+from vkgrad.lowering.contracts import (Each, KernelContract, Unsupported, need_f32,
+                                       register)
 from vkgrad.lowering.launch import Launch, cdiv, grid
 from vkgrad.target import target_of
 
@@ -282,6 +283,71 @@ def plan_softmax_grad(rows: int, cols: int, *, log: bool = False, target=None,
     # Backward keeps two values per element in registers: half as many as the forward.
     launch = _softmax_launch(name, 2 + int(log), rows, cols, target, stream, subgroups, max_nv=4)
     return OpPlan(((launch, ("y", "g", "dx")),))
+
+
+# ---------------------------------------------------------------- row kernels
+
+# Elements of a row each thread keeps in registers (row.comp's NV), which sets the workgroup:
+# n / ROW_NV threads. Fewer threads with more elements each ran faster at every size measured
+# on the H200 (bench/bench_rows.py, 2026-12-02; GPU us at NV 2 / 4 / 8, fuse_rows off):
+# layer norm [8192, 1024] 218 / 109 / 86 (215), its value and gradient 669 / 440 / 381 (656),
+# a jnp softmax [4096, 4096] - / 662 / 241 (479), layer norm [8192, 256] 11.5 / 11.5 / 11.3
+# (28.7): with 1024 threads a row (NV 4 at 4096) the softmax was slower than the three kernels
+# it replaces.
+ROW_NV = 8
+# The longest row a row kernel takes: the longest measured to pay (4096: 512 threads of 8).
+# Longer rows run as today's reduction and loop kernels.
+ROW_MAX = 4096
+
+
+def row_layout(n: int, target=None) -> tuple:
+    """(workgroup size, elements per thread) of a row kernel over rows of `n` elements: about
+    ROW_NV elements a thread, at least a 32-thread workgroup (a subgroup everywhere).
+    Unsupported past row_max."""
+    if n > row_max(target):
+        raise Unsupported(f"a row kernel over rows of {n} elements: at most "
+                          f"{row_max(target)} fit one workgroup's registers")
+    wg = min(max(_pow2_ceil(cdiv(n, ROW_NV)), 32), _wg(1024, target))
+    return wg, max(1, cdiv(n, wg))
+
+
+def row_max(target=None) -> int:
+    """The longest row a row kernel takes on `target`."""
+    return min(ROW_MAX, ROW_NV * _wg(1024, target))
+
+
+def plan_rows(rows: int, n: int, bindings: int, *, target=None, subgroups: bool = True) -> Launch:
+    """The launch of a row kernel over [rows, n] (row.comp; its generated code is the
+    lowering's, vkgrad/lowering/row_kernel.py): one workgroup per row."""
+    _check_sizes(rows=rows, n=n)
+    wg, nv = row_layout(n, target)
+    return Launch(name="row", shader="row.comp", bindings=bindings, groups=grid(max(rows, 1)),
+                  spec=(wg,), defines=_defines(ROWS=rows, N=n, NV=nv, SUBGROUPS=subgroups))
+
+
+def _row_shape(e):
+    body = e.params["body"]
+    r = next(b for b in body.eqns if not b.prim.fusible)
+    return r.inputs[0].shape
+
+
+def plan_row_eqn(e, target):
+    """A `fused[kind=row]` eqn's one launch (its template: the lowering fills it in) and its
+    roles, the body's inputs then outputs in binding order."""
+    shape = _row_shape(e)
+    body = e.params["body"]
+    vs = list(body.inputs) + list(body.outputs)
+    launch = plan_rows(math.prod(shape[:-1]), shape[-1], len(vs), target=target)
+    return OpPlan(((launch, tuple(f"b{i}" for i in range(len(vs)))),)), \
+        {f"b{i}": v for i, v in enumerate(vs)}
+
+
+# Not keyed by a primitive (a row kernel is a group, not an op): the row fusion pass
+# (lowering/fusion/rows.py) and the lowering (row_kernel.py) use it by name.
+ROWS = register(KernelContract(
+    name="row", shader="row.comp", primitives=(), plan=plan_row_eqn,
+    limits=f"reductions over the last axis of one [rows, n] shape, n up to {ROW_MAX} (and "
+           f"{ROW_NV} x the largest workgroup); f32 reductions, no 16-bit values"))
 
 
 # ---------------------------------------------------------------- take and its gradient

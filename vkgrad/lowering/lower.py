@@ -25,7 +25,7 @@ import dataclasses
 
 from vkgrad.ir.core import Literal, Program, Var
 from vkgrad.primitives.compiler import fused_p
-from vkgrad.lowering import elementwise, limits, loops
+from vkgrad.lowering import elementwise, limits, loops, row_kernel
 # CONTRACTS holds every family: the package imports each family's module (__init__.py)
 from vkgrad.lowering.contracts import CONTRACTS, Concat, Each, Unsupported  # noqa: F401
 from vkgrad.lowering.hooks import HookWriter, splice
@@ -171,6 +171,13 @@ class _Builder:
                  {(self.root(x), o) for o, xs in _inputs_of_outputs(part).items()
                   for x in xs if identity.get(x)})
 
+    def row(self, e):
+        """A row kernel (lowering/row_kernel.py): one dispatch, bindings inputs then outputs."""
+        body = e.params["body"]
+        ins = [self.root(x) for x in body.inputs]
+        self.add(row_kernel.launch(e, self.target, f"row_{len(self.raw)}"),
+                 ins + list(body.outputs), e, ins, list(body.outputs))
+
     def eqn(self, e):
         """The dispatches of one eqn (a view has none: it is its operand's buffer)."""
         if e.prim in VIEWS:
@@ -179,6 +186,8 @@ class _Builder:
         try:
             if k in ("loop", "horizontal"):
                 self.loop(e)
+            elif k == "row":
+                self.row(e)
             elif k is not None:
                 self.fused_kernel(e)
             elif loops.lowers(e):

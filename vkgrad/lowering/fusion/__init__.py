@@ -9,6 +9,8 @@ device; the target-independent passes are in vkgrad/passes/.
     fuse_epilogues     elementwise work on a kernel's result done in its store
     fuse_multi_output  sibling reductions in one pass; a bias gradient's column sum computed
                        by its weight gradient's matmul
+    fuse_rows          reductions over the last axis of one row shape and the loop kernels
+                       around them as one kernel, a workgroup per row (a layer norm)
     fold_conv_layouts  a convolution's operands read in place where they are views
                        (lowering/conv_layouts.py: the flips and transposes of its gradients)
 """
@@ -17,12 +19,14 @@ from vkgrad.lowering.fusion.base import HookFusion
 from vkgrad.lowering.fusion.epilogues import EpilogueFusion, fuse_epilogues
 from vkgrad.lowering.fusion.multi_output import MultiOutputFusion, fuse_multi_output
 from vkgrad.lowering.fusion.producers import ProducerFusion, fuse_producers
+from vkgrad.lowering.fusion.rows import RowFusion, fuse_rows
 from vkgrad.lowering.fusion.widen import WidenHalves, widen_halves
 from vkgrad.lowering.conv_layouts import fold_conv_layouts  # noqa: E402  (imports fusion.base)
 
 KERNEL_FUSION_PASSES = {p.name: p for p in (widen_halves, fuse_producers, fuse_epilogues,
-                                            fuse_multi_output, fold_conv_layouts)}
+                                            fuse_multi_output, fuse_rows,
+                                            fold_conv_layouts)}
 
-__all__ = ["HookFusion", "EpilogueFusion", "MultiOutputFusion", "ProducerFusion", "WidenHalves",
+__all__ = ["HookFusion", "EpilogueFusion", "MultiOutputFusion", "ProducerFusion", "RowFusion", "WidenHalves",
            "widen_halves", "fuse_producers", "fuse_epilogues", "fuse_multi_output",
-           "KERNEL_FUSION_PASSES"]
+           "fuse_rows", "KERNEL_FUSION_PASSES"]
