@@ -100,6 +100,23 @@ class HookWriter:
         self._absorb(k, load=True)
         self.hooked.append(binding)
 
+    def load_each(self, binding: int, values) -> None:
+        """VKG_LOADM_B{binding}(m, i): element i (flat) of values[m], each value in its own
+        index space (the members of a horizontal group: any shapes)."""
+        fn = f"vkg_loadm_b{binding}"
+        lines = [f"float {fn}(uint m, uint e) {{", "    int gid = int(e);"]
+        for n, value in enumerate(values):
+            k = FusedSource(self.body, _LazyArrays(self), own_size=math.prod(value.shape),
+                            tmp_prefix=f"m{n}_")
+            v = k.value(value, k.own_index(value.shape, prefix=f"m{n}_i"))
+            lines += [f"    if (m == {n}u) {{", *("    " + ln for ln in k.lines),
+                      f"        return {v};", "    }"]
+            self._absorb(k, load=True)
+        lines += ["    return 0.0;", "}"]
+        self.funcs.append("\n".join(lines))
+        self.funcs.append(f"#define VKG_LOADM_B{binding}(m, i) {fn}(m, i)")
+        self.hooked.append(binding)
+
     def store_many(self, binding: int, results, outputs) -> None:
         """VKG_STOREN_B{binding}(o, i, v): element i of result o (of a multi-output reduction),
         and its `outputs[o]` (the result itself and its epilogue's outputs)."""
