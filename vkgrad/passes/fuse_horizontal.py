@@ -26,6 +26,8 @@ max_storage_buffers (lavapipe: 32), and the next member starts another group.
 
 from __future__ import annotations
 
+import math
+
 from vkgrad import primitives as P
 from vkgrad.ir.core import Program, Var
 from vkgrad.passes.base import Pass
@@ -37,6 +39,9 @@ REDUCTIONS = (P.reduce_sum_p, P.reduce_max_p, P.reduce_min_p)
 # The reduction kernel's own bindings in a horizontal group (its operand and result, read and
 # written through the hooks, and the partials of split members), beside the group's buffers.
 REDUCE_BINDINGS = 3
+# Members reduce at most this many elements each (None: any size); larger reductions keep
+# their own kernel (vec4 loads, their own workgroup size). bench/bench_hreduce.py measures it.
+MAX_MEMBER_ELEMENTS = None
 
 
 def _loopish(e) -> bool:
@@ -127,6 +132,8 @@ def reduction_of(e):
     if len(anc) != 1 or anc[0].prim not in REDUCTIONS:
         return None
     a = anc[0]
+    if MAX_MEMBER_ELEMENTS is not None and math.prod(a.inputs[0].shape) > MAX_MEMBER_ELEMENTS:
+        return None
     return a.prim if a.inputs[0].dtype == "f32" and a.out.dtype == "f32" else None
 
 
