@@ -18,6 +18,8 @@ Operand roles, all dense row-major with no offset (whole buffers):
 
 - plan_reduce:       reads "x" [A, R, B]; writes "out" [A, B]; two-pass plans add the temp
                      "partials" float32 [A, S, B]
+- plan_horizontal_reduce: member m reads "x"[m] [A_m, R_m, B_m] and writes "out"[m] [A_m, B_m],
+                     through fusion hooks only; with split members the temp "partials"
 - plan_softmax:      reads "x" [rows, cols]; writes "y" [rows, cols]
 - plan_softmax_grad: reads "y", "g" [rows, cols]; writes "dx" [rows, cols]
 - plan_take:         reads "x" [A, N, B], "idx" [J]; writes "out" [A, J, B]
@@ -48,6 +50,9 @@ Everything here is memory-bound; the figure of merit is bytes moved / time again
   and a second launch reduces the partials (a full sum of 10**6 elements: 245 workgroups, then
   one). Expect near-copy bandwidth for large inputs; for small ones the launch (~2 us) dominates.
   Measure: sum over axis 0/1/both of 4096x4096, and of 10**8 elements to a scalar.
+  A horizontal group (plan_horizontal_reduce) runs many small reductions of any shapes in one
+  launch, float loads, splitting members rather than leaving one workgroup a long loop:
+  bench/bench_hreduce.py.
 - softmax: one workgroup per row; rows up to 8192 vec4 (32768 floats, forward) or 4096 vec4
   (backward) are held in registers, so each element is read once: 8 bytes per element forward,
   12 backward, the minimum. Longer rows stream twice (forward: an online max+sum pass, then the
