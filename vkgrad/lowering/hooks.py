@@ -104,15 +104,17 @@ class HookWriter:
         """VKG_LOADM_B{binding}(m, i): element i (flat) of values[m], each value in its own
         index space (the members of a horizontal group: any shapes)."""
         fn = f"vkg_loadm_b{binding}"
-        lines = [f"float {fn}(uint m, uint e) {{", "    int gid = int(e);"]
+        # a switch, not a chain of ifs: this runs for every element loaded, and m is the same
+        # in the whole workgroup (a jump, where a chain would compare against every member)
+        lines = [f"float {fn}(uint m, uint e) {{", "    int gid = int(e);", "    switch (m) {"]
         for n, value in enumerate(values):
             k = FusedSource(self.body, _LazyArrays(self), own_size=math.prod(value.shape),
                             tmp_prefix=f"m{n}_")
             v = k.value(value, k.own_index(value.shape, prefix=f"m{n}_i"))
-            lines += [f"    if (m == {n}u) {{", *("    " + ln for ln in k.lines),
+            lines += [f"    case {n}u: {{", *("    " + ln for ln in k.lines),
                       f"        return {v};", "    }"]
             self._absorb(k, load=True)
-        lines += ["    return 0.0;", "}"]
+        lines += ["    }", "    return 0.0;", "}"]
         self.funcs.append("\n".join(lines))
         self.funcs.append(f"#define VKG_LOADM_B{binding}(m, i) {fn}(m, i)")
         self.hooked.append(binding)
