@@ -11,6 +11,8 @@ its body (the interpreter runs it), so every stage after fusion still runs on nu
   output       ... and/or whose results go through an epilogue at its store
                (lowering/fusion/epilogues.py)
   multi_output two kernel eqns sharing one pass over an operand (lowering/fusion/multi_output.py)
+  horizontal_reduce
+               reduction kernel eqns of any shapes, one dispatch (passes/fuse_horizontal.py)
 
 save(x) = x: the value is kept in memory for the backward (passes/remat.py): `save` is not
 fusible, so x is written once by whatever kernel computes it; the lowering aliases it (no
@@ -20,7 +22,7 @@ dispatch).
 from vkgrad.ir.core import Primitive, abstract_eval_rules, param_defaults, vjp_rules
 from vkgrad.ir.interpreter import impls, run_program
 
-FUSED_KINDS = ("loop", "horizontal", "input", "output", "multi_output")
+FUSED_KINDS = ("loop", "horizontal", "input", "output", "multi_output", "horizontal_reduce")
 fused_p = Primitive("fused", ("pure",), multiple_results=True)
 param_defaults[fused_p] = {"kind": "loop"}
 abstract_eval_rules[fused_p] = lambda *types, body, kind="loop": [o.type for o in body.outputs]
