@@ -110,6 +110,7 @@ layout(set = 0, binding = 1) writeonly buffer Y { AT y[]; };
 #endif
 #ifdef VKG_LOADM_B0
 #define LOADN(i, v) v[0] = VKG_LOADM_B0(p.member, i)
+#define LOAD4(i, s, v0, v1, v2, v3) VKG_LOADM4_B0(p.member, i, s, v0[0], v1[0], v2[0], v3[0])
 #else
 #define LOADN(i, v) v[0] = x[p.off + (i)]
 #endif
@@ -137,6 +138,11 @@ layout(set = 0, binding = 2) writeonly buffer Partials { float partials[]; };
 #else
 #define STOREN(o, i, v) y[(o) * YSTRIDE + (i)] = (v)
 #endif
+#endif
+
+#ifndef LOAD4      // LOAD4(i, s, v0, v1, v2, v3): elements i, i + s, i + 2s, i + 3s
+#define LOAD4(i, s, v0, v1, v2, v3) \
+    LOADN(i, v0); LOADN((i) + (s), v1); LOADN((i) + 2u * (s), v2); LOADN((i) + 3u * (s), v3)
 #endif
 
 #ifndef MEMBERS
@@ -178,7 +184,7 @@ void main() {
         uint i = a * p.sA + b * p.sB + r * p.sR;
         T v0[NOUT], v1[NOUT], v2[NOUT], v3[NOUT];
         for (; r + 3u * TR < r1; r += 4u * TR, i += 4u * step) {
-            LOADN(i, v0); LOADN(i + step, v1); LOADN(i + 2u * step, v2); LOADN(i + 3u * step, v3);
+            LOAD4(i, step, v0, v1, v2, v3);
             [[unroll]] for (uint o = 0u; o < NOUT; ++o) {
                 acc0[o] = COMBINE(acc0[o], v0[o]);
                 acc1[o] = COMBINE(acc1[o], v1[o]);

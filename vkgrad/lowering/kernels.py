@@ -248,10 +248,11 @@ def plan_split_sum(partial: Launch, inputs: tuple, out: str, splits: int, total:
 
 # Elements of one output tile a workgroup of a horizontal group reduces at most: a larger member
 # is split over workgroups (its partials reduced by the group's second launch, one for all
-# members). The members of a gradient's global norm are launch-bound on their own (about 7 us
-# each on the H200 for the small LM's 51 leaves): spread over workgroups of 256 threads, each
-# doing 8 iterations of 4 loads, the group takes about as long as its largest slice.
-HORIZONTAL_GROUP_ELEMENTS = 8192
+# members). A workgroup's slice is latency-bound: the global norm of the small LM's 52
+# gradient leaves (bench/bench_hreduce.py, H200) took 333 us as 61 dispatches, and as one
+# group 23.6 / 21.5 / 24.3 / 99.6 / 292 us at 2048 / 4096 / 8192 / 16384 / 65536 elements
+# (its three dispatches).
+HORIZONTAL_GROUP_ELEMENTS = 4096
 # The generated table's fields, before reduce.comp's push constants (REDUCE_PARAMS there).
 MEMBER_FIELDS = ("member", "first", "off")
 PUSH_FIELDS = ("R", "sA", "sR", "sB", "B", "chunk", "S", "nbt", "TB", "total")
