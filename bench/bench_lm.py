@@ -242,6 +242,14 @@ def bench_model(model, preset, args, data):
         for row in sorted(prof.rows, key=lambda row: -row.us)[:12]:
             print(f"    {row.kernel:<18} {row.primitives[:40]:<40} {row.shapes[:26]:<26} "
                   f"{row.us:9.0f} us {row.percent:5.1f}%")
+        by_kernel = {}                  # launch name -> [dispatches, GPU us]
+        for row in prof.rows:
+            n_us = by_kernel.setdefault(row.kernel, [0, 0.0])
+            n_us[0] += 1
+            n_us[1] += row.us
+        res["vkgrad"]["gpu_us_by_kernel"] = by_kernel
+        print("  reductions: " + ", ".join(f"{k} {n}x {us:.0f} us" for k, (n, us) in
+                                           sorted(by_kernel.items()) if k.startswith("reduce_")))
     if "jax" in sides:
         res["jax"]["steps"] = js["i"]
         res["jax"]["train_loss_curve"] = js["losses"]

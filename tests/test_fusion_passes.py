@@ -180,6 +180,51 @@ program adam(%0: f32[], %1: f32[4,5], %2: f32[4,5], %3: f32[3], %4: f32[3]) -> (
 }
 """)
 
+# Reductions of one op at the same point of the schedule, any shapes: one kernel. The max (another
+# op) reads the first sum, so the column sum after it starts a second group, which the last sum
+# joins (it reads the first group's result, not its own group's).
+CASES["fuse_horizontal_reductions"] = ("""
+program norms(%0: f32[4,5], %1: f32[3], %2: f32[2,3,4], %3: f32[3]) -> (f32[], f32[], f32[], f32[2,4], f32[]) {
+  %4: f32[] = fused[kind=input] %0 {
+      %5: f32[4,5] = mul %0, %0
+      %4: f32[] = reduce_sum[axes=(0,1)] %5
+  }
+  %6: f32[] = fused[kind=input] %1 {
+      %7: f32[3] = mul %1, %1
+      %6: f32[] = reduce_sum[axes=(0,)] %7
+  }
+  %8: f32[] = fused[kind=input] %3, %4 {
+      %9: f32[3] = mul %3, %4
+      %8: f32[] = reduce_max[axes=(0,)] %9
+  }
+  %10: f32[2,4] = reduce_sum[axes=(1,)] %2
+  %11: f32[] = fused[kind=input] %3, %6 {
+      %12: f32[3] = mul %3, %6
+      %11: f32[] = reduce_sum[axes=(0,)] %12
+  }
+  return %4, %6, %8, %10, %11
+}
+""", """
+program norms(%0: f32[4,5], %1: f32[3], %2: f32[2,3,4], %3: f32[3]) -> (f32[], f32[], f32[], f32[2,4], f32[]) {
+  %4: f32[], %5: f32[] = fused[kind=horizontal_reduce] %0, %1 {
+      %6: f32[4,5] = mul %0, %0
+      %4: f32[] = reduce_sum[axes=(0,1)] %6
+      %7: f32[3] = mul %1, %1
+      %5: f32[] = reduce_sum[axes=(0,)] %7
+  }
+  %8: f32[] = fused[kind=input] %3, %4 {
+      %9: f32[3] = mul %3, %4
+      %8: f32[] = reduce_max[axes=(0,)] %9
+  }
+  %10: f32[2,4], %11: f32[] = fused[kind=horizontal_reduce] %2, %3, %5 {
+      %10: f32[2,4] = reduce_sum[axes=(1,)] %2
+      %12: f32[3] = mul %3, %5
+      %11: f32[] = reduce_sum[axes=(0,)] %12
+  }
+  return %4, %5, %8, %10, %11
+}
+""")
+
 # ---------------------------------------------------------------- save or recompute
 # The backward needs tanh(x @ w + b) (its derivative) and exp of a slice of another product.
 # The min cut saves the first matmul's result (a kernel's result: written anyway) and

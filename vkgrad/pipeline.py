@@ -45,13 +45,13 @@ PASSES = {**_TARGET_FREE_PASSES, **KERNEL_FUSION_PASSES}
 # widen_halves first: the converts it adds around kernels fuse like any others
 FUSE = ("widen_halves", "select_conds", "inline_checkpoints", "remat", "fuse", "fuse_producers",
         "fuse_epilogues", "fuse_multi_output", "fuse_rows", "fuse_horizontal",
-        "fold_conv_layouts")
+        "fuse_horizontal_reductions", "fold_conv_layouts")
 # Names that switch something off besides the passes (the lowering's buffer reuse).
 OTHER_SWITCHES = ("memory",)
 # Switch these off for the plan of loop fusion alone (kernels without fused loads and stores,
 # one optimizer kernel per parameter shape).
 LOOP_FUSION_ONLY = ("remat", "fuse_producers", "fuse_epilogues", "fuse_multi_output",
-                    "fuse_rows", "fuse_horizontal")
+                    "fuse_rows", "fuse_horizontal", "fuse_horizontal_reductions")
 
 
 _disable_passes_env = env_reader("VKGRAD_DISABLE_PASSES")   # read on every jitted call

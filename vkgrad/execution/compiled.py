@@ -238,4 +238,6 @@ def _kernel_name(eqn) -> str:
         return eqn.prim.name
     body = eqn.params["body"]
     anchors = [b.prim.name for b in body.eqns if not b.prim.fusible]
+    if eqn.params.get("kind") == "horizontal_reduce":     # one kernel for all its members
+        return f"{anchors[0]}[horizontal]"
     return "+".join(anchors) if anchors else "fused"

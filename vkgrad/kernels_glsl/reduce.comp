@@ -8,6 +8,12 @@
 // NOUT operands of one shape in the same pass (a multi-output fusion: each thread loads element
 // i of all of them through the generated VKG_LOADN_B0 and keeps NOUT accumulators; VEC 1 then).
 // NOUT > 1 without hooks reads/writes output o at o * XSTRIDE / o * YSTRIDE (split partials).
+// MEMBERS (a horizontal group, plan_horizontal_reduce): reductions of any shapes in one launch.
+// The generated `Params vkg_member(uint g)` gives workgroup g's member, the member's first
+// workgroup, its offset in the partials and the push constants below for it; member m's
+// element i loads through the generated VKG_LOADM_B0(m, i) (else x[off + i]: the partials of
+// a first launch) and its results store through VKG_STOREN_B1(m, i, v), or, when the member is
+// split (S > 1) and SPLIT_OUT is 1, into the partials at binding 2 at off + i. VEC 1 then.
 // Spec constant 0: the workgroup size WG (a power of two).
 //
 // A workgroup is a TB x TR grid of threads (TB * TR = WG, both powers of two): TB threads along
@@ -21,6 +27,20 @@
 #extension GL_EXT_control_flow_attributes : require
 layout(local_size_x_id = 0) in;
 #include "reduce_common.glsl"
+#define REDUCE_PARAMS                                                                  \
+    uint R;       /* reduced length (elements of T) of the whole row */                  \
+    uint sA;      /* strides of a, r, b (elements of T) */                               \
+    uint sR;                                                                             \
+    uint sB;                                                                             \
+    uint B;       /* b extent (elements of T); also the row length of y */               \
+    uint chunk;   /* R elements per split */                                             \
+    uint S;       /* splits */                                                           \
+    uint nbt;     /* b tiles: ceil(B / TB) */                                            \
+    uint TB;      /* threads along b: a power of two dividing WG */                      \
+    uint total;   /* workgroups that do work: A * S * nbt */
+#ifdef MEMBERS
+struct Params { uint member; uint first; uint off; REDUCE_PARAMS };   // vkg_member(g): generated
+#endif
 // VKGRAD_FUSION_HOOKS
 
 #ifndef OP
@@ -84,7 +104,24 @@ layout(set = 0, binding = 1) writeonly buffer Y { AT y[]; };
 #ifndef NOUT
 #define NOUT 1
 #endif
-#if NOUT == 1
+#ifdef MEMBERS
+#if VEC != 1 || NOUT != 1
+#error "MEMBERS needs VEC 1 and NOUT 1"
+#endif
+#ifdef VKG_LOADM_B0
+#define LOADN(i, v) v[0] = VKG_LOADM_B0(p.member, i)
+#define LOAD4(i, s, v0, v1, v2, v3) VKG_LOADM4_B0(p.member, i, s, v0[0], v1[0], v2[0], v3[0])
+#else
+#define LOADN(i, v) v[0] = x[p.off + (i)]
+#endif
+#if SPLIT_OUT
+layout(set = 0, binding = 2) writeonly buffer Partials { float partials[]; };
+#define STOREN(o, i, v) { if (p.S > 1u) partials[p.off + (i)] = (v);                     \
+                          else VKG_STOREN_B1(p.member, i, v); }
+#else
+#define STOREN(o, i, v) VKG_STOREN_B1(p.member, i, v)
+#endif
+#elif NOUT == 1
 #define LOADN(i, v) v[0] = LOAD_X(i)
 #define STOREN(o, i, v) STORE_Y(i, v)
 #else
@@ -103,23 +140,23 @@ layout(set = 0, binding = 1) writeonly buffer Y { AT y[]; };
 #endif
 #endif
 
-layout(push_constant) uniform Push {
-    uint R;       // reduced length (elements of T) of the whole row
-    uint sA;      // strides of a, r, b (elements of T)
-    uint sR;
-    uint sB;
-    uint B;       // b extent (elements of T); also the row length of y
-    uint chunk;   // R elements per split
-    uint S;       // splits
-    uint nbt;     // b tiles: ceil(B / TB)
-    uint TB;      // threads along b: a power of two dividing WG
-    uint total;   // workgroups that do work: A * S * nbt
-} p;
+#ifndef LOAD4      // LOAD4(i, s, v0, v1, v2, v3): elements i, i + s, i + 2s, i + 3s
+#define LOAD4(i, s, v0, v1, v2, v3) \
+    LOADN(i, v0); LOADN((i) + (s), v1); LOADN((i) + 2u * (s), v2); LOADN((i) + 3u * (s), v3)
+#endif
+
+#ifndef MEMBERS
+layout(push_constant) uniform Push { REDUCE_PARAMS } p;
+#endif
 
 shared AT sh[VKG_WG];
 
 void main() {
     uint g = vkg_group_index();
+#ifdef MEMBERS
+    Params p = vkg_member(g);                         // uniform: one member per workgroup
+    g -= p.first;
+#endif
     if (g >= p.total) return;                         // uniform: the whole workgroup leaves
     uint bt = g % p.nbt;
     uint q = g / p.nbt;
@@ -147,7 +184,7 @@ void main() {
         uint i = a * p.sA + b * p.sB + r * p.sR;
         T v0[NOUT], v1[NOUT], v2[NOUT], v3[NOUT];
         for (; r + 3u * TR < r1; r += 4u * TR, i += 4u * step) {
-            LOADN(i, v0); LOADN(i + step, v1); LOADN(i + 2u * step, v2); LOADN(i + 3u * step, v3);
+            LOAD4(i, step, v0, v1, v2, v3);
             [[unroll]] for (uint o = 0u; o < NOUT; ++o) {
                 acc0[o] = COMBINE(acc0[o], v0[o]);
                 acc1[o] = COMBINE(acc1[o], v1[o]);

@@ -63,6 +63,11 @@ class Each(tuple):
     """A kernel role that is one value per output of a multi-output reduction."""
 
 
+class Members(Each):
+    """A kernel role that is one value per member of a horizontal group, of any shapes: each
+    loaded in its own index space (lowering/hooks.py, HookWriter.load_each)."""
+
+
 def need_f32(e, *xs) -> None:
     for x in xs:
         if x.dtype != "f32":

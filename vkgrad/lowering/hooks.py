@@ -100,6 +100,34 @@ class HookWriter:
         self._absorb(k, load=True)
         self.hooked.append(binding)
 
+    def load_each(self, binding: int, values) -> None:
+        """VKG_LOADM_B{binding}(m, i): element i (flat) of values[m], each value in its own
+        index space (the members of a horizontal group: any shapes); VKG_LOADM4_B{binding}(m,
+        i, s, v0, v1, v2, v3): elements i, i + s, i + 2s, i + 3s of values[m]."""
+        fn = f"vkg_loadm_b{binding}"
+        for n, value in enumerate(values):
+            k = FusedSource(self.body, _LazyArrays(self), own_size=math.prod(value.shape))
+            v = k.value(value, k.own_index(value.shape))
+            self.funcs.append("\n".join([f"float {fn}_{n}(uint e) {{", "    int gid = int(e);",
+                                         *k.lines, f"    return {v};", "}"]))
+            self._absorb(k, load=True)
+        # m is the same in the whole workgroup: a switch is one jump per call where a chain of
+        # ifs compares against every member; the four loads of a call have no branch between
+        # them, so they are in flight together
+        one = [f"    case {n}u: return {fn}_{n}(e);" for n in range(len(values))]
+        four = [f"    case {n}u: v0 = {fn}_{n}(e); v1 = {fn}_{n}(e + s); "
+                f"v2 = {fn}_{n}(e + 2u * s); v3 = {fn}_{n}(e + 3u * s); return;"
+                for n in range(len(values))]
+        self.funcs += [
+            "\n".join([f"float {fn}(uint m, uint e) {{", "    switch (m) {", *one, "    }",
+                       "    return 0.0;", "}"]),
+            "\n".join([f"void {fn}x4(uint m, uint e, uint s, out float v0, out float v1, "
+                       "out float v2, out float v3) {", "    v0 = v1 = v2 = v3 = 0.0;",
+                       "    switch (m) {", *four, "    }", "}"]),
+            f"#define VKG_LOADM_B{binding}(m, i) {fn}(m, i)",
+            f"#define VKG_LOADM4_B{binding}(m, i, s, v0, v1, v2, v3) {fn}x4(m, i, s, v0, v1, v2, v3)"]
+        self.hooked.append(binding)
+
     def store_many(self, binding: int, results, outputs) -> None:
         """VKG_STOREN_B{binding}(o, i, v): element i of result o (of a multi-output reduction),
         and its `outputs[o]` (the result itself and its epilogue's outputs)."""

@@ -18,6 +18,8 @@ Operand roles, all dense row-major with no offset (whole buffers):
 
 - plan_reduce:       reads "x" [A, R, B]; writes "out" [A, B]; two-pass plans add the temp
                      "partials" float32 [A, S, B]
+- plan_horizontal_reduce: member m reads "x"[m] [A_m, R_m, B_m] and writes "out"[m] [A_m, B_m],
+                     through fusion hooks only; with split members the temp "partials"
 - plan_softmax:      reads "x" [rows, cols]; writes "y" [rows, cols]
 - plan_softmax_grad: reads "y", "g" [rows, cols]; writes "dx" [rows, cols]
 - plan_take:         reads "x" [A, N, B], "idx" [J]; writes "out" [A, J, B]
@@ -48,6 +50,9 @@ Everything here is memory-bound; the figure of merit is bytes moved / time again
   and a second launch reduces the partials (a full sum of 10**6 elements: 245 workgroups, then
   one). Expect near-copy bandwidth for large inputs; for small ones the launch (~2 us) dominates.
   Measure: sum over axis 0/1/both of 4096x4096, and of 10**8 elements to a scalar.
+  A horizontal group (plan_horizontal_reduce) runs many small reductions of any shapes in one
+  launch, float loads, splitting members rather than leaving one workgroup a long loop:
+  bench/bench_hreduce.py.
 - softmax: one workgroup per row; rows up to 8192 vec4 (32768 floats, forward) or 4096 vec4
   (backward) are held in registers, so each element is read once: 8 bytes per element forward,
   12 backward, the minimum. Longer rows stream twice (forward: an online max+sum pass, then the
@@ -75,7 +80,7 @@ import math
 from dataclasses import dataclass
 
 from vkgrad import primitives as P
-from vkgrad.lowering.contracts import (Each, KernelContract, Unsupported, need_f32,
+from vkgrad.lowering.contracts import (Each, KernelContract, Members, Unsupported, need_f32,
                                        register)
 from vkgrad.lowering.launch import Launch, cdiv, grid
 from vkgrad.target import target_of
@@ -164,11 +169,11 @@ def plan_reduce(op: str, A: int, R: int, B: int, *, target=None, splits: int | N
     return OpPlan((first, second), (tmp,))
 
 
-def _reduce_pass(op, A, R, B, src, dst, target, splits, subgroups, nout=1):
+def _reduce_pass(op, A, R, B, src, dst, target, splits, subgroups, nout=1, floats=False):
     """One launch of reduce.comp; returns ((Launch, roles), S) where S > 1 means it writes
-    partials [A, S, B] instead of [A, B]."""
+    partials [A, S, B] instead of [A, B]. `floats`: float loads only (no vec4)."""
     wg = _wg(256, target)
-    vec_ok = nout == 1
+    vec_ok = nout == 1 and not floats
     if B == 1 and R <= SMALL_ROW:
         # One thread per row: the workgroup's threads run along the rows (b := a).
         vec = 4 if R % 4 == 0 and R > 0 and vec_ok else 1
@@ -238,6 +243,97 @@ def plan_split_sum(partial: Launch, inputs: tuple, out: str, splits: int, total:
     temps = (Temp("partials", splits * total, "float32"),) + tuple(
         Temp(rename[t.role], t.size, t.dtype) for t in red.temps)
     return OpPlan(steps, temps)
+
+
+# ---------------------------------------------------------------- horizontal reductions
+
+# Elements of one output tile a workgroup of a horizontal group reduces at most: a larger member
+# is split over workgroups (its partials reduced by the group's second launch, one for all
+# members). A workgroup's slice is latency-bound: the global norm of the small LM's 52
+# gradient leaves (bench/bench_hreduce.py, H200) took 333 us as 61 dispatches, and as one
+# group 23.6 / 21.5 / 24.3 / 99.6 / 292 us at 2048 / 4096 / 8192 / 16384 / 65536 elements
+# (its three dispatches).
+HORIZONTAL_GROUP_ELEMENTS = 4096
+# The generated table's fields, before reduce.comp's push constants (REDUCE_PARAMS there).
+MEMBER_FIELDS = ("member", "first", "off")
+PUSH_FIELDS = ("R", "sA", "sR", "sB", "B", "chunk", "S", "nbt", "TB", "total")
+
+
+def _horizontal_splits(op, A, R, B, target, subgroups) -> int:
+    """Workgroups sharing one output tile's R in a horizontal group's first launch."""
+    launch = _reduce_pass(op, A, R, B, "x", "out", target, 1, subgroups, floats=True)[0][0]
+    Rv, tb, wg = launch.push[0], launch.push[8], launch.spec[0]
+    per_tile = Rv * min(tb, launch.push[4])
+    return max(1, min(cdiv(per_tile, HORIZONTAL_GROUP_ELEMENTS), cdiv(Rv, (wg // tb) * MIN_ITERS)))
+
+
+def plan_horizontal_reduce(op: str, views, *, target=None, subgroups: bool = True) -> OpPlan:
+    """Reductions of any shapes in one launch (a horizontal group: fuse_horizontal_reductions,
+    vkgrad/passes/fuse_horizontal.py): for member m with views[m] = (A, R, B),
+    out_m[a, b] = op over r of x_m[a, r, b]. Every workgroup finds its member and its slice in
+    a generated table (`member_table`, in the launch's `hooks`: one row per member, its first
+    workgroup and reduce.comp's push constants for it). A member with more than
+    HORIZONTAL_GROUP_ELEMENTS elements per output tile is split over workgroups that write
+    partials, and a second launch reduces every split member's partials: each member's sum in
+    a fixed order (deterministic; no atomics).
+
+    Roles: "x" and "out" (one operand and one result per member: read and written only
+    through the fusion hooks VKG_LOADM_B0 and VKG_STOREN_B1, lowering/hooks.py); with splits
+    the temp "partials" (the split members' [A, S, B], one after the other), which the second
+    launch reads at binding 0."""
+    if op not in REDUCE_OPS:
+        raise ValueError(f"reduce op {op!r} is not one of {sorted(REDUCE_OPS)}")
+    first, second, off = [], [], 0
+    for m, (A, R, B) in enumerate(views):
+        _check_sizes(A=A, R=R, B=B)
+        if A * B == 0:
+            continue
+        S = _horizontal_splits(op, A, R, B, target, subgroups)
+        (launch, _), S = _reduce_pass(op, A, R, B, "x", "out", target, S, subgroups, floats=True)
+        first.append((m, off, launch))
+        if S > 1:
+            (final, _), _ = _reduce_pass(op, A, S, B, "partials", "out", target, 1, subgroups,
+                                         floats=True)
+            second.append((m, off, final))
+            off += A * S * B
+    if not first:
+        return OpPlan(())
+    split = bool(second)
+    steps = [(_members_launch(op, "horizontal", first, subgroups, split),
+              ("x", "out", "partials") if split else ("x", "out"))]
+    if split:
+        steps.append((_members_launch(op, "horizontal_final", second, subgroups, False),
+                      ("partials", "out")))
+    return OpPlan(tuple(steps), (Temp("partials", off, "float32"),) if split else ())
+
+
+def _members_launch(op, what, rows, subgroups, split_out) -> Launch:
+    """One launch of reduce.comp over the members `rows` ((member, partials offset, the
+    member's own Launch), in order)."""
+    table, g = [], 0
+    for m, off, launch in rows:
+        table.append((m, g, off) + tuple(launch.push))
+        g += launch.push[9]
+    wg = max(launch.spec[0] for _, _, launch in rows)
+    return Launch(name=f"reduce_{op}_{what}", shader="reduce.comp", bindings=3 if split_out else 2,
+                  groups=grid(g), spec=(wg,), hooks=member_table(table),
+                  defines=_defines(OP=REDUCE_OPS[op], VEC=1, HREDUCE=0, SUBGROUPS=subgroups,
+                                   MEMBERS=len(rows), SPLIT_OUT=split_out))
+
+
+def member_table(rows) -> str:
+    """reduce.comp's `Params vkg_member(uint g)` (MEMBERS): the row of the member that
+    workgroup g works for, rows in order of their first workgroup."""
+    fields = MEMBER_FIELDS + PUSH_FIELDS
+    lines = ["// the members' table (lowering/kernels.py, plan_horizontal_reduce): "
+             + ", ".join(fields), "Params vkg_member(uint g) {"]
+    for n, row in enumerate(rows):
+        args = ", ".join(f"{v}u" for v in row)
+        end = row[1] + row[3 + PUSH_FIELDS.index("total")]
+        test = f"if (g < {end}u) " if n < len(rows) - 1 else ""
+        lines.append(f"    {test}return Params({args});")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
 
 
 # ---------------------------------------------------------------- softmax
@@ -583,18 +679,31 @@ def plan_reduction_eqn(e, target):
 
 def plan_reductions_group(anchors, target, root, body=None):
     """One reduction with fused loads or stores, or sibling reductions of one shape, op and
-    axes: one pass over the operands (plan_reduce's nout)."""
+    axes: one pass over the operands (plan_reduce's nout); any other group of one op, or more
+    siblings than accumulators: a horizontal group (plan_horizontal_group)."""
     first = anchors[0]
-    if not all(a.prim is first.prim and a.prim in REDUCTION_OPS and
-               a.inputs[0].shape == first.inputs[0].shape and a.params == first.params
-               for a in anchors):
+    if not all(a.prim is first.prim and a.prim in REDUCTION_OPS for a in anchors):
         return None
     if len(anchors) == 1:
         return plan_reduction_eqn(first, target)
+    if len(anchors) > REDUCTIONS.siblings or \
+            any(a.inputs[0].shape != first.inputs[0].shape or a.params != first.params
+                for a in anchors):
+        return plan_horizontal_group(anchors, target)
     need_f32(first, *(a.inputs[0] for a in anchors))
     plan = plan_reduce(REDUCTION_OPS[first.prim], *_reduction_axes(first), target=target,
                        nout=len(anchors))
     return plan, {"x": Each(a.inputs[0] for a in anchors), "out": Each(a.out for a in anchors)}
+
+
+def plan_horizontal_group(anchors, target):
+    """Reductions of one op and any shapes, one per member of a horizontal group
+    (plan_horizontal_reduce)."""
+    need_f32(anchors[0], *(x for a in anchors for x in (a.inputs[0], a.out)))
+    plan = plan_horizontal_reduce(REDUCTION_OPS[anchors[0].prim],
+                                  [_reduction_axes(a) for a in anchors], target=target)
+    return plan, {"x": Members(a.inputs[0] for a in anchors),
+                  "out": Members(a.out for a in anchors)}
 
 
 REDUCTIONS = register(KernelContract(

@@ -27,7 +27,7 @@ from vkgrad.ir.core import Literal, Program, Var
 from vkgrad.primitives.compiler import fused_p
 from vkgrad.lowering import elementwise, limits, loops, row_kernel
 # CONTRACTS holds every family: the package imports each family's module (__init__.py)
-from vkgrad.lowering.contracts import CONTRACTS, Concat, Each, Unsupported  # noqa: F401
+from vkgrad.lowering.contracts import CONTRACTS, Concat, Each, Members, Unsupported  # noqa: F401
 from vkgrad.lowering.hooks import HookWriter, splice
 from vkgrad.lowering.launch import Launch
 from vkgrad.lowering.memory import Slot, plan_memory, value_bytes  # noqa: F401  (Slot: a plan's)
@@ -253,6 +253,8 @@ class _Builder:
                     if v[0] in results:
                         hw.store_many(i, v, [([y] if y in body.outputs else []) + epilogue[y]
                                              for y in v])
+                    elif isinstance(v, Members):
+                        hw.load_each(i, v)
                     else:
                         hw.load_many(i, v)
                     refs.append(_UNUSED)
@@ -278,7 +280,7 @@ class _Builder:
             if hw:
                 if source is None:
                     source = (KERNELS_DIR / launch.shader).read_text()
-                hooks = hw.text()
+                hooks = launch.hooks + hw.text()     # the planner's own generated part first
                 launch = dataclasses.replace(launch, shader=splice(source, hooks), hooks=hooks,
                                              base=launch.shader,
                                              bindings=len(role_names) + len(hw.extra))

@@ -27,8 +27,9 @@ VIEWS = (P.reshape_p, save_p)    # top-level eqns that are views of their operan
 
 
 def kind(e: Eqn) -> str | None:
-    """'loop', 'horizontal', 'input', 'output', 'multi_output' for a fused eqn; 'kernel' for a
-    hand-written kernel eqn on its own; None for anything else (an alias)."""
+    """'loop', 'horizontal', 'input', 'output', 'multi_output', 'horizontal_reduce' for a
+    fused eqn; 'kernel' for a hand-written kernel eqn on its own; None for anything else (an
+    alias)."""
     if e.prim is fused_p:
         return e.params.get("kind", "loop")
     if e.prim in VIEWS:

@@ -13,6 +13,8 @@ its body (the interpreter runs it), so every stage after fusion still runs on nu
   multi_output two kernel eqns sharing one pass over an operand (lowering/fusion/multi_output.py)
   row          reductions over the last axis of one row shape and the elementwise work around
                them, one workgroup per row (lowering/fusion/rows.py: a layer norm)
+  horizontal_reduce
+               reduction kernel eqns of any shapes, one dispatch (passes/fuse_horizontal.py)
 
 save(x) = x: the value is kept in memory (passes/remat.py, for the backward; passes/fuse.py,
 past a chain's bounds; `vg.lax.optimization_barrier`, where the user says so): `save` is not
@@ -26,7 +28,8 @@ from vkgrad.ir.core import (Primitive, abstract_eval_rules, batching_rules, para
 from vkgrad.ir.interpreter import impls, run_program
 from vkgrad.tracer.core import bind
 
-FUSED_KINDS = ("loop", "horizontal", "input", "output", "multi_output", "row")
+FUSED_KINDS = ("loop", "horizontal", "input", "output", "multi_output", "row",
+               "horizontal_reduce")
 fused_p = Primitive("fused", ("pure",), multiple_results=True)
 param_defaults[fused_p] = {"kind": "loop"}
 abstract_eval_rules[fused_p] = lambda *types, body, kind="loop": [o.type for o in body.outputs]
