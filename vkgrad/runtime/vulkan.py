@@ -30,7 +30,6 @@ from .hazards import schedule, written_bindings
 from .inflight import InFlight
 from .shaders import compile_file, compile_glsl, compile_many
 from .shaders import stats as shader_stats
-from vkgrad.config import env_reader
 from vkgrad.dtypes import bfloat16
 from vkgrad.lowering.loops import recorded_runs, replay_order
 from vkgrad.lru import LRU
@@ -57,9 +56,8 @@ counters = {"submissions": 0, "uploads": 0, "upload_bytes": 0, "downloads": 0,
 # trip count), which the sequence executes trip-count // copies times, and the rest of the
 # trip count from a second secondary holding the body once: each execution is an entry of one
 # vkCmdExecuteCommands, whose cost the driver may pay per entry when it records
-# (VKGRAD_LOOP_COPIES overrides).
+# (bench/bench_control_flow.py's copiesK rows set it; 1 until a GPU shows more pays).
 LOOP_COPIES = 1
-_loop_copies_env = env_reader("VKGRAD_LOOP_COPIES")
 
 # Pipelines the device keeps for reuse once no live program uses them (least recently used
 # first out). A shape is part of a generated kernel's source, so a jitted function called with
@@ -586,19 +584,13 @@ class Executable:
         self._extra_ops.clear()
 
 
-def loop_copies() -> int:
-    """LOOP_COPIES, or VKGRAD_LOOP_COPIES where set."""
-    env = _loop_copies_env().strip()
-    return max(1, int(env)) if env else LOOP_COPIES
-
-
 def record_loop(seq, ops, count: int, barriers) -> int:
     """Record a loop's body (`ops`, each with its barrier or not) to run `count` times: copied
-    k = min(loop_copies(), count) times into a secondary command buffer executed count // k
+    k = min(LOOP_COPIES, count) times into a secondary command buffer executed count // k
     times, and the rest from one holding it once (kp patch 0012; each copy's first op keeps its
     barrier, which orders an iteration after the previous one). Returns how many copies of the
     body it recorded."""
-    k = min(loop_copies(), count)
+    k = min(LOOP_COPIES, count)
     q, r = divmod(count, k)
     barriers = [True, *barriers[1:]]
     seq.record_loop(ops * k, q, True, barriers * k)
