@@ -107,6 +107,7 @@ CANDIDATES = [
     ("W_64x64_8x8", VARIANTS["wide64"]),
     # between large (384 workgroups at 4096 x 1536: 1.45 waves) and medium
     ("L_96x128_12x8k16", Tile(96, 128, 16, 12, 8)),
+    ("L_128x96_8x12k16", Tile(128, 96, 16, 8, 12)),
 ]
 
 # Split-K plans timed by --sweep: each of these tiles in each of SPLITS K slices, where that gives
