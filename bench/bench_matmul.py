@@ -108,12 +108,16 @@ CANDIDATES = [
     # between large (384 workgroups at 4096 x 1536: 1.45 waves) and medium
     ("L_96x128_12x8k16", Tile(96, 128, 16, 12, 8)),
     ("L_128x96_8x12k16", Tile(128, 96, 16, 8, 12)),
+    # 256 threads, one workgroup a multiprocessor: 256 of them at 4096 x 1536 and 8192 x 768
+    # (1.94 waves where large has 1.45)
+    ("L_128x192_8x12k16", Tile(128, 192, 16, 8, 12)),
 ]
 
-# Split-K plans timed by --sweep: each of these tiles in each of SPLITS K slices, where that gives
-# SPLIT_GROUPS workgroups and every slice at least SPLIT_MIN_STEPS k steps.
-SPLIT_TILES = [("large", VARIANTS["large"]), ("medium", VARIANTS["medium"]),
-               ("N_128x64_16x8_ap", Tile(128, 64, 8, 16, 8, always_prefetch=True))]
+# Split-K plans timed by --sweep: each of these tiles (on outputs up to its N) in each of SPLITS
+# K slices, where that gives SPLIT_GROUPS workgroups and every slice SPLIT_MIN_STEPS k steps.
+SPLIT_TILES = [("large", VARIANTS["large"], None), ("medium", VARIANTS["medium"], None),
+               ("N_128x64_16x8_ap", Tile(128, 64, 8, 16, 8, always_prefetch=True), 1024),
+               ("N_256x64_16x8_ap", Tile(256, 64, 8, 16, 8, always_prefetch=True), 256)]
 SPLITS = (2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 64)
 SPLIT_GROUPS = (180, 800)
 SPLIT_MIN_STEPS = 12
@@ -123,7 +127,9 @@ def sweep_configs(batch, m, k, n):
     """(name, plan_matmul_op options) for --sweep: unsplit tiles, then split-K plans."""
     configs = [(v, dict(variant=v, splits=1)) for v in VARIANTS if v != "wide64"]
     configs += [(name, dict(tile=t, splits=1)) for name, t in CANDIDATES]
-    for name, t in SPLIT_TILES:
+    for name, t, max_n in SPLIT_TILES:
+        if max_n is not None and n > max_n:
+            continue
         blocks = cdiv(m, t.bm) * cdiv(n, t.bn) * batch
         steps = cdiv(k, t.bk * t.ks)
         for s in SPLITS:
