@@ -196,6 +196,13 @@ def choose_splits(batch: int, m: int, k: int, n: int, tile: Tile, target=None) -
     return split_count(k, tile, s) if s > 1 else 1
 
 
+def choose_plan(batch: int, m: int, k: int, n: int, target=None) -> tuple[str, int]:
+    """(variant, K slices) for a matmul left to the planner: the variant by output size
+    (`choose_variant`) or the tall-K rule, then `choose_splits` for it."""
+    variant = "large" if tall_k(batch, m, k, n, target) else choose_variant(batch, m, n, target)
+    return variant, choose_splits(batch, m, k, n, VARIANTS[variant], target)
+
+
 def plan_matmul_op(batch: int, m: int, k: int, n: int, transpose_a: bool, transpose_b: bool,
                    a_batch_stride: int, b_batch_stride: int, target=None, *,
                    splits: int | None = None, ones_row: bool = False, **options) -> OpPlan:
@@ -209,9 +216,9 @@ def plan_matmul_op(batch: int, m: int, k: int, n: int, transpose_a: bool, transp
     `plan_matmul` (variant, tile, bake, range_checks). `ones_row`: C gets an extra row M holding
     the column sums of op(B) (see `plan_matmul`); "c" is then [m + 1, n].
     """
-    if (splits is None and options.get("variant") is None and options.get("tile") is None
-            and tall_k(batch, m, k, n, target)):
-        options = dict(options, variant="large")
+    if splits is None and options.get("variant") is None and options.get("tile") is None:
+        variant, splits = choose_plan(batch, m, k, n, target)
+        options = dict(options, variant=variant)
     launch = plan_matmul(batch, m, k, n, transpose_a, transpose_b, a_batch_stride,
                          b_batch_stride, target, ones_row=ones_row, **options)
     _, tile = _resolve_tile(batch, m, n, target, options.get("variant"), options.get("tile"))
@@ -333,10 +340,7 @@ def _operands(e):
 
 def would_split(e, target=None) -> bool:
     """Does matmul eqn `e` run split-K on `target` (as `plan_matmul_op` chooses)?"""
-    batch, m, k, n = _operands(e)
-    _, tile = _resolve_tile(batch, m, n, target, "large" if tall_k(batch, m, k, n, target)
-                            else None, None)
-    return choose_splits(batch, m, k, n, tile, target) > 1
+    return choose_plan(*_operands(e), target)[1] > 1
 
 
 def takes_hooks(e, target=None, loads: bool = False) -> bool:
