@@ -111,6 +111,10 @@ CANDIDATES = [
     # 256 threads, one workgroup a multiprocessor: 256 of them at 4096 x 1536 and 8192 x 768
     # (1.94 waves where large has 1.45)
     ("L_128x192_8x12k16", Tile(128, 192, 16, 8, 12)),
+    # ... the same grid with 192 threads of large's 16 x 8 (or 8 x 16), BK 12: under 32 KB
+    ("L_128x192_16x8k12", Tile(128, 192, 12, 16, 8)),
+    ("L_128x192_16x8k12_ap", Tile(128, 192, 12, 16, 8, always_prefetch=True)),
+    ("L_128x192_8x16k12", Tile(128, 192, 12, 8, 16)),
 ]
 
 # Split-K plans timed by --sweep: each of these tiles (on outputs up to its N) in each of SPLITS
