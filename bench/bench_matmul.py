@@ -20,6 +20,7 @@ that asks the driver for per-pipeline statistics (registers), see bench/NOTES_ma
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import os
 import statistics
@@ -225,6 +226,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="small shapes (for lavapipe)")
     ap.add_argument("--only", default="", help="comma-separated shape labels")
     ap.add_argument("--json", default="matmul.json", help="file name written under $OUT")
+    ap.add_argument("--plans", default="", help="--sweep: only the plans matching these "
+                    "comma-separated patterns (fnmatch: large/k*,N_128x64*)")
     ap.add_argument("--print-specs", action="store_true",
                     help="print label:spec,words for each candidate at 4096^3 and exit")
     args = ap.parse_args()
@@ -266,7 +269,8 @@ def main():
         chosen = plan_matmul_op(batch, m, k, n, ta, tb, sa, sb, dev.target)
         configs = [("planner", {})]
         if args.sweep:
-            configs += sweep_configs(batch, m, k, n)
+            configs += [c for c in sweep_configs(batch, m, k, n) if not args.plans or any(
+                fnmatch.fnmatch(c[0], pat) for pat in args.plans.split(","))]
         row = {"shape": label, "batch": batch, "m": m, "k": k, "n": n, "transpose_a": ta,
                "transpose_b": tb, "planner_variant": chosen.launches[0].name, "vkgrad": {}}
         for name, options in configs:
