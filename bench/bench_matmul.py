@@ -2,13 +2,16 @@
 
 On the NVIDIA device machine, from the repo root (with .gpu carried):
     source bench/gpu_env.sh && python3 bench/bench_matmul.py [--sweep] [--quick]
-Prints a table and writes $OUT/matmul.json (or ./matmul.json without $OUT).
+Prints a table and writes $OUT/matmul.json (or ./matmul.json without $OUT; --json names it).
 
-vkgrad: one Executable holding REPS identical dispatches, replayed a few times in one submission
-each, timed by GPU timestamps (Executable(timestamps=True)); the per-dispatch median is reported.
+vkgrad: one Executable holding REPS copies of the plan (`plan_matmul_op`: one dispatch, or two with
+split-K), replayed a few times in one submission each, timed by GPU timestamps
+(Executable(timestamps=True)); the median per copy is reported (with split-K: the matmul's and
+the slice sum's times together, the barrier between them included).
 torch: CUDA events around each call, median. TFLOP/s = 2*batch*m*k*n / median time.
 Each measured shape is also checked against a float64 reference (torch on CUDA, or numpy).
---sweep also times every candidate tile (VARIANTS plus the CANDIDATES below) on every shape.
+--sweep also times every candidate (VARIANTS, the CANDIDATES tiles below, and split-K plans of
+the SPLIT_TILES in K slices of SPLITS, those that give a GPU-sized grid) on every shape.
 --quick: small shapes only (runs on lavapipe, to check the script itself).
 --print-specs: each tile's specialization constants at 4096^3, as `name:w0,w1,...`, for a tool
 that asks the driver for per-pipeline statistics (registers), see bench/NOTES_matmul.md.
@@ -17,6 +20,7 @@ that asks the driver for per-pipeline statistics (registers), see bench/NOTES_ma
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import os
 import statistics
@@ -29,7 +33,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
-from vkgrad.lowering.matmul import VARIANTS, Tile, plan_matmul  # noqa: E402
+from vkgrad.lowering.launch import cdiv  # noqa: E402
+from vkgrad.lowering.matmul import (VARIANTS, Tile, plan_matmul, plan_matmul_op,  # noqa: E402
+                                    split_count)
 from vkgrad.runtime import Executable, get_device  # noqa: E402
 
 from peers import cuda_torch  # noqa: E402
@@ -87,19 +93,56 @@ QUICK = [
     ("q_64x96x80", 1, 64, 96, 80, False, False),
     ("q_130x257x33_T", 2, 130, 257, 33, True, True),
     ("q_256", 1, 256, 256, 256, False, False),
+    ("q_512x768x512_TN", 1, 512, 768, 512, True, False),     # --sweep: split-K plans too
 ]
 
-# Tiles timed by --sweep besides VARIANTS (the runner-ups of bench/NOTES_matmul.md).
+# Tiles timed by --sweep besides VARIANTS (bench/NOTES_matmul.md says what each measured).
 CANDIDATES = [
-    ("L_16x8_branchy", Tile(128, 128, 8, 16, 8)),
-    ("L_8x8_256thr", Tile(128, 128, 8, 8, 8)),
-    ("L_8x8_256thr_ap", Tile(128, 128, 8, 8, 8, always_prefetch=True)),
     ("L_64x128_16x8", Tile(64, 128, 8, 16, 8)),
-    ("M_64x128", Tile(64, 128, 16, 8, 8)),
-    ("S_32x64k16ks2", Tile(32, 64, 16, 4, 4, ks=2)),
-    ("S_32x64_4x8ks4_ap", Tile(32, 64, 8, 4, 8, ks=4, always_prefetch=True)),
-    ("S_32x32k16ks4p2", Tile(32, 32, 16, 4, 4, ks=4, phases=2)),
+    # large's 16 x 8 per thread on half its block (64 threads): twice the workgroups, for the
+    # N = 256 and N = 512 outputs (M 4096-8192) where large fills half the H200 or less
+    ("N_128x64_16x8_ap", Tile(128, 64, 8, 16, 8, always_prefetch=True)),
+    ("N_128x64_16x8", Tile(128, 64, 8, 16, 8)),
+    # N = 64 (attention's P @ V): a tall narrow block, large's thread shape
+    ("N_256x64_16x8_ap", Tile(256, 64, 8, 16, 8, always_prefetch=True)),
+    ("W_64x64_8x8", VARIANTS["wide64"]),
+    # between large (384 workgroups at 4096 x 1536: 1.45 waves) and medium
+    ("L_96x128_12x8k16", Tile(96, 128, 16, 12, 8)),
+    ("L_128x96_8x12k16", Tile(128, 96, 16, 8, 12)),
+    # 256 threads, one workgroup a multiprocessor: 256 of them at 4096 x 1536 and 8192 x 768
+    # (1.94 waves where large has 1.45)
+    ("L_128x192_8x12k16", Tile(128, 192, 16, 8, 12)),
+    # ... the same grid with 192 threads of large's 16 x 8 (or 8 x 16), BK 12: under 32 KB
+    ("L_128x192_16x8k12", Tile(128, 192, 12, 16, 8)),
+    ("L_128x192_16x8k12_ap", Tile(128, 192, 12, 16, 8, always_prefetch=True)),
+    ("L_128x192_8x16k12", Tile(128, 192, 12, 8, 16)),
 ]
+
+# Split-K plans timed by --sweep: each of these tiles (on outputs up to its N) in each of SPLITS
+# K slices, where that gives SPLIT_GROUPS workgroups and every slice SPLIT_MIN_STEPS k steps.
+SPLIT_TILES = [("large", VARIANTS["large"], None), ("medium", VARIANTS["medium"], None),
+               ("N_128x64_16x8_ap", Tile(128, 64, 8, 16, 8, always_prefetch=True), 1024),
+               ("N_256x64_16x8_ap", Tile(256, 64, 8, 16, 8, always_prefetch=True), 256)]
+SPLITS = (2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 64)
+SPLIT_GROUPS = (180, 800)
+SPLIT_MIN_STEPS = 12
+
+
+def sweep_configs(batch, m, k, n):
+    """(name, plan_matmul_op options) for --sweep: unsplit tiles, then split-K plans."""
+    configs = [(v, dict(variant=v, splits=1)) for v in VARIANTS if v != "wide64"]
+    configs += [(name, dict(tile=t, splits=1)) for name, t in CANDIDATES]
+    for name, t, max_n in SPLIT_TILES:
+        if max_n is not None and n > max_n:
+            continue
+        blocks = cdiv(m, t.bm) * cdiv(n, t.bn) * batch
+        steps = cdiv(k, t.bk * t.ks)
+        for s in SPLITS:
+            if (split_count(k, t, s) == s and SPLIT_GROUPS[0] <= blocks * s <= SPLIT_GROUPS[1]
+                    and steps // s >= SPLIT_MIN_STEPS):
+                opt = dict(variant=name) if name in VARIANTS else dict(tile=t)
+                configs.append((f"{name}/k{s}", dict(opt, splits=s)))
+    return configs
 
 
 def flops(batch, m, k, n):
@@ -130,10 +173,19 @@ def rel_err(out, ref, torch):
     return float(np.linalg.norm(out - ref) / np.linalg.norm(ref))
 
 
-def time_vkgrad(dev, launch, bufs, reps, rounds):
-    ex = Executable(dev, [dev.dispatch(launch, bufs)] * reps, timestamps=True, name="bench")
+def dispatches(dev, op, bufs):
+    """The OpPlan's dispatches on `bufs` {role: Buffer}, making its temps' buffers."""
+    for t in op.temps:
+        if t.role not in bufs or bufs[t.role].size < t.size:
+            bufs[t.role] = dev.buffer(t.size)
+    return [dev.dispatch(launch, [bufs[r] for r in roles]) for launch, roles in op.steps]
+
+
+def time_vkgrad(dev, op, bufs, reps, rounds):
+    """Median GPU time of one run of `op` (all its dispatches), in us."""
+    ex = Executable(dev, dispatches(dev, op, bufs) * reps, timestamps=True, name="bench")
     ex.run()  # warm-up: first use of the pipeline
-    per = []
+    per, steps = [], len(op.steps)
     for _ in range(rounds):
         ex.run()
         if ex.last_timings_us is None:      # no timestamps: wall time of the whole submission
@@ -141,7 +193,8 @@ def time_vkgrad(dev, launch, bufs, reps, rounds):
             ex.run()
             per.append((time.perf_counter() - t0) * 1e6 / reps)
         else:
-            per += [us for label, us in ex.last_timings_us if label.startswith("matmul")]
+            us = [t for label, t in ex.last_timings_us if label not in ("upload", "download")]
+            per += [sum(us[i:i + steps]) for i in range(0, len(us), steps)]
     ex.release()
     return statistics.median(per)
 
@@ -172,6 +225,9 @@ def main():
     ap.add_argument("--sweep", action="store_true", help="time every candidate tile too")
     ap.add_argument("--quick", action="store_true", help="small shapes (for lavapipe)")
     ap.add_argument("--only", default="", help="comma-separated shape labels")
+    ap.add_argument("--json", default="matmul.json", help="file name written under $OUT")
+    ap.add_argument("--plans", default="", help="--sweep: only the plans matching these "
+                    "comma-separated patterns (fnmatch: large/k*,N_128x64*)")
     ap.add_argument("--print-specs", action="store_true",
                     help="print label:spec,words for each candidate at 4096^3 and exit")
     args = ap.parse_args()
@@ -201,8 +257,8 @@ def main():
     for label, batch, m, k, n, ta, tb in shapes:
         a, b = operands(rng, batch, m, k, n, ta, tb)
         sa, sb = a[0].size, b[0].size
-        bufs = (dev.buffer(a.size), dev.buffer(b.size), dev.buffer(batch * m * n))
-        Executable(dev, []).run(uploads=[(bufs[0], a), (bufs[1], b)])
+        bufs = {"a": dev.buffer(a.size), "b": dev.buffer(b.size), "c": dev.buffer(batch * m * n)}
+        Executable(dev, []).run(uploads=[(bufs["a"], a), (bufs["b"], b)])
         ref = reference64(a, b, ta, tb, torch)
         fl = flops(batch, m, k, n)
         big = fl > 2e10
@@ -210,35 +266,32 @@ def main():
         if args.quick:
             reps, rounds = 3, 2
 
-        chosen = plan_matmul(batch, m, k, n, ta, tb, sa, sb, dev.target)
-        configs = [("planner", None)]
+        chosen = plan_matmul_op(batch, m, k, n, ta, tb, sa, sb, dev.target)
+        configs = [("planner", {})]
         if args.sweep:
-            configs += [(name, None) for name in VARIANTS if name != "wide64"] + CANDIDATES
+            configs += [c for c in sweep_configs(batch, m, k, n) if not args.plans or any(
+                fnmatch.fnmatch(c[0], pat) for pat in args.plans.split(","))]
         row = {"shape": label, "batch": batch, "m": m, "k": k, "n": n, "transpose_a": ta,
-               "transpose_b": tb, "planner_variant": chosen.name, "vkgrad": {}}
-        for name, tile in configs:
+               "transpose_b": tb, "planner_variant": chosen.launches[0].name, "vkgrad": {}}
+        for name, options in configs:
             try:
-                if name == "planner":
-                    launch = chosen
-                elif tile is None:
-                    launch = plan_matmul(batch, m, k, n, ta, tb, sa, sb, dev.target, variant=name)
-                else:
-                    launch = plan_matmul(batch, m, k, n, ta, tb, sa, sb, dev.target, tile=tile)
+                op = plan_matmul_op(batch, m, k, n, ta, tb, sa, sb, dev.target, **options)
                 # Correctness first: poison C, run once, compare with the float64 reference.
-                ex = Executable(dev, [dev.dispatch(launch, bufs)])
-                ex.run(uploads=[(bufs[2], np.full(batch * m * n, np.nan, np.float32))],
-                       downloads=[bufs[2]])
-                out = bufs[2].read_staging().reshape(batch, m, n)
+                ex = Executable(dev, dispatches(dev, op, bufs))
+                ex.run(uploads=[(bufs["c"], np.full(batch * m * n, np.nan, np.float32))],
+                       downloads=[bufs["c"]])
+                out = bufs["c"].read_staging().reshape(batch, m, n)
                 err = rel_err(out, ref, torch)
                 ex.release()
-                us = time_vkgrad(dev, launch, bufs, reps, rounds)
+                us = time_vkgrad(dev, op, bufs, reps, rounds)
             except Exception as e:  # a candidate that fails to build is reported, not fatal
                 print(f"  {label} {name}: FAILED {type(e).__name__}: {e}", flush=True)
                 row["vkgrad"][name] = {"error": f"{type(e).__name__}: {e}"}
                 continue
-            row["vkgrad"][name] = {"launch": launch.name, "us": us, "tflops": fl / us / 1e6,
+            launch = op.launches[0].name
+            row["vkgrad"][name] = {"launch": launch, "us": us, "tflops": fl / us / 1e6,
                                    "rel_err": err}
-            print(f"  {label:>14} {name:>13} ({launch.name}): {us:9.1f} us "
+            print(f"  {label:>14} {name:>22} ({launch}): {us:9.1f} us "
                   f"{fl / us / 1e6:6.2f} TFLOP/s  rel_err {err:.1e}", flush=True)
         if torch is not None:
             us, out = time_torch(torch, a, b, ta, tb, reps * rounds)
@@ -252,8 +305,8 @@ def main():
             torch.cuda.empty_cache()
 
     print()
-    print(f"{'shape':>14} {'b':>2} {'m':>5} {'k':>5} {'n':>5} T  {'variant':>13} "
-          f"{'vkgrad':>8} {'best':>8} {'(tile)':>13} {'torch':>8} {'ratio':>6}  rel_err")
+    print(f"{'shape':>14} {'b':>2} {'m':>5} {'k':>5} {'n':>5} T  {'planner':>22} "
+          f"{'vkgrad':>8} {'best':>8} {'(plan)':>22} {'torch':>8} {'ratio':>6}  rel_err")
     for r in rows:
         ok = {k: v for k, v in r["vkgrad"].items() if "tflops" in v}
         pl = r["vkgrad"].get("planner", {})
@@ -263,14 +316,14 @@ def main():
         vt = pl.get("tflops", float("nan"))
         flags = ("T" if r["transpose_a"] else "N") + ("T" if r["transpose_b"] else "N")
         print(f"{r['shape']:>14} {r['batch']:>2} {r['m']:>5} {r['k']:>5} {r['n']:>5} {flags} "
-              f"{r['planner_variant']:>13} {vt:8.2f} {best:8.2f} {best_name:>13} {tt:8.2f} "
+              f"{r['planner_variant']:>22} {vt:8.2f} {best:8.2f} {best_name:>22} {tt:8.2f} "
               f"{vt / tt:6.2f}  {pl.get('rel_err', float('nan')):.1e}")
     out_dir = Path(os.environ.get("OUT", "."))
     result = {"date": time.strftime("%Y-%m-%d %H:%M"), "device": dev.info.name,
               "torch_device": torch.cuda.get_device_name() if torch is not None else None,
               "unit": "TFLOP/s from the median; us per call", "rows": rows}
-    (out_dir / "matmul.json").write_text(json.dumps(result, indent=1))
-    print(f"wrote {out_dir / 'matmul.json'}")
+    (out_dir / args.json).write_text(json.dumps(result, indent=1))
+    print(f"wrote {out_dir / args.json}")
 
 
 if __name__ == "__main__":

@@ -190,7 +190,7 @@ def test_planner_picks_by_shape_and_device():
     gpu, cpu = _info("discrete GPU"), _info("CPU")
     assert choose_variant(1, 4096, 4096, gpu) == "large"
     assert choose_variant(1, 1024, 1024, gpu) == "medium"
-    assert choose_variant(8, 512, 512, gpu) == "medium"
+    assert choose_variant(8, 512, 512, gpu) == "large"      # 128 workgroups: one per SM
     assert choose_variant(1, 256, 1024, gpu) == "small"     # the MLP step's shapes
     assert choose_variant(1, 256, 1024, cpu) == "large"     # lavapipe: big tiles, little padding
     assert choose_variant(1, 256, 10, cpu) == "wide64"
@@ -211,6 +211,59 @@ def test_a_tall_k_weight_gradient_takes_the_large_tile_split_for_two_waves():
     assert not tall_k(1, 1024, 8192, 256, lava) and not tall_k(2, 256, 8192, 256, h200)
     assert [l.name for l, _ in plan_matmul_op(1, 784, 256, 1024, True, False, 0, 0,
                                               h200).steps] == ["matmul_medium"]
+
+
+# (b, m, k, n, ta, tb) -> (the matmul launch, its workgroups) on the H200. The transformer
+# block's and the LM's products as bench_matmul.py names them, then shapes the H200 already ran
+# at 0.9x cuBLAS or better, whose plans must not move.
+H200_PLANS = {
+    # large would run 384 workgroups, 1.45 waves: large64, 768 of half the block
+    "tf_qkv": ((1, 4096, 512, 1536, False, False), "matmul_large64", (24, 32, 1)),
+    "lm_qkv": ((1, 8192, 256, 768, False, False), "matmul_large64", (12, 64, 1)),
+    # N = 64: large64 pads nothing
+    "tf_pv": ((32, 1024, 1024, 64, False, False), "matmul_large64", (1, 8, 32)),
+    # 128 workgroups of large (medium before)
+    "tf_qkv_dX": ((1, 4096, 1536, 512, False, True), "matmul_large", (4, 32, 1)),
+    "tf_out": ((1, 4096, 2048, 512, False, False), "matmul_large", (4, 32, 1)),
+    "lm_qkv_dX": ((1, 8192, 768, 256, False, True), "matmul_large", (2, 64, 1)),
+    # tall K: one wave of large's K slices (48-64 blocks: the transformer's weight gradients)
+    "tf_qkv_dW": ((1, 512, 4096, 1536, True, False), "matmul_large_splitk5", (12, 4, 5)),
+    "tf_fc_dW": ((1, 512, 4096, 2048, True, False), "matmul_large_splitk4", (16, 4, 4)),
+    "tf_out_dW": ((1, 2048, 4096, 512, True, False), "matmul_large_splitk4", (4, 16, 4)),
+    "lm_qkv_dW": ((1, 256, 8192, 768, True, False), "matmul_large_splitk22", (6, 2, 22)),
+    "lm_down_dW": ((1, 1024, 8192, 256, True, False), "matmul_large_splitk16", (2, 8, 16)),
+    # unchanged
+    "cube4096": ((1, 4096, 4096, 4096, False, False), "matmul_large", (32, 32, 1)),
+    "cube2048": ((1, 2048, 2048, 2048, False, False), "matmul_large", (16, 16, 1)),
+    "cube1024": ((1, 1024, 1024, 1024, False, False), "matmul_medium", (16, 8, 1)),
+    "tf_fc": ((1, 4096, 512, 2048, False, False), "matmul_large", (16, 32, 1)),
+    "tf_scores": ((32, 1024, 64, 1024, False, False), "matmul_large", (8, 8, 32)),
+    "mlp_x@w1": ((1, 256, 784, 1024, False, False), "matmul_small", (16, 8, 1)),
+    "mlp_dw2": ((1, 1024, 256, 1024, True, False), "matmul_medium", (16, 8, 1)),
+    "mlp_dh": ((1, 256, 1024, 1024, False, True), "matmul_small", (16, 8, 1)),
+    "mlp_dw1": ((1, 784, 256, 1024, True, False), "matmul_medium", (16, 7, 1)),
+    "mlp_h@w3": ((1, 256, 1024, 10, False, False), "matmul_small_splitk16", (1, 8, 16)),
+}
+
+
+@pytest.mark.parametrize("label", sorted(H200_PLANS))
+def test_h200_plans_of_the_model_shapes(label):
+    (b, m, k, n, ta, tb), name, groups = H200_PLANS[label]
+    mm = plan_matmul_op(b, m, k, n, ta, tb, m * k, k * n, Target.h200()).launches[0]
+    assert (mm.name, mm.groups) == (name, groups)
+
+
+def test_h200_plans_of_the_model_shapes_run_here(dev, rng):
+    """The H200's new plans at small sizes of the same kind, on lavapipe: large64 on N = 64
+    and between one and two waves, tall-K slices of large over a short K."""
+    gpu = _info("discrete GPU")
+    for b, m, k, n, ta, tb in [(64, 130, 70, 64, False, False), (1, 2560, 40, 2048, True, True)]:
+        out, ref, op = run_matmul_op(dev, rng, b, m, k, n, ta, tb, target=gpu)
+        assert op.launches[0].name == "matmul_large64", (b, m, k, n)
+        assert_close(out, ref, f"large64 b={b} m={m} k={k} n={n}")
+    out, ref, op = run_matmul_op(dev, rng, 1, 256, 2100, 250, True, False, target=gpu)
+    assert op.launches[0].name == "matmul_large_splitk8"
+    assert_close(out, ref, "tall-K large split")
 
 
 def test_planner_rejects_bad_input():
@@ -269,7 +322,7 @@ def test_split_k_exact_tiles_and_baked(dev, rng):
     """Tile-multiple shapes (range checks compiled out; `large` also prefetches branch-free,
     clamped to its slice), and the baked (defines) form of a split launch."""
     for variant, (m, k, n) in [("large", (128, 512, 128)), ("small", (64, 256, 64)),
-                               ("wide64", (64, 96, 64))]:
+                               ("wide64", (64, 96, 64)), ("large64", (256, 384, 64))]:
         for ta, tb in [(False, False), (True, True)]:
             out, ref, op = run_matmul_op(dev, rng, 1, m, k, n, ta, tb, splits=4,
                                          variant=variant)

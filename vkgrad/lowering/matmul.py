@@ -13,6 +13,7 @@ Variants (one shader; they differ only in specialization constants):
 | large   | 128x128 |  8 | 16x8       | 1        | 128     | GPU, >= 192 workgroups of it      |
 | medium  | 128x64  | 16 | 8x8        | 1        | 128     | GPU, >= 96 workgroups of it       |
 | small   | 32x64   | 16 | 4x8        | 2        | 128     | GPU, smaller outputs (MLP layers) |
+| large64 | 128x64  |  8 | 16x8       | 1        |  64     | GPU, N <= 64, or large's 2nd wave |
 | wide64  | 64x64   |  8 | 8x8        | 1        |  64     | lavapipe, where `large` would pad |
 
 Measured on an H200 (bench/NOTES_matmul.md, 2026-11-29, TFLOP/s vs cuBLAS fp32 in the same run):
@@ -93,13 +94,26 @@ VARIANTS = {
     # Few workgroups: two K slices per workgroup double the warps that hide memory latency
     # (13.7 -> 20-22 TFLOP/s at 256x1024x1024 against one slice).
     "small": Tile(bm=32, bn=64, bk=16, tm=4, tn=8, ks=2),
+    # large's threads on half its block: twice the workgroups of 64 threads. 8192x256x768 NN
+    # (384 workgroups of large, 1.45 waves) 37.5 TFLOP/s against large's 31.5 and cuBLAS's 33.1
+    # (H200, 2026-12-02, bench_matmul.py --sweep); 8192x768x256 NT 35.9 (large 37.9)
+    "large64": Tile(bm=128, bn=64, bk=8, tm=16, tn=8, always_prefetch=True),
     # named for its shape, not where it runs: a Target with matmul_tiles="padding" picks it
     "wide64": Tile(bm=64, bn=64, bk=8, tm=8, tn=8),
 }
 
-# A GPU variant is used when it gives at least this many workgroups (about 1.5 and 0.75 waves on
-# a 132-multiprocessor H200); otherwise the next smaller one. The last is the fallback.
-_GPU_ORDER = (("large", 192), ("medium", 96), ("small", 0))
+# The GPU's variant by workgroup counts (H200: 132 multiprocessors; large runs 2 workgroups on
+# each, so LARGE_WAVE = 264 at a time):
+# - large from LARGE_MIN_GROUPS workgroups of it: at 128 (one per multiprocessor) it ran
+#   8192x768x256 NT at 37.9 TFLOP/s against medium's 34.9 and 8 x 512^3 at 36.6 against 35.1;
+# - ... but large64 where large would leave most of a second wave idle (more than one wave,
+#   at most LARGE64_WAVES of them: 384 workgroups, above) or pad half its block (N <= 64);
+# - else medium from MEDIUM_MIN_GROUPS workgroups (about 0.75 waves of its 3 a multiprocessor);
+# - else small.
+LARGE_WAVE = 264
+LARGE_MIN_GROUPS = 128
+LARGE64_WAVES = 1.75
+MEDIUM_MIN_GROUPS = 96
 
 # Split-K (GPU only; see choose_splits). Designed from the H200's numbers (132 SMs, ~2-3 us per
 # extra dispatch, the `small` tile's k loop latency-bound at ~1.5-2.4 us per step of BK*KS when
@@ -118,11 +132,15 @@ def choose_variant(batch: int, m: int, n: int, target=None) -> str:
         big = VARIANTS["large"]
         padded = cdiv(m, big.bm) * big.bm * cdiv(n, big.bn) * big.bn
         return "large" if padded <= 1.25 * max(m * n, 1) else "wide64"
-    for name, min_groups in _GPU_ORDER:
+    def groups(name):
         t = VARIANTS[name]
-        if cdiv(m, t.bm) * cdiv(n, t.bn) * batch >= min_groups:
-            return name
-    return _GPU_ORDER[-1][0]
+        return cdiv(m, t.bm) * cdiv(n, t.bn) * batch
+
+    large = groups("large")
+    if large >= LARGE_MIN_GROUPS:
+        second_wave = LARGE_WAVE < large <= LARGE64_WAVES * LARGE_WAVE
+        return "large64" if second_wave or n <= VARIANTS["large64"].bn else "large"
+    return "medium" if groups("medium") >= MEDIUM_MIN_GROUPS else "small"
 
 
 def split_count(k: int, tile: Tile, splits: int) -> int:
@@ -151,13 +169,19 @@ def loop_limit_splits(k: int, tile: Tile, target=None) -> int:
     return cdiv(steps, max(1, limit // LOOP_ITERATIONS_PER_STEP))
 
 
-# Tall K: a weight gradient ([m, n] = op(A)^T op(B) over K tokens) with K >= TALL_K_MIN and at
-# least 4x m and n. By output size alone it got the small tile unsplit: [1024, 256] from 8,192
-# tokens ran 128 workgroups of it at 24 TFLOP/s (175 us; the small LM's 12 weight gradients,
-# 2.1 ms of its 10.7, H200, 2026-12-01). Such a product takes the large tile (46.6 TFLOP/s at
-# 4096^3, 2 workgroups a multiprocessor) cut into K slices for at most TALL_K_TARGET_GROUPS
-# workgroups (two per multiprocessor of the H200), each slice TALL_K_SLICE_STEPS k steps or more.
+# Tall K: a weight gradient ([m, n] = op(A)^T op(B) over K tokens) with K >= TALL_K_MIN whose
+# output is at most TALL_K_MAX_BLOCKS blocks of the large tile (a quarter of a wave). By output
+# size alone it got the small tile unsplit: [1024, 256] from 8,192 tokens ran 128 workgroups of
+# it at 24 TFLOP/s (175 us; the small LM's 12 weight gradients, 2.1 ms of its 10.7, H200,
+# 2026-12-01). Such a product takes the large tile cut into K slices for at most
+# TALL_K_TARGET_GROUPS workgroups (one wave, two per multiprocessor of the H200), each slice
+# TALL_K_SLICE_STEPS k steps or more. [256, 768] from 8,192 (12 blocks): 22 slices, 264
+# workgroups, 38.5 TFLOP/s; 16, 24, 32, 64 slices (192, 288, 384, 768) 30.5, 22.6, 28.2, 29.6;
+# unsplit small 19.7 (H200, 2026-12-02): a whole wave, not more, is what pays. The transformer
+# block's [512, 1536..2048] and [2048, 512] from 4,096 tokens (48-64 blocks; medium unsplit ran
+# them at 0.72-0.88x cuBLAS) are tall by this rule too.
 TALL_K_MIN = 2048
+TALL_K_MAX_BLOCKS = 66
 TALL_K_TARGET_GROUPS = 264
 TALL_K_SLICE_STEPS = 32
 
@@ -166,9 +190,9 @@ def tall_k(batch: int, m: int, k: int, n: int, target=None) -> bool:
     """... and whose output the large tile covers with little padding (a [64, 48] one would
     leave three quarters of each 128 x 128 block idle: the split small tile keeps it)."""
     t, big = target_of(target), VARIANTS["large"]
-    padded = cdiv(m, big.bm) * big.bm * cdiv(n, big.bn) * big.bn
+    blocks = cdiv(m, big.bm) * cdiv(n, big.bn)
     return (t.split_k and t.matmul_tiles != "padding" and batch == 1 and k >= TALL_K_MIN
-            and k >= 4 * max(m, n) and padded <= 1.25 * m * n)
+            and blocks <= TALL_K_MAX_BLOCKS and blocks * big.bm * big.bn <= 1.25 * m * n)
 
 
 def choose_splits(batch: int, m: int, k: int, n: int, tile: Tile, target=None) -> int:
@@ -196,6 +220,13 @@ def choose_splits(batch: int, m: int, k: int, n: int, tile: Tile, target=None) -
     return split_count(k, tile, s) if s > 1 else 1
 
 
+def choose_plan(batch: int, m: int, k: int, n: int, target=None) -> tuple[str, int]:
+    """(variant, K slices) for a matmul left to the planner: the variant by output size
+    (`choose_variant`) or the tall-K rule, then `choose_splits` for it."""
+    variant = "large" if tall_k(batch, m, k, n, target) else choose_variant(batch, m, n, target)
+    return variant, choose_splits(batch, m, k, n, VARIANTS[variant], target)
+
+
 def plan_matmul_op(batch: int, m: int, k: int, n: int, transpose_a: bool, transpose_b: bool,
                    a_batch_stride: int, b_batch_stride: int, target=None, *,
                    splits: int | None = None, ones_row: bool = False, **options) -> OpPlan:
@@ -209,9 +240,9 @@ def plan_matmul_op(batch: int, m: int, k: int, n: int, transpose_a: bool, transp
     `plan_matmul` (variant, tile, bake, range_checks). `ones_row`: C gets an extra row M holding
     the column sums of op(B) (see `plan_matmul`); "c" is then [m + 1, n].
     """
-    if (splits is None and options.get("variant") is None and options.get("tile") is None
-            and tall_k(batch, m, k, n, target)):
-        options = dict(options, variant="large")
+    if splits is None and options.get("variant") is None and options.get("tile") is None:
+        variant, splits = choose_plan(batch, m, k, n, target)
+        options = dict(options, variant=variant)
     launch = plan_matmul(batch, m, k, n, transpose_a, transpose_b, a_batch_stride,
                          b_batch_stride, target, ones_row=ones_row, **options)
     _, tile = _resolve_tile(batch, m, n, target, options.get("variant"), options.get("tile"))
@@ -333,10 +364,7 @@ def _operands(e):
 
 def would_split(e, target=None) -> bool:
     """Does matmul eqn `e` run split-K on `target` (as `plan_matmul_op` chooses)?"""
-    batch, m, k, n = _operands(e)
-    _, tile = _resolve_tile(batch, m, n, target, "large" if tall_k(batch, m, k, n, target)
-                            else None, None)
-    return choose_splits(batch, m, k, n, tile, target) > 1
+    return choose_plan(*_operands(e), target)[1] > 1
 
 
 def takes_hooks(e, target=None, loads: bool = False) -> bool:
