@@ -33,11 +33,10 @@ from vkgrad import primitives as P
 from vkgrad.ir.core import Literal, Program, Var
 from vkgrad.ir.interpreter import impls
 from vkgrad.lowering.contracts import CONTRACTS, Unsupported
-from vkgrad.passes.base import Pass
+from vkgrad.passes.base import TargetPass
 from vkgrad.passes.dce import dce
 from vkgrad.passes.fused_program import body_of, is_loop, kind, make_fused, needed
 from vkgrad.primitives.compiler import fused_p
-from vkgrad.target import target_of
 
 
 class View:
@@ -230,7 +229,7 @@ def operand_layouts(e, producer, materialized) -> tuple:
 
 # ----------------------------------------------------------------------------- the pass
 
-class FoldConvLayouts(Pass):
+class FoldConvLayouts(TargetPass):
     """A convolution whose operand is a view of a materialized value (a layout above) gets the
     view's eqns into its own fused kernel, which reads the value in place; the kernels that
     wrote the view lose that output. Where the kernel that would run cannot read the layout
@@ -238,12 +237,6 @@ class FoldConvLayouts(Pass):
     `target`, as fusion/base.py's HookFusion, whose package imports this module)."""
 
     name = "fold_conv_layouts"
-
-    def __init__(self, target=None):
-        self.target = target_of(target)
-
-    def for_target(self, target) -> "FoldConvLayouts":
-        return type(self)(target)
 
     def apply(self, program: Program) -> Program:
         eqns = list(program.eqns)

@@ -30,10 +30,9 @@ import math
 
 from vkgrad import primitives as P
 from vkgrad.ir.core import Program, Var
-from vkgrad.passes.base import Pass
+from vkgrad.passes.base import Pass, TargetPass
 from vkgrad.passes.fuse import body_inputs
 from vkgrad.passes.fused_program import Schedule, anchors, body_of, kind, make_fused
-from vkgrad.target import target_of
 
 REDUCTIONS = (P.reduce_sum_p, P.reduce_max_p, P.reduce_min_p)
 # The reduction kernel's own bindings in a horizontal group (its operand and result, read and
@@ -139,17 +138,11 @@ def reduction_of(e):
     return a.prim if a.inputs[0].dtype == "f32" and a.out.dtype == "f32" else None
 
 
-class HorizontalReductions(Pass):
+class HorizontalReductions(TargetPass):
     """Independent reductions of one op at the same point of the schedule, of any shapes: one
     `fused[kind=horizontal_reduce]` (see the module's docstring). `for_target` gives the pass
     for a device's binding limit."""
     name = "fuse_horizontal_reductions"
-
-    def __init__(self, target=None):
-        self.target = target_of(target)
-
-    def for_target(self, target) -> "HorizontalReductions":
-        return type(self)(target)
 
     def apply(self, program: Program) -> Program:
         sched = Schedule(program)

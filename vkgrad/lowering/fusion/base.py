@@ -6,8 +6,7 @@ take there.
 from __future__ import annotations
 
 from vkgrad.lowering.contracts import CONTRACTS
-from vkgrad.passes.base import Pass
-from vkgrad.target import target_of
+from vkgrad.passes.base import TargetPass
 
 # An epilogue runs once per result element in the kernel's store; more than a few extra
 # full-size reads or writes there (an optimizer update: 3 and 3) is a kernel of its own.
@@ -15,15 +14,9 @@ EPILOGUE_MAX_EXTRA_INPUTS = 2
 EPILOGUE_MAX_OUTPUTS = 3
 
 
-class HookFusion(Pass):
+class HookFusion(TargetPass):
     """A pass that gives kernels generated loads or stores, for `target` (None: the generic
     Target). `for_target` gives the same pass for another device."""
-
-    def __init__(self, target=None):
-        self.target = target_of(target)
-
-    def for_target(self, target) -> "HookFusion":
-        return type(self)(target)
 
     def contract(self, e):
         return CONTRACTS.get(e.prim)
