@@ -3,17 +3,18 @@
 `plan_matmul` turns shapes and layout flags into a `Launch` binding three buffers (A, B, C, in
 that order): which tile variant, its specialization constants, push constants, workgroup count.
 `plan_matmul_op` wraps it as an `OpPlan` (roles "a", "b", "c"; what the lowering calls) and adds
-split-K where the output is too small to fill a GPU (see `choose_splits`). Pure Python, no
+split-K where the output is too small to fill a GPU, or fills half a wave over a long K (see
+`choose_splits`). Pure Python, no
 device: tested directly, and on lavapipe by tests/test_matmul.py.
 
 Variants (one shader; they differ only in specialization constants):
 
 | variant | block   | BK | per thread | K slices | threads | used for                          |
 | ------- | ------- | -- | ---------- | -------- | ------- | --------------------------------- |
-| large   | 128x128 |  8 | 16x8       | 1        | 128     | GPU, >= 192 workgroups of it      |
-| medium  | 128x64  | 16 | 8x8        | 1        | 128     | GPU, >= 96 workgroups of it       |
+| large   | 128x128 |  8 | 16x8       | 1        | 128     | GPU, >= 128 workgroups of it      |
+| medium  | 128x64  | 16 | 8x8        | 1        | 128     | GPU, N <= 64, or >= 96 workgroups |
 | small   | 32x64   | 16 | 4x8        | 2        | 128     | GPU, smaller outputs (MLP layers) |
-| large64 | 128x64  |  8 | 16x8       | 1        |  64     | GPU, N <= 64, or large's 2nd wave |
+| large64 | 128x64  |  8 | 16x8       | 1        |  64     | GPU, large's 2nd wave             |
 | wide64  | 64x64   |  8 | 8x8        | 1        |  64     | lavapipe, where `large` would pad |
 
 Measured on an H200 (bench/NOTES_matmul.md, 2026-11-29, TFLOP/s vs cuBLAS fp32 in the same run):
@@ -107,7 +108,10 @@ VARIANTS = {
 # - large from LARGE_MIN_GROUPS workgroups of it: at 128 (one per multiprocessor) it ran
 #   8192x768x256 NT at 37.9 TFLOP/s against medium's 34.9 and 8 x 512^3 at 36.6 against 35.1;
 # - ... but large64 where large would leave most of a second wave idle (more than one wave,
-#   at most LARGE64_WAVES of them: 384 workgroups, above) or pad half its block (N <= 64);
+#   at most LARGE64_WAVES of them: 384 workgroups, above);
+# - ... and medium (a 64-wide block like large64's) where N <= 64 would pad half of large's
+#   block: 32 x 1024x1024x64 NN (the transformer block's P V) ran medium at 34.1 TFLOP/s,
+#   large64 29.2, large 22.9 (cuBLAS 37.0; H200, 2026-12-02, bench_matmul.py --sweep);
 # - else medium from MEDIUM_MIN_GROUPS workgroups (about 0.75 waves of its 3 a multiprocessor);
 # - else small.
 LARGE_WAVE = 264
@@ -124,6 +128,15 @@ SPLIT_MIN_ITERS = 8         # ... and only when a workgroup would loop this many
 SPLIT_SLICE_ITERS = 2       # each K slice keeps at least this many steps
 MAX_SPLITS = 64
 
+# Half a wave: the large tile with at most LARGE_WAVE / 2 workgroups (one a multiprocessor)
+# and K >= HALF_WAVE_MIN_K is cut into LARGE_WAVE // groups K slices (2 at 128 workgroups):
+# the second workgroup on each multiprocessor hides the first's latency. At 128 workgroups
+# (H200, 2026-12-02, bench_matmul.py --sweep; TFLOP/s unsplit -> 2 slices, cuBLAS):
+# 4096x2048x512 NN 29.8 -> 43.1 (42.5), NT 32.6 -> 42.3 (41.3); 8192x1024x256 NN 30.7 -> 39.2
+# (39.3), NT 32.1 -> 38.7 (39.6); 4096x1536x512 NT 34.3-39.3 -> 41.5 (41.5); but K = 768
+# (8192x768x256 NT) 38.0 -> 36.9 and K = 256 33.3 -> 27.1: short slices lose the prefetch.
+HALF_WAVE_MIN_K = 1024
+
 
 def choose_variant(batch: int, m: int, n: int, target=None) -> str:
     if target_of(target).matmul_tiles == "padding":
@@ -138,8 +151,9 @@ def choose_variant(batch: int, m: int, n: int, target=None) -> str:
 
     large = groups("large")
     if large >= LARGE_MIN_GROUPS:
-        second_wave = LARGE_WAVE < large <= LARGE64_WAVES * LARGE_WAVE
-        return "large64" if second_wave or n <= VARIANTS["large64"].bn else "large"
+        if n <= VARIANTS["medium"].bn:
+            return "medium"
+        return "large64" if LARGE_WAVE < large <= LARGE64_WAVES * LARGE_WAVE else "large"
     return "medium" if groups("medium") >= MEDIUM_MIN_GROUPS else "small"
 
 
@@ -213,6 +227,9 @@ def choose_splits(batch: int, m: int, k: int, n: int, tile: Tile, target=None) -
         if tile == VARIANTS["large"] and tall_k(batch, m, k, n, target):
             s = max(1, min(TALL_K_TARGET_GROUPS // max(groups, 1),
                            steps // TALL_K_SLICE_STEPS, MAX_SPLITS))
+        elif (tile == VARIANTS["large"] and batch == 1 and 0 < groups <= LARGE_WAVE // 2
+              and k >= HALF_WAVE_MIN_K):
+            s = LARGE_WAVE // groups
         elif 0 < groups < SPLIT_BELOW_GROUPS and steps >= SPLIT_MIN_ITERS:
             s = min(cdiv(SPLIT_TARGET_GROUPS, groups), steps // SPLIT_SLICE_ITERS, MAX_SPLITS,
                     MAX_GROUPS_X // batch)
