@@ -40,8 +40,8 @@ from vkgrad.tracer.pytree import tree_leaves  # noqa: E402
 import train_lm  # noqa: E402
 
 PASS = "fuse_horizontal_reductions"
-# the module (vkgrad.passes.fuse_horizontal is also the name of the pass object)
-fuse_horizontal = importlib.import_module("vkgrad.passes.fuse_horizontal")
+# the module of the pass
+horizontal_reductions = importlib.import_module("vkgrad.lowering.fusion.horizontal_reductions")
 ELEMENTS = (2048, 4096, 8192, 16384, 65536)
 
 
@@ -87,9 +87,9 @@ def main():
            "preset": preset, "runs": runs}
     for name, disable, cap in (("step_on", "", None), ("step_off", PASS, None),
                                ("step_on_small_members", "", 1 << 20)):
-        fuse_horizontal.MAX_MEMBER_ELEMENTS = cap
+        horizontal_reductions.MAX_MEMBER_ELEMENTS = cap
         res[name] = step_profile(preset, runs, disable)
-        fuse_horizontal.MAX_MEMBER_ELEMENTS = None
+        horizontal_reductions.MAX_MEMBER_ELEMENTS = None
         r = res[name]
         print(f"LM {preset} step, {PASS} {'off' if disable else 'on'}"
               f"{f', members of at most {cap} elements' if cap else ''}: {r['dispatches']} "

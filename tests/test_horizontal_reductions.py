@@ -1,6 +1,7 @@
-"""Horizontal fusion of reductions (passes/fuse_horizontal.py, fuse_horizontal_reductions; the
-kernel's plan_horizontal_reduce in lowering/kernels.py): independent reductions of one op and
-any shapes as one dispatch, and a second one for the members split over workgroups.
+"""Horizontal fusion of reductions (fuse_horizontal_reductions,
+lowering/fusion/horizontal_reductions.py; the kernel's plan_horizontal_reduce in
+lowering/kernels.py): independent reductions of one op and any shapes as one dispatch, and a
+second one for the members split over workgroups.
 
 The planner alone (no device) for lavapipe and the H200, the pass's groups and binding limit,
 the values on Vulkan (lavapipe) against the interpreter, the same bits twice, the dispatch

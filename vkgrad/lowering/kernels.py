@@ -254,6 +254,9 @@ def plan_split_sum(partial: Launch, inputs: tuple, out: str, splits: int, total:
 # group 23.6 / 21.5 / 24.3 / 99.6 / 292 us at 2048 / 4096 / 8192 / 16384 / 65536 elements
 # (its three dispatches).
 HORIZONTAL_GROUP_ELEMENTS = 4096
+# What a horizontal group's launches bind besides the members' hooks: the members' operands and
+# results (through VKG_LOADM_B0 and VKG_STOREN_B1) and, when a member is split, the partials.
+HORIZONTAL_ROLES = ("x", "out", "partials")
 # The generated table's fields, before reduce.comp's push constants (REDUCE_PARAMS there).
 MEMBER_FIELDS = ("member", "first", "off")
 PUSH_FIELDS = ("R", "sA", "sR", "sB", "B", "chunk", "S", "nbt", "TB", "total")
@@ -269,7 +272,7 @@ def _horizontal_splits(op, A, R, B, target, subgroups) -> int:
 
 def plan_horizontal_reduce(op: str, views, *, target=None, subgroups: bool = True) -> OpPlan:
     """Reductions of any shapes in one launch (a horizontal group: fuse_horizontal_reductions,
-    vkgrad/passes/fuse_horizontal.py): for member m with views[m] = (A, R, B),
+    vkgrad/lowering/fusion/horizontal_reductions.py): for member m with views[m] = (A, R, B),
     out_m[a, b] = op over r of x_m[a, r, b]. Every workgroup finds its member and its slice in
     a generated table (`member_table`, in the launch's `hooks`: one row per member, its first
     workgroup and reduce.comp's push constants for it). A member with more than
@@ -300,7 +303,7 @@ def plan_horizontal_reduce(op: str, views, *, target=None, subgroups: bool = Tru
         return OpPlan(())
     split = bool(second)
     steps = [(_members_launch(op, "horizontal", first, subgroups, split),
-              ("x", "out", "partials") if split else ("x", "out"))]
+              HORIZONTAL_ROLES if split else HORIZONTAL_ROLES[:2])]
     if split:
         steps.append((_members_launch(op, "horizontal_final", second, subgroups, False),
                       ("partials", "out")))
@@ -315,7 +318,8 @@ def _members_launch(op, what, rows, subgroups, split_out) -> Launch:
         table.append((m, g, off) + tuple(launch.push))
         g += launch.push[9]
     wg = max(launch.spec[0] for _, _, launch in rows)
-    return Launch(name=f"reduce_{op}_{what}", shader="reduce.comp", bindings=3 if split_out else 2,
+    bindings = len(HORIZONTAL_ROLES) if split_out else 2
+    return Launch(name=f"reduce_{op}_{what}", shader="reduce.comp", bindings=bindings,
                   groups=grid(g), spec=(wg,), hooks=member_table(table),
                   defines=_defines(OP=REDUCE_OPS[op], VEC=1, HREDUCE=0, SUBGROUPS=subgroups,
                                    MEMBERS=len(rows), SPLIT_OUT=split_out))

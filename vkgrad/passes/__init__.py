@@ -9,8 +9,6 @@
                        by a min cut (remat.py)
     fuse               elementwise and layout eqns grouped into `fused` loop kernels (fuse.py)
     fuse_horizontal    independent loop kernels of any shapes as one dispatch (the optimizer)
-    fuse_horizontal_reductions
-                       independent reductions of any shapes as one dispatch (a global norm)
     inline_custom      custom_vjp/custom_jvp calls replaced by their bodies (inline.py)
     inline_checkpoints checkpoint eqns (vg.checkpoint) replaced by their bodies (inline.py)
     select_conds       a cond as every branch and a select of their results (for the device)
@@ -36,7 +34,7 @@ from vkgrad.passes.cse import CommonSubexpressionElimination, cse
 from vkgrad.passes.dce import DeadCodeElimination, dce
 from vkgrad.passes.fold_transposes import FoldTransposes, fold_transposes
 from vkgrad.passes.fuse import fuse
-from vkgrad.passes.fuse_horizontal import fuse_horizontal, fuse_horizontal_reductions
+from vkgrad.passes.fuse_horizontal import fuse_horizontal
 from vkgrad.passes.remat import remat
 from vkgrad.passes.inline import (InlineCheckpoints, InlineCustom, inline_checkpoints,
                                   inline_custom)
@@ -45,8 +43,7 @@ from vkgrad.passes.select_conds import SelectConds, select_conds
 from vkgrad.passes.simplify import RULES, Rule, Simplify, simplify
 
 PASSES = {p.name: p for p in (dce, cse, simplify, fold_transposes, inline_custom, select_conds,
-                              inline_checkpoints, scans, remat, fuse, fuse_horizontal,
-                              fuse_horizontal_reductions)}
+                              inline_checkpoints, scans, remat, fuse, fuse_horizontal)}
 _simplify_keep_sg = simplify.without("stop_gradient", "checkpoint_name")
 
 

@@ -14,7 +14,7 @@ its body (the interpreter runs it), so every stage after fusion still runs on nu
   row          reductions over the last axis of one row shape and the elementwise work around
                them, one workgroup per row (lowering/fusion/rows.py: a layer norm)
   horizontal_reduce
-               reduction kernel eqns of any shapes, one dispatch (passes/fuse_horizontal.py)
+               reduction kernel eqns of any shapes, one dispatch (lowering/fusion/horizontal_reductions.py)
 
 save(x) = x: the value is kept in memory (passes/remat.py, for the backward; passes/fuse.py,
 past a chain's bounds; `vg.lax.optimization_barrier`, where the user says so): `save` is not

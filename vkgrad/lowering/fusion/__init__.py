@@ -11,12 +11,16 @@ device; the target-independent passes are in vkgrad/passes/.
                        by its weight gradient's matmul
     fuse_rows          reductions over the last axis of one row shape and the loop kernels
                        around them as one kernel, a workgroup per row (a layer norm)
+    fuse_horizontal_reductions
+                       independent reductions of any shapes as one dispatch (a global norm)
     fold_conv_layouts  a convolution's operands read in place where they are views
                        (lowering/conv_layouts.py: the flips and transposes of its gradients)
 """
 
 from vkgrad.lowering.fusion.base import HookFusion
 from vkgrad.lowering.fusion.epilogues import EpilogueFusion, fuse_epilogues
+from vkgrad.lowering.fusion.horizontal_reductions import (HorizontalReductions,
+                                                          fuse_horizontal_reductions)
 from vkgrad.lowering.fusion.multi_output import MultiOutputFusion, fuse_multi_output
 from vkgrad.lowering.fusion.producers import ProducerFusion, fuse_producers
 from vkgrad.lowering.fusion.rows import RowFusion, fuse_rows
@@ -25,8 +29,9 @@ from vkgrad.lowering.conv_layouts import fold_conv_layouts  # noqa: E402  (impor
 
 KERNEL_FUSION_PASSES = {p.name: p for p in (widen_halves, fuse_producers, fuse_epilogues,
                                             fuse_multi_output, fuse_rows,
-                                            fold_conv_layouts)}
+                                            fuse_horizontal_reductions, fold_conv_layouts)}
 
-__all__ = ["HookFusion", "EpilogueFusion", "MultiOutputFusion", "ProducerFusion", "RowFusion", "WidenHalves",
-           "widen_halves", "fuse_producers", "fuse_epilogues", "fuse_multi_output",
-           "fuse_rows", "KERNEL_FUSION_PASSES"]
+__all__ = ["HookFusion", "EpilogueFusion", "MultiOutputFusion", "ProducerFusion", "RowFusion",
+           "HorizontalReductions", "WidenHalves", "widen_halves", "fuse_producers",
+           "fuse_epilogues", "fuse_multi_output", "fuse_rows", "fuse_horizontal_reductions",
+           "KERNEL_FUSION_PASSES"]
