@@ -1072,9 +1072,17 @@ def conv_rows(d):
     return rows
 
 
+def _conv_kinds(runs):
+    """(plain, sweeps, direct): runs of the defaults, `--sweep` runs, and `--direct` runs (the
+    weights read in place: CIN_RELAYOUT off), each newest first."""
+    sweeps = [r for r in runs if any(c.get("sweep_us") for c in r["doc"]["convs"].values())]
+    direct = [r for r in runs if r not in sweeps and r["doc"].get("cin_relayout") is False]
+    plain = [r for r in runs if r not in sweeps and r not in direct]
+    return plain, sweeps, direct
+
+
 def conv_section(runs) -> list[str]:
-    plain = [r for r in runs if not any(c.get("sweep_us") for c in r["doc"]["convs"].values())]
-    sweeps = [r for r in runs if r not in plain]
+    plain, sweeps, direct = _conv_kinds(runs)
     out = ["## Convolutions: vkgrad vs cuDNN (torch) and JAX, fp32; the ResNet-18 step vs JAX", ""]
     if plain:
         run = plain[0]
@@ -1095,7 +1103,11 @@ def conv_section(runs) -> list[str]:
                 f"{ms['jax']['median']:.2f} ms ({ms['jax']['min']:.2f}-{ms['jax']['max']:.2f}): "
                 f"JAX / vkgrad {r['jax_over_vkgrad']:.2f}; first losses "
                 f"{r['first_loss']['vkgrad']:.6f} and {r['first_loss']['jax']:.6f}.", ""]
-        for old in plain[1:]:
+        for run in direct[:1]:
+            r = run["doc"]["resnet18_step"]
+            out += [f"With the weights read in place (`--direct`, lowering/conv.py's CIN_RELAYOUT "
+                    f"off; {src(run)}): JAX / vkgrad {r['jax_over_vkgrad']:.2f}.", ""]
+        for old in [x for x in plain[1:] if x["doc"]["convs"]]:
             out += [f"Earlier run ({src(old)}):", ""] + table(
                 ["conv", "vkgrad fwd", "dx", "dw", "cuDNN fwd", "dx", "dw", "JAX total",
                  "cuDNN / vkgrad", "JAX / vkgrad"], conv_rows(old["doc"]))
@@ -1110,7 +1122,7 @@ def conv_section(runs) -> list[str]:
 
 
 def conv_targets(runs) -> list[str]:
-    plain = [r for r in runs if not any(c.get("sweep_us") for c in r["doc"]["convs"].values())]
+    plain = [r for r in _conv_kinds(runs)[0] if r["doc"]["convs"]]
     if not plain:
         return []
     run = plain[0]
