@@ -10,7 +10,8 @@ read, or in that same dispatch when that dispatch reads the input only at the th
 element (an elementwise update in place: the Adam step). A writer that comes too early is moved
 after the last reader when nothing in between touches what it reads or writes; kernels of one
 fusion height are independent (vkgrad/passes/fuse.py), so this is common: the Adam step count
-is updated after the parameters.
+is updated after the parameters. A donated argument that no result can be written over still
+has the result that replaces it kept on the device (`Lowered.carried`).
 """
 
 from __future__ import annotations
@@ -50,7 +51,29 @@ def plan_donation(lowered: Lowered, donated) -> Lowered:
                 plan[so] = i
                 taken.add(so)
                 break
-    return dataclasses.replace(lowered, steps=steps, donation=plan)
+    return dataclasses.replace(lowered, steps=steps, donation=plan,
+                               carried=_carried(lowered, donated, plan))
+
+
+def _carried(lowered: Lowered, donated, plan) -> frozenset:
+    """The results that replace a donated argument whose buffer none of them could take: the
+    Adam step count, read by every parameter's update, is incremented in the first update
+    kernel, before its last reader. Each such argument is paired, in order, with the first
+    result of its size and type that took no buffer; those results stay on the device (no
+    small result comes back to the host for them), so the next call binds them as they are
+    instead of waiting for this one to finish to upload them again."""
+    left = [lowered.input_slots[i] for i in sorted(donated)
+            if i not in plan.values() and lowered.input_slots[i] not in lowered.output_slots]
+    free = [so for so in dict.fromkeys(lowered.output_slots)
+            if so is not None and so not in plan and lowered.slots[so].kind == "output"]
+    kind = lambda s: (lowered.slots[s].size, lowered.slots[s].dtype)   # noqa: E731
+    carried = []
+    for si in left:
+        so = next((so for so in free if kind(so) == kind(si)), None)
+        if so is not None:
+            free.remove(so)
+            carried.append(so)
+    return frozenset(carried)
 
 
 def _can_move_after(steps, w, r, same=None) -> bool:

@@ -68,6 +68,9 @@ class Lowered:
     # output slot -> the donated input (by index) whose buffer it is written over: the
     # donation plan (lowering/donation.py), made by the pipeline's plan stage
     donation: dict = field(default_factory=dict)
+    # output slots that replace a donated argument whose buffer they could not take (the
+    # donation plan's pairing): results kept on the device however small
+    carried: frozenset = frozenset()
     # (first, end, trip count): steps[first:end] are a loop body (lowering/loops.py), recorded
     # trip count times in a row into the call's one submission; nested loops nest their ranges
     loops: tuple = ()

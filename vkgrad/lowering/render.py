@@ -100,6 +100,8 @@ def plan_text(lw) -> str:
             kind = f"{kind}, result {outputs[i]}" if s.kind != "output" else f"result {outputs[i]}"
         if donation and i in donation:
             kind += f" (over argument {donation[i]})"
+        elif i in lw.carried:
+            kind += " (replaces a donated argument; kept on the device)"
         spans = [(n(v), min(at.get(a, a), at.get(b, b)), max(at.get(a, a), at.get(b, b)))
                  for v, a, b in s.values]
         held = ", ".join(f"{v} k{a}" + (f"-k{b}" if b != a else "") for v, a, b in spans)

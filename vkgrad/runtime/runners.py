@@ -108,12 +108,15 @@ class VulkanRunner:
                     self.fixed[i].upload(lowered.const_values[i].reshape(-1))
         self.compile_times["buffers"] = time.perf_counter() - t0
         # Small results (a loss) come back to the host inside the call's submission: the
-        # result is host data, so no live Array pins a device buffer. Each recorded copy of the
-        # program has its own buffers for them (a copy runs once at a time), so every call
+        # result is host data, so no live Array pins a device buffer. Not those that replace a
+        # donated argument (lowered.carried): the next call takes them as they are, where host
+        # data would wait for this call to finish and be uploaded again. Each recorded copy of
+        # the program has its own buffers for them (a copy runs once at a time), so every call
         # binds the same buffers and one sequence per copy is replayed.
         self.host_outputs = sorted(
             slot for slot in set(lowered.output_slots) - {None}
             if lowered.slots[slot].kind == "output" and slot not in self.donation
+            and slot not in lowered.carried
             and lowered.slots[slot].size <= EAGER_DOWNLOAD_ELEMENTS)
         self.variants = LRU(MAX_VARIANTS, on_evict=self._drop)
         self.last_run: Executable | None = None
