@@ -253,17 +253,26 @@ def test_attention_tiles(dev, name, causal, Lq, Lk, fused):
     check_attention(dev, 2, Lq, Lk, D, causal, 0.3, fused=fused, **kw)
 
 
-@pytest.mark.parametrize("ktg", [2, 3])
+# The fused backward's own parameters (FlashTile.ktg, dq_split), each: (head dim, tile, plan
+# as for this device or, None, a GPU: prefetch, unrolled steps). Several key tiles per
+# workgroup (what keeps the dQ slices under the bound): the later tiles add to the slice the
+# earlier ones wrote, and a head's last group may have fewer (16-key tiles: 5 at Lk = 75, 9 at
+# Lk = 130). dq_split lanes sharing each dQ output (lavapipe's subgroups have 8).
+FUSED = {
+    "ktg2": (32, FlashTile(16, 16, ktg=2), "device"),
+    "ktg3-gpu-style": (16, FlashTile(16, 8, tx=4, ktg=3, always_prefetch=True), None),
+    "split2": (32, FlashTile(32, 16, dq_split=2), "device"),
+    "split4-ktg2": (64, FlashTile(32, 16, dq_split=4, ktg=2), "device"),
+    "split8-prefetch": (32, FlashTile(32, 8, dq_split=8, always_prefetch=True), "device"),
+}
+
+
+@pytest.mark.parametrize("name", FUSED)
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("Lq, Lk", [(75, 130), (130, 75)])
-def test_fused_key_tiles_per_group(dev, ktg, causal, Lq, Lk):
-    """Several key tiles per workgroup of the fused backward (what keeps its dQ slices under
-    the bound): the later tiles add to the slice the earlier ones wrote, and a head's last
-    group may have fewer (16-key tiles: 5 at Lk = 75, 9 at Lk = 130)."""
-    tile = FlashTile(16, 16, ktg=ktg)
-    check_attention(dev, 2, Lq, Lk, 32, causal, 0.3, fused=True, bwd_tile=tile)
-    check_attention(dev, 1, Lq, Lk, 16, causal, 0.3, fused=True, info=None,
-                    bwd_tile=FlashTile(16, 8, tx=4, ktg=ktg, always_prefetch=True))
+def test_fused_backward_tiles(dev, name, causal, Lq, Lk):
+    D, tile, info = FUSED[name]
+    check_attention(dev, 2, Lq, Lk, D, causal, 0.3, fused=True, info=info, bwd_tile=tile)
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -371,8 +380,8 @@ def test_plan_layout():
     assert fwd.groups == (32 * 16, 1, 1)                     # BH * ceil(1024 / 64)
     assert fwd.push[:5] == (1024, 1000, 32, 16, 32 * 16) and fwd.push[7] == 1
     assert abs(fwd.push[5] - 0.125 * np.log2(np.e)) < 1e-12 and fwd.push[6] == 0.125
-    # threads, BR, BC, TR, TX, PREFETCH, ALWAYS_PREFETCH, ONE_COL, ROW_REGS, KTG
-    assert fwd.spec == (128, 64, 32, 4, 8, True, False, False, False, 1)
+    # threads, BR, BC, TR, TX, PREFETCH, ALWAYS_PREFETCH, ONE_COL, ROW_REGS, KTG, DQ_SPLIT
+    assert fwd.spec == (128, 64, 32, 4, 8, True, False, False, False, 1, 1)
     assert dict(fwd.defines) == {"HEAD_DIM": 64, "MODE": 0, "UNROLL_STEPS": 0}   # rolled
     bwd = plan_flash_attention_bwd(32, 1024, 1000, 64, causal=False, scale=0.125, target=gpu,
                                    fused=False)
@@ -403,7 +412,7 @@ def test_fused_backward_plan():
     assert [dict(x.defines)["MODE"] for x in bwd.launches] == [4, 3, 5]
     assert delta.groups == (256 * 4, 1, 1) and main.groups == (256 * 4, 1, 1)   # 64-row tiles
     assert dq_sum.groups == (256 * 256 * 8 // 128, 1, 1)             # a thread per vec4 of dq
-    assert main.spec == dq_sum.spec == (128, 64, 16, 4, 8, True, False, False, False, 1)
+    assert main.spec == dq_sum.spec == (128, 64, 16, 4, 8, True, False, False, False, 1, 1)
     assert main.push[3] == dq_sum.push[3] == 4                       # slices per head
     assert [(t.role, t.size) for t in bwd.temps] == [("delta", 256 * 256),
                                                      ("dqp", 4 * 256 * 256 * 32)]
@@ -411,7 +420,7 @@ def test_fused_backward_plan():
     assert dq_partials_bound(h200) == 256 << 20
     (_, _), (main, _), (_, _) = plan_flash_attention_bwd(32, 1024, 1024, 128, causal=True,
                                                          scale=0.1, target=h200).steps
-    assert main.spec[-1] == 2 and main.push[3] == 16 and main.groups == (32 * 16, 1, 1)
+    assert main.spec[9] == 2 and main.push[3] == 16 and main.groups == (32 * 16, 1, 1)
     # B4 H8 L4096 D64: 8 per workgroup would be needed: the two kernels.
     two = plan_flash_attention_bwd(32, 4096, 4096, 64, causal=True, scale=0.1, target=h200)
     assert [x.name for x in two.launches] == ["flash_attn_bwd_dq", "flash_attn_bwd_dkdv"]
@@ -444,8 +453,16 @@ def test_planner_rejects_bad_input():
     with pytest.raises(ValueError, match="key tiles per workgroup"):
         plan_flash_attention(1, 8, 8, 64, causal=False, scale=1.0, tile=FlashTile(32, 16, ktg=2))
     with pytest.raises(ValueError, match="multiple of D/4 = 32"):
-        plan_flash_attention_bwd(1, 8, 8, 128, causal=False, scale=1.0,
+        plan_flash_attention_bwd(1, 8, 8, 128, causal=False, scale=1.0, target=Target.h200(),
                                  bwd_tile=FlashTile(16, 16, tx=4))
+    with pytest.raises(ValueError, match="the fused backward's"):
+        plan_flash_attention(1, 8, 8, 64, causal=False, scale=1.0, tile=FlashTile(32, 16, dq_split=2))
+    with pytest.raises(ValueError, match="power of two dividing BR/4 = 8"):
+        plan_flash_attention_bwd(1, 8, 8, 64, causal=False, scale=1.0,
+                                 bwd_tile=FlashTile(32, 16, dq_split=3))
+    with pytest.raises(ValueError, match="subgroups of at least 16 lanes"):
+        plan_flash_attention_bwd(1, 8, 8, 32, causal=False, scale=1.0, target=Target.lavapipe(),
+                                 bwd_tile=FlashTile(64, 16, dq_split=16))
     with pytest.raises(ValueError, match="subgroups of at least TX = 8"):
         plan_flash_attention(1, 8, 8, 64, causal=False, scale=1.0, target=_info(49152),
                              tile=FlashTile(32, 16, row_regs=True))

@@ -107,7 +107,8 @@ const uint P_OFF = Y_OFF + BC * RS, S_OFF = P_OFF + BC * PSR;
 shared vec4 sm[S_OFF + BC * PSR];
 shared float stat[2u * BC];
 const uint NLS = (BC + T - 1u) / T;       // lse/delta loads per thread
-const uint NQO = (BC * DV + T - 1u) / T;  // MODE 3: dQ vec4s per thread per query tile
+const uint TU = T / DQ_SPLIT;             // MODE 3: lane groups of the dQ product
+const uint NQO = (BC * DV + TU - 1u) / TU;  // ... and dQ vec4s per group per query tile
 
 #elif MODE == 4
 layout(std430, binding = 0) readonly buffer Ob { vec4 o_v[]; };
@@ -490,29 +491,35 @@ void main() {
 #if MODE == 3
             // This query tile's share of dQ from this key tile, dS K: the transposed dS block at
             // S_OFF ([query][key slot]; slot s holds key rows s % TY + TY (4 (s / TY) + r), r < 4:
-            // WRITE_BLOCK_T) times the K tile. Thread: D vec4 j = tid % DV of the queries
-            // tid / DV + (T / DV) l, l < NQO (consecutive threads, consecutive vec4s: conflict-
-            // free K reads, coalesced stores; T is a multiple of DV, or BC * DV <= T and NQO = 1).
-            // Added to what the same thread wrote for the group's earlier key tiles.
+            // WRITE_BLOCK_T) times the K tile. DQ_SPLIT adjacent lanes share each output, each
+            // summing every DQ_SPLIT-th slot, then combine over shuffles; lane group u = tid /
+            // DQ_SPLIT computes D vec4 j = u % DV of the queries u / DV + (TU / DV) l, l < NQO
+            // (consecutive groups, consecutive vec4s: conflict-free K reads, coalesced stores;
+            // the K vec4s are shared by the NQO outputs). Output l is written by lane
+            // l % DQ_SPLIT of its group, which adds what it wrote for the group's earlier key
+            // tiles.
             {
-                const uint j = tid % DV;
+                const uint sp = tid % DQ_SPLIT, u = tid / DQ_SPLIT, j = u % DV;
                 vec4 qa[NQO];
                 [[unroll]] for (uint l = 0u; l < NQO; l++) qa[l] = vec4(0.0);
-                FA_STEP_LOOP for (uint s4 = 0u; s4 < BR / 4u; s4++) {
-                    const uint r0 = s4 % TY + 4u * TY * (s4 / TY);
+                FA_STEP_LOOP for (uint i4 = 0u; i4 < BR / 4u / DQ_SPLIT; i4++) {
+                    const uint s4 = sp + DQ_SPLIT * i4, r0 = s4 % TY + 4u * TY * (s4 / TY);
                     vec4 kr[4];
                     [[unroll]] for (uint r = 0u; r < 4u; r++) kr[r] = sm[A_OFF + (r0 + TY * r) * RS + j];
                     [[unroll]] for (uint l = 0u; l < NQO; l++) {
-                        if (tid + l * T < BC * DV) {
-                            const vec4 ds = sm[S_OFF + ((tid + l * T) / DV) * PSR + s4];
+                        if (u + l * TU < BC * DV) {
+                            const vec4 ds = sm[S_OFF + ((u + l * TU) / DV) * PSR + s4];
                             qa[l] = fma(vec4(ds.w), kr[3], fma(vec4(ds.z), kr[2],
                                     fma(vec4(ds.y), kr[1], fma(vec4(ds.x), kr[0], qa[l]))));
                         }
                     }
                 }
+                // a butterfly: every lane of the group ends with the same sums (a + b == b + a)
+                [[unroll]] for (uint o = 1u; o < DQ_SPLIT; o <<= 1u)
+                    [[unroll]] for (uint l = 0u; l < NQO; l++) qa[l] += subgroupShuffleXor(qa[l], o);
                 [[unroll]] for (uint l = 0u; l < NQO; l++) {
-                    const uint q = q0 + (tid + l * T) / DV;
-                    if (tid + l * T < BC * DV && q < p.Lq) {
+                    const uint q = q0 + (u + l * TU) / DV;
+                    if (l % DQ_SPLIT == sp && u + l * TU < BC * DV && q < p.Lq) {
                         const uint at = pbase + q * DV + j;
                         if (kk > 0u) qa[l] += dqp_v[at];
                         dqp_v[at] = qa[l];

@@ -54,6 +54,7 @@ SPEC_CONST(6) bool ALWAYS_PREFETCH = false;  // ... on every step: no branch aro
 SPEC_CONST(7) bool ONE_COL = false;       // one column tile in shared memory at a time (below)
 SPEC_CONST(8) bool ROW_REGS = false;      // the forward's Q, the dQ kernel's dO in registers
 SPEC_CONST(9) uint KTG = 1;               // key tiles per workgroup (the fused backward)
+SPEC_CONST(10) uint DQ_SPLIT = 1;         // lanes that share a dQ output (the fused backward)
 
 const uint D = HEAD_DIM;
 const uint DV = D / 4u;                   // vec4s per row

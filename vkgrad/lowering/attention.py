@@ -81,7 +81,9 @@ tile of TILES[mode] that fits (TX capped at D/4):
 for devices with less shared memory.) The fused backward's shared memory is the dK/dV kernel's:
 its dQ product reads the K tile and the transposed dS block already there; a thread computes
 ceil(BC * D/4 / threads) vec4s of dQ per step (at 64 x 8, D = 32, half the threads idle there,
-hence 64 x 16 first). The delta kernel's tile is a 64 x 8 one (64 rows, 8 threads each). The backward kernels cannot take 64-row tiles at D = 128:
+hence 64 x 16 first), sharing its 4 K loads per dS vec4 among them; with `dq_split` (DQ_SPLIT)
+that many lanes split each output's key rows and combine over shuffles, for dq_split times the
+outputs per thread (more reuse of each K load). The delta kernel's tile is a 64 x 8 one (64 rows, 8 threads each). The backward kernels cannot take 64-row tiles at D = 128:
 their two row tiles alone (Q and dO, or K and V) are 66 KiB. Why these, for D = 64 on the H200
 (the reasoning they were designed by;
 `bench/bench_attention.py --sweep --stats` times every variant of ALTERNATIVES and prints the
@@ -151,6 +153,7 @@ class FlashTile:
     one_col: bool = False   # the column tiles take turns in one shared buffer (ONE_COL)
     row_regs: bool = False  # the forward's Q, the dQ kernel's dO in registers (ROW_REGS)
     ktg: int = 1            # key tiles per workgroup (the fused backward; KTG)
+    dq_split: int = 1       # lanes that split the fused backward's dQ product (DQ_SPLIT)
 
     @property
     def threads(self) -> int:
@@ -181,9 +184,6 @@ class FlashTile:
             return "row_regs keeps the forward's Q or the dQ kernel's dO in registers; dK/dV has none"
         if self.ktg < 1 or (self.ktg > 1 and mode != "bwd"):
             return f"ktg = {self.ktg}: key tiles per workgroup are the fused backward's, at least 1"
-        if mode == "bwd" and self.threads % (d // 4) and self.bc * d // 4 > self.threads:
-            return (f"the fused backward's dQ product needs {self.threads} threads to be a "
-                    f"multiple of D/4 = {d // 4}, or BC * D/4 = {self.bc * d // 4} at most that")
         if self.row_regs and not (target.subgroup_size or 0) >= tx:
             return (f"row_regs needs subgroups of at least TX = {tx} lanes; the device's are "
                     f"{target.subgroup_size or 'not reported'}")
@@ -193,6 +193,24 @@ class FlashTile:
                     f"the device has {shared}")
         if self.threads > limit:
             return f"needs {self.threads} threads per workgroup; the device allows {limit}"
+        return self._dq_problem(mode, d, target)
+
+    def _dq_problem(self, mode: str, d: int, target) -> str | None:
+        """Why the fused backward's dQ product cannot take this tile (flash_attention.comp:
+        lane groups of dq_split threads, each group a vec4 of D of several queries)."""
+        split, dv = self.dq_split, d // 4
+        if mode != "bwd":
+            return None if split == 1 else f"dq_split = {split} is the fused backward's"
+        groups = self.threads // split
+        if split < 1 or split & (split - 1) or (self.br // 4) % split:
+            return f"dq_split = {split} must be a power of two dividing BR/4 = {self.br // 4}"
+        if groups % dv and self.bc * dv > groups:
+            return (f"the fused backward's dQ product needs its {groups} lane groups to be a "
+                    f"multiple of D/4 = {dv}, or BC * D/4 = {self.bc * dv} at most that")
+        if split > 1 and ((self.bc * dv) % groups or (target.subgroup_size or 0) < split):
+            return (f"dq_split = {split} needs BC * D/4 = {self.bc * dv} to be a multiple of "
+                    f"its {groups} lane groups and subgroups of at least {split} lanes "
+                    f"(the device's: {target.subgroup_size or 'not reported'})")
         return None
 
 
@@ -262,6 +280,9 @@ ALTERNATIVES = {
             "32x32_4x8": FlashTile(32, 32),
         },
         "bwd": {    # planner: 64 x 16, 31.1 KiB, one dQ vec4 per thread per step
+            "64x16_4x8_split2": FlashTile(64, 16, dq_split=2),          # dQ 2 per lane pair
+            "64x16_4x8_split4": FlashTile(64, 16, dq_split=4),          # 4 per 4 lanes
+            "64x16_4x8_split8": FlashTile(64, 16, dq_split=8),
             "64x16_4x8_rolled": FlashTile(64, 16, unroll=0),
             "64x8_4x8": FlashTile(64, 8),                               # half idle in dQ
             "64x32_4x8": FlashTile(64, 32),                             # 44.3 KiB, dQ 2 each
@@ -312,6 +333,8 @@ ALTERNATIVES = {
             "64x16_4x8_onecol": _one(64, 16),                           # 46.9 KiB, BC 16
         },
         "bwd": {    # planner: 64 x 8, 42.6 KiB, one dQ vec4 per thread per step
+            "64x8_4x8_split2": FlashTile(64, 8, dq_split=2),            # dQ 2 per lane pair
+            "64x8_4x8_split4": FlashTile(64, 8, dq_split=4),            # 4 per 4 lanes
             "64x8_4x8_rolled": FlashTile(64, 8, unroll=0),
             "64x8_4x8_noprefetch": FlashTile(64, 8, prefetch=False),
             "64x8_4x4": FlashTile(64, 8, tx=4),                         # 64 threads, dQ 2 each
@@ -321,6 +344,7 @@ ALTERNATIVES = {
             "32x32_4x8": FlashTile(32, 32),                             # 43.2 KiB, dQ 8 each
             "32x16_8x8": FlashTile(32, 16, tr=8),                       # 32 threads
             "32x16_4x16_onecol": _one(32, 16, tx=16),                   # 25.9 KiB, dQ 2 each
+            "64x16_4x8_onecol_split2": _one(64, 16, dq_split=2),        # dQ 4 per lane pair
         },
     },
     128: {  # planner: 64 x 16 (128 threads), 32 x 16 (128), 32 x 16 (128), all ONE_COL
@@ -359,7 +383,8 @@ ALTERNATIVES = {
             "16x16_4x16_onecol": _one(16, 16, tx=16),                   # 27.4 KiB, 64 threads
             "16x16_4x8": FlashTile(16, 16),                             # the planner's before
         },
-        "bwd": {    # planner: 32 x 16 ONE_COL, 128 threads, 45.9 KiB
+        "bwd": {    # planner: 32 x 16 ONE_COL, 128 threads, 45.9 KiB, dQ 4 each
+            "32x16_4x16_onecol_split2": _one(32, 16, tx=16, dq_split=2),   # dQ 8 per lane pair
             "32x16_4x16_onecol_rolled": _one(32, 16, tx=16, unroll=0),
             "32x8_4x8": FlashTile(32, 8),                               # 64 threads, dQ 4 each
             "32x8_4x8_onecol": _one(32, 8),
@@ -412,7 +437,7 @@ def _launch(mode, BH, Lq, Lk, D, causal, scale, target, tile) -> Launch:
                         int(bool(causal))),
                   spec=(tile.threads, tile.br, tile.bc, tile.tr, tile.tx, bool(tile.prefetch),
                         bool(tile.always_prefetch), bool(tile.one_col), bool(tile.row_regs),
-                        tile.ktg),
+                        tile.ktg, tile.dq_split),
                   defines=(("HEAD_DIM", D), ("MODE", MODES[mode]),
                            ("UNROLL_STEPS", int(unroll))))
 
