@@ -7,7 +7,7 @@ Prints a table and writes $OUT/attention.json.
 Cases (scale 1/sqrt(D)): B=4, H=8, D=128, L1024 plain and causal, L4096 causal; B=4, H=8, D=64,
 L in (1024, 4096), causal and not; the LM small preset's attention, B=32, H=8, L=256, D=32,
 causal. --case TEXT (repeatable) keeps only the cases whose label contains TEXT ("D128",
-"L256").
+"L256"), in the order of the --case options.
 vkgrad: each kernel is timed by GPU timestamps (Executable(timestamps=True)): one Executable
 holding REPS copies of its dispatches, replayed ROUNDS times after a warm-up; the median per
 dispatch is reported. Kernels (the "mode" column): fwd (flash_attn_fwd); the backward's two paths
@@ -262,6 +262,20 @@ def pipeline_stats(info, sweep, D):
     return stats
 
 
+def case_label(B, H, L, D, causal):
+    return f"B{B} H{H} L{L} D{D}" + (" causal" if causal else "")
+
+
+def selected(cases, patterns):
+    """The cases whose label contains one of `patterns`, in the patterns' order (the sweep's
+    budget goes to the first), or all of them."""
+    if not patterns:
+        return cases
+    first = {c: min((i for i, p in enumerate(patterns) if p in case_label(*c)), default=None)
+             for c in cases}
+    return sorted((c for c in cases if first[c] is not None), key=first.get)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sweep", action="store_true", help="time the alternative tiles too")
@@ -286,11 +300,9 @@ def main():
           flush=True)
     t_start = time.perf_counter()
     rows = []
-    for B, H, L, D, causal in (QUICK if args.quick else CASES):
+    for B, H, L, D, causal in selected(QUICK if args.quick else CASES, args.case):
         BH, scale = B * H, 1.0 / math.sqrt(D)
-        label = f"B{B} H{H} L{L} D{D}" + (" causal" if causal else "")
-        if args.case and not any(c in label for c in args.case):
-            continue
+        label = case_label(B, H, L, D, causal)
         rng = np.random.default_rng(0)
         q, k, v, do = (rng.standard_normal((BH, L, D), dtype=np.float32) for _ in range(4))
         n, nl = BH * L * D, BH * L
