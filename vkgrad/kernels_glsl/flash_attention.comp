@@ -184,7 +184,7 @@ void main() {
     const uint tid = fa_tid(), tx = tid % TX, ty = tid / TX;
     const int off = int(p.Lk) - int(p.Lq);         // query i sees key j iff j <= i + off
     uint bh, t;
-    fa_tile_of(g, MODE != 2, bh, t);
+    fa_tile_of(g, MODE != 2 && MODE != 3, bh, t);   // heavy key tiles come first
     const uint qbase = bh * p.Lq * DV, kbase = bh * p.Lk * DV;   // vec4 offsets of this head
 
 #if MODE == 0

@@ -109,8 +109,9 @@ uint fa_tid() { return gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID
 
 // Workgroup -> (batch*head, row tile). Causal workgroups differ in work, so the heaviest tiles of
 // every head go first and the short ones fill the tail: in the forward and dQ kernels the last
-// query tiles see the most keys (HEAVY_LAST), in the dK/dV kernel the first key tiles see the
-// most queries. Without a mask, one head's tiles are adjacent (they share K/V, or Q/dO, in L2).
+// query tiles see the most keys (HEAVY_LAST), in the dK/dV and backward kernels the first key
+// tiles (or groups of them) see the most queries. Without a mask, one head's tiles are adjacent
+// (they share K/V, or Q/dO, in L2).
 void fa_tile_of(uint g, bool heavy_last, out uint bh, out uint t) {
     if (CAUSAL) {
         const uint k = g / p.BH;
