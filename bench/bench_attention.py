@@ -337,7 +337,8 @@ def main():
             baseline = None
             cands = candidates(mode, D, info, sweep)
             if mode == "bwd" and fused_backward_tile(BH, L, L, D, info) is None:
-                # past MAX_KEY_TILES_PER_GROUP: with --sweep, time the tile that fits the bound
+                # past MAX_KEY_TILES_PER_GROUP: with --sweep, time the fewest key tiles per
+                # workgroup that fit the bound, and twice that
                 base, ktg = choose_tile("bwd", D, info), MAX_KEY_TILES_PER_GROUP
                 while ktg < L and fused_backward_tile(BH, L, L, D, info,
                                                       replace(base, ktg=ktg)) is None:
@@ -345,7 +346,8 @@ def main():
                 print(f"  {mode:>5}: the planner takes the two kernels (its dQ slices would "
                       f"exceed dq_partials_bound at ktg <= {MAX_KEY_TILES_PER_GROUP})")
                 swept = sweep is True or mode in (sweep or ())
-                cands = [(f"planner_ktg{ktg}", replace(base, ktg=ktg))] if swept else []
+                cands = [(f"planner_ktg{n}", replace(base, ktg=n)) for n in (ktg, 2 * ktg)
+                         if swept]
                 baseline = run_once(dev, bwd_plan, bufs, want)
             for name, tile in cands:
                 if name != "planner" and time.perf_counter() - t_start > args.budget:
