@@ -264,6 +264,7 @@ FUSED = {
     "split2": (32, FlashTile(32, 16, dq_split=2), "device"),
     "split4-ktg2": (64, FlashTile(32, 16, dq_split=4, ktg=2), "device"),
     "split8-prefetch": (32, FlashTile(32, 8, dq_split=8, always_prefetch=True), "device"),
+    "128x8-split4": (16, FlashTile(128, 8, tx=4, dq_split=4), "device"),   # 128 threads
 }
 
 

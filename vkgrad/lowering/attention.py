@@ -283,6 +283,7 @@ ALTERNATIVES = {
             "64x16_4x8_split2": FlashTile(64, 16, dq_split=2),          # dQ 2 per lane pair
             "64x16_4x8_split4": FlashTile(64, 16, dq_split=4),          # 4 per 4 lanes
             "64x16_4x8_split8": FlashTile(64, 16, dq_split=8),
+            "128x8_4x8_split4": FlashTile(128, 8, dq_split=4),          # 46.6 KiB, 256 threads
             "64x16_4x8_rolled": FlashTile(64, 16, unroll=0),
             "64x8_4x8": FlashTile(64, 8),                               # half idle in dQ
             "64x32_4x8": FlashTile(64, 32),                             # 44.3 KiB, dQ 2 each
