@@ -354,8 +354,10 @@ def test_planner_fits_the_device():
     big = {mode: choose_tile(mode, 128, gpu) for mode in ("fwd", "dq", "dkdv", "bwd")}
     assert big["fwd"].br == 64 and all(t.one_col and t.threads >= 128 for t in big.values())
     assert not any(choose_tile(mode, D, gpu).one_col for mode in TILES for D in (16, 32, 64))
-    # The fused backward: the dK/dV kernel's tiles, 16 queries per step where that fits.
-    assert [choose_tile("bwd", D, gpu) for D in (32, 64)] == [FlashTile(64, 16), FlashTile(64, 8)]
+    # The fused backward: at D = 32 the 32 x 16 tile the H200 ran fastest (HEAD_DIM_TILES), at
+    # D = 64 the dK/dV kernel's, and at D = 128 the ONE_COL tile with rolled steps.
+    assert [choose_tile("bwd", D, gpu) for D in (32, 64)] == [FlashTile(32, 16), FlashTile(64, 8)]
+    assert choose_tile("bwd", 128, gpu).unroll == 0 and choose_tile("bwd", 16, gpu).br == 64
     assert choose_tile("bwd", 64, cpu := _info(32768, "CPU")).br == 32
     # lavapipe: no prefetch (nothing to hide on a CPU), rolled step loops.
     assert not choose_tile("fwd", 64, cpu).prefetch
@@ -402,7 +404,7 @@ def test_fused_backward_plan():
     slices [key-tile groups, BH, Lq, D] a temp, and the two kernels where they would pass
     dq_partials_bound."""
     h200 = Target.h200()
-    # The LM small preset's attention (B32 H8 L256 D32): 4 key tiles of 64, 4 slices of 8 MiB.
+    # The LM small preset's attention (B32 H8 L256 D32): 8 key tiles of 32, 8 slices of 8 MiB.
     bwd = plan_flash_attention_bwd(256, 256, 256, 32, causal=True, scale=0.125, target=h200)
     (delta, roles0), (main, roles1), (dq_sum, roles2) = bwd.steps
     assert [delta.name, main.name, dq_sum.name] == [
@@ -411,12 +413,13 @@ def test_fused_backward_plan():
     assert roles1 == ("q", "k", "v", "lse", "do", "delta", "dk", "dv", "dqp")
     assert roles2 == ("dqp", "dq")
     assert [dict(x.defines)["MODE"] for x in bwd.launches] == [4, 3, 5]
-    assert delta.groups == (256 * 4, 1, 1) and main.groups == (256 * 4, 1, 1)   # 64-row tiles
-    assert dq_sum.groups == (256 * 256 * 8 // 128, 1, 1)             # a thread per vec4 of dq
-    assert main.spec == dq_sum.spec == (128, 64, 16, 4, 8, True, False, False, False, 1, 1)
-    assert main.push[3] == dq_sum.push[3] == 4                       # slices per head
+    assert delta.groups == (256 * 4, 1, 1)                           # 64 rows each
+    assert main.groups == (256 * 8, 1, 1)                            # 32-key tiles
+    assert dq_sum.groups == (256 * 256 * 8 // 64, 1, 1)              # a thread per vec4 of dq
+    assert main.spec == dq_sum.spec == (64, 32, 16, 4, 8, True, False, False, False, 1, 1)
+    assert main.push[3] == dq_sum.push[3] == 8                       # slices per head
     assert [(t.role, t.size) for t in bwd.temps] == [("delta", 256 * 256),
-                                                     ("dqp", 4 * 256 * 256 * 32)]
+                                                     ("dqp", 8 * 256 * 256 * 32)]
     # B4 H8 L1024 D128: 32 key tiles of 32 would take 512 MiB of slices; two per workgroup 256.
     assert dq_partials_bound(h200) == 256 << 20
     (_, _), (main, _), (_, _) = plan_flash_attention_bwd(32, 1024, 1024, 128, causal=True,

@@ -31,8 +31,8 @@ atomics, so results are bit-identical run to run:
   whose key tiles the query sees, in slice order). The slices cost cdiv(key tiles, ktg) x |dq|
   bytes: the planner takes the fewest ktg that keep them under dq_partials_bound (1/8 of the
   largest buffer the device binds, at most 256 MiB), up to MAX_KEY_TILES_PER_GROUP, and
-  otherwise the two kernels. At the LM small preset's attention (B32 H8 L256 D32, 64-key tiles)
-  that is 4 slices of 8 MiB; B4 H8 L1024: D64 16 slices of 8 MiB, D128 16 of 16 MiB (ktg 2);
+  otherwise the two kernels. At the LM small preset's attention (B32 H8 L256 D32, 32-key tiles)
+  that is 8 slices of 8 MiB; B4 H8 L1024: D64 16 slices of 8 MiB, D128 16 of 16 MiB (ktg 2);
   L4096 takes the two kernels.
 - two kernels: the dQ kernel (a workgroup per query tile, streaming key tiles; it also computes
   and writes delta), then the dK/dV kernel (a workgroup per key tile, streaming query tiles,
@@ -71,17 +71,17 @@ tile of TILES[mode] that fits (TX capped at D/4):
 | dkdv | 32 x 16 |  4 |  8 |         |  64 | 12416 / 18560 / 30848 / 55424        |           | 64        |
 | dkdv | 32 x 16 |  4 | 16 | yes     | 128 | 11136 / 16256 / 26496 / 46976        | 128       |           |
 | dkdv | 16 x 8  |  4 |  8 |         |  32 |  5184 /  8256 / 14400 / 26688        |           | 128       |
-| bwd  | 64 x 16 |  4 |  8 |         | 128 | 21632 / 31872 / 52352 / 93312        | 16,32     | 16,32     |
+| bwd  | 32 x 16 |  4 |  8 |         |  64 | 12416 / 18560 / 30848 / 55424        | (32)      | (32), 64  |
+| bwd  | 64 x 16 |  4 |  8 |         | 128 | 21632 / 31872 / 52352 / 93312        | 16        | 16        |
 | bwd  | 64 x 8  |  4 |  8 |         | 128 | 15936 / 25152 / 43584 / 80448        | 64        |           |
-| bwd  | 32 x 16 |  4 |  8 |         |  64 | 12416 / 18560 / 30848 / 55424        |           | 64        |
 | bwd  | 32 x 16 |  4 | 16 | yes     | 128 | 11136 / 16256 / 26496 / 46976        | 128       |           |
 | bwd  | 16 x 8  |  4 |  8 |         |  32 |  5184 /  8256 / 14400 / 26688        |           | 128       |
 
 (TX is 4 at D = 16; TILES also has a 16 x 8 forward and a 16 x 16 tile for each backward kernel,
-for devices with less shared memory.) The fused backward's shared memory is the dK/dV kernel's:
+for devices with less shared memory; "(32)": HEAD_DIM_TILES puts the fused backward's 32 x 16
+tile first at D = 32, where the H200 measured it fastest.) The fused backward's shared memory is the dK/dV kernel's:
 its dQ product reads the K tile and the transposed dS block already there; a thread computes
-ceil(BC * D/4 / threads) vec4s of dQ per step (at 64 x 8, D = 32, half the threads idle there,
-hence 64 x 16 first), sharing its 4 K loads per dS vec4 among them; with `dq_split` (DQ_SPLIT)
+ceil(BC * D/4 / threads) vec4s of dQ per step (at 64 x 8, D = 32, half the threads idle there), sharing its 4 K loads per dS vec4 among them; with `dq_split` (DQ_SPLIT)
 that many lanes split each output's key rows and combine over shuffles, for dq_split times the
 outputs per thread (more reuse of each K load). The delta kernel's tile is a 64 x 8 one (64 rows, 8 threads each). The backward kernels cannot take 64-row tiles at D = 128:
 their two row tiles alone (Q and dO, or K and V) are 66 KiB. Why these, for D = 64 on the H200
@@ -233,9 +233,20 @@ TILES = {
     "dkdv": (FlashTile(64, 8), FlashTile(32, 16), FlashTile(32, 16, tx=16, one_col=True),
              FlashTile(16, 16), FlashTile(16, 8)),
     "bwd": (FlashTile(64, 16), FlashTile(64, 8), FlashTile(32, 16),
-            FlashTile(32, 16, tx=16, one_col=True), FlashTile(16, 16), FlashTile(16, 8)),
+            FlashTile(32, 16, tx=16, one_col=True, unroll=0), FlashTile(16, 16), FlashTile(16, 8)),
     "delta": (FlashTile(64, 8),),
 }
+# The fused backward on the H200 (bench/results/attention_sweep_2026-12-02*.json, fused kernel +
+# delta + dQ sum, against the two kernels' sum): at D = 32, the LM small preset's B32 H8 L256
+# causal, 32 x 16 tiles (64 threads, 140 registers, 8 key tiles per head) ran 174 us, 64 x 16
+# 202, 64 x 8 332, the two kernels 293; at D = 64, B4 H8 L1024, 64 x 8 ran 1129 us (two kernels
+# 1232), causal 706 (662; 32 x 16 ONE_COL 662); at D = 128, B4 H8 L1024 with two key tiles per
+# workgroup, the ONE_COL tile rolled 2715 us, unrolled 2929 (two kernels 3070), causal 1670
+# (1550). Those causal runs ordered the key tiles lightest first, since fixed; the eight key
+# tiles per workgroup that B4 H8 L4096 D64 would need ran 20195 us against the two kernels'
+# 18933 (causal 14153 against 9448): past MAX_KEY_TILES_PER_GROUP the two kernels run.
+# HEAD_DIM_TILES[(mode, d)] are tried before TILES[mode] at that head dim.
+HEAD_DIM_TILES = {("bwd", 32): (FlashTile(32, 16),)}
 
 
 # The fused backward (MODE 3) is the dK/dV kernel with one more product in the same shared tiles.
@@ -279,7 +290,9 @@ ALTERNATIVES = {
             "64x8_4x8_rolled": FlashTile(64, 8, unroll=0),
             "32x32_4x8": FlashTile(32, 32),
         },
-        "bwd": {    # planner: 64 x 16, 31.1 KiB, one dQ vec4 per thread per step
+        "bwd": {    # planner: 32 x 16, 18.1 KiB, 64 threads, 2 dQ vec4s per thread per step
+            "64x16_4x8": FlashTile(64, 16),                             # the planner's before
+            "32x16_4x8_split2": FlashTile(32, 16, dq_split=2),          # dQ 4 per lane pair
             "64x16_4x8_split2": FlashTile(64, 16, dq_split=2),          # dQ 2 per lane pair
             "64x16_4x8_split4": FlashTile(64, 16, dq_split=4),          # 4 per 4 lanes
             "64x16_4x8_split8": FlashTile(64, 16, dq_split=8),
@@ -289,7 +302,6 @@ ALTERNATIVES = {
             "64x32_4x8": FlashTile(64, 32),                             # 44.3 KiB, dQ 2 each
             "64x16_8x8": FlashTile(64, 16, tr=8),                       # 64 threads, dQ 2 each
             "64x16_4x4": FlashTile(64, 16, tx=4),                       # S, dP 4x4, dQ 2 each
-            "32x16_4x8": FlashTile(32, 16),                             # 8 key tiles per head
             "32x32_4x8": FlashTile(32, 32),                             # 64 threads, dQ 4 each
             "64x16_4x8_onecol": _one(64, 16),                           # 28.9 KiB
         },
@@ -384,9 +396,9 @@ ALTERNATIVES = {
             "16x16_4x16_onecol": _one(16, 16, tx=16),                   # 27.4 KiB, 64 threads
             "16x16_4x8": FlashTile(16, 16),                             # the planner's before
         },
-        "bwd": {    # planner: 32 x 16 ONE_COL, 128 threads, 45.9 KiB, dQ 4 each
+        "bwd": {    # planner: 32 x 16 ONE_COL rolled, 128 threads, 45.9 KiB, dQ 4 each
             "32x16_4x16_onecol_split2": _one(32, 16, tx=16, dq_split=2),   # dQ 8 per lane pair
-            "32x16_4x16_onecol_rolled": _one(32, 16, tx=16, unroll=0),
+            "32x16_4x16_onecol": _one(32, 16, tx=16),                   # unrolled steps
             "32x8_4x8": FlashTile(32, 8),                               # 64 threads, dQ 4 each
             "32x8_4x8_onecol": _one(32, 8),
             "16x16_4x16_onecol": _one(16, 16, tx=16),                   # 64 threads, dQ 8 each
@@ -396,12 +408,13 @@ ALTERNATIVES = {
 
 
 def choose_tile(mode: str, d: int, target=None) -> FlashTile:
-    """The first tile of TILES[mode] that runs at head dim d on the device; without PREFETCH
+    """The first tile of HEAD_DIM_TILES[(mode, d)] and TILES[mode] that runs at head dim d on
+    the device; without PREFETCH
     where the Target says prefetching does not pay (lavapipe: no memory latency to hide, and
     the direct copies are rolled loops, which LLVM compiles faster)."""
     prefetch = target_of(target).prefetch
     reasons = []
-    for tile in TILES[mode]:
+    for tile in HEAD_DIM_TILES.get((mode, d), ()) + TILES[mode]:
         tile = replace(tile, tx=min(tile.tx, d // 4), prefetch=tile.prefetch and prefetch)
         why = tile.problem(mode, d, target)
         if why is None:
