@@ -236,7 +236,7 @@ TILES = {
             FlashTile(32, 16, tx=16, one_col=True, unroll=0), FlashTile(16, 16), FlashTile(16, 8)),
     "delta": (FlashTile(64, 8),),
 }
-# The fused backward on the H200 (bench/results/attention_sweep_2026-12-02*.json, fused kernel +
+# The fused backward on the H200 (bench/results/attentionsweep_2026-12-02_*.json, fused kernel +
 # delta + dQ sum, against the two kernels' sum): at D = 32, the LM small preset's B32 H8 L256
 # causal, 32 x 16 tiles (64 threads, 140 registers, 8 key tiles per head) ran 174 us, 64 x 16
 # 202, 64 x 8 332, the two kernels 293; at D = 64, B4 H8 L1024, 64 x 8 ran 1129 us (two kernels
