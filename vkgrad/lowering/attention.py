@@ -54,7 +54,7 @@ kernel) the forward's Q tile, or the dQ kernel's dO tile, stays in registers, sp
 across the row group, and S (or dP) is summed over subgroup shuffles: a row tile less of shared
 memory and one shared load per 4*TR fmas, for TR*BC partials in registers; it needs subgroups of
 at least TX lanes, and so far only the sweep's ALTERNATIVES use it. The planner takes the first
-tile of TILES[mode] that fits (TX capped at D/4):
+tile of HEAD_DIM_TILES[(mode, D)], then of TILES[mode], that fits (TX capped at D/4):
 
 | mode | BR x BC | TR | TX | one_col | thr | shared bytes, D = 16 / 32 / 64 / 128 | 48 KiB: D | 32 KiB: D |
 | ---- | ------- | -- | -- | ------- | --- | ------------------------------------ | --------- | --------- |
