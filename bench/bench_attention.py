@@ -7,13 +7,17 @@ Prints a table and writes $OUT/attention.json.
 Cases (scale 1/sqrt(D)): B=4, H=8, D=128, L1024 plain and causal, L4096 causal; B=4, H=8, D=64,
 L in (1024, 4096), causal and not; the LM small preset's attention, B=32, H=8, L=256, D=32,
 causal. --case TEXT (repeatable) keeps only the cases whose label contains TEXT ("D128",
-"L256").
-vkgrad: each kernel (flash_attn_fwd, flash_attn_bwd_dq, flash_attn_bwd_dkdv) is timed on its own
-by GPU timestamps (Executable(timestamps=True)): one Executable holding REPS copies of its
-dispatch, replayed ROUNDS times after a warm-up; the median per dispatch is reported. The
-backward is the sum of its two kernels. TFLOP/s use the conventional counts: forward
-4*BH*L*L*D, backward 2.5x that, both halved with the causal mask (the kernels actually do 3.5x
-in the backward: S and dP are recomputed in both backward kernels).
+"L256"), in the order of the --case options.
+vkgrad: each kernel is timed by GPU timestamps (Executable(timestamps=True)): one Executable
+holding REPS copies of its dispatches, replayed ROUNDS times after a warm-up; the median per
+dispatch is reported. Kernels (the "mode" column): fwd (flash_attn_fwd); the backward's two paths
+(vkgrad/lowering/attention.py), "bwd" the fused one (flash_attn_bwd_delta, flash_attn_bwd,
+flash_attn_bwd_dq_sum: its time is their sum, each printed) and the two-kernel one, "dq"
+(flash_attn_bwd_dq) and "dkdv" (flash_attn_bwd_dkdv). vkgrad's backward is the path the planner
+takes (the fused one while its dQ slices fit dq_partials_bound); the table also shows the
+other path's time. TFLOP/s use the conventional counts: forward 4*BH*L*L*D, backward 2.5x that,
+both halved with the causal mask (the fused backward does 2.5x too; the two kernels 3.5x: S and
+dP are recomputed in both).
 torch: F.scaled_dot_product_attention in fp32 (TF32 off), forward + backward
 (torch.autograd.grad) timed with CUDA events over ITERS iterations after a warm-up; the forward
 alone too.
@@ -21,8 +25,10 @@ Correctness: vkgrad's o, lse, dq, dk, dv and torch's o, dq, dk, dv against a flo
 (attention written out in float64 torch ops on the GPU, or numpy without torch), as ||x - ref|| / ||ref||; a
 vkgrad error above TOL (or NaN) marks the case FAILED.
 --sweep: also times every tile in ALTERNATIVES[D] (vkgrad/lowering/attention.py), plus the
-planner's tiles with ALWAYS_PREFETCH and with rolled / driver-chosen step loops, per kernel,
-each checked against the planner's own output, and prints the fastest per kernel and case.
+planner's tiles with ALWAYS_PREFETCH and with rolled / driver-chosen step loops, per kernel
+(for "bwd", the fused backward's tile), each checked against the planner's own output, and
+prints the fastest per kernel and case.
+--kernel MODE (repeatable, with --sweep): sweep only these kernels (fwd, bwd, dq, dkdv).
 --budget S: past S seconds the sweep skips its remaining variants (default 150: the whole run,
 with the kp build and imports before it and the planner's timings after, stays under 4 min).
 --stats: also builds bench/tools/pipestats.c (needs a C compiler and the Vulkan headers, which
@@ -49,8 +55,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from vkgrad.lowering.attention import (ALTERNATIVES, choose_tile,  # noqa: E402
-                                       plan_flash_attention, plan_flash_attention_bwd)
+from vkgrad.lowering.attention import (ALTERNATIVES, MAX_KEY_TILES_PER_GROUP,  # noqa: E402
+                                       choose_tile, fused_backward_tile, plan_flash_attention,
+                                       plan_flash_attention_bwd)
 from vkgrad.runtime import Executable, compile_file, get_device, pack_words  # noqa: E402
 
 from peers import cuda_torch  # noqa: E402
@@ -62,8 +69,11 @@ CASES = [(4, 8, 1024, 128, False), (4, 8, 1024, 128, True), (4, 8, 4096, 128, Tr
 QUICK = [(1, 2, 130, 64, False), (1, 2, 257, 64, True), (1, 2, 70, 32, True)]
 TOL = 1e-4
 ITERS = 10
-MODES = ("fwd", "dq", "dkdv")
-KERNEL = {"fwd": "flash_attn_fwd", "dq": "flash_attn_bwd_dq", "dkdv": "flash_attn_bwd_dkdv"}
+MODES = ("fwd", "bwd", "dq", "dkdv")
+KERNEL = {"fwd": "flash_attn_fwd", "bwd": "flash_attn_bwd", "dq": "flash_attn_bwd_dq",
+          "dkdv": "flash_attn_bwd_dkdv"}
+OUTPUTS = {"fwd": ("o", "lse"), "bwd": ("dq", "dk", "dv"), "dq": ("dq", "delta"),
+           "dkdv": ("dk", "dv")}
 
 
 def flops(B, H, L, D, causal):
@@ -74,32 +84,50 @@ def flops(B, H, L, D, causal):
 
 
 def mode_plan(mode, BH, L, D, causal, scale, info, tile):
-    """The single-launch OpPlan of one kernel, with `tile` (None: the planner's)."""
+    """The OpPlan of one kernel ("bwd": the fused backward's three), with `tile` (None: the
+    planner's)."""
     if mode == "fwd":
         return plan_flash_attention(BH, L, L, D, causal=causal, scale=scale, target=info, tile=tile)
+    if mode == "bwd":
+        return plan_flash_attention_bwd(BH, L, L, D, causal=causal, scale=scale, target=info,
+                                        fused=True, bwd_tile=tile)
     plan = plan_flash_attention_bwd(BH, L, L, D, causal=causal, scale=scale, target=info,
-                                    **{f"{mode}_tile": tile})
+                                    fused=False, **{f"{mode}_tile": tile})
     (step,) = [s for s in plan.steps if s[0].name == KERNEL[mode]]
     return replace(plan, steps=(step,))
 
 
+def with_temps(dev, bufs, plan):
+    """bufs, with a large enough buffer for each of the plan's temps."""
+    for t in plan.temps:
+        if bufs.get(t.role) is None or bufs[t.role].size < t.size:
+            bufs[t.role] = None                 # free the old one first
+            bufs[t.role] = dev.buffer(max(t.size, 1))
+    return bufs
+
+
 def time_kernel(dev, plan, bufs, reps, rounds):
-    """Median GPU microseconds of the plan's one dispatch."""
+    """{kernel name: median GPU microseconds per dispatch} of the plan's dispatches."""
+    bufs = with_temps(dev, bufs, plan)
     ex = Executable(dev, [dev.dispatch(launch, [bufs[r] for r in roles]) for launch, roles in plan.steps] * reps, timestamps=True, name="bench")
     ex.run()                                    # warm-up (first use of the pipeline)
-    per = []
+    per = {launch.name: [] for launch in plan.launches}
     for _ in range(rounds):
         t0 = time.perf_counter()
         ex.run()
         if ex.last_timings_us is None:          # no timestamps: wall time of the submission
-            per.append((time.perf_counter() - t0) * 1e6 / reps)
+            for name in per:
+                per[name].append((time.perf_counter() - t0) * 1e6 / reps / len(per))
         else:
-            per += [us for label, us in ex.last_timings_us if label.startswith("flash_attn")]
+            for label, us in ex.last_timings_us:
+                if label in per:
+                    per[label].append(us)
     ex.release()
-    return statistics.median(per)
+    return {name: statistics.median(v) for name, v in per.items()}
 
 
 def run_once(dev, plan, bufs, outputs):
+    bufs = with_temps(dev, bufs, plan)
     ex = Executable(dev, [dev.dispatch(launch, [bufs[r] for r in roles]) for launch, roles in plan.steps])
     ex.run(downloads=[bufs[r] for r in outputs])
     out = {r: bufs[r].read_staging() for r in outputs}
@@ -175,11 +203,13 @@ def torch_sdpa(torch, q, k, v, do, B, H, L, D, causal, scale):
 
 
 def candidates(mode, D, info, sweep):
-    """[(name, tile)] to time for one kernel: the planner's, and with --sweep the alternatives
-    (and the planner's tile with ALWAYS_PREFETCH)."""
+    """[(name, tile)] to time for one kernel: the planner's, and where `sweep` is True or names
+    the kernel the alternatives (and the planner's tile with ALWAYS_PREFETCH, ...)."""
     out = [("planner", None)]
-    if sweep:
+    if sweep is True or mode in (sweep or ()):
         base = choose_tile(mode, D, info)
+        if mode == "bwd":
+            out.append(("planner_ktg2", replace(base, ktg=2)))
         out.append(("planner+always", replace(base, always_prefetch=True)))
         out.append(("planner+unroll_auto", replace(base, unroll=2)))   # the driver decides
         out.append(("planner+rolled", replace(base, unroll=0)))
@@ -213,7 +243,8 @@ def pipeline_stats(info, sweep, D):
     for mode in MODES:
         for name, tile in candidates(mode, D, info, sweep):
             try:
-                launch = mode_plan(mode, 32, 1024, D, False, 0.125, info, tile).launches[0]
+                plan = mode_plan(mode, 32, 1024, D, False, 0.125, info, tile)
+                (launch,) = [x for x in plan.launches if x.name == KERNEL[mode]]
             except ValueError:
                 continue
             spv = tmp / f"{mode}_{D}_{dict(launch.defines)['UNROLL_STEPS']}.spv"
@@ -231,6 +262,20 @@ def pipeline_stats(info, sweep, D):
     return stats
 
 
+def case_label(B, H, L, D, causal):
+    return f"B{B} H{H} L{L} D{D}" + (" causal" if causal else "")
+
+
+def selected(cases, patterns):
+    """The cases whose label contains one of `patterns`, in the patterns' order (the sweep's
+    budget goes to the first), or all of them."""
+    if not patterns:
+        return cases
+    first = {c: min((i for i, p in enumerate(patterns) if p in case_label(*c)), default=None)
+             for c in cases}
+    return sorted((c for c in cases if first[c] is not None), key=first.get)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sweep", action="store_true", help="time the alternative tiles too")
@@ -241,7 +286,11 @@ def main():
                     help="seconds after which the sweep's remaining variants are skipped")
     ap.add_argument("--case", action="append", default=[],
                     help="only the cases whose label contains this (repeatable)")
+    ap.add_argument("--kernel", action="append", choices=MODES, default=[],
+                    help="with --sweep: sweep only these kernels (repeatable; the others run "
+                         "their planner's tile)")
     args = ap.parse_args()
+    sweep = (tuple(args.kernel) or True) if args.sweep else False
     torch = cuda_torch()
 
     dev = get_device()
@@ -251,11 +300,9 @@ def main():
           flush=True)
     t_start = time.perf_counter()
     rows = []
-    for B, H, L, D, causal in (QUICK if args.quick else CASES):
+    for B, H, L, D, causal in selected(QUICK if args.quick else CASES, args.case):
         BH, scale = B * H, 1.0 / math.sqrt(D)
-        label = f"B{B} H{H} L{L} D{D}" + (" causal" if causal else "")
-        if args.case and not any(c in label for c in args.case):
-            continue
+        label = case_label(B, H, L, D, causal)
         rng = np.random.default_rng(0)
         q, k, v, do = (rng.standard_normal((BH, L, D), dtype=np.float32) for _ in range(4))
         n, nl = BH * L * D, BH * L
@@ -272,6 +319,7 @@ def main():
         # Correctness of the planner's plans: forward, then backward on its o and lse.
         fwd_plan = plan_flash_attention(BH, L, L, D, causal=causal, scale=scale, target=info)
         bwd_plan = plan_flash_attention_bwd(BH, L, L, D, causal=causal, scale=scale, target=info)
+        path = "fused" if KERNEL["bwd"] in {x.name for x in bwd_plan.launches} else "two-kernel"
         got = run_once(dev, fwd_plan, bufs, ("o", "lse"))
         got.update(run_once(dev, bwd_plan, bufs, ("dq", "dk", "dv")))
         ref = reference(q, k, v, do, causal, scale, torch)
@@ -279,15 +327,29 @@ def main():
         err = {nm: rel_err(got[nm], r) for nm, r in zip(names, ref)}
         ok = all(e <= TOL for e in err.values())
         row = {"case": label, "B": B, "H": H, "L": L, "D": D, "causal": causal,
-               "rel_err": err, "ok": ok, "kernels": {}}
+               "rel_err": err, "ok": ok, "bwd_path": path, "kernels": {}}
         print(f"{label}: vkgrad rel. errors " + " ".join(f"{k} {e:.1e}" for k, e in err.items())
-              + ("" if ok else "  FAILED"), flush=True)
+              + f"; the planner's backward: {path}" + ("" if ok else "  FAILED"), flush=True)
 
         for mode in MODES:
             row["kernels"][mode] = {}
-            want = {"fwd": ("o", "lse"), "dq": ("dq", "delta"), "dkdv": ("dk", "dv")}[mode]
+            want = OUTPUTS[mode]
             baseline = None
-            for name, tile in candidates(mode, D, info, args.sweep):
+            cands = candidates(mode, D, info, sweep)
+            if mode == "bwd" and fused_backward_tile(BH, L, L, D, info) is None:
+                # past MAX_KEY_TILES_PER_GROUP: with --sweep, time the fewest key tiles per
+                # workgroup that fit the bound, and twice that
+                base, ktg = choose_tile("bwd", D, info), MAX_KEY_TILES_PER_GROUP
+                while ktg < L and fused_backward_tile(BH, L, L, D, info,
+                                                      replace(base, ktg=ktg)) is None:
+                    ktg *= 2
+                print(f"  {mode:>5}: the planner takes the two kernels (its dQ slices would "
+                      f"exceed dq_partials_bound at ktg <= {MAX_KEY_TILES_PER_GROUP})")
+                swept = sweep is True or mode in (sweep or ())
+                cands = [(f"planner_ktg{n}", replace(base, ktg=n)) for n in (ktg, 2 * ktg)
+                         if swept]
+                baseline = run_once(dev, bwd_plan, bufs, want)
+            for name, tile in cands:
                 if name != "planner" and time.perf_counter() - t_start > args.budget:
                     print(f"  {mode:>5} {name:>34}: skipped (past --budget {args.budget:.0f} s)")
                     continue
@@ -300,31 +362,38 @@ def main():
                     else:
                         baseline = run_once(dev, plan, bufs, want)
                         diff = 0.0
-                    us = time_kernel(dev, plan, bufs, reps, rounds)
+                    times = time_kernel(dev, plan, bufs, reps, rounds)
                 except Exception as e:          # a variant that does not build is reported
                     print(f"  {mode:>5} {name:>34}: FAILED {type(e).__name__}: {e}", flush=True)
                     row["kernels"][mode][name] = {"error": f"{type(e).__name__}: {e}"}
                     continue
-                bad = not diff <= TOL
-                tile_used = plan.launches[0].spec
-                row["kernels"][mode][name] = {"us": us, "spec": list(tile_used),
+                us, bad = sum(times.values()), not diff <= TOL
+                (main,) = [x for x in plan.launches if x.name == KERNEL[mode]]
+                row["kernels"][mode][name] = {"us": us, "kernels_us": times, "spec": list(main.spec),
                                               "diff_vs_planner": diff, "mismatch": bad}
-                print(f"  {mode:>5} {name:>34}: {us:9.1f} us  spec {tile_used}"
+                parts = ("  (" + ", ".join(f"{k} {t:.1f}" for k, t in times.items()) + ")"
+                         if len(times) > 1 else "")
+                print(f"  {mode:>5} {name:>34}: {us:9.1f} us  spec {main.spec}{parts}"
                       + (f"  MISMATCH {diff:.1e}" if bad else ""), flush=True)
 
-        planner = {m: row["kernels"][m].get("planner", {}).get("us", float("nan")) for m in MODES}
+        nan = float("nan")
+        planner = {m: row["kernels"][m].get("planner", {}).get("us", nan) for m in MODES}
         best = {}
         for m in MODES:
             okv = {k: v for k, v in row["kernels"][m].items() if "us" in v and not v["mismatch"]}
             best[m] = (min(okv.items(), key=lambda kv: kv[1]["us"]) if okv
-                       else ("-", {"us": float("nan")}))
-        vk_fwd, vk_bwd = planner["fwd"], planner["dq"] + planner["dkdv"]
+                       else ("-", {"us": nan}))
+        two = planner["dq"] + planner["dkdv"]
+        vk_fwd, vk_bwd = planner["fwd"], planner["bwd"] if path == "fused" else two
         row["vkgrad"] = {"fwd_us": vk_fwd, "bwd_us": vk_bwd, "total_us": vk_fwd + vk_bwd,
+                         "bwd_fused_us": planner["bwd"], "bwd_two_kernel_us": two,
                          "fwd_tflops": fl_fwd / vk_fwd / 1e6,
                          "bwd_tflops": fl_bwd / vk_bwd / 1e6,
                          "total_tflops": (fl_fwd + fl_bwd) / (vk_fwd + vk_bwd) / 1e6}
         row["best"] = {m: {"variant": best[m][0], "us": best[m][1]["us"]} for m in MODES}
-        bt = sum(best[m][1]["us"] for m in MODES)
+        best_two = best["dq"][1]["us"] + best["dkdv"][1]["us"]
+        best_bwd = min((u for u in (best["bwd"][1]["us"], best_two) if u == u), default=nan)
+        bt = best["fwd"][1]["us"] + best_bwd
         row["best"]["total_us"] = bt
         row["best"]["total_tflops"] = (fl_fwd + fl_bwd) / bt / 1e6
         if torch is not None:
@@ -338,20 +407,20 @@ def main():
         rows.append(row)
         del bufs
 
-    print()
-    print(f"{'case':>24} {'fwd us':>9} {'dq us':>9} {'dkdv us':>9} {'total us':>9} "
-          f"{'TFLOP/s':>7} {'best us':>9} {'TFLOP/s':>7} {'torch us':>9} {'TFLOP/s':>7} "
-          f"{'vs torch':>8}  ok")
+    print("\nbwd: the planner's backward (fused or two-kernel); fused, 2-kernel: both paths' "
+          "times; best: the fastest variants (forward + the faster backward path)")
+    print(f"{'case':>24} {'fwd us':>9} {'bwd us':>9} {'path':>6} {'fused us':>9} "
+          f"{'2-kern us':>9} {'total us':>9} {'TFLOP/s':>7} {'best us':>9} {'TFLOP/s':>7} "
+          f"{'torch us':>9} {'TFLOP/s':>7} {'vs torch':>8}  ok")
     for r in rows:
         vk, bt = r["vkgrad"], r["best"]
         tt = r.get("torch", {}).get("fwd_bwd_us", float("nan"))
         ttf = r.get("torch", {}).get("total_tflops", float("nan"))
-        k = r["kernels"]
-        us = lambda m: k[m].get("planner", {}).get("us", float("nan"))   # noqa: E731
-        print(f"{r['case']:>24} {us('fwd'):9.1f} {us('dq'):9.1f} {us('dkdv'):9.1f} "
-              f"{vk['total_us']:9.1f} {vk['total_tflops']:7.2f} {bt['total_us']:9.1f} "
-              f"{bt['total_tflops']:7.2f} {tt:9.1f} {ttf:7.2f} {tt / vk['total_us']:8.2f}  "
-              f"{'yes' if r['ok'] else 'NO'}")
+        print(f"{r['case']:>24} {vk['fwd_us']:9.1f} {vk['bwd_us']:9.1f} "
+              f"{'fused' if r['bwd_path'] == 'fused' else '2-kern':>6} {vk['bwd_fused_us']:9.1f} "
+              f"{vk['bwd_two_kernel_us']:9.1f} {vk['total_us']:9.1f} {vk['total_tflops']:7.2f} "
+              f"{bt['total_us']:9.1f} {bt['total_tflops']:7.2f} {tt:9.1f} {ttf:7.2f} "
+              f"{tt / vk['total_us']:8.2f}  {'yes' if r['ok'] else 'NO'}")
     if args.sweep:
         print("\nfastest tile per kernel (name: us):")
         for r in rows:
@@ -364,7 +433,7 @@ def main():
         print("\ndriver statistics per variant:")
         for D in sorted({r["D"] for r in rows}):
             stats.update({(f"D{D} {m}", n): v
-                          for (m, n), v in pipeline_stats(info, args.sweep, D).items()})
+                          for (m, n), v in pipeline_stats(info, sweep, D).items()})
     if not os.environ.get("OUT"):
         return
     out_dir = Path(os.environ["OUT"])

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from vkgrad.lowering.attention import (ALTERNATIVES, SUPPORTED_HEAD_DIMS, TILES, FlashTile,
-                                       choose_tile, plan_flash_attention,
-                                       plan_flash_attention_bwd)
+                                       choose_tile, dq_partials_bound, fused_backward_tile,
+                                       plan_flash_attention, plan_flash_attention_bwd)
 from kernel_runs import bind
 from vkgrad.lowering.kernels import OpPlan
 from vkgrad.runtime import DeviceInfo, Executable, get_device
@@ -103,9 +103,11 @@ def operands(BH, Lq, Lk, D, seed=0):
 
 
 def run_attention(dev, BH, Lq, Lk, D, causal, scale, seed=0, info="device", dlse=None,
-                  **tiles):
+                  fused=None, **tiles):
     """Forward then backward on the device: (o, lse, dq, dk, dv, operands). `info` "device"
-    plans for this device; None plans as for an unknown GPU (unrolled loops, prefetch)."""
+    plans for this device; None plans as for an unknown GPU (unrolled loops, prefetch).
+    `fused`: the backward's path (plan_flash_attention_bwd); `tiles`: tile, bwd_tile, dq_tile,
+    dkdv_tile."""
     info = dev.target if info == "device" else info
     q, k, v, do = operands(BH, Lq, Lk, D, seed)
     fwd = plan_flash_attention(BH, Lq, Lk, D, causal=causal, scale=scale, target=info,
@@ -113,7 +115,11 @@ def run_attention(dev, BH, Lq, Lk, D, causal, scale, seed=0, info="device", dlse
     out = run_plan(dev, fwd, {"q": q, "k": k, "v": v}, {"o": BH * Lq * D, "lse": BH * Lq})
     o, lse = out["o"].reshape(BH, Lq, D), out["lse"].reshape(BH, Lq)
     bwd = plan_flash_attention_bwd(BH, Lq, Lk, D, causal=causal, scale=scale, target=info,
+                                   fused=fused, bwd_tile=tiles.get("bwd_tile"),
                                    dq_tile=tiles.get("dq_tile"), dkdv_tile=tiles.get("dkdv_tile"))
+    names = {launch.name for launch in bwd.launches}
+    assert fused is None or not names or fused == bool(names & {"flash_attn_bwd",
+                                                                "flash_attn_bwd_dq_sum"})
     dlse = np.zeros((BH, Lq), np.float32) if dlse is None else dlse
     g = run_plan(dev, bwd, {"q": q, "k": k, "v": v, "o": o, "lse": lse, "do": do, "dlse": dlse},
                  {"dq": BH * Lq * D, "dk": BH * Lk * D, "dv": BH * Lk * D})
@@ -166,11 +172,18 @@ def check_attention(dev, BH, Lq, Lk, D, causal, scale, **kw):
 
 # ---------------------------------------------------------------- cases
 
-def test_lse_cotangent_shifts_delta(dev):
+# The backward's two paths (plan_flash_attention_bwd): fused (delta, one kernel for dK, dV and
+# the dQ slices, the dQ sum) and two kernels (dQ, dK/dV).
+PATHS = pytest.mark.parametrize("fused", [True, False], ids=["fused", "two-kernel"])
+
+
+@PATHS
+def test_lse_cotangent_shifts_delta(dev, fused):
     """A second derivative sends a cotangent into lse too (vkgrad/primitives/attention.py): the
-    dQ kernel subtracts it from delta."""
+    delta kernel (or the dQ kernel) subtracts it from delta."""
     dlse = np.random.default_rng(5).standard_normal((2, 33)).astype(np.float32)
-    check_attention(dev, 2, 33, 20, 16, True, 0.5, dlse=dlse)
+    check_attention(dev, 2, 33, 20, 16, True, 0.5, dlse=dlse, fused=fused)
+    check_attention(dev, 1, 20, 45, 64, False, 0.5, dlse=dlse[:1, :20], fused=fused)
 
 
 # (BH, Lq, Lk, D, causal, scale): every head dim, both masks, awkward lengths both ways.
@@ -190,9 +203,10 @@ CASES = [
 ]
 
 
+@PATHS
 @pytest.mark.parametrize("BH, Lq, Lk, D, causal, scale", CASES)
-def test_attention(dev, BH, Lq, Lk, D, causal, scale):
-    lse = check_attention(dev, BH, Lq, Lk, D, causal, scale)
+def test_attention(dev, BH, Lq, Lk, D, causal, scale, fused):
+    lse = check_attention(dev, BH, Lq, Lk, D, causal, scale, fused=fused)
     if causal and Lq > Lk:
         assert np.isneginf(lse[:, : Lq - Lk]).all() and np.isfinite(lse[:, Lq - Lk:]).all()
 
@@ -203,10 +217,11 @@ def test_attention(dev, BH, Lq, Lk, D, causal, scale):
 # threads per row group, wider than lavapipe's 8-lane subgroups (the shared-memory reduction).
 # The ONE_COL tiles (column tiles taking turns in one shared buffer, the H200's tiles at D = 128)
 # and the ROW_REGS tiles (the forward's Q, the dQ kernel's dO in registers; dK/dV runs the
-# planner's tile) at every head dim, with and without the prefetch. Each: (head dim, planner
-# keywords).
+# planner's tile, as does the fused backward) at every head dim, with and without the prefetch.
+# Each: (head dim, planner keywords), run on both backward paths.
 def _tiles(**kw):
-    return dict(tile=FlashTile(**kw), dq_tile=FlashTile(**kw), dkdv_tile=FlashTile(**kw))
+    return dict(tile=FlashTile(**kw), dq_tile=FlashTile(**kw), dkdv_tile=FlashTile(**kw),
+                bwd_tile=FlashTile(**kw))
 
 
 def _row_regs(**kw):
@@ -214,10 +229,10 @@ def _row_regs(**kw):
 
 
 FORCED = {
-    "gpu-style": (16, dict(target=None, **_tiles(br=16, bc=8, tx=4, always_prefetch=True))),
+    "gpu-style": (16, dict(info=None, **_tiles(br=16, bc=8, tx=4, always_prefetch=True))),
     "tr8": (32, _tiles(br=32, bc=16, tr=8)),
     "tx16": (64, _tiles(br=16, bc=16, tx=16, prefetch=True)),
-    "one_col-gpu-style": (16, dict(target=None, **_tiles(br=16, bc=8, tx=4, one_col=True,
+    "one_col-gpu-style": (16, dict(info=None, **_tiles(br=16, bc=8, tx=4, one_col=True,
                                                           always_prefetch=True))),
     "one_col-tr8": (32, _tiles(br=32, bc=16, tr=8, one_col=True, unroll=0)),
     "one_col-copy": (64, _tiles(br=32, bc=16, one_col=True, prefetch=False)),
@@ -229,12 +244,36 @@ FORCED = {
 }
 
 
+@PATHS
 @pytest.mark.parametrize("name", FORCED)
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("Lq, Lk", [(130, 75), (75, 130)])
-def test_attention_tiles(dev, name, causal, Lq, Lk):
+def test_attention_tiles(dev, name, causal, Lq, Lk, fused):
     D, kw = FORCED[name]
-    check_attention(dev, 2, Lq, Lk, D, causal, 0.3, **kw)
+    check_attention(dev, 2, Lq, Lk, D, causal, 0.3, fused=fused, **kw)
+
+
+# The fused backward's own parameters (FlashTile.ktg, dq_split), each: (head dim, tile, plan
+# as for this device or, None, a GPU: prefetch, unrolled steps). Several key tiles per
+# workgroup (what keeps the dQ slices under the bound): the later tiles add to the slice the
+# earlier ones wrote, and a head's last group may have fewer (16-key tiles: 5 at Lk = 75, 9 at
+# Lk = 130). dq_split lanes sharing each dQ output (lavapipe's subgroups have 8).
+FUSED = {
+    "ktg2": (32, FlashTile(16, 16, ktg=2), "device"),
+    "ktg3-gpu-style": (16, FlashTile(16, 8, tx=4, ktg=3, always_prefetch=True), None),
+    "split2": (32, FlashTile(32, 16, dq_split=2), "device"),
+    "split4-ktg2": (64, FlashTile(32, 16, dq_split=4, ktg=2), "device"),
+    "split8-prefetch": (32, FlashTile(32, 8, dq_split=8, always_prefetch=True), "device"),
+    "128x8-split4": (16, FlashTile(128, 8, tx=4, dq_split=4), "device"),   # 128 threads
+}
+
+
+@pytest.mark.parametrize("name", FUSED)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("Lq, Lk", [(75, 130), (130, 75)])
+def test_fused_backward_tiles(dev, name, causal, Lq, Lk):
+    D, tile, info = FUSED[name]
+    check_attention(dev, 2, Lq, Lk, D, causal, 0.3, fused=True, info=info, bwd_tile=tile)
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -242,10 +281,12 @@ def test_h200_tiles_for_d128(dev, causal):
     """The tiles the planner gives the H200 at D = 128 (ONE_COL, TX 16 in the backward), as the
     GPU runs them (prefetch; unrolled where the tile does not say rolled), at D = 64: at D = 128
     they need 46 KiB of shared memory and lavapipe has 32."""
-    tiles = {mode: choose_tile(mode, 128, Target.h200()) for mode in TILES}
+    tiles = {mode: choose_tile(mode, 128, Target.h200()) for mode in ("fwd", "dq", "dkdv", "bwd")}
     assert all(t.one_col and t.prefetch for t in tiles.values())
-    check_attention(dev, 2, 130, 75, 64, causal, 0.3, target=None, tile=tiles["fwd"],
-                    dq_tile=tiles["dq"], dkdv_tile=tiles["dkdv"])
+    for fused in (True, False):
+        check_attention(dev, 2, 130, 75, 64, causal, 0.3, info=None, fused=fused,
+                        tile=tiles["fwd"], bwd_tile=tiles["bwd"], dq_tile=tiles["dq"],
+                        dkdv_tile=tiles["dkdv"])
 
 
 def test_two_dimensional_grid(dev, monkeypatch):
@@ -267,22 +308,25 @@ def test_two_dimensional_grid(dev, monkeypatch):
         check_attention(dev, 3, 130, 75, 64, causal, 0.3)
 
 
-def test_deterministic(dev):
+@PATHS
+def test_deterministic(dev, fused):
     """The same inputs give bit-identical results: no atomics, every sum in a fixed order."""
-    first = run_attention(dev, 2, 130, 257, 64, True, 0.3)[:5]
-    again = run_attention(dev, 2, 130, 257, 64, True, 0.3)[:5]
+    first = run_attention(dev, 2, 130, 257, 64, True, 0.3, fused=fused)[:5]
+    again = run_attention(dev, 2, 130, 257, 64, True, 0.3, fused=fused)[:5]
     for a, b in zip(first, again):
         assert a.tobytes() == b.tobytes()
 
 
-def test_empty_sequences(dev):
+@PATHS
+def test_empty_sequences(dev, fused):
     """Lk == 0: o = 0, lse = -inf, dq = 0. Lq == 0: dk = dv = 0. BH == 0: nothing to run."""
-    o, lse, dq, dk, dv, _ = run_attention(dev, 2, 5, 0, 64, False, 0.3)
+    o, lse, dq, dk, dv, _ = run_attention(dev, 2, 5, 0, 64, False, 0.3, fused=fused)
     assert (o == 0).all() and np.isneginf(lse).all() and (dq == 0).all() and dk.size == 0
-    o, lse, dq, dk, dv, _ = run_attention(dev, 2, 0, 6, 64, True, 0.3)
+    o, lse, dq, dk, dv, _ = run_attention(dev, 2, 0, 6, 64, True, 0.3, fused=fused)
     assert o.size == 0 and (dk == 0).all() and (dv == 0).all() and dk.shape == (2, 6, 64)
     assert plan_flash_attention(2, 0, 6, 64, causal=False, scale=1.0).steps == ()
-    assert plan_flash_attention_bwd(0, 5, 6, 64, causal=False, scale=1.0).steps == ()
+    assert plan_flash_attention_bwd(0, 5, 6, 64, causal=False, scale=1.0,
+                                    fused=fused).steps == ()
 
 
 # ---------------------------------------------------------------- the planner alone (no device)
@@ -307,11 +351,15 @@ def test_planner_fits_the_device():
     assert choose_tile("dq", 64, gpu) == FlashTile(64, 16)
     assert choose_tile("dkdv", 64, gpu) == FlashTile(64, 8)
     # ... and at D = 128 the ONE_COL tiles: 64 queries forward, 128 threads in every kernel.
-    big = {mode: choose_tile(mode, 128, gpu) for mode in TILES}
+    big = {mode: choose_tile(mode, 128, gpu) for mode in ("fwd", "dq", "dkdv", "bwd")}
     assert big["fwd"].br == 64 and all(t.one_col and t.threads >= 128 for t in big.values())
     assert not any(choose_tile(mode, D, gpu).one_col for mode in TILES for D in (16, 32, 64))
+    # The fused backward: at D = 32 the 32 x 16 tile the H200 ran fastest (HEAD_DIM_TILES), at
+    # D = 64 the dK/dV kernel's, and at D = 128 the ONE_COL tile with rolled steps.
+    assert [choose_tile("bwd", D, gpu) for D in (32, 64)] == [FlashTile(32, 16), FlashTile(64, 8)]
+    assert choose_tile("bwd", 128, gpu).unroll == 0 and choose_tile("bwd", 16, gpu).br == 64
+    assert choose_tile("bwd", 64, cpu := _info(32768, "CPU")).br == 32
     # lavapipe: no prefetch (nothing to hide on a CPU), rolled step loops.
-    cpu = _info(32768, "CPU")
     assert not choose_tile("fwd", 64, cpu).prefetch
     (launch, _), = plan_flash_attention(2, 10, 10, 64, causal=False, scale=1.0, target=cpu).steps
     assert dict(launch.defines)["UNROLL_STEPS"] == 0
@@ -335,10 +383,11 @@ def test_plan_layout():
     assert fwd.groups == (32 * 16, 1, 1)                     # BH * ceil(1024 / 64)
     assert fwd.push[:5] == (1024, 1000, 32, 16, 32 * 16) and fwd.push[7] == 1
     assert abs(fwd.push[5] - 0.125 * np.log2(np.e)) < 1e-12 and fwd.push[6] == 0.125
-    # threads, BR, BC, TR, TX, PREFETCH, ALWAYS_PREFETCH, ONE_COL, ROW_REGS
-    assert fwd.spec == (128, 64, 32, 4, 8, True, False, False, False)
+    # threads, BR, BC, TR, TX, PREFETCH, ALWAYS_PREFETCH, ONE_COL, ROW_REGS, KTG, DQ_SPLIT
+    assert fwd.spec == (128, 64, 32, 4, 8, True, False, False, False, 1, 1)
     assert dict(fwd.defines) == {"HEAD_DIM": 64, "MODE": 0, "UNROLL_STEPS": 0}   # rolled
-    bwd = plan_flash_attention_bwd(32, 1024, 1000, 64, causal=False, scale=0.125, target=gpu)
+    bwd = plan_flash_attention_bwd(32, 1024, 1000, 64, causal=False, scale=0.125, target=gpu,
+                                   fused=False)
     (dq, dq_roles), (dkdv, dkdv_roles) = bwd.steps
     assert dq_roles == ("q", "k", "v", "o", "lse", "do", "dq", "delta", "dlse")
     assert dkdv_roles == ("q", "k", "v", "lse", "do", "delta", "dk", "dv")
@@ -348,6 +397,43 @@ def test_plan_layout():
     big = plan_flash_attention(4096, 1024, 1024, 64, causal=False, scale=1.0, target=gpu)
     groups = big.launches[0].groups
     assert groups[0] <= 65535 and groups[0] * groups[1] >= 4096 * 16   # a 2-D grid
+
+
+def test_fused_backward_plan():
+    """The fused backward: three dispatches (delta; dK, dV and the dQ slices; the dQ sum), its
+    slices [key-tile groups, BH, Lq, D] a temp, and the two kernels where they would pass
+    dq_partials_bound."""
+    h200 = Target.h200()
+    # The LM small preset's attention (B32 H8 L256 D32): 8 key tiles of 32, 8 slices of 8 MiB.
+    bwd = plan_flash_attention_bwd(256, 256, 256, 32, causal=True, scale=0.125, target=h200)
+    (delta, roles0), (main, roles1), (dq_sum, roles2) = bwd.steps
+    assert [delta.name, main.name, dq_sum.name] == [
+        "flash_attn_bwd_delta", "flash_attn_bwd", "flash_attn_bwd_dq_sum"]
+    assert roles0 == ("o", "do", "dlse", "delta")
+    assert roles1 == ("q", "k", "v", "lse", "do", "delta", "dk", "dv", "dqp")
+    assert roles2 == ("dqp", "dq")
+    assert [dict(x.defines)["MODE"] for x in bwd.launches] == [4, 3, 5]
+    assert delta.groups == (256 * 4, 1, 1)                           # 64 rows each
+    assert main.groups == (256 * 8, 1, 1)                            # 32-key tiles
+    assert dq_sum.groups == (256 * 256 * 8 // 64, 1, 1)              # a thread per vec4 of dq
+    assert main.spec == dq_sum.spec == (64, 32, 16, 4, 8, True, False, False, False, 1, 1)
+    assert main.push[3] == dq_sum.push[3] == 8                       # slices per head
+    assert [(t.role, t.size) for t in bwd.temps] == [("delta", 256 * 256),
+                                                     ("dqp", 8 * 256 * 256 * 32)]
+    # B4 H8 L1024 D128: 32 key tiles of 32 would take 512 MiB of slices; two per workgroup 256.
+    assert dq_partials_bound(h200) == 256 << 20
+    (_, _), (main, _), (_, _) = plan_flash_attention_bwd(32, 1024, 1024, 128, causal=True,
+                                                         scale=0.1, target=h200).steps
+    assert main.spec[9] == 2 and main.push[3] == 16 and main.groups == (32 * 16, 1, 1)
+    # B4 H8 L4096 D64: 8 per workgroup would be needed: the two kernels.
+    two = plan_flash_attention_bwd(32, 4096, 4096, 64, causal=True, scale=0.1, target=h200)
+    assert [x.name for x in two.launches] == ["flash_attn_bwd_dq", "flash_attn_bwd_dkdv"]
+    assert fused_backward_tile(32, 4096, 4096, 64, h200) is None
+    with pytest.raises(ValueError, match="dQ slices .* exceed 268435456 bytes"):
+        plan_flash_attention_bwd(32, 4096, 4096, 64, causal=True, scale=0.1, target=h200,
+                                 fused=True)
+    # lavapipe's bound is 16 MiB (1/8 of its 128 MiB buffers).
+    assert dq_partials_bound(Target.lavapipe()) == 16 << 20
 
 
 def test_planner_rejects_bad_input():
@@ -365,6 +451,22 @@ def test_planner_rejects_bad_input():
     with pytest.raises(ValueError, match="dK/dV has none"):
         plan_flash_attention_bwd(1, 8, 8, 64, causal=False, scale=1.0, target=Target.h200(),
                                  dkdv_tile=FlashTile(32, 16, row_regs=True))
+    with pytest.raises(ValueError, match="dK/dV has none"):
+        plan_flash_attention_bwd(1, 8, 8, 64, causal=False, scale=1.0, target=Target.h200(),
+                                 bwd_tile=FlashTile(32, 16, row_regs=True))
+    with pytest.raises(ValueError, match="key tiles per workgroup"):
+        plan_flash_attention(1, 8, 8, 64, causal=False, scale=1.0, tile=FlashTile(32, 16, ktg=2))
+    with pytest.raises(ValueError, match="multiple of D/4 = 32"):
+        plan_flash_attention_bwd(1, 8, 8, 128, causal=False, scale=1.0, target=Target.h200(),
+                                 bwd_tile=FlashTile(16, 16, tx=4))
+    with pytest.raises(ValueError, match="the fused backward's"):
+        plan_flash_attention(1, 8, 8, 64, causal=False, scale=1.0, tile=FlashTile(32, 16, dq_split=2))
+    with pytest.raises(ValueError, match="power of two dividing BR/4 = 8"):
+        plan_flash_attention_bwd(1, 8, 8, 64, causal=False, scale=1.0,
+                                 bwd_tile=FlashTile(32, 16, dq_split=3))
+    with pytest.raises(ValueError, match="subgroups of at least 16 lanes"):
+        plan_flash_attention_bwd(1, 8, 8, 32, causal=False, scale=1.0, target=Target.lavapipe(),
+                                 bwd_tile=FlashTile(64, 16, dq_split=16))
     with pytest.raises(ValueError, match="subgroups of at least TX = 8"):
         plan_flash_attention(1, 8, 8, 64, causal=False, scale=1.0, target=_info(49152),
                              tile=FlashTile(32, 16, row_regs=True))

@@ -15,9 +15,18 @@
 //   2 dK/dV      rows = a key tile; streams Q/dO tiles (with lse and delta): S^T = K Q^T,
 //                P^T = exp(S^T - lse), dP^T = V dO^T, dS^T = P^T (dP^T - delta),
 //                dV += P^T dO, dK += dS^T Q. Writes dk, dv.
-// dQ has its own kernel (a workgroup per query tile looping over key tiles, as in Triton's
-// fused-attention tutorial) instead of FlashAttention-2's atomic adds: no float atomics, every
-// sum in a fixed order, so results are bit-identical from run to run.
+//   3 backward   MODE 2 that also writes this key tile's share of dQ, dS K, for every query
+//                tile it visits, into its own slice of `dqp` [groups][BH][Lq][D] (KTG key tiles
+//                per workgroup, one slice per workgroup: the later tiles add to what the same
+//                thread wrote). S and dP are computed once. Needs delta (MODE 4) before it and
+//                MODE 5 after it.
+//   4 delta      rows = a query tile: delta = rowsum(dO * O) - dlse (MODE 1 computes it itself).
+//   5 dQ sum     one thread per vec4 of dq: dq = scale * the sum of the slices of dqp whose key
+//                tiles the query sees, in slice order.
+// Without float atomics for dQ (FlashAttention-2 adds it atomically): either its own kernel
+// (MODE 1, a workgroup per query tile looping over key tiles, as in Triton's fused-attention
+// tutorial) or per-workgroup slices summed in a fixed order (MODES 3 and 5). Every sum has a
+// fixed order, so results are bit-identical from run to run.
 // HEAD_DIM (define): D, a multiple of 4 with D / 4 a multiple of TX.
 // Specialization constants: see flash_common.glsl (tile sizes, PREFETCH, ALWAYS_PREFETCH); the
 // causal flag is a push constant.
@@ -37,7 +46,8 @@
 // into registers while the product before its turn runs.
 //
 // Bindings: MODE 0: q, k, v, o, lse.  MODE 1: q, k, v, o, lse, do, dq, delta, dlse.
-//           MODE 2: q, k, v, lse, do, delta, dk, dv.
+//           MODE 2: q, k, v, lse, do, delta, dk, dv.  MODE 3: those of MODE 2, dqp.
+//           MODE 4: o, do, dlse, delta.  MODE 5: dqp, dq.
 #extension GL_GOOGLE_include_directive : require
 
 #ifndef MODE
@@ -49,9 +59,11 @@
 
 #include "flash_common.glsl"
 
+#if MODE <= 3
 layout(std430, binding = 0) readonly buffer Qb { vec4 q_v[]; };
 layout(std430, binding = 1) readonly buffer Kb { vec4 k_v[]; };
 layout(std430, binding = 2) readonly buffer Vb { vec4 v_v[]; };
+#endif
 
 #if MODE == 0
 layout(std430, binding = 3) writeonly buffer Ob { vec4 o_v[]; };
@@ -77,12 +89,15 @@ const uint Y_OFF = ONE_COL ? X_OFF : X_OFF + BC * RS;
 const uint P_OFF = Y_OFF + BC * RS;
 shared vec4 sm[P_OFF + BC * PSR];
 
-#elif MODE == 2
+#elif MODE == 2 || MODE == 3
 layout(std430, binding = 3) readonly buffer Lb { float lse_in[]; };
 layout(std430, binding = 4) readonly buffer dOb { vec4 do_v[]; };
 layout(std430, binding = 5) readonly buffer Db { float delta_in[]; };
 layout(std430, binding = 6) writeonly buffer dKb { vec4 dk_v[]; };
 layout(std430, binding = 7) writeonly buffer dVb { vec4 dv_v[]; };
+#if MODE == 3
+layout(std430, binding = 8) buffer dQPb { vec4 dqp_v[]; };
+#endif
 // Shared: K [BR][RS] | V [BR][RS] | Q [BC][RS] | dO [BC][RS] | P^T [BC][PSR] | dS^T [BC][PSR],
 // and the column tile's lse * log2(e) and delta (ONE_COL: Q, dO and Q again take turns in one
 // buffer, Y_OFF == X_OFF).
@@ -92,8 +107,48 @@ const uint P_OFF = Y_OFF + BC * RS, S_OFF = P_OFF + BC * PSR;
 shared vec4 sm[S_OFF + BC * PSR];
 shared float stat[2u * BC];
 const uint NLS = (BC + T - 1u) / T;       // lse/delta loads per thread
+const uint TU = T / DQ_SPLIT;             // MODE 3: lane groups of the dQ product
+const uint NQO = (BC * DV + TU - 1u) / TU;  // ... and dQ vec4s per group per query tile
+
+#elif MODE == 4
+layout(std430, binding = 0) readonly buffer Ob { vec4 o_v[]; };
+layout(std430, binding = 1) readonly buffer dOb { vec4 do_v[]; };
+layout(std430, binding = 2) readonly buffer dLb { float dlse_in[]; };
+layout(std430, binding = 3) writeonly buffer Db { float delta_out[]; };
+shared vec4 sm[(BR * TX + 3u) / 4u];      // ROW_REDUCE's scratch (subgroups under TX lanes)
+
+#elif MODE == 5
+layout(std430, binding = 0) readonly buffer dQPb { vec4 dqp_v[]; };
+layout(std430, binding = 1) writeonly buffer dQb { vec4 dq_v[]; };
 #else
-#error "MODE must be 0 (forward), 1 (dQ) or 2 (dK/dV)"
+#error "MODE must be 0 (forward), 1 (dQ), 2 (dK/dV), 3 (backward), 4 (delta) or 5 (dQ sum)"
+#endif
+
+#if MODE == 1 || MODE == 4
+// delta = rowsum(dO * O) - dlse for this thread's rows q0 + ty + TY*m: each of the TX threads
+// of a row sums its vec4 columns (dO's vec4 j of row m is DO_AT(m, j, row)), then they combine
+// and thread tx = 0 writes it. lse's own cotangent shifts delta: d lse_i / d s_ij = P_ij, so
+// dS = P (dP - delta + dlse); dlse is zero in a first derivative and not in a second
+// (vkgrad/primitives/attention.py).
+#define ROW_DELTA(dl, DO_AT, SCRATCH)                                                          \
+    [[unroll]] for (uint m_ = 0u; m_ < TR; m_++) {                                              \
+        const uint row_ = q0 + ty + TY * m_;                                                    \
+        dl[m_] = 0.0;                                                                           \
+        if (row_ < p.Lq) {                                                                      \
+            [[unroll]] for (uint j_ = 0u; j_ < TDV; j_++) {                                     \
+                const vec4 a_ = DO_AT(m_, j_, row_), b_ = o_v[qbase + row_ * DV + tx + TX * j_]; \
+                dl[m_] = fma(a_.w, b_.w, fma(a_.z, b_.z, fma(a_.y, b_.y, fma(a_.x, b_.x, dl[m_])))); \
+            }                                                                                   \
+        }                                                                                       \
+    }                                                                                           \
+    ROW_REDUCE(dl, fa_add, SCRATCH)                                                             \
+    [[unroll]] for (uint m_ = 0u; m_ < TR; m_++) {                                              \
+        const uint row_ = q0 + ty + TY * m_;                                                    \
+        if (row_ < p.Lq) {                                                                      \
+            dl[m_] -= dlse_in[bh * p.Lq + row_];                                                \
+            if (tx == 0u) delta_out[bh * p.Lq + row_] = dl[m_];                                 \
+        }                                                                                       \
+    }
 #endif
 
 #if MODE == 0 || MODE == 1
@@ -109,10 +164,27 @@ uint key_tiles(uint q0, int off) {
 void main() {
     const uint g = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
     if (g >= p.groups) return;                     // uniform: the whole workgroup leaves
+#if MODE == 5
+    // dq = scale * sum of the slices of dqp (KTG * BR keys each, `tiles` per head) holding key
+    // tiles that query q sees; the others were never written (causal: their keys all follow
+    // the query's last; MODE 3 skips those query tiles).
+    const uint e = g * T + gl_LocalInvocationID.x, n = p.BH * p.Lq * DV;
+    if (e >= n) return;
+    const uint q = (e / DV) % p.Lq;
+    uint slices = p.tiles;
+    if (CAUSAL) {
+        const int last = int(q) + int(p.Lk) - int(p.Lq);
+        slices = last < 0 ? 0u : min(slices, uint(last) / (KTG * BR) + 1u);
+    }
+    vec4 a = vec4(0.0);
+    for (uint i = 0u; i < slices; i++) a += dqp_v[i * n + e];
+    dq_v[e] = a * p.scale;
+    return;
+#else
     const uint tid = fa_tid(), tx = tid % TX, ty = tid / TX;
     const int off = int(p.Lk) - int(p.Lq);         // query i sees key j iff j <= i + off
     uint bh, t;
-    fa_tile_of(g, MODE != 2, bh, t);
+    fa_tile_of(g, MODE != 2 && MODE != 3, bh, t);   // heavy key tiles come first
     const uint qbase = bh * p.Lq * DV, kbase = bh * p.Lk * DV;   // vec4 offsets of this head
 
 #if MODE == 0
@@ -235,38 +307,16 @@ void main() {
     barrier();
     vec4 xr[NLC], yr[NLC];           // the next K and V tiles (PREFETCH; ONE_COL: this step's K)
 
-    // This thread's rows: lse in base 2, and delta = rowsum(dO * O) (dO from shared memory, or
-    // its registers with ROW_REGS, O from global; each of the TX threads of a row sums its vec4
-    // columns, then they combine).
+    // This thread's rows: lse in base 2, and delta (dO from shared memory, or its registers
+    // with ROW_REGS).
     float lse2[TR], dl[TR];
     [[unroll]] for (uint m = 0u; m < TR; m++) {
         const uint row = q0 + ty + TY * m;
         lse2[m] = 0.0;
-        dl[m] = 0.0;
-        if (row < p.Lq) {
-            lse2[m] = lse_in[bh * p.Lq + row] * LOG2E;
-            [[unroll]] for (uint j = 0u; j < TDV; j++) {
-                vec4 a;
-                if (ROW_REGS) a = dor[m][j];
-                else a = sm[B_OFF + (ty + TY * m) * RS + tx + TX * j];
-                const vec4 b = o_v[qbase + row * DV + tx + TX * j];
-                dl[m] = fma(a.w, b.w, fma(a.z, b.z, fma(a.y, b.y, fma(a.x, b.x, dl[m]))));
-            }
-        }
+        if (row < p.Lq) lse2[m] = lse_in[bh * p.Lq + row] * LOG2E;
     }
-    ROW_REDUCE(dl, fa_add, P_OFF)
-    // lse's own cotangent shifts delta: d lse_i / d s_ij = P_ij, so dS = P (dP - delta + dlse).
-    // It is zero in a first derivative and not in a second (vkgrad/primitives/attention.py).
-    [[unroll]] for (uint m = 0u; m < TR; m++) {
-        const uint row = q0 + ty + TY * m;
-        if (row < p.Lq) dl[m] -= dlse_in[bh * p.Lq + row];
-    }
-    if (tx == 0u) {
-        [[unroll]] for (uint m = 0u; m < TR; m++) {
-            const uint row = q0 + ty + TY * m;
-            if (row < p.Lq) delta_out[bh * p.Lq + row] = dl[m];
-        }
-    }
+#define DO_SHARED(m_, j_, row_) (ROW_REGS ? dor[m_][j_] : sm[B_OFF + (ty + TY * m_) * RS + tx + TX * j_])
+    ROW_DELTA(dl, DO_SHARED, P_OFF)
 
     vec4 acc[TR][TDV];
     [[unroll]] for (uint m = 0u; m < TR; m++)
@@ -333,22 +383,7 @@ void main() {
         [[unroll]] for (uint j = 0u; j < TDV; j++) dq_v[qbase + row * DV + tx + TX * j] = acc[m][j] * p.scale;
     }
 
-#else  // MODE == 2
-    const uint kv0 = t * BR;
-    const uint nq = ceil_div(p.Lq, BC);
-    // Causal: key kv0 is seen by queries from kv0 - off on; earlier query tiles are skipped.
-    uint i0 = 0u;
-    if (CAUSAL) {
-        const int qs = max(int(kv0) - off, 0);
-        i0 = qs >= int(p.Lq) ? nq : uint(qs) / BC;
-    }
-    COPY_TILE(k_v, A_OFF, BR, NLR, kbase, kv0, p.Lk)
-    COPY_TILE(v_v, B_OFF, BR, NLR, kbase, kv0, p.Lk)
-    // Query columns past Lq load as zero rows of Q and dO with lse = delta = 0: their P is
-    // finite and every term they add (P dO, dS Q with dS = P (0 - 0)) is zero.
-    vec4 xr[NLC], yr[NLC];           // the next Q and dO tiles (PREFETCH; ONE_COL: this step's
-                                     // dO, then its Q again, then the next Q)
-    float lr[NLS], dr[NLS];          // ... and their lse * log2(e), delta
+#elif MODE == 2 || MODE == 3
 #define LOAD_STATS(q0_)                                                                        \
     [[unroll]] for (uint l = 0u; l < NLS; l++) {                                                \
         const uint q = (q0_) + tid + l * T;                                                     \
@@ -371,86 +406,155 @@ void main() {
     if (!ONE_COL) { COPY_TILE(do_v, Y_OFF, BC, NLC, qbase, q0_, p.Lq) }                         \
     LOAD_STATS(q0_)                                                                             \
     STORE_STATS()
-    if (i0 < nq) { COPY_COLS(i0 * BC) }
-    barrier();
-
-    vec4 dk[TR][TDV], dv[TR][TDV];
-    [[unroll]] for (uint m = 0u; m < TR; m++)
-        [[unroll]] for (uint j = 0u; j < TDV; j++) { dk[m][j] = vec4(0.0); dv[m][j] = vec4(0.0); }
-
-    for (uint it = i0; it < nq; it++) {
-        const uint q0 = it * BC;
-        const bool more = ALWAYS_PREFETCH || it + 1u < nq;
-        const uint nxt = it + 1u < nq ? q0 + BC : q0;
-        if (PREFETCH && ONE_COL) {
-            LOAD_TILE(yr, do_v, BC, NLC, qbase, q0, p.Lq)
-        } else if (PREFETCH && more) {
-            LOAD_TILE(xr, q_v, BC, NLC, qbase, nxt, p.Lq)
-            LOAD_TILE(yr, do_v, BC, NLC, qbase, nxt, p.Lq)
-            LOAD_STATS(nxt)
+    // KTG key tiles per workgroup, one after the other (the planner gives MODE 2 one).
+    const uint nq = ceil_div(p.Lq, BC);
+#if MODE == 3
+    const uint pbase = (t * p.BH + bh) * p.Lq * DV;    // this workgroup's slice of dqp
+#endif
+    for (uint kk = 0u; kk < KTG; kk++) {
+        const uint kv0 = (t * KTG + kk) * BR;
+        if (kv0 >= p.Lk) break;                        // uniform: the head's last group
+        if (kk > 0u) barrier();                        // the last tile's products are done
+        // Causal: key kv0 is seen by queries from kv0 - off on; earlier query tiles are skipped.
+        uint i0 = 0u;
+        if (CAUSAL) {
+            const int qs = max(int(kv0) - off, 0);
+            i0 = qs >= int(p.Lq) ? nq : uint(qs) / BC;
         }
-        float s[TR][TC], dp[TR][TC];
-        [[unroll]] for (uint m = 0u; m < TR; m++)
-            [[unroll]] for (uint c = 0u; c < TC; c++) { s[m][c] = 0.0; dp[m][c] = 0.0; }
-        DOT_BLOCK(s, A_OFF, X_OFF)
-        if (ONE_COL) {                                // Q's first turn is over: this step's dO
-            barrier();
-            PUT_COLS(yr, do_v, Y_OFF, qbase, q0, p.Lq)
-            barrier();
-            if (PREFETCH) { LOAD_TILE(xr, q_v, BC, NLC, qbase, q0, p.Lq) }   // Q again, for dK
-        }
-        DOT_BLOCK(dp, B_OFF, Y_OFF)
-
-        // P^T and dS^T; causal pairs (key k, query q) with k > q + off are zero. A query row
-        // with no allowed key (lse = -inf) lies only in tiles that evaluate the mask.
-        float l2[TC], dl[TC];
-        [[unroll]] for (uint c = 0u; c < TC; c++) {
-            l2[c] = stat[tx + TX * c];
-            dl[c] = stat[BC + tx + TX * c];
-        }
-        [[unroll]] for (uint m = 0u; m < TR; m++)
-            [[unroll]] for (uint c = 0u; c < TC; c++) s[m][c] = exp2(fma(s[m][c], p.scale_log2, -l2[c]));
-        if (CAUSAL && int(kv0 + BR) - 1 > int(q0) + off) {
-            [[unroll]] for (uint m = 0u; m < TR; m++)
-                [[unroll]] for (uint c = 0u; c < TC; c++)
-                    if (int(kv0 + ty + TY * m) > int(q0 + tx + TX * c) + off) s[m][c] = 0.0;
-        }
-        [[unroll]] for (uint m = 0u; m < TR; m++)
-            [[unroll]] for (uint c = 0u; c < TC; c++) dp[m][c] = s[m][c] * (dp[m][c] - dl[c]);
-        WRITE_BLOCK_T(s, P_OFF)
-        WRITE_BLOCK_T(dp, S_OFF)
+        COPY_TILE(k_v, A_OFF, BR, NLR, kbase, kv0, p.Lk)
+        COPY_TILE(v_v, B_OFF, BR, NLR, kbase, kv0, p.Lk)
+        // Query columns past Lq load as zero rows of Q and dO with lse = delta = 0: their P is
+        // finite and every term they add (P dO, dS Q with dS = P (0 - 0)) is zero.
+        vec4 xr[NLC], yr[NLC];           // the next Q and dO tiles (PREFETCH; ONE_COL: this step's
+                                         // dO, then its Q again, then the next Q)
+        float lr[NLS], dr[NLS];          // ... and their lse * log2(e), delta
+        if (i0 < nq) { COPY_COLS(i0 * BC) }
         barrier();
-        OUTER_ACC(dv, P_OFF, Y_OFF)
-        if (ONE_COL) {                                // dO's turn is over: Q's second
-            barrier();
-            PUT_COLS(xr, q_v, X_OFF, qbase, q0, p.Lq)
-            barrier();
-            if (PREFETCH && more) {
+
+        vec4 dk[TR][TDV], dv[TR][TDV];
+        [[unroll]] for (uint m = 0u; m < TR; m++)
+            [[unroll]] for (uint j = 0u; j < TDV; j++) { dk[m][j] = vec4(0.0); dv[m][j] = vec4(0.0); }
+
+        for (uint it = i0; it < nq; it++) {
+            const uint q0 = it * BC;
+            const bool more = ALWAYS_PREFETCH || it + 1u < nq;
+            const uint nxt = it + 1u < nq ? q0 + BC : q0;
+            if (PREFETCH && ONE_COL) {
+                LOAD_TILE(yr, do_v, BC, NLC, qbase, q0, p.Lq)
+            } else if (PREFETCH && more) {
                 LOAD_TILE(xr, q_v, BC, NLC, qbase, nxt, p.Lq)
+                LOAD_TILE(yr, do_v, BC, NLC, qbase, nxt, p.Lq)
                 LOAD_STATS(nxt)
             }
-        }
-        OUTER_ACC(dk, S_OFF, X_OFF)
-        barrier();
-        if (more) {
-            if (PREFETCH) {
-                STORE_TILE(xr, X_OFF, BC, NLC)
-                if (!ONE_COL) { STORE_TILE(yr, Y_OFF, BC, NLC) }
-                STORE_STATS()
-            } else {
-                COPY_COLS(nxt)
+            float s[TR][TC], dp[TR][TC];
+            [[unroll]] for (uint m = 0u; m < TR; m++)
+                [[unroll]] for (uint c = 0u; c < TC; c++) { s[m][c] = 0.0; dp[m][c] = 0.0; }
+            DOT_BLOCK(s, A_OFF, X_OFF)
+            if (ONE_COL) {                                // Q's first turn is over: this step's dO
+                barrier();
+                PUT_COLS(yr, do_v, Y_OFF, qbase, q0, p.Lq)
+                barrier();
+                if (PREFETCH) { LOAD_TILE(xr, q_v, BC, NLC, qbase, q0, p.Lq) }   // Q again, for dK
             }
+            DOT_BLOCK(dp, B_OFF, Y_OFF)
+
+            // P^T and dS^T; causal pairs (key k, query q) with k > q + off are zero. A query row
+            // with no allowed key (lse = -inf) lies only in tiles that evaluate the mask.
+            float l2[TC], dl[TC];
+            [[unroll]] for (uint c = 0u; c < TC; c++) {
+                l2[c] = stat[tx + TX * c];
+                dl[c] = stat[BC + tx + TX * c];
+            }
+            [[unroll]] for (uint m = 0u; m < TR; m++)
+                [[unroll]] for (uint c = 0u; c < TC; c++) s[m][c] = exp2(fma(s[m][c], p.scale_log2, -l2[c]));
+            if (CAUSAL && int(kv0 + BR) - 1 > int(q0) + off) {
+                [[unroll]] for (uint m = 0u; m < TR; m++)
+                    [[unroll]] for (uint c = 0u; c < TC; c++)
+                        if (int(kv0 + ty + TY * m) > int(q0 + tx + TX * c) + off) s[m][c] = 0.0;
+            }
+            [[unroll]] for (uint m = 0u; m < TR; m++)
+                [[unroll]] for (uint c = 0u; c < TC; c++) dp[m][c] = s[m][c] * (dp[m][c] - dl[c]);
+            WRITE_BLOCK_T(s, P_OFF)
+            WRITE_BLOCK_T(dp, S_OFF)
             barrier();
+            OUTER_ACC(dv, P_OFF, Y_OFF)
+            if (ONE_COL) {                                // dO's turn is over: Q's second
+                barrier();
+                PUT_COLS(xr, q_v, X_OFF, qbase, q0, p.Lq)
+                barrier();
+                if (PREFETCH && more) {
+                    LOAD_TILE(xr, q_v, BC, NLC, qbase, nxt, p.Lq)
+                    LOAD_STATS(nxt)
+                }
+            }
+            OUTER_ACC(dk, S_OFF, X_OFF)
+#if MODE == 3
+            // This query tile's share of dQ from this key tile, dS K: the transposed dS block at
+            // S_OFF ([query][key slot]; slot s holds key rows s % TY + TY (4 (s / TY) + r), r < 4:
+            // WRITE_BLOCK_T) times the K tile. DQ_SPLIT adjacent lanes share each output, each
+            // summing every DQ_SPLIT-th slot, then combine over shuffles; lane group u = tid /
+            // DQ_SPLIT computes D vec4 j = u % DV of the queries u / DV + (TU / DV) l, l < NQO
+            // (consecutive groups, consecutive vec4s: conflict-free K reads, coalesced stores;
+            // the K vec4s are shared by the NQO outputs). Output l is written by lane
+            // l % DQ_SPLIT of its group, which adds what it wrote for the group's earlier key
+            // tiles.
+            {
+                const uint sp = tid % DQ_SPLIT, u = tid / DQ_SPLIT, j = u % DV;
+                vec4 qa[NQO];
+                [[unroll]] for (uint l = 0u; l < NQO; l++) qa[l] = vec4(0.0);
+                FA_STEP_LOOP for (uint i4 = 0u; i4 < BR / 4u / DQ_SPLIT; i4++) {
+                    const uint s4 = sp + DQ_SPLIT * i4, r0 = s4 % TY + 4u * TY * (s4 / TY);
+                    vec4 kr[4];
+                    [[unroll]] for (uint r = 0u; r < 4u; r++) kr[r] = sm[A_OFF + (r0 + TY * r) * RS + j];
+                    [[unroll]] for (uint l = 0u; l < NQO; l++) {
+                        if (u + l * TU < BC * DV) {
+                            const vec4 ds = sm[S_OFF + ((u + l * TU) / DV) * PSR + s4];
+                            qa[l] = fma(vec4(ds.w), kr[3], fma(vec4(ds.z), kr[2],
+                                    fma(vec4(ds.y), kr[1], fma(vec4(ds.x), kr[0], qa[l]))));
+                        }
+                    }
+                }
+                // a butterfly: every lane of the group ends with the same sums (a + b == b + a)
+                [[unroll]] for (uint o = 1u; o < DQ_SPLIT; o <<= 1u)
+                    [[unroll]] for (uint l = 0u; l < NQO; l++) qa[l] += subgroupShuffleXor(qa[l], o);
+                [[unroll]] for (uint l = 0u; l < NQO; l++) {
+                    const uint q = q0 + (u + l * TU) / DV;
+                    if (l % DQ_SPLIT == sp && u + l * TU < BC * DV && q < p.Lq) {
+                        const uint at = pbase + q * DV + j;
+                        if (kk > 0u) qa[l] += dqp_v[at];
+                        dqp_v[at] = qa[l];
+                    }
+                }
+            }
+#endif
+            barrier();
+            if (more) {
+                if (PREFETCH) {
+                    STORE_TILE(xr, X_OFF, BC, NLC)
+                    if (!ONE_COL) { STORE_TILE(yr, Y_OFF, BC, NLC) }
+                    STORE_STATS()
+                } else {
+                    COPY_COLS(nxt)
+                }
+                barrier();
+            }
+        }
+
+        [[unroll]] for (uint m = 0u; m < TR; m++) {
+            const uint row = kv0 + ty + TY * m;
+            if (row >= p.Lk) continue;
+            [[unroll]] for (uint j = 0u; j < TDV; j++) {
+                dk_v[kbase + row * DV + tx + TX * j] = dk[m][j] * p.scale;
+                dv_v[kbase + row * DV + tx + TX * j] = dv[m][j];
+            }
         }
     }
 
-    [[unroll]] for (uint m = 0u; m < TR; m++) {
-        const uint row = kv0 + ty + TY * m;
-        if (row >= p.Lk) continue;
-        [[unroll]] for (uint j = 0u; j < TDV; j++) {
-            dk_v[kbase + row * DV + tx + TX * j] = dk[m][j] * p.scale;
-            dv_v[kbase + row * DV + tx + TX * j] = dv[m][j];
-        }
-    }
+#else  // MODE == 4
+    const uint q0 = t * BR;
+#define DO_GLOBAL(m_, j_, row_) do_v[qbase + (row_) * DV + tx + TX * (j_)]
+    float dl[TR];
+    ROW_DELTA(dl, DO_GLOBAL, 0u)
 #endif
+#endif  // MODE == 5
 }

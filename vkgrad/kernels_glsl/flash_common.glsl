@@ -53,6 +53,8 @@ SPEC_CONST(5) bool PREFETCH = true;       // next column tile loads into registe
 SPEC_CONST(6) bool ALWAYS_PREFETCH = false;  // ... on every step: no branch around it
 SPEC_CONST(7) bool ONE_COL = false;       // one column tile in shared memory at a time (below)
 SPEC_CONST(8) bool ROW_REGS = false;      // the forward's Q, the dQ kernel's dO in registers
+SPEC_CONST(9) uint KTG = 1;               // key tiles per workgroup (the fused backward)
+SPEC_CONST(10) uint DQ_SPLIT = 1;         // lanes that share a dQ output (the fused backward)
 
 const uint D = HEAD_DIM;
 const uint DV = D / 4u;                   // vec4s per row
@@ -107,8 +109,9 @@ uint fa_tid() { return gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID
 
 // Workgroup -> (batch*head, row tile). Causal workgroups differ in work, so the heaviest tiles of
 // every head go first and the short ones fill the tail: in the forward and dQ kernels the last
-// query tiles see the most keys (HEAVY_LAST), in the dK/dV kernel the first key tiles see the
-// most queries. Without a mask, one head's tiles are adjacent (they share K/V, or Q/dO, in L2).
+// query tiles see the most keys (HEAVY_LAST), in the dK/dV and backward kernels the first key
+// tiles (or groups of them) see the most queries. Without a mask, one head's tiles are adjacent
+// (they share K/V, or Q/dO, in L2).
 void fa_tile_of(uint g, bool heavy_last, out uint bh, out uint t) {
     if (CAUSAL) {
         const uint k = g / p.BH;

@@ -8,7 +8,8 @@ buffer convention). All operands are dense row-major float32, whole buffers:
 - plan_flash_attention_bwd: reads "q", "k", "v", "o", "lse", "do" ([BH, Lq, D] like o),
                             "dlse" [BH, Lq] (lse's cotangent: zero in a first derivative);
                             writes "dq" [BH, Lq, D], "dk", "dv" [BH, Lk, D];
-                            temp "delta" float32 [BH, Lq] (rowsum(do * o) - dlse)
+                            temps "delta" float32 [BH, Lq] (rowsum(do * o) - dlse) and, on
+                            the fused path, "dqp" float32 [groups, BH, Lq, D] (dQ's slices)
 
 o = softmax(scale * q k^T + mask) v per (batch*head); lse is the natural-log log-sum-exp of each
 query row's scaled scores over its allowed keys, saved for the backward. `causal` masks bottom-
@@ -20,9 +21,22 @@ a plan with no steps means there is nothing to write.
 ## Kernels and tiles
 
 The forward is one launch (a workgroup per query tile, streaming key tiles with the online
-softmax); the backward is two: the dQ kernel (a workgroup per query tile, streaming key tiles;
-it also computes and writes delta), then the dK/dV kernel (a workgroup per key tile, streaming
-query tiles, reading delta). No float atomics: results are bit-identical run to run.
+softmax). The backward takes one of two paths (plan_flash_attention_bwd), both without float
+atomics, so results are bit-identical run to run:
+- fused (three launches), S and dP computed once: the delta kernel (rowsum(dO * O) - dlse, a
+  workgroup per 64 query rows), then the backward kernel (a workgroup per group of `ktg` key
+  tiles, streaming query tiles: dK and dV as the dK/dV kernel, and each query tile's dQ share,
+  dS K, written to the workgroup's own slice of "dqp"; a group's later key tiles add to what the
+  same thread wrote), then the dQ sum (a thread per vec4 of dq: scale times the sum of the slices
+  whose key tiles the query sees, in slice order). The slices cost cdiv(key tiles, ktg) x |dq|
+  bytes: the planner takes the fewest ktg that keep them under dq_partials_bound (1/8 of the
+  largest buffer the device binds, at most 256 MiB), up to MAX_KEY_TILES_PER_GROUP, and
+  otherwise the two kernels. At the LM small preset's attention (B32 H8 L256 D32, 32-key tiles)
+  that is 8 slices of 8 MiB; B4 H8 L1024: D64 16 slices of 8 MiB, D128 16 of 16 MiB (ktg 2);
+  L4096 takes the two kernels.
+- two kernels: the dQ kernel (a workgroup per query tile, streaming key tiles; it also computes
+  and writes delta), then the dK/dV kernel (a workgroup per key tile, streaming query tiles,
+  reading delta).
 
 A `FlashTile` says how a workgroup works: BR rows (queries; keys for dK/dV) per workgroup, BC
 columns (keys; queries for dK/dV) per streamed tile, TR rows and BC/TX columns per thread, TX
@@ -40,7 +54,7 @@ kernel) the forward's Q tile, or the dQ kernel's dO tile, stays in registers, sp
 across the row group, and S (or dP) is summed over subgroup shuffles: a row tile less of shared
 memory and one shared load per 4*TR fmas, for TR*BC partials in registers; it needs subgroups of
 at least TX lanes, and so far only the sweep's ALTERNATIVES use it. The planner takes the first
-tile of TILES[mode] that fits (TX capped at D/4):
+tile of HEAD_DIM_TILES[(mode, D)], then of TILES[mode], that fits (TX capped at D/4):
 
 | mode | BR x BC | TR | TX | one_col | thr | shared bytes, D = 16 / 32 / 64 / 128 | 48 KiB: D | 32 KiB: D |
 | ---- | ------- | -- | -- | ------- | --- | ------------------------------------ | --------- | --------- |
@@ -57,9 +71,19 @@ tile of TILES[mode] that fits (TX capped at D/4):
 | dkdv | 32 x 16 |  4 |  8 |         |  64 | 12416 / 18560 / 30848 / 55424        |           | 64        |
 | dkdv | 32 x 16 |  4 | 16 | yes     | 128 | 11136 / 16256 / 26496 / 46976        | 128       |           |
 | dkdv | 16 x 8  |  4 |  8 |         |  32 |  5184 /  8256 / 14400 / 26688        |           | 128       |
+| bwd  | 32 x 16 |  4 |  8 |         |  64 | 12416 / 18560 / 30848 / 55424        | (32)      | (32), 64  |
+| bwd  | 64 x 16 |  4 |  8 |         | 128 | 21632 / 31872 / 52352 / 93312        | 16        | 16        |
+| bwd  | 64 x 8  |  4 |  8 |         | 128 | 15936 / 25152 / 43584 / 80448        | 64        |           |
+| bwd  | 32 x 16 |  4 | 16 | yes     | 128 | 11136 / 16256 / 26496 / 46976        | 128       |           |
+| bwd  | 16 x 8  |  4 |  8 |         |  32 |  5184 /  8256 / 14400 / 26688        |           | 128       |
 
 (TX is 4 at D = 16; TILES also has a 16 x 8 forward and a 16 x 16 tile for each backward kernel,
-for devices with less shared memory.) The backward kernels cannot take 64-row tiles at D = 128:
+for devices with less shared memory; "(32)": HEAD_DIM_TILES puts the fused backward's 32 x 16
+tile first at D = 32, where the H200 measured it fastest.) The fused backward's shared memory is the dK/dV kernel's:
+its dQ product reads the K tile and the transposed dS block already there; a thread computes
+ceil(BC * D/4 / threads) vec4s of dQ per step (at 64 x 8, D = 32, half the threads idle there), sharing its 4 K loads per dS vec4 among them; with `dq_split` (DQ_SPLIT)
+that many lanes split each output's key rows and combine over shuffles, for dq_split times the
+outputs per thread (more reuse of each K load). The delta kernel's tile is a 64 x 8 one (64 rows, 8 threads each). The backward kernels cannot take 64-row tiles at D = 128:
 their two row tiles alone (Q and dO, or K and V) are 66 KiB. Why these, for D = 64 on the H200
 (the reasoning they were designed by;
 `bench/bench_attention.py --sweep --stats` times every variant of ALTERNATIVES and prints the
@@ -79,10 +103,11 @@ driver's register counts, and BENCHMARKS.md has what it measured):
   compile faster there (as do rolled step loops, UNROLL_STEPS = 0).
 Fully masked causal tiles are skipped, and causal workgroups are ordered longest first.
 
-Cost model: the forward does 4*BH*Lq*Lk*D flops (about half with the causal mask); the backward
-does 7/2 of that here (S and dP are recomputed by both backward kernels: the price of a dQ
-without atomics) where FlashAttention-2 counts 5/2; the benchmark reports the conventional
-count.
+Cost model: the forward does 4*BH*Lq*Lk*D flops (about half with the causal mask). The fused
+backward does 5/2 of that, as FlashAttention-2 (S, dP, dV, dK, dQ: five products), and moves
+the dQ slices through memory (written once each, read by the dQ sum: about half of them with
+the causal mask); the two kernels do 7/2 (S and dP are recomputed by both: the price of a dQ
+without atomics and without slices). The benchmark reports the conventional count (5/2).
 """
 
 from __future__ import annotations
@@ -100,12 +125,17 @@ from vkgrad.target import target_of
 # Head dims the kernel is built for (each a specialization of one shader); other head dims
 # run on the interpreter (a counted fallback naming this limit).
 SUPPORTED_HEAD_DIMS = (16, 32, 64, 128)
-MODES = {"fwd": 0, "dq": 1, "dkdv": 2}
-_NAMES = {"fwd": "flash_attn_fwd", "dq": "flash_attn_bwd_dq", "dkdv": "flash_attn_bwd_dkdv"}
+MODES = {"fwd": 0, "dq": 1, "dkdv": 2, "bwd": 3, "delta": 4, "dq_sum": 5}
+_NAMES = {"fwd": "flash_attn_fwd", "dq": "flash_attn_bwd_dq", "dkdv": "flash_attn_bwd_dkdv",
+          "bwd": "flash_attn_bwd", "delta": "flash_attn_bwd_delta",
+          "dq_sum": "flash_attn_bwd_dq_sum"}
 _ROLES = {
     "fwd": ("q", "k", "v", "o", "lse"),
     "dq": ("q", "k", "v", "o", "lse", "do", "dq", "delta", "dlse"),
     "dkdv": ("q", "k", "v", "lse", "do", "delta", "dk", "dv"),
+    "bwd": ("q", "k", "v", "lse", "do", "delta", "dk", "dv", "dqp"),
+    "delta": ("o", "do", "dlse", "delta"),
+    "dq_sum": ("dqp", "dq"),
 }
 _LOG2E = 1.4426950408889634
 
@@ -122,6 +152,8 @@ class FlashTile:
                                 # None: the Target's unroll_loops
     one_col: bool = False   # the column tiles take turns in one shared buffer (ONE_COL)
     row_regs: bool = False  # the forward's Q, the dQ kernel's dO in registers (ROW_REGS)
+    ktg: int = 1            # key tiles per workgroup (the fused backward; KTG)
+    dq_split: int = 1       # lanes that split the fused backward's dQ product (DQ_SPLIT)
 
     @property
     def threads(self) -> int:
@@ -131,10 +163,12 @@ class FlashTile:
         rs, psr = d // 4 + 1, self.br // 4 + 1            # padded row strides, in vec4s
         cols = (1 if self.one_col else 2) * self.bc * rs  # the streamed column tiles
         rows = (0 if self.row_regs else 1) * self.br * rs  # the row tile ROW_REGS keeps out
+        if mode == "delta":                               # ROW_REDUCE's scratch
+            return 4 * self.br * self.tx
         vec4s = {"fwd": rows + cols + self.bc * psr,
                  "dq": self.br * rs + rows + cols + self.bc * psr,
-                 "dkdv": 2 * self.br * rs + cols + 2 * self.bc * psr}[mode]
-        return 16 * vec4s + (8 * self.bc if mode == "dkdv" else 0)
+                 "dkdv": 2 * self.br * rs + cols + 2 * self.bc * psr}[_SHAPE_OF.get(mode, mode)]
+        return 16 * vec4s + (8 * self.bc if mode in ("dkdv", "bwd") else 0)
 
     def problem(self, mode: str, d: int, target=None) -> str | None:
         """Why this tile cannot run `mode` at head dim d on the device, or None."""
@@ -146,8 +180,10 @@ class FlashTile:
         if self.unroll not in (None, 0, 1, 2):
             return f"unroll = {self.unroll!r} must be None, 0, 1 or 2"
         target = target_of(target)
-        if self.row_regs and mode == "dkdv":
+        if self.row_regs and mode in ("dkdv", "bwd"):
             return "row_regs keeps the forward's Q or the dQ kernel's dO in registers; dK/dV has none"
+        if self.ktg < 1 or (self.ktg > 1 and mode != "bwd"):
+            return f"ktg = {self.ktg}: key tiles per workgroup are the fused backward's, at least 1"
         if self.row_regs and not (target.subgroup_size or 0) >= tx:
             return (f"row_regs needs subgroups of at least TX = {tx} lanes; the device's are "
                     f"{target.subgroup_size or 'not reported'}")
@@ -157,6 +193,24 @@ class FlashTile:
                     f"the device has {shared}")
         if self.threads > limit:
             return f"needs {self.threads} threads per workgroup; the device allows {limit}"
+        return self._dq_problem(mode, d, target)
+
+    def _dq_problem(self, mode: str, d: int, target) -> str | None:
+        """Why the fused backward's dQ product cannot take this tile (flash_attention.comp:
+        lane groups of dq_split threads, each group a vec4 of D of several queries)."""
+        split, dv = self.dq_split, d // 4
+        if mode != "bwd":
+            return None if split == 1 else f"dq_split = {split} is the fused backward's"
+        groups = self.threads // split
+        if split < 1 or split & (split - 1) or (self.br // 4) % split:
+            return f"dq_split = {split} must be a power of two dividing BR/4 = {self.br // 4}"
+        if groups % dv and self.bc * dv > groups:
+            return (f"the fused backward's dQ product needs its {groups} lane groups to be a "
+                    f"multiple of D/4 = {dv}, or BC * D/4 = {self.bc * dv} at most that")
+        if split > 1 and ((self.bc * dv) % groups or (target.subgroup_size or 0) < split):
+            return (f"dq_split = {split} needs BC * D/4 = {self.bc * dv} to be a multiple of "
+                    f"its {groups} lane groups and subgroups of at least {split} lanes "
+                    f"(the device's: {target.subgroup_size or 'not reported'})")
         return None
 
 
@@ -178,7 +232,25 @@ TILES = {
            FlashTile(16, 16), FlashTile(16, 8)),
     "dkdv": (FlashTile(64, 8), FlashTile(32, 16), FlashTile(32, 16, tx=16, one_col=True),
              FlashTile(16, 16), FlashTile(16, 8)),
+    "bwd": (FlashTile(64, 16), FlashTile(64, 8), FlashTile(32, 16),
+            FlashTile(32, 16, tx=16, one_col=True, unroll=0), FlashTile(16, 16), FlashTile(16, 8)),
+    "delta": (FlashTile(64, 8),),
 }
+# The fused backward on the H200 (bench/results/attentionsweep_2026-12-02_*.json, fused kernel +
+# delta + dQ sum, against the two kernels' sum): at D = 32, the LM small preset's B32 H8 L256
+# causal, 32 x 16 tiles (64 threads, 140 registers, 8 key tiles per head) ran 174 us, 64 x 16
+# 202, 64 x 8 332, the two kernels 293; at D = 64, B4 H8 L1024, 64 x 8 ran 1129 us (two kernels
+# 1232), causal 706 (662; 32 x 16 ONE_COL 662); at D = 128, B4 H8 L1024 with two key tiles per
+# workgroup, the ONE_COL tile rolled 2715 us, unrolled 2929 (two kernels 3070), causal 1670
+# (1550). Those causal runs ordered the key tiles lightest first, since fixed; the eight key
+# tiles per workgroup that B4 H8 L4096 D64 would need ran 20195 us against the two kernels'
+# 18933 (causal 14153 against 9448): past MAX_KEY_TILES_PER_GROUP the two kernels run.
+# HEAD_DIM_TILES[(mode, d)] are tried before TILES[mode] at that head dim.
+HEAD_DIM_TILES = {("bwd", 32): (FlashTile(32, 16),)}
+
+
+# The fused backward (MODE 3) is the dK/dV kernel with one more product in the same shared tiles.
+_SHAPE_OF = {"bwd": "dkdv"}
 
 
 def _one(br, bc, **kw):
@@ -217,6 +289,21 @@ ALTERNATIVES = {
             "64x32_4x8": FlashTile(64, 32),                             # 44.3 KiB
             "64x8_4x8_rolled": FlashTile(64, 8, unroll=0),
             "32x32_4x8": FlashTile(32, 32),
+        },
+        "bwd": {    # planner: 32 x 16, 18.1 KiB, 64 threads, 2 dQ vec4s per thread per step
+            "64x16_4x8": FlashTile(64, 16),                             # the planner's before
+            "32x16_4x8_split2": FlashTile(32, 16, dq_split=2),          # dQ 4 per lane pair
+            "64x16_4x8_split2": FlashTile(64, 16, dq_split=2),          # dQ 2 per lane pair
+            "64x16_4x8_split4": FlashTile(64, 16, dq_split=4),          # 4 per 4 lanes
+            "64x16_4x8_split8": FlashTile(64, 16, dq_split=8),
+            "128x8_4x8_split4": FlashTile(128, 8, dq_split=4),          # 46.6 KiB, 256 threads
+            "64x16_4x8_rolled": FlashTile(64, 16, unroll=0),
+            "64x8_4x8": FlashTile(64, 8),                               # half idle in dQ
+            "64x32_4x8": FlashTile(64, 32),                             # 44.3 KiB, dQ 2 each
+            "64x16_8x8": FlashTile(64, 16, tr=8),                       # 64 threads, dQ 2 each
+            "64x16_4x4": FlashTile(64, 16, tx=4),                       # S, dP 4x4, dQ 2 each
+            "32x32_4x8": FlashTile(32, 32),                             # 64 threads, dQ 4 each
+            "64x16_4x8_onecol": _one(64, 16),                           # 28.9 KiB
         },
     },
     64: {
@@ -258,6 +345,20 @@ ALTERNATIVES = {
             "64x8_4x8_onecol": _one(64, 8),                             # 40.4 KiB
             "64x16_4x8_onecol": _one(64, 16),                           # 46.9 KiB, BC 16
         },
+        "bwd": {    # planner: 64 x 8, 42.6 KiB, one dQ vec4 per thread per step
+            "64x8_4x8_split2": FlashTile(64, 8, dq_split=2),            # dQ 2 per lane pair
+            "64x8_4x8_split4": FlashTile(64, 8, dq_split=4),            # 4 per 4 lanes
+            "64x8_4x8_rolled": FlashTile(64, 8, unroll=0),
+            "64x8_4x8_noprefetch": FlashTile(64, 8, prefetch=False),
+            "64x8_4x4": FlashTile(64, 8, tx=4),                         # 64 threads, dQ 2 each
+            "64x8_4x8_onecol": _one(64, 8),                             # 40.4 KiB
+            "64x16_4x8_onecol": _one(64, 16),                           # 46.9 KiB, dQ 2 each
+            "32x16_4x8": FlashTile(32, 16),                             # 30.1 KiB, dQ 4 each
+            "32x32_4x8": FlashTile(32, 32),                             # 43.2 KiB, dQ 8 each
+            "32x16_8x8": FlashTile(32, 16, tr=8),                       # 32 threads
+            "32x16_4x16_onecol": _one(32, 16, tx=16),                   # 25.9 KiB, dQ 2 each
+            "64x16_4x8_onecol_split2": _one(64, 16, dq_split=2),        # dQ 4 per lane pair
+        },
     },
     128: {  # planner: 64 x 16 (128 threads), 32 x 16 (128), 32 x 16 (128), all ONE_COL
         "fwd": {
@@ -295,17 +396,25 @@ ALTERNATIVES = {
             "16x16_4x16_onecol": _one(16, 16, tx=16),                   # 27.4 KiB, 64 threads
             "16x16_4x8": FlashTile(16, 16),                             # the planner's before
         },
+        "bwd": {    # planner: 32 x 16 ONE_COL rolled, 128 threads, 45.9 KiB, dQ 4 each
+            "32x16_4x16_onecol_split2": _one(32, 16, tx=16, dq_split=2),   # dQ 8 per lane pair
+            "32x16_4x16_onecol": _one(32, 16, tx=16),                   # unrolled steps
+            "32x8_4x8": FlashTile(32, 8),                               # 64 threads, dQ 4 each
+            "32x8_4x8_onecol": _one(32, 8),
+            "16x16_4x16_onecol": _one(16, 16, tx=16),                   # 64 threads, dQ 8 each
+        },
     },
 }
 
 
 def choose_tile(mode: str, d: int, target=None) -> FlashTile:
-    """The first tile of TILES[mode] that runs at head dim d on the device; without PREFETCH
+    """The first tile of HEAD_DIM_TILES[(mode, d)] and TILES[mode] that runs at head dim d on
+    the device; without PREFETCH
     where the Target says prefetching does not pay (lavapipe: no memory latency to hide, and
     the direct copies are rolled loops, which LLVM compiles faster)."""
     prefetch = target_of(target).prefetch
     reasons = []
-    for tile in TILES[mode]:
+    for tile in HEAD_DIM_TILES.get((mode, d), ()) + TILES[mode]:
         tile = replace(tile, tx=min(tile.tx, d // 4), prefetch=tile.prefetch and prefetch)
         why = tile.problem(mode, d, target)
         if why is None:
@@ -315,25 +424,34 @@ def choose_tile(mode: str, d: int, target=None) -> FlashTile:
                      + "; ".join(reasons))
 
 
-def _launch(mode, BH, Lq, Lk, D, causal, scale, target, tile) -> Launch:
+def _forced(mode, D, target, tile) -> FlashTile:
+    """`tile` (or the planner's when None), checked for `mode` at head dim D."""
     if tile is None:
-        tile = choose_tile(mode, D, target)
-    else:
-        why = tile.problem(mode, D, target)
-        if why is not None:
-            raise ValueError(f"flash attention {mode}: tile {tile} cannot run at D = {D}: {why}")
+        return choose_tile(mode, D, target)
+    why = tile.problem(mode, D, target)
+    if why is not None:
+        raise ValueError(f"flash attention {mode}: tile {tile} cannot run at D = {D}: {why}")
+    return tile
+
+
+def _launch(mode, BH, Lq, Lk, D, causal, scale, target, tile) -> Launch:
+    """One launch of `mode` with the (checked) `tile`; "dq_sum" takes the fused backward's tile
+    (its slices hold tile.ktg * tile.br keys) and runs a thread per vec4 of dq."""
     unroll = tile.unroll
     if unroll is None:
         unroll = int(target_of(target).unroll_loops)
-    rows = Lk if mode == "dkdv" else Lq
-    tiles = cdiv(rows, tile.br)
-    groups = BH * tiles
+    if mode in ("bwd", "dq_sum"):
+        tiles = cdiv(cdiv(Lk, tile.br), tile.ktg)      # workgroups (dq slices) per head
+    else:
+        tiles = cdiv(Lk if mode == "dkdv" else Lq, tile.br)
+    groups = cdiv(BH * Lq * D // 4, tile.threads) if mode == "dq_sum" else BH * tiles
     return Launch(name=_NAMES[mode], shader="flash_attention.comp", bindings=len(_ROLES[mode]),
                   groups=grid(groups),
                   push=(Lq, Lk, BH, tiles, groups, float(scale * _LOG2E), float(scale),
                         int(bool(causal))),
                   spec=(tile.threads, tile.br, tile.bc, tile.tr, tile.tx, bool(tile.prefetch),
-                        bool(tile.always_prefetch), bool(tile.one_col), bool(tile.row_regs)),
+                        bool(tile.always_prefetch), bool(tile.one_col), bool(tile.row_regs),
+                        tile.ktg, tile.dq_split),
                   defines=(("HEAD_DIM", D), ("MODE", MODES[mode]),
                            ("UNROLL_STEPS", int(unroll))))
 
@@ -357,24 +475,82 @@ def plan_flash_attention(BH: int, Lq: int, Lk: int, D: int, *, causal: bool, sca
     _check(BH, Lq, Lk, D, scale)
     if BH * Lq == 0:
         return OpPlan(())
-    launch = _launch("fwd", BH, Lq, Lk, D, causal, scale, target, tile)
+    launch = _launch("fwd", BH, Lq, Lk, D, causal, scale, target, _forced("fwd", D, target, tile))
     return OpPlan(((launch, _ROLES["fwd"]),))
 
 
+def dq_partials_bound(target=None) -> int:
+    """Bytes the fused backward's dQ slices may take: 1/8 of the largest buffer the device binds
+    and at most 256 MiB (lavapipe: 16 MiB; the H200: 256 MiB)."""
+    return min(target_of(target).max_storage_buffer_range // 8, 256 << 20)
+
+
+# The most key tiles the fused backward gives one workgroup to keep its dQ slices under the
+# bound; past that the two kernels run (fewer workgroups than that leave a GPU idle).
+MAX_KEY_TILES_PER_GROUP = 4
+
+
+def fused_backward_tile(BH: int, Lq: int, Lk: int, D: int, target=None,
+                        tile: FlashTile | None = None) -> FlashTile | None:
+    """The fused backward's tile for this shape (`tile`, or the planner's), with the fewest key
+    tiles per workgroup (ktg; at least the tile's own) that keep its dQ slices,
+    cdiv(key tiles, ktg) x |dq|, under dq_partials_bound; None when that takes more than
+    MAX_KEY_TILES_PER_GROUP."""
+    base = _forced("bwd", D, target, tile)
+    slice_bytes, n_kt = 4 * BH * Lq * D, cdiv(Lk, base.br)
+    for ktg in range(base.ktg, max(base.ktg, MAX_KEY_TILES_PER_GROUP) + 1):
+        if cdiv(n_kt, ktg) * slice_bytes <= dq_partials_bound(target):
+            return replace(base, ktg=ktg)
+    return None
+
+
 def plan_flash_attention_bwd(BH: int, Lq: int, Lk: int, D: int, *, causal: bool, scale: float,
-                             target=None, dq_tile: FlashTile | None = None,
+                             target=None, fused: bool | None = None,
+                             bwd_tile: FlashTile | None = None, dq_tile: FlashTile | None = None,
                              dkdv_tile: FlashTile | None = None) -> OpPlan:
-    """The backward: roles "q", "k", "v", "o", "lse", "do" -> "dq", "dk", "dv", with the temp
-    "delta". Two launches: dQ (which also writes delta), then dK/dV (which reads it)."""
+    """The backward: roles "q", "k", "v", "o", "lse", "do", "dlse" -> "dq", "dk", "dv".
+
+    Fused (`fused` None: whenever fused_backward_tile finds a tile and no two-kernel tile is
+    forced; True forces it, False the two kernels): delta, then the backward kernel (dK, dV and dQ slices, S and dP computed
+    once), then the dQ sum; temps "delta" and "dqp". Two kernels: dQ (which also writes delta),
+    then dK/dV (which reads it); temp "delta". `bwd_tile` forces the fused kernel's tile (its
+    ktg is then the least it takes), `dq_tile` and `dkdv_tile` the two kernels'."""
     _check(BH, Lq, Lk, D, scale)
+    args = (BH, Lq, Lk, D, causal, scale, target)
+    if fused is None and (dq_tile or dkdv_tile):
+        fused = False
+    if fused is not False:
+        ftile = fused_backward_tile(BH, Lq, Lk, D, target, bwd_tile)
+        if ftile is None and fused:
+            raise ValueError(f"flash attention backward: the fused kernel's dQ slices for "
+                             f"BH = {BH}, Lq = {Lq}, Lk = {Lk}, D = {D} exceed "
+                             f"{dq_partials_bound(target)} bytes")
+        if ftile is not None:
+            return _fused_bwd(*args, ftile)
     steps = []
     if BH * Lq:
-        steps.append((_launch("dq", BH, Lq, Lk, D, causal, scale, target, dq_tile), _ROLES["dq"]))
+        steps.append((_launch("dq", *args, _forced("dq", D, target, dq_tile)), _ROLES["dq"]))
     if BH * Lk:
-        steps.append((_launch("dkdv", BH, Lq, Lk, D, causal, scale, target, dkdv_tile),
+        steps.append((_launch("dkdv", *args, _forced("dkdv", D, target, dkdv_tile)),
                       _ROLES["dkdv"]))
     temps = (Temp("delta", BH * Lq, "float32"),) if steps else ()
     return OpPlan(tuple(steps), temps)
+
+
+def _fused_bwd(BH, Lq, Lk, D, causal, scale, target, tile) -> OpPlan:
+    args = (BH, Lq, Lk, D, causal, scale, target)
+    steps = []
+    if BH * Lq:
+        steps.append((_launch("delta", *args, choose_tile("delta", D, target)), _ROLES["delta"]))
+    if BH * Lk:
+        steps.append((_launch("bwd", *args, tile), _ROLES["bwd"]))
+    if BH * Lq:
+        steps.append((_launch("dq_sum", *args, tile), _ROLES["dq_sum"]))
+    if not steps:
+        return OpPlan(())
+    slices = cdiv(cdiv(Lk, tile.br), tile.ktg)
+    return OpPlan(tuple(steps), (Temp("delta", BH * Lq, "float32"),
+                                 Temp("dqp", slices * BH * Lq * D, "float32")))
 
 
 # ------------------------------------------------------------------ the contract
@@ -383,20 +559,25 @@ def plan_flash_attention_bwd(BH: int, Lq: int, Lk: int, D: int, *, causal: bool,
 # more column tiles than it runs out. Counted iterations per streamed tile, bounded from
 # lavapipe's measured cut-offs with about 2x to spare: the forward over 33,073 keys at D = 16
 # and 22,831 at D = 64 (63 and 92 per 32-key tile), dK/dV over 15,554 queries at D = 16 and
-# 12,859 at D = 64 (135 per 32-query tile, 81 per 16-query tile).
+# 12,859 at D = 64 (135 per 32-query tile, 81 per 16-query tile). The fused backward is dK/dV
+# with the dQ product's BR/4 more, for each of its ktg key tiles.
 def _iterations_per_tile(mode: str, d: int, tile: FlashTile) -> int:
+    if mode == "bwd":
+        return tile.ktg * (_iterations_per_tile("dkdv", d, tile) + tile.br // 4)
     return (8 if mode == "dkdv" else 4) * (d // 4 + tile.bc)
 
 
-def loop_limit_problem(mode: str, streamed: int, d: int, target=None) -> str | None:
-    """Why `mode` cannot stream `streamed` keys (queries for dkdv) on `target`, or None."""
+def loop_limit_problem(mode: str, streamed: int, d: int, target=None,
+                       tile: FlashTile | None = None) -> str | None:
+    """Why `mode` with `tile` (None: the planner's) cannot stream `streamed` keys (queries for
+    dkdv and bwd) on `target`, or None."""
     limit = target_of(target).max_loop_iterations
     if not limit:
         return None
-    tile = choose_tile(mode, d, target)
+    tile = tile or choose_tile(mode, d, target)
     if cdiv(streamed, tile.bc) * _iterations_per_tile(mode, d, tile) <= limit:
         return None
-    what = "queries" if mode == "dkdv" else "keys"
+    what = "queries" if mode in ("dkdv", "bwd") else "keys"
     return (f"flash attention {mode} over {streamed} {what} at head_dim {d}: "
             f"{target_of(target).name} ends a shader's loops after {limit} iterations")
 
@@ -409,16 +590,23 @@ def plan_eqn(e, target):
         raise Unsupported(f"{e.prim.name} at head_dim {d} (the kernel takes head_dim in "
                           f"{SUPPORTED_HEAD_DIMS})", e)
     lk = k.shape[2]
-    modes = (("dq", lk), ("dkdv", lq)) if e.prim is P.flash_attention_bwd_p else (("fwd", lk),)
+    kw = dict(causal=e.params["causal"], scale=e.params["scale"], target=target)
+    if e.prim is P.flash_attention_bwd_p:
+        fused = fused_backward_tile(b * h, lq, lk, d, target)
+        if fused is not None and loop_limit_problem("bwd", lq, d, target, fused) is None:
+            kw["fused"], modes = True, ()
+        else:
+            kw["fused"], modes = False, (("dq", lk), ("dkdv", lq))
+    else:
+        modes = (("fwd", lk),)
     for mode, streamed in modes:
         why = loop_limit_problem(mode, streamed, d, target)
         if why is not None:
             raise Unsupported(why, e)
-    kw = dict(causal=e.params["causal"], scale=e.params["scale"], target=target)
     if e.prim is P.flash_attention_bwd_p:
         roles = dict(zip(("q", "k", "v", "o", "lse", "do", "dlse"), e.inputs))
         roles.update(zip(("dq", "dk", "dv"), e.outputs))
-        return plan_flash_attention_bwd(b * h, lq, k.shape[2], d, **kw), roles
+        return plan_flash_attention_bwd(b * h, lq, lk, d, **kw), roles
     roles = dict(zip(("q", "k", "v"), e.inputs))
     roles.update(o=e.outputs[0], lse=e.outputs[1])
     return plan_flash_attention(b * h, lq, k.shape[2], d, **kw), roles
