@@ -46,9 +46,10 @@ LM_HOST_CALL_MAX_US = 100.0       # host time per call, transformer LM small ste
 
 # --- the lead's reasons (typed; numbers in {} come from the files) -----------------------------
 ATTN_REASON = ("the kernels run at {lo:.0f}-{hi:.0f} TFLOP/s, bound by shared-memory bandwidth "
-               "(8-10 FMAs per vec4 load) and register pressure; the backward recomputes S and dP "
-               "in both of its kernels (3.5x the forward's flops); no tensor cores in fp32 without "
-               "cooperative matrices (glslang 12 here has no GL_KHR_cooperative_matrix)")
+               "(8-10 FMAs per vec4 load) and register pressure; at L4096 the backward is still "
+               "two kernels that both recompute S and dP (3.5x the forward's flops: the fused "
+               "kernel's dQ slices would pass 256 MiB there); no tensor cores in fp32 without "
+               "cooperative matrices")
 SCAN_REASON = ("the backward ({bwd:.0f} us of it) re-runs the forward recurrence per chunk and "
                "reads the states twice")
 FUSION_GPU_REASON = ("the matmuls of that step run at 6-20 TFLOP/s, few workgroups, "
@@ -274,9 +275,11 @@ def attention_section(runs) -> list[str]:
     out = ["## Flash attention, forward + backward, fp32: vkgrad vs torch SDPA", "",
            f"{src(run)}, {d['device']}; `python3 bench/bench_attention.py"
            f"{' --sweep' if d.get('sweep') else ''}`. {d['unit']} (forward 4·B·H·L²·D, backward "
-           f"2.5x that, halved when causal; the backward kernels actually do 3.5x). vkgrad: the "
-           f"planner's tiles; fwd+bwd = `flash_attn_fwd` + `flash_attn_bwd_dq` + "
-           f"`flash_attn_bwd_dkdv`. torch: `F.scaled_dot_product_attention`, TF32 off. fp32 peak "
+           f"2.5x that, halved when causal). vkgrad: the planner's tiles; fwd+bwd = "
+           f"`flash_attn_fwd` + the backward: fused (`flash_attn_bwd_delta`, `flash_attn_bwd`, "
+           f"`flash_attn_bwd_dq_sum`: 2.5x) where its dQ slices fit, else `flash_attn_bwd_dq` + "
+           f"`flash_attn_bwd_dkdv` (3.5x). torch: `F.scaled_dot_product_attention`, TF32 off. "
+           f"fp32 peak "
            f"~{FP32_PEAK_TFLOPS} TFLOP/s.", ""]
     rows = []
     for r in d["rows"]:
