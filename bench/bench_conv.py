@@ -26,6 +26,11 @@ statistics and optimizer state donated) against the same network and step in JAX
 (bench/bench_conv.py's jax_resnet, op for op), rounds of STEPS steps with one sync at the end.
 The target: 1.0x JAX or better. Both sides print their first loss (same init: same loss).
 
+The step's own convolutions (bench_conv.STEP_CONVS, named r18_<what>_c<C>_<spatial>: the stem,
+the 3x3 stride-1 and stride-2 convolutions and the 1x1 stride-2 shortcuts at 32x32 to 4x4, batch
+64, 'SAME' padding as vg.nn.conv's) run with --only r18_ (or their names); the default runs the
+ImageNet shapes above.
+
 Every round alternates vkgrad, torch, JAX; medians and ranges over rounds are reported.
 --sweep: also times vkgrad with each kernel variant forced (vkgrad/lowering/conv.py's
 GEMM_VARIANTS, conv_gemm.comp's tiles, and "<name>@<g>": split-K aiming at g 256-thread
@@ -53,6 +58,7 @@ import vkgrad as vg  # noqa: E402
 import vkgrad.nn as nn  # noqa: E402
 from vkgrad import lax  # noqa: E402
 from vkgrad.lowering import conv as conv_lowering  # noqa: E402
+from vkgrad.lowering import kernels as kernel_planners  # noqa: E402
 
 from peers import cuda_torch  # noqa: E402
 
@@ -72,12 +78,45 @@ QUICK = [("c8_9_s1", 2, 8, (9, 9), 16, 3, 1, 1), ("c8_9_s2", 2, 8, (9, 9), 8, 3,
          ("depthwise_c8_16", 8, 8, (16, 16), 8, 3, 1, 8), ("conv1d_k4", 2, 8, (33,), 8, 4, 1, 8)]
 ITERS = 20
 MODES = ("fwd", "dx", "dw")
+STEP_PREFIX = "r18_"          # the ResNet-18 step's own convolutions (step_convs), 'SAME' padded
+
+
+def step_convs(widths=(64, 128, 256, 512), blocks=(2, 2, 2, 2), batch=64, size=32, channels=3,
+               prefix=STEP_PREFIX):
+    """The distinct convolutions of vg.nn.resnet's network (init_resnet's structure) at this
+    batch and image size, as CONVS rows named <prefix><what><C>_<spatial>: "stem", "s1"
+    (3x3 stride 1), "s2" (3x3 stride 2, C -> 2C), "proj" (the 1x1 stride-2 shortcut). Each runs
+    as often in the step as the network has such layers; the sweep times each once."""
+    rows, cin = {}, channels
+    rows[f"{prefix}stem_c{channels}_{size}"] = (batch, channels, size, widths[0], 3, 1)
+    cin = widths[0]
+    for s, (width, n) in enumerate(zip(widths, blocks)):
+        for b in range(n):
+            stride = 2 if s > 0 and b == 0 else 1
+            kind = "s2" if stride == 2 else "s1"
+            rows.setdefault(f"{prefix}{kind}_c{cin}_{size}", (batch, cin, size, width, 3, stride))
+            if cin != width or stride == 2:
+                rows.setdefault(f"{prefix}proj_c{cin}_{size}", (batch, cin, size, width, 1,
+                                                                stride))
+            size //= stride
+            cin = width
+            rows.setdefault(f"{prefix}s1_c{width}_{size}", (batch, width, size, width, 3, 1))
+    return [(name, n, c, (hw, hw), o, k, s, 1) for name, (n, c, hw, o, k, s) in rows.items()]
+
+
+STEP_CONVS = step_convs()                          # --only r18_ (a name ending in _: a prefix)
+QUICK_STEP_CONVS = step_convs((32, 64), (1, 1), 2, 16, prefix="r18q_")   # --quick --only r18q_
 
 
 def padding(case):
-    _, _, _, spatial, _, k, _, _ = case
+    """Explicit (lo, hi) pads: causal for 1-D; the step's convolutions as vg.nn.conv's 'SAME'
+    (lax.padtype_to_pads: a stride-2 3x3 at an even size pads (0, 1)); else (k-1)//2, k//2."""
+    name, _, _, spatial, _, k, s, _ = case
     if len(spatial) == 1:                      # causal: the window ends at the output
         return ((k - 1, 0),)
+    if name.startswith(("r18_", "r18q_")):
+        return tuple(lax.padtype_to_pads(spatial, (k,) * len(spatial), (s,) * len(spatial),
+                                         "SAME"))
     return tuple(((k - 1) // 2, k // 2) for _ in spatial)
 
 
@@ -126,6 +165,9 @@ def time_vkgrad(fns, args, kernels=None):
 
 
 GEMM_KERNELS = ("conv", "conv_gemm")     # what the forced variants change
+# --set's modules: the convolution planner and the reduction planner (batch-norm statistics,
+# split-K sums)
+SET_MODULES = {"conv": conv_lowering, "kernels": kernel_planners}
 
 
 # split-K targets the sweep tries (in 256-thread workgroups: lowering/conv.py's
@@ -134,7 +176,16 @@ SPLIT_SWEEP = (132, 528, 1056)
 SPLIT_TILES = ("gemm_large", "gemm_f64w", "gemm_f64")
 DIRECT_TILES = ("gemm_f64", "gemm_large", "gemm_64x192", "gemm_128x96")
 FORCED_SPLITS = (("gemm_large", 2), ("gemm_large", 3), ("gemm_64x192", 2), ("gemm_128x96", 2),
-                 ("gemm_f64", 2))
+                 ("gemm_f64", 2), ("gemm_f64", 4), ("gemm_medium", 2), ("gemm_medium", 4),
+                 ("gemm_small", 2), ("gemm_small", 4))   # the last five: the step's 8x8, 4x4
+
+
+def plan_key(programs, args):
+    """What a variant's programs dispatch (kernel, workgroups, defines, push constants): two
+    labels with the same key run the same kernels, so the sweep times the first only."""
+    return tuple((s.launch.name, s.launch.groups, s.launch.defines, s.launch.push)
+                 for f in programs.values()
+                 for s in vg.jit(f, backend="vulkan").lower(*args).lowered.steps)
 
 
 def sweep_variants(case, args, names=None):
@@ -152,7 +203,8 @@ def sweep_variants(case, args, names=None):
     "<name>.worder" (k in w's storage order wherever the planner would put channels
     innermost). Depthwise convolutions whose weight gradient sums in workgroups:
     sweep_depthwise. Nothing for programs with no GEMM convolution; `names` restricts the
-    variants."""
+    variants. A label that plans what an earlier one did (plan_key) gets its times, and
+    {"same_as": that label} for its kernels."""
     programs = vkgrad_programs(case)
     planned = {s.launch.name for f in programs.values()
                for s in vg.jit(f, backend="vulkan").lower(*args).lowered.steps}
@@ -179,11 +231,13 @@ def sweep_variants(case, args, names=None):
     if not gemm:
         variants += [(v, window, cin, threads) for v in conv_lowering.VARIANTS]
         variants += [(v + ".worder", 0, cin, threads) for v in conv_lowering.GEMM_VARIANTS]
-    out, kernels = {}, {}
+    out, kernels, seen = {}, {}, {}
     try:
         for label, cin_window, cin_tiles, split_threads in variants:
             if names and label not in names:
                 continue
+            for k, v in saved.items():
+                setattr(conv_lowering, k, v)
             name = label.split(".")[0].split("@")[0].split("/")[0]
             conv_lowering.choose_variant = lambda og, m, k=0, name=name: name
             conv_lowering.CIN_MAX_WINDOW = cin_window
@@ -195,10 +249,14 @@ def sweep_variants(case, args, names=None):
                 conv_lowering.choose_splits = lambda *a, n=n, **k: n
             if "@" in label:             # the label's target for every tile
                 conv_lowering.SPLIT_TARGET_TILE_THREADS = {}
-            kernels[label] = {}
             programs = vkgrad_programs(case)                     # new plans
             if ".cin" in label:              # only a weight gradient has such a window
                 programs = {"dw": programs["dw"]}
+            key = plan_key(programs, args)
+            if key in seen:
+                out[label], kernels[label] = out[seen[key]], {"same_as": seen[key]}
+                continue
+            seen[key], kernels[label] = label, {}
             out[label] = time_vkgrad(programs, args, kernels[label])
     finally:
         for k, v in saved.items():
@@ -240,15 +298,13 @@ def torch_programs(torch, case, x, w, gy):
     pads = padding(case)
     dev = lambda a: torch.from_numpy(a).cuda()   # noqa: E731
     tx, tw, tg = dev(x), dev(w), dev(gy)
-    if len(spatial) == 1:                        # causal: pad on the left, then no padding
-        lo = pads[0][0]
-        tx = F.pad(tx, (lo, 0))
-        fwd = lambda: F.conv1d(tx, tw, stride=s, groups=g)   # noqa: E731
-        torch_pad = [0]
-    else:
-        torch_pad = [p[0] for p in pads]        # symmetric for the odd kernels here
-        fwd = lambda: F.conv2d(tx, tw, stride=s, padding=torch_pad, groups=g)  # noqa: E731
     nd = len(spatial)
+    torch_pad = [lo for lo, _ in pads]
+    if any(lo != hi for lo, hi in pads):        # torch pads symmetrically: pad x first
+        tx = F.pad(tx, [p for lo, hi in reversed(pads) for p in (lo, hi)])
+        torch_pad = [0] * nd
+    conv = F.conv1d if nd == 1 else F.conv2d
+    fwd = lambda: conv(tx, tw, stride=s, padding=torch_pad, groups=g)   # noqa: E731
 
     def bwd(mask):
         return lambda: torch.ops.aten.convolution_backward(
@@ -416,7 +472,7 @@ def resnet_rounds(args, jax, quick):
     return out
 
 
-def step_kernels(step, args, top=40):
+def step_kernels(step, args, top=300):
     """The step's GPU time by kernel family (vg.profile: the launch name without its number,
     so fused_3 and fused_7 are "fused"; a fused kernel also by its primitives) and its `top`
     dearest dispatches: what besides the convolutions costs."""
@@ -432,6 +488,46 @@ def step_kernels(step, args, top=40):
             "by_family_us": dict(sorted(family.items(), key=lambda kv: -kv[1])),
             "fused_by_primitives_us": dict(sorted(fused.items(), key=lambda kv: -kv[1])[:30]),
             "top": [[r.kernel, r.primitives, r.shapes, round(r.us, 1)] for r in rows]}
+
+
+# ------------------------------------------------------------------------------- the update
+
+def update_rounds(quick):
+    """The step's last kernel alone: SGD with momentum over every ResNet-18 parameter (one
+    horizontal kernel, fuse_horizontal), GPU us and the bytes it must move (read w, m, g;
+    write w, m: 20 bytes a parameter) as TB/s, in three forms: "as_step", the gradients of the
+    convolution kernels given as the step computes them ([I, O, kh, kw], read through a
+    transpose, as the step's weight gradients are: primitives/convolution.py's _grad_rhs);
+    "plain", in their own layout; "per_shape", plain with horizontal fusion off (a kernel per
+    group of same-shaped parameters). What makes the step's kernel slower than its floor."""
+    widths, blocks = ((32, 64), (1, 1)) if quick else ((64, 128, 256, 512), (2, 2, 2, 2))
+    weights, _ = nn.init_resnet(np.random.default_rng(0), 3, 10, widths, blocks)
+    opt = vg.optim.sgd(0.05, momentum=0.9)
+    flip = lambda a: vg.numpy.transpose(a, (1, 0, 2, 3)) if a.ndim == 4 else a  # noqa: E731
+
+    def update(transposed):
+        def f(w, state, g):
+            if transposed:
+                g = vg.tree_util.tree_map(flip, g)
+            upd, state = opt.update(g, state, w)
+            return vg.optim.apply_updates(w, upd), state
+        return f
+
+    leaves = vg.tree_util.tree_leaves(weights)
+    params = sum(int(np.prod(a.shape)) for a in leaves)
+    grads = vg.tree_util.tree_map(
+        lambda a: np.ascontiguousarray(np.transpose(a, (1, 0, 2, 3))) if a.ndim == 4 else a,
+        weights)
+    out = {"parameters": params, "arrays": len(leaves), "floor_bytes": 20 * params}
+    for label, transposed, disable in (("as_step", True, ()), ("plain", False, ()),
+                                       ("per_shape", False, ("fuse_horizontal",))):
+        g = grads if transposed else weights
+        fn = vg.jit(update(transposed), backend="vulkan", disable_passes=disable)
+        prof = vg.profile(fn, weights, opt.init(weights), g, runs=10)
+        out[label] = {"us": prof.total_us, "dispatches": len(prof.rows),
+                      "tb_s": 20 * params / prof.total_us / 1e6,
+                      "kernels": [[r.kernel, round(r.us, 1)] for r in prof.rows]}
+    return out
 
 
 # ------------------------------------------------------------------------------- main
@@ -451,22 +547,39 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=20, help="ResNet steps per round")
     ap.add_argument("--quick", action="store_true", help="small shapes (for lavapipe)")
-    ap.add_argument("--only", default="", help="comma-separated conv names ('' all, 'none')")
+    ap.add_argument("--only", default="", help="comma-separated conv names ('' all but the "
+                    "step's, 'none'; a name ending in _ a prefix: r18_ the step's convolutions)")
     ap.add_argument("--no-resnet", action="store_true")
     ap.add_argument("--sweep", action="store_true", help="time every kernel variant too")
     ap.add_argument("--variants", default="", help="comma-separated variants to sweep ('' all)")
     ap.add_argument("--direct", action="store_true",
                     help="w read in place with channels innermost (CIN_RELAYOUT off; writes "
                          "conv_direct.json)")
+    ap.add_argument("--update", action="store_true",
+                    help="time the step's optimizer kernel alone (update_rounds) into the JSON")
+    ap.add_argument("--set", action="append", default=[], metavar="[MODULE.]NAME=VALUE",
+                    help="set an integer constant of lowering/conv.py (or of MODULE, one of "
+                         "SET_MODULES: kernels.TARGET_GROUPS=256) for the whole run: the "
+                         "step under another planner rule (writes conv_NAME-VALUE.json)")
     args = ap.parse_args()
     conv_lowering.CIN_RELAYOUT = not args.direct
+    for item in args.set:
+        name, value = item.split("=")
+        module, _, name = name.rpartition(".")
+        owner = SET_MODULES[module or "conv"]
+        if not isinstance(getattr(owner, name, None), int):
+            raise SystemExit(f"--set {item}: {owner.__name__}.{name} is not an integer")
+        setattr(owner, name, int(value))
     torch, jax = cuda_torch(), get_jax()
     cases = QUICK if args.quick else CONVS
     if args.only:
-        cases = [c for c in cases if c[0] in args.only.split(",")]
+        cases += QUICK_STEP_CONVS if args.quick else STEP_CONVS
+        only = args.only.split(",")
+        cases = [c for c in cases if any(c[0] == o or o.endswith("_") and c[0].startswith(o)
+                                         for o in only)]
     rng = np.random.default_rng(0)
     result = {"device": vg.devices()[0].name, "rounds": args.rounds,
-              "cin_relayout": conv_lowering.CIN_RELAYOUT, "convs": {}}
+              "cin_relayout": conv_lowering.CIN_RELAYOUT, "set": args.set, "convs": {}}
     for case in cases:
         x, w = operands(case, rng)
         gy = rng.standard_normal(out_shape(case)).astype(np.float32)
@@ -507,6 +620,10 @@ def main():
         result["convs"][case[0]] = row
         print(json.dumps({case[0]: row}), flush=True)
         write(result)                        # after each case: a run cut short keeps its rows
+    if args.update:
+        result["update"] = update_rounds(args.quick)
+        print(json.dumps({"update": result["update"]}), flush=True)
+        write(result)
     if not args.no_resnet:
         result["resnet18_step" if not args.quick else "resnet_tiny_step"] = \
             resnet_rounds(args, jax, args.quick)
@@ -514,12 +631,13 @@ def main():
 
 
 def write(result) -> str:
-    """$OUT/conv.json (./conv.json without $OUT; conv_direct.json with --direct); returns
-    the text."""
+    """$OUT/conv.json (./conv.json without $OUT; conv_direct.json with --direct, and
+    conv_NAME-VALUE.json with --set); returns the text."""
     text = json.dumps(result, indent=1)
     out = Path(os.environ.get("OUT", "."))
     out.mkdir(parents=True, exist_ok=True)
-    name = "conv.json" if result["cin_relayout"] else "conv_direct.json"
+    name = "_".join(["conv"] + ([] if result["cin_relayout"] else ["direct"]) +
+                    [item.replace("=", "-") for item in result["set"]]) + ".json"
     (out / name).write_text(text)
     return text
 

@@ -32,6 +32,7 @@ for step in "$@"; do
     conv) run conv 400 python3 bench/bench_conv.py --rounds 5 ;;
     convsweep) run convsweep 300 python3 bench/bench_conv.py --rounds 5 --sweep --no-resnet ;;
     convdirect) run convdirect 300 python3 bench/bench_conv.py --rounds 5 --direct --only none ;;
+    convr18) run convr18 300 python3 bench/bench_conv.py --rounds 3 --no-resnet --only r18_ ;;
     transformer) run transformer 240 python3 bench/bench_transformer.py --rounds 5 --steps 10 ;;
     mlp100) run mlp100 150 python3 bench/bench_mlp.py ;;
     mlphooks) for d in fuse_multi_output fuse_multi_output,fuse_epilogues,fuse_producers; do

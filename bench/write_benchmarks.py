@@ -1076,16 +1076,52 @@ def conv_rows(d):
 
 
 def _conv_kinds(runs):
-    """(plain, sweeps, direct): runs of the defaults, `--sweep` runs, and `--direct` runs (the
-    weights read in place: CIN_RELAYOUT off), each newest first."""
+    """(plain, sweeps, direct, changed): runs of the defaults, `--sweep` runs, `--direct` runs
+    (the weights read in place: CIN_RELAYOUT off) and `--set` runs (a planner constant
+    changed), each newest first."""
     sweeps = [r for r in runs if any(c.get("sweep_us") for c in r["doc"]["convs"].values())]
-    direct = [r for r in runs if r not in sweeps and r["doc"].get("cin_relayout") is False]
-    plain = [r for r in runs if r not in sweeps and r not in direct]
-    return plain, sweeps, direct
+    changed = [r for r in runs if r not in sweeps and r["doc"].get("set")]
+    direct = [r for r in runs if r not in sweeps and r not in changed
+              and r["doc"].get("cin_relayout") is False]
+    plain = [r for r in runs if r not in sweeps and r not in direct and r not in changed]
+    return plain, sweeps, direct, changed
+
+
+def _best(sweep: dict, mode: str) -> str:
+    times = {v: t[mode] for v, t in sweep.items() if mode in t}
+    best = min(times, key=times.get)
+    return f"{f1(times[best])} {best.removeprefix('gemm_')}"
+
+
+def conv_step_sweep(sweeps) -> list[str]:
+    """The ResNet-18 step's own convolutions (bench_conv's r18_* cases), each from the newest
+    sweep that has it: the planner's time, the sweep's best variant per mode, cuDNN, JAX."""
+    rows, seen, files = [], set(), []
+    for run in sweeps:
+        mine = [n for n in run["doc"]["convs"] if n.startswith("r18_") and n not in seen]
+        if mine:
+            files.append(src(run))
+        for name in mine:
+            seen.add(name)
+            c = run["doc"]["convs"][name]
+            us = c["us"]
+            rows.append([name] + [f1(us["vkgrad"][m]["median"]) for m in ("fwd", "dx", "dw")]
+                        + [_best(c["sweep_us"], m) for m in ("fwd", "dx", "dw")]
+                        + [f1(us[p][m]["median"]) for p in ("torch", "jax")
+                           for m in ("fwd", "dx", "dw")])
+    if not rows:
+        return []
+    return [f"The ResNet-18 step's own convolutions (`--sweep --only r18_...`; {'; '.join(files)}), "
+            "us, each the whole jitted program (relayouts, flips and split-K sums included): "
+            "batch 64, 'SAME' padding as vg.nn.conv; s1 a 3x3 stride-1 convolution of C channels "
+            "at that size, s2 the 3x3 stride-2 one to 2C, proj the 1x1 stride-2 shortcut. vkgrad: "
+            "the planner of that run; best: the sweep's fastest variant.", ""] + table(
+        ["conv", "vkgrad fwd", "dx", "dw", "best fwd", "dx", "dw", "cuDNN fwd", "dx", "dw",
+         "JAX fwd", "dx", "dw"], sorted(rows)) + [""]
 
 
 def conv_section(runs) -> list[str]:
-    plain, sweeps, direct = _conv_kinds(runs)
+    plain, sweeps, direct, changed = _conv_kinds(runs)
     out = ["## Convolutions: vkgrad vs cuDNN (torch) and JAX, fp32; the ResNet-18 step vs JAX", ""]
     if plain:
         run = plain[0]
@@ -1110,15 +1146,22 @@ def conv_section(runs) -> list[str]:
             r = run["doc"]["resnet18_step"]
             out += [f"With the weights read in place (`--direct`, lowering/conv.py's CIN_RELAYOUT "
                     f"off; {src(run)}): JAX / vkgrad {r['jax_over_vkgrad']:.2f}.", ""]
+        for run in changed:
+            r = run["doc"]["resnet18_step"]
+            sets = ", ".join(run["doc"]["set"]) if isinstance(run["doc"]["set"], list) else \
+                str(run["doc"]["set"])
+            out += [f"With `--set {sets}` ({src(run)}): JAX / vkgrad "
+                    f"{r['jax_over_vkgrad']:.2f}.", ""]
         for old in [x for x in plain[1:] if x["doc"]["convs"]]:
             out += [f"Earlier run ({src(old)}):", ""] + table(
                 ["conv", "vkgrad fwd", "dx", "dw", "cuDNN fwd", "dx", "dw", "JAX total",
                  "cuDNN / vkgrad", "JAX / vkgrad"], conv_rows(old["doc"]))
-    for run in sweeps[:1]:
+    out += conv_step_sweep(sweeps)
+    for run in [r for r in sweeps if not any(n.startswith("r18_") for n in r["doc"]["convs"])][:1]:
         rows = []
         for name, c in run["doc"]["convs"].items():
             for var, t in c["sweep_us"].items():
-                rows.append([name, var] + [f1(t[m]) for m in ("fwd", "dx", "dw")])
+                rows.append([name, var] + [f1(t[m]) if m in t else "" for m in ("fwd", "dx", "dw")])
         out += [f"Every GEMM variant forced (`--sweep`, {src(run)}), GPU us:", ""] + table(
             ["conv", "variant", "fwd", "dx", "dw"], rows)
     return out

@@ -28,16 +28,24 @@ RNG = np.random.default_rng(0)
 
 def test_the_variant_follows_the_features_per_group_and_the_output_positions():
     """From 32 output features per group the GEMM kernel by the rule fitted to the H200 sweep
-    (lowering/conv.py): f64 with 192 workgroups or more (ResNet's stride-1 forwards), else
-    the 128 x 128 tile split in K where og is a multiple of 128 and K splits into enough
-    workgroups (a stride-2 forward at C256, the weight gradients at C128, C256), f64w for
-    64 features (a C64 weight gradient), small for short k with few positions (a stride-2
-    input gradient's phases); fewer features on conv.comp's tiles: a depthwise forward on
-    `depthwise`, its weight gradient (m = the window) on `wide`."""
+    (lowering/conv.py): f64w for 64 features where it fills 192 workgroups (the ResNet-18
+    step's 32x32 convolutions; not C64 56x56's), f64 with 192 workgroups or more (ResNet's
+    stride-1 forwards) or, with fewer, split to fill the GPU where K is long (the step's 8x8
+    and 4x4 convolutions, a stride-2 forward at C256 14x14, the weight gradients at C128,
+    C256), small for few positions (the step's C64 weight gradients), else the 128 x 128 tile
+    split in K where og is a multiple of 128 and K splits into enough workgroups (the step's
+    16x16 -> 8x8 forward), f64w for 64 features (a C64 56x56 weight gradient), small for
+    short k with few positions (a stride-2 input gradient's phases); fewer features on
+    conv.comp's tiles: a depthwise forward on `depthwise`, its weight gradient (m = the
+    window) on `wide`."""
+    assert choose_variant(64, 65536, 576) == "gemm_f64w"
     assert choose_variant(64, 100352, 576) == "gemm_f64"
     assert choose_variant(256, 6272, 2304) == "gemm_f64"
-    assert choose_variant(256, 1568, 2304) == "gemm_large"
-    assert choose_variant(128, 1152, 25088) == "gemm_large"
+    assert choose_variant(512, 1024, 4608) == choose_variant(256, 4096, 2304) == "gemm_f64"
+    assert choose_variant(256, 1568, 2304) == "gemm_f64"
+    assert choose_variant(128, 1152, 25088) == "gemm_f64"
+    assert choose_variant(64, 576, 65536) == "gemm_small"
+    assert choose_variant(256, 4096, 1152) == "gemm_large"
     assert choose_variant(64, 576, 100352) == "gemm_f64w"
     assert choose_variant(256, 1568, 256) == "gemm_small"
     assert choose_variant(48, 10 ** 6, 432) == "gemm_small"
@@ -377,3 +385,52 @@ def test_a_bias_and_activation_run_in_the_kernels_store():
         vg.make_ir(lambda x, w: lax.conv(x, w, (1,), "VALID"))(
             np.ones((1, 1, 200_000), np.float32), np.ones((1, 1, 100_000), np.float32)).eqns[0],
         Target.lavapipe())                     # split K: no epilogue
+
+
+def test_the_benchmarks_step_cases_are_the_resnet_steps_convolutions():
+    """bench/bench_conv.py's r18 cases (step_convs, from init_resnet's structure) are exactly
+    the convolutions vg.nn.resnet traces to, shapes, strides and 'SAME' pads (a small network
+    of the same structure), so the sweep at them times the step's own kernels."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    import bench_conv
+    widths, blocks, batch, size = (8, 16, 32), (1, 2, 1), 2, 16
+    weights, stats = nn.init_resnet(np.random.default_rng(0), 3, 10, widths, blocks)
+    x = np.zeros((batch, 3, size, size), np.float32)
+    prog = vg.make_ir(lambda w, x: nn.resnet(w, stats, x, training=True)[0])(weights, x)
+    traced = {(e.inputs[0].shape, e.inputs[1].shape, e.params["window_strides"],
+               e.params["padding"]) for e in prog.eqns if e.prim.name == "conv_general_dilated"}
+    cases = bench_conv.step_convs(widths, blocks, batch, size)
+    assert len(cases) == len(traced) == 8     # stem; s1 per stage; s2 and proj past the first
+    assert traced == {((n, c) + sp, (o, c, k, k), (s, s), bench_conv.padding(case))
+                      for case in cases for _, n, c, sp, o, k, s, _ in [case]}
+
+
+def test_the_h200_plans_the_resnet_steps_convolutions_as_their_sweep_chose():
+    """The planner alone on the H200's Target at the ResNet-18 step's shapes (batch 64;
+    bench_conv.py's r18_ cases, lowering/conv.py's rules with their times): the 32x32
+    forward on f64w unsplit, the 8x8 and 4x4 forwards on f64 split in K into 256 workgroups
+    (2 and 4 slices, the split sum after), the 8x8 -> 4x4 block's input gradient's phases on
+    small split into 4 each, the C64 weight gradient on small split to 528 workgroups."""
+    def plan(lhs, w, out, strides=(1, 1), padding=((1, 1), (1, 1)), lhs_dilation=(1, 1)):
+        p = plan_conv(lhs, w, out, strides, padding, lhs_dilation, (1, 1), 1,
+                      target=Target.h200())
+        (launch, _), = [s for s in p.steps if s[0].name == "conv_gemm"]
+        d = dict(launch.defines)
+        return (d["CG_BM"], d["CG_BN"]), launch.groups, [s[0].name for s in p.steps]
+
+    assert plan((64, 64, 32, 32), (64, 64, 3, 3), (64, 64, 32, 32))[:2] == ((64, 256),
+                                                                            (256, 1, 1))
+    assert plan((64, 256, 8, 8), (256, 256, 3, 3), (64, 256, 8, 8)) == \
+        ((64, 128), (32, 4, 2), ["conv_relayout", "conv_gemm", "reduce_sum"])
+    assert plan((64, 512, 4, 4), (512, 512, 3, 3), (64, 512, 4, 4))[:2] == ((64, 128),
+                                                                            (8, 8, 4))
+    # a phase of the stride-2 input gradient: g [64, 512, 4, 4] with a 2x2 slice of the
+    # flipped kernel, unit strides (primitives/convolution.py's _phase_conv)
+    assert plan((64, 512, 4, 4), (256, 512, 2, 2), (64, 256, 4, 4),
+                padding=((1, 0), (1, 0)))[:2] == ((64, 64), (16, 4, 4))
+    # the C64 32x32 weight gradient: x viewed [64, 64, 32, 32] (batch = its channels) with g
+    # as the kernel [64, 64, 32, 32], 3x3 out
+    assert plan((64, 64, 32, 32), (64, 64, 32, 32), (64, 64, 3, 3))[:2] == ((64, 64),
+                                                                            (9, 1, 59))

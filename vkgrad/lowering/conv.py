@@ -49,8 +49,9 @@ Split-K: a weight gradient has few output positions (m = C/G * window) and a lon
 spatial), so the k range is split over workgroups (grid z = splits * groups) into partial
 results [splits, N, O, P] that a reduction sums in a fixed order (deterministic, no atomics),
 on a GPU when the output alone gives fewer than SPLIT_BELOW_GROUPS workgroups (into about
-SPLIT_TARGET_THREADS invocations, the matmul's tall-K target) or one would run more than
-LONG_STEPS k steps, and on a Target whose loops stop early (lavapipe) wherever one workgroup
+SPLIT_TARGET_THREADS invocations, the matmul's tall-K target; f64 short of F64_MIN_GROUPS
+and small with short k into F64_FILL_GROUPS / SMALL_FILL_GROUPS: `choose_gemm_variant`'s
+rules) or one would run more than LONG_STEPS k steps, and on a Target whose loops stop early (lavapipe) wherever one workgroup
 would loop too long. Measured on the H200 by bench/bench_conv.py (BENCHMARKS.md).
 
 plan_conv hands one output feature per group to lowering/conv_depthwise.py's kernels where
@@ -180,6 +181,37 @@ CIN_RELAYOUT = True
 #   large's 170 + 21 for its sums.
 F64_MIN_GROUPS = 192
 SPLIT_FILL_GROUPS = 132
+# Fitted to the sweep at the ResNet-18 step's own convolutions (bench_conv.py's r18_ cases:
+# batch 64, 32x32 to 4x4, H200, 2026-12-02; program us, forward / input gradient / weight
+# gradient), four more rules, each before the one above it would apply:
+# - 64 features with the 64 x 256 tile filling F64_MIN_GROUPS unsplit (the 32x32 stride-1
+#   convolutions, m = 65536, k = 576): f64w 145 / 145 us against f64's 188 / 182. Measured
+#   up to F64W_MAX_POSITIONS positions and from k = F64W_MIN_K (at C64 56x56, m = 100352, f64
+#   ran faster: 221 against 273 us, 2026-12-01);
+# - f64 short of F64_MIN_GROUPS, where k >= F64_FILL_MIN_K and m >= F64_FILL_MIN_POSITIONS,
+#   split in K into about F64_FILL_GROUPS workgroups (2 per multiprocessor, one wave), not
+#   the 128 x 128 tile split for 528: the 8x8 stride-1 convolutions 162 / 165 / 226 us
+#   against 185 / 189 / 265, the 4x4 ones 168 / 177 against 200 / 209, the 8x8 -> 4x4
+#   stride-2 forward 94 against 122, the 16x16 -> 8x8 weight gradient 143 against 192;
+#   more slices measured slower (the 4x4 forward: 4 slices 168, 5 189, 17 179);
+# - few output positions (m <= SMALL_MAX_POSITIONS: a weight gradient of 64 input features,
+#   or of a 1x1 shortcut) with k up to SMALL_MAX_K: small, split as before (the 32x32 weight
+#   gradients 231 / 134 us against f64w's 254 and large's 197; at C64 56x56, k = 100352,
+#   f64w measured faster: 476 against 596);
+# - small with short k (k <= SMALL_FILL_MAX_K: a stride-2 input gradient's phases, a 1x1
+#   shortcut's) split into about SMALL_FILL_GROUPS workgroups of at least SMALL_FILL_STEPS
+#   k steps: the 8x8 -> 4x4 block's input gradient 168 against 196 us unsplit, its
+#   shortcut's 31 against 45, the 16x16 -> 8x8 one's 167 against 179.
+F64W_MAX_POSITIONS = 65536
+F64W_MIN_K = 576
+F64_FILL_MIN_K = 2304
+F64_FILL_MIN_POSITIONS = 1024
+F64_FILL_GROUPS = 256
+SMALL_MAX_POSITIONS = 576
+SMALL_MAX_K = 65536
+SMALL_FILL_MAX_K = 2048
+SMALL_FILL_GROUPS = 256
+SMALL_FILL_STEPS = 8
 
 
 def choose_variant(og: int, m: int, k: int = 0) -> str:
@@ -192,15 +224,23 @@ def choose_variant(og: int, m: int, k: int = 0) -> str:
 
 
 def choose_gemm_variant(og: int, m: int, k: int) -> str:
-    """The rule above: f64 with enough workgroups, else the first of large and f64w that pads
-    og by at most GEMM_MAX_PADDING and can split K into enough workgroups, else small."""
+    """The rules above: f64w for 64 features with enough workgroups; f64 with enough
+    workgroups, or split to fill the GPU where K is long; small for few positions; else the
+    first of large and f64w that pads og by at most GEMM_MAX_PADDING and can split K into
+    enough workgroups, else small."""
     def blocks(name):
         t = GEMM_VARIANTS[name]
         rows = cdiv(og, t.bm)
         return rows * cdiv(m, t.bn) if rows * t.bm <= GEMM_MAX_PADDING * og else 0
 
-    if blocks("gemm_f64") >= F64_MIN_GROUPS:
+    if og == 64 and blocks("gemm_f64w") >= F64_MIN_GROUPS and m <= F64W_MAX_POSITIONS and \
+            k >= F64W_MIN_K:
+        return "gemm_f64w"
+    if blocks("gemm_f64") >= F64_MIN_GROUPS or blocks("gemm_f64") and k >= F64_FILL_MIN_K \
+            and m >= F64_FILL_MIN_POSITIONS:
         return "gemm_f64"
+    if m <= SMALL_MAX_POSITIONS and k <= SMALL_MAX_K:
+        return "gemm_small"
     for name in ("gemm_large", "gemm_f64w"):
         t = GEMM_VARIANTS[name]
         slices = min(cdiv(k, t.bk) // SPLIT_MIN_STEPS, MAX_SPLITS)
@@ -222,9 +262,12 @@ def choose_gather_variant(og: int, m: int) -> str:
 
 
 def choose_splits(groups: int, k: int, tile: ConvTile | Tile, target=None, *,
-                  split_threads: int | None = None) -> int:
+                  split_threads: int | None = None, below: int = SPLIT_BELOW_GROUPS,
+                  min_steps: int = SPLIT_MIN_STEPS) -> int:
     """K slices across workgroups: 1 means none. `split_threads` (default
-    SPLIT_TARGET_THREADS): the invocations a split aims at (lower it to force splits)."""
+    SPLIT_TARGET_THREADS): the invocations a split aims at (lower it to force splits), on a
+    GPU where the output gives fewer than `below` workgroups, each slice `min_steps` k steps
+    or more."""
     target = target_of(target)
     steps = cdiv(k, tile.bk)
     need = 1
@@ -232,9 +275,9 @@ def choose_splits(groups: int, k: int, tile: ConvTile | Tile, target=None, *,
         need = cdiv(steps, max(1, target.max_loop_iterations // LOOP_ITERATIONS_PER_STEP))
     want = 1
     threads = SPLIT_TARGET_THREADS if split_threads is None else split_threads
-    if target.split_k and groups < SPLIT_BELOW_GROUPS:
+    if target.split_k and groups < below:
         want = min(cdiv(cdiv(threads, tile.threads), max(groups, 1)),
-                   steps // SPLIT_MIN_STEPS, MAX_SPLITS)
+                   steps // min_steps, MAX_SPLITS)
     elif target.split_k and steps > LONG_STEPS:
         want = min(cdiv(steps, LONG_STEPS), MAX_SPLITS)
     s = max(need, want, 1)
@@ -292,9 +335,16 @@ def plan_conv(lhs: tuple, rhs: tuple, out: tuple, window_strides, padding, lhs_d
     if gx > MAX_GROUPS_X or gy > MAX_GROUPS_X:
         raise ValueError(f"a convolution of {m} output positions x {og} features per group "
                          "(more workgroups than a dispatch holds)")
-    if split_threads is None:
-        split_threads = SPLIT_TARGET_TILE_THREADS.get(name, SPLIT_TARGET_THREADS)
-    splits = choose_splits(gx * gy * groups, k, tile, target, split_threads=split_threads)
+    rule = {}                   # the rules that split to fill the GPU (choose_gemm_variant's)
+    if name == "gemm_f64" and gx * gy * groups < F64_MIN_GROUPS:
+        rule = dict(split_threads=F64_FILL_GROUPS * tile.threads, below=F64_MIN_GROUPS)
+    elif name == "gemm_small" and k <= SMALL_FILL_MAX_K:
+        rule = dict(split_threads=SMALL_FILL_GROUPS * tile.threads, below=SMALL_FILL_GROUPS,
+                    min_steps=SMALL_FILL_STEPS)
+    if split_threads is not None:
+        rule["split_threads"] = split_threads
+    rule.setdefault("split_threads", SPLIT_TARGET_TILE_THREADS.get(name, SPLIT_TARGET_THREADS))
+    splits = choose_splits(gx * gy * groups, k, tile, target, **rule)
     if splits * groups > MAX_GROUPS_X:
         raise ValueError(f"a convolution of {groups} groups (x {splits} K slices)")
     chunk = cdiv(cdiv(k, tile.bk), splits) * tile.bk

@@ -287,16 +287,18 @@ class FoldConvLayouts(TargetPass):
 
 
 def _drop_unread_outputs(program: Program) -> Program:
-    """Loop kernels without the outputs nothing reads any more."""
+    """Loop and horizontal kernels without the outputs nothing reads any more (a horizontal
+    kernel: the backward's copies of every convolution input transposed for its weight
+    gradient, which the weight gradients now read in place)."""
     read = {x for e in program.eqns for x in e.inputs if isinstance(x, Var)} | \
         {o for o in program.outputs if isinstance(o, Var)}
     eqns = []
     for e in program.eqns:
-        if is_loop(e) and not all(o in read for o in e.outputs):
+        if kind(e) in ("loop", "horizontal") and not all(o in read for o in e.outputs):
             keep = tuple(o for o in e.outputs if o in read)
             if not keep:
                 continue
-            e = make_fused(needed(e.params["body"].eqns, keep), keep, "loop", like=e)
+            e = make_fused(needed(e.params["body"].eqns, keep), keep, kind(e), like=e)
         eqns.append(e)
     return program.replace(eqns=tuple(eqns))
 
