@@ -300,9 +300,24 @@ def attention_section(runs) -> list[str]:
     out += table(["case", "vkgrad fwd us", "vkgrad bwd us", "vkgrad fwd+bwd us", "fwd TFLOP/s",
                   "bwd TFLOP/s", "fwd+bwd TFLOP/s", "torch fwd us", "torch fwd+bwd us",
                   "torch TFLOP/s", "torch/vkgrad", "max rel err", "ok"], rows)
-    swept = [r for r in d["rows"] if any(len(k) > 1 for k in r["kernels"].values())]
-    for r in swept:
-        out += [f"Tile sweep of this run, {r['case']} (each kernel alone; spec = workgroup, "
+    out += attention_sweeps(d, "this run")
+    out += earlier(runs, lambda run: [
+        (run["date"], f"`{run['path'].name}`", r["case"], f1(r["vkgrad"]["total_us"]),
+         f1(r["vkgrad"]["total_tflops"]), f1(r["torch"]["fwd_bwd_us"]), f"{attn_ratio(r):.2f}",
+         ", ".join(f"{k} {b['variant']} {f1(b['us'])}" for k, b in r["best"].items()
+                   if isinstance(b, dict)),
+         f1(r["best"]["total_us"])) for r in run["doc"]["rows"]],
+        ["date", "file", "case", "vkgrad fwd+bwd us (planner then)", "TFLOP/s",
+         "torch fwd+bwd us", "torch/vkgrad", "sweep's best per kernel (us)", "best sum us"],
+        "the tile sweep that chose today's planner tiles")
+    return out
+
+
+def attention_sweeps(d, where: str) -> list[str]:
+    """The tile-sweep tables of an attention run's swept cases."""
+    out = []
+    for r in [r for r in d["rows"] if any(len(k) > 1 for k in r["kernels"].values())]:
+        out += [f"Tile sweep of {where}, {r['case']} (each kernel alone; spec = workgroup, "
                 f"tile and step parameters as the planner passes them; the best per kernel "
                 f"sums to {f1(r['best']['total_us'])} us, {f1(r['best']['total_tflops'])} "
                 f"TFLOP/s):", ""]
@@ -313,15 +328,14 @@ def attention_section(runs) -> list[str]:
                              "yes" if x["mismatch"] else ""))
         out += table(["kernel", "variant", "spec", "us", "mismatch"], rows,
                      ["---", "---", "---", "---:", "---"])
-    out += earlier(runs, lambda run: [
-        (run["date"], f"`{run['path'].name}`", r["case"], f1(r["vkgrad"]["total_us"]),
-         f1(r["vkgrad"]["total_tflops"]), f1(r["torch"]["fwd_bwd_us"]), f"{attn_ratio(r):.2f}",
-         ", ".join(f"{k} {b['variant']} {f1(b['us'])}" for k, b in r["best"].items()
-                   if isinstance(b, dict)),
-         f1(r["best"]["total_us"])) for r in run["doc"]["rows"]],
-        ["date", "file", "case", "vkgrad fwd+bwd us (planner then)", "TFLOP/s",
-         "torch fwd+bwd us", "torch/vkgrad", "sweep's best per kernel (us)", "best sum us"],
-        "the tile sweep that chose today's planner tiles")
+    return out
+
+
+def attention_sweep_section(runs) -> list[str]:
+    out = ["## Flash attention: the fused backward's tile sweeps (`bench_attention.py --sweep "
+           "--kernel bwd`)", ""]
+    for run in runs:
+        out += attention_sweeps(run["doc"], f"{src(run)}, {run['doc']['device']}")
     return out
 
 
@@ -1405,7 +1419,8 @@ def main():
                 ("coop", coop_section), ("half", half_section), ("conv", conv_section),
                 ("control_flow", control_flow_section), ("while", while_section),
                 ("calllm", calllm_section), ("barriers", barriers_section),
-                ("data", data_parallel_section), ("hooks", hooks_section)]
+                ("data", data_parallel_section), ("hooks", hooks_section),
+                ("attentionsweep", attention_sweep_section)]
     for kind, fn in sections:
         if g(kind):
             lines += fn(runs[kind])
