@@ -95,13 +95,11 @@ def main():
             jitted = vg.jit(lambda *a, fn=fn: fn(*a), backend="vulkan")
             out = np.asarray(jitted(*xs))
             prof = vg.profile(jitted, *xs, runs=2)
-            plans[label] = {"jitted": jitted, "out": out,
+            plans[label] = {"jitted": jitted, "out": out, "limits": limits,
                             "kernels": [r.kernel for r in prof.rows], "us": []}
-        dev.target = base
         for _ in range(args.rounds):
-            for label, p in plans.items():
-                with_limits(dev, *((RAISED, RAISED) if label == "hooked" else
-                                   (base.matmul_hook_max_flops, base.matmul_load_hook_max_flops)))
+            for p in plans.values():
+                with_limits(dev, *p["limits"])
                 p["us"].append(vg.profile(p["jitted"], *xs, runs=args.runs).total_us)
         dev.target = base
         ref = plans["separate"]["out"]

@@ -51,8 +51,8 @@ results [splits, N, O, P] that a reduction sums in a fixed order (deterministic,
 on a GPU when the output alone gives fewer than SPLIT_BELOW_GROUPS workgroups (into about
 SPLIT_TARGET_THREADS invocations, the matmul's tall-K target; f64 short of F64_MIN_GROUPS
 and small with short k into F64_FILL_GROUPS / SMALL_FILL_GROUPS: `choose_gemm_variant`'s
-rules) or one would run more than LONG_STEPS k steps, and on a Target whose loops stop early (lavapipe) wherever one workgroup
-would loop too long. Measured on the H200 by bench/bench_conv.py (BENCHMARKS.md).
+rules) or one would run more than LONG_STEPS k steps, and on a Target whose loops stop early
+(lavapipe) wherever one workgroup would loop too long. Measured on the H200 by bench/bench_conv.py (BENCHMARKS.md).
 
 plan_conv hands one output feature per group to lowering/conv_depthwise.py's kernels where
 they apply (a depthwise convolution and its input gradient, directly; its weight gradient's

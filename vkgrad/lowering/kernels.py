@@ -318,7 +318,7 @@ def _members_launch(op, what, rows, subgroups, split_out) -> Launch:
         table.append((m, g, off) + tuple(launch.push))
         g += launch.push[9]
     wg = max(launch.spec[0] for _, _, launch in rows)
-    bindings = len(HORIZONTAL_ROLES) if split_out else 2
+    bindings = len(HORIZONTAL_ROLES if split_out else HORIZONTAL_ROLES[:2])
     return Launch(name=f"reduce_{op}_{what}", shader="reduce.comp", bindings=bindings,
                   groups=grid(g), spec=(wg,), hooks=member_table(table),
                   defines=_defines(OP=REDUCE_OPS[op], VEC=1, HREDUCE=0, SUBGROUPS=subgroups,
