@@ -357,6 +357,66 @@ def attention_target(runs) -> list[str]:
     return [line]
 
 
+ATTN_ISSUE_CASES = ("B4 H8 L1024 D64", "B4 H8 L1024 D64 causal", "B4 H8 L4096 D64",
+                    "B4 H8 L4096 D64 causal", "B4 H8 L1024 D128", "B4 H8 L1024 D128 causal",
+                    "B4 H8 L4096 D128 causal", "B32 H8 L256 D32 causal")
+ATTN_PATHS_REASON = ("causal attention at head_dim 64 stays on the flash kernels (written out, "
+                     "half its products are masked and still computed: L1024 {wo64:.0f} us "
+                     "against flash's {fl64:.0f}), whose fp32 kernels run at 19-24 TFLOP/s, "
+                     "bound by shared-memory bandwidth and registers; at head_dim 128 both "
+                     "paths stay behind torch's")
+
+
+def _paths_ratio(r, name="planner"):
+    return r["us"]["torch"]["median"] / r["us"][name]["median"]
+
+
+def attention_paths_section(runs) -> list[str]:
+    run = runs[0]
+    d = run["doc"]
+    out = ["## Attention as a program: the planner's path, the flash kernels, written out, and "
+           "torch SDPA (fp32, forward + backward)", "",
+           f"{src(run)}, {d['device']}; `python3 bench/bench_attention_paths.py --sweep`: GPU "
+           f"time of the jitted program q, k, v, do -> (o, dq, dk, dv) (`vg.profile`), "
+           f"{d['rounds']} interleaved rounds, medians (ranges). planner: the path "
+           "lowering/attention.py's `scores_path` takes (W: written out as matmul, softmax, "
+           "matmul; F: the flash kernels); flash: the attention_scores pass off; written out: "
+           "its size rules off. torch: `F.scaled_dot_product_attention` + autograd, TF32 off.",
+           ""]
+    rows = []
+    for r in d["rows"]:
+        us = r["us"]
+        cell = lambda n: (f"{f1(us[n]['median'])} ({f1(us[n]['min'])}-{f1(us[n]['max'])})"  # noqa
+                          if n in us else "")
+        rows.append((r["case"], "W" if r["planner_written_out"] else "F", cell("planner"),
+                     cell("flash"), cell("written_out"), cell("torch"),
+                     f"{_paths_ratio(r):.2f}",
+                     f"{max(v for k, v in r.items() if k.endswith('_rel_err')):.1e}",
+                     "yes" if r["ok"] else "FAILED"))
+    return out + table(["case", "path", "planner us", "flash us", "written out us",
+                        "torch us", "torch / planner", "max rel err vs torch", "ok"], rows) + [""]
+
+
+def attention_paths_target(runs) -> list[str]:
+    if not runs:
+        return []
+    run = runs[0]
+    rows = {r["case"]: r for r in run["doc"]["rows"]}
+    cases = [c for c in ATTN_ISSUE_CASES if c in rows]
+    parts = [f"{c.replace('B4 H8 ', '')} {_paths_ratio(rows[c]):.2f}x"
+             + (" (written out)" if rows[c]["planner_written_out"] else "") for c in cases]
+    ok = len(cases) == len(ATTN_ISSUE_CASES) and all(_paths_ratio(rows[c]) >= ATTN_MIN_RATIO
+                                                     for c in cases)
+    line = (f"- **Attention fwd+bwd fp32 as a program (the planner's path) at least as fast "
+            f"as torch SDPA** on issue 20's cases: torch/vkgrad {'; '.join(parts)}: "
+            f"{verdict(ok)} ({src(run)})")
+    c64 = rows.get("B4 H8 L1024 D64 causal")
+    if not ok and c64 is not None and "written_out" in c64["us"]:
+        line += ". Why: " + ATTN_PATHS_REASON.format(wo64=c64["us"]["written_out"]["median"],
+                                                    fl64=c64["us"]["flash"]["median"])
+    return [line]
+
+
 # --- selective scan ---------------------------------------------------------------------------
 
 def scan_floor_us(d):
@@ -1394,6 +1454,7 @@ def main():
              "parentheses).", ""]
     lines += matmul_target(g("matmul", []))
     lines += attention_target(g("attention", []))
+    lines += attention_paths_target(g("attentionpaths", []))
     lines += scan_target(g("scan", []))
     lines += transformer_target(g("transformer", []))
     lines += fusion_targets(g("fusion", []), g("mlp", []))
@@ -1420,7 +1481,8 @@ def main():
                 ("control_flow", control_flow_section), ("while", while_section),
                 ("calllm", calllm_section), ("barriers", barriers_section),
                 ("data", data_parallel_section), ("hooks", hooks_section),
-                ("attentionsweep", attention_sweep_section)]
+                ("attentionsweep", attention_sweep_section),
+                ("attentionpaths", attention_paths_section)]
     for kind, fn in sections:
         if g(kind):
             lines += fn(runs[kind])

@@ -347,6 +347,28 @@ def test_timestamps(dev):
     np.testing.assert_array_equal(a.read_staging(), np.full(n, 2, np.float32))
 
 
+def test_timestamps_mark_the_program_between_the_slot_copies(dev):
+    """Dispatches run before and after the program (a call's slot copies, runners.py) are timed
+    too: last_program_span says which timings are the program's, so vg.profile does not take a
+    copy's time for a kernel's (it did when results were copied out of their slots on the
+    H200, attributing 14 us copies to the last kernels)."""
+    n = 256
+    a, b, c = dev.buffer(n), dev.buffer(n), dev.buffer(n)
+    k = shift_add(dev)
+    if not dev.info.timestamps:
+        pytest.skip("this device has no timestamps")
+    ex = Executable(dev, [Dispatch(k, (a, b), (4, 1, 1), (n,))], timestamps=True)
+    pre, post = (ex.add_extra(Dispatch(k, (c, a), (4, 1, 1), (n,))),
+                 ex.add_extra(Dispatch(k, (b, c), (4, 1, 1), (n,))))
+    ex.submit(uploads=[(c, np.zeros(n, np.float32))], downloads=[c], pre=(pre,),
+              post=(post,)).wait()
+    labels = [label for label, _ in ex.last_timings_us]
+    start, end = ex.last_program_span
+    assert labels == ["upload", "shift_add", "shift_add", "shift_add", "download"]
+    assert (start, end) == (2, 3)
+    np.testing.assert_array_equal(c.read_staging(), np.full(n, 3, np.float32))
+
+
 def test_broken_shader_shows_line():
     bad = SHIFT_ADD.replace("+ 1.0;", "+ undefined_thing;")
     with pytest.raises(ShaderCompileError) as e:

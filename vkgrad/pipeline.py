@@ -42,8 +42,9 @@ PASSES = {**_TARGET_FREE_PASSES, **KERNEL_FUSION_PASSES}
 # the `optimized` stage: OPTIMIZE (passes/__init__.py), round after round until a round
 # changes nothing
 # the `fused` stage, in order (canonicalize_for_lowering runs after remat, always);
-# widen_halves first: the converts it adds around kernels fuse like any others
-FUSE = ("widen_halves", "select_conds", "inline_checkpoints", "remat", "fuse", "fuse_producers",
+# attention_scores first (what it writes out is plain eqns for all that follows), then
+# widen_halves: the converts it adds around kernels fuse like any others
+FUSE = ("attention_scores", "widen_halves", "select_conds", "inline_checkpoints", "remat", "fuse", "fuse_producers",
         "fuse_epilogues", "fuse_multi_output", "fuse_rows", "fuse_horizontal",
         "fuse_horizontal_reductions", "fold_conv_layouts")
 # Names that switch something off besides the passes (the lowering's buffer reuse).

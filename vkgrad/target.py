@@ -39,6 +39,12 @@ _GPU_POLICY = dict(
     # poll, patch 0002): the LM small step's next call (the queue drained before it) took 295 us
     # of host time on the H200 against 434 with kp's poll only (docs/jit.md)
     wait_spin_us=20_000,
+    # flash attention without a mask runs written out (matmul, softmax, matmul:
+    # lowering/attention_scores.py) where one attention's scores take at most this many bytes.
+    # H200, 2026-12-02 (bench/bench_attention.py, fwd+bwd of B4 H8): L1024 D64 1.08 ms against
+    # the flash kernels' 1.51, D128 1.49 against 3.55, L4096 D64 (2 GiB of scores) 14.7 against
+    # 24.7; causal ones lose (L1024 D64 1.19 against 0.82: half the products are masked)
+    attention_scores_max_bytes=2 ** 31,
 )
 _CPU_POLICY = dict(
     split_k=False,                # its 2-4 threads are busy with any output
@@ -59,6 +65,7 @@ _CPU_POLICY = dict(
     take_grad_rows_max_tests=2 ** 16,
     # the device's threads are the host's cores: a spinning wait takes one from them
     wait_spin_us=0,
+    attention_scores_max_bytes=0,
 )
 
 
@@ -116,6 +123,7 @@ class Target:
     pipeline_threads: int = 1            # threads that build pipelines at once
     take_grad_rows_max_tests: int = 2 ** 24   # id tests up to which take_grad is one launch
     wait_spin_us: int = 20_000           # a wait polls the fence this long before it sleeps
+    attention_scores_max_bytes: int = 2 ** 31   # unmasked attention written out up to this
 
     @classmethod
     def from_device(cls, info) -> "Target":

@@ -77,15 +77,18 @@ def profile(step, *args, runs: int = 10, **kwargs) -> Profile:
         call(entry, leaves, timestamps=True)
         runner.last_submission.wait()          # the timestamps are read when it is done
         walls.append((time.perf_counter() - t0) * 1e6)
-        timings = runner.last_run.last_timings_us
-        # [uploads] dispatches [download]: the dispatches sit between the transfers, each
-        # loop body's once per step (its recorded order): a step's time is their sum
+        ex = runner.last_run
+        # [uploads, slot copies in] dispatches [slot copies out, download]: the dispatches sit
+        # where the recording says, each loop body's once per step (its recorded order): a
+        # step's time is their sum
         n = len(runner.lowered.steps)
-        order = runner.last_run.order or range(n)
-        trailing = 1 if timings[-1][0] == "download" else 0
-        first = len(timings) - len(order) - trailing
+        order = ex.order or range(n)
+        start, end = ex.last_program_span
         sums = [0.0] * n
-        for i, (_, us) in zip(order, timings[first:first + len(order)]):
+        for i, (label, us) in zip(order, ex.last_timings_us[start:end]):
+            if label != ex.dispatches[i].kernel.name:
+                raise VkgradError(f"vg.profile: timestamp {label!r} where kernel "
+                                  f"{ex.dispatches[i].kernel.name!r} was recorded")
             sums[i] += us
         per_kernel.append(sums)
     med = np.median(np.asarray(per_kernel), axis=0)

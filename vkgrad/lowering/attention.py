@@ -582,6 +582,42 @@ def loop_limit_problem(mode: str, streamed: int, d: int, target=None,
             f"{target_of(target).name} ends a shader's loops after {limit} iterations")
 
 
+# Attention written out (lowering/attention_scores.py) where its scores fit the Target's
+# attention_scores_max_bytes and, summed over a program's attentions, a quarter of the
+# device's memory (the forward's P is kept for the backward), and where the H200 measured it
+# faster than the flash kernels (bench/bench_attention_paths.py --sweep, 2026-12-02 04:37,
+# fwd+bwd us of B4 H8, written out against flash): unmasked, from head_dim 64 with
+# head_dim * Lk >= 32768 (D64 L512 294 vs 408, L1024 952 vs 1520, L4096 13359 vs 24683; D128
+# L256 168 vs 242, L1024 1413 vs 3576) but not below (D64 L256 134 vs 131; D32 L1024 870 vs
+# 773, L512 273 vs 215); causal (half the products masked, and computed) only at head_dim 128
+# from 1024 keys, where the flash kernels are slowest. A causal mask with Lq > Lk leaves rows
+# without keys: those stay on the flash kernels.
+SCORES_MIN_HEAD_DIM = 64
+SCORES_MIN_HEAD_DIM_TIMES_KEYS = 32768
+CAUSAL_SCORES_MIN_HEAD_DIM = 128
+CAUSAL_SCORES_MIN_KEYS = 1024
+
+
+def scores_bytes(q_shape, k_shape) -> int:
+    """Bytes of one attention's float32 scores [B, H, Lq, Lk]."""
+    return 4 * math.prod(q_shape[:3]) * k_shape[2]
+
+
+def scores_path(q_shape, k_shape, dtype: str, causal: bool, target=None) -> bool:
+    """Whether attention of q [B, H, Lq, D] over k [B, H, Lk, D] runs written out on `target`
+    (matmul, softmax, matmul) rather than on the flash kernels."""
+    target = target_of(target)
+    lq, lk, d = q_shape[2], k_shape[2], q_shape[3]
+    if dtype != "f32" or (causal and lq > lk):
+        return False
+    if causal:
+        pays = d >= CAUSAL_SCORES_MIN_HEAD_DIM and lk >= CAUSAL_SCORES_MIN_KEYS
+    else:
+        pays = d >= SCORES_MIN_HEAD_DIM and d * lk >= SCORES_MIN_HEAD_DIM_TIMES_KEYS
+    return pays and scores_bytes(q_shape, k_shape) <= min(target.attention_scores_max_bytes,
+                                                          target.max_storage_buffer_range)
+
+
 def plan_eqn(e, target):
     need_f32(e, *e.inputs)
     q, k = e.inputs[0], e.inputs[1]

@@ -475,6 +475,9 @@ class Executable:
         self._recorded: dict[tuple, _Recorded] = {}
         self.last = None   # the latest Submission
         self.last_timings_us: list | None = None
+        # [start, end) of the program's dispatches in last_timings_us, between the transfers
+        # and slot copies before it and those after it (runners.py's pre and post)
+        self.last_program_span: tuple | None = None
         device._executables.add(self)
 
     def submit(self, uploads=(), downloads=(), keep=(), on_done=None, pre=(), post=()):
@@ -530,6 +533,7 @@ class Executable:
         ticks = np.asarray(rec.seq.get_timestamps(), np.float64)
         us = np.diff(ticks) * self.device.info.timestamp_period_ns / 1000.0
         self.last_timings_us = list(zip(rec.labels, us.tolist()))
+        self.last_program_span = rec.span
 
     def _record(self, transfers, tail, pre=(), post=()) -> "_Recorded":
         """One sequence of [transfers, extra[pre], the program, extra[post], tail]: the ops
@@ -541,9 +545,11 @@ class Executable:
         head += [self._extra_ops[i] for i in pre]
         end = [self._extra_ops[i] for i in post]
         end += [_transfer_op(kp, kind, buffers) for kind, buffers in tail]
-        labels = None
+        labels, span = None, None
         if self.timestamps:
             order = self.order or range(len(self._ops))
+            start = len(transfers) + len(pre)
+            span = (start, start + len(order))    # the program's own ops among the timings
             labels = ([kind for kind, _ in transfers] + [self.extra[i].kernel.name for i in pre]
                       + [self.dispatches[i].kernel.name for i in order]
                       + [self.extra[i].kernel.name for i in post] + [kind for kind, _ in tail])
@@ -571,7 +577,7 @@ class Executable:
         counters["recordings"] += 1
         counters["recorded_ops"] += recorded
         counters["barriers_left_out"] += left_out
-        return _Recorded(seq, labels, ops, transfers + tail)
+        return _Recorded(seq, labels, ops, transfers + tail, span)
 
     def release(self) -> None:
         """Free the recorded sequences (their ops hold descriptor sets), once they are done."""
@@ -601,11 +607,12 @@ def record_loop(seq, ops, count: int, barriers) -> int:
 
 
 class _Recorded:
-    __slots__ = ("seq", "labels", "ops", "counts", "submission")
+    __slots__ = ("seq", "labels", "ops", "counts", "submission", "span")
 
-    def __init__(self, seq, labels, ops, transfers):
+    def __init__(self, seq, labels, ops, transfers, span=None):
         self.seq, self.labels, self.ops, self.counts = seq, labels, ops, _counts(transfers)
         self.submission = None
+        self.span = span   # with timestamps: [start, end) of the program's ops in labels
 
 
 def _then(first, second):

@@ -15,6 +15,11 @@ device; the target-independent passes are in vkgrad/passes/.
                        independent reductions of any shapes as one dispatch (a global norm)
     fold_conv_layouts  a convolution's operands read in place where they are views
                        (lowering/conv_layouts.py: the flips and transposes of its gradients)
+
+and one pass that chooses an algorithm before them:
+
+    attention_scores   flash attention that runs faster written out (matmul, softmax, matmul;
+                       lowering/attention_scores.py), where the Target says its scores fit
 """
 
 from vkgrad.lowering.fusion.base import HookFusion
@@ -26,9 +31,10 @@ from vkgrad.lowering.fusion.producers import ProducerFusion, fuse_producers
 from vkgrad.lowering.fusion.rows import RowFusion, fuse_rows
 from vkgrad.lowering.fusion.widen import WidenHalves, widen_halves
 from vkgrad.lowering.conv_layouts import fold_conv_layouts  # noqa: E402  (imports fusion.base)
+from vkgrad.lowering.attention_scores import attention_scores  # noqa: E402
 
-KERNEL_FUSION_PASSES = {p.name: p for p in (widen_halves, fuse_producers, fuse_epilogues,
-                                            fuse_multi_output, fuse_rows,
+KERNEL_FUSION_PASSES = {p.name: p for p in (attention_scores, widen_halves, fuse_producers,
+                                            fuse_epilogues, fuse_multi_output, fuse_rows,
                                             fuse_horizontal_reductions, fold_conv_layouts)}
 
 __all__ = ["HookFusion", "EpilogueFusion", "MultiOutputFusion", "ProducerFusion", "RowFusion",

@@ -1,0 +1,155 @@
+"""Attention as a user runs it: vg.nn.flash_attention's forward + backward as one jitted
+program, on the path the planner takes (lowering/attention.py `scores_path`: written out as
+matmul, softmax, matmul where the Target says so; else the flash kernels), on the flash kernels
+alone, written out wherever it can be (unmasked attention), and torch SDPA fp32, in one run.
+
+On the NVIDIA device machine, from the repo root (with .gpu carried):
+    source bench/gpu_env.sh && python3 bench/bench_attention_paths.py [--rounds 5] [--sweep]
+Writes $OUT/attentionpaths_<date>.json. Here (lavapipe): --quick (small shapes, no torch).
+
+vkgrad: GPU time of the whole program (vg.profile: Vulkan timestamps, the median of 5 runs)
+of q, k, v, do -> (o, dq, dk, dv), i.e. `vg.vjp` of the attention; "flash" with the
+attention_scores pass off (`disable_passes`), "written out" with the planner's size rules off
+(lowering/attention.py's RULES set to 0; a causal mask with Lq > Lk stays flash). torch:
+F.scaled_dot_product_attention, forward + torch.autograd.grad, CUDA events over 10 iterations
+(TF32 off). Rounds interleave the four (planner, flash, written out, torch); medians and ranges.
+--sweep adds B4 H8 unmasked L 256..2048 x D 32..128 and causal L1024/L2048 at D128: where
+writing out starts to win.
+Every vkgrad result is checked against torch's (or, with --quick, the interpreter's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import vkgrad as vg  # noqa: E402
+from vkgrad.lowering import attention as attention_planner  # noqa: E402
+from vkgrad.runtime import get_device  # noqa: E402
+
+from bench_attention import CASES, case_label, flops, torch_sdpa  # noqa: E402
+from peers import cuda_torch  # noqa: E402
+
+SWEEP = [(4, 8, L, D, False) for L in (256, 512, 1024, 2048) for D in (32, 64, 128)] + \
+    [(4, 8, 2048, 128, True), (4, 8, 512, 128, True)]
+QUICK = [(1, 2, 512, 64, False), (1, 2, 130, 32, True)]
+TOL = 1e-4
+
+
+def program(causal, scale, disable=()):
+    def fb(q, k, v, do):
+        o, vjp = vg.vjp(lambda q, k, v: vg.nn.flash_attention(q, k, v, causal=causal,
+                                                               scale=scale), q, k, v)
+        return (o,) + tuple(vjp(do))
+    return vg.jit(fb, backend="vulkan", disable_passes=",".join(disable))
+
+
+RULES = ("SCORES_MIN_HEAD_DIM", "SCORES_MIN_HEAD_DIM_TIMES_KEYS", "CAUSAL_SCORES_MIN_HEAD_DIM",
+         "CAUSAL_SCORES_MIN_KEYS")
+
+
+class written_out_everywhere:
+    """The planner's size rules off while a program compiles."""
+
+    def __enter__(self):
+        self.saved = {r: getattr(attention_planner, r) for r in RULES}
+        for r in RULES:
+            setattr(attention_planner, r, 0)
+
+    def __exit__(self, *exc):
+        for r, v in self.saved.items():
+            setattr(attention_planner, r, v)
+
+
+def kernels_of(prof):
+    out = {}
+    for r in prof.rows:
+        out[r.kernel] = out.get(r.kernel, 0.0) + r.us
+    return {k: round(v, 1) for k, v in out.items()}
+
+
+def stats(xs):
+    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "all": xs}
+
+
+def rel_err(x, ref):
+    x, ref = np.asarray(x, np.float64).reshape(-1), np.asarray(ref, np.float64).reshape(-1)
+    return float(np.linalg.norm(x - ref) / max(np.linalg.norm(ref), 1e-30))
+
+
+def run_case(case, rounds, torch):
+    B, H, L, D, causal = case
+    rng = np.random.default_rng(0)
+    q, k, v, do = (rng.standard_normal((B, H, L, D)).astype(np.float32) for _ in range(4))
+    scale = 1.0 / math.sqrt(D)
+    args = (q, k, v, do)
+    paths = {"planner": program(causal, scale), "flash": program(causal, scale,
+                                                                 ("attention_scores",))}
+    with written_out_everywhere():
+        paths["written_out"] = program(causal, scale)
+        paths["written_out"].lower(*args)              # compiled under the rules off
+    row = {"case": case_label(B, H, L, D, causal), "shape": [B, H, L, D], "causal": causal,
+           "gflop": sum(flops(B, H, L, D, causal)) / 1e9}
+    ref = None
+    if torch is not None:
+        _, _, tres = torch_sdpa(torch, q, k, v, do, B, H, L, D, causal, scale)
+        ref = [x.reshape(B, H, L, D) for x in tres]
+    times = {name: [] for name in list(paths) + (["torch"] if torch is not None else [])}
+    for name, fn in paths.items():
+        names = [s.launch.name for s in fn.lower(*args).lowered.steps]
+        row[name + "_written_out"] = not any(n.startswith("flash_attn") for n in names)
+        out = [np.asarray(x) for x in fn(*args)]
+        if ref is None:
+            ref = [np.asarray(x) for x in vg.jit(fn.fun, backend="numpy")(*args)]
+        row[name + "_rel_err"] = max(rel_err(a, b) for a, b in zip(out, ref))
+    for _ in range(rounds):
+        for name, fn in paths.items():
+            prof = vg.profile(fn, *args, runs=5)
+            times[name].append(prof.total_us)
+            row[name + "_kernels"] = kernels_of(prof)
+        if torch is not None:
+            both, fwd, _ = torch_sdpa(torch, q, k, v, do, B, H, L, D, causal, scale)
+            times["torch"].append(both * 1e3)
+    row["us"] = {name: stats(xs) for name, xs in times.items()}
+    row["ok"] = all(row[n + "_rel_err"] < TOL for n in paths)
+    return row
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--sweep", action="store_true")
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    torch = None if args.quick else cuda_torch()
+    cases = QUICK if args.quick else CASES + ([c for c in SWEEP if c not in CASES]
+                                              if args.sweep else [])
+    doc = {"kind": "attentionpaths", "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
+           "device": get_device().info.name,
+           "rounds": args.rounds, "rows": []}
+    for case in cases:
+        row = run_case(case, args.rounds, torch)
+        doc["rows"].append(row)
+        us = row["us"]
+        print(f"{row['case']:<24} " + "  ".join(f"{n} {x['median']:9.1f}" for n, x in us.items())
+              + f"  planner written out: {row['planner_written_out']}  ok: {row['ok']}",
+              flush=True)
+    out = Path(os.environ.get("OUT", "."))
+    name = f"attentionpaths_{datetime.date.today().isoformat()}.json"
+    out.joinpath(name).write_text(json.dumps(doc, indent=1))
+    print("wrote", out / name)
+
+
+if __name__ == "__main__":
+    main()

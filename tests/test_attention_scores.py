@@ -1,0 +1,145 @@
+"""Flash attention written out (vkgrad/lowering/attention_scores.py): which attentions the
+Target has written out (plans for the H200 and lavapipe, no device needed), and the written-out
+programs on the real Vulkan device against the interpreter, with the device's Target given the
+GPU's policy (lavapipe's own keeps the flash kernels)."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import vkgrad as vg
+import vkgrad.numpy as vnp
+from vkgrad import primitives as P
+from vkgrad.ir.core import Program
+from vkgrad.lowering.attention import (CAUSAL_SCORES_MIN_HEAD_DIM, CAUSAL_SCORES_MIN_KEYS,
+                                       SCORES_MIN_HEAD_DIM, SCORES_MIN_HEAD_DIM_TIMES_KEYS,
+                                       scores_path)
+from vkgrad.passes import optimize
+from vkgrad.pipeline import fuse_program
+from vkgrad.runtime import get_device
+from vkgrad.target import Target
+from vkgrad.tracer.core import ShapeDtype
+
+H200 = Target.h200()
+D = SCORES_MIN_HEAD_DIM
+KEYS = SCORES_MIN_HEAD_DIM_TIMES_KEYS // D          # the fewest keys written out at head_dim D
+
+
+def _fused(fn, *shapes, target=H200) -> Program:
+    args = [ShapeDtype(s, "f32") for s in shapes]
+    return fuse_program(optimize(vg.make_ir(fn)(*args), final=True), target=target)
+
+
+def _prims(program: Program) -> list:
+    out = []
+    for e in program.eqns:
+        body = e.params.get("body") if e.prim.name == "fused" else None
+        out += [b.prim.name for b in body.eqns] if body is not None else [e.prim.name]
+    return out
+
+
+def _train(q, k, v, causal=False):
+    return vnp.sum(vnp.sin(vg.nn.flash_attention(q, k, v, causal=causal)))
+
+
+def _grads(causal=False):
+    return vg.grad(lambda q, k, v: _train(q, k, v, causal), argnums=(0, 1, 2))
+
+
+@pytest.mark.parametrize("shape, causal", [
+    ((2, 2, KEYS, D), False),
+    ((1, 2, CAUSAL_SCORES_MIN_KEYS, CAUSAL_SCORES_MIN_HEAD_DIM), True)])
+def test_the_h200_writes_out_attention(shape, causal):
+    """Forward and backward: six matmuls, a softmax and its backward, no flash kernel and no
+    log-sum-exp (the backward reads the forward's P)."""
+    names = _prims(_fused(_grads(causal), shape, shape, shape))
+    assert names.count("matmul") == 6, names
+    assert "softmax" in names and "softmax_bwd" in names, names
+    assert ("select" in names) == causal, names
+    assert not {"flash_attention", "flash_attention_bwd", "reduce_max"} & set(names), names
+
+
+@pytest.mark.parametrize("what, q, k, causal, target", [
+    ("causal at head_dim 64", (2, 2, 1024, D), (2, 2, 1024, D), True, H200),
+    ("causal with fewer keys than queries", (1, 1, 2048, 128), (1, 1, 1024, 128), True, H200),
+    ("short keys", (2, 2, KEYS // 2, D), (2, 2, KEYS // 2, D), False, H200),
+    ("small head dim", (2, 2, 4 * KEYS, D // 2), (2, 2, 4 * KEYS, D // 2), False, H200),
+    ("lavapipe", (2, 2, KEYS, D), (2, 2, KEYS, D), False, Target.lavapipe()),
+])
+def test_flash_kernels_stay(what, q, k, causal, target):
+    names = _prims(_fused(_grads(causal), q, k, k, target=target))
+    assert "flash_attention" in names and "flash_attention_bwd" in names, (what, names)
+
+
+def test_the_scores_budget():
+    """One attention's scores above attention_scores_max_bytes stay flash; so does the one whose
+    scores would take the program's total past a quarter of the device's memory."""
+    q = (4, 8, 4096, 64)                                         # 2 GiB of scores
+    assert scores_path(q, q, "f32", False, H200)
+    assert not scores_path(q, q, "f32", False,
+                           dataclasses.replace(H200, attention_scores_max_bytes=2 ** 30))
+    assert not scores_path(q, q, "f16", False, H200)
+    small = dataclasses.replace(H200, device_local_bytes=3 * 2 ** 32)   # a quarter: 3 GiB
+
+    def two(q, k, v):
+        return vnp.sum(vg.nn.flash_attention(q, k, v)) + vnp.sum(vg.nn.flash_attention(k, q, v))
+
+    names = _prims(_fused(two, q, q, q, target=small))
+    assert names.count("flash_attention") == 1 and names.count("softmax") == 1, names
+
+
+# ---------------------------------------------------------------- on the device
+
+@pytest.fixture
+def written_out(monkeypatch):
+    """The device's Target with the GPU's attention policy (lavapipe's keeps flash)."""
+    device = get_device()
+    monkeypatch.setattr(device, "target", dataclasses.replace(
+        device.target, attention_scores_max_bytes=H200.attention_scores_max_bytes))
+
+
+def _operands(b, h, lq, lk, d, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(s).astype(np.float32)
+            for s in ((b, h, lq, d), (b, h, lk, d), (b, h, lk, d))]
+
+
+def _check(fn, args, rtol=2e-5, atol=2e-6):
+    """fn on the device against the interpreter; the device's plan has no flash kernel."""
+    got = vg.jit(fn, backend="vulkan")(*args)
+    want = vg.jit(fn, backend="numpy")(*args)
+    for g, w in zip(vg.tree_util.tree_leaves(got), vg.tree_util.tree_leaves(want)):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=rtol, atol=atol)
+    names = [s.launch.name for s in vg.jit(fn, backend="vulkan").lower(*args).lowered.steps]
+    assert not any(n.startswith("flash_attn") for n in names), names
+
+
+def test_written_out_gradients_match_the_interpreter(written_out):
+    """Lq != Lk (640 queries over 512 keys), B1 H3: the written-out forward and backward on
+    the device against the interpreter's flash attention."""
+    _check(_grads(), _operands(1, 3, 640, KEYS, D))
+
+
+def test_written_out_causal_gradients_match_the_interpreter(written_out):
+    """Causal, Lq < Lk (the mask bottom-right aligned), head_dim 128."""
+    _check(_grads(causal=True), _operands(1, 2, 200, CAUSAL_SCORES_MIN_KEYS,
+                                          CAUSAL_SCORES_MIN_HEAD_DIM, seed=3))
+
+
+def test_written_out_forward_alone_gives_lse(written_out):
+    """The primitive's (o, lse): the written-out forward computes lse where it is read."""
+    args = _operands(2, 1, 96, KEYS, D, seed=1)
+    _check(lambda q, k, v: P.flash_attention(q, k, v, False, 0.3), args)
+
+
+def test_second_derivative_through_the_written_out_path(written_out):
+    """grad of a function of the gradient: the first backward's VJP gives the forward's lse a
+    cotangent, so a second backward with dlse != 0 is written out too (P dlse added)."""
+    args = _operands(1, 2, 64, KEYS, D, seed=2)
+    g = vg.grad(lambda q, k, v: _train(q, k, v))
+
+    def f(q, k, v):
+        return vg.grad(lambda q: vnp.sum(g(q, k, v) ** 2))(q)
+
+    _check(f, args, rtol=1e-4, atol=1e-5)
