@@ -2,6 +2,8 @@
 (selective scan), each as ONE jitted training step per call on Vulkan, with falling loss and the
 interpreter's trajectory; the blocks' gradients against finite differences in float64."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -98,19 +100,28 @@ def test_causal_mask_is_bottom_right_aligned():
     assert np.all(o[0, 0, :3] == 0) and np.all(np.abs(o[0, 0, 3:]).sum(-1) > 0)
 
 
-def test_shapes_the_kernels_do_not_take_run_on_the_interpreter():
+def test_shapes_the_kernels_do_not_take():
     """A head dim or state size the Vulkan kernels are not built for is a limit of the kernel,
-    not of the op: the interpreter computes it, and a jitted call falls back to it with a
-    FallbackWarning naming the kernel's limit."""
+    not of the op: attention at head_dim 12 runs written out (matmul, softmax, matmul:
+    lowering/attention_scores.py) on Vulkan; a selective scan's d_state 5 falls back to the
+    interpreter with a FallbackWarning naming the kernel's limit. A causal attention with
+    more queries than keys (rows that see no key) at head_dim 12 falls back too."""
     rng = np.random.default_rng(5)
     q, k, v = (rng.standard_normal((1, 2, 3, 12)).astype(np.float32) for _ in range(3))
     s = np.einsum("bhqd,bhkd->bhqk", q, k) / np.sqrt(12)
     p = np.exp(s - s.max(-1, keepdims=True))
     want = np.einsum("bhqk,bhkd->bhqd", p / p.sum(-1, keepdims=True), v)
     np.testing.assert_allclose(nn.flash_attention(q, k, v), want, rtol=1e-5, atol=1e-6)
-    with pytest.warns(vg.FallbackWarning, match=r"head_dim 12 .*16, 32, 64, 128"):
-        got = vg.jit(lambda q, k, v: nn.flash_attention(q, k, v))(q, k, v)
+    f = vg.jit(lambda q, k, v: nn.flash_attention(q, k, v), backend="vulkan")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", vg.FallbackWarning)
+        got = f(q, k, v)
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)
+    names = [st.launch.name for st in f.lower(q, k, v).lowered.steps]
+    assert any(n.startswith("matmul") for n in names) and "softmax" in names, names
+    with pytest.warns(vg.FallbackWarning, match=r"head_dim 12 .*16, 32, 64, 128"):
+        vg.jit(lambda q, k: nn.flash_attention(q, k, k, causal=True),
+               backend="vulkan")(q, k[:, :, :2])
     u = rng.standard_normal((2, 3, 5)).astype(np.float32)
     A = -np.ones((3, 5), np.float32)
     B = rng.standard_normal((2, 5, 5)).astype(np.float32)

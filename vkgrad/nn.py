@@ -45,7 +45,7 @@ __all__ = ["relu", "relu6", "leaky_relu", "hard_tanh", "elu", "sigmoid", "silu",
            "sparse_plus", "sparse_sigmoid", "log1mexp", "logmeanexp", "standardize",
            "initializers", "softmax", "log_softmax", "logsumexp", "one_hot",
            "cross_entropy", "mse", "dropout", "layer_norm", "rms_norm", "embedding", "linear",
-           "flash_attention", "attention_block", "init_attention_block", "selective_scan",
+           "flash_attention", "dot_product_attention", "attention_block", "init_attention_block", "selective_scan",
            "causal_conv1d", "mamba_block", "init_mamba_block", "init_transformer_lm",
            "transformer_lm", "init_mamba_lm", "mamba_lm", "init_conv", "conv", "max_pool",
            "avg_pool", "init_batch_norm", "batch_norm", "group_norm", "instance_norm",
@@ -355,6 +355,116 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
     d = q.shape[-1] if q.ndim else 1
     o, _ = P.flash_attention(q, k, v, causal, 1.0 / math.sqrt(d) if scale is None else scale)
     return vnp.transpose(o, (0, 2, 1, 3)) if layout == "BLHD" else o
+
+
+IMPLEMENTATIONS = (None, "xla", "cudnn")
+
+
+def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None,
+                          is_causal: bool = False, query_seq_lengths=None,
+                          key_value_seq_lengths=None, local_window_size=None,
+                          implementation=None):
+    """jax.nn.dot_product_attention: softmax(scale q k^T + bias, masked) v, q [B, T, N, H] (or
+    [T, N, H]), k and v [B, S, K, H] with N a multiple of K (grouped-query attention when K <
+    N), in JAX's layout and with JAX's meaning of every argument: bias and the boolean mask
+    (True = attend) broadcast to [B, N, T, S]; is_causal masks as tril(ones(T, S)) (top-left
+    aligned); query_seq_lengths / key_value_seq_lengths [B] mask padding (with both, padded
+    query rows give 0); local_window_size (left, right) or an int; masked logits take a large
+    negative value (-0.7 * the dtype's max), so a fully masked row averages v, as JAX's.
+    implementation: None (vkgrad picks: the flash kernels where nothing but a causal mask with
+    T == S applies, which the compiler writes out as matmul, softmax, matmul where the Target
+    says that is faster; else the written-out form), "xla" (always written out, as JAX's),
+    "cudnn" (the fused kernel, vkgrad's flash attention standing in for cuDNN's: bias, masks,
+    lengths and windows are refused, as JAX's cudnn path refuses what it cannot run)."""
+    if implementation not in IMPLEMENTATIONS:
+        raise ArgumentError(f"dot_product_attention: implementation={implementation!r}; use "
+                            "None, 'xla' or 'cudnn'", source=user_source())
+    q, k, v = (vnp.asarray(t) for t in (query, key, value))
+    out_shape = q.shape
+    q, k, v = (t[None] if t.ndim == 3 else t for t in (q, k, v))
+    _check_attention(q, k, v, mask, query_seq_lengths, key_value_seq_lengths)
+    h = q.shape[-1]
+    scale = 1.0 / math.sqrt(h) if scale is None else float(scale)
+    masked = (bias is not None or mask is not None or query_seq_lengths is not None or
+              key_value_seq_lengths is not None or local_window_size is not None)
+    square = q.shape[1] == k.shape[1]
+    if implementation == "cudnn" and (masked or (is_causal and not square)):
+        raise ArgumentError("dot_product_attention(implementation='cudnn'): vkgrad's fused "
+                            "kernel takes no bias, mask, sequence lengths or window, and a "
+                            "causal mask only with as many queries as keys; use "
+                            "implementation=None or 'xla'", source=user_source())
+    groups = q.shape[2] // k.shape[2]
+    if groups > 1:                          # grouped-query attention: each k/v head serves G
+        k, v = vnp.repeat(k, groups, axis=2), vnp.repeat(v, groups, axis=2)
+    if implementation != "xla" and not masked and (square or not is_causal):
+        out = flash_attention(q, k, v, causal=is_causal, scale=scale, layout="BLHD")
+    else:
+        out = _attention_written_out(q, k, v, bias, mask, scale, is_causal, query_seq_lengths,
+                                     key_value_seq_lengths, local_window_size)
+    return vnp.reshape(out, out_shape)
+
+
+def _check_attention(q, k, v, mask, q_lengths, kv_lengths):
+    src = user_source()
+    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
+        raise ShapeError(f"dot_product_attention: query {q.shape}, key {k.shape}, value "
+                         f"{v.shape}; expected [batch, length, heads, head_dim] (or without "
+                         "batch) for all three", source=src)
+    b, s, kh, h = k.shape
+    if v.shape != k.shape:
+        raise ShapeError(f"dot_product_attention: value {v.shape} must have key's shape "
+                         f"{k.shape}", source=src)
+    if q.shape[0] != b or q.shape[3] != h:
+        raise ShapeError(f"dot_product_attention: query {q.shape} and key {k.shape} differ in "
+                         "batch or head_dim", source=src)
+    if q.shape[2] % kh:
+        raise ShapeError(f"dot_product_attention: {q.shape[2]} query heads are not a multiple "
+                         f"of {kh} key/value heads", source=src)
+    if mask is not None and P.dtype_of(vnp.asarray(mask)) != "bool":
+        raise DTypeError(f"dot_product_attention: mask must be boolean (True = attend), got "
+                         f"{P.dtype_of(vnp.asarray(mask))}; pass an additive mask as bias",
+                         source=src)
+    for name, t in (("query_seq_lengths", q_lengths), ("key_value_seq_lengths", kv_lengths)):
+        if t is not None and tuple(vnp.shape(t)) != (b,):
+            raise ShapeError(f"dot_product_attention: {name} has shape {tuple(vnp.shape(t))}; "
+                             f"expected ({b},), one length per batch element", source=src)
+
+
+def _attention_written_out(q, k, v, bias, mask, scale, is_causal, q_lengths, kv_lengths,
+                           window):
+    """JAX's xla path: logits [B, N, T, S], masked with a large negative value, softmax in
+    float32, then the values."""
+    t, s = q.shape[1], k.shape[1]
+    logits = vnp.einsum("btnh,bsnh->bnts", q, k) * scale
+    if bias is not None:
+        logits = logits + vnp.asarray(bias)
+    keep = None
+
+    def both(a, b):
+        return b if a is None else vnp.logical_and(a, b)
+    if mask is not None:
+        keep = vnp.asarray(mask)
+    rows, cols = np.arange(t)[:, None], np.arange(s)[None, :]
+    if is_causal:
+        keep = both(keep, rows >= cols)
+    if window is not None:
+        left, right = (window, window) if isinstance(window, int) else window
+        keep = both(keep, (rows <= cols + left) & (rows >= cols - right))
+    if q_lengths is not None:
+        keep = both(keep, (vnp.arange(t)[None, :, None] <
+                           vnp.asarray(q_lengths)[:, None, None])[:, None])
+    if kv_lengths is not None:
+        keep = both(keep, (vnp.arange(s)[None, None, :] <
+                           vnp.asarray(kv_lengths)[:, None, None])[:, None])
+    dtype = logits.dtype
+    if keep is not None:
+        logits = vnp.where(keep, logits, -0.7 * float(np.finfo(dtype).max))
+    probs = softmax(logits.astype(np.float32), axis=-1).astype(v.dtype)
+    out = vnp.einsum("bnts,bsnh->btnh", probs, v)
+    if q_lengths is not None and kv_lengths is not None:
+        pad = vnp.arange(t)[None, :] < vnp.asarray(q_lengths)[:, None]
+        out = out * pad[:, :, None, None].astype(out.dtype)
+    return out
 
 
 def init_attention_block(rng: np.random.Generator, d_model: int, d_ff: int | None = None):

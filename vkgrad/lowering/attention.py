@@ -591,7 +591,8 @@ def loop_limit_problem(mode: str, streamed: int, d: int, target=None,
 # L256 168 vs 242, L1024 1413 vs 3576) but not below (D64 L256 134 vs 131; D32 L1024 870 vs
 # 773, L512 273 vs 215); causal (half the products masked, and computed) only at head_dim 128
 # from 1024 keys, where the flash kernels are slowest. A causal mask with Lq > Lk leaves rows
-# without keys: those stay on the flash kernels.
+# without keys: those stay on the flash kernels. A head dim the kernels are not built for is
+# written out on every device (else it would run on the interpreter).
 SCORES_MIN_HEAD_DIM = 64
 SCORES_MIN_HEAD_DIM_TIMES_KEYS = 32768
 CAUSAL_SCORES_MIN_HEAD_DIM = 128
@@ -608,14 +609,18 @@ def scores_path(q_shape, k_shape, dtype: str, causal: bool, target=None) -> bool
     (matmul, softmax, matmul) rather than on the flash kernels."""
     target = target_of(target)
     lq, lk, d = q_shape[2], k_shape[2], q_shape[3]
-    if dtype != "f32" or (causal and lq > lk):
+    if causal and lq > lk:
+        return False
+    fits = scores_bytes(q_shape, k_shape) <= target.max_storage_buffer_range
+    if d not in SUPPORTED_HEAD_DIMS:     # no kernel for it: written out beats the interpreter
+        return fits
+    if dtype != "f32":
         return False
     if causal:
         pays = d >= CAUSAL_SCORES_MIN_HEAD_DIM and lk >= CAUSAL_SCORES_MIN_KEYS
     else:
         pays = d >= SCORES_MIN_HEAD_DIM and d * lk >= SCORES_MIN_HEAD_DIM_TIMES_KEYS
-    return pays and scores_bytes(q_shape, k_shape) <= min(target.attention_scores_max_bytes,
-                                                          target.max_storage_buffer_range)
+    return pays and fits and scores_bytes(q_shape, k_shape) <= target.attention_scores_max_bytes
 
 
 def plan_eqn(e, target):
