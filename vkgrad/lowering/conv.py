@@ -66,7 +66,7 @@ import math
 from dataclasses import dataclass
 
 from vkgrad import primitives as P
-from vkgrad.lowering import conv_depthwise, conv_layouts
+from vkgrad.lowering import conv_depthwise, conv_layouts, winograd
 from vkgrad.lowering.conv_depthwise import mixed_radix
 from vkgrad.lowering.contracts import KernelContract, Unsupported, need_f32, register
 from vkgrad.lowering.kernels import OpPlan, Temp, _defines, plan_split_sum
@@ -212,6 +212,19 @@ SMALL_MAX_K = 65536
 SMALL_FILL_MAX_K = 2048
 SMALL_FILL_GROUPS = 256
 SMALL_FILL_STEPS = 8
+# Tall-K weight gradients on the large tile in whole waves, the matmul's tall-K rule
+# (lowering/matmul.py: its TN weight gradients over 8,192 tokens run at cuBLAS speed that way):
+# from WGRAD_MIN_K (k = N * out spatial, a weight gradient's) with og a multiple of 128, K split
+# into floor(WGRAD_WAVE_GROUPS / blocks) slices, so the workgroups fill whole waves of the large
+# tile's 2 a multiprocessor (264 on the H200) instead of spilling a few into another. The
+# f64-fill rule above plans C128 28x28's weight gradient as 18 blocks x 15 slices = 270
+# workgroups of 210 k steps (344 us, 21 TFLOP/s, 2026-12-02); large split for 528 ran 294 us
+# as 9 x 59 = 531 workgroups: 2 waves of 264 and 3 workgroups alone in a third. 0: off.
+WGRAD_WAVE_GROUPS = 0
+WGRAD_MIN_K = 6272
+# Winograd F(2x2, 3x3) (lowering/winograd.py) for the 3x3 stride-1 convolutions it computes
+# (the forward, the input gradient) from this many input and output features; 1 << 30: off.
+WINOGRAD_MIN_CHANNELS = 1 << 30
 
 
 def choose_variant(og: int, m: int, k: int = 0) -> str:
@@ -233,6 +246,8 @@ def choose_gemm_variant(og: int, m: int, k: int) -> str:
         rows = cdiv(og, t.bm)
         return rows * cdiv(m, t.bn) if rows * t.bm <= GEMM_MAX_PADDING * og else 0
 
+    if wave_slices(og, m, k) > 1:
+        return "gemm_large"
     if og == 64 and blocks("gemm_f64w") >= F64_MIN_GROUPS and m <= F64W_MAX_POSITIONS and \
             k >= F64W_MIN_K:
         return "gemm_f64w"
@@ -247,6 +262,18 @@ def choose_gemm_variant(og: int, m: int, k: int) -> str:
         if blocks(name) and blocks(name) * max(slices, 1) >= SPLIT_FILL_GROUPS:
             return name
     return "gemm_small"
+
+
+def wave_slices(og: int, m: int, k: int) -> int:
+    """K slices of the tall-K weight-gradient rule (WGRAD_WAVE_GROUPS): as many as fit the
+    large tile's blocks into WGRAD_WAVE_GROUPS workgroups, each SPLIT_MIN_STEPS k steps or
+    more; 1 where the rule is off or does not apply."""
+    t = GEMM_VARIANTS["gemm_large"]
+    if not WGRAD_WAVE_GROUPS or og % t.bm or k < WGRAD_MIN_K:
+        return 1
+    blocks = og // t.bm * cdiv(m, t.bn)
+    return max(1, min(WGRAD_WAVE_GROUPS // blocks, cdiv(k, t.bk) // SPLIT_MIN_STEPS,
+                      MAX_SPLITS))
 
 
 def choose_gather_variant(og: int, m: int) -> str:
@@ -320,6 +347,9 @@ def plan_conv(lhs: tuple, rhs: tuple, out: tuple, window_strides, padding, lhs_d
             push, math.prod(out), how, k=k, per_group=fill(out[2:], 1),
             radix=(i, *fill(rhs[2:], 1)), target=target_of(target), x_layout=x_layout,
             w_layout=w_layout)
+    if variant is None and min(i, og) >= WINOGRAD_MIN_CHANNELS and winograd.applies(
+            lhs, rhs, window_strides, lhs_dilation, rhs_dilation, groups, x_layout, w_layout):
+        return winograd.plan_winograd(lhs, rhs, out, padding, target=target, w_layout=w_layout)
     name = variant or choose_variant(og, m, k)
     if name in GEMM_VARIANTS and (nd > 2 or max(lhs_dilation) > 1):
         name = choose_gather_variant(og, m)          # the GEMM kernel's limits
@@ -341,6 +371,9 @@ def plan_conv(lhs: tuple, rhs: tuple, out: tuple, window_strides, padding, lhs_d
     elif name == "gemm_small" and k <= SMALL_FILL_MAX_K:
         rule = dict(split_threads=SMALL_FILL_GROUPS * tile.threads, below=SMALL_FILL_GROUPS,
                     min_steps=SMALL_FILL_STEPS)
+    elif name == "gemm_large" and wave_slices(og, m, k) > 1 and split_threads is None:
+        rule = dict(split_threads=wave_slices(og, m, k) * gx * gy * groups * tile.threads,
+                    below=1 << 30)
     if split_threads is not None:
         rule["split_threads"] = split_threads
     rule.setdefault("split_threads", SPLIT_TARGET_TILE_THREADS.get(name, SPLIT_TARGET_THREADS))
@@ -424,11 +457,12 @@ def plan_group(anchors, target, root, body=None):
 
 def takes_hooks(e, target=None, loads: bool = False) -> bool:
     """An epilogue (bias, activation) in the store of a convolution that does not split K:
-    a split one stores partial sums (the matmul's rule too, lowering/matmul.py)."""
+    a split one stores partial sums (the matmul's rule too, lowering/matmul.py); nor on the
+    Winograd path, whose output transform has no store hook."""
     if loads or any(x.dtype != "f32" for x in e.inputs):
         return False
     try:
-        return not any(t.role == "partials" for t in _plan(e, target).temps)
+        return not any(t.role in ("partials", "wg_m") for t in _plan(e, target).temps)
     except ValueError:
         return False
 

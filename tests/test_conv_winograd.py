@@ -1,0 +1,113 @@
+"""Winograd F(2x2, 3x3) (lowering/winograd.py, kernels_glsl/winograd.comp): which convolutions
+the planner sends there (no device), and the path against the float64 interpreter on lavapipe:
+the forward and the input gradient (w read flipped and transposed in place), odd sizes (tiles
+past the edge), 'SAME', 'VALID' and explicit (uneven, negative) padding.
+
+Tolerance: F(2, 3)'s transforms add at most 4 input values and 4 products into each transformed
+element and halve the weights exactly, so the fp32 result differs from a direct fp32 sum by a few
+roundings more per term; relative to the float64 definition both stay within ~1e-6 at these sizes
+(C <= 40: sums of <= 360 products of values in [-1, 1]). The check allows 2e-5 of the result's
+largest magnitude, the GEMM kernel's own tolerance in tests/test_conv_kernels.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import vkgrad as vg
+import vkgrad.numpy as vnp
+from vkgrad import lax
+from vkgrad.lowering import conv as conv_lowering
+from vkgrad.lowering import winograd
+from vkgrad.lowering.conv import plan_conv
+from vkgrad.target import Target
+
+RNG = np.random.default_rng(0)
+SAME = ((1, 1), (1, 1))
+
+
+def _f32(*shape):
+    return RNG.uniform(-1, 1, shape).astype(np.float32)
+
+
+def _launches(plan):
+    return [launch.name for launch, _ in plan.steps]
+
+
+def test_the_planner_takes_the_winograd_path_only_from_its_channels_and_for_its_shapes(
+        monkeypatch):
+    args = ((32, 128, 28, 28), (128, 128, 3, 3), (32, 128, 28, 28), (1, 1), SAME, (1, 1),
+            (1, 1), 1)
+    assert "winograd_in" not in _launches(plan_conv(*args, target=Target.h200()))  # off
+    monkeypatch.setattr(conv_lowering, "WINOGRAD_MIN_CHANNELS", 64)
+    plan = plan_conv(*args, target=Target.h200())
+    names = _launches(plan)
+    assert names[:2] == ["winograd_w", "winograd_in"] and names[-1] == "winograd_out"
+    assert all(n.startswith("matmul") for n in names[2:-1])
+    (gemm, roles), = plan.steps[2:-1]
+    # C128 28x28, N32: 14 x 14 tiles an image, 6272 in all; 16 GEMMs [128, 128] x [128, 6272]
+    assert roles == ("wg_u", "wg_v", "wg_m") and gemm.push[:3] == (128, 6272, 128)
+    assert {t.role: t.size for t in plan.temps} == {
+        "wg_u": 16 * 128 * 128, "wg_v": 16 * 128 * 6272, "wg_m": 16 * 128 * 6272}
+    for other in [dict(window_strides=(2, 2)), dict(rhs_dilation=(1, 2)),
+                  dict(groups=2, rhs=(128, 64, 3, 3)), dict(rhs=(128, 128, 5, 5))]:
+        lhs, rhs, out, strides, pads, ld, rd, groups = args
+        kw = dict(lhs=lhs, rhs=rhs, out=out, window_strides=strides, padding=pads,
+                  lhs_dilation=ld, rhs_dilation=rd, groups=groups) | other
+        assert "winograd_in" not in _launches(plan_conv(**kw, target=Target.h200())), other
+    small = ((2, 32, 8, 8), (32, 32, 3, 3), (2, 32, 8, 8)) + args[3:]
+    assert "winograd_in" not in _launches(plan_conv(*small, target=Target.h200()))
+    assert not winograd.applies((2, 64, 8, 8), (64, 64, 3, 3), (1, 1), (1, 1), (1, 1), 1, 1, 2)
+
+
+def test_odd_sizes_pad_the_gemms_columns_to_vec4():
+    plan = winograd.plan_winograd((3, 8, 7, 5), (16, 8, 3, 3), (3, 16, 7, 5), SAME)
+    gemm, _ = plan.steps[2]
+    assert gemm.push[:3] == (16, 36, 8)       # 3 x 4 x 3 = 36 tiles (already a multiple of 4)
+    plan = winograd.plan_winograd((1, 8, 5, 5), (16, 8, 3, 3), (1, 16, 3, 3), ((0, 0),) * 2)
+    assert plan.steps[2][0].push[:3] == (16, 4, 8)       # 2 x 2 = 4 tiles
+    plan = winograd.plan_winograd((1, 8, 7, 5), (16, 8, 3, 3), (1, 16, 5, 3), ((0, 0),) * 2)
+    assert plan.steps[2][0].push[:3] == (16, 8, 8)       # 3 x 2 = 6 tiles, padded to 8
+
+
+def _check(f, *args):
+    on_gpu = vg.jit(f, backend="vulkan")
+    got = on_gpu(*args)
+    want = vg.jit(f, backend="numpy")(*(a.astype(np.float64) for a in args))
+    lowered = on_gpu.lower(*args)
+    assert lowered.fallback_reason is None
+    for g, w in zip(*(x if isinstance(x, tuple) else (x,) for x in (got, want))):
+        w = np.asarray(w)
+        np.testing.assert_allclose(np.asarray(g), w, rtol=2e-5,
+                                   atol=2e-5 * max(1.0, float(np.abs(w).max())))
+    return [s.launch.name for s in lowered.lowered.steps]
+
+
+@pytest.mark.parametrize("lhs,rhs,padding", [
+    ((2, 8, 6, 6), (12, 8, 3, 3), "SAME"),
+    ((1, 8, 7, 9), (8, 8, 3, 3), "SAME"),                     # odd: tiles past both edges
+    ((2, 12, 9, 6), (8, 12, 3, 3), "VALID"),                  # 7 x 4 outputs
+    ((1, 8, 5, 8), (20, 8, 3, 3), ((2, 0), (-1, 2))),         # uneven, negative padding
+    ((3, 40, 5, 5), (36, 40, 3, 3), ((1, 1), (0, 1))),
+])
+def test_the_forward_and_input_gradient_match_the_interpreter(lhs, rhs, padding, monkeypatch):
+    monkeypatch.setattr(conv_lowering, "WINOGRAD_MIN_CHANNELS", 8)
+    conv = lambda x, w: lax.conv_general_dilated(x, w, (1, 1), padding)     # noqa: E731
+    x, w = _f32(*lhs), _f32(*rhs)
+    names = _check(conv, x, w)
+    assert names[0] == "winograd_w" and names[-1] == "winograd_out"
+    gy = _f32(*vg.jit(conv, backend="numpy")(x, w).shape)
+    dx = lambda x, w, gy: vg.vjp(lambda x: conv(x, w), x)[1](gy)[0]          # noqa: E731
+    names = _check(dx, x, w, gy)
+    # the input gradient's kernel read flipped and transposed in place: no flip kernel
+    assert names[0] == "winograd_w" and names[-1] == "winograd_out", names
+
+
+def test_a_training_step_with_winograd_matches_the_interpreter(monkeypatch):
+    """Both gradients and a nonlinearity after the convolution (its epilogue as its own kernel:
+    the output transform has no store hook)."""
+    monkeypatch.setattr(conv_lowering, "WINOGRAD_MIN_CHANNELS", 8)
+    f = vg.grad(lambda x, w: vnp.sum(vnp.tanh(lax.conv(x, w, (1, 1), "SAME")) ** 2),
+                argnums=(0, 1))
+    names = _check(f, _f32(2, 8, 7, 6), _f32(16, 8, 3, 3))
+    assert names.count("winograd_out") == 2             # the forward and the input gradient
