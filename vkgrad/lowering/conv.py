@@ -267,9 +267,11 @@ def choose_gemm_variant(og: int, m: int, k: int) -> str:
 def wave_slices(og: int, m: int, k: int) -> int:
     """K slices of the tall-K weight-gradient rule (WGRAD_WAVE_GROUPS): as many as fit the
     large tile's blocks into WGRAD_WAVE_GROUPS workgroups, each SPLIT_MIN_STEPS k steps or
-    more; 1 where the rule is off or does not apply."""
+    more; 1 where the rule is off or does not apply (k short of WGRAD_MIN_K, og not a multiple
+    of the tile's rows, or m padded by more than GEMM_MAX_PADDING: a 1x1 shortcut's)."""
     t = GEMM_VARIANTS["gemm_large"]
-    if not WGRAD_WAVE_GROUPS or og % t.bm or k < WGRAD_MIN_K:
+    if not WGRAD_WAVE_GROUPS or og % t.bm or k < WGRAD_MIN_K or \
+            cdiv(m, t.bn) * t.bn > GEMM_MAX_PADDING * m:
         return 1
     blocks = og // t.bm * cdiv(m, t.bn)
     return max(1, min(WGRAD_WAVE_GROUPS // blocks, cdiv(k, t.bk) // SPLIT_MIN_STEPS,
