@@ -453,7 +453,7 @@ def test_the_tall_k_wave_rule_splits_a_weight_gradient_into_whole_waves(monkeypa
     assert plan_conv(*fwd, target=Target.h200()).steps[-1][0].groups == (196, 2, 1)
     monkeypatch.setattr(conv_lowering, "WGRAD_MIN_K", 64)
     f = lambda x, g: vg.vjp(lambda w: lax.conv(x, w, (1, 1), "SAME"),    # noqa: E731
-                            _f32(128, 4, 3, 3))[1](g)[0]
-    lowered = _check(f, _f32(2, 4, 16, 16), _f32(2, 128, 16, 16), rtol=1e-4)   # k = 512
+                            _f32(128, 14, 3, 3))[1](g)[0]
+    lowered = _check(f, _f32(2, 14, 16, 16), _f32(2, 128, 16, 16), rtol=1e-4)  # k = 512
     gemm = [s.launch for s in lowered.lowered.steps if s.launch.name == "conv_gemm"]
     assert [dict(la.defines)["CG_BM"] for la in gemm] == [128]
