@@ -439,8 +439,9 @@ def test_the_h200_plans_the_resnet_steps_convolutions_as_their_sweep_chose():
 def test_the_tall_k_wave_rule_splits_a_weight_gradient_into_whole_waves(monkeypatch):
     """WGRAD_WAVE_GROUPS (off by default): C128 28x28's weight gradient (og 128, m = 1152
     positions, k = 25088) on the 128 x 128 tile, 9 blocks x floor(264 / 9) = 29 slices, 261
-    workgroups in one H200 wave of 264, where the f64-fill rule plans 18 x 15 = 270; on lavapipe
-    (no split-K) the same tile unsplit, against the interpreter."""
+    workgroups in one H200 wave of 264, where the f64-fill rule plans 18 x 15 = 270; with
+    WGRAD_WAVE_ROWS 64 on f64 (18 blocks x 22 = 396); on lavapipe (no split-K) the 128 x 128
+    tile unsplit, against the interpreter."""
     dw = ((128, 32, 28, 28), (128, 32, 28, 28), (128, 128, 3, 3), (1, 1), ((1, 1), (1, 1)),
           (1, 1), (1, 1), 1)
     (launch, _), _ = plan_conv(*dw, target=Target.h200(), x_layout=1, w_layout=2).steps
@@ -448,6 +449,11 @@ def test_the_tall_k_wave_rule_splits_a_weight_gradient_into_whole_waves(monkeypa
     monkeypatch.setattr(conv_lowering, "WGRAD_WAVE_GROUPS", 264)
     (launch, _), _ = plan_conv(*dw, target=Target.h200(), x_layout=1, w_layout=2).steps
     assert launch.groups == (9, 1, 29) and dict(launch.defines)["CG_BM"] == 128
+    monkeypatch.setattr(conv_lowering, "WGRAD_WAVE_ROWS", 64)      # f64, 3 a multiprocessor
+    monkeypatch.setattr(conv_lowering, "WGRAD_WAVE_GROUPS", 396)
+    (launch, _), _ = plan_conv(*dw, target=Target.h200(), x_layout=1, w_layout=2).steps
+    assert launch.groups == (9, 2, 22) and dict(launch.defines)["CG_BM"] == 64
+    monkeypatch.setattr(conv_lowering, "WGRAD_WAVE_ROWS", 128)
     fwd = ((32, 128, 28, 28), (128, 128, 3, 3), (32, 128, 28, 28)) + dw[3:]
     assert "gemm_large" != choose_variant(128, 32 * 784, 1152)     # forwards: short k
     assert plan_conv(*fwd, target=Target.h200()).steps[-1][0].groups == (196, 2, 1)

@@ -60,14 +60,17 @@ def test_the_planner_takes_the_winograd_path_only_from_its_channels_and_for_its_
     assert not winograd.applies((2, 64, 8, 8), (64, 64, 3, 3), (1, 1), (1, 1), (1, 1), 1, 1, 2)
 
 
-def test_odd_sizes_pad_the_gemms_columns_to_vec4():
+def test_odd_sizes_pad_the_gemms_columns_to_vec4_and_few_features_transpose_it():
+    """The GEMM's push constants are (m, n, k): [Tp, O] = V^T U for O short of 128, else
+    [O, Tp] = U^T V; Tp the tiles rounded up to 4."""
     plan = winograd.plan_winograd((3, 8, 7, 5), (16, 8, 3, 3), (3, 16, 7, 5), SAME)
-    gemm, _ = plan.steps[2]
-    assert gemm.push[:3] == (16, 36, 8)       # 3 x 4 x 3 = 36 tiles (already a multiple of 4)
+    gemm, roles = plan.steps[2]
+    assert gemm.push[:3] == (36, 16, 8)       # 3 x 4 x 3 = 36 tiles (already a multiple of 4)
+    assert roles == ("wg_v", "wg_u", "wg_m")
     plan = winograd.plan_winograd((1, 8, 5, 5), (16, 8, 3, 3), (1, 16, 3, 3), ((0, 0),) * 2)
-    assert plan.steps[2][0].push[:3] == (16, 4, 8)       # 2 x 2 = 4 tiles
-    plan = winograd.plan_winograd((1, 8, 7, 5), (16, 8, 3, 3), (1, 16, 5, 3), ((0, 0),) * 2)
-    assert plan.steps[2][0].push[:3] == (16, 8, 8)       # 3 x 2 = 6 tiles, padded to 8
+    assert plan.steps[2][0].push[:3] == (4, 16, 8)       # 2 x 2 = 4 tiles
+    plan = winograd.plan_winograd((1, 8, 7, 5), (256, 8, 3, 3), (1, 256, 5, 3), ((0, 0),) * 2)
+    assert plan.steps[2][0].push[:3] == (256, 8, 8)      # 3 x 2 = 6 tiles, padded to 8
 
 
 def _check(f, *args):
@@ -89,6 +92,7 @@ def _check(f, *args):
     ((2, 12, 9, 6), (8, 12, 3, 3), "VALID"),                  # 7 x 4 outputs
     ((1, 8, 5, 8), (20, 8, 3, 3), ((2, 0), (-1, 2))),         # uneven, negative padding
     ((3, 40, 5, 5), (36, 40, 3, 3), ((1, 1), (0, 1))),
+    ((1, 8, 5, 7), (128, 8, 3, 3), "SAME"),                  # M = U^T V: O fills 128 rows
 ])
 def test_the_forward_and_input_gradient_match_the_interpreter(lhs, rhs, padding, monkeypatch):
     monkeypatch.setattr(conv_lowering, "WINOGRAD_MIN_CHANNELS", 8)

@@ -5,7 +5,8 @@
 //     y[n, o, 2i + a, 2j + b] = (A^T [ sum_c U[., c, o] * V[., c, t] ] A)[a, b]
 //     U[e, c, o] = (G w[o, c] G^T)[e]                 (e = xi * 4 + nu: 16 matrices)
 //     V[e, c, t] = (B^T d[t, c] B)[e]                 d: tile t's 4 x 4 input patch of channel c
-//     M[e, o, t] = sum_c U[e, c, o] V[e, c, t]        (the GEMM: [16, O, Tp] = U^T V)
+//     M[e, o, t] = sum_c U[e, c, o] V[e, c, t]        (the GEMM: [16, O, Tp] = U^T V, or
+//                                                       with WG_MT [16, Tp, O] = V^T U)
 // t = (n, i, j) over N x TH x TW tiles of 2 x 2 outputs, TH = ceil(OH / 2), TW = ceil(OW / 2);
 // tile t reads input rows 2i - ph .. 2i - ph + 3 and columns 2j - pw .. + 3, 0 outside x (the
 // padding, and the tiles past an odd edge: their outputs past OH, OW are not stored). V and M
@@ -14,7 +15,8 @@
 //   with its window flipped (WG_WL 1: an input gradient's kernel read in place, as
 //   conv_gemm.comp's CG_WL 1 with one group: w[o, c, r] = w0[c, o, 8 - r]). Bindings 0 w, 1 U.
 // WG_MODE 1, the input, a thread per (c, t): x [N, C, H, W]. Bindings 0 x, 1 V.
-// WG_MODE 2, the output, a thread per (o, t): out [N, O, OH, OW]. Bindings 0 M, 1 out.
+// WG_MODE 2, the output, a thread per (o, t) (WG_MT: per (t, o)): out [N, O, OH, OW].
+//   Bindings 0 M, 1 out.
 // Grid: lowering/launch.py's grid() over ceil(threads / 256) groups.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -77,7 +79,9 @@ void main() {
 #else
     const uint OT = p.O * p.Tp;
     if (e >= OT) return;
-    const uint o = e / p.Tp, t = e % p.Tp;
+    // WG_MT: M is [16, Tp, O] (the GEMM's columns the features: fewer than its 128-row
+    // tile); a thread per (t, o) then, its loads contiguous
+    const uint o = WG_MT == 1 ? e % p.O : e / p.Tp, t = WG_MT == 1 ? e / p.O : e % p.Tp;
     if (t >= T) return;
     vec4 m[4];
     [[unroll]] for (uint xi = 0u; xi < 4u; xi++)

@@ -212,15 +212,18 @@ SMALL_MAX_K = 65536
 SMALL_FILL_MAX_K = 2048
 SMALL_FILL_GROUPS = 256
 SMALL_FILL_STEPS = 8
-# Tall-K weight gradients on the large tile in whole waves, the matmul's tall-K rule
-# (lowering/matmul.py: its TN weight gradients over 8,192 tokens run at cuBLAS speed that way):
-# from WGRAD_MIN_K (k = N * out spatial, a weight gradient's) with og a multiple of 128, K split
-# into floor(WGRAD_WAVE_GROUPS / blocks) slices, so the workgroups fill whole waves of the large
-# tile's 2 a multiprocessor (264 on the H200) instead of spilling a few into another. The
-# f64-fill rule above plans C128 28x28's weight gradient as 18 blocks x 15 slices = 270
-# workgroups of 210 k steps (344 us, 21 TFLOP/s, 2026-12-02); large split for 528 ran 294 us
-# as 9 x 59 = 531 workgroups: 2 waves of 264 and 3 workgroups alone in a third. 0: off.
+# Tall-K weight gradients in whole waves, the matmul's tall-K rule (lowering/matmul.py: its TN
+# weight gradients over 8,192 tokens run at cuBLAS speed that way): from WGRAD_MIN_K (k = N *
+# out spatial, a weight gradient's) with og a multiple of the tile's rows, K split into
+# floor(WGRAD_WAVE_GROUPS / blocks) slices, so the workgroups fill whole waves (2 of the large
+# tile a multiprocessor: 264 on the H200) instead of spilling a few into another. The f64-fill
+# rule above plans C128 28x28's weight gradient as 18 blocks x 15 slices = 270 workgroups of 210
+# k steps (344 us, 21 TFLOP/s, 2026-12-02): 6 past two a multiprocessor; large split for 528 ran
+# 294 us as 9 x 59 = 531 workgroups, 3 alone in a third wave. WGRAD_WAVE_ROWS picks the tile
+# by its rows (WGRAD_WAVE_TILES). WGRAD_WAVE_GROUPS 0: off.
 WGRAD_WAVE_GROUPS = 0
+WGRAD_WAVE_ROWS = 128
+WGRAD_WAVE_TILES = {128: "gemm_large", 64: "gemm_f64"}
 WGRAD_MIN_K = 6272
 # Winograd F(2x2, 3x3) (lowering/winograd.py) for the 3x3 stride-1 convolutions it computes
 # (the forward, the input gradient) from this many input and output features; 1 << 30: off.
@@ -247,7 +250,7 @@ def choose_gemm_variant(og: int, m: int, k: int) -> str:
         return rows * cdiv(m, t.bn) if rows * t.bm <= GEMM_MAX_PADDING * og else 0
 
     if wave_slices(og, m, k) > 1:
-        return "gemm_large"
+        return wave_tile()
     if og == 64 and blocks("gemm_f64w") >= F64_MIN_GROUPS and m <= F64W_MAX_POSITIONS and \
             k >= F64W_MIN_K:
         return "gemm_f64w"
@@ -264,14 +267,20 @@ def choose_gemm_variant(og: int, m: int, k: int) -> str:
     return "gemm_small"
 
 
+def wave_tile() -> str:
+    """The tile of the tall-K weight-gradient rule (WGRAD_WAVE_ROWS)."""
+    return WGRAD_WAVE_TILES[WGRAD_WAVE_ROWS]
+
+
 def wave_slices(og: int, m: int, k: int) -> int:
-    """K slices of the tall-K weight-gradient rule (WGRAD_WAVE_GROUPS): as many as fit the
-    large tile's blocks into WGRAD_WAVE_GROUPS workgroups, each SPLIT_MIN_STEPS k steps or
+    """K slices of the tall-K weight-gradient rule (WGRAD_WAVE_GROUPS): as many as fit
+    `wave_tile`'s blocks into WGRAD_WAVE_GROUPS workgroups, each SPLIT_MIN_STEPS k steps or
     more; 1 where the rule is off or does not apply (k short of WGRAD_MIN_K, og not a multiple
     of the tile's rows, or m padded by more than GEMM_MAX_PADDING: a 1x1 shortcut's)."""
-    t = GEMM_VARIANTS["gemm_large"]
-    if not WGRAD_WAVE_GROUPS or og % t.bm or k < WGRAD_MIN_K or \
-            cdiv(m, t.bn) * t.bn > GEMM_MAX_PADDING * m:
+    if not WGRAD_WAVE_GROUPS:
+        return 1
+    t = GEMM_VARIANTS[wave_tile()]
+    if og % t.bm or k < WGRAD_MIN_K or cdiv(m, t.bn) * t.bn > GEMM_MAX_PADDING * m:
         return 1
     blocks = og // t.bm * cdiv(m, t.bn)
     return max(1, min(WGRAD_WAVE_GROUPS // blocks, cdiv(k, t.bk) // SPLIT_MIN_STEPS,
@@ -368,14 +377,14 @@ def plan_conv(lhs: tuple, rhs: tuple, out: tuple, window_strides, padding, lhs_d
         raise ValueError(f"a convolution of {m} output positions x {og} features per group "
                          "(more workgroups than a dispatch holds)")
     rule = {}                   # the rules that split to fill the GPU (choose_gemm_variant's)
-    if name == "gemm_f64" and gx * gy * groups < F64_MIN_GROUPS:
+    if name == wave_tile() and wave_slices(og, m, k) > 1 and split_threads is None:
+        rule = dict(split_threads=wave_slices(og, m, k) * gx * gy * groups * tile.threads,
+                    below=1 << 30)
+    elif name == "gemm_f64" and gx * gy * groups < F64_MIN_GROUPS:
         rule = dict(split_threads=F64_FILL_GROUPS * tile.threads, below=F64_MIN_GROUPS)
     elif name == "gemm_small" and k <= SMALL_FILL_MAX_K:
         rule = dict(split_threads=SMALL_FILL_GROUPS * tile.threads, below=SMALL_FILL_GROUPS,
                     min_steps=SMALL_FILL_STEPS)
-    elif name == "gemm_large" and wave_slices(og, m, k) > 1 and split_threads is None:
-        rule = dict(split_threads=wave_slices(og, m, k) * gx * gy * groups * tile.threads,
-                    below=1 << 30)
     if split_threads is not None:
         rule["split_threads"] = split_threads
     rule.setdefault("split_threads", SPLIT_TARGET_TILE_THREADS.get(name, SPLIT_TARGET_THREADS))

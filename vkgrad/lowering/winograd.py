@@ -5,8 +5,9 @@ transposed (read in place: conv_layouts' w layout 1). Four dispatches
 (vkgrad/kernels_glsl/winograd.comp has the algebra):
   1. the weight transform U = G w G^T, [16, C, O] (small: once per call);
   2. the input transform V = B^T d B of every 4 x 4 input tile (stride 2, overlap 2), [16, C, Tp];
-  3. a batched GEMM over the 16 matrices, M[e] = U[e]^T V[e], [16, O, Tp]: the matmul kernel
-     and its planner (lowering/matmul.py), not a GEMM of its own;
+  3. a batched GEMM over the 16 matrices, M[e] = U[e]^T V[e], [16, O, Tp] (or its transpose,
+     where O does not fill 128-row tiles): the matmul kernel and its planner
+     (lowering/matmul.py), not a GEMM of its own;
   4. the output transform A^T M A into the 2 x 2 outputs of each tile.
 2.25x fewer multiplies than the direct convolution (16 products a tile of 4 outputs instead of
 36), for the traffic of V and M: 2 x 16 x C x T floats each written and read once (C128 28x28,
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 from vkgrad.lowering.kernels import OpPlan, Temp, _defines
 from vkgrad.lowering.launch import Launch, cdiv, grid
-from vkgrad.lowering.matmul import plan_matmul_op
+from vkgrad.lowering.matmul import VARIANTS as MATMUL_TILES, plan_matmul_op
 
 TRANSFORMS = 16                 # (xi, nu): the 4 x 4 transformed tile
 
@@ -58,12 +59,20 @@ def plan_winograd(lhs: tuple, rhs: tuple, out: tuple, padding, *, target=None,
                       shader="winograd.comp", bindings=2, groups=grid(cdiv(threads, 256)),
                       push=push, defines=_defines(WG_MODE=mode, **defines))
 
-    gemm = plan_matmul_op(TRANSFORMS, o, c, tp, True, False, c * o, c * tp, target)
-    rename = {"a": "wg_u", "b": "wg_v", "c": "wg_m"}
-    steps = ((transform(0, c * o, WG_WL=w_layout), ("w", "wg_u")),
-             (transform(1, c * tp, WG_WL=0), ("x", "wg_v")),
+    # M = U^T V, [16, O, Tp], where O fills the matmul's 128-row tiles; else M = V^T U,
+    # [16, Tp, O] (the features the GEMM's columns: its 64-column `medium` tile, not half
+    # of a 128-row block idle)
+    mt = o % MATMUL_TILES["large"].bm != 0
+    if mt:
+        gemm = plan_matmul_op(TRANSFORMS, tp, c, o, True, False, c * tp, c * o, target)
+        rename = {"a": "wg_v", "b": "wg_u", "c": "wg_m"}
+    else:
+        gemm = plan_matmul_op(TRANSFORMS, o, c, tp, True, False, c * o, c * tp, target)
+        rename = {"a": "wg_u", "b": "wg_v", "c": "wg_m"}
+    steps = ((transform(0, c * o, WG_WL=w_layout, WG_MT=0), ("w", "wg_u")),
+             (transform(1, c * tp, WG_WL=0, WG_MT=0), ("x", "wg_v")),
              *((launch, tuple(rename.get(r, r) for r in roles)) for launch, roles in gemm.steps),
-             (transform(2, o * tp, WG_WL=0), ("wg_m", "out")))
+             (transform(2, o * tp, WG_WL=0, WG_MT=mt), ("wg_m", "out")))
     temps = (Temp("wg_u", TRANSFORMS * c * o, "float32"),
              Temp("wg_v", TRANSFORMS * c * tp, "float32"),
              Temp("wg_m", TRANSFORMS * o * tp, "float32")) + gemm.temps
