@@ -16,7 +16,7 @@ import pytest
 
 import vkgrad as vg
 import vkgrad.numpy as vnp
-from vkgrad import lax
+from vkgrad import lax, nn
 from vkgrad.lowering import conv as conv_lowering
 from vkgrad.lowering import winograd
 from vkgrad.lowering.conv import plan_conv
@@ -76,7 +76,8 @@ def test_odd_sizes_pad_the_gemms_columns_to_vec4_and_few_features_transpose_it()
 def _check(f, *args):
     on_gpu = vg.jit(f, backend="vulkan")
     got = on_gpu(*args)
-    want = vg.jit(f, backend="numpy")(*(a.astype(np.float64) for a in args))
+    want = vg.jit(f, backend="numpy")(*vg.tree_util.tree_map(lambda a: a.astype(np.float64),
+                                                             args))
     lowered = on_gpu.lower(*args)
     assert lowered.fallback_reason is None
     for g, w in zip(*(x if isinstance(x, tuple) else (x,) for x in (got, want))):
@@ -107,9 +108,19 @@ def test_the_forward_and_input_gradient_match_the_interpreter(lhs, rhs, padding,
     assert names[0] == "winograd_w" and names[-1] == "winograd_out", names
 
 
+def test_a_bias_and_activation_run_in_the_output_transforms_store(monkeypatch):
+    monkeypatch.setattr(conv_lowering, "WINOGRAD_MIN_CHANNELS", 8)
+    params = {"w": _f32(16, 8, 3, 3), "b": _f32(16)}
+    f = lambda p, x: nn.relu(nn.conv(p, x)) * 2.0        # noqa: E731
+    x = _f32(2, 8, 7, 5)
+    names = _check(f, params, x)
+    *_, last = vg.jit(f, backend="vulkan").lower(params, x).lowered.steps
+    assert names[-1] == "winograd_out" and "VKG_STORE_B1" in last.launch.hooks
+    assert len(names) == 4                              # no kernel of its own for the epilogue
+
+
 def test_a_training_step_with_winograd_matches_the_interpreter(monkeypatch):
-    """Both gradients and a nonlinearity after the convolution (its epilogue as its own kernel:
-    the output transform has no store hook)."""
+    """Both gradients and a nonlinearity after the convolution."""
     monkeypatch.setattr(conv_lowering, "WINOGRAD_MIN_CHANNELS", 8)
     f = vg.grad(lambda x, w: vnp.sum(vnp.tanh(lax.conv(x, w, (1, 1), "SAME")) ** 2),
                 argnums=(0, 1))

@@ -20,6 +20,8 @@
 // Grid: lowering/launch.py's grid() over ceil(threads / 256) groups.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+// VKGRAD_FUSION_HOOKS
+// VKG_STORE_B1 (fusion.glsl): WG_MODE 2's outputs go through a fused epilogue (bias, activation).
 
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer In { float src[]; };
@@ -93,7 +95,12 @@ void main() {
     const uint plane = (n * p.O + o) * p.OH * p.OW;
     [[unroll]] for (uint a = 0u; a < 2u; a++)
         [[unroll]] for (uint b = 0u; b < 2u; b++)
-            if (h0 + a < p.OH && w0 + b < p.OW)
+            if (h0 + a < p.OH && w0 + b < p.OW) {
+#ifdef VKG_STORE_B1
+                VKG_STORE_B1(plane + (h0 + a) * p.OW + w0 + b, y[a][b]);
+#else
                 dst[plane + (h0 + a) * p.OW + w0 + b] = y[a][b];
+#endif
+            }
 #endif
 }

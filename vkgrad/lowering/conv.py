@@ -468,12 +468,12 @@ def plan_group(anchors, target, root, body=None):
 
 def takes_hooks(e, target=None, loads: bool = False) -> bool:
     """An epilogue (bias, activation) in the store of a convolution that does not split K:
-    a split one stores partial sums (the matmul's rule too, lowering/matmul.py); nor on the
-    Winograd path, whose output transform has no store hook."""
+    a split one stores partial sums (the matmul's rule too, lowering/matmul.py). On the
+    Winograd path the output transform's store runs it."""
     if loads or any(x.dtype != "f32" for x in e.inputs):
         return False
     try:
-        return not any(t.role in ("partials", "wg_m") for t in _plan(e, target).temps)
+        return not any(t.role == "partials" for t in _plan(e, target).temps)
     except ValueError:
         return False
 

@@ -11,8 +11,8 @@ transposed (read in place: conv_layouts' w layout 1). Four dispatches
   4. the output transform A^T M A into the 2 x 2 outputs of each tile.
 2.25x fewer multiplies than the direct convolution (16 products a tile of 4 outputs instead of
 36), for the traffic of V and M: 2 x 16 x C x T floats each written and read once (C128 28x28,
-N32: T = 6272 tiles, 51 MB each). No fused epilogue: the output transform has no store hook
-(conv.py's takes_hooks says so), so a bias or activation runs as its own kernel.
+N32: T = 6272 tiles, 51 MB each). A fused epilogue (a bias, an activation) runs in the output
+transform's store (VKG_STORE_B1).
 
 Numerics: the transforms add and halve, so the result differs from the direct sum by rounding
 only, a few ulps of the input tile's and weights' magnitudes (tests/test_conv_winograd.py
