@@ -58,6 +58,10 @@ def test_the_planner_takes_the_winograd_path_only_from_its_channels_and_for_its_
     small = ((2, 32, 8, 8), (32, 32, 3, 3), (2, 32, 8, 8)) + args[3:]
     assert "winograd_in" not in _launches(plan_conv(*small, target=Target.h200()))
     assert not winograd.applies((2, 64, 8, 8), (64, 64, 3, 3), (1, 1), (1, 1), (1, 1), 1, 1, 2)
+    # transformed tiles past one lavapipe buffer (128 MiB): the GEMM kernel instead
+    big = ((64, 128, 56, 56), (128, 128, 3, 3), (64, 128, 56, 56)) + args[3:]
+    assert "winograd_in" in _launches(plan_conv(*big, target=Target.h200()))
+    assert "winograd_in" not in _launches(plan_conv(*big, target=Target.lavapipe()))
 
 
 def test_odd_sizes_pad_the_gemms_columns_to_vec4_and_few_features_transpose_it():

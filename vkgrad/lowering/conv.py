@@ -54,6 +54,10 @@ and small with short k into F64_FILL_GROUPS / SMALL_FILL_GROUPS: `choose_gemm_va
 rules) or one would run more than LONG_STEPS k steps, and on a Target whose loops stop early
 (lavapipe) wherever one workgroup would loop too long. Measured on the H200 by bench/bench_conv.py (BENCHMARKS.md).
 
+Winograd: plan_conv hands 3x3 stride-1 ungrouped 2-D convolutions (forwards, input gradients)
+from WINOGRAD_MIN_CHANNELS features to lowering/winograd.py's F(2x2, 3x3) path (transforms
+around the matmul kernel's batched GEMM). Off by default until the H200 measures it.
+
 plan_conv hands one output feature per group to lowering/conv_depthwise.py's kernels where
 they apply (a depthwise convolution and its input gradient, directly; its weight gradient's
 long sums: the DW_SPLIT form, a workgroup per channel and slice of k, which the H200 Target
@@ -359,7 +363,8 @@ def plan_conv(lhs: tuple, rhs: tuple, out: tuple, window_strides, padding, lhs_d
             radix=(i, *fill(rhs[2:], 1)), target=target_of(target), x_layout=x_layout,
             w_layout=w_layout)
     if variant is None and min(i, og) >= WINOGRAD_MIN_CHANNELS and winograd.applies(
-            lhs, rhs, window_strides, lhs_dilation, rhs_dilation, groups, x_layout, w_layout):
+            lhs, rhs, window_strides, lhs_dilation, rhs_dilation, groups, x_layout, w_layout) \
+            and winograd.fits(rhs, out, target):
         return winograd.plan_winograd(lhs, rhs, out, padding, target=target, w_layout=w_layout)
     name = variant or choose_variant(og, m, k)
     if name in GEMM_VARIANTS and (nd > 2 or max(lhs_dilation) > 1):

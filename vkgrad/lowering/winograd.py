@@ -24,6 +24,7 @@ from __future__ import annotations
 from vkgrad.lowering.kernels import OpPlan, Temp, _defines
 from vkgrad.lowering.launch import Launch, cdiv, grid
 from vkgrad.lowering.matmul import VARIANTS as MATMUL_TILES, plan_matmul_op
+from vkgrad.target import target_of
 
 TRANSFORMS = 16                 # (xi, nu): the 4 x 4 transformed tile
 
@@ -38,20 +39,28 @@ def applies(lhs: tuple, rhs: tuple, window_strides, lhs_dilation, rhs_dilation, 
             and x_layout == 0 and w_layout in (0, 1))
 
 
+def tiles(out: tuple) -> int:
+    """Tp: the GEMM's columns, the output's 2 x 2 tiles rounded up to 4 (vec4 loads)."""
+    return cdiv(out[0] * cdiv(out[2], 2) * cdiv(out[3], 2), 4) * 4
+
+
+def fits(rhs: tuple, out: tuple, target=None) -> bool:
+    """Whether the transformed input and output ([16, C, Tp], [16, O, Tp] floats) each fit one
+    buffer of the device (else the GEMM kernel runs the convolution, which needs none)."""
+    return 4 * TRANSFORMS * max(rhs[:2]) * tiles(out) <= target_of(
+        target).max_storage_buffer_range
+
+
 def plan_winograd(lhs: tuple, rhs: tuple, out: tuple, padding, *, target=None,
                   w_layout: int = 0) -> OpPlan:
-    """The dispatches of a convolution `applies` accepts. Roles "x", "w", "out"; temps "wg_u",
-    "wg_v", "wg_m" (and the GEMM's own, where it splits K)."""
+    """The dispatches of a convolution `applies` accepts and whose transforms `fits` the
+    device (their 32-bit indices then too). Roles "x", "w", "out"; temps "wg_u", "wg_v",
+    "wg_m" (and the GEMM's own, where it splits K)."""
     n, c, h, w = lhs
     o = rhs[0]
     oh, ow = out[2:]
     th, tw = cdiv(oh, 2), cdiv(ow, 2)
-    tp = cdiv(n * th * tw, 4) * 4
-    for what, size in (("transformed input", TRANSFORMS * c * tp),
-                       ("transformed output", TRANSFORMS * o * tp)):
-        if size >= 2 ** 31:
-            raise ValueError(f"a Winograd convolution's {what} of {size} elements (32-bit "
-                             "indices)")
+    tp = tiles(out)
     push = (n, c, h, w, o, oh, ow, padding[0][0], padding[1][0], th, tw, tp)
 
     def transform(mode, threads, **defines):
