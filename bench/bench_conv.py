@@ -38,6 +38,8 @@ workgroups on the tiles that split; see sweep_variants), per conv and mode ("swe
 "sweep_kernels_us" the same per kernel name, so the convolution kernels' own time shows apart
 from transposes and split-K sums), so the planner's choice can follow the measurement; --variants a,b sweeps only those. The JSON is rewritten after each conv.
 --quick: small shapes and a tiny ResNet (runs on lavapipe, to check the script itself).
+--check: every conv's relative error against the float64 interpreter ("errors_vs_float64",
+else only for small ones): a planner path switched on with --set checked at the real shapes.
 """
 
 from __future__ import annotations
@@ -550,6 +552,8 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated conv names ('' all but the "
                     "step's, 'none'; a name ending in _ a prefix: r18_ the step's convolutions)")
     ap.add_argument("--no-resnet", action="store_true")
+    ap.add_argument("--check", action="store_true", help="every conv's relative error against "
+                    "the float64 interpreter (\"errors_vs_float64\"; else only small ones)")
     ap.add_argument("--sweep", action="store_true", help="time every kernel variant too")
     ap.add_argument("--variants", default="", help="comma-separated variants to sweep ('' all)")
     ap.add_argument("--direct", action="store_true",
@@ -588,7 +592,8 @@ def main():
         errs = {m: rel_err(vg.jit(f, backend="vulkan")(x, w, gy),
                            vg.jit(f, backend="numpy")(x.astype(np.float64), w.astype(np.float64),
                                                       gy.astype(np.float64)))
-                for m, f in fns.items()} if args.quick or case[1] * case[2] < 2 ** 12 else {}
+                for m, f in fns.items()} \
+            if args.quick or args.check or case[1] * case[2] < 2 ** 12 else {}
         tfns = torch_programs(torch, case, x, w, gy) if torch is not None else None
         jfns = jax_programs(jax, case) if jax is not None else None
         jargs = tuple(jax.numpy.asarray(a) for a in (x, w, gy)) if jax is not None else None
