@@ -36,7 +36,9 @@ Every round alternates vkgrad, torch, JAX; medians and ranges over rounds are re
 GEMM_VARIANTS, conv_gemm.comp's tiles, and "<name>@<g>": split-K aiming at g 256-thread
 workgroups on the tiles that split; see sweep_variants), per conv and mode ("sweep_us";
 "sweep_kernels_us" the same per kernel name, so the convolution kernels' own time shows apart
-from transposes and split-K sums), so the planner's choice can follow the measurement; --variants a,b sweeps only those. The JSON is rewritten after each conv.
+from transposes and split-K sums), so the planner's choice can follow the measurement; and
+the forward and input gradient on the Winograd path with its GEMM on each matmul tile
+("winograd.<tile>", sweep_winograd); --variants a,b sweeps only those. The JSON is rewritten after each conv.
 --quick: small shapes and a tiny ResNet (runs on lavapipe, to check the script itself).
 --check: every conv's relative error against the float64 interpreter ("errors_vs_float64",
 else only for small ones): a planner path switched on with --set checked at the real shapes.
@@ -263,6 +265,36 @@ def sweep_variants(case, args, names=None):
     finally:
         for k, v in saved.items():
             setattr(conv_lowering, k, v)
+    return out, kernels
+
+
+WINOGRAD_GEMMS = ("large", "large64", "medium")    # lowering/matmul.py's VARIANTS
+
+
+def sweep_winograd(case, args, names=None):
+    """({label: {mode: us}}, {label: {mode: {kernel: us}}}) for the forward and input gradient
+    on the Winograd path (lowering/winograd.py, switched on whatever WINOGRAD_MIN_CHANNELS
+    says) with its batched GEMM on each matmul tile: "winograd.<tile>" (WINOGRAD_GEMMS), and
+    "winograd" with the matmul planner's choice. Nothing for convolutions it does not run."""
+    from vkgrad.lowering import winograd
+    _, n, c, spatial, o, k, s, g = case
+    if not winograd.applies((n, c) + spatial, (o, c, k, k), (s,) * len(spatial),
+                            (1,) * len(spatial), (1,) * len(spatial), g, 0, 0):
+        return {}, {}
+    saved = conv_lowering.WINOGRAD_MIN_CHANNELS, winograd.GEMM_VARIANT
+    out, kernels = {}, {}
+    try:
+        conv_lowering.WINOGRAD_MIN_CHANNELS = 1
+        for variant in (None,) + WINOGRAD_GEMMS:
+            label = "winograd" + (f".{variant}" if variant else "")
+            if names and label not in names:
+                continue
+            winograd.GEMM_VARIANT = variant
+            programs = {m: f for m, f in vkgrad_programs(case).items() if m != "dw"}
+            kernels[label] = {}
+            out[label] = time_vkgrad(programs, args, kernels[label])
+    finally:
+        conv_lowering.WINOGRAD_MIN_CHANNELS, winograd.GEMM_VARIANT = saved
     return out, kernels
 
 
@@ -620,8 +652,11 @@ def main():
                 row[f"{peer}_over_vkgrad"] = {m: row["us"][peer][m]["median"] / vk[m]["median"]
                                               for m in (*MODES, "total")}
         if args.sweep:
-            row["sweep_us"], row["sweep_kernels_us"] = sweep_variants(
-                case, (x, w, gy), [v for v in args.variants.split(",") if v])
+            names = [v for v in args.variants.split(",") if v]
+            row["sweep_us"], row["sweep_kernels_us"] = sweep_variants(case, (x, w, gy), names)
+            wino_us, wino_kernels = sweep_winograd(case, (x, w, gy), names)
+            row["sweep_us"].update(wino_us)
+            row["sweep_kernels_us"].update(wino_kernels)
         result["convs"][case[0]] = row
         print(json.dumps({case[0]: row}), flush=True)
         write(result)                        # after each case: a run cut short keeps its rows

@@ -27,6 +27,7 @@ from vkgrad.lowering.matmul import VARIANTS as MATMUL_TILES, plan_matmul_op
 from vkgrad.target import target_of
 
 TRANSFORMS = 16                 # (xi, nu): the 4 x 4 transformed tile
+GEMM_VARIANT = None             # the GEMM's matmul tile (None: its planner's; bench_conv's sweep)
 
 
 def applies(lhs: tuple, rhs: tuple, window_strides, lhs_dilation, rhs_dilation, groups: int,
@@ -73,10 +74,12 @@ def plan_winograd(lhs: tuple, rhs: tuple, out: tuple, padding, *, target=None,
     # of a 128-row block idle)
     mt = o % MATMUL_TILES["large"].bm != 0
     if mt:
-        gemm = plan_matmul_op(TRANSFORMS, tp, c, o, True, False, c * tp, c * o, target)
+        gemm = plan_matmul_op(TRANSFORMS, tp, c, o, True, False, c * tp, c * o, target,
+                              variant=GEMM_VARIANT)
         rename = {"a": "wg_v", "b": "wg_u", "c": "wg_m"}
     else:
-        gemm = plan_matmul_op(TRANSFORMS, o, c, tp, True, False, c * o, c * tp, target)
+        gemm = plan_matmul_op(TRANSFORMS, o, c, tp, True, False, c * o, c * tp, target,
+                              variant=GEMM_VARIANT)
         rename = {"a": "wg_u", "b": "wg_v", "c": "wg_m"}
     steps = ((transform(0, c * o, WG_WL=w_layout, WG_MT=0), ("w", "wg_u")),
              (transform(1, c * tp, WG_WL=0, WG_MT=0), ("x", "wg_v")),
