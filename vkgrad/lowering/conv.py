@@ -383,8 +383,8 @@ def plan_conv(lhs: tuple, rhs: tuple, out: tuple, window_strides, padding, lhs_d
                          "(more workgroups than a dispatch holds)")
     rule = {}                   # the rules that split to fill the GPU (choose_gemm_variant's)
     if name == wave_tile() and wave_slices(og, m, k) > 1 and split_threads is None:
-        rule = dict(split_threads=wave_slices(og, m, k) * gx * gy * groups * tile.threads,
-                    below=1 << 30)
+        # (a wave's slices over all groups: choose_splits divides them among the groups)
+        rule = dict(split_threads=wave_slices(og, m, k) * gx * gy * tile.threads, below=1 << 30)
     elif name == "gemm_f64" and gx * gy * groups < F64_MIN_GROUPS:
         rule = dict(split_threads=F64_FILL_GROUPS * tile.threads, below=F64_MIN_GROUPS)
     elif name == "gemm_small" and k <= SMALL_FILL_MAX_K:
