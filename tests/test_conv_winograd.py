@@ -1,6 +1,7 @@
 """Winograd F(2x2, 3x3) (lowering/winograd.py, kernels_glsl/winograd.comp): which convolutions
 the planner sends there (no device), and the path against the float64 interpreter on lavapipe:
-the forward and the input gradient (w read flipped and transposed in place), odd sizes (tiles
+the forward, the input gradient (w read flipped and transposed in place) and the weight
+gradient (the transposed algebra; x and the output gradient read as views), odd sizes (tiles
 past the edge), 'SAME', 'VALID' and explicit (uneven, negative) padding.
 
 Tolerance: F(2, 3)'s transforms add at most 4 input values and 4 products into each transformed
@@ -148,3 +149,38 @@ def test_winograds_rounding_is_that_of_the_direct_sum(monkeypatch):
         errors[first] = np.linalg.norm(got - want) / np.linalg.norm(want)
     assert set(errors) == {"conv_gemm", "winograd_w"}
     assert errors["winograd_w"] < min(1e-6, 2 * errors["conv_gemm"]), errors
+
+
+@pytest.mark.parametrize("lhs,rhs,padding", [
+    ((2, 8, 7, 9), (12, 8, 3, 3), "SAME"),                   # odd: tiles past both edges
+    ((3, 8, 6, 5), (8, 8, 3, 3), "VALID"),
+    ((1, 8, 5, 8), (20, 8, 3, 3), ((2, 0), (-1, 2))),        # batch 1: no views to read
+    ((2, 40, 6, 5), (36, 40, 3, 3), ((1, 1), (0, 1))),
+])
+def test_the_weight_gradient_matches_the_interpreter(lhs, rhs, padding, monkeypatch):
+    monkeypatch.setattr(conv_lowering, "WINOGRAD_WGRAD_MIN_CHANNELS", 8)
+    conv = lambda x, w: lax.conv_general_dilated(x, w, (1, 1), padding)     # noqa: E731
+    x, w = _f32(*lhs), _f32(*rhs)
+    gy = _f32(*vg.jit(conv, backend="numpy")(x, w).shape)
+    dw = lambda x, w, gy: vg.vjp(lambda w: conv(x, w), w)[1](gy)[0]          # noqa: E731
+    names = _check(dw, x, w, gy)
+    assert ["winograd_in", "winograd_dy"] == [n for n in names if n.startswith("winograd")][:2]
+    assert "winograd_dw" in names and "conv_gemm" not in names and "conv" not in names
+
+
+def test_the_h200_splits_the_weight_gradients_tall_gemm_into_one_wave(monkeypatch):
+    """C128 28x28 (N32): 16 GEMMs [128, 6272] x [6272, 128] on the large tile, 16 slices each:
+    256 workgroups (the matmul's tall-K target, 264), then their sum; C64's on wide64."""
+    monkeypatch.setattr(conv_lowering, "WINOGRAD_WGRAD_MIN_CHANNELS", 64)
+    dw = ((128, 32, 28, 28), (128, 32, 28, 28), (128, 128, 3, 3), (1, 1), SAME, (1, 1), (1, 1),
+          1)
+    plan = plan_conv(*dw, target=Target.h200(), x_layout=1, w_layout=2)
+    assert _launches(plan) == ["winograd_in", "winograd_dy", "matmul_large_splitk16",
+                               "reduce_sum", "winograd_dw"]
+    assert plan.steps[2][0].groups == (1, 1, 256)
+    dw64 = ((64, 32, 56, 56), (64, 32, 56, 56), (64, 64, 3, 3)) + dw[3:]
+    plan = plan_conv(*dw64, target=Target.h200(), x_layout=1, w_layout=2)
+    assert _launches(plan)[2].startswith("matmul_wide64_splitk")
+    monkeypatch.setattr(conv_lowering, "WINOGRAD_WGRAD_MIN_CHANNELS", 1 << 30)
+    assert "winograd_dy" not in _launches(plan_conv(*dw, target=Target.h200(), x_layout=1,
+                                                    w_layout=2))

@@ -17,6 +17,17 @@
 // WG_MODE 1, the input, a thread per (c, t): x [N, C, H, W]. Bindings 0 x, 1 V.
 // WG_MODE 2, the output, a thread per (o, t) (WG_MT: per (t, o)): out [N, O, OH, OW].
 //   Bindings 0 M, 1 out.
+// The weight gradient, by the same algebra transposed (y = A^T (U . V) A is linear in the
+// weights: dL/dw = G^T [(A dy A^T) . V] G, summed over tiles and the batch):
+//     Y[e, o, t] = (A dy[t, o] A^T)[e]                dy: tile t's 2 x 2 output gradient
+//     M[e, o, c] = sum_t Y[e, o, t] V[e, c, t]         (the GEMM: [16, O, C] = Y V^T; tall K)
+//     dw[c, o] = G^T M[., o, c] G                      (3 x 3; [C, O, 3, 3]: the weight
+//                                                      gradient's convolution's own result)
+// WG_MODE 3, the output gradient, a thread per (o, t): dy [N, O, OH, OW] (0 past its edges).
+//   Bindings 0 dy, 1 Y.
+// WG_CN (modes 1 and 3): x is [C, N, H, W], dy [O, N, OH, OW] (the weight gradient's
+//   convolution's operands in their own layouts, not read as views of x and dy).
+// WG_MODE 4, the weight gradient, a thread per (o, c): bindings 0 M, 1 dw.
 // Grid: lowering/launch.py's grid() over ceil(threads / 256) groups.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -37,6 +48,12 @@ vec4 bt(vec4 v) { return vec4(v.x - v.z, v.y + v.z, v.z - v.y, v.y - v.w); }
 vec4 gv(vec3 v) { return vec4(v.x, 0.5 * (v.x + v.y + v.z), 0.5 * (v.x - v.y + v.z), v.z); }
 // (v0 + v1 + v2, v1 - v2 - v3): A^T v
 vec2 at(vec4 v) { return vec2(v.x + v.y + v.z, v.y - v.z - v.w); }
+// (v0, v0 + v1, v0 - v1, -v1): A v
+vec4 av(vec2 v) { return vec4(v.x, v.x + v.y, v.x - v.y, -v.y); }
+// (v0 + (v1 + v2) / 2, (v1 - v2) / 2, (v1 + v2) / 2 + v3): G^T v
+vec3 gt(vec4 v) {
+    return vec3(v.x + 0.5 * (v.y + v.z), 0.5 * (v.y - v.z), 0.5 * (v.y + v.z) + v.w);
+}
 
 void main() {
     const uint e = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * 256u
@@ -63,7 +80,7 @@ void main() {
     vec4 d[4];
     const uint tt = min(t, T - 1u), n = tt / (p.TH * p.TW), ij = tt % (p.TH * p.TW);
     const int h0 = int(2u * (ij / p.TW)) - p.ph, w0 = int(2u * (ij % p.TW)) - p.pw;
-    const uint plane = (n * p.C + c) * p.H * p.W;
+    const uint plane = (WG_CN == 1 ? c * p.N + n : n * p.C + c) * p.H * p.W;
     [[unroll]] for (uint a = 0u; a < 4u; a++) {
         [[unroll]] for (uint b = 0u; b < 4u; b++) {
             const int h = h0 + int(a), w = w0 + int(b);
@@ -77,6 +94,39 @@ void main() {
     [[unroll]] for (uint xi = 0u; xi < 4u; xi++) {
         const vec4 v = bt(r[xi]);
         [[unroll]] for (uint nu = 0u; nu < 4u; nu++) dst[(xi * 4u + nu) * CT + e] = v[nu];
+    }
+#elif WG_MODE == 3
+    const uint OT = p.O * p.Tp;
+    if (e >= OT) return;
+    const uint o = e / p.Tp, t = e % p.Tp;
+    const uint tt = min(t, T - 1u), n = tt / (p.TH * p.TW), ij = tt % (p.TH * p.TW);
+    const uint h0 = 2u * (ij / p.TW), w0 = 2u * (ij % p.TW);
+    const uint plane = (WG_CN == 1 ? o * p.N + n : n * p.O + o) * p.OH * p.OW;
+    vec2 q[2];
+    [[unroll]] for (uint a = 0u; a < 2u; a++) {
+        [[unroll]] for (uint b = 0u; b < 2u; b++) {
+            const bool ok = t < T && h0 + a < p.OH && w0 + b < p.OW;
+            const float v = src[ok ? plane + (h0 + a) * p.OW + w0 + b : 0u];
+            q[a][b] = ok ? v : 0.0;
+        }
+    }
+    const vec2 r[4] = vec2[4](q[0], q[0] + q[1], q[0] - q[1], -q[1]);    // A q
+    [[unroll]] for (uint xi = 0u; xi < 4u; xi++) {
+        const vec4 v = av(r[xi]);
+        [[unroll]] for (uint nu = 0u; nu < 4u; nu++) dst[(xi * 4u + nu) * OT + e] = v[nu];
+    }
+#elif WG_MODE == 4
+    const uint CO = p.C * p.O;
+    if (e >= CO) return;
+    const uint o = e / p.C, c = e % p.C;
+    vec4 m[4];
+    [[unroll]] for (uint xi = 0u; xi < 4u; xi++)
+        [[unroll]] for (uint nu = 0u; nu < 4u; nu++) m[xi][nu] = src[(xi * 4u + nu) * CO + e];
+    const vec4 r[3] = vec4[3](m[0] + 0.5 * (m[1] + m[2]), 0.5 * (m[1] - m[2]),
+                              0.5 * (m[1] + m[2]) + m[3]);                     // G^T m
+    [[unroll]] for (uint a = 0u; a < 3u; a++) {
+        const vec3 v = gt(r[a]);
+        [[unroll]] for (uint b = 0u; b < 3u; b++) dst[(c * p.O + o) * 9u + a * 3u + b] = v[b];
     }
 #else
     const uint OT = p.O * p.Tp;

@@ -55,8 +55,9 @@ rules) or one would run more than LONG_STEPS k steps, and on a Target whose loop
 (lavapipe) wherever one workgroup would loop too long. Measured on the H200 by bench/bench_conv.py (BENCHMARKS.md).
 
 Winograd: plan_conv hands 3x3 stride-1 ungrouped 2-D convolutions (forwards, input gradients)
-from WINOGRAD_MIN_CHANNELS features to lowering/winograd.py's F(2x2, 3x3) path (transforms
-around the matmul kernel's batched GEMM). Off by default until the H200 measures it.
+from WINOGRAD_MIN_CHANNELS features, and their weight gradients from
+WINOGRAD_WGRAD_MIN_CHANNELS, to lowering/winograd.py's F(2x2, 3x3) path (transforms around the
+matmul kernel's batched GEMM). Off by default until the H200 measures it.
 
 plan_conv hands one output feature per group to lowering/conv_depthwise.py's kernels where
 they apply (a depthwise convolution and its input gradient, directly; its weight gradient's
@@ -232,6 +233,9 @@ WGRAD_MIN_K = 6272
 # Winograd F(2x2, 3x3) (lowering/winograd.py) for the 3x3 stride-1 convolutions it computes
 # (the forward, the input gradient) from this many input and output features; 1 << 30: off.
 WINOGRAD_MIN_CHANNELS = 1 << 30
+# ... and its weight gradients (the same algebra transposed: a tall-K GEMM over the tiles)
+# from this many input and output features of the forward; 1 << 30: off.
+WINOGRAD_WGRAD_MIN_CHANNELS = 1 << 30
 
 
 def choose_variant(og: int, m: int, k: int = 0) -> str:
@@ -364,8 +368,13 @@ def plan_conv(lhs: tuple, rhs: tuple, out: tuple, window_strides, padding, lhs_d
             w_layout=w_layout)
     if variant is None and min(i, og) >= WINOGRAD_MIN_CHANNELS and winograd.applies(
             lhs, rhs, window_strides, lhs_dilation, rhs_dilation, groups, x_layout, w_layout) \
-            and winograd.fits(rhs, out, target):
+            and winograd.fits(rhs[:2], out, target):
         return winograd.plan_winograd(lhs, rhs, out, padding, target=target, w_layout=w_layout)
+    if variant is None and min(n, o) >= WINOGRAD_WGRAD_MIN_CHANNELS and winograd.applies_wgrad(
+            lhs, rhs, out, window_strides, lhs_dilation, rhs_dilation, groups, x_layout,
+            w_layout) and winograd.fits((o, n), (c, o) + tuple(rhs[2:]), target):
+        return winograd.plan_winograd_wgrad(lhs, rhs, out, padding, target=target,
+                                            x_layout=x_layout, w_layout=w_layout)
     name = variant or choose_variant(og, m, k)
     if name in GEMM_VARIANTS and (nd > 2 or max(lhs_dilation) > 1):
         name = choose_gather_variant(og, m)          # the GEMM kernel's limits
