@@ -63,6 +63,7 @@ import vkgrad.nn as nn  # noqa: E402
 from vkgrad import lax  # noqa: E402
 from vkgrad.lowering import conv as conv_lowering  # noqa: E402
 from vkgrad.lowering import kernels as kernel_planners  # noqa: E402
+from vkgrad.lowering import winograd  # noqa: E402
 
 from peers import cuda_torch  # noqa: E402
 
@@ -169,9 +170,9 @@ def time_vkgrad(fns, args, kernels=None):
 
 
 GEMM_KERNELS = ("conv", "conv_gemm")     # what the forced variants change
-# --set's modules: the convolution planner and the reduction planner (batch-norm statistics,
-# split-K sums)
-SET_MODULES = {"conv": conv_lowering, "kernels": kernel_planners}
+# --set's modules: the convolution planner, the reduction planner (batch-norm statistics,
+# split-K sums) and the Winograd path's
+SET_MODULES = {"conv": conv_lowering, "kernels": kernel_planners, "winograd": winograd}
 
 
 # split-K targets the sweep tries (in 256-thread workgroups: lowering/conv.py's
@@ -276,7 +277,6 @@ def sweep_winograd(case, args, names=None):
     on the Winograd path (lowering/winograd.py, switched on whatever WINOGRAD_MIN_CHANNELS
     says) with its batched GEMM on each matmul tile: "winograd.<tile>" (WINOGRAD_GEMMS), and
     "winograd" with the matmul planner's choice. Nothing for convolutions it does not run."""
-    from vkgrad.lowering import winograd
     _, n, c, spatial, o, k, s, g = case
     if not winograd.applies((n, c) + spatial, (o, c, k, k), (s,) * len(spatial),
                             (1,) * len(spatial), (1,) * len(spatial), g, 0, 0):

@@ -34,6 +34,10 @@ from vkgrad.target import target_of
 
 TRANSFORMS = 16                 # (xi, nu): the 4 x 4 transformed tile
 GEMM_VARIANT = None             # the GEMM's matmul tile (None: its planner's; bench_conv's sweep)
+# The weight gradient's tall-K GEMMs split into about this many workgroups of the large tile
+# (the matmul's tall-K target: one H200 wave of 2 a multiprocessor; bench_conv --set
+# winograd.WGRAD_TARGET_GROUPS=N tries others)
+WGRAD_TARGET_GROUPS = TALL_K_TARGET_GROUPS
 MODE_NAMES = ("winograd_w", "winograd_in", "winograd_out", "winograd_dy", "winograd_dw")
 
 
@@ -125,7 +129,7 @@ def plan_winograd_wgrad(lhs: tuple, rhs: tuple, out: tuple, padding, *, target=N
         tile = MATMUL_TILES[name]
         blocks = TRANSFORMS * cdiv(o, tile.bm) * cdiv(c, tile.bn)
         options = dict(variant=name, splits=max(1, min(
-            per_wave * TALL_K_TARGET_GROUPS // blocks, cdiv(tp, tile.bk) // TALL_K_SLICE_STEPS)))
+            per_wave * WGRAD_TARGET_GROUPS // blocks, cdiv(tp, tile.bk) // TALL_K_SLICE_STEPS)))
     gemm = plan_matmul_op(TRANSFORMS, o, tp, c, False, True, o * tp, c * tp, target, **options)
     rename = {"a": "wg_y", "b": "wg_v", "c": "wg_m"}
     steps = ((transform(1, c * tp, WG_CN=x_layout == 0), ("x", "wg_v")),
