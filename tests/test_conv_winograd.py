@@ -184,3 +184,17 @@ def test_the_h200_splits_the_weight_gradients_tall_gemm_into_one_wave(monkeypatc
     monkeypatch.setattr(conv_lowering, "WINOGRAD_WGRAD_MIN_CHANNELS", 1 << 30)
     assert "winograd_dy" not in _launches(plan_conv(*dw, target=Target.h200(), x_layout=1,
                                                     w_layout=2))
+
+
+def test_an_epilogue_after_a_weight_gradient_runs_in_its_last_store(monkeypatch):
+    """A convolution of the weight gradient's form (x and g viewed [C, N, ...], a 3 x 3
+    result) with an activation after it: winograd_dw's store runs it."""
+    monkeypatch.setattr(conv_lowering, "WINOGRAD_WGRAD_MIN_CHANNELS", 8)
+
+    def f(x, g):
+        t = lambda a: vnp.transpose(a, (1, 0, 2, 3))             # noqa: E731
+        return nn.relu(lax.conv_general_dilated(t(x), t(g), (1, 1), SAME)) * 2.0
+    x, g = _f32(2, 8, 6, 7), _f32(2, 12, 6, 7)
+    names = _check(f, x, g)
+    *_, last = vg.jit(f, backend="vulkan").lower(x, g).lowered.steps
+    assert last.launch.name == "winograd_dw" and "VKG_STORE_B1" in last.launch.hooks, names

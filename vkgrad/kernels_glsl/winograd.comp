@@ -32,7 +32,7 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 // VKGRAD_FUSION_HOOKS
-// VKG_STORE_B1 (fusion.glsl): WG_MODE 2's outputs go through a fused epilogue (bias, activation).
+// VKG_STORE_B1 (fusion.glsl): WG_MODE 2's and 4's outputs go through a fused epilogue.
 
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer In { float src[]; };
@@ -126,7 +126,13 @@ void main() {
                               0.5 * (m[1] + m[2]) + m[3]);                     // G^T m
     [[unroll]] for (uint a = 0u; a < 3u; a++) {
         const vec3 v = gt(r[a]);
-        [[unroll]] for (uint b = 0u; b < 3u; b++) dst[(c * p.O + o) * 9u + a * 3u + b] = v[b];
+        [[unroll]] for (uint b = 0u; b < 3u; b++) {
+#ifdef VKG_STORE_B1
+            VKG_STORE_B1((c * p.O + o) * 9u + a * 3u + b, v[b]);
+#else
+            dst[(c * p.O + o) * 9u + a * 3u + b] = v[b];
+#endif
+        }
     }
 #else
     const uint OT = p.O * p.Tp;
