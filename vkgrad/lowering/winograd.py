@@ -98,14 +98,10 @@ def plan_winograd(lhs: tuple, rhs: tuple, out: tuple, padding, *, target=None,
         gemm = plan_matmul_op(TRANSFORMS, o, c, tp, True, False, c * o, c * tp, target,
                               variant=GEMM_VARIANT)
         rename = {"a": "wg_u", "b": "wg_v", "c": "wg_m"}
-    steps = ((transform(0, c * o, WG_WL=w_layout), ("w", "wg_u")),
-             (transform(1, c * tp), ("x", "wg_v")),
-             *((launch, tuple(rename.get(r, r) for r in roles)) for launch, roles in gemm.steps),
-             (transform(2, o * tp, WG_MT=mt), ("wg_m", "out")))
-    temps = (Temp("wg_u", TRANSFORMS * c * o, "float32"),
-             Temp("wg_v", TRANSFORMS * c * tp, "float32"),
-             Temp("wg_m", TRANSFORMS * o * tp, "float32")) + gemm.temps
-    return OpPlan(steps, temps)
+    return _around(gemm, rename, ((transform(0, c * o, WG_WL=w_layout), ("w", "wg_u")),
+                                  (transform(1, c * tp), ("x", "wg_v"))),
+                   (transform(2, o * tp, WG_MT=mt), ("wg_m", "out")),
+                   {"wg_u": c * o, "wg_v": c * tp, "wg_m": o * tp})
 
 
 def plan_winograd_wgrad(lhs: tuple, rhs: tuple, out: tuple, padding, *, target=None,
@@ -132,14 +128,19 @@ def plan_winograd_wgrad(lhs: tuple, rhs: tuple, out: tuple, padding, *, target=N
             per_wave * WGRAD_TARGET_GROUPS // blocks, cdiv(tp, tile.bk) // TALL_K_SLICE_STEPS)))
     gemm = plan_matmul_op(TRANSFORMS, o, tp, c, False, True, o * tp, c * tp, target, **options)
     rename = {"a": "wg_y", "b": "wg_v", "c": "wg_m"}
-    steps = ((transform(1, c * tp, WG_CN=x_layout == 0), ("x", "wg_v")),
-             (transform(3, o * tp, WG_CN=w_layout == 0), ("w", "wg_y")),
-             *((launch, tuple(rename.get(r, r) for r in roles)) for launch, roles in gemm.steps),
-             (transform(4, c * o), ("wg_m", "out")))
-    temps = (Temp("wg_v", TRANSFORMS * c * tp, "float32"),
-             Temp("wg_y", TRANSFORMS * o * tp, "float32"),
-             Temp("wg_m", TRANSFORMS * o * c, "float32")) + gemm.temps
-    return OpPlan(steps, temps)
+    return _around(gemm, rename, ((transform(1, c * tp, WG_CN=x_layout == 0), ("x", "wg_v")),
+                                  (transform(3, o * tp, WG_CN=w_layout == 0), ("w", "wg_y"))),
+                   (transform(4, c * o), ("wg_m", "out")),
+                   {"wg_v": c * tp, "wg_y": o * tp, "wg_m": o * c})
+
+
+def _around(gemm: OpPlan, rename: dict, before: tuple, after: tuple, temps: dict) -> OpPlan:
+    """The GEMM's plan (its roles renamed) between the transforms `before` and `after`, with
+    the transformed matrices `temps` ({role: floats a transform}) and the GEMM's own."""
+    steps = (*before, *((launch, tuple(rename.get(r, r) for r in roles))
+                        for launch, roles in gemm.steps), after)
+    return OpPlan(steps, tuple(Temp(role, TRANSFORMS * size, "float32")
+                               for role, size in temps.items()) + gemm.temps)
 
 
 def _transforms(n, c, h, w, o, out_spatial, padding):
