@@ -219,7 +219,8 @@ def sweep_variants(case, args, names=None):
         return {}, {}
     saved = {k: getattr(conv_lowering, k) for k in
              ("choose_variant", "CIN_MAX_WINDOW", "CIN_TILES", "SPLIT_TARGET_THREADS",
-              "SPLIT_TARGET_TILE_THREADS", "CIN_RELAYOUT", "choose_splits")}
+              "SPLIT_TARGET_TILE_THREADS", "CIN_RELAYOUT", "choose_splits", "WGRAD_WAVE_GROUPS",
+              "WINOGRAD_MIN_CHANNELS", "WINOGRAD_WGRAD_MIN_CHANNELS")}
     o, g = case[4], case[7]
     # conv.comp's tiles ran 1.2-7x slower than the best GEMM tile at ResNet's 64-256 features
     # (the 2026-12-01 sweep, BENCHMARKS.md), and w's k order (".worder") was measured there on
@@ -245,6 +246,10 @@ def sweep_variants(case, args, names=None):
                 setattr(conv_lowering, k, v)
             name = label.split(".")[0].split("@")[0].split("/")[0]
             conv_lowering.choose_variant = lambda og, m, k=0, name=name: name
+            # the forced tile for every convolution: no wave rule, no Winograd path
+            conv_lowering.WGRAD_WAVE_GROUPS = 0
+            conv_lowering.WINOGRAD_MIN_CHANNELS = conv_lowering.WINOGRAD_WGRAD_MIN_CHANNELS = \
+                1 << 30
             conv_lowering.CIN_MAX_WINDOW = cin_window
             conv_lowering.CIN_TILES = cin_tiles
             conv_lowering.SPLIT_TARGET_THREADS = split_threads

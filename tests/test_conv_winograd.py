@@ -37,10 +37,16 @@ def _launches(plan):
 
 def test_the_planner_takes_the_winograd_path_only_from_its_channels_and_for_its_shapes(
         monkeypatch):
+    """On the H200's Target from 128 features (its winograd_min_channels: C64 measured slower
+    there), not on lavapipe's; WINOGRAD_MIN_CHANNELS overrides the Target."""
     args = ((32, 128, 28, 28), (128, 128, 3, 3), (32, 128, 28, 28), (1, 1), SAME, (1, 1),
             (1, 1), 1)
-    assert "winograd_in" not in _launches(plan_conv(*args, target=Target.h200()))  # off
-    monkeypatch.setattr(conv_lowering, "WINOGRAD_MIN_CHANNELS", 64)
+    c64 = ((32, 64, 56, 56), (64, 64, 3, 3), (32, 64, 56, 56)) + args[3:]
+    assert "winograd_in" not in _launches(plan_conv(*c64, target=Target.h200()))
+    assert "winograd_in" not in _launches(plan_conv(*args, target=Target.lavapipe()))
+    monkeypatch.setattr(conv_lowering, "WINOGRAD_MIN_CHANNELS", 1 << 30)
+    assert "winograd_in" not in _launches(plan_conv(*args, target=Target.h200()))
+    monkeypatch.setattr(conv_lowering, "WINOGRAD_MIN_CHANNELS", 0)       # the Target's
     plan = plan_conv(*args, target=Target.h200())
     names = _launches(plan)
     assert names[:2] == ["winograd_w", "winograd_in"] and names[-1] == "winograd_out"
@@ -56,12 +62,13 @@ def test_the_planner_takes_the_winograd_path_only_from_its_channels_and_for_its_
         kw = dict(lhs=lhs, rhs=rhs, out=out, window_strides=strides, padding=pads,
                   lhs_dilation=ld, rhs_dilation=rd, groups=groups) | other
         assert "winograd_in" not in _launches(plan_conv(**kw, target=Target.h200())), other
-    small = ((2, 32, 8, 8), (32, 32, 3, 3), (2, 32, 8, 8)) + args[3:]
-    assert "winograd_in" not in _launches(plan_conv(*small, target=Target.h200()))
+    monkeypatch.setattr(conv_lowering, "WINOGRAD_MIN_CHANNELS", 64)
+    assert "winograd_in" in _launches(plan_conv(*c64, target=Target.h200()))
     assert not winograd.applies((2, 64, 8, 8), (64, 64, 3, 3), (1, 1), (1, 1), (1, 1), 1, 1, 2)
     # transformed tiles past one lavapipe buffer (128 MiB): the GEMM kernel instead
     big = ((64, 128, 56, 56), (128, 128, 3, 3), (64, 128, 56, 56)) + args[3:]
     assert "winograd_in" in _launches(plan_conv(*big, target=Target.h200()))
+    monkeypatch.setattr(conv_lowering, "WINOGRAD_MIN_CHANNELS", 8)
     assert "winograd_in" not in _launches(plan_conv(*big, target=Target.lavapipe()))
 
 
