@@ -38,7 +38,8 @@ workgroups on the tiles that split; see sweep_variants), per conv and mode ("swe
 "sweep_kernels_us" the same per kernel name, so the convolution kernels' own time shows apart
 from transposes and split-K sums), so the planner's choice can follow the measurement; and
 the forward and input gradient on the Winograd path with its GEMM on each matmul tile
-("winograd.<tile>", sweep_winograd); --variants a,b sweeps only those. The JSON is rewritten after each conv.
+("winograd.<tile>", sweep_winograd); --variants a,b sweeps only those. The JSON is
+rewritten after each conv.
 --quick: small shapes and a tiny ResNet (runs on lavapipe, to check the script itself).
 --check: every conv's relative error against the float64 interpreter ("errors_vs_float64",
 else only for small ones): a planner path switched on with --set checked at the real shapes.
