@@ -36,8 +36,13 @@ Every round alternates vkgrad, torch, JAX; medians and ranges over rounds are re
 GEMM_VARIANTS, conv_gemm.comp's tiles, and "<name>@<g>": split-K aiming at g 256-thread
 workgroups on the tiles that split; see sweep_variants), per conv and mode ("sweep_us";
 "sweep_kernels_us" the same per kernel name, so the convolution kernels' own time shows apart
-from transposes and split-K sums), so the planner's choice can follow the measurement; --variants a,b sweeps only those. The JSON is rewritten after each conv.
+from transposes and split-K sums), so the planner's choice can follow the measurement; and
+the forward and input gradient on the Winograd path with its GEMM on each matmul tile
+("winograd.<tile>", sweep_winograd); --variants a,b sweeps only those. The JSON is
+rewritten after each conv.
 --quick: small shapes and a tiny ResNet (runs on lavapipe, to check the script itself).
+--check: every conv's relative error against the float64 interpreter ("errors_vs_float64",
+else only for small ones): a planner path switched on with --set checked at the real shapes.
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ import vkgrad.nn as nn  # noqa: E402
 from vkgrad import lax  # noqa: E402
 from vkgrad.lowering import conv as conv_lowering  # noqa: E402
 from vkgrad.lowering import kernels as kernel_planners  # noqa: E402
+from vkgrad.lowering import winograd  # noqa: E402
 
 from peers import cuda_torch  # noqa: E402
 
@@ -165,9 +171,9 @@ def time_vkgrad(fns, args, kernels=None):
 
 
 GEMM_KERNELS = ("conv", "conv_gemm")     # what the forced variants change
-# --set's modules: the convolution planner and the reduction planner (batch-norm statistics,
-# split-K sums)
-SET_MODULES = {"conv": conv_lowering, "kernels": kernel_planners}
+# --set's modules: the convolution planner, the reduction planner (batch-norm statistics,
+# split-K sums) and the Winograd path's
+SET_MODULES = {"conv": conv_lowering, "kernels": kernel_planners, "winograd": winograd}
 
 
 # split-K targets the sweep tries (in 256-thread workgroups: lowering/conv.py's
@@ -214,7 +220,8 @@ def sweep_variants(case, args, names=None):
         return {}, {}
     saved = {k: getattr(conv_lowering, k) for k in
              ("choose_variant", "CIN_MAX_WINDOW", "CIN_TILES", "SPLIT_TARGET_THREADS",
-              "SPLIT_TARGET_TILE_THREADS", "CIN_RELAYOUT", "choose_splits")}
+              "SPLIT_TARGET_TILE_THREADS", "CIN_RELAYOUT", "choose_splits", "WGRAD_WAVE_GROUPS",
+              "WINOGRAD_MIN_CHANNELS", "WINOGRAD_WGRAD_MIN_CHANNELS")}
     o, g = case[4], case[7]
     # conv.comp's tiles ran 1.2-7x slower than the best GEMM tile at ResNet's 64-256 features
     # (the 2026-12-01 sweep, BENCHMARKS.md), and w's k order (".worder") was measured there on
@@ -240,6 +247,10 @@ def sweep_variants(case, args, names=None):
                 setattr(conv_lowering, k, v)
             name = label.split(".")[0].split("@")[0].split("/")[0]
             conv_lowering.choose_variant = lambda og, m, k=0, name=name: name
+            # the forced tile for every convolution: no wave rule, no Winograd path
+            conv_lowering.WGRAD_WAVE_GROUPS = 0
+            conv_lowering.WINOGRAD_MIN_CHANNELS = conv_lowering.WINOGRAD_WGRAD_MIN_CHANNELS = \
+                1 << 30
             conv_lowering.CIN_MAX_WINDOW = cin_window
             conv_lowering.CIN_TILES = cin_tiles
             conv_lowering.SPLIT_TARGET_THREADS = split_threads
@@ -261,6 +272,35 @@ def sweep_variants(case, args, names=None):
     finally:
         for k, v in saved.items():
             setattr(conv_lowering, k, v)
+    return out, kernels
+
+
+WINOGRAD_GEMMS = ("large", "large64", "medium")    # lowering/matmul.py's VARIANTS
+
+
+def sweep_winograd(case, args, names=None):
+    """({label: {mode: us}}, {label: {mode: {kernel: us}}}) for the forward and input gradient
+    on the Winograd path (lowering/winograd.py, switched on whatever WINOGRAD_MIN_CHANNELS
+    says) with its batched GEMM on each matmul tile: "winograd.<tile>" (WINOGRAD_GEMMS), and
+    "winograd" with the matmul planner's choice. Nothing for convolutions it does not run."""
+    _, n, c, spatial, o, k, s, g = case
+    if not winograd.applies((n, c) + spatial, (o, c, k, k), (s,) * len(spatial),
+                            (1,) * len(spatial), (1,) * len(spatial), g, 0, 0):
+        return {}, {}
+    saved = conv_lowering.WINOGRAD_MIN_CHANNELS, winograd.GEMM_VARIANT
+    out, kernels = {}, {}
+    try:
+        conv_lowering.WINOGRAD_MIN_CHANNELS = 1
+        for variant in (None,) + WINOGRAD_GEMMS:
+            label = "winograd" + (f".{variant}" if variant else "")
+            if names and label not in names:
+                continue
+            winograd.GEMM_VARIANT = variant
+            programs = {m: f for m, f in vkgrad_programs(case).items() if m != "dw"}
+            kernels[label] = {}
+            out[label] = time_vkgrad(programs, args, kernels[label])
+    finally:
+        conv_lowering.WINOGRAD_MIN_CHANNELS, winograd.GEMM_VARIANT = saved
     return out, kernels
 
 
@@ -550,6 +590,8 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated conv names ('' all but the "
                     "step's, 'none'; a name ending in _ a prefix: r18_ the step's convolutions)")
     ap.add_argument("--no-resnet", action="store_true")
+    ap.add_argument("--check", action="store_true", help="every conv's relative error against "
+                    "the float64 interpreter (\"errors_vs_float64\"; else only small ones)")
     ap.add_argument("--sweep", action="store_true", help="time every kernel variant too")
     ap.add_argument("--variants", default="", help="comma-separated variants to sweep ('' all)")
     ap.add_argument("--direct", action="store_true",
@@ -588,7 +630,8 @@ def main():
         errs = {m: rel_err(vg.jit(f, backend="vulkan")(x, w, gy),
                            vg.jit(f, backend="numpy")(x.astype(np.float64), w.astype(np.float64),
                                                       gy.astype(np.float64)))
-                for m, f in fns.items()} if args.quick or case[1] * case[2] < 2 ** 12 else {}
+                for m, f in fns.items()} \
+            if args.quick or args.check or case[1] * case[2] < 2 ** 12 else {}
         tfns = torch_programs(torch, case, x, w, gy) if torch is not None else None
         jfns = jax_programs(jax, case) if jax is not None else None
         jargs = tuple(jax.numpy.asarray(a) for a in (x, w, gy)) if jax is not None else None
@@ -615,8 +658,11 @@ def main():
                 row[f"{peer}_over_vkgrad"] = {m: row["us"][peer][m]["median"] / vk[m]["median"]
                                               for m in (*MODES, "total")}
         if args.sweep:
-            row["sweep_us"], row["sweep_kernels_us"] = sweep_variants(
-                case, (x, w, gy), [v for v in args.variants.split(",") if v])
+            names = [v for v in args.variants.split(",") if v]
+            row["sweep_us"], row["sweep_kernels_us"] = sweep_variants(case, (x, w, gy), names)
+            wino_us, wino_kernels = sweep_winograd(case, (x, w, gy), names)
+            row["sweep_us"].update(wino_us)
+            row["sweep_kernels_us"].update(wino_kernels)
         result["convs"][case[0]] = row
         print(json.dumps({case[0]: row}), flush=True)
         write(result)                        # after each case: a run cut short keeps its rows

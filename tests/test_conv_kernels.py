@@ -407,12 +407,21 @@ def test_the_benchmarks_step_cases_are_the_resnet_steps_convolutions():
                       for case in cases for _, n, c, sp, o, k, s, _ in [case]}
 
 
-def test_the_h200_plans_the_resnet_steps_convolutions_as_their_sweep_chose():
+def test_the_h200_plans_the_resnet_steps_convolutions_as_their_sweep_chose(monkeypatch):
     """The planner alone on the H200's Target at the ResNet-18 step's shapes (batch 64;
     bench_conv.py's r18_ cases, lowering/conv.py's rules with their times): the 32x32
     forward on f64w unsplit, the 8x8 and 4x4 forwards on f64 split in K into 256 workgroups
     (2 and 4 slices, the split sum after), the 8x8 -> 4x4 block's input gradient's phases on
-    small split into 4 each, the C64 weight gradient on small split to 528 workgroups."""
+    small split into 4 each, the C64 weight gradient on small split to 528 workgroups. Those
+    8x8 and 4x4 forwards (C256, C512) run on the Winograd path by default (the Target's
+    winograd_min_channels, 128: tests/test_conv_winograd.py); the GEMM rules with it off."""
+    for lhs in ((64, 256, 8, 8), (64, 512, 4, 4)):
+        c = lhs[1]
+        p = plan_conv(lhs, (c, c, 3, 3), lhs, (1, 1), ((1, 1), (1, 1)), (1, 1), (1, 1), 1,
+                      target=Target.h200())
+        assert p.steps[-1][0].name == "winograd_out"
+    monkeypatch.setattr(conv_lowering, "WINOGRAD_MIN_CHANNELS", 1 << 30)
+
     def plan(lhs, w, out, strides=(1, 1), padding=((1, 1), (1, 1)), lhs_dilation=(1, 1)):
         p = plan_conv(lhs, w, out, strides, padding, lhs_dilation, (1, 1), 1,
                       target=Target.h200())
@@ -434,3 +443,27 @@ def test_the_h200_plans_the_resnet_steps_convolutions_as_their_sweep_chose():
     # as the kernel [64, 64, 32, 32], 3x3 out
     assert plan((64, 64, 32, 32), (64, 64, 32, 32), (64, 64, 3, 3))[:2] == ((64, 64),
                                                                             (9, 1, 59))
+
+
+def test_the_tall_k_wave_rule_splits_a_weight_gradient_into_whole_waves(monkeypatch):
+    """On a GPU Target (lowering/conv.py's WGRAD_WAVE_GROUPS, its H200 times beside it): C128
+    28x28's weight gradient (og 128, m = 1152 positions, k = 25088) on the 128 x 128 tile, 9
+    blocks x floor(264 / 9) = 29 slices, 261 workgroups in one H200 wave of 264, where the
+    f64-fill rule plans 18 x 15 = 270; with WGRAD_WAVE_ROWS 64 on f64 (18 blocks x 22 = 396);
+    not for a stride-2 forward's (a dilated window), nor on lavapipe (no split-K)."""
+    dw = ((128, 32, 28, 28), (128, 32, 28, 28), (128, 128, 3, 3), (1, 1), ((1, 1), (1, 1)),
+          (1, 1), (1, 1), 1)
+
+    def gemm(*args, target=Target.h200()):
+        (launch, _), *_ = plan_conv(*args, target=target, x_layout=1, w_layout=2).steps
+        return launch.groups, dict(launch.defines)["CG_BM"]
+    assert gemm(*dw) == ((9, 1, 29), 128)
+    dilated = ((128, 32, 28, 28), (128, 32, 14, 14), (128, 128, 3, 3), (1, 1),
+               ((1, 0), (1, 0)), (1, 1), (2, 2), 1)         # C128 28x28 stride 2's
+    assert gemm(*dilated)[1] == 64
+    assert gemm(*dw, target=Target.lavapipe())[1] == 64             # choose_variant's f64
+    monkeypatch.setattr(conv_lowering, "WGRAD_WAVE_ROWS", 64)      # f64, 3 a multiprocessor
+    monkeypatch.setattr(conv_lowering, "WGRAD_WAVE_GROUPS", 396)
+    assert gemm(*dw) == ((9, 2, 22), 64)
+    monkeypatch.setattr(conv_lowering, "WGRAD_WAVE_GROUPS", 0)
+    assert gemm(*dw) == ((9, 2, 15), 64)                            # the f64-fill rule

@@ -39,12 +39,18 @@ _GPU_POLICY = dict(
     # poll, patch 0002): the LM small step's next call (the queue drained before it) took 295 us
     # of host time on the H200 against 434 with kp's poll only (docs/jit.md)
     wait_spin_us=20_000,
-    # flash attention without a mask runs written out (matmul, softmax, matmul:
-    # lowering/attention_scores.py) where one attention's scores take at most this many bytes.
-    # H200, 2026-12-02 (bench/bench_attention.py, fwd+bwd of B4 H8): L1024 D64 1.08 ms against
-    # the flash kernels' 1.51, D128 1.49 against 3.55, L4096 D64 (2 GiB of scores) 14.7 against
-    # 24.7; causal ones lose (L1024 D64 1.19 against 0.82: half the products are masked)
+    # flash attention runs written out (matmul, softmax, matmul: lowering/attention_scores.py;
+    # which shapes: lowering/attention.py's scores_path) where one attention's scores take at
+    # most this many bytes. H200, 2026-12-02 (bench/bench_attention_paths.py, fwd+bwd of B4
+    # H8): L1024 D64 0.95 ms against the flash kernels' 1.52, D128 1.41 against 3.58, L4096
+    # D64 (2 GiB of scores) 13.4 against 24.7
     attention_scores_max_bytes=2 ** 31,
+    # Winograd F(2x2, 3x3) (lowering/winograd.py) for 3x3 stride-1 forwards and input gradients
+    # from this many input and output features. H200, bench_conv.py, 2026-12-02 (us, fwd / dx):
+    # C128 28x28 141 / 139 against the GEMM kernel's 217 / 218, C256 14x14 153 / 150 against
+    # 228 / 230, the ResNet-18 step's C128-C512 at 16x16-4x4 82-98 against 154-177; at C64 it
+    # lost (56x56: 282 against 221; 32x32: 194 against 146); the step 1.31x JAX against 1.09
+    winograd_min_channels=128,
 )
 _CPU_POLICY = dict(
     split_k=False,                # its 2-4 threads are busy with any output
@@ -66,6 +72,7 @@ _CPU_POLICY = dict(
     # the device's threads are the host's cores: a spinning wait takes one from them
     wait_spin_us=0,
     attention_scores_max_bytes=0,
+    winograd_min_channels=1 << 30,    # not measured there: the GEMM kernel's convolutions
 )
 
 
@@ -124,6 +131,7 @@ class Target:
     take_grad_rows_max_tests: int = 2 ** 24   # id tests up to which take_grad is one launch
     wait_spin_us: int = 20_000           # a wait polls the fence this long before it sleeps
     attention_scores_max_bytes: int = 2 ** 31   # unmasked attention written out up to this
+    winograd_min_channels: int = 128     # convolutions on the Winograd path from these features
 
     @classmethod
     def from_device(cls, info) -> "Target":

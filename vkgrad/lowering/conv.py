@@ -54,6 +54,13 @@ and small with short k into F64_FILL_GROUPS / SMALL_FILL_GROUPS: `choose_gemm_va
 rules) or one would run more than LONG_STEPS k steps, and on a Target whose loops stop early
 (lavapipe) wherever one workgroup would loop too long. Measured on the H200 by bench/bench_conv.py (BENCHMARKS.md).
 
+Winograd: plan_conv hands 3x3 stride-1 ungrouped 2-D convolutions (forwards, input gradients)
+from the Target's winograd_min_channels features (128 on a GPU, off on lavapipe), and their
+weight gradients from WINOGRAD_WGRAD_MIN_CHANNELS (off: not yet measured), to
+lowering/winograd.py's F(2x2, 3x3) path (transforms around the matmul kernel's batched GEMM).
+Weight gradients of stride-1 convolutions with a long K split into whole waves of the large
+tile on a GPU (WGRAD_WAVE_GROUPS, the matmul's tall-K rule).
+
 plan_conv hands one output feature per group to lowering/conv_depthwise.py's kernels where
 they apply (a depthwise convolution and its input gradient, directly; its weight gradient's
 long sums: the DW_SPLIT form, a workgroup per channel and slice of k, which the H200 Target
@@ -66,7 +73,7 @@ import math
 from dataclasses import dataclass
 
 from vkgrad import primitives as P
-from vkgrad.lowering import conv_depthwise, conv_layouts
+from vkgrad.lowering import conv_depthwise, conv_layouts, winograd
 from vkgrad.lowering.conv_depthwise import mixed_radix
 from vkgrad.lowering.contracts import KernelContract, Unsupported, need_f32, register
 from vkgrad.lowering.kernels import OpPlan, Temp, _defines, plan_split_sum
@@ -212,6 +219,30 @@ SMALL_MAX_K = 65536
 SMALL_FILL_MAX_K = 2048
 SMALL_FILL_GROUPS = 256
 SMALL_FILL_STEPS = 8
+# Tall-K weight gradients in whole waves, the matmul's tall-K rule (lowering/matmul.py: its TN
+# weight gradients over 8,192 tokens run at cuBLAS speed that way), on a GPU Target (split-K):
+# from WGRAD_MIN_K (k = N * out spatial, a weight gradient's) with og a multiple of the tile's
+# rows and no window dilation (a stride-1 forward's), K split into floor(WGRAD_WAVE_GROUPS /
+# blocks) slices, so the workgroups fill whole waves (2 of the large tile a multiprocessor:
+# 264 on the H200) instead of spilling a few into another. H200, bench_conv.py, 2026-12-02
+# (us): C128 28x28's weight gradient 268 as 9 blocks x 29 slices = 261 workgroups, where the
+# f64-fill rule's 18 x 15 = 270 took 343 (large split for 528, 9 x 58, 314); C256 14x14's 265
+# (36 x 7) against 336; the ResNet-18 step's C128 16x16 196 against 240. The stride-2 ones
+# (a dilated window) lost: C128 28x28 123 against 116, the step's C64 32x32 141 against 133.
+# WGRAD_WAVE_ROWS picks the tile by its rows (WGRAD_WAVE_TILES: f64 split for 396, 3 a
+# multiprocessor, measured the same at C128 28x28, 266, and slower at C256 14x14, 283).
+# WGRAD_WAVE_GROUPS 0: off.
+WGRAD_WAVE_GROUPS = TALL_K_TARGET_GROUPS
+WGRAD_WAVE_ROWS = 128
+WGRAD_WAVE_TILES = {128: "gemm_large", 64: "gemm_f64"}
+WGRAD_MIN_K = 6272
+# Winograd F(2x2, 3x3) (lowering/winograd.py) for the 3x3 stride-1 convolutions it computes
+# (the forward, the input gradient) from this many input and output features; 0: the
+# Target's winograd_min_channels (vkgrad/target.py, with its measurements), 1 << 30: off.
+WINOGRAD_MIN_CHANNELS = 0
+# ... and their weight gradients (the same algebra transposed: a tall-K GEMM over the tiles)
+# from this many input and output features of the forward; 1 << 30: off (not yet measured).
+WINOGRAD_WGRAD_MIN_CHANNELS = 1 << 30
 
 
 def choose_variant(og: int, m: int, k: int = 0) -> str:
@@ -247,6 +278,27 @@ def choose_gemm_variant(og: int, m: int, k: int) -> str:
         if blocks(name) and blocks(name) * max(slices, 1) >= SPLIT_FILL_GROUPS:
             return name
     return "gemm_small"
+
+
+def wave_tile() -> str:
+    """The tile of the tall-K weight-gradient rule (WGRAD_WAVE_ROWS)."""
+    return WGRAD_WAVE_TILES[WGRAD_WAVE_ROWS]
+
+
+def wave_slices(og: int, m: int, k: int, rhs_dilation, target=None) -> int:
+    """K slices of the tall-K weight-gradient rule (WGRAD_WAVE_GROUPS): as many as fit
+    `wave_tile`'s blocks into WGRAD_WAVE_GROUPS workgroups, each SPLIT_MIN_STEPS k steps or
+    more; 1 where the rule is off or does not apply (a Target without split-K, a dilated
+    window, k short of WGRAD_MIN_K, og not a multiple of the tile's rows, or m padded by more
+    than GEMM_MAX_PADDING: a 1x1 shortcut's)."""
+    if not WGRAD_WAVE_GROUPS or not target_of(target).split_k or max(rhs_dilation) > 1:
+        return 1
+    t = GEMM_VARIANTS[wave_tile()]
+    if og % t.bm or k < WGRAD_MIN_K or cdiv(m, t.bn) * t.bn > GEMM_MAX_PADDING * m:
+        return 1
+    blocks = og // t.bm * cdiv(m, t.bn)
+    return max(1, min(WGRAD_WAVE_GROUPS // blocks, cdiv(k, t.bk) // SPLIT_MIN_STEPS,
+                      MAX_SPLITS))
 
 
 def choose_gather_variant(og: int, m: int) -> str:
@@ -320,7 +372,18 @@ def plan_conv(lhs: tuple, rhs: tuple, out: tuple, window_strides, padding, lhs_d
             push, math.prod(out), how, k=k, per_group=fill(out[2:], 1),
             radix=(i, *fill(rhs[2:], 1)), target=target_of(target), x_layout=x_layout,
             w_layout=w_layout)
-    name = variant or choose_variant(og, m, k)
+    winograd_channels = WINOGRAD_MIN_CHANNELS or target_of(target).winograd_min_channels
+    if variant is None and min(i, og) >= winograd_channels and winograd.applies(
+            lhs, rhs, window_strides, lhs_dilation, rhs_dilation, groups, x_layout, w_layout) \
+            and winograd.fits(rhs[:2], out, target):
+        return winograd.plan_winograd(lhs, rhs, out, padding, target=target, w_layout=w_layout)
+    if variant is None and min(n, o) >= WINOGRAD_WGRAD_MIN_CHANNELS and winograd.applies_wgrad(
+            lhs, rhs, out, window_strides, lhs_dilation, rhs_dilation, groups, x_layout,
+            w_layout) and winograd.fits((o, n), (c, o) + tuple(rhs[2:]), target):
+        return winograd.plan_winograd_wgrad(lhs, rhs, out, padding, target=target,
+                                            x_layout=x_layout, w_layout=w_layout)
+    waves = wave_slices(og, m, k, rhs_dilation, target) if nd == 2 else 1
+    name = variant or (wave_tile() if waves > 1 else choose_variant(og, m, k))
     if name in GEMM_VARIANTS and (nd > 2 or max(lhs_dilation) > 1):
         name = choose_gather_variant(og, m)          # the GEMM kernel's limits
     if (x_layout or w_layout) and name not in GEMM_VARIANTS:
@@ -336,7 +399,10 @@ def plan_conv(lhs: tuple, rhs: tuple, out: tuple, window_strides, padding, lhs_d
         raise ValueError(f"a convolution of {m} output positions x {og} features per group "
                          "(more workgroups than a dispatch holds)")
     rule = {}                   # the rules that split to fill the GPU (choose_gemm_variant's)
-    if name == "gemm_f64" and gx * gy * groups < F64_MIN_GROUPS:
+    if name == wave_tile() and waves > 1 and split_threads is None:
+        # (a wave's slices over all groups: choose_splits divides them among the groups)
+        rule = dict(split_threads=waves * gx * gy * tile.threads, below=1 << 30)
+    elif name == "gemm_f64" and gx * gy * groups < F64_MIN_GROUPS:
         rule = dict(split_threads=F64_FILL_GROUPS * tile.threads, below=F64_MIN_GROUPS)
     elif name == "gemm_small" and k <= SMALL_FILL_MAX_K:
         rule = dict(split_threads=SMALL_FILL_GROUPS * tile.threads, below=SMALL_FILL_GROUPS,
@@ -424,7 +490,8 @@ def plan_group(anchors, target, root, body=None):
 
 def takes_hooks(e, target=None, loads: bool = False) -> bool:
     """An epilogue (bias, activation) in the store of a convolution that does not split K:
-    a split one stores partial sums (the matmul's rule too, lowering/matmul.py)."""
+    a split one stores partial sums (the matmul's rule too, lowering/matmul.py). On the
+    Winograd path the output transform's store runs it."""
     if loads or any(x.dtype != "f32" for x in e.inputs):
         return False
     try:
