@@ -1213,8 +1213,9 @@ def conv_step_sweep(sweeps) -> list[str]:
 def conv_section(runs) -> list[str]:
     plain, sweeps, direct, changed = _conv_kinds(runs)
     out = ["## Convolutions: vkgrad vs cuDNN (torch) and JAX, fp32; the ResNet-18 step vs JAX", ""]
-    if plain:
-        run = plain[0]
+    with_convs = [x for x in plain if x["doc"]["convs"]]
+    if with_convs:
+        run = with_convs[0]
         d = run["doc"]
         out += [f"{src(run)}; {d['device']}. `bench/bench_conv.py`: GPU time of each jitted "
                 "program (`vg.profile`), torch by CUDA events (TF32 off), JAX per call; "
@@ -1237,12 +1238,17 @@ def conv_section(runs) -> list[str]:
             out += [f"With the weights read in place (`--direct`, lowering/conv.py's CIN_RELAYOUT "
                     f"off; {src(run)}): JAX / vkgrad {r['jax_over_vkgrad']:.2f}.", ""]
         for run in changed:
-            r = run["doc"]["resnet18_step"]
             sets = ", ".join(run["doc"]["set"]) if isinstance(run["doc"]["set"], list) else \
                 str(run["doc"]["set"])
-            out += [f"With `--set {sets}` ({src(run)}): JAX / vkgrad "
-                    f"{r['jax_over_vkgrad']:.2f}.", ""]
-        for old in [x for x in plain[1:] if x["doc"]["convs"]]:
+            r = run["doc"].get("resnet18_step")
+            if r is not None:
+                out += [f"With `--set {sets}` ({src(run)}): ResNet-18 step JAX / vkgrad "
+                        f"{r['jax_over_vkgrad']:.2f}.", ""]
+            if run["doc"]["convs"]:
+                out += [f"With `--set {sets}` ({src(run)}):", ""] + table(
+                    ["conv", "vkgrad fwd", "dx", "dw", "cuDNN fwd", "dx", "dw", "JAX total",
+                     "cuDNN / vkgrad", "JAX / vkgrad"], conv_rows(run["doc"]))
+        for old in with_convs[1:]:
             out += [f"Earlier run ({src(old)}):", ""] + table(
                 ["conv", "vkgrad fwd", "dx", "dw", "cuDNN fwd", "dx", "dw", "JAX total",
                  "cuDNN / vkgrad", "JAX / vkgrad"], conv_rows(old["doc"]))
