@@ -590,7 +590,9 @@ def loop_limit_problem(mode: str, streamed: int, d: int, target=None,
 # head_dim * Lk >= 32768 (D64 L512 294 vs 408, L1024 952 vs 1520, L4096 13359 vs 24683; D128
 # L256 168 vs 242, L1024 1413 vs 3576) but not below (D64 L256 134 vs 131; D32 L1024 870 vs
 # 773, L512 273 vs 215); causal (half the products masked, and computed) only at head_dim 128
-# from 1024 keys, where the flash kernels are slowest. A causal mask with Lq > Lk leaves rows
+# from 1024 keys, where the flash kernels are slowest (04:26, the same attention written by
+# hand in vnp, its transposes as kernels: D128 L1024 1590 vs 1845, L4096 23559 vs 29817; D64
+# L1024 1187 vs 823, L4096 17210 vs 12316). A causal mask with Lq > Lk leaves rows
 # without keys: those stay on the flash kernels. A head dim the kernels are not built for is
 # written out on every device (else it would run on the interpreter).
 SCORES_MIN_HEAD_DIM = 64
