@@ -1,0 +1,150 @@
+"""Flash attention reading and writing its operands in other arrays' places
+(lowering/attention_layouts.py's pass, attention.OperandLayout, flash_common.glsl's FA_LAYOUTS)
+on the real Vulkan device (lavapipe) against the numpy interpreter: values and gradients, causal
+and not, Lq != Lk, and the dispatches the fold saves (counts, not times)."""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import pytest
+
+import vkgrad as vg
+import vkgrad.numpy as vnp
+from vkgrad import nn
+from vkgrad.lowering.attention import OperandLayout, plan_flash_attention, plan_flash_attention_bwd
+from vkgrad.lowering.conv_layouts import View
+from vkgrad.pipeline import Options, run_stages
+from vkgrad.target import Target
+from vkgrad.tree_util import tree_leaves
+
+H, D = 2, 16
+
+
+def _f32(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def _check(f, *args, rtol=1e-4):
+    """f's results on lavapipe against the interpreter's; the lowered program."""
+    on_gpu = vg.jit(f, backend="vulkan")
+    got, want = on_gpu(*args), vg.jit(f, backend="numpy")(*args)
+    lowered = on_gpu.lower(*args)
+    assert lowered.fallback_reason is None
+    for g, w in zip(tree_leaves(got), tree_leaves(want), strict=True):
+        w = np.asarray(w)
+        np.testing.assert_allclose(np.asarray(g), w, rtol=rtol,
+                                   atol=rtol * max(1.0, float(np.abs(w).max())))
+    return lowered
+
+
+def _kernels(lowered) -> collections.Counter:
+    return collections.Counter(s.launch.name for s in lowered.lowered.steps)
+
+
+def _flash_defines(lowered) -> list:
+    return [dict(s.launch.defines) for s in lowered.lowered.steps
+            if s.launch.name.startswith("flash_attn")]
+
+
+def _heads(x, i):
+    """Head-major [B, H, L, D] of the i-th of x [B, L, n, H, D]."""
+    return vnp.transpose(x[:, :, i], (0, 2, 1, 3))
+
+
+def _attention(causal):
+    def f(xq, xkv):
+        return nn.flash_attention(_heads(xq, 0), _heads(xkv, 0), _heads(xkv, 1), causal=causal)
+    return f
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("lq, lk", [(24, 40), (40, 24)])
+def test_the_forward_and_its_gradients_read_the_projections_in_place(causal, lq, lk):
+    """q of xq [B, Lq, 1, H, D], k and v of xkv [B, Lk, 2, H, D]: every operand of the forward
+    and the backward read where it lies, no copy kernel left, the interpreter's values."""
+    xq, xkv, g = _f32(2, lq, 1, H, D), _f32(2, lk, 2, H, D, seed=1), _f32(2, H, lq, D, seed=2)
+    f = _attention(causal)
+    fwd = _check(f, xq, xkv)
+    assert set(_kernels(fwd)) == {"flash_attn_fwd"}
+    (d,) = _flash_defines(fwd)
+    assert (d["HEADS"], d["Q_SR"], d["K_SR"], d["V_AT"]) == ("2u", "8u", "16u", "8u")
+    bwd = _check(lambda xq, xkv, g: vg.vjp(f, xq, xkv)[1](g), xq, xkv, g)
+    reads = [d for d in _flash_defines(bwd) if d["MODE"] == 3]   # the fused backward kernel
+    assert len(reads) == 1 and all(f"{x}_SR" in reads[0] for x in ("Q", "K", "V"))
+
+
+def _block_loss(causal):
+    def loss(p, x):
+        return vnp.sum(vnp.sin(nn.attention_block(p, x, H, causal=causal)))
+    return loss
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_an_attention_blocks_gradients_read_do_in_place(causal):
+    """vg.nn.attention_block's gradient: its backward reads dO, the output projection's input
+    gradient [B, L, H*D], as [B, H, L, D] where it lies; the interpreter's values."""
+    p = nn.init_attention_block(np.random.default_rng(0), H * D)
+    x = _f32(2, 24, H * D, seed=3)
+    lowered = _check(vg.grad(_block_loss(causal)), p, x, rtol=2e-4)
+    reads = [d for d in _flash_defines(lowered) if d["MODE"] in (3, 4)]
+    assert reads and all(d.get("DO_SR") == f"{H * D // 4}u" for d in reads)
+
+
+def test_a_view_the_kernel_cannot_read_stays_a_copy():
+    """q at an offset of 2 floats (not a vec4): the fold leaves it to its copy kernel."""
+    x = _f32(2, 24, 3 * H * D + 2)
+
+    def f(x):
+        qkv = x[:, :, 2:].reshape(2, 24, 3, H, D)
+        return nn.flash_attention(_heads(qkv, 0), _heads(qkv, 1), _heads(qkv, 2))
+    lowered = _check(f, x)
+    assert len(_kernels(lowered)) == 2 and not any("Q_SR" in d for d in _flash_defines(lowered))
+
+
+def test_the_fold_saves_the_copy_dispatches_on_both_targets():
+    """Attention over projections' heads, forward and its vjp: the plans of the H200 and of
+    lavapipe without the pass copy the heads first (one loop kernel, whose copies the backward
+    reads too); with it that dispatch goes."""
+    xq, xkv, g = _f32(2, 24, 1, H, D), _f32(2, 40, 2, H, D, seed=1), _f32(2, H, 24, D, seed=2)
+    f = _attention(True)
+    step = lambda xq, xkv, g: vg.vjp(f, xq, xkv)[1](g)     # noqa: E731
+    for fn, args, fewer in ((f, (xq, xkv), 1), (step, (xq, xkv, g), 1)):
+        prog = vg.make_ir(fn)(*args)
+        for target in (Target.h200(), Target.lavapipe()):
+            on, off = (collections.Counter(s.launch.name for s in run_stages(
+                prog, "plan", Options(target=target, disabled=frozenset(d)))["plan"].steps)
+                for d in ((), ("fold_attention_layouts",)))
+            assert sum(off.values()) - sum(on.values()) == fewer, (target.name, on, off)
+
+
+def test_the_planner_takes_layouts_and_refuses_what_the_kernel_cannot_read():
+    """plan_flash_attention(_bwd)'s layouts become each launch's defines for the roles it
+    binds (none for dense operands); a stride that is no vec4, or heads that do not divide
+    batch * heads, is a clear error."""
+    lay = OperandLayout(offset=8, stride_b=96, stride_h=4, stride_row=24)
+    plan = plan_flash_attention_bwd(4, 16, 16, 16, causal=True, scale=0.25, heads=2,
+                                    layouts={"q": lay, "dq": lay}, target=Target.lavapipe())
+    defines = {s[0].name: dict(s[0].defines) for s in plan.steps}
+    assert defines["flash_attn_bwd"]["Q_SR"] == "6u" and "DQ_SR" not in defines["flash_attn_bwd"]
+    assert defines["flash_attn_bwd_dq_sum"]["DQ_AT"] == "2u"
+    assert "HEADS" not in defines["flash_attn_bwd_delta"]
+    dense = plan_flash_attention(4, 16, 16, 16, causal=True, scale=0.25, target=Target.lavapipe())
+    assert "HEADS" not in dict(dense.steps[0][0].defines)
+    with pytest.raises(ValueError, match="multiples of 4 floats"):
+        plan_flash_attention(4, 16, 16, 16, causal=False, scale=0.25, heads=2,
+                             layouts={"k": OperandLayout(2, 96, 4, 24)})
+    with pytest.raises(ValueError, match="must divide"):
+        plan_flash_attention(4, 16, 16, 16, causal=False, scale=0.25, heads=3, layouts={"q": lay})
+    with pytest.raises(ValueError, match="no layout for role 'lse'"):
+        plan_flash_attention(4, 16, 16, 16, causal=False, scale=0.25, heads=2,
+                             layouts={"lse": lay})
+
+
+def test_a_static_slice_is_a_view():
+    """conv_layouts.View.slice: x[:, 1:7:2] of [4, 9] is offset 1, strides (9, 2)."""
+    view = View.of((4, 9)).slice((0, 1), (4, 7), (1, 2))
+    assert view.key() == ((((4, 9),), ((3, 2),)), 1)
+    assert View.of((2, 6)).reshape((2, 2, 3)).slice((0, 0, 0), (2, 2, 3), (1, 1, 1)).key() == \
+        View.of((2, 6)).reshape((2, 2, 3)).key()
