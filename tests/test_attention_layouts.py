@@ -103,20 +103,47 @@ def test_a_view_the_kernel_cannot_read_stays_a_copy():
     assert len(_kernels(lowered)) == 2 and not any("Q_SR" in d for d in _flash_defines(lowered))
 
 
+def _fewer(prog) -> dict:
+    """{Target name: dispatches the fold saves} in the plans of the H200 and of lavapipe."""
+    out = {}
+    for target in (Target.h200(), Target.lavapipe()):
+        on, off = (len(run_stages(prog, "plan", Options(target=target, disabled=frozenset(d)))
+                       ["plan"].steps) for d in ((), ("fold_attention_layouts",)))
+        out[target.name.split()[0]] = off - on
+    return out
+
+
 def test_the_fold_saves_the_copy_dispatches_on_both_targets():
-    """Attention over projections' heads, forward and its vjp: the plans of the H200 and of
-    lavapipe without the pass copy the heads first (one loop kernel, whose copies the backward
-    reads too); with it that dispatch goes."""
+    """Attention over projections' heads: without the pass the plans of the H200 and of
+    lavapipe copy the heads first (one loop kernel, whose copies the backward reads too), and
+    the vjp writes its zero dlse (another); with it both go."""
     xq, xkv, g = _f32(2, 24, 1, H, D), _f32(2, 40, 2, H, D, seed=1), _f32(2, H, 24, D, seed=2)
     f = _attention(True)
-    step = lambda xq, xkv, g: vg.vjp(f, xq, xkv)[1](g)     # noqa: E731
-    for fn, args, fewer in ((f, (xq, xkv), 1), (step, (xq, xkv, g), 1)):
-        prog = vg.make_ir(fn)(*args)
-        for target in (Target.h200(), Target.lavapipe()):
-            on, off = (collections.Counter(s.launch.name for s in run_stages(
-                prog, "plan", Options(target=target, disabled=frozenset(d)))["plan"].steps)
-                for d in ((), ("fold_attention_layouts",)))
-            assert sum(off.values()) - sum(on.values()) == fewer, (target.name, on, off)
+    assert _fewer(vg.make_ir(f)(xq, xkv)) == {"NVIDIA": 1, "llvmpipe": 1}
+    step = vg.make_ir(lambda xq, xkv, g: vg.vjp(f, xq, xkv)[1](g))(xq, xkv, g)
+    assert _fewer(step) == {"NVIDIA": 2, "llvmpipe": 2}
+
+
+def _lm_loss(p, ids):
+    logits = nn.transformer_lm(p, ids[:, :-1], H)
+    return nn.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
+
+
+def test_a_transformer_lm_step_reads_its_projections_in_place():
+    """The tiny transformer LM's gradient (vg.nn.transformer_lm, 2 layers, d 32, 2 heads of
+    16): the qkv projections' biases go into their matmuls' stores, the flash kernels read q, k,
+    v (and the backward dO) where the projections lie: per layer the forward's copy of the
+    heads and the backward's (with its zero dlse) go, but for one horizontal kernel that keeps
+    other outputs: 3 dispatches fewer on both Targets' plans; the interpreter's gradients."""
+    p = nn.init_transformer_lm(np.random.default_rng(0), 64, H * D, 2, 32)
+    ids = np.random.default_rng(1).integers(0, 64, (2, 25)).astype(np.int32)
+    assert _fewer(vg.make_ir(vg.grad(_lm_loss))(p, ids)) == {"NVIDIA": 3, "llvmpipe": 3}
+    lowered = _check(vg.grad(_lm_loss), p, ids, rtol=2e-4)
+    modes = collections.Counter(d["MODE"] for d in _flash_defines(lowered)
+                                if all(f"{x}_SR" in d for x in ("Q", "K", "V")))
+    assert modes == {0: 2, 3: 2}                  # forward and fused backward, both layers
+    delta = [d for d in _flash_defines(lowered) if d["MODE"] == 4]
+    assert len(delta) == 2 and all("DO_SR" in d and d["DLSE_ZERO"] == 1 for d in delta)
 
 
 def test_the_planner_takes_layouts_and_refuses_what_the_kernel_cannot_read():

@@ -571,7 +571,7 @@ def plan_flash_attention_bwd(BH: int, Lq: int, Lk: int, D: int, *, causal: bool,
                              target=None, fused: bool | None = None,
                              bwd_tile: FlashTile | None = None, dq_tile: FlashTile | None = None,
                              dkdv_tile: FlashTile | None = None, layouts=None,
-                             heads: int | None = None) -> OpPlan:
+                             heads: int | None = None, dlse_zero: bool = False) -> OpPlan:
     """The backward: roles "q", "k", "v", "o", "lse", "do", "dlse" -> "dq", "dk", "dv".
 
     Fused (`fused` None: whenever fused_backward_tile finds a tile and no two-kernel tile is
@@ -579,9 +579,21 @@ def plan_flash_attention_bwd(BH: int, Lq: int, Lk: int, D: int, *, causal: bool,
     once), then the dQ sum; temps "delta" and "dqp". Two kernels: dQ (which also writes delta),
     then dK/dV (which reads it); temp "delta". `bwd_tile` forces the fused kernel's tile (its
     ktg is then the least it takes), `dq_tile` and `dkdv_tile` the two kernels'. `layouts` and
-    `heads` as plan_flash_attention's (roles q, k, v, o, do, dq, dk, dv)."""
+    `heads` as plan_flash_attention's (roles q, k, v, o, do, dq, dk, dv). `dlse_zero`: dlse
+    is known zero (a first derivative): the kernels never read it (its role may be bound to
+    any buffer)."""
+    plan = _plan_bwd(BH, Lq, Lk, D, causal, scale, target, fused, bwd_tile, dq_tile, dkdv_tile,
+                     _check_layouts(BH, Lq, Lk, D, heads, layouts))
+    if not dlse_zero:
+        return plan
+    return replace(plan, steps=tuple(
+        (replace(launch, defines=launch.defines + (("DLSE_ZERO", 1),)) if "dlse" in roles
+         else launch, roles) for launch, roles in plan.steps))
+
+
+def _plan_bwd(BH, Lq, Lk, D, causal, scale, target, fused, bwd_tile, dq_tile, dkdv_tile,
+              placed) -> OpPlan:
     _check(BH, Lq, Lk, D, scale)
-    placed = _check_layouts(BH, Lq, Lk, D, heads, layouts)
     args = (BH, Lq, Lk, D, causal, scale, target)
     if fused is None and (dq_tile or dkdv_tile):
         fused = False
@@ -686,9 +698,9 @@ def scores_path(q_shape, k_shape, dtype: str, causal: bool, target=None) -> bool
                                                           target.max_storage_buffer_range)
 
 
-def plan_eqn(e, target, placed=None):
+def plan_eqn(e, target, placed=None, dlse_zero=False):
     """The eqn's plan and roles; `placed` {role: (buffer, OperandLayout)} reads or writes those
-    roles in another array's buffer (plan_group)."""
+    roles in another array's buffer, `dlse_zero` the backward's dlse known zero (plan_group)."""
     need_f32(e, *e.inputs)
     q, k = e.inputs[0], e.inputs[1]
     b, h, lq, d = q.shape
@@ -714,18 +726,21 @@ def plan_eqn(e, target, placed=None):
     if e.prim is P.flash_attention_bwd_p:
         roles = dict(zip(("q", "k", "v", "o", "lse", "do", "dlse"), e.inputs))
         roles.update(zip(("dq", "dk", "dv"), e.outputs))
-        plan = plan_flash_attention_bwd(b * h, lq, lk, d, **kw)
+        plan = plan_flash_attention_bwd(b * h, lq, lk, d, dlse_zero=dlse_zero, **kw)
     else:
         roles = dict(zip(("q", "k", "v"), e.inputs))
         roles.update(o=e.outputs[0], lse=e.outputs[1])
         plan = plan_flash_attention(b * h, lq, lk, d, **kw)
     roles.update({r: buf for r, (buf, _) in (placed or {}).items()})
+    if dlse_zero:
+        roles["dlse"] = roles["o"]       # bound, never read
     return plan, roles
 
 
 def plan_group(anchors, target, root, body=None):
     """A flash attention whose fused kernel also holds the views that make its operands
-    (lowering/attention_layouts.py): the kernel reads the viewed buffers in place."""
+    (lowering/attention_layouts.py): the kernel reads the viewed buffers in place (and a
+    backward's zero dlse, computed there, not at all)."""
     if len(anchors) != 1 or anchors[0].prim not in CONTRACT.primitives:
         return None
     e = anchors[0]
@@ -734,7 +749,7 @@ def plan_group(anchors, target, root, body=None):
     placed = {role: (src, OperandLayout(*strides)) for role, (src, strides) in
               attention_layouts.operand_layouts(e, body).items()}
     try:
-        return plan_eqn(e, target, placed)
+        return plan_eqn(e, target, placed, attention_layouts.zero_dlse(e, body))
     except ValueError as err:
         raise Unsupported(str(err), e) from None
 
