@@ -131,16 +131,17 @@ def _lm_loss(p, ids):
 
 def test_a_transformer_lm_step_reads_its_projections_in_place():
     """The tiny transformer LM's gradient (vg.nn.transformer_lm, 2 layers, d 32, 2 heads of
-    16): the qkv projections' biases go into their matmuls' stores, the flash kernels read q, k,
-    v (and the backward dO) where the projections lie: per layer the forward's copy of the
-    heads and the backward's (with its zero dlse) go, but for one horizontal kernel that keeps
-    other outputs: 3 dispatches fewer on both Targets' plans; the interpreter's gradients."""
+    16): the flash kernels read q, k, v where the qkv projection lies, adding its bias as they
+    load, and the backward's dO where the output projection's gradient lies: per layer the
+    forward's copy of the heads and the backward's (with its zero dlse) go, but for one
+    horizontal kernel that keeps other outputs: 3 dispatches fewer on both Targets' plans; the
+    interpreter's gradients."""
     p = nn.init_transformer_lm(np.random.default_rng(0), 64, H * D, 2, 32)
     ids = np.random.default_rng(1).integers(0, 64, (2, 25)).astype(np.int32)
     assert _fewer(vg.make_ir(vg.grad(_lm_loss))(p, ids)) == {"NVIDIA": 3, "llvmpipe": 3}
     lowered = _check(vg.grad(_lm_loss), p, ids, rtol=2e-4)
     modes = collections.Counter(d["MODE"] for d in _flash_defines(lowered)
-                                if all(f"{x}_SR" in d for x in ("Q", "K", "V")))
+                                if all(f"{x}_SR" in d and f"{x}_BSH" in d for x in "QKV"))
     assert modes == {0: 2, 3: 2}                  # forward and fused backward, both layers
     delta = [d for d in _flash_defines(lowered) if d["MODE"] == 4]
     assert len(delta) == 2 and all("DO_SR" in d and d["DLSE_ZERO"] == 1 for d in delta)

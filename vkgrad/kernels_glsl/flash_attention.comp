@@ -48,6 +48,7 @@
 // Bindings: MODE 0: q, k, v, o, lse.  MODE 1: q, k, v, o, lse, do, dq, delta, dlse.
 //           MODE 2: q, k, v, lse, do, delta, dk, dv.  MODE 3: those of MODE 2, dqp.
 //           MODE 4: o, do, dlse, delta.  MODE 5: dqp, dq.
+//           MODES 0-3 with biases (FA_BIASES): then q_bias, k_bias, v_bias.
 #extension GL_GOOGLE_include_directive : require
 
 #ifndef MODE
@@ -122,6 +123,20 @@ layout(std430, binding = 0) readonly buffer dQPb { vec4 dqp_v[]; };
 layout(std430, binding = 1) writeonly buffer dQb { vec4 dq_v[]; };
 #else
 #error "MODE must be 0 (forward), 1 (dQ), 2 (dK/dV), 3 (backward), 4 (delta) or 5 (dQ sum)"
+#endif
+
+// the biases of q, k, v (FA_BIASES in flash_common.glsl), bound after the mode's own buffers
+#if MODE <= 3 && (defined(Q_BSH) || defined(K_BSH) || defined(V_BSH))
+#if MODE == 0
+#define FA_NB 5
+#elif MODE == 2
+#define FA_NB 8
+#else
+#define FA_NB 9
+#endif
+layout(std430, binding = FA_NB) readonly buffer QBias { vec4 q_bias_v[]; };
+layout(std430, binding = FA_NB + 1) readonly buffer KBias { vec4 k_bias_v[]; };
+layout(std430, binding = FA_NB + 2) readonly buffer VBias { vec4 v_bias_v[]; };
 #endif
 
 #if MODE == 1 || MODE == 4

@@ -167,6 +167,27 @@ const uint dv_rs = DV_SR;
 #define dv_base(bh) ((bh) * p.Lk * DV)
 const uint dv_rs = DV;
 #endif
+// FA_BIASES: q, k and v may each carry a bias added as they load (a projection's, whose add
+// the pass folds too): with X_BAT, X_BSH defined, element (h, d) of X's bias (the same for every
+// batch and row) is X_BAT + h * X_BSH + d (vec4s) of X's bias buffer (flash_attention.comp's
+// bindings after the mode's own). Other operands, and q, k, v without, add nothing.
+#ifdef Q_BSH
+#define q_plus_bias(bh, d4) + q_bias_v[Q_BAT + ((bh) % (HEADS)) * Q_BSH + (d4)]
+#else
+#define q_plus_bias(bh, d4)
+#endif
+#ifdef K_BSH
+#define k_plus_bias(bh, d4) + k_bias_v[K_BAT + ((bh) % (HEADS)) * K_BSH + (d4)]
+#else
+#define k_plus_bias(bh, d4)
+#endif
+#ifdef V_BSH
+#define v_plus_bias(bh, d4) + v_bias_v[V_BAT + ((bh) % (HEADS)) * V_BSH + (d4)]
+#else
+#define v_plus_bias(bh, d4)
+#endif
+#define o_plus_bias(bh, d4)
+#define do_plus_bias(bh, d4)
 
 // This thread's index in subgroup order (see reduce_common.glsl): row groups of TX threads are
 // then TX consecutive lanes of one subgroup whenever the subgroup has at least TX lanes.
@@ -197,7 +218,7 @@ float fa_add(float a, float b) { return a + b; }
     [[unroll]] for (uint l_ = 0u; l_ < NL; l_++) {                                              \
         const uint e_ = tid + l_ * T, r_ = e_ / DV;                                             \
         reg[l_] = vec4(0.0);                                                                    \
-        if (e_ < ROWS * DV && (row0) + r_ < (nrows)) reg[l_] = X##_v[X##_b + ((row0) + r_) * X##_rs + e_ % DV]; \
+        if (e_ < ROWS * DV && (row0) + r_ < (nrows)) reg[l_] = X##_v[X##_b + ((row0) + r_) * X##_rs + e_ % DV] X##_plus_bias(bh, e_ % DV); \
     }
 
 // Registers -> the shared tile at OFF (row stride RS).
@@ -214,7 +235,7 @@ float fa_add(float a, float b) { return a + b; }
         const uint e_ = tid + l_ * T, r_ = e_ / DV;                                             \
         if (e_ < ROWS * DV) {                                                                   \
             vec4 x_ = vec4(0.0);                   /* an if, not ?:, which may load anyway */   \
-            if ((row0) + r_ < (nrows)) x_ = X##_v[X##_b + ((row0) + r_) * X##_rs + e_ % DV];   \
+            if ((row0) + r_ < (nrows)) x_ = X##_v[X##_b + ((row0) + r_) * X##_rs + e_ % DV] X##_plus_bias(bh, e_ % DV); \
             sm[(OFF) + r_ * RS + e_ % DV] = x_;                                                 \
         }                                                                                       \
     }
@@ -245,7 +266,7 @@ float fa_add(float a, float b) { return a + b; }
         const uint r_ = (row0) + ty + TY * m_;                                                  \
         [[unroll]] for (uint j_ = 0u; j_ < TDV; j_++) {                                         \
             reg[m_][j_] = vec4(0.0);                                                            \
-            if (r_ < (nrows)) reg[m_][j_] = X##_v[X##_b + r_ * X##_rs + tx + TX * j_];         \
+            if (r_ < (nrows)) reg[m_][j_] = X##_v[X##_b + r_ * X##_rs + tx + TX * j_] X##_plus_bias(bh, tx + TX * j_); \
         }                                                                                       \
     }
 

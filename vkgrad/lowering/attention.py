@@ -155,15 +155,19 @@ class OperandLayout:
     stride_row: int
 
     def defines(self, role: str) -> tuple:
-        """The shader's X_AT, X_SB, X_SH, X_SR (vec4 units) for `role`."""
-        x = role.upper()
-        return tuple((f"{x}_{k}", f"{n // 4}u") for k, n in
-                     zip(("AT", "SB", "SH", "SR"), (self.offset, self.stride_b,
-                                                     self.stride_h, self.stride_row)))
+        """The shader's X_AT, X_SB, X_SH, X_SR (vec4 units) for `role`; for a bias ("q_bias":
+        the same for every batch and row, strides b and row 0) X_BAT, X_BSH."""
+        x, bias = role.upper().removesuffix("_BIAS"), role.endswith("_bias")
+        names, nums = (("BAT", "BSH"), (self.offset, self.stride_h)) if bias else (
+            ("AT", "SB", "SH", "SR"), (self.offset, self.stride_b, self.stride_h,
+                                       self.stride_row))
+        return tuple((f"{x}_{k}", f"{n // 4}u") for k, n in zip(names, nums))
 
 
-# roles a layout may place (lse, delta, dlse and the temps are always dense)
+# roles a layout may place (lse, delta, dlse and the temps are always dense), and the biases
+# q, k, v may carry (added as they load: flash_common.glsl's FA_BIASES)
 LAYOUT_ROLES = ("q", "k", "v", "o", "do", "dq", "dk", "dv")
+BIAS_ROLES = ("q_bias", "k_bias", "v_bias")
 
 
 @dataclass(frozen=True)
@@ -460,10 +464,14 @@ def _forced(mode, D, target, tile) -> FlashTile:
     return tile
 
 
-def _launch(mode, BH, Lq, Lk, D, causal, scale, target, tile, layouts=()) -> Launch:
-    """One launch of `mode` with the (checked) `tile`; "dq_sum" takes the fused backward's tile
-    (its slices hold tile.ktg * tile.br keys) and runs a thread per vec4 of dq. `layouts`:
-    _layout_defines' (heads, {role: OperandLayout}), or () for dense operands."""
+def _step(mode, BH, Lq, Lk, D, causal, scale, target, tile, layouts=()) -> tuple:
+    """(launch, roles): one launch of `mode` with the (checked) `tile`; "dq_sum" takes the fused
+    backward's tile (its slices hold tile.ktg * tile.br keys) and runs a thread per vec4 of dq.
+    `layouts`: _check_layouts' (heads, {role: OperandLayout}), or () for dense operands; with
+    biases, the modes that read q, k, v bind all three biases after their own roles."""
+    roles = _ROLES[mode]
+    if any(r in BIAS_ROLES for r in (layouts[1] if layouts else ())) and MODES[mode] <= 3:
+        roles += BIAS_ROLES
     unroll = tile.unroll
     if unroll is None:
         unroll = int(target_of(target).unroll_loops)
@@ -472,7 +480,7 @@ def _launch(mode, BH, Lq, Lk, D, causal, scale, target, tile, layouts=()) -> Lau
     else:
         tiles = cdiv(Lk if mode == "dkdv" else Lq, tile.br)
     groups = cdiv(BH * Lq * D // 4, tile.threads) if mode == "dq_sum" else BH * tiles
-    return Launch(name=_NAMES[mode], shader="flash_attention.comp", bindings=len(_ROLES[mode]),
+    return Launch(name=_NAMES[mode], shader="flash_attention.comp", bindings=len(roles),
                   groups=grid(groups),
                   push=(Lq, Lk, BH, tiles, groups, float(scale * _LOG2E), float(scale),
                         int(bool(causal))),
@@ -480,15 +488,15 @@ def _launch(mode, BH, Lq, Lk, D, causal, scale, target, tile, layouts=()) -> Lau
                         bool(tile.always_prefetch), bool(tile.one_col), bool(tile.row_regs),
                         tile.ktg, tile.dq_split),
                   defines=(("HEAD_DIM", D), ("MODE", MODES[mode]),
-                           ("UNROLL_STEPS", int(unroll))) + _layout_defines(mode, layouts))
+                           ("UNROLL_STEPS", int(unroll))) + _layout_defines(roles, layouts)), roles
 
 
-def _layout_defines(mode: str, layouts) -> tuple:
-    """The defines of the layouts of `mode`'s roles (none: the dense kernel)."""
+def _layout_defines(roles, layouts) -> tuple:
+    """The defines of the layouts of a launch's roles (none: the dense kernel)."""
     if not layouts:
         return ()
     heads, placed = layouts
-    out = tuple(d for r in _ROLES[mode] if r in placed for d in placed[r].defines(r))
+    out = tuple(d for r in roles if r in placed for d in placed[r].defines(r))
     return ((("HEADS", f"{heads}u"),) + out) if out else ()
 
 
@@ -499,14 +507,17 @@ def _check_layouts(BH, Lq, Lk, D, heads, layouts) -> tuple:
     if not isinstance(heads, int) or heads < 1 or BH % heads:
         raise ValueError(f"flash attention: heads = {heads!r} must divide batch * heads = {BH}")
     for role, lay in layouts.items():
-        if role not in LAYOUT_ROLES:
+        if role not in LAYOUT_ROLES + BIAS_ROLES:
             raise ValueError(f"flash attention: no layout for role {role!r}; layouts place "
-                             f"{', '.join(LAYOUT_ROLES)}")
+                             f"{', '.join(LAYOUT_ROLES + BIAS_ROLES)}")
+        if role in BIAS_ROLES and (lay.stride_b or lay.stride_row):
+            raise ValueError(f"flash attention: {role}'s layout {lay}: a bias is the same for "
+                             "every batch and row (stride_b and stride_row 0)")
         nums = (lay.offset, lay.stride_b, lay.stride_h, lay.stride_row)
         if any(n < 0 or n % 4 for n in nums):
             raise ValueError(f"flash attention: {role}'s layout {lay}: the kernel reads vec4s, "
                              "so offset and strides must be non-negative multiples of 4 floats")
-        rows = Lq if role in ("q", "o", "do", "dq") else Lk
+        rows = Lq if role in ("q", "o", "do", "dq", "q_bias") else Lk
         last = lay.offset + (BH // heads - 1) * lay.stride_b + (heads - 1) * lay.stride_h + \
             max(rows - 1, 0) * lay.stride_row + D
         if last >= 2**34:
@@ -537,9 +548,8 @@ def plan_flash_attention(BH: int, Lq: int, Lk: int, D: int, *, causal: bool, sca
     placed = _check_layouts(BH, Lq, Lk, D, heads, layouts)
     if BH * Lq == 0:
         return OpPlan(())
-    launch = _launch("fwd", BH, Lq, Lk, D, causal, scale, target, _forced("fwd", D, target, tile),
-                     placed)
-    return OpPlan(((launch, _ROLES["fwd"]),))
+    return OpPlan((_step("fwd", BH, Lq, Lk, D, causal, scale, target,
+                         _forced("fwd", D, target, tile), placed),))
 
 
 def dq_partials_bound(target=None) -> int:
@@ -607,11 +617,9 @@ def _plan_bwd(BH, Lq, Lk, D, causal, scale, target, fused, bwd_tile, dq_tile, dk
             return _fused_bwd(*args, ftile, placed)
     steps = []
     if BH * Lq:
-        steps.append((_launch("dq", *args, _forced("dq", D, target, dq_tile), placed),
-                      _ROLES["dq"]))
+        steps.append(_step("dq", *args, _forced("dq", D, target, dq_tile), placed))
     if BH * Lk:
-        steps.append((_launch("dkdv", *args, _forced("dkdv", D, target, dkdv_tile), placed),
-                      _ROLES["dkdv"]))
+        steps.append(_step("dkdv", *args, _forced("dkdv", D, target, dkdv_tile), placed))
     temps = (Temp("delta", BH * Lq, "float32"),) if steps else ()
     return OpPlan(tuple(steps), temps)
 
@@ -620,12 +628,11 @@ def _fused_bwd(BH, Lq, Lk, D, causal, scale, target, tile, placed) -> OpPlan:
     args = (BH, Lq, Lk, D, causal, scale, target)
     steps = []
     if BH * Lq:
-        steps.append((_launch("delta", *args, choose_tile("delta", D, target), placed),
-                      _ROLES["delta"]))
+        steps.append(_step("delta", *args, choose_tile("delta", D, target), placed))
     if BH * Lk:
-        steps.append((_launch("bwd", *args, tile, placed), _ROLES["bwd"]))
+        steps.append(_step("bwd", *args, tile, placed))
     if BH * Lq:
-        steps.append((_launch("dq_sum", *args, tile, placed), _ROLES["dq_sum"]))
+        steps.append(_step("dq_sum", *args, tile, placed))
     if not steps:
         return OpPlan(())
     slices = cdiv(cdiv(Lk, tile.br), tile.ktg)
@@ -732,6 +739,8 @@ def plan_eqn(e, target, placed=None, dlse_zero=False):
         roles.update(o=e.outputs[0], lse=e.outputs[1])
         plan = plan_flash_attention(b * h, lq, lk, d, **kw)
     roles.update({r: buf for r, (buf, _) in (placed or {}).items()})
+    for r in BIAS_ROLES if any(r in roles for r in BIAS_ROLES) else ():
+        roles.setdefault(r, roles[r.removesuffix("_bias")])    # bound, never read
     if dlse_zero:
         roles["dlse"] = roles["o"]       # bound, never read
     return plan, roles

@@ -17,18 +17,16 @@ a multiple of 4 floats, D not contiguous, an axis of several digits), nothing ch
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from vkgrad import primitives as P
-from vkgrad.ir.core import Eqn, Params, Program, Var
+from vkgrad.ir.core import Program, Var
 from vkgrad.lowering.contracts import CONTRACTS, Unsupported
-from vkgrad.lowering.conv_layouts import (View, _cone, _constant, _drop_unread_outputs,
+from vkgrad.lowering.conv_layouts import (View, _cone, _constant, _drop_unread_outputs, _step,
                                           producers, view_chain)
 from vkgrad.passes.base import TargetPass
 from vkgrad.passes.dce import dce
-from vkgrad.passes.fused_program import Schedule, anchors, body_of, kind, make_fused, needed
+from vkgrad.passes.fused_program import make_fused
 
 # the operands of each attention primitive that a layout may place, in input order
 _OPERANDS = {P.flash_attention_p: ("q", "k", "v"),
@@ -55,6 +53,65 @@ def find_strides(v, producer, materialized):
     return None
 
 
+def broadcast_view(b, shape) -> View:
+    """b broadcast to `shape` (numpy's rules) as a view of b's buffer: the axes it lacks or has
+    at size 1 step 0."""
+    lead = len(shape) - len(b.shape)
+    axes = [[(n, 0)] for n in shape[:lead]]
+    for n, m, digits in zip(shape[lead:], b.shape, View.of(b.shape).axes):
+        axes.append(digits if m == n else [(n, 0)])
+    return View(axes)
+
+
+def find_bias(v, producer, materialized):
+    """(M, M's strides, b, b's strides, eqns) when v is a view of add(M reshaped, b), M and b
+    materialized and b the same for every batch and row (a projection's bias), and the kernel
+    can read both; else None."""
+    memo, steps, x = {}, [], v
+    while (e := producer.get(x)) is not None and (st := _step(e, x, producer, memo)) is not None:
+        x = st[0]
+        steps.append((st[1], [e] + st[2]))
+        if x in materialized:
+            return None                 # a plain view (find_strides)
+    a = producer.get(x)
+    if a is None or a.prim is not P.add_p:
+        return None
+    for y, b in (a.inputs, a.inputs[::-1]):
+        if not (isinstance(y, Var) and isinstance(b, Var) and b in materialized and
+                y.shape == x.shape and b.dtype == y.dtype == v.dtype):
+            continue
+        m, eqns = y, [a]
+        while m not in materialized and (r := producer.get(m)) is not None and \
+                r.prim is P.reshape_p:
+            eqns.append(r)
+            m = r.inputs[0]
+        if m not in materialized:
+            continue
+        mv, bv = View.of(m.shape).reshape(x.shape), broadcast_view(b, x.shape)
+        for fn, es in reversed(steps):
+            mv, bv = (fn(w) if w is not None else None for w in (mv, bv))
+            eqns = es + eqns
+        got = [strides(w, v.shape[3]) if w is not None else None for w in (mv, bv)]
+        if None not in got and got[1][1] == got[1][3] == 0:
+            return m, got[0], b, got[1], eqns
+    return None
+
+
+def placed(e, producer, materialized) -> dict:
+    """{role: (buffer, strides, eqns)} of attention eqn e's operands that are views of
+    materialized values, and of the biases added to them ("q_bias": q = view of M + view of
+    its bias)."""
+    out = {}
+    for role, v in zip(_OPERANDS[e.prim], e.inputs):
+        found = find_strides(v, producer, materialized) if role else None
+        if found is not None:
+            out[role] = found
+        elif role in ("q", "k", "v") and (bias := find_bias(v, producer, materialized)):
+            m, st, b, bst, eqns = bias
+            out[role], out[role + "_bias"] = (m, st, eqns), (b, bst, [])
+    return out
+
+
 def _zero(v, producer):
     """The eqns that compute v when v is zeros computed from literals alone, else None."""
     value = _constant(v, producer, {})
@@ -69,137 +126,19 @@ def zero_dlse(e, body) -> bool:
 
 
 def _folds(e, producer, materialized) -> list:
-    """The eqns that make attention eqn e's operands where they are views of materialized
-    values, and a backward's zero dlse: the eqns its fused kernel takes."""
-    out = []
-    for role, v in zip(_OPERANDS[e.prim], e.inputs):
-        found = find_strides(v, producer, materialized) if role else None
-        if found is not None:
-            out += found[2]
+    """The eqns its fused kernel takes from attention eqn e's operands: the views (and biases)
+    it reads in place, a backward's zero dlse."""
+    out = [eq for _, _, eqns in placed(e, producer, materialized).values() for eq in eqns]
     if e.prim is P.flash_attention_bwd_p:
         out += _zero(e.inputs[6], producer) or []
     return out
 
 
 def operand_layouts(e, body) -> dict:
-    """{role: (source, strides)} of attention eqn e in a fused kernel's body: its operands
-    that are views of the body's inputs."""
-    producer, inputs = producers(body.eqns), set(body.inputs)
-    out = {}
-    for role, v in zip(_OPERANDS[e.prim], e.inputs):
-        found = find_strides(v, producer, inputs) if role else None
-        if found is not None:
-            out[role] = found[:2]
-    return out
-
-
-# ------------------------------------------------------------ a projection's bias first
-
-_VIEWS = (P.transpose_p, P.reshape_p, P.slice_p)
-
-
-def _through(v, producer, prims, stop=()):
-    """v's source through a chain of `prims` eqns, stopping at the first value in `stop`."""
-    while (e := producer.get(v)) is not None and e.prim in prims:
-        v = e.inputs[0]
-        if v in stop:
-            break
-    return v
-
-
-def _row_bias(v, producer, top, materialized):
-    """(M, b) when attention operand v is a view of add(M reshaped, b), M a kernel's result,
-    b a smaller materialized value (a projection's bias): else None."""
-    x = _through(v, producer, _VIEWS, materialized)
-    a = producer.get(x)
-    if x in materialized or a is None or a.prim is not P.add_p:
-        return None
-    for y, b in (a.inputs, a.inputs[::-1]):
-        m = _through(y, producer, (P.reshape_p,), top) if isinstance(y, Var) else None
-        if m in top and isinstance(b, Var) and b in materialized and \
-                math.prod(b.shape) < math.prod(x.shape) and math.prod(m.shape) == math.prod(x.shape):
-            return m, b
-    return None
-
-
-def _is_bias_add(a, m, b, producer) -> bool:
-    """Is eqn a add(m reshaped, b) (either order)?"""
-    if a.prim is not P.add_p or b not in a.inputs:
-        return False
-    y = a.inputs[1] if a.inputs[0] is b else a.inputs[0]
-    return isinstance(y, Var) and _through(y, producer, (P.reshape_p,), {m}) is m
-
-
-def _bias_first(program: Program, m, b, target) -> Program | None:
-    """The program with M + b computed once, in the store of M's kernel (fuse_epilogues'
-    rules; None where they refuse), and every loop kernel that computed add(M reshaped, b)
-    reading that instead."""
-    eqns = list(program.eqns)
-    x = first = None
-    for i, g in enumerate(eqns):
-        if kind(g) not in ("loop", "horizontal"):
-            continue
-        body = g.params["body"]
-        producer = producers(body.eqns)
-        adds = [a for a in body.eqns if _is_bias_add(a, m, b, producer)
-                and a.out not in body.outputs and (x is None or a.out.shape == x.shape)]
-        if not adds:
-            continue
-        if x is None:
-            first, x = adds[0], Var(adds[0].out.shape, adds[0].out.dtype)
-        subst = {a.out: x for a in adds}
-        kept = [e.replace(inputs=tuple(subst.get(v, v) if isinstance(v, Var) else v
-                                       for v in e.inputs)) for e in body.eqns if e not in adds]
-        eqns[i] = make_fused(needed(kept, body.outputs), body.outputs, kind(g), like=g)
-    if x is None:
-        return None
-    flat = m
-    body = []
-    if m.shape != x.shape:
-        flat = Var(x.shape, m.dtype)
-        body.append(Eqn(P.reshape_p, (m,), Params(shape=x.shape), (flat,), first.source,
-                        first.phase))
-    body.append(first.replace(inputs=tuple(v if v is b else flat for v in first.inputs),
-                              outputs=(x,)))
-    k = next(i for i, e in enumerate(eqns) if m in e.outputs)
-    eqns.insert(k + 1, make_fused(body, [x], "loop", like=first))
-    return _merge_epilogue(program.replace(eqns=tuple(eqns)), k, target)
-
-
-def _merge_epilogue(program: Program, k: int, target) -> Program | None:
-    """The program with the loop kernel at k + 1 in the store of kernel k, or None where
-    fuse_epilogues would not put it there."""
-    from vkgrad.lowering.fusion.epilogues import fuse_epilogues   # (that package imports us)
-    ep = fuse_epilogues.for_target(target)
-    sched = Schedule(program)
-    kern, loop = sched.eqns[k], sched.eqns[k + 1]
-    anc = anchors(body_of(kern))
-    if kind(kern) not in ("kernel", "input", "output") or len(anc) != 1 or \
-            not ep.fits(kern, anc[0], loop, k, sched):
-        return None
-    eqns = list(sched.eqns)
-    eqns[k:k + 2] = [ep.merge(kern, loop, sched)]
-    return program.replace(eqns=tuple(eqns))
-
-
-def biases_first(program: Program, target) -> Program:
-    """Each attention operand that is a view of a projection plus its bias, add(M, b), gets
-    M + b from the projection's own store (_bias_first), so that it is a view of a
-    materialized value the fold can read in place."""
-    done = set()
-    while True:
-        eqns = program.eqns
-        producer = producers(eqns)
-        top = {o for e in eqns for o in e.outputs}
-        materialized = set(program.inputs) | {v for v, _ in program.consts} | top
-        found = [mb for e in eqns if e.prim in _OPERANDS
-                 for role, v in zip(_OPERANDS[e.prim], e.inputs) if role
-                 if (mb := _row_bias(v, producer, top, materialized)) is not None
-                 and mb not in done]
-        if not found:
-            return program
-        done.add(found[0])
-        program = _bias_first(program, *found[0], target) or program
+    """{role: (buffer, strides)} of attention eqn e in a fused kernel's body: its operands
+    that are views of the body's inputs, and their biases."""
+    return {role: (src, st) for role, (src, st, _) in
+            placed(e, producers(body.eqns), set(body.inputs)).items()}
 
 
 class FoldAttentionLayouts(TargetPass):
@@ -212,7 +151,6 @@ class FoldAttentionLayouts(TargetPass):
     name = "fold_attention_layouts"
 
     def apply(self, program: Program) -> Program:
-        program = biases_first(program, self.target)
         eqns = list(program.eqns)
         producer = producers(eqns)
         materialized = set(program.inputs) | {v for v, _ in program.consts} | \
