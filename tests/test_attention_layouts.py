@@ -17,26 +17,13 @@ from vkgrad.lowering.attention import OperandLayout, plan_flash_attention, plan_
 from vkgrad.lowering.conv_layouts import View
 from vkgrad.pipeline import Options, run_stages
 from vkgrad.target import Target
-from vkgrad.tree_util import tree_leaves
+from test_conv_layouts import _check     # f's results on lavapipe against the interpreter's
 
 H, D = 2, 16
 
 
 def _f32(*shape, seed=0):
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-
-
-def _check(f, *args, rtol=1e-4):
-    """f's results on lavapipe against the interpreter's; the lowered program."""
-    on_gpu = vg.jit(f, backend="vulkan")
-    got, want = on_gpu(*args), vg.jit(f, backend="numpy")(*args)
-    lowered = on_gpu.lower(*args)
-    assert lowered.fallback_reason is None
-    for g, w in zip(tree_leaves(got), tree_leaves(want), strict=True):
-        w = np.asarray(w)
-        np.testing.assert_allclose(np.asarray(g), w, rtol=rtol,
-                                   atol=rtol * max(1.0, float(np.abs(w).max())))
-    return lowered
 
 
 def _kernels(lowered) -> collections.Counter:

@@ -4,7 +4,8 @@ Pure Python, no device: shapes, scale and the mask in, an `OpPlan` out (see kern
 buffer convention). Operands are float32, dense row-major whole buffers by default; `layouts`
 ({role: OperandLayout}, with `heads`) places any of q, k, v, o, do, dq, dk, dv elsewhere in
 its buffer (a view of another array: lowering/attention_layouts.py reads the projection's
-[B, L, 3, H, D] in place), as compile-time strides (flash_common.glsl's FA_LAYOUTS):
+[B, L, 3, H, D] in place), as compile-time strides (flash_common.glsl's FA_LAYOUTS), and
+gives q, k, v biases added as they load (roles "q_bias", "k_bias", "v_bias": FA_BIASES):
 
 - plan_flash_attention:     reads "q" [BH, Lq, D], "k", "v" [BH, Lk, D];
                             writes "o" [BH, Lq, D], "lse" [BH, Lq]

@@ -240,6 +240,12 @@ def producers(eqns) -> dict:
     return out
 
 
+def materialized_values(program: Program) -> set:
+    """The values a program keeps in buffers: its inputs, constants and top-level results."""
+    return set(program.inputs) | {v for v, _ in program.consts} | \
+        {o for e in program.eqns for o in e.outputs}
+
+
 def operand_layouts(e, producer, materialized) -> tuple:
     """((x source, x layout, eqns), (w source, w layout, eqns)) of convolution eqn e."""
     x, w = e.inputs
@@ -261,9 +267,7 @@ class FoldConvLayouts(TargetPass):
 
     def apply(self, program: Program) -> Program:
         eqns = list(program.eqns)
-        producer = producers(eqns)
-        materialized = set(program.inputs) | {v for v, _ in program.consts} | \
-            {o for e in eqns for o in e.outputs}
+        producer, materialized = producers(eqns), materialized_values(program)
         changed = False
         for i, f in enumerate(eqns):
             conv = self._conv(f)
