@@ -134,6 +134,49 @@ def test_a_transformer_lm_step_reads_its_projections_in_place():
     assert len(delta) == 2 and all("DO_SR" in d and d["DLSE_ZERO"] == 1 for d in delta)
 
 
+def test_the_forward_writes_o_where_its_copy_to_the_model_layout_goes():
+    """o transposed to [B, L, H*D] (attention_block's input to its output projection), here a
+    program's result: the forward writes it there itself (no copy kernel), and the backward
+    reads o in that place; the interpreter's values and gradients."""
+    q, k, v = _f32(2, H, 24, D), _f32(2, H, 40, D, seed=1), _f32(2, H, 40, D, seed=2)
+    g = _f32(2, 24, H * D, seed=3)
+
+    def f(q, k, v):
+        o = nn.flash_attention(q, k, v, causal=True)
+        return vnp.transpose(o, (0, 2, 1, 3)).reshape(2, 24, H * D)
+
+    def both(q, k, v, g):
+        out, pullback = vg.vjp(f, q, k, v)
+        return out, pullback(g)
+    fwd = _check(f, q, k, v)
+    (d,) = _flash_defines(fwd)
+    assert set(_kernels(fwd)) == {"flash_attn_fwd"} and (d["O_SR"], d["O_SH"]) == ("8u", "4u")
+    step = _check(both, q, k, v, g)
+    assert [d.get("O_SR") for d in _flash_defines(step) if d["MODE"] in (0, 4)] == ["8u", "8u"]
+
+
+def test_the_h200s_plan_of_an_lm_width_step_loses_the_copies_of_q_k_v_and_o():
+    """A one-layer transformer LM at the small preset's width (d 256, 8 heads of 32, 256
+    tokens, batch 4), planned for the H200, whose projections are too large for fused loads:
+    without the pass the forward copies the heads of the qkv projection (adding its bias) and
+    o back to [B*L, H*D] for the output projection; with it neither copy runs (2 dispatches
+    fewer; lavapipe's plan, whose matmuls read o transposed in their loads, 1)."""
+    p = nn.init_transformer_lm(np.random.default_rng(0), 64, 256, 1, 257)
+    ids = np.random.default_rng(1).integers(0, 64, (4, 257)).astype(np.int32)
+
+    def loss(p, ids):
+        logits = nn.transformer_lm(p, ids[:, :-1], 8)
+        return nn.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
+    prog = vg.make_ir(vg.grad(loss))(p, ids)
+    assert _fewer(prog) == {"NVIDIA": 2, "llvmpipe": 1}
+    plan = run_stages(prog, "plan", Options(target=Target.h200()))["plan"]
+    (fwd,) = [dict(s.launch.defines) for s in plan.steps if s.launch.name == "flash_attn_fwd"]
+    assert (fwd["Q_SR"], fwd["Q_BSH"], fwd["O_SR"]) == ("192u", "8u", "64u")
+    (delta,) = [dict(s.launch.defines) for s in plan.steps
+                if s.launch.name == "flash_attn_bwd_delta"]
+    assert delta["O_SR"] == "64u"         # the backward reads o where the forward wrote it
+
+
 def test_the_planner_takes_layouts_and_refuses_what_the_kernel_cannot_read():
     """plan_flash_attention(_bwd)'s layouts become each launch's defines for the roles it
     binds (none for dense operands); a stride that is no vec4, or heads that do not divide
