@@ -46,7 +46,7 @@ PASSES = {**_TARGET_FREE_PASSES, **KERNEL_FUSION_PASSES}
 # widen_halves: the converts it adds around kernels fuse like any others
 FUSE = ("attention_scores", "widen_halves", "select_conds", "inline_checkpoints", "remat", "fuse", "fuse_producers",
         "fuse_epilogues", "fuse_multi_output", "fuse_rows", "fuse_horizontal",
-        "fuse_horizontal_reductions", "fold_conv_layouts")
+        "fuse_horizontal_reductions", "fold_attention_layouts", "fold_conv_layouts")
 # Names that switch something off besides the passes (the lowering's buffer reuse).
 OTHER_SWITCHES = ("memory",)
 # Switch these off for the plan of loop fusion alone (kernels without fused loads and stores,

@@ -48,6 +48,7 @@
 // Bindings: MODE 0: q, k, v, o, lse.  MODE 1: q, k, v, o, lse, do, dq, delta, dlse.
 //           MODE 2: q, k, v, lse, do, delta, dk, dv.  MODE 3: those of MODE 2, dqp.
 //           MODE 4: o, do, dlse, delta.  MODE 5: dqp, dq.
+//           MODES 0-3 with biases (FA_BIASES): then q_bias, k_bias, v_bias.
 #extension GL_GOOGLE_include_directive : require
 
 #ifndef MODE
@@ -124,7 +125,29 @@ layout(std430, binding = 1) writeonly buffer dQb { vec4 dq_v[]; };
 #error "MODE must be 0 (forward), 1 (dQ), 2 (dK/dV), 3 (backward), 4 (delta) or 5 (dQ sum)"
 #endif
 
+// the biases of q, k, v (FA_BIASES in flash_common.glsl), bound after the mode's own buffers
+#if MODE <= 3 && (defined(Q_BSH) || defined(K_BSH) || defined(V_BSH))
+#if MODE == 0
+#define FA_NB 5
+#elif MODE == 2
+#define FA_NB 8
+#else
+#define FA_NB 9
+#endif
+layout(std430, binding = FA_NB) readonly buffer QBias { vec4 q_bias_v[]; };
+layout(std430, binding = FA_NB + 1) readonly buffer KBias { vec4 k_bias_v[]; };
+layout(std430, binding = FA_NB + 2) readonly buffer VBias { vec4 v_bias_v[]; };
+#endif
+
 #if MODE == 1 || MODE == 4
+// DLSE_ZERO (define, from lowering/attention_layouts.py): dlse is known zero (a first
+// derivative's), so it is never read and its binding holds any buffer.
+#ifdef DLSE_ZERO
+#undef DLSE_ZERO
+const bool DLSE_ZERO = true;
+#else
+const bool DLSE_ZERO = false;
+#endif
 // delta = rowsum(dO * O) - dlse for this thread's rows q0 + ty + TY*m: each of the TX threads
 // of a row sums its vec4 columns (dO's vec4 j of row m is DO_AT(m, j, row)), then they combine
 // and thread tx = 0 writes it. lse's own cotangent shifts delta: d lse_i / d s_ij = P_ij, so
@@ -136,7 +159,7 @@ layout(std430, binding = 1) writeonly buffer dQb { vec4 dq_v[]; };
         dl[m_] = 0.0;                                                                           \
         if (row_ < p.Lq) {                                                                      \
             [[unroll]] for (uint j_ = 0u; j_ < TDV; j_++) {                                     \
-                const vec4 a_ = DO_AT(m_, j_, row_), b_ = o_v[qbase + row_ * DV + tx + TX * j_]; \
+                const vec4 a_ = DO_AT(m_, j_, row_), b_ = o_v[o_b + row_ * o_rs + tx + TX * j_]; \
                 dl[m_] = fma(a_.w, b_.w, fma(a_.z, b_.z, fma(a_.y, b_.y, fma(a_.x, b_.x, dl[m_])))); \
             }                                                                                   \
         }                                                                                       \
@@ -145,7 +168,7 @@ layout(std430, binding = 1) writeonly buffer dQb { vec4 dq_v[]; };
     [[unroll]] for (uint m_ = 0u; m_ < TR; m_++) {                                              \
         const uint row_ = q0 + ty + TY * m_;                                                    \
         if (row_ < p.Lq) {                                                                      \
-            dl[m_] -= dlse_in[bh * p.Lq + row_];                                                \
+            if (!DLSE_ZERO) dl[m_] -= dlse_in[bh * p.Lq + row_];                                \
             if (tx == 0u) delta_out[bh * p.Lq + row_] = dl[m_];                                 \
         }                                                                                       \
     }
@@ -178,24 +201,31 @@ void main() {
     }
     vec4 a = vec4(0.0);
     for (uint i = 0u; i < slices; i++) a += dqp_v[i * n + e];
+#ifdef DQ_SR
+    const uint bh = e / (p.Lq * DV);
+    dq_v[dq_base(bh) + q * dq_rs + e % DV] = a * p.scale;
+#else
     dq_v[e] = a * p.scale;
+#endif
     return;
 #else
     const uint tid = fa_tid(), tx = tid % TX, ty = tid / TX;
     const int off = int(p.Lk) - int(p.Lq);         // query i sees key j iff j <= i + off
     uint bh, t;
     fa_tile_of(g, MODE != 2 && MODE != 3, bh, t);   // heavy key tiles come first
-    const uint qbase = bh * p.Lq * DV, kbase = bh * p.Lk * DV;   // vec4 offsets of this head
+    // vec4 offsets of this head's rows in each operand (FA_LAYOUTS in flash_common.glsl)
+    const uint q_b = q_base(bh), k_b = k_base(bh), v_b = v_base(bh), o_b = o_base(bh);
+    const uint do_b = do_base(bh), dq_b = dq_base(bh), dk_b = dk_base(bh), dv_b = dv_base(bh);
 
 #if MODE == 0
     const uint q0 = t * BR;
     const uint ntiles = key_tiles(q0, off);
     vec4 qr[TR][TDV];                // ROW_REGS: this thread's share of the Q tile
-    if (ROW_REGS) { LOAD_ROWS(qr, q_v, qbase, q0, p.Lq) }
-    else { COPY_TILE(q_v, A_OFF, BR, NLR, qbase, q0, p.Lq) }
+    if (ROW_REGS) { LOAD_ROWS(qr, q, q0, p.Lq) }
+    else { COPY_TILE(q, A_OFF, BR, NLR, q0, p.Lq) }
     if (ntiles > 0u) {
-        COPY_TILE(k_v, X_OFF, BC, NLC, kbase, 0u, p.Lk)
-        if (!ONE_COL) { COPY_TILE(v_v, Y_OFF, BC, NLC, kbase, 0u, p.Lk) }
+        COPY_TILE(k, X_OFF, BC, NLC, 0u, p.Lk)
+        if (!ONE_COL) { COPY_TILE(v, Y_OFF, BC, NLC, 0u, p.Lk) }
     }
     barrier();
     vec4 xr[NLC], yr[NLC];           // the next K and V tiles (PREFETCH; ONE_COL: this step's V)
@@ -215,10 +245,10 @@ void main() {
         const bool more = ALWAYS_PREFETCH || jt + 1u < ntiles;
         const uint nxt = jt + 1u < ntiles ? kv0 + BC : kv0;
         if (PREFETCH && ONE_COL) {
-            LOAD_TILE(yr, v_v, BC, NLC, kbase, kv0, p.Lk)
+            LOAD_TILE(yr, v, BC, NLC, kv0, p.Lk)
         } else if (PREFETCH && more) {
-            LOAD_TILE(xr, k_v, BC, NLC, kbase, nxt, p.Lk)
-            LOAD_TILE(yr, v_v, BC, NLC, kbase, nxt, p.Lk)
+            LOAD_TILE(xr, k, BC, NLC, nxt, p.Lk)
+            LOAD_TILE(yr, v, BC, NLC, nxt, p.Lk)
         }
         float s[TR][TC];
         [[unroll]] for (uint m = 0u; m < TR; m++)
@@ -264,20 +294,20 @@ void main() {
         WRITE_BLOCK_T(s, P_OFF)
         barrier();
         if (ONE_COL) {                                // K's turn is over: this step's V
-            PUT_COLS(yr, v_v, Y_OFF, kbase, kv0, p.Lk)
+            PUT_COLS(yr, v, Y_OFF, kv0, p.Lk)
             barrier();
-            if (PREFETCH && more) { LOAD_TILE(xr, k_v, BC, NLC, kbase, nxt, p.Lk) }
+            if (PREFETCH && more) { LOAD_TILE(xr, k, BC, NLC, nxt, p.Lk) }
         } else if (more) {                            // K is read only by the dot products
-            PUT_COLS(xr, k_v, X_OFF, kbase, nxt, p.Lk)
+            PUT_COLS(xr, k, X_OFF, nxt, p.Lk)
         }
         OUTER_ACC(acc, P_OFF, Y_OFF)
         barrier();
         if (more) {
             if (ONE_COL) {                            // the next K, for the next dot products
-                PUT_COLS(xr, k_v, X_OFF, kbase, nxt, p.Lk)
+                PUT_COLS(xr, k, X_OFF, nxt, p.Lk)
                 barrier();
             } else {                                  // visible after the next step's barrier
-                PUT_COLS(yr, v_v, Y_OFF, kbase, nxt, p.Lk)
+                PUT_COLS(yr, v, Y_OFF, nxt, p.Lk)
             }
         }
     }
@@ -288,7 +318,7 @@ void main() {
         if (row >= p.Lq) continue;
         // empty rows (lrun 0) give 0 and lse -inf; a NaN score keeps the row NaN, as numpy
         const float inv = !(lrun[m] <= 0.0) ? 1.0 / lrun[m] : 0.0;
-        [[unroll]] for (uint j = 0u; j < TDV; j++) o_v[qbase + row * DV + tx + TX * j] = acc[m][j] * inv;
+        [[unroll]] for (uint j = 0u; j < TDV; j++) o_v[o_b + row * o_rs + tx + TX * j] = acc[m][j] * inv;
         if (tx == 0u)
             lse_out[bh * p.Lq + row] = !(lrun[m] <= 0.0) ? (mrun[m] + log2(lrun[m])) * LN2 : NEG_INF;
     }
@@ -296,13 +326,13 @@ void main() {
 #elif MODE == 1
     const uint q0 = t * BR;
     const uint ntiles = key_tiles(q0, off);
-    COPY_TILE(q_v, A_OFF, BR, NLR, qbase, q0, p.Lq)
+    COPY_TILE(q, A_OFF, BR, NLR, q0, p.Lq)
     vec4 dor[TR][TDV];               // ROW_REGS: this thread's share of the dO tile
-    if (ROW_REGS) { LOAD_ROWS(dor, do_v, qbase, q0, p.Lq) }
-    else { COPY_TILE(do_v, B_OFF, BR, NLR, qbase, q0, p.Lq) }
+    if (ROW_REGS) { LOAD_ROWS(dor, do, q0, p.Lq) }
+    else { COPY_TILE(do, B_OFF, BR, NLR, q0, p.Lq) }
     if (ntiles > 0u) {                // ONE_COL: V's turn comes first
-        if (!ONE_COL) { COPY_TILE(k_v, X_OFF, BC, NLC, kbase, 0u, p.Lk) }
-        COPY_TILE(v_v, Y_OFF, BC, NLC, kbase, 0u, p.Lk)
+        if (!ONE_COL) { COPY_TILE(k, X_OFF, BC, NLC, 0u, p.Lk) }
+        COPY_TILE(v, Y_OFF, BC, NLC, 0u, p.Lk)
     }
     barrier();
     vec4 xr[NLC], yr[NLC];           // the next K and V tiles (PREFETCH; ONE_COL: this step's K)
@@ -329,10 +359,10 @@ void main() {
         const bool more = ALWAYS_PREFETCH || jt + 1u < ntiles;
         const uint nxt = jt + 1u < ntiles ? kv0 + BC : kv0;
         if (PREFETCH && ONE_COL) {
-            LOAD_TILE(xr, k_v, BC, NLC, kbase, kv0, p.Lk)
+            LOAD_TILE(xr, k, BC, NLC, kv0, p.Lk)
         } else if (PREFETCH && more) {
-            LOAD_TILE(xr, k_v, BC, NLC, kbase, nxt, p.Lk)
-            LOAD_TILE(yr, v_v, BC, NLC, kbase, nxt, p.Lk)
+            LOAD_TILE(xr, k, BC, NLC, nxt, p.Lk)
+            LOAD_TILE(yr, v, BC, NLC, nxt, p.Lk)
         }
         float s[TR][TC], dp[TR][TC];
         [[unroll]] for (uint m = 0u; m < TR; m++)
@@ -341,9 +371,9 @@ void main() {
         if (ROW_REGS) { DOT_REGS(dp, dor, Y_OFF) } else { DOT_BLOCK(dp, B_OFF, Y_OFF) }
         if (ONE_COL) {                                // V's turn is over: this step's K
             barrier();
-            PUT_COLS(xr, k_v, X_OFF, kbase, kv0, p.Lk)
+            PUT_COLS(xr, k, X_OFF, kv0, p.Lk)
             barrier();
-            if (PREFETCH && more) { LOAD_TILE(yr, v_v, BC, NLC, kbase, nxt, p.Lk) }
+            if (PREFETCH && more) { LOAD_TILE(yr, v, BC, NLC, nxt, p.Lk) }
             DOT_BLOCK(s, A_OFF, X_OFF)
         }
 
@@ -366,13 +396,13 @@ void main() {
         WRITE_BLOCK_T(s, P_OFF)
         barrier();
         if (!ONE_COL && more) {                       // V is read only by the dot products
-            PUT_COLS(yr, v_v, Y_OFF, kbase, nxt, p.Lk)
+            PUT_COLS(yr, v, Y_OFF, nxt, p.Lk)
         }
         OUTER_ACC(acc, P_OFF, X_OFF)
         barrier();
         if (more) {
-            if (ONE_COL) { PUT_COLS(yr, v_v, Y_OFF, kbase, nxt, p.Lk) }   // the next V
-            else { PUT_COLS(xr, k_v, X_OFF, kbase, nxt, p.Lk) }
+            if (ONE_COL) { PUT_COLS(yr, v, Y_OFF, nxt, p.Lk) }   // the next V
+            else { PUT_COLS(xr, k, X_OFF, nxt, p.Lk) }
             barrier();
         }
     }
@@ -380,7 +410,7 @@ void main() {
     [[unroll]] for (uint m = 0u; m < TR; m++) {
         const uint row = q0 + ty + TY * m;
         if (row >= p.Lq) continue;
-        [[unroll]] for (uint j = 0u; j < TDV; j++) dq_v[qbase + row * DV + tx + TX * j] = acc[m][j] * p.scale;
+        [[unroll]] for (uint j = 0u; j < TDV; j++) dq_v[dq_b + row * dq_rs + tx + TX * j] = acc[m][j] * p.scale;
     }
 
 #elif MODE == 2 || MODE == 3
@@ -402,8 +432,8 @@ void main() {
         }                                                                                       \
     }
 #define COPY_COLS(q0_)                                                                         \
-    COPY_TILE(q_v, X_OFF, BC, NLC, qbase, q0_, p.Lq)                                            \
-    if (!ONE_COL) { COPY_TILE(do_v, Y_OFF, BC, NLC, qbase, q0_, p.Lq) }                         \
+    COPY_TILE(q, X_OFF, BC, NLC, q0_, p.Lq)                                            \
+    if (!ONE_COL) { COPY_TILE(do, Y_OFF, BC, NLC, q0_, p.Lq) }                         \
     LOAD_STATS(q0_)                                                                             \
     STORE_STATS()
     // KTG key tiles per workgroup, one after the other (the planner gives MODE 2 one).
@@ -421,8 +451,8 @@ void main() {
             const int qs = max(int(kv0) - off, 0);
             i0 = qs >= int(p.Lq) ? nq : uint(qs) / BC;
         }
-        COPY_TILE(k_v, A_OFF, BR, NLR, kbase, kv0, p.Lk)
-        COPY_TILE(v_v, B_OFF, BR, NLR, kbase, kv0, p.Lk)
+        COPY_TILE(k, A_OFF, BR, NLR, kv0, p.Lk)
+        COPY_TILE(v, B_OFF, BR, NLR, kv0, p.Lk)
         // Query columns past Lq load as zero rows of Q and dO with lse = delta = 0: their P is
         // finite and every term they add (P dO, dS Q with dS = P (0 - 0)) is zero.
         vec4 xr[NLC], yr[NLC];           // the next Q and dO tiles (PREFETCH; ONE_COL: this step's
@@ -440,10 +470,10 @@ void main() {
             const bool more = ALWAYS_PREFETCH || it + 1u < nq;
             const uint nxt = it + 1u < nq ? q0 + BC : q0;
             if (PREFETCH && ONE_COL) {
-                LOAD_TILE(yr, do_v, BC, NLC, qbase, q0, p.Lq)
+                LOAD_TILE(yr, do, BC, NLC, q0, p.Lq)
             } else if (PREFETCH && more) {
-                LOAD_TILE(xr, q_v, BC, NLC, qbase, nxt, p.Lq)
-                LOAD_TILE(yr, do_v, BC, NLC, qbase, nxt, p.Lq)
+                LOAD_TILE(xr, q, BC, NLC, nxt, p.Lq)
+                LOAD_TILE(yr, do, BC, NLC, nxt, p.Lq)
                 LOAD_STATS(nxt)
             }
             float s[TR][TC], dp[TR][TC];
@@ -452,9 +482,9 @@ void main() {
             DOT_BLOCK(s, A_OFF, X_OFF)
             if (ONE_COL) {                                // Q's first turn is over: this step's dO
                 barrier();
-                PUT_COLS(yr, do_v, Y_OFF, qbase, q0, p.Lq)
+                PUT_COLS(yr, do, Y_OFF, q0, p.Lq)
                 barrier();
-                if (PREFETCH) { LOAD_TILE(xr, q_v, BC, NLC, qbase, q0, p.Lq) }   // Q again, for dK
+                if (PREFETCH) { LOAD_TILE(xr, q, BC, NLC, q0, p.Lq) }   // Q again, for dK
             }
             DOT_BLOCK(dp, B_OFF, Y_OFF)
 
@@ -480,10 +510,10 @@ void main() {
             OUTER_ACC(dv, P_OFF, Y_OFF)
             if (ONE_COL) {                                // dO's turn is over: Q's second
                 barrier();
-                PUT_COLS(xr, q_v, X_OFF, qbase, q0, p.Lq)
+                PUT_COLS(xr, q, X_OFF, q0, p.Lq)
                 barrier();
                 if (PREFETCH && more) {
-                    LOAD_TILE(xr, q_v, BC, NLC, qbase, nxt, p.Lq)
+                    LOAD_TILE(xr, q, BC, NLC, nxt, p.Lq)
                     LOAD_STATS(nxt)
                 }
             }
@@ -544,15 +574,15 @@ void main() {
             const uint row = kv0 + ty + TY * m;
             if (row >= p.Lk) continue;
             [[unroll]] for (uint j = 0u; j < TDV; j++) {
-                dk_v[kbase + row * DV + tx + TX * j] = dk[m][j] * p.scale;
-                dv_v[kbase + row * DV + tx + TX * j] = dv[m][j];
+                dk_v[dk_b + row * dk_rs + tx + TX * j] = dk[m][j] * p.scale;
+                dv_v[dv_b + row * dv_rs + tx + TX * j] = dv[m][j];
             }
         }
     }
 
 #else  // MODE == 4
     const uint q0 = t * BR;
-#define DO_GLOBAL(m_, j_, row_) do_v[qbase + (row_) * DV + tx + TX * (j_)]
+#define DO_GLOBAL(m_, j_, row_) do_v[do_b + (row_) * do_rs + tx + TX * (j_)]
     float dl[TR];
     ROW_DELTA(dl, DO_GLOBAL, 0u)
 #endif

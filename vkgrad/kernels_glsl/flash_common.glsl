@@ -103,6 +103,92 @@ layout(push_constant) uniform Push {
 } p;
 #define CAUSAL (p.causal != 0u)
 
+// FA_LAYOUTS: where each operand X (q, k, v, o, do, dq, dk, dv) keeps the rows of head bh. By
+// default dense [BH][L][D]: head bh at bh * L * DV, row stride DV (L = Lq for q, o, do, dq; Lk
+// for k, v, dk, dv), the same code as before layouts existed. With the defines X_AT, X_SB,
+// X_SH, X_SR (vec4 units; HEADS the heads per batch, bh = b * HEADS + h) X is read or written
+// in another array's place (lowering/attention_layouts.py: a view of the projection, e.g.
+// q = qkv[:, :, 0] of [B, L, 3, H, D] transposed to [B, H, L, D]): head bh at
+// X_AT + b * X_SB + h * X_SH, row stride X_SR. D stays contiguous. Compile-time either way.
+#define FA_STRIDED(OFF, SB, SH, bh) ((OFF) + ((bh) / (HEADS)) * (SB) + ((bh) % (HEADS)) * (SH))
+#ifdef Q_SR
+#define q_base(bh) FA_STRIDED(Q_AT, Q_SB, Q_SH, bh)
+const uint q_rs = Q_SR;
+#else
+#define q_base(bh) ((bh) * p.Lq * DV)
+const uint q_rs = DV;
+#endif
+#ifdef K_SR
+#define k_base(bh) FA_STRIDED(K_AT, K_SB, K_SH, bh)
+const uint k_rs = K_SR;
+#else
+#define k_base(bh) ((bh) * p.Lk * DV)
+const uint k_rs = DV;
+#endif
+#ifdef V_SR
+#define v_base(bh) FA_STRIDED(V_AT, V_SB, V_SH, bh)
+const uint v_rs = V_SR;
+#else
+#define v_base(bh) ((bh) * p.Lk * DV)
+const uint v_rs = DV;
+#endif
+#ifdef O_SR
+#define o_base(bh) FA_STRIDED(O_AT, O_SB, O_SH, bh)
+const uint o_rs = O_SR;
+#else
+#define o_base(bh) ((bh) * p.Lq * DV)
+const uint o_rs = DV;
+#endif
+#ifdef DO_SR
+#define do_base(bh) FA_STRIDED(DO_AT, DO_SB, DO_SH, bh)
+const uint do_rs = DO_SR;
+#else
+#define do_base(bh) ((bh) * p.Lq * DV)
+const uint do_rs = DV;
+#endif
+#ifdef DQ_SR
+#define dq_base(bh) FA_STRIDED(DQ_AT, DQ_SB, DQ_SH, bh)
+const uint dq_rs = DQ_SR;
+#else
+#define dq_base(bh) ((bh) * p.Lq * DV)
+const uint dq_rs = DV;
+#endif
+#ifdef DK_SR
+#define dk_base(bh) FA_STRIDED(DK_AT, DK_SB, DK_SH, bh)
+const uint dk_rs = DK_SR;
+#else
+#define dk_base(bh) ((bh) * p.Lk * DV)
+const uint dk_rs = DV;
+#endif
+#ifdef DV_SR
+#define dv_base(bh) FA_STRIDED(DV_AT, DV_SB, DV_SH, bh)
+const uint dv_rs = DV_SR;
+#else
+#define dv_base(bh) ((bh) * p.Lk * DV)
+const uint dv_rs = DV;
+#endif
+// FA_BIASES: q, k and v may each carry a bias added as they load (a projection's, whose add
+// the pass folds too): with X_BAT, X_BSH defined, element (h, d) of X's bias (the same for every
+// batch and row) is X_BAT + h * X_BSH + d (vec4s) of X's bias buffer (flash_attention.comp's
+// bindings after the mode's own). Other operands, and q, k, v without, add nothing.
+#ifdef Q_BSH
+#define q_plus_bias(bh, d4) + q_bias_v[Q_BAT + ((bh) % (HEADS)) * Q_BSH + (d4)]
+#else
+#define q_plus_bias(bh, d4)
+#endif
+#ifdef K_BSH
+#define k_plus_bias(bh, d4) + k_bias_v[K_BAT + ((bh) % (HEADS)) * K_BSH + (d4)]
+#else
+#define k_plus_bias(bh, d4)
+#endif
+#ifdef V_BSH
+#define v_plus_bias(bh, d4) + v_bias_v[V_BAT + ((bh) % (HEADS)) * V_BSH + (d4)]
+#else
+#define v_plus_bias(bh, d4)
+#endif
+#define o_plus_bias(bh, d4)
+#define do_plus_bias(bh, d4)
+
 // This thread's index in subgroup order (see reduce_common.glsl): row groups of TX threads are
 // then TX consecutive lanes of one subgroup whenever the subgroup has at least TX lanes.
 uint fa_tid() { return gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID; }
@@ -125,14 +211,14 @@ void fa_tile_of(uint g, bool heavy_last, out uint bh, out uint t) {
 
 float fa_add(float a, float b) { return a + b; }
 
-// Global [*][D] rows row0.. of the array starting at vec4 `base` -> this thread's registers
+// Rows row0.. of operand X's head (X_v at X_b, row stride X_rs) -> this thread's registers
 // reg[l] = tile vec4 tid + l*T (coalesced: consecutive threads read consecutive vec4s of a row).
 // Rows at or past `nrows` (and the surplus of the last load) read as zeros.
-#define LOAD_TILE(reg, buf, ROWS, NL, base, row0, nrows)                                      \
+#define LOAD_TILE(reg, X, ROWS, NL, row0, nrows)                                      \
     [[unroll]] for (uint l_ = 0u; l_ < NL; l_++) {                                              \
         const uint e_ = tid + l_ * T, r_ = e_ / DV;                                             \
         reg[l_] = vec4(0.0);                                                                    \
-        if (e_ < ROWS * DV && (row0) + r_ < (nrows)) reg[l_] = buf[(base) + ((row0) + r_) * DV + e_ % DV]; \
+        if (e_ < ROWS * DV && (row0) + r_ < (nrows)) reg[l_] = X##_v[X##_b + ((row0) + r_) * X##_rs + e_ % DV] X##_plus_bias(bh, e_ % DV); \
     }
 
 // Registers -> the shared tile at OFF (row stride RS).
@@ -144,21 +230,21 @@ float fa_add(float a, float b) { return a + b; }
 
 // Global -> shared directly, NL vec4s per thread (no register array: on lavapipe a rolled loop,
 // see UNROLL_STEPS; on a GPU a constant trip count it can unroll).
-#define COPY_TILE(buf, OFF, ROWS, NL, base, row0, nrows)                                      \
+#define COPY_TILE(X, OFF, ROWS, NL, row0, nrows)                                      \
     FA_STEP_LOOP for (uint l_ = 0u; l_ < NL; l_++) {                                            \
         const uint e_ = tid + l_ * T, r_ = e_ / DV;                                             \
         if (e_ < ROWS * DV) {                                                                   \
             vec4 x_ = vec4(0.0);                   /* an if, not ?:, which may load anyway */   \
-            if ((row0) + r_ < (nrows)) x_ = buf[(base) + ((row0) + r_) * DV + e_ % DV];         \
+            if ((row0) + r_ < (nrows)) x_ = X##_v[X##_b + ((row0) + r_) * X##_rs + e_ % DV] X##_plus_bias(bh, e_ % DV); \
             sm[(OFF) + r_ * RS + e_ % DV] = x_;                                                 \
         }                                                                                       \
     }
 
-// The column tile of `buf` from row col0 on -> the shared tile at OFF: from the registers `reg`
+// The column tile of operand X from row col0 on -> the shared tile at OFF: from the registers `reg`
 // it was prefetched into (PREFETCH), or straight from global memory.
-#define PUT_COLS(reg, buf, OFF, base, col0, ncols)                                           \
+#define PUT_COLS(reg, X, OFF, col0, ncols)                                           \
     if (PREFETCH) { STORE_TILE(reg, OFF, BC, NLC) }                                             \
-    else { COPY_TILE(buf, OFF, BC, NLC, base, col0, ncols) }
+    else { COPY_TILE(X, OFF, BC, NLC, col0, ncols) }
 
 // acc[m][c] += sum over d of R[row m][d] * C[column c][d], R the row tile at ROFF, C the column
 // tile at COFF. Per vec4 of D: TR + TC shared loads, 4 TR TC fmas.
@@ -173,14 +259,14 @@ float fa_add(float a, float b) { return a + b; }
                               fma(a_[m_].y, b_[c_].y, fma(a_[m_].x, b_[c_].x, acc[m_][c_])))); \
     }
 
-// This thread's share of rows row0 + ty + TY*m, D vec4s tx + TX*j, of the global [*][D] array at
-// vec4 `base` -> reg[m][j] (zeros past `nrows`).
-#define LOAD_ROWS(reg, buf, base, row0, nrows)                                                 \
+// This thread's share of rows row0 + ty + TY*m, D vec4s tx + TX*j, of operand X's head
+// -> reg[m][j] (zeros past `nrows`).
+#define LOAD_ROWS(reg, X, row0, nrows)                                                 \
     [[unroll]] for (uint m_ = 0u; m_ < TR; m_++) {                                              \
         const uint r_ = (row0) + ty + TY * m_;                                                  \
         [[unroll]] for (uint j_ = 0u; j_ < TDV; j_++) {                                         \
             reg[m_][j_] = vec4(0.0);                                                            \
-            if (r_ < (nrows)) reg[m_][j_] = buf[(base) + r_ * DV + tx + TX * j_];               \
+            if (r_ < (nrows)) reg[m_][j_] = X##_v[X##_b + r_ * X##_rs + tx + TX * j_] X##_plus_bias(bh, tx + TX * j_); \
         }                                                                                       \
     }
 

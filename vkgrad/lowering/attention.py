@@ -1,7 +1,11 @@
 """Planners for flash attention, forward and backward (vkgrad/kernels_glsl/flash_attention.comp).
 
 Pure Python, no device: shapes, scale and the mask in, an `OpPlan` out (see kernels.py for the
-buffer convention). All operands are dense row-major float32, whole buffers:
+buffer convention). Operands are float32, dense row-major whole buffers by default; `layouts`
+({role: OperandLayout}, with `heads`) places any of q, k, v, o, do, dq, dk, dv elsewhere in
+its buffer (a view of another array: lowering/attention_layouts.py reads the projection's
+[B, L, 3, H, D] in place), as compile-time strides (flash_common.glsl's FA_LAYOUTS), and
+gives q, k, v biases added as they load (roles "q_bias", "k_bias", "v_bias": FA_BIASES):
 
 - plan_flash_attention:     reads "q" [BH, Lq, D], "k", "v" [BH, Lk, D];
                             writes "o" [BH, Lq, D], "lse" [BH, Lq]
@@ -117,6 +121,7 @@ import numbers
 from dataclasses import dataclass, replace
 
 from vkgrad import primitives as P
+from vkgrad.lowering import attention_layouts
 from vkgrad.lowering.contracts import KernelContract, Unsupported, need_f32, register
 from vkgrad.lowering.kernels import OpPlan, Temp, _check_sizes
 from vkgrad.lowering.launch import Launch, cdiv, grid
@@ -138,6 +143,32 @@ _ROLES = {
     "dq_sum": ("dqp", "dq"),
 }
 _LOG2E = 1.4426950408889634
+
+
+@dataclass(frozen=True)
+class OperandLayout:
+    """Where an operand [B, H, L, D] lies in its float32 buffer: element (b, h, row, d) at
+    offset + b * stride_b + h * stride_h + row * stride_row + d (in floats; D contiguous).
+    The kernel reads and writes it in vec4s: every number a multiple of 4."""
+    offset: int
+    stride_b: int
+    stride_h: int
+    stride_row: int
+
+    def defines(self, role: str) -> tuple:
+        """The shader's X_AT, X_SB, X_SH, X_SR (vec4 units) for `role`; for a bias ("q_bias":
+        the same for every batch and row, strides b and row 0) X_BAT, X_BSH."""
+        x, bias = role.upper().removesuffix("_BIAS"), role.endswith("_bias")
+        names, nums = (("BAT", "BSH"), (self.offset, self.stride_h)) if bias else (
+            ("AT", "SB", "SH", "SR"), (self.offset, self.stride_b, self.stride_h,
+                                       self.stride_row))
+        return tuple((f"{x}_{k}", f"{n // 4}u") for k, n in zip(names, nums))
+
+
+# roles a layout may place (lse, delta, dlse and the temps are always dense), and the biases
+# q, k, v may carry (added as they load: flash_common.glsl's FA_BIASES)
+LAYOUT_ROLES = ("q", "k", "v", "o", "do", "dq", "dk", "dv")
+BIAS_ROLES = ("q_bias", "k_bias", "v_bias")
 
 
 @dataclass(frozen=True)
@@ -434,9 +465,14 @@ def _forced(mode, D, target, tile) -> FlashTile:
     return tile
 
 
-def _launch(mode, BH, Lq, Lk, D, causal, scale, target, tile) -> Launch:
-    """One launch of `mode` with the (checked) `tile`; "dq_sum" takes the fused backward's tile
-    (its slices hold tile.ktg * tile.br keys) and runs a thread per vec4 of dq."""
+def _step(mode, BH, Lq, Lk, D, causal, scale, target, tile, layouts=()) -> tuple:
+    """(launch, roles): one launch of `mode` with the (checked) `tile`; "dq_sum" takes the fused
+    backward's tile (its slices hold tile.ktg * tile.br keys) and runs a thread per vec4 of dq.
+    `layouts`: _check_layouts' (heads, {role: OperandLayout}), or () for dense operands; with
+    biases, the modes that read q, k, v bind all three biases after their own roles."""
+    roles = _ROLES[mode]
+    if any(r in BIAS_ROLES for r in (layouts[1] if layouts else ())) and MODES[mode] <= 3:
+        roles += BIAS_ROLES
     unroll = tile.unroll
     if unroll is None:
         unroll = int(target_of(target).unroll_loops)
@@ -445,7 +481,7 @@ def _launch(mode, BH, Lq, Lk, D, causal, scale, target, tile) -> Launch:
     else:
         tiles = cdiv(Lk if mode == "dkdv" else Lq, tile.br)
     groups = cdiv(BH * Lq * D // 4, tile.threads) if mode == "dq_sum" else BH * tiles
-    return Launch(name=_NAMES[mode], shader="flash_attention.comp", bindings=len(_ROLES[mode]),
+    return Launch(name=_NAMES[mode], shader="flash_attention.comp", bindings=len(roles),
                   groups=grid(groups),
                   push=(Lq, Lk, BH, tiles, groups, float(scale * _LOG2E), float(scale),
                         int(bool(causal))),
@@ -453,7 +489,42 @@ def _launch(mode, BH, Lq, Lk, D, causal, scale, target, tile) -> Launch:
                         bool(tile.always_prefetch), bool(tile.one_col), bool(tile.row_regs),
                         tile.ktg, tile.dq_split),
                   defines=(("HEAD_DIM", D), ("MODE", MODES[mode]),
-                           ("UNROLL_STEPS", int(unroll))))
+                           ("UNROLL_STEPS", int(unroll))) + _layout_defines(roles, layouts)), roles
+
+
+def _layout_defines(roles, layouts) -> tuple:
+    """The defines of the layouts of a launch's roles (none: the dense kernel)."""
+    if not layouts:
+        return ()
+    heads, placed = layouts
+    out = tuple(d for r in roles if r in placed for d in placed[r].defines(r))
+    return ((("HEADS", f"{heads}u"),) + out) if out else ()
+
+
+def _check_layouts(BH, Lq, Lk, D, heads, layouts) -> tuple:
+    """(heads, {role: layout}) for the planner's launches, checked; () when all are dense."""
+    if not layouts:
+        return ()
+    if not isinstance(heads, int) or heads < 1 or BH % heads:
+        raise ValueError(f"flash attention: heads = {heads!r} must divide batch * heads = {BH}")
+    for role, lay in layouts.items():
+        if role not in LAYOUT_ROLES + BIAS_ROLES:
+            raise ValueError(f"flash attention: no layout for role {role!r}; layouts place "
+                             f"{', '.join(LAYOUT_ROLES + BIAS_ROLES)}")
+        if role in BIAS_ROLES and (lay.stride_b or lay.stride_row):
+            raise ValueError(f"flash attention: {role}'s layout {lay}: a bias is the same for "
+                             "every batch and row (stride_b and stride_row 0)")
+        nums = (lay.offset, lay.stride_b, lay.stride_h, lay.stride_row)
+        if any(n < 0 or n % 4 for n in nums):
+            raise ValueError(f"flash attention: {role}'s layout {lay}: the kernel reads vec4s, "
+                             "so offset and strides must be non-negative multiples of 4 floats")
+        rows = Lq if role in ("q", "o", "do", "dq", "q_bias") else Lk
+        last = lay.offset + (BH // heads - 1) * lay.stride_b + (heads - 1) * lay.stride_h + \
+            max(rows - 1, 0) * lay.stride_row + D
+        if last >= 2**34:
+            raise ValueError(f"flash attention: {role}'s layout {lay} reaches float {last}, past "
+                             "the kernel's 32-bit vec4 indexing")
+    return heads, dict(layouts)
 
 
 def _check(BH, Lq, Lk, D, scale):
@@ -469,14 +540,17 @@ def _check(BH, Lq, Lk, D, scale):
 
 
 def plan_flash_attention(BH: int, Lq: int, Lk: int, D: int, *, causal: bool, scale: float,
-                         target=None, tile: FlashTile | None = None) -> OpPlan:
+                         target=None, tile: FlashTile | None = None, layouts=None,
+                         heads: int | None = None) -> OpPlan:
     """The forward: roles "q", "k", "v" -> "o", "lse". `tile` forces a FlashTile (tests, the
-    benchmark's sweep)."""
+    benchmark's sweep); `layouts` {role: OperandLayout} places q, k, v or o in their buffers
+    (`heads`: H of BH = B * H)."""
     _check(BH, Lq, Lk, D, scale)
+    placed = _check_layouts(BH, Lq, Lk, D, heads, layouts)
     if BH * Lq == 0:
         return OpPlan(())
-    launch = _launch("fwd", BH, Lq, Lk, D, causal, scale, target, _forced("fwd", D, target, tile))
-    return OpPlan(((launch, _ROLES["fwd"]),))
+    return OpPlan((_step("fwd", BH, Lq, Lk, D, causal, scale, target,
+                         _forced("fwd", D, target, tile), placed),))
 
 
 def dq_partials_bound(target=None) -> int:
@@ -507,14 +581,29 @@ def fused_backward_tile(BH: int, Lq: int, Lk: int, D: int, target=None,
 def plan_flash_attention_bwd(BH: int, Lq: int, Lk: int, D: int, *, causal: bool, scale: float,
                              target=None, fused: bool | None = None,
                              bwd_tile: FlashTile | None = None, dq_tile: FlashTile | None = None,
-                             dkdv_tile: FlashTile | None = None) -> OpPlan:
+                             dkdv_tile: FlashTile | None = None, layouts=None,
+                             heads: int | None = None, dlse_zero: bool = False) -> OpPlan:
     """The backward: roles "q", "k", "v", "o", "lse", "do", "dlse" -> "dq", "dk", "dv".
 
     Fused (`fused` None: whenever fused_backward_tile finds a tile and no two-kernel tile is
     forced; True forces it, False the two kernels): delta, then the backward kernel (dK, dV and dQ slices, S and dP computed
     once), then the dQ sum; temps "delta" and "dqp". Two kernels: dQ (which also writes delta),
     then dK/dV (which reads it); temp "delta". `bwd_tile` forces the fused kernel's tile (its
-    ktg is then the least it takes), `dq_tile` and `dkdv_tile` the two kernels'."""
+    ktg is then the least it takes), `dq_tile` and `dkdv_tile` the two kernels'. `layouts` and
+    `heads` as plan_flash_attention's (roles q, k, v, o, do, dq, dk, dv). `dlse_zero`: dlse
+    is known zero (a first derivative): the kernels never read it (its role may be bound to
+    any buffer)."""
+    plan = _plan_bwd(BH, Lq, Lk, D, causal, scale, target, fused, bwd_tile, dq_tile, dkdv_tile,
+                     _check_layouts(BH, Lq, Lk, D, heads, layouts))
+    if not dlse_zero:
+        return plan
+    return replace(plan, steps=tuple(
+        (replace(launch, defines=launch.defines + (("DLSE_ZERO", 1),)) if "dlse" in roles
+         else launch, roles) for launch, roles in plan.steps))
+
+
+def _plan_bwd(BH, Lq, Lk, D, causal, scale, target, fused, bwd_tile, dq_tile, dkdv_tile,
+              placed) -> OpPlan:
     _check(BH, Lq, Lk, D, scale)
     args = (BH, Lq, Lk, D, causal, scale, target)
     if fused is None and (dq_tile or dkdv_tile):
@@ -526,26 +615,25 @@ def plan_flash_attention_bwd(BH: int, Lq: int, Lk: int, D: int, *, causal: bool,
                              f"BH = {BH}, Lq = {Lq}, Lk = {Lk}, D = {D} exceed "
                              f"{dq_partials_bound(target)} bytes")
         if ftile is not None:
-            return _fused_bwd(*args, ftile)
+            return _fused_bwd(*args, ftile, placed)
     steps = []
     if BH * Lq:
-        steps.append((_launch("dq", *args, _forced("dq", D, target, dq_tile)), _ROLES["dq"]))
+        steps.append(_step("dq", *args, _forced("dq", D, target, dq_tile), placed))
     if BH * Lk:
-        steps.append((_launch("dkdv", *args, _forced("dkdv", D, target, dkdv_tile)),
-                      _ROLES["dkdv"]))
+        steps.append(_step("dkdv", *args, _forced("dkdv", D, target, dkdv_tile), placed))
     temps = (Temp("delta", BH * Lq, "float32"),) if steps else ()
     return OpPlan(tuple(steps), temps)
 
 
-def _fused_bwd(BH, Lq, Lk, D, causal, scale, target, tile) -> OpPlan:
+def _fused_bwd(BH, Lq, Lk, D, causal, scale, target, tile, placed) -> OpPlan:
     args = (BH, Lq, Lk, D, causal, scale, target)
     steps = []
     if BH * Lq:
-        steps.append((_launch("delta", *args, choose_tile("delta", D, target)), _ROLES["delta"]))
+        steps.append(_step("delta", *args, choose_tile("delta", D, target), placed))
     if BH * Lk:
-        steps.append((_launch("bwd", *args, tile), _ROLES["bwd"]))
+        steps.append(_step("bwd", *args, tile, placed))
     if BH * Lq:
-        steps.append((_launch("dq_sum", *args, tile), _ROLES["dq_sum"]))
+        steps.append(_step("dq_sum", *args, tile, placed))
     if not steps:
         return OpPlan(())
     slices = cdiv(cdiv(Lk, tile.br), tile.ktg)
@@ -625,7 +713,9 @@ def scores_path(q_shape, k_shape, dtype: str, causal: bool, target=None) -> bool
     return pays and fits and scores_bytes(q_shape, k_shape) <= target.attention_scores_max_bytes
 
 
-def plan_eqn(e, target):
+def plan_eqn(e, target, placed=None, dlse_zero=False):
+    """The eqn's plan and roles; `placed` {role: (buffer, OperandLayout)} reads or writes those
+    roles in another array's buffer, `dlse_zero` the backward's dlse known zero (plan_group)."""
     need_f32(e, *e.inputs)
     q, k = e.inputs[0], e.inputs[1]
     b, h, lq, d = q.shape
@@ -634,6 +724,8 @@ def plan_eqn(e, target):
                           f"{SUPPORTED_HEAD_DIMS})", e)
     lk = k.shape[2]
     kw = dict(causal=e.params["causal"], scale=e.params["scale"], target=target)
+    if placed:
+        kw.update(heads=h, layouts={r: lay for r, (_, lay) in placed.items()})
     if e.prim is P.flash_attention_bwd_p:
         fused = fused_backward_tile(b * h, lq, lk, d, target)
         if fused is not None and loop_limit_problem("bwd", lq, d, target, fused) is None:
@@ -649,14 +741,39 @@ def plan_eqn(e, target):
     if e.prim is P.flash_attention_bwd_p:
         roles = dict(zip(("q", "k", "v", "o", "lse", "do", "dlse"), e.inputs))
         roles.update(zip(("dq", "dk", "dv"), e.outputs))
-        return plan_flash_attention_bwd(b * h, lq, lk, d, **kw), roles
-    roles = dict(zip(("q", "k", "v"), e.inputs))
-    roles.update(o=e.outputs[0], lse=e.outputs[1])
-    return plan_flash_attention(b * h, lq, k.shape[2], d, **kw), roles
+        plan = plan_flash_attention_bwd(b * h, lq, lk, d, dlse_zero=dlse_zero, **kw)
+    else:
+        roles = dict(zip(("q", "k", "v"), e.inputs))
+        roles.update(o=e.outputs[0], lse=e.outputs[1])
+        plan = plan_flash_attention(b * h, lq, lk, d, **kw)
+    roles.update({r: buf for r, (buf, _) in (placed or {}).items()})
+    for r in BIAS_ROLES if any(r in roles for r in BIAS_ROLES) else ():
+        roles.setdefault(r, roles[r.removesuffix("_bias")])    # bound, never read
+    if dlse_zero:
+        roles["dlse"] = roles["o"]       # bound, never read
+    return plan, roles
+
+
+def plan_group(anchors, target, root, body=None):
+    """A flash attention whose fused kernel also holds the views that make its operands
+    (lowering/attention_layouts.py): the kernel reads the viewed buffers in place (and a
+    backward's zero dlse, computed there, not at all)."""
+    if len(anchors) != 1 or anchors[0].prim not in CONTRACT.primitives:
+        return None
+    e = anchors[0]
+    if body is None:
+        return plan_eqn(e, target)
+    placed = {role: (src, OperandLayout(*strides)) for role, (src, strides) in
+              attention_layouts.operand_layouts(e, body).items()}
+    try:
+        return plan_eqn(e, target, placed, attention_layouts.zero_dlse(e, body))
+    except ValueError as err:
+        raise Unsupported(str(err), e) from None
 
 
 CONTRACT = register(KernelContract(
     name="flash_attention", shader="flash_attention.comp",
     primitives=(P.flash_attention_p, P.flash_attention_bwd_p), plan=plan_eqn,
+    plan_group=plan_group,
     limits=f"f32; head dims {', '.join(map(str, SUPPORTED_HEAD_DIMS))}; a tile of TILES that "
            "fits the device's shared memory"))

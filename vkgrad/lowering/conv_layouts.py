@@ -12,9 +12,9 @@ unchanged); `fold_conv_layouts`, the last kernel-fusion pass, moves the view's e
 convolution's fused kernel, whose planner (lowering/conv.py, `plan_group`) binds the viewed
 buffer itself.
 
-A view is found by its index map: a chain of transposes, reshapes and flips (a take whose
-indices are a constant reversed range) is a strided view of its source, each axis a list of
-(size, stride) digits (`View`); an operand takes a layout when its map is the layout's.
+A view is found by its index map: a chain of transposes, reshapes, static slices and flips (a
+take whose indices are a constant reversed range) is a strided view of its source, each axis a
+list of (size, stride) digits (`View`); an operand takes a layout when its map is the layout's.
     x layouts (CG_XL): 0 x itself; 1 x0 [I, G*N, *sp] viewed [N, G*I, *sp],
         x[n, g*I + c] = x0[c, g*N + n]                          (a weight gradient's input)
     w layouts (CG_WL): 0 w itself; 1 w0 [G*I, Og, *win] with (O, I) swapped per group and
@@ -60,6 +60,24 @@ class View:
         axes = list(self.axes)
         axes[axis] = [(n, -t) for n, t in digits]
         return View(axes, self.offset + sum((n - 1) * t for n, t in digits))
+
+    def slice(self, start, limit, step) -> "View | None":
+        """x[start:limit:step] per axis (lax.slice); None where an axis of several digits is
+        cut."""
+        axes, offset = [], self.offset
+        for digits, a, b, k in zip(self.axes, start, limit, step):
+            n = max(0, -(-(b - a) // k))
+            digits = [d for d in digits if d[0] != 1]
+            if (a, n, k) == (0, math.prod(d[0] for d in digits), 1):
+                axes.append(digits)
+            elif len(digits) == 1:
+                axes.append([(n, digits[0][1] * k)])
+                offset += a * digits[0][1]
+            elif not digits and n == 1:
+                axes.append([])
+            else:
+                return None
+        return View(axes, offset)
 
     def reshape(self, shape) -> "View | None":
         digits = [d for a in self.axes for d in a if d[0] != 1]
@@ -150,6 +168,9 @@ def _step(e, v, producer, memo):
         return e.inputs[0], lambda view: view.transpose(e.params["perm"]), []
     if e.prim is P.reshape_p:
         return e.inputs[0], lambda view: view.reshape(e.params["shape"]), []
+    if e.prim is P.slice_p:
+        return e.inputs[0], lambda view: view.slice(e.params["start"], e.params["limit"],
+                                                    e.params["step"]), []
     if e.prim is P.take_p:
         x, idx = e.inputs
         axis, n = e.params["axis"], x.shape[e.params["axis"]]
@@ -219,6 +240,12 @@ def producers(eqns) -> dict:
     return out
 
 
+def materialized_values(program: Program) -> set:
+    """The values a program keeps in buffers: its inputs, constants and top-level results."""
+    return set(program.inputs) | {v for v, _ in program.consts} | \
+        {o for e in program.eqns for o in e.outputs}
+
+
 def operand_layouts(e, producer, materialized) -> tuple:
     """((x source, x layout, eqns), (w source, w layout, eqns)) of convolution eqn e."""
     x, w = e.inputs
@@ -240,9 +267,7 @@ class FoldConvLayouts(TargetPass):
 
     def apply(self, program: Program) -> Program:
         eqns = list(program.eqns)
-        producer = producers(eqns)
-        materialized = set(program.inputs) | {v for v, _ in program.consts} | \
-            {o for e in eqns for o in e.outputs}
+        producer, materialized = producers(eqns), materialized_values(program)
         changed = False
         for i, f in enumerate(eqns):
             conv = self._conv(f)

@@ -274,6 +274,11 @@ class _Builder:
                     else:
                         refs.append(v)
                         writes.append(v)
+                elif v in computed and v in body.outputs:
+                    # a view of a result that the kernel writes itself, in that view's place
+                    # (lowering/attention_layouts.py: flash attention's o as [B, L, H, D])
+                    refs.append(v)
+                    writes.append(v)
                 elif v in computed:
                     hw.load(i, v)
                     refs.append(_UNUSED)

@@ -13,6 +13,9 @@ device; the target-independent passes are in vkgrad/passes/.
                        around them as one kernel, a workgroup per row (a layer norm)
     fuse_horizontal_reductions
                        independent reductions of any shapes as one dispatch (a global norm)
+    fold_attention_layouts
+                       flash attention's operands read in place where they are views
+                       (lowering/attention_layouts.py: the heads of a projection)
     fold_conv_layouts  a convolution's operands read in place where they are views
                        (lowering/conv_layouts.py: the flips and transposes of its gradients)
 
@@ -32,10 +35,12 @@ from vkgrad.lowering.fusion.rows import RowFusion, fuse_rows
 from vkgrad.lowering.fusion.widen import WidenHalves, widen_halves
 from vkgrad.lowering.conv_layouts import fold_conv_layouts  # noqa: E402  (imports fusion.base)
 from vkgrad.lowering.attention_scores import attention_scores  # noqa: E402
+from vkgrad.lowering.attention_layouts import fold_attention_layouts  # noqa: E402
 
 KERNEL_FUSION_PASSES = {p.name: p for p in (attention_scores, widen_halves, fuse_producers,
                                             fuse_epilogues, fuse_multi_output, fuse_rows,
-                                            fuse_horizontal_reductions, fold_conv_layouts)}
+                                            fuse_horizontal_reductions, fold_attention_layouts,
+                                            fold_conv_layouts)}
 
 __all__ = ["HookFusion", "EpilogueFusion", "MultiOutputFusion", "ProducerFusion", "RowFusion",
            "HorizontalReductions", "WidenHalves", "widen_halves", "fuse_producers",
