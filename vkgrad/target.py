@@ -51,6 +51,13 @@ _GPU_POLICY = dict(
     # 228 / 230, the ResNet-18 step's C128-C512 at 16x16-4x4 82-98 against 154-177; at C64 it
     # lost (56x56: 282 against 221; 32x32: 194 against 146); the step 1.31x JAX against 1.09
     winograd_min_channels=128,
+    # flash attention reading q, k, v (and writing o) in the model's layouts instead of copies
+    # (lowering/attention_layouts.py): off, as it lost where measured. H200, 2026-12-02 05:51
+    # (bench_lm.py, the transformer LM small step, 154 dispatches against 166): its flash
+    # kernels ran 122-127 us (forward) and 210-217 (backward) a layer reading the strided
+    # projection with its bias, against 78.6 and 168.6 dense (bench_attention.py); tokens/s
+    # with the loss read at the end 1.156M against 1.189M without the pass (03:22)
+    attention_layouts_in_place=False,
 )
 _CPU_POLICY = dict(
     split_k=False,                # its 2-4 threads are busy with any output
@@ -73,6 +80,9 @@ _CPU_POLICY = dict(
     wait_spin_us=0,
     attention_scores_max_bytes=0,
     winograd_min_channels=1 << 30,    # not measured there: the GEMM kernel's convolutions
+    # lost there too: the tiny LM's gradient (2 layers, d 64, batch 8, L 64) 188 ms a step
+    # against 176-184 with the copies (58 against 61 dispatches; 2026-12-02)
+    attention_layouts_in_place=False,
 )
 
 
@@ -132,6 +142,7 @@ class Target:
     wait_spin_us: int = 20_000           # a wait polls the fence this long before it sleeps
     attention_scores_max_bytes: int = 2 ** 31   # unmasked attention written out up to this
     winograd_min_channels: int = 128     # convolutions on the Winograd path from these features
+    attention_layouts_in_place: bool = False   # fold_attention_layouts runs (it lost: above)
 
     @classmethod
     def from_device(cls, info) -> "Target":
