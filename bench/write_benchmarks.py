@@ -99,7 +99,14 @@ LM_NOTE = {"2026-12-01": (
     "the transformer LM at or above JAX in both loop styles: its GPU time per step, {tgpu:.2f} "
     "ms, is now at JAX's whole step read at the end, {tjax_end:.2f} ms (7.85 at 00:58: the "
     "fused flash-attention backward, -0.46 ms at 4 layers, and two K slices for the matmuls at "
-    "half a wave); the rounds' ranges overlap at the end")}
+    "half a wave); the rounds' ranges overlap at the end"),
+    "2026-12-02 05": (
+    "this run had fold_attention_layouts on (154 dispatches): the flash kernels reading the "
+    "strided qkv projection and adding its bias ran slower than the copies they saved (forward "
+    "122-127 us a layer, backward 210-217), GPU time {tgpu:.2f} ms a step, 0.98x JAX at the "
+    "end against 1.00x at 03:22 without the pass; the pass is off since "
+    "(Target.attention_layouts_in_place), so the step's plan is 03:22's again (not re-measured "
+    "after: no device time was left)")}
 
 HEADER = """# Benchmarks
 
