@@ -45,7 +45,8 @@ __all__ = ["relu", "relu6", "leaky_relu", "hard_tanh", "elu", "sigmoid", "silu",
            "sparse_plus", "sparse_sigmoid", "log1mexp", "logmeanexp", "standardize",
            "initializers", "softmax", "log_softmax", "logsumexp", "one_hot",
            "cross_entropy", "mse", "dropout", "layer_norm", "rms_norm", "embedding", "linear",
-           "flash_attention", "dot_product_attention", "attention_block", "init_attention_block", "selective_scan",
+           "flash_attention", "dot_product_attention", "attention_block",
+           "init_attention_block", "selective_scan",
            "causal_conv1d", "mamba_block", "init_mamba_block", "init_transformer_lm",
            "transformer_lm", "init_mamba_lm", "mamba_lm", "init_conv", "conv", "max_pool",
            "avg_pool", "init_batch_norm", "batch_norm", "group_norm", "instance_norm",
@@ -405,29 +406,28 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None
 
 
 def _check_attention(q, k, v, mask, q_lengths, kv_lengths):
-    src = user_source()
     if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
         raise ShapeError(f"dot_product_attention: query {q.shape}, key {k.shape}, value "
                          f"{v.shape}; expected [batch, length, heads, head_dim] (or without "
-                         "batch) for all three", source=src)
+                         "batch) for all three", source=user_source())
     b, s, kh, h = k.shape
     if v.shape != k.shape:
         raise ShapeError(f"dot_product_attention: value {v.shape} must have key's shape "
-                         f"{k.shape}", source=src)
+                         f"{k.shape}", source=user_source())
     if q.shape[0] != b or q.shape[3] != h:
         raise ShapeError(f"dot_product_attention: query {q.shape} and key {k.shape} differ in "
-                         "batch or head_dim", source=src)
+                         "batch or head_dim", source=user_source())
     if q.shape[2] % kh:
         raise ShapeError(f"dot_product_attention: {q.shape[2]} query heads are not a multiple "
-                         f"of {kh} key/value heads", source=src)
+                         f"of {kh} key/value heads", source=user_source())
     if mask is not None and P.dtype_of(vnp.asarray(mask)) != "bool":
         raise DTypeError(f"dot_product_attention: mask must be boolean (True = attend), got "
                          f"{P.dtype_of(vnp.asarray(mask))}; pass an additive mask as bias",
-                         source=src)
+                         source=user_source())
     for name, t in (("query_seq_lengths", q_lengths), ("key_value_seq_lengths", kv_lengths)):
         if t is not None and tuple(vnp.shape(t)) != (b,):
             raise ShapeError(f"dot_product_attention: {name} has shape {tuple(vnp.shape(t))}; "
-                             f"expected ({b},), one length per batch element", source=src)
+                             f"expected ({b},), one length per batch element", source=user_source())
 
 
 def _attention_written_out(q, k, v, bias, mask, scale, is_causal, q_lengths, kv_lengths,

@@ -45,7 +45,8 @@ import numpy as np
 from vkgrad import primitives as P
 from vkgrad.ir.core import Eqn, Params, Program, Var
 from vkgrad.lowering.contracts import CONTRACTS, Unsupported
-from vkgrad.lowering.conv_layouts import (View, _cone, _constant, _drop_unread_outputs, _step,
+from vkgrad.lowering.conv_layouts import (View, _cone, _drop_unread_outputs, _step,
+                                          is_zeros,
                                           materialized_values, producers, view_chain)
 from vkgrad.passes.base import TargetPass
 from vkgrad.passes.dce import dce
@@ -138,8 +139,7 @@ def placed(e, producer, materialized) -> dict:
 
 def _zero(v, producer):
     """The eqns that compute v when v is zeros computed from literals alone, else None."""
-    value = _constant(v, producer, {})
-    return None if value is None or np.any(value) else _cone(v, producer)
+    return _cone(v, producer) if is_zeros(v, producer) else None
 
 
 def zero_dlse(e, body) -> bool:

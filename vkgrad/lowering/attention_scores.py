@@ -12,17 +12,18 @@ memory the Target gives them (`scores_path`: the H200 numbers are beside it). Pe
               dq = dS k;  dk = dS^T q
 
 which is FlashAttention's backward with P kept instead of recomputed (rowsum(P dP) =
-rowsum(do o), the delta of primitives/attention.py; P is 0 where masked), so a backward whose forward is written out
-in the same program reads that forward's P; the forward's lse is then dead and dropped. A
-backward planned for the flash kernel reads the written-out forward's o and lse as it would the
-kernel's. The matmuls carry their transposes as flags (no transpose kernels), and what follows
+rowsum(do o), the delta of primitives/attention.py; P is 0 where masked), so a backward whose
+forward is written out in the same program reads that forward's P; the forward's lse is then
+dead and dropped. A backward planned for the flash kernel reads the written-out forward's o
+and lse as it would the kernel's. The matmuls carry their transposes as flags (no transpose kernels), and what follows
 (remat, fusion) treats these eqns like any user's softmax(q k^T) v.
 """
 
 from __future__ import annotations
 
-from vkgrad.ir.core import Literal, Program
+from vkgrad.ir.core import Program
 from vkgrad.lowering.attention import scores_bytes, scores_path
+from vkgrad.lowering.conv_layouts import is_zeros, producers
 from vkgrad.passes.base import TargetPass, resolve
 from vkgrad.passes.dce import dce
 from vkgrad.passes.inline import inline_body
@@ -70,13 +71,6 @@ def _spec(x):
     return ShapeDtype(x.shape, x.dtype)
 
 
-def _is_zero(x, producer) -> bool:
-    if isinstance(x, Literal):
-        return x.value == 0
-    e = producer.get(x)
-    return e is not None and e.prim.name == "broadcast_to" and _is_zero(e.inputs[0], producer)
-
-
 class AttentionScores(TargetPass):
     name = "attention_scores"
 
@@ -84,7 +78,7 @@ class AttentionScores(TargetPass):
         chosen = self._chosen(program)
         if not chosen:
             return program
-        producer = {o: e for e in program.eqns for o in e.outputs}
+        producer = producers(program.eqns)
         eqns, consts, sub = [], list(program.consts), {}
         probs = {}      # the written-out forward's lse Var -> (q, k, v, its P)
         for e in program.eqns:
@@ -100,7 +94,7 @@ class AttentionScores(TargetPass):
                     probs[e.inputs[4]][0] == e.inputs[:3]:
                 p = probs[e.inputs[4]][1]
                 q, k, v, _, _, do, dlse = ins
-                dlse = () if _is_zero(e.inputs[6], producer) else (dlse,)
+                dlse = () if is_zeros(e.inputs[6], producer) else (dlse,)
                 scale = e.params["scale"]
                 body = trace(lambda q, k, v, do, p, *dl: _backward(q, k, v, do, p, *dl,
                                                                    scale=scale),

@@ -35,7 +35,7 @@ from vkgrad.ir.interpreter import impls
 from vkgrad.lowering.contracts import CONTRACTS, Unsupported
 from vkgrad.passes.base import TargetPass
 from vkgrad.passes.dce import dce
-from vkgrad.passes.fused_program import body_of, is_loop, kind, make_fused, needed
+from vkgrad.passes.fused_program import body_of, kind, make_fused, needed
 from vkgrad.primitives.compiler import fused_p
 
 
@@ -144,6 +144,13 @@ def w_layouts(w_shape, groups: int) -> dict:
 
 
 # ----------------------------------------------------------------------- finding views
+
+def is_zeros(v, producer) -> bool:
+    """Whether v is zeros computed from literals alone (a first derivative's unused
+    cotangent)."""
+    value = _constant(v, producer, {})
+    return value is not None and not np.any(value)
+
 
 def _constant(v, producer, memo):
     """v's value when it is computed from literals and iotas alone, else None."""
