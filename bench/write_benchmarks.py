@@ -106,7 +106,11 @@ LM_NOTE = {"2026-12-01": (
     "122-127 us a layer, backward 210-217), GPU time {tgpu:.2f} ms a step, 0.98x JAX at the "
     "end against 1.00x at 03:22 without the pass; the pass is off since "
     "(Target.attention_layouts_in_place), so the step's plan is 03:22's again (not re-measured "
-    "after: no device time was left)")}
+    "after: no device time was left)"),
+    "2026-12-02 11": (
+    "re-measured on main 949f89e with fold_attention_layouts off (Target."
+    "attention_layouts_in_place; 166 dispatches, 03:22's plan): GPU time {tgpu:.2f} ms a step, "
+    "JAX's whole step read at the end {tjax_end:.2f} ms")}
 
 HEADER = """# Benchmarks
 
