@@ -1,0 +1,130 @@
+"""vnp.linalg's factorizations and vg.scipy.linalg's LU family against numpy.linalg and
+scipy.linalg (float32 tolerances, on the interpreter), their gradients against finite
+differences in float64 and the analytic formulas, one small jit per family on Vulkan, and bad
+input."""
+
+import numpy as np
+import pytest
+
+import vkgrad as vg
+import vkgrad.numpy as vnp
+
+sl = pytest.importorskip("scipy.linalg")
+rng = np.random.default_rng(7)
+
+
+def well_conditioned(*shape):
+    """Random (..., n, n) matrices a few units from singular (n I + a normal matrix)."""
+    n = shape[-1]
+    return (rng.standard_normal(shape) + n ** 0.5 * np.eye(n)).astype(np.float32)
+
+
+A = well_conditioned(5, 5)
+BATCH = well_conditioned(2, 3, 4, 4)
+
+
+def close(got, want, tol=2e-5):
+    np.testing.assert_allclose(np.asarray(got), want, rtol=tol, atol=tol)
+
+
+# ------------------------------------------------------------------------------------------ LU
+
+@pytest.mark.parametrize("a", [A, BATCH, rng.standard_normal((6, 6)).astype(np.float32)],
+                         ids=["5x5", "batched", "normal"])
+def test_solve_inv_det_slogdet_against_numpy(a):
+    b = rng.standard_normal(a.shape[:-1] + (3,)).astype(np.float32)
+    close(vnp.linalg.solve(a, b), np.linalg.solve(a, b), 1e-4)
+    close(vnp.linalg.inv(a), np.linalg.inv(a), 1e-4)
+    close(vnp.linalg.det(a), np.linalg.det(a), 1e-4)
+    sign, logdet = vnp.linalg.slogdet(a)
+    want = np.linalg.slogdet(a)
+    close(sign, want.sign)
+    close(logdet, want.logabsdet, 1e-4)
+    assert vnp.linalg.slogdet(a).logabsdet is not None   # the namedtuple's field names
+
+
+def test_solve_b_shapes_as_jax():
+    b = rng.standard_normal(5).astype(np.float32)
+    close(vnp.linalg.solve(A, b), np.linalg.solve(A, b))                  # (n,): a vector
+    bs = rng.standard_normal((2, 3, 4, 2)).astype(np.float32)
+    close(vnp.linalg.solve(BATCH, bs), np.linalg.solve(BATCH, bs), 1e-4)  # (..., n, k)
+    one = rng.standard_normal((4, 2)).astype(np.float32)                  # batch dims broadcast
+    close(vnp.linalg.solve(BATCH, one), np.linalg.solve(BATCH, one), 1e-4)
+    close(vnp.linalg.solve(BATCH, one[:, 0]), np.linalg.solve(BATCH, one[:, 0]), 1e-4)
+
+
+def test_singular_matrices_as_jax():
+    s = np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [0.0, 1.0, 5.0]], np.float32)
+    assert float(vnp.linalg.det(s)) == 0.0
+    sign, logdet = vnp.linalg.slogdet(s)
+    assert float(sign) == 0.0 and float(logdet) == -np.inf
+    assert float(vnp.linalg.det(np.zeros((3, 3), np.float32))) == 0.0
+
+
+def test_lu_family_against_scipy():
+    for a in (A, rng.standard_normal((4, 6)).astype(np.float32),
+              rng.standard_normal((6, 4)).astype(np.float32)):
+        for got, want in zip(vg.scipy.linalg.lu(a), sl.lu(a)):
+            close(got, want)
+        pl, u = vg.scipy.linalg.lu(a, permute_l=True)
+        close(np.asarray(pl) @ np.asarray(u), a)
+    lu, piv = vg.scipy.linalg.lu_factor(A)
+    want_lu, want_piv = sl.lu_factor(A)
+    close(lu, want_lu)
+    np.testing.assert_array_equal(piv, want_piv)
+    assert np.asarray(piv).dtype == np.int32
+    b = rng.standard_normal((5, 2)).astype(np.float32)
+    for trans in (0, 1, 2):
+        close(vg.scipy.linalg.lu_solve((lu, piv), b, trans=trans),
+              sl.lu_solve((want_lu, want_piv), b, trans=trans), 1e-4)
+    close(vg.scipy.linalg.lu_solve((lu, piv), b[:, 0]), np.linalg.solve(A, b[:, 0]), 1e-4)
+    lus, pivs = vg.scipy.linalg.lu_factor(BATCH)                          # batched
+    bb = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    close(vg.scipy.linalg.lu_solve((lus, pivs), bb), np.linalg.solve(BATCH, bb[..., None])[..., 0],
+          1e-4)
+    close(vg.scipy.linalg.det(A), sl.det(A), 1e-4)
+    close(vg.scipy.linalg.inv(A), sl.inv(A), 1e-4)
+    close(vg.scipy.linalg.solve(A, b), sl.solve(A, b), 1e-4)
+    spd = (A @ A.T + np.eye(5)).astype(np.float32)
+    upper_only, lower_only = np.triu(spd), np.tril(spd)   # the triangle solve(assume_a='pos') reads
+    close(vg.scipy.linalg.solve(upper_only, b, assume_a="pos"), np.linalg.solve(spd, b), 1e-4)
+    close(vg.scipy.linalg.solve(lower_only, b, assume_a="pos", lower=True),
+          np.linalg.solve(spd, b), 1e-4)
+
+
+def test_lu_gradients():
+    a, b = A.astype(np.float64), rng.standard_normal((5, 2))
+    for f in (vnp.linalg.det, vnp.linalg.inv, lambda a: vnp.linalg.slogdet(a).logabsdet,
+              lambda a: vnp.linalg.solve(a, b), lambda a: vg.scipy.linalg.lu(a)[2]):
+        vg.test_util.check_grads(f, (a,), order=1)
+    vg.test_util.check_grads(lambda b: vnp.linalg.solve(a, b), (b,), order=1)
+    # the analytic rules: d det = det inv(a)^T; d <g, inv(a)> = -inv^T g inv^T
+    close(vg.grad(vnp.linalg.det)(A), np.linalg.det(A) * np.linalg.inv(A).T, 1e-4)
+    g = rng.standard_normal((5, 5)).astype(np.float32)
+    ia = np.linalg.inv(A)
+    close(vg.grad(lambda a: vnp.sum(vnp.linalg.inv(a) * g))(A), -ia.T @ g @ ia.T, 1e-4)
+
+
+def test_lu_jitted_on_vulkan():
+    a, b = A[:4, :4], rng.standard_normal(4).astype(np.float32)
+    x, d = vg.jit(lambda a, b: (vnp.linalg.solve(a, b), vnp.linalg.det(a)), backend="vulkan")(a, b)
+    close(x, np.linalg.solve(a, b), 1e-4)
+    close(d, np.linalg.det(a), 1e-4)
+
+
+def test_lu_bad_input():
+    with pytest.raises(vg.ShapeError, match="solve takes square matrices"):
+        vnp.linalg.solve(np.ones((2, 3)), np.ones(2))
+    with pytest.raises(vg.ShapeError, match="has 3 rows for a 4x4 matrix"):
+        vnp.linalg.solve(BATCH, np.ones((3, 2)))
+    with pytest.raises(vg.ShapeError, match=r"stack of matrices .*solve\(a, b\[\.\.\., None\]\)"):
+        vnp.linalg.solve(BATCH, np.ones((2, 3, 4)))
+    with pytest.raises(vg.ShapeError, match="det takes square matrices"):
+        vnp.linalg.det(np.ones(3))
+    with pytest.raises(vg.ShapeError, match="lu takes matrices"):
+        vg.scipy.linalg.lu(np.ones(3))
+    with pytest.raises(vg.ArgumentError, match="assume_a is"):
+        vg.scipy.linalg.solve(A, A, assume_a="banded")
+    ints = np.array([[2, 1], [1, 3]])
+    close(vnp.linalg.det(ints), 5.0, 1e-5)                               # ints -> float
+    assert np.asarray(vnp.linalg.inv(ints)).dtype == np.float32
