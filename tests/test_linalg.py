@@ -128,3 +128,81 @@ def test_lu_bad_input():
     ints = np.array([[2, 1], [1, 3]])
     close(vnp.linalg.det(ints), 5.0, 1e-5)                               # ints -> float
     assert np.asarray(vnp.linalg.inv(ints)).dtype == np.float32
+
+
+# ------------------------------------------------------------------------------------------ QR
+
+@pytest.mark.parametrize("shape", [(5, 5), (6, 4), (4, 6), (2, 3, 5, 3)])
+def test_qr_against_numpy(shape):
+    a = rng.standard_normal(shape).astype(np.float32)
+    for mode in ("reduced", "complete"):
+        q, r = vnp.linalg.qr(a, mode=mode)
+        want_q, want_r = np.linalg.qr(a, mode=mode)   # the same (LAPACK's) signs
+        assert q.shape == want_q.shape and r.shape == want_r.shape
+        close(q, want_q, 1e-5)
+        close(r, want_r, 1e-5)
+        assert np.all(np.tril(np.asarray(r), -1) == 0)
+    close(vnp.linalg.qr(a, mode="r"), np.linalg.qr(a, mode="r"), 1e-5)
+    assert vnp.linalg.qr(a).R.shape == want_r.shape[:-2] + (min(shape[-2:]), shape[-1])
+
+
+def test_qr_of_triangular_and_scipy_qr():
+    u = np.triu(rng.standard_normal((4, 4))).astype(np.float32)   # nothing to reflect
+    for got, want in zip(vnp.linalg.qr(u), np.linalg.qr(u)):
+        close(got, want)
+    a = rng.standard_normal((5, 3)).astype(np.float32)
+    for mode in ("full", "economic"):
+        for got, want in zip(vg.scipy.linalg.qr(a, mode=mode), sl.qr(a, mode=mode)):
+            close(got, want, 1e-5)
+    (r,) = vg.scipy.linalg.qr(a, mode="r")
+    close(r, sl.qr(a, mode="r")[0], 1e-5)
+
+
+def test_qr_gradients():
+    a = rng.standard_normal((5, 3))
+    vg.test_util.check_grads(lambda a: vnp.linalg.qr(a), (a,), order=1)
+    vg.test_util.check_grads(lambda a: vnp.linalg.qr(a, mode="complete").R, (a,), order=1)
+
+
+def test_random_orthogonal_and_initializers():
+    key = vg.random.key(3)
+    q = np.asarray(vg.random.orthogonal(key, 4, shape=(2,)))
+    assert q.shape == (2, 4, 4)
+    close(q @ np.swapaxes(q, -1, -2), np.broadcast_to(np.eye(4), (2, 4, 4)), 1e-5)
+    wide, tall = vg.random.orthogonal(key, 3, m=5), vg.random.orthogonal(key, 5, m=3)
+    close(np.asarray(wide) @ np.asarray(wide).T, np.eye(3), 1e-5)
+    close(np.asarray(tall).T @ np.asarray(tall), np.eye(3), 1e-5)
+    # the draw is Q times the signs of R's diagonal: R's diagonal positive, a = Q' R'
+    z = np.asarray(vg.random.normal(key, (2, 4, 4)))
+    r = np.linalg.inv(q) @ z
+    assert np.all(np.diagonal(r, 0, -2, -1) > 0)
+    close(np.tril(r, -1), np.zeros_like(r), 1e-5)
+    w = np.asarray(vg.nn.initializers.orthogonal(2.0)(key, (3, 4, 6)))
+    close(w.reshape(12, 6).T @ w.reshape(12, 6), 4 * np.eye(6), 1e-5)
+    w = np.asarray(vg.nn.initializers.orthogonal(column_axis=0)(key, (6, 4)))
+    close(w.T @ w, np.eye(4), 1e-5)
+    w = np.asarray(vg.nn.initializers.delta_orthogonal()(key, (3, 3, 4, 5)))
+    close(w[1, 1] @ w[1, 1].T, np.eye(4), 1e-5)
+    assert np.count_nonzero(w) == np.count_nonzero(w[1, 1])
+    with pytest.raises(vg.ShapeError, match="requires at least a 2D shape"):
+        vg.nn.initializers.orthogonal()(key, (4,))
+    with pytest.raises(vg.ShapeError, match="fan_in .* must be less or equal than fan_out"):
+        vg.nn.initializers.delta_orthogonal()(key, (3, 5, 4))
+
+
+def test_qr_jitted_on_vulkan():
+    a = rng.standard_normal((4, 3)).astype(np.float32)
+    q, r = vg.jit(lambda a: vnp.linalg.qr(a), backend="vulkan")(a)
+    want_q, want_r = np.linalg.qr(a)
+    close(q, want_q, 1e-5)
+    close(r, want_r, 1e-5)
+
+
+def test_qr_bad_input():
+    with pytest.raises(vg.ArgumentError, match="mode is 'reduced', 'complete' or 'r'"):
+        vnp.linalg.qr(A, mode="raw")
+    with pytest.raises(vg.ShapeError, match="qr takes matrices"):
+        vnp.linalg.qr(np.ones(3))
+    with pytest.raises(vg.ArgumentError, match="pivoting=True"):
+        vg.scipy.linalg.qr(A, pivoting=True)
+    close(vnp.linalg.qr(np.eye(3, dtype=np.int32)).Q, np.eye(3))           # ints -> float

@@ -2,12 +2,14 @@
 norm and cholesky (vkgrad/numpy/linalg.py).
 
     LU with partial pivoting   solve, inv, det, slogdet (and vg.scipy.linalg's lu family)
+    Householder QR             qr (and vg.scipy.linalg.qr, vg.random.orthogonal,
+                               vg.nn.initializers.orthogonal)
 
 Each factorization is a composition of vnp ops unrolled over the columns (n is static), so it
 traces under jit with static shapes and reverse mode differentiates it as any composition.
 The row swaps of partial pivoting are argmax and where: the pivot choice is piecewise constant
 in a, so the composition's gradient is the analytic one (d det = det inv(a)^T; d inv =
--inv^T g inv^T). Sized for small matrices (n up to a few dozen), not a fast n = 4096 kernel.
+-inv^T g inv^T); so are Householder's reflections (smooth but for the sign choice). Sized for small matrices (n up to a few dozen), not a fast n = 4096 kernel.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ from vkgrad.tracer.core import user_source
 
 __all__ = ["linalg"]
 
-SlogdetResult = namedtuple("SlogdetResult", ["sign", "logabsdet"])   # JAX's result type
+SlogdetResult = namedtuple("SlogdetResult", ["sign", "logabsdet"])   # JAX's result types
+QRResult = namedtuple("QRResult", ["Q", "R"])
 
 
 # ------------------------------------------------------------------------------------------ LU
@@ -157,12 +160,59 @@ def slogdet(a):
     return SlogdetResult(s, sum(log(abs(d)), -1))
 
 
+# ------------------------------------------------------------------------------------------ QR
+
+def householder_qr(a, complete=False):
+    """(Q, R) of a (..., m, n) by k = min(m, n) Householder reflections (LAPACK's geqrf signs:
+    R[j, j] = -sign(a_jj) |x| for the column x below; a column already zero below the diagonal
+    is not reflected). Q is (..., m, k), R (..., k, n); complete: (..., m, m) and (..., m, n)."""
+    a = as_float(a)
+    m, n = a.shape[-2:]
+    k = builtins.min(m, n)
+    rows = P.iota((m,), 0, "i32")
+    r = a
+    q = broadcast_to(eye(m, dtype=dtype_of(a)), a.shape[:-2] + (m, m))
+    for j in range(k):
+        x = where(rows >= j, r[..., :, j], 0.0)                              # (..., m)
+        below = sum(multiply(x, x), -1) - multiply(x[..., j], x[..., j])     # |x[j+1:]|^2
+        norm_x = sqrt(sum(multiply(x, x), -1))
+        alpha = multiply(where(x[..., j] < 0, 1.0, -1.0), norm_x)           # the new R[j, j]
+        v = subtract(x, where(equal(rows, j), expand_dims(alpha, -1), 0.0))
+        norm_v = sqrt(sum(multiply(v, v), -1))
+        v = where(expand_dims(below > 0, -1),
+                  divide(v, expand_dims(where(norm_v > 0, norm_v, 1.0), -1)), 0.0)
+        # H = I - 2 v v^T: R <- H R, Q <- Q H
+        r = subtract(r, multiply(2.0, multiply(expand_dims(v, -1),
+                                               expand_dims(sum(multiply(expand_dims(v, -1), r),
+                                                               -2), -2))))
+        q = subtract(q, multiply(2.0, multiply(expand_dims(sum(multiply(q, expand_dims(v, -2)),
+                                                               -1), -1), expand_dims(v, -2))))
+    upper = P.iota((m, n), 0, "i32") <= P.iota((m, n), 1, "i32")
+    r = where(upper, r, 0.0)                                               # exact zeros below
+    return (q, r) if complete else (q[..., :, :k], r[..., :k, :])
+
+
+def qr(a, mode="reduced"):
+    """numpy's and JAX's qr: QRResult(Q, R) with a = Q R (mode 'reduced': Q (..., m, k), R
+    (..., k, n), k = min(m, n); 'complete': (..., m, m) and (..., m, n)); mode 'r': R only."""
+    if mode not in ("reduced", "complete", "r"):
+        raise ArgumentError(f"qr: mode is 'reduced', 'complete' or 'r', not {mode!r} ('raw', "
+                            "LAPACK's Householder vectors, is not supported)", source=user_source())
+    a = as_float(a)
+    if a.ndim < 2:
+        raise ShapeError(f"qr takes matrices (..., m, n), got {type_string(a)}",
+                         source=user_source())
+    q, r = householder_qr(a, complete=mode == "complete")
+    return r if mode == "r" else QRResult(q, r)
+
+
 # ----------------------------------------------------------------------------- the namespace
 
 class _Linalg:
-    """vnp.linalg: norm, cholesky, solve, inv, det, slogdet (the module docstring says how
+    """vnp.linalg: norm, cholesky, solve, inv, det, slogdet, qr (the module docstring says how
     each is computed; docs/numpy.md what is not supported)."""
 
+    qr = staticmethod(qr)
     solve = staticmethod(solve)
     inv = staticmethod(inv)
     det = staticmethod(det)

@@ -1,6 +1,6 @@
 """vg.scipy.linalg: jax.scipy.linalg's Cholesky family (cholesky, cho_factor, cho_solve,
 solve_triangular: vkgrad/numpy/linalg.py computes them) and LU family (lu_factor, lu_solve,
-lu, det, inv, solve: vkgrad/numpy/decompositions.py); the others (sqrtm, expm, schur, ...)
+lu, det, inv, solve: vkgrad/numpy/decompositions.py) and qr; the others (sqrtm, expm, schur, ...)
 are not supported: docs/numpy.md."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from vkgrad.numpy.util import type_string
 from vkgrad.tracer.core import user_source
 
 __all__ = ["cho_factor", "cho_solve", "cholesky", "det", "inv", "lu", "lu_factor", "lu_solve",
-           "solve", "solve_triangular"]
+           "qr", "solve", "solve_triangular"]
 
 
 def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
@@ -106,3 +106,16 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, debug=False,
     a = vnp.asarray(a)
     c = cholesky(a if lower else vnp.swapaxes(a, -1, -2), lower=True)   # reads one triangle
     return cho_solve((c, True), b)
+
+
+def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_finite=True):
+    """scipy's qr: (Q, R) with a = Q R; mode 'full' (Q (..., m, m)), 'economic' (Q (..., m, k),
+    k = min(m, n)) or 'r' (the tuple (R,), as scipy's)."""
+    if pivoting:
+        raise ArgumentError("qr: pivoting=True (QR with column pivoting) is not supported",
+                            source=user_source())
+    if mode not in ("full", "economic", "r"):
+        raise ArgumentError(f"qr: mode is 'full', 'economic' or 'r', not {mode!r} ('raw' is not "
+                            "supported)", source=user_source())
+    q, r = D.qr(a, "reduced" if mode == "economic" else "complete")
+    return (r,) if mode == "r" else (q, r)
