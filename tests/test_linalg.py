@@ -206,3 +206,149 @@ def test_qr_bad_input():
     with pytest.raises(vg.ArgumentError, match="pivoting=True"):
         vg.scipy.linalg.qr(A, pivoting=True)
     close(vnp.linalg.qr(np.eye(3, dtype=np.int32)).Q, np.eye(3))           # ints -> float
+
+
+# ------------------------------------------------------------------------------- eigh and svd
+
+def symmetric(*shape):
+    m = rng.standard_normal(shape)
+    return ((m + np.swapaxes(m, -1, -2)) / 2).astype(np.float32)
+
+
+def assert_eigh(a, w, v, tol):
+    """w against numpy's eigenvalues; v orthonormal with a v = v diag(w) (numpy's vectors'
+    signs are LAPACK's choice, so the vectors are checked by what they must satisfy)."""
+    w, v = np.asarray(w), np.asarray(v)
+    close(w, np.linalg.eigvalsh(a), tol)
+    close(np.swapaxes(v, -1, -2) @ v, np.broadcast_to(np.eye(a.shape[-1]), a.shape), tol)
+    close(a @ v, v * w[..., None, :], tol)
+
+
+@pytest.mark.parametrize("shape,tol", [((1, 1), 1e-6), ((2, 2), 1e-5), ((5, 5), 1e-5),
+                                       ((2, 3, 8, 8), 2e-5), ((64, 64), 2e-4)],
+                         ids=["1", "2", "5-odd", "batched", "64"])
+def test_eigh_against_numpy(shape, tol):
+    a = symmetric(*shape)
+    w, v = vnp.linalg.eigh(a)
+    assert_eigh(a, w, v, tol)
+    close(vnp.linalg.eigvalsh(a), np.linalg.eigvalsh(a), tol)
+
+
+def test_eigh_input_triangles_and_scipy():
+    a = symmetric(5, 5)
+    lower_only, upper_only = np.tril(a), np.triu(a)
+    assert_eigh(a, *vnp.linalg.eigh(lower_only, symmetrize_input=False), 1e-5)
+    assert_eigh(a, *vnp.linalg.eigh(upper_only, UPLO="U", symmetrize_input=False), 1e-5)
+    close(vnp.linalg.eigh(lower_only + lower_only.T - np.diag(np.diag(a))).eigenvalues,
+          np.linalg.eigvalsh(a), 1e-5)
+    assert_eigh(a, *vg.scipy.linalg.eigh(lower_only), 1e-5)
+    close(vg.scipy.linalg.eigh(upper_only, lower=False, eigvals_only=True), sl.eigh(a)[0], 1e-5)
+    d = np.diag(np.array([3.0, 1.0, 2.0], np.float32))                    # already diagonal
+    w, v = vnp.linalg.eigh(d)
+    close(w, [1.0, 2.0, 3.0], 0)
+    close(np.abs(np.asarray(v)), np.eye(3)[:, [1, 2, 0]], 0)
+
+
+@pytest.mark.parametrize("shape", [(5, 5), (6, 4), (4, 6), (2, 5, 3), (7, 7)])
+def test_svd_against_numpy(shape):
+    x = rng.standard_normal(shape).astype(np.float32)
+    close(vnp.linalg.svdvals(x), np.linalg.svd(x, compute_uv=False), 1e-5)
+    for full in (False, True):
+        u, s, vt = (np.asarray(r) for r in vnp.linalg.svd(x, full_matrices=full))
+        want = np.linalg.svd(x, full_matrices=full)
+        assert (u.shape, s.shape, vt.shape) == (want.U.shape, want.S.shape, want.Vh.shape)
+        close(s, want.S, 1e-5)
+        k = s.shape[-1]
+        close((u[..., :k] * s[..., None, :]) @ vt[..., :k, :], x, 1e-5)
+        close(np.swapaxes(u, -1, -2) @ u, np.broadcast_to(np.eye(u.shape[-1]), u.shape[:-2] +
+                                                          (u.shape[-1],) * 2), 1e-5)
+        close(vt @ np.swapaxes(vt, -1, -2), np.broadcast_to(np.eye(vt.shape[-2]),
+                                                            vt.shape[:-2] + (vt.shape[-2],) * 2),
+              1e-5)
+    u, s, vt = vg.scipy.linalg.svd(x)
+    close(s, sl.svd(x)[1], 1e-5)
+
+
+def test_svd_hermitian_and_built_on_svd():
+    h = symmetric(4, 4)
+    u, s, vt = (np.asarray(r) for r in vnp.linalg.svd(h, hermitian=True))
+    close(s, np.linalg.svd(h, compute_uv=False), 1e-5)
+    close((u * s) @ vt, h, 1e-5)
+    close(vnp.linalg.svd(h, hermitian=True, compute_uv=False), s, 1e-6)
+    x = rng.standard_normal((5, 3)).astype(np.float32)
+    close(vnp.linalg.pinv(x), np.linalg.pinv(x), 1e-5)
+    close(vnp.linalg.pinv(BATCH), np.linalg.pinv(BATCH), 1e-4)
+    rank2 = (x[:, :2] @ rng.standard_normal((2, 4))).astype(np.float32)
+    jax_rtol = 10 * 5 * np.finfo(np.float32).eps    # JAX's default (numpy's is 1e-15)
+    close(vnp.linalg.pinv(rank2), np.linalg.pinv(rank2, rcond=jax_rtol), 1e-4)
+    assert int(vnp.linalg.matrix_rank(rank2)) == 2 == np.linalg.matrix_rank(rank2)
+    np.testing.assert_array_equal(vnp.linalg.matrix_rank(BATCH), np.linalg.matrix_rank(BATCH))
+    assert np.asarray(vnp.linalg.matrix_rank(x)).dtype == np.int32
+    assert int(vnp.linalg.matrix_rank(np.zeros(3))) == 0
+    for p in (None, 2, -2, 1, -1, np.inf, -np.inf, "fro"):
+        close(vnp.linalg.cond(A, p), np.linalg.cond(A, p), 1e-4)
+    close(vnp.linalg.cond(BATCH), np.linalg.cond(BATCH), 1e-4)
+    singular = np.array([[1.0, 2.0], [2.0, 4.0]], np.float32)
+    assert float(vnp.linalg.cond(singular, 1)) == np.inf
+    b3 = rng.standard_normal((2, 3, 4))
+    for ord in (2, -2, "nuc"):
+        close(vnp.linalg.norm(x, ord), np.linalg.norm(x, ord), 1e-5)
+        close(vnp.linalg.norm(b3, ord, axis=(2, 0), keepdims=True),
+              np.linalg.norm(b3, ord, axis=(2, 0), keepdims=True), 1e-5)
+    for n in (0, 1, 2, 5, -1, -3):
+        close(vnp.linalg.matrix_power(A, n), np.linalg.matrix_power(A, n), 1e-4)
+    close(vnp.linalg.matrix_power(BATCH, 3), np.linalg.matrix_power(BATCH, 3), 1e-4)
+    chain = [x[:, 0], x, rng.standard_normal((3, 4)), rng.standard_normal(4)]
+    close(vnp.linalg.multi_dot(chain), np.linalg.multi_dot(chain), 1e-5)
+
+
+def test_eigh_and_svd_gradients():
+    a, m = symmetric(4, 4).astype(np.float64), rng.standard_normal((4, 4))
+    # eigenvectors up to sign: check products of each column with its first entry
+    eig = lambda a: (lambda w, v: (w, v * v[..., :1, :]))(*vnp.linalg.eigh(a))
+    vg.test_util.check_grads(eig, (a,), order=1)
+    vg.test_util.check_grads(eig, (m,), order=1)          # symmetrized input, both modes
+    x = rng.standard_normal((5, 3))
+    sv = lambda x: (lambda u, s, vt: (s, u * u[..., :1, :], vt * vt[..., :, :1]))(
+        *vnp.linalg.svd(x, full_matrices=False))
+    for y in (x, x.T, m):
+        vg.test_util.check_grads(sv, (y,), order=1)
+    vg.test_util.check_grads(vnp.linalg.pinv, (x,), order=1)
+    vg.test_util.check_grads(lambda x: vnp.linalg.norm(x, "nuc"), (x,), order=2)
+    # the analytic rules: d w_i = v_i^T da v_i, d s_i = u_i^T da v_i
+    w, v = np.linalg.eigh(a)
+    close(vg.grad(lambda a: vnp.linalg.eigvalsh(a)[-1])(a), np.outer(v[:, -1], v[:, -1]), 1e-6)
+    u, s, vt = np.linalg.svd(x)
+    close(vg.grad(lambda x: vnp.linalg.svdvals(x)[0])(x), np.outer(u[:, 0], vt[0]), 1e-6)
+
+
+def test_eigh_and_svd_jitted_on_vulkan():
+    a, x = symmetric(4, 4), rng.standard_normal((4, 3)).astype(np.float32)
+    w, v, s = vg.jit(lambda a, x: (*vnp.linalg.eigh(a), vnp.linalg.svdvals(x)),
+                     backend="vulkan")(a, x)
+    assert_eigh(a, w, v, 1e-5)
+    close(s, np.linalg.svd(x, compute_uv=False), 1e-5)
+
+
+def test_eigh_and_svd_bad_input():
+    with pytest.raises(vg.ShapeError, match="eigh takes square matrices"):
+        vnp.linalg.eigh(np.ones((2, 3)))
+    with pytest.raises(vg.ArgumentError, match="UPLO is 'L' or 'U'"):
+        vnp.linalg.eigh(A, UPLO="X")
+    with pytest.raises(vg.ShapeError, match="svd takes matrices"):
+        vnp.linalg.svd(np.ones(3))
+    with pytest.raises(vg.ArgumentError, match="subset_by_index is not supported"):
+        vnp.linalg.svd(A, subset_by_index=(0, 2))
+    with pytest.raises(vg.ArgumentError, match="generalized problem"):
+        vg.scipy.linalg.eigh(A, A)
+    with pytest.raises(vg.ArgumentError, match="n must be an integer"):
+        vnp.linalg.matrix_power(A, 0.5)
+    with pytest.raises(vg.ShapeError, match=r"cond\(p=1\) takes square matrices"):
+        vnp.linalg.cond(np.ones((2, 3)), 1)
+    with pytest.raises(vg.ArgumentError, match="at least 2 arrays"):
+        vnp.linalg.multi_dot([A])
+    with pytest.raises(vg.ArgumentError, match="ord is None, 'fro', 'nuc'"):
+        vnp.linalg.norm(A, 3)
+    close(vnp.linalg.eigvalsh(np.array([[2, 1], [1, 2]])), [1.0, 3.0])    # ints -> float
+    with pytest.raises(AttributeError, match="eigenvalues are complex"):
+        vnp.linalg.eig(A)

@@ -1,6 +1,6 @@
 """vg.scipy.linalg: jax.scipy.linalg's Cholesky family (cholesky, cho_factor, cho_solve,
 solve_triangular: vkgrad/numpy/linalg.py computes them) and LU family (lu_factor, lu_solve,
-lu, det, inv, solve: vkgrad/numpy/decompositions.py) and qr; the others (sqrtm, expm, schur, ...)
+lu, det, inv, solve: vkgrad/numpy/decompositions.py), qr, eigh and svd; the others (sqrtm, expm, schur, ...)
 are not supported: docs/numpy.md."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from vkgrad.numpy.linalg import cholesky_lower, solve_triangular as _solve
 from vkgrad.numpy.util import type_string
 from vkgrad.tracer.core import user_source
 
-__all__ = ["cho_factor", "cho_solve", "cholesky", "det", "inv", "lu", "lu_factor", "lu_solve",
-           "qr", "solve", "solve_triangular"]
+__all__ = ["cho_factor", "cho_solve", "cholesky", "det", "eigh", "inv", "lu", "lu_factor",
+           "lu_solve", "qr", "solve", "solve_triangular", "svd"]
 
 
 def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
@@ -119,3 +119,21 @@ def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_fini
                             "supported)", source=user_source())
     q, r = D.qr(a, "reduced" if mode == "economic" else "complete")
     return (r,) if mode == "r" else (q, r)
+
+
+def eigh(a, b=None, lower=True, eigvals_only=False, overwrite_a=False, overwrite_b=False,
+         turbo=True, eigvals=None, type=1, check_finite=True, subset_by_index=None):
+    """scipy's eigh of a symmetric a: (w ascending, v), reading a's lower (lower=True) or upper
+    triangle; eigvals_only: w. The generalized problem (b) is not supported."""
+    if b is not None or eigvals is not None or subset_by_index is not None:
+        raise ArgumentError("eigh: b (the generalized problem), eigvals and subset_by_index "
+                            "are not supported", source=user_source())
+    w, v = D.eigh(a, "L" if lower else "U", symmetrize_input=False)
+    return w if eigvals_only else (w, v)
+
+
+def svd(a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=True,
+        lapack_driver="gesdd"):
+    """scipy's svd: (U, s, Vh) with a = U diag(s) Vh, s descending (compute_uv=False: s)."""
+    r = D.svd(a, full_matrices=full_matrices, compute_uv=compute_uv)
+    return tuple(r) if compute_uv else r
