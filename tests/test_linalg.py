@@ -269,6 +269,17 @@ def test_svd_against_numpy(shape):
     close(s, sl.svd(x)[1], 1e-5)
 
 
+def test_svd_of_rank_deficient_matrices_has_orthonormal_vectors():
+    x = rng.standard_normal((5, 2)).astype(np.float32)
+    for a in (np.zeros((3, 3), np.float32), np.concatenate([x, 0 * x[:, :1], x[:, 1:]], 1)):
+        u, s, vt = (np.asarray(r) for r in vnp.linalg.svd(a, full_matrices=False))
+        k = s.shape[-1]
+        close(s, np.linalg.svd(a, compute_uv=False), 1e-5)
+        close(u.T @ u, np.eye(k), 1e-5)
+        close(vt @ vt.T, np.eye(k), 1e-5)
+        close((u * s) @ vt, a, 1e-5)
+
+
 def test_svd_hermitian_and_built_on_svd():
     h = symmetric(4, 4)
     u, s, vt = (np.asarray(r) for r in vnp.linalg.svd(h, hermitian=True))
@@ -285,6 +296,8 @@ def test_svd_hermitian_and_built_on_svd():
     np.testing.assert_array_equal(vnp.linalg.matrix_rank(BATCH), np.linalg.matrix_rank(BATCH))
     assert np.asarray(vnp.linalg.matrix_rank(x)).dtype == np.int32
     assert int(vnp.linalg.matrix_rank(np.zeros(3))) == 0
+    assert int(vnp.linalg.matrix_rank(rank2 @ rank2.T, hermitian=True)) == 2
+    assert int(vnp.linalg.matrix_rank(A, tol=0.5)) == np.linalg.matrix_rank(A, rtol=0.5)
     for p in (None, 2, -2, 1, -1, np.inf, -np.inf, "fro"):
         close(vnp.linalg.cond(A, p), np.linalg.cond(A, p), 1e-4)
     close(vnp.linalg.cond(BATCH), np.linalg.cond(BATCH), 1e-4)
@@ -345,6 +358,8 @@ def test_eigh_and_svd_bad_input():
         vnp.linalg.matrix_power(A, 0.5)
     with pytest.raises(vg.ShapeError, match=r"cond\(p=1\) takes square matrices"):
         vnp.linalg.cond(np.ones((2, 3)), 1)
+    with pytest.raises(vg.ArgumentError, match="give rtol or its alias rcond, not both"):
+        vnp.linalg.pinv(A, 1e-3, rcond=1e-3)
     with pytest.raises(vg.ArgumentError, match="at least 2 arrays"):
         vnp.linalg.multi_dot([A])
     with pytest.raises(vg.ArgumentError, match="ord is None, 'fro', 'nuc'"):

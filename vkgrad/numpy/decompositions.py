@@ -332,10 +332,13 @@ def _svd_reduced(a):
     x, v = jacobi(_pad_even(a, False), two_sided=False)
     x, v = x[..., :n], v[..., :n, :n]
     s = sqrt(sum(multiply(x, x), -2))
-    u = divide(x, expand_dims(where(s > 0, s, 1.0), -2))
     order = _order(s, descending=True)
-    return (_columns(u, order), take_along_axis(s, order, -1),
-            swapaxes(_columns(v, order), -1, -2))
+    x, s, v = _columns(x, order), take_along_axis(s, order, -1), _columns(v, order)
+    # u = x / s, orthonormal: a zero column (a zero singular value) has no direction, so u's
+    # columns are the Q of x's QR, its signs R's (Q R = x with R's diagonal s, up to rounding)
+    q, r = householder_qr(x)
+    u = multiply(q, expand_dims(where(diagonal(r, 0, -2, -1) < 0, -1.0, 1.0), -2))
+    return u, s, swapaxes(v, -1, -2)
 
 
 def _svd_jvp(primals, tangents):
@@ -436,9 +439,11 @@ def svdvals(x):
     return svd(x, compute_uv=False)
 
 
-def pinv(a, rtol=None, hermitian=False):
+def pinv(a, rtol=None, hermitian=False, *, rcond=None):
     """The Moore-Penrose pseudo-inverse of a (..., m, n), from its SVD: singular values at most
-    rtol times the largest (rtol default 10 max(m, n) eps, JAX's) count as zero."""
+    rtol times the largest (rtol default 10 max(m, n) eps, JAX's; rcond its old name) count
+    as zero."""
+    rtol = _alias(rtol, rcond, "pinv", "rcond")
     a = as_float(a)
     if a.ndim < 2:
         raise ShapeError(f"pinv takes matrices (..., m, n), got {type_string(a)}",
@@ -451,18 +456,27 @@ def pinv(a, rtol=None, hermitian=False):
     return matmul(swapaxes(vt, -1, -2), divide(swapaxes(u, -1, -2), expand_dims(s, -1)))
 
 
-def matrix_rank(M, rtol=None):
+def matrix_rank(M, rtol=None, *, hermitian=False, tol=None):
     """The number of singular values of M (..., m, n) above rtol times the largest (rtol
-    default max(m, n) eps, JAX's); int32. A 1-D M: 1 unless it is all zeros."""
+    default max(m, n) eps, JAX's; tol its old name); int32. A 1-D M: 1 unless it is all
+    zeros."""
+    rtol = _alias(rtol, tol, "matrix_rank", "tol")
     M = as_float(M)
     if M.ndim < 2:
         return astype(max(astype(not_equal(M, 0.0), "f32")), "i32")
-    s = svdvals(M)
+    s = svd(M, compute_uv=False, hermitian=hermitian)
     if rtol is None:
         rtol = builtins.max(M.shape[-2:]) * float(np.finfo(np_dtype(dtype_of(M))).eps)
     above = s > multiply(expand_dims(rtol, -1) if not isinstance(rtol, (int, float)) else rtol,
                          s[..., :1])
     return astype(sum(astype(above, "f32"), -1), "i32")   # a float sum: Vulkan sums floats
+
+
+def _alias(rtol, old, fn, old_name):
+    if old is not None and rtol is not None:
+        raise ArgumentError(f"{fn}: give rtol or its alias {old_name}, not both",
+                            source=user_source())
+    return rtol if old is None else old
 
 
 def cond(x, p=None):
