@@ -367,3 +367,52 @@ def test_eigh_and_svd_bad_input():
     close(vnp.linalg.eigvalsh(np.array([[2, 1], [1, 2]])), [1.0, 3.0])    # ints -> float
     with pytest.raises(AttributeError, match="eigenvalues are complex"):
         vnp.linalg.eig(A)
+
+
+# --------------------------------------------------- lstsq, cholesky's options, array API names
+
+def test_lstsq_against_numpy():
+    a, b = rng.standard_normal((6, 3)).astype(np.float32), rng.standard_normal((6, 2))
+    for got, want in zip(vnp.linalg.lstsq(a, b.astype(np.float32)), np.linalg.lstsq(a, b)):
+        close(got, want, 1e-5)
+    wide = a.T                                   # underdetermined: the least-norm x
+    x, resid, rank, s = vnp.linalg.lstsq(wide, b[:3, 0].astype(np.float32))
+    close(x, np.linalg.lstsq(wide, b[:3, 0])[0], 1e-5)
+    assert resid.shape == (1,) and int(rank) == 3   # JAX's: the residuals always
+    deficient = np.concatenate([a, a[:, :1]], 1)
+    x, _, rank, _ = vnp.linalg.lstsq(deficient, b.astype(np.float32))
+    assert int(rank) == 3 and np.asarray(rank).dtype == np.int32
+    close(x, np.linalg.lstsq(deficient, b, rcond=None)[0], 1e-4)
+    vg.test_util.check_grads(lambda a, b: vnp.linalg.lstsq(a, b)[0], (a.astype(np.float64), b),
+                             order=1)
+    with pytest.raises(vg.ShapeError, match="leading dimensions"):
+        vnp.linalg.lstsq(a, b[:5])
+    with pytest.raises(vg.ArgumentError, match="numpy_resid=True"):
+        vnp.linalg.lstsq(a, b, numpy_resid=True)
+
+
+def test_cholesky_options_and_array_api_names():
+    spd = (A @ A.T + np.eye(5)).astype(np.float32)
+    close(vnp.linalg.cholesky(spd, upper=True), np.linalg.cholesky(spd, upper=True), 1e-5)
+    close(vnp.linalg.cholesky(np.tril(spd), symmetrize_input=False), np.linalg.cholesky(spd),
+          1e-5)
+    g = vg.grad(lambda a: vnp.sum(vnp.linalg.cholesky(a) * np.arange(25.0).reshape(5, 5)))(spd)
+    close(g, np.asarray(g).T, 1e-6)                                     # symmetrized input
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    close(vnp.linalg.vector_norm(x), np.linalg.vector_norm(x), 1e-5)
+    close(vnp.linalg.vector_norm(x, axis=(0, 2), ord=1, keepdims=True),
+          np.linalg.vector_norm(x, axis=(0, 2), ord=1, keepdims=True), 1e-5)
+    for ord in ("fro", "nuc", 2, 1):
+        close(vnp.linalg.matrix_norm(x, ord=ord), np.linalg.matrix_norm(x, ord=ord), 1e-5)
+    close(vnp.linalg.vecdot(x, x), np.linalg.vecdot(x, x), 1e-5)
+    close(vnp.linalg.diagonal(x, offset=1), np.linalg.diagonal(x, offset=1))
+    close(vnp.linalg.trace(x), np.linalg.trace(x), 1e-5)
+    close(vnp.linalg.matrix_transpose(x), np.linalg.matrix_transpose(x))
+    xt = x.swapaxes(-1, -2)
+    close(vnp.linalg.matmul(x, xt), np.linalg.matmul(x, xt), 1e-5)
+    y = rng.standard_normal((3, 4, 2)).astype(np.float32)
+    close(vnp.linalg.tensordot(x, y, axes=2), np.linalg.tensordot(x, y, axes=2), 1e-4)
+    close(vnp.linalg.outer(x[0, 0], x[0, 1]), np.linalg.outer(x[0, 0], x[0, 1]))
+    close(vnp.linalg.cross(x[..., :3], x[..., 1:]), np.linalg.cross(x[..., :3], x[..., 1:]), 1e-5)
+    with pytest.raises(vg.ShapeError, match="linalg.outer takes 1-D vectors"):
+        vnp.linalg.outer(x, x)

@@ -12,7 +12,15 @@ Each factorization is a composition of vnp ops unrolled over the columns (n is s
 traces under jit with static shapes and reverse mode differentiates it as any composition.
 The row swaps of partial pivoting are argmax and where: the pivot choice is piecewise constant
 in a, so the composition's gradient is the analytic one (d det = det inv(a)^T; d inv =
--inv^T g inv^T); so are Householder's reflections (smooth but for the sign choice). Sized for small matrices (n up to a few dozen), not a fast n = 4096 kernel.
+-inv^T g inv^T); so are Householder's reflections (smooth but for the sign choice).
+
+Jacobi iterates: its rotations run in one lax.scan over a fixed number of sweeps
+(jacobi_sweeps: float32 convergence, measured up to n = 64), each sweep n - 1 steps that rotate
+n/2 disjoint pairs at once with matmuls. Its derivative is not the iteration's: eigh and the
+reduced svd are vg.custom_jvp functions with JAX's JVP rules (reverse mode transposes them;
+jvp and hessian work too); a repeated eigenvalue (singular value) makes their eigenvector
+(singular vector) derivatives inf or nan, as JAX's. Everything here is sized for small
+matrices (n up to a few dozen), not a fast n = 4096 kernel.
 """
 
 from __future__ import annotations
@@ -27,14 +35,15 @@ from numpy import inf
 from vkgrad import primitives as P
 from vkgrad.control_flow import scan
 from vkgrad.errors import ArgumentError, ShapeError
-from vkgrad.numpy.contractions import matmul
-from vkgrad.numpy.creation import eye
 from vkgrad.ir.core import np_dtype
-from vkgrad.numpy.dtypes import as_float, astype, dtype_of, promoted_dtype
+from vkgrad.numpy.contractions import cross, matmul, outer, tensordot
+from vkgrad.numpy.creation import eye
+from vkgrad.numpy.dtypes import as_float, asarray, astype, dtype_of, promoted_dtype
 from vkgrad.numpy.linalg import _square, cholesky_lower, diagonal, solve_triangular
 from vkgrad.numpy.reductions import argmax, max, min, prod, sum
-from vkgrad.numpy.shapes import (broadcast_shapes, broadcast_to, concatenate, expand_dims, pad,
-                                 moveaxis, reshape, squeeze, stack, swapaxes)
+from vkgrad.numpy.shapes import (broadcast_shapes, broadcast_to, concatenate, expand_dims,
+                                 matrix_transpose, moveaxis, pad, reshape, squeeze, stack,
+                                 swapaxes)
 from vkgrad.numpy.sorting import argsort, take_along_axis
 from vkgrad.numpy.ufuncs import (abs, divide, equal, isnan, log, logical_and, logical_not,
                                  multiply, negative, not_equal, power, sign, sqrt, subtract,
@@ -335,7 +344,7 @@ def _svd_reduced(a):
     order = _order(s, descending=True)
     x, s, v = _columns(x, order), take_along_axis(s, order, -1), _columns(v, order)
     # u = x / s, orthonormal: a zero column (a zero singular value) has no direction, so u's
-    # columns are the Q of x's QR, its signs R's (Q R = x with R's diagonal s, up to rounding)
+    # columns are the Q of x's QR times the signs of R's diagonal (which is +-s)
     q, r = householder_qr(x)
     u = multiply(q, expand_dims(where(diagonal(r, 0, -2, -1) < 0, -1.0, 1.0), -2))
     return u, s, swapaxes(v, -1, -2)
@@ -479,6 +488,36 @@ def _alias(rtol, old, fn, old_name):
     return rtol if old is None else old
 
 
+def lstsq(a, b, rcond=None, *, numpy_resid=False):
+    """JAX's lstsq: (x, residuals, rank, s) with x minimising |a x - b| (the least-norm one),
+    from a's SVD, a (m, n), b (m,) or (m, k): singular values below rcond times the largest
+    (default max(m, n) eps; a negative rcond: eps) count as zero; residuals |b - a x|^2 per
+    column, always (JAX's numpy_resid=False: numpy's empty ones depend on the rank's value)."""
+    a, b = as_float(a), as_float(b)
+    dt = promoted_dtype(a, b)
+    a, b = astype(a, dt), astype(b, dt)
+    if a.ndim != 2 or b.ndim not in (1, 2):
+        raise ShapeError(f"lstsq takes a 2-D a and a 1-D or 2-D b, got {type_string(a)} and "
+                         f"{type_string(b)}", source=user_source())
+    if a.shape[0] != b.shape[0]:
+        raise ShapeError(f"lstsq: the leading dimensions of a {type_string(a)} and b "
+                         f"{type_string(b)} must match", source=user_source())
+    if numpy_resid:
+        raise ArgumentError("lstsq: numpy_resid=True (residuals whose shape depends on the "
+                            "rank's value) is not supported", source=user_source())
+    eps = float(np.finfo(np_dtype(dt)).eps)
+    rcond = eps * builtins.max(a.shape) if rcond is None else eps if rcond < 0 else rcond
+    bm = expand_dims(b, -1) if b.ndim == 1 else b
+    u, s, vt = svd(a, full_matrices=False)
+    keep = s >= multiply(rcond, s[..., :1])
+    s_inv = where(keep, divide(1.0, where(keep, s, 1.0)), 0.0)
+    x = matmul(swapaxes(vt, -1, -2), multiply(expand_dims(s_inv, -1),
+                                              matmul(swapaxes(u, -1, -2), bm)))
+    r = subtract(bm, matmul(a, x))
+    rank = astype(sum(astype(keep, "f32")), "i32")    # a float sum: Vulkan sums floats
+    return (x[..., 0] if b.ndim == 1 else x), sum(multiply(r, r), 0), rank, s
+
+
 def cond(x, p=None):
     """The condition number of x (..., m, n) in norm p: None or 2 (s_max / s_min, from the
     singular values), -2, or any of norm's matrix norms (square x: |x| |inv(x)|); inf where
@@ -537,8 +576,10 @@ def multi_dot(arrays, *, precision=None):
 
 class _Linalg:
     """vnp.linalg: norm, cholesky, solve, inv, det, slogdet, qr, eigh, eigvalsh, svd,
-    svdvals, pinv, matrix_rank, cond, matrix_power, multi_dot (the module docstring says how
-    each is computed; docs/numpy.md what is not supported)."""
+    svdvals, pinv, matrix_rank, lstsq, cond, matrix_power, multi_dot, and the array API's
+    matmul, matrix_transpose, tensordot, outer, cross, vecdot, diagonal, trace, vector_norm,
+    matrix_norm (the module docstring says how each is computed; docs/numpy.md what is not
+    supported)."""
 
     qr = staticmethod(qr)
     eigh = staticmethod(eigh)
@@ -562,11 +603,71 @@ class _Linalg:
     det = staticmethod(det)
     slogdet = staticmethod(slogdet)
 
+    lstsq = staticmethod(lstsq)
+    # the array API's names in numpy.linalg
+    matmul = staticmethod(matmul)
+    matrix_transpose = staticmethod(matrix_transpose)
+
     @staticmethod
-    def cholesky(a):
-        """numpy's cholesky: the lower-triangular L with L @ L^T = a, for a (..., n, n)
-        symmetric positive definite (nan where a is not, as JAX's; numpy raises)."""
-        return cholesky_lower(a)
+    def tensordot(x1, x2, /, *, axes=2, precision=None, preferred_element_type=None):
+        """tensordot with axes keyword-only (the array API's signature)."""
+        return tensordot(x1, x2, axes, precision=precision,
+                         preferred_element_type=preferred_element_type)
+
+    @staticmethod
+    def cholesky(a, *, upper=False, symmetrize_input=True):
+        """JAX's cholesky: the lower-triangular L with L @ L^T = a (upper: U = L^T with U^T U =
+        a), for a (..., n, n) symmetric positive definite (nan where a is not, as JAX's; numpy
+        raises). symmetrize_input: of (a + a^T) / 2 (so the gradient is symmetric), else of
+        a's lower triangle."""
+        a = _square(a, "cholesky")
+        c = cholesky_lower(multiply(0.5, a + swapaxes(a, -1, -2)) if symmetrize_input else a)
+        return swapaxes(c, -1, -2) if upper else c
+
+    @staticmethod
+    def outer(x1, x2, /):
+        """The outer product of two vectors (1-D only, as the array API's)."""
+        x1, x2 = asarray(x1), asarray(x2)
+        if x1.ndim != 1 or x2.ndim != 1:
+            raise ShapeError(f"linalg.outer takes 1-D vectors, got {type_string(x1)} and "
+                             f"{type_string(x2)}", source=user_source())
+        return outer(x1, x2)
+
+    @staticmethod
+    def cross(x1, x2, /, *, axis=-1):
+        """The cross product of 3-vectors along axis."""
+        return cross(x1, x2, axis=axis)
+
+    @staticmethod
+    def vecdot(x1, x2, /, *, axis=-1):
+        """sum(x1 * x2, axis): dot products of the vectors along axis (broadcast)."""
+        return sum(multiply(x1, x2), axis)
+
+    @staticmethod
+    def diagonal(x, /, *, offset=0):
+        """The diagonals of the matrices in the last two axes."""
+        return diagonal(x, offset, -2, -1)
+
+    @staticmethod
+    def trace(x, /, *, offset=0, dtype=None):
+        """The traces of the matrices in the last two axes."""
+        return sum(diagonal(x, offset, -2, -1), -1, dtype=dtype)
+
+    @staticmethod
+    def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
+        """The vector norm over axis (None: of all of x, flattened)."""
+        x = as_float(x)
+        if axis is None:
+            r = _vector_norm(reshape(x, (-1,)), ord, [0], False)
+            return reshape(r, (1,) * x.ndim) if keepdims else r
+        axes = [normalize_axes(a, x.ndim)[0] for a in ((axis,) if is_int(axis) else axis)]
+        return _vector_norm(x, ord, axes, keepdims)
+
+    @staticmethod
+    def matrix_norm(x, /, *, keepdims=False, ord="fro"):
+        """The matrix norm of the matrices in the last two axes."""
+        x = as_float(x)
+        return _matrix_norm(x, ord, [x.ndim - 2, x.ndim - 1], keepdims)
 
     @staticmethod
     def norm(x, ord=None, axis=None, keepdims=False):
