@@ -105,6 +105,7 @@ def test_lu_gradients():
     close(vg.grad(lambda a: vnp.sum(vnp.linalg.inv(a) * g))(A), -ia.T @ g @ ia.T, 1e-4)
 
 
+@pytest.mark.filterwarnings("error::vkgrad.FallbackWarning")   # all of it on Vulkan
 def test_lu_jitted_on_vulkan():
     a, b = A[:4, :4], rng.standard_normal(4).astype(np.float32)
     x, d = vg.jit(lambda a, b: (vnp.linalg.solve(a, b), vnp.linalg.det(a)), backend="vulkan")(a, b)
@@ -190,6 +191,7 @@ def test_random_orthogonal_and_initializers():
         vg.nn.initializers.delta_orthogonal()(key, (3, 5, 4))
 
 
+@pytest.mark.filterwarnings("error::vkgrad.FallbackWarning")   # all of it on Vulkan
 def test_qr_jitted_on_vulkan():
     a = rng.standard_normal((4, 3)).astype(np.float32)
     q, r = vg.jit(lambda a: vnp.linalg.qr(a), backend="vulkan")(a)
@@ -335,6 +337,7 @@ def test_eigh_and_svd_gradients():
     close(vg.grad(lambda x: vnp.linalg.svdvals(x)[0])(x), np.outer(u[:, 0], vt[0]), 1e-6)
 
 
+@pytest.mark.filterwarnings("error::vkgrad.FallbackWarning")   # all of it on Vulkan
 def test_eigh_and_svd_jitted_on_vulkan():
     a, x = symmetric(4, 4), rng.standard_normal((4, 3)).astype(np.float32)
     w, v, s = vg.jit(lambda a, x: (*vnp.linalg.eigh(a), vnp.linalg.svdvals(x)),
