@@ -419,3 +419,17 @@ def test_cholesky_options_and_array_api_names():
     close(vnp.linalg.cross(x[..., :3], x[..., 1:]), np.linalg.cross(x[..., :3], x[..., 1:]), 1e-5)
     with pytest.raises(vg.ShapeError, match="linalg.outer takes 1-D vectors"):
         vnp.linalg.outer(x, x)
+
+
+def test_tensorinv_and_tensorsolve_against_numpy():
+    a = (rng.standard_normal((2, 3, 6)) + 3 * np.eye(6).reshape(2, 3, 6)).astype(np.float32)
+    close(vnp.linalg.tensorinv(a, ind=2), np.linalg.tensorinv(a, ind=2), 1e-4)
+    b = rng.standard_normal((2, 3)).astype(np.float32)
+    close(vnp.linalg.tensorsolve(a, b), np.linalg.tensorsolve(a, b), 1e-4)
+    moved = np.moveaxis(a, -1, 0)                    # axes: a's axes moved to the end first
+    close(vnp.linalg.tensorsolve(moved, b, axes=(0,)), np.linalg.tensorsolve(moved, b, axes=(0,)),
+          1e-4)
+    with pytest.raises(vg.ShapeError, match="the product of the first ind dimensions"):
+        vnp.linalg.tensorinv(a, ind=1)
+    with pytest.raises(vg.ShapeError, match="tensorsolve: a f32"):
+        vnp.linalg.tensorsolve(a, b[:1])

@@ -43,7 +43,7 @@ from vkgrad.numpy.linalg import _square, cholesky_lower, diagonal, solve_triangu
 from vkgrad.numpy.reductions import argmax, max, min, prod, sum
 from vkgrad.numpy.shapes import (broadcast_shapes, broadcast_to, concatenate, expand_dims,
                                  matrix_transpose, moveaxis, pad, reshape, squeeze, stack,
-                                 swapaxes)
+                                 swapaxes, transpose)
 from vkgrad.numpy.sorting import argsort, take_along_axis
 from vkgrad.numpy.ufuncs import (abs, divide, equal, isnan, log, logical_and, logical_not,
                                  multiply, negative, not_equal, power, sign, sqrt, subtract,
@@ -518,6 +518,36 @@ def lstsq(a, b, rcond=None, *, numpy_resid=False):
     return (x[..., 0] if b.ndim == 1 else x), sum(multiply(r, r), 0), rank, s
 
 
+def tensorinv(a, ind=2):
+    """The inverse of a as a linear map from its first ind axes' tensors to the others':
+    inv of a reshaped to a square matrix, reshaped to a.shape[ind:] + a.shape[:ind]."""
+    a = as_float(a)
+    if not is_int(ind) or ind <= 0:
+        raise ArgumentError(f"tensorinv: ind must be a positive integer, got {ind!r}",
+                            source=user_source())
+    rows, cols = math.prod(a.shape[:ind]), math.prod(a.shape[ind:])
+    if rows != cols:
+        raise ShapeError(f"tensorinv of {type_string(a)} with ind={ind}: the product of the "
+                         f"first ind dimensions ({rows}) must equal that of the others ({cols})",
+                         source=user_source())
+    return reshape(inv(reshape(a, (rows, cols))), a.shape[ind:] + a.shape[:ind])
+
+
+def tensorsolve(a, b, axes=None):
+    """x with tensordot(a, x, x.ndim) = b: solve of a reshaped to (b.size, x.size); axes: a's
+    axes moved to the end first."""
+    a, b = as_float(a), as_float(b)
+    if axes is not None:
+        axes = [normalize_axes(k, a.ndim)[0] for k in axes]
+        a = transpose(a, [k for k in range(a.ndim) if k not in axes] + axes)
+    out_shape = a.shape[b.ndim:]
+    if a.shape[:b.ndim] != b.shape or math.prod(b.shape) != math.prod(out_shape):
+        raise ShapeError(f"tensorsolve: a {type_string(a)} must be b's shape {b.shape} then "
+                         f"the solution's, of as many elements as b", source=user_source())
+    n = math.prod(b.shape)
+    return reshape(solve(reshape(a, (n, n)), reshape(b, (n,))), out_shape)
+
+
 def cond(x, p=None):
     """The condition number of x (..., m, n) in norm p: None or 2 (s_max / s_min, from the
     singular values), -2, or any of norm's matrix norms (square x: |x| |inv(x)|); inf where
@@ -576,7 +606,8 @@ def multi_dot(arrays, *, precision=None):
 
 class _Linalg:
     """vnp.linalg: norm, cholesky, solve, inv, det, slogdet, qr, eigh, eigvalsh, svd,
-    svdvals, pinv, matrix_rank, lstsq, cond, matrix_power, multi_dot, and the array API's
+    svdvals, pinv, matrix_rank, lstsq, tensorinv, tensorsolve, cond, matrix_power, multi_dot,
+    and the array API's
     matmul, matrix_transpose, tensordot, outer, cross, vecdot, diagonal, trace, vector_norm,
     matrix_norm (the module docstring says how each is computed; docs/numpy.md what is not
     supported)."""
@@ -604,6 +635,8 @@ class _Linalg:
     slogdet = staticmethod(slogdet)
 
     lstsq = staticmethod(lstsq)
+    tensorinv = staticmethod(tensorinv)
+    tensorsolve = staticmethod(tensorsolve)
     # the array API's names in numpy.linalg
     matmul = staticmethod(matmul)
     matrix_transpose = staticmethod(matrix_transpose)

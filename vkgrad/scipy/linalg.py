@@ -1,7 +1,7 @@
 """vg.scipy.linalg: jax.scipy.linalg's Cholesky family (cholesky, cho_factor, cho_solve,
-solve_triangular: vkgrad/numpy/linalg.py computes them) and LU family (lu_factor, lu_solve,
-lu, det, inv, solve: vkgrad/numpy/decompositions.py), qr, eigh and svd; the others (sqrtm, expm, schur, ...)
-are not supported: docs/numpy.md."""
+solve_triangular: vkgrad/numpy/linalg.py computes them), LU family (lu_factor, lu_solve, lu,
+det, inv, solve: vkgrad/numpy/decompositions.py), qr, eigh and svd; the others (sqrtm, expm,
+schur, ...) are not supported: docs/numpy.md."""
 
 from __future__ import annotations
 
