@@ -433,3 +433,40 @@ def test_tensorinv_and_tensorsolve_against_numpy():
         vnp.linalg.tensorinv(a, ind=1)
     with pytest.raises(vg.ShapeError, match="tensorsolve: a f32"):
         vnp.linalg.tensorsolve(a, b[:1])
+
+
+# -------------------------------------------------------------------------- expm and polar
+
+@pytest.mark.parametrize("scale", [0.1, 1.0, 3.0, 30.0])   # each Pade degree, then squarings
+def test_expm_against_scipy(scale):
+    a = (scale * rng.standard_normal((4, 4)) / 2).astype(np.float32)
+    want = sl.expm(a.astype(np.float64))
+    close(np.asarray(vg.scipy.linalg.expm(a)) / np.abs(want).max(), want / np.abs(want).max(),
+          2e-5)
+
+
+def test_expm_batched_triangular_float64_and_gradient(x64):
+    b = rng.standard_normal((2, 3, 3)).astype(np.float32)
+    close(vg.scipy.linalg.expm(b), sl.expm(b.astype(np.float64)), 2e-5)
+    u = np.triu(rng.standard_normal((4, 4))).astype(np.float32)
+    close(vg.scipy.linalg.expm(u, upper_triangular=True), sl.expm(u.astype(np.float64)), 2e-5)
+    for scale in (0.01, 0.2, 0.5, 1.5, 12.0):                             # float64's degrees
+        a = scale * rng.standard_normal((4, 4)) / 4
+        got = vg.scipy.linalg.expm(a)
+        assert np.asarray(got).dtype == np.float64
+        np.testing.assert_allclose(got, sl.expm(a), rtol=1e-12, atol=1e-12 * np.abs(got).max())
+    assert np.isnan(vg.scipy.linalg.expm(np.full((2, 2), 1e6))).all()    # past max_squarings
+    vg.test_util.check_grads(vg.scipy.linalg.expm, (rng.standard_normal((3, 3)),), order=1)
+    with pytest.raises(vg.ShapeError, match="expm takes square matrices"):
+        vg.scipy.linalg.expm(np.ones((2, 3)))
+
+
+def test_polar_against_scipy():
+    x = rng.standard_normal((5, 3)).astype(np.float32)
+    for side, a in (("right", x), ("left", x.T)):
+        for got, want in zip(vg.scipy.linalg.polar(a, side), sl.polar(a, side)):
+            close(got, want, 1e-5)
+    vg.test_util.check_grads(lambda a: vg.scipy.linalg.polar(a)[0], (x.astype(np.float64),),
+                             order=1)
+    with pytest.raises(vg.ArgumentError, match="side is 'right' or 'left'"):
+        vg.scipy.linalg.polar(x, "up")
