@@ -386,6 +386,9 @@ def test_lstsq_against_numpy():
     x, _, rank, _ = vnp.linalg.lstsq(deficient, b.astype(np.float32))
     assert int(rank) == 3 and np.asarray(rank).dtype == np.int32
     close(x, np.linalg.lstsq(deficient, b, rcond=None)[0], 1e-4)
+    x = vg.jit(lambda a, b, rcond: vnp.linalg.lstsq(a, b, rcond)[0], backend="numpy")(
+        deficient, b.astype(np.float32), np.float32(-1))                 # a traced rcond
+    close(x, np.linalg.lstsq(deficient, b, rcond=None)[0], 1e-4)
     vg.test_util.check_grads(lambda a, b: vnp.linalg.lstsq(a, b)[0], (a.astype(np.float64), b),
                              order=1)
     with pytest.raises(vg.ShapeError, match="leading dimensions"):

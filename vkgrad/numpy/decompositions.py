@@ -508,7 +508,7 @@ def lstsq(a, b, rcond=None, *, numpy_resid=False):
         raise ArgumentError("lstsq: numpy_resid=True (residuals whose shape depends on the "
                             "rank's value) is not supported", source=user_source())
     eps = float(np.finfo(np_dtype(dt)).eps)
-    rcond = eps * builtins.max(a.shape) if rcond is None else eps if rcond < 0 else rcond
+    rcond = eps * builtins.max(a.shape) if rcond is None else where(rcond < 0, eps, rcond)
     bm = expand_dims(b, -1) if b.ndim == 1 else b
     u, s, vt = svd(a, full_matrices=False)
     keep = s >= multiply(rcond, s[..., :1])
@@ -607,23 +607,18 @@ def multi_dot(arrays, *, precision=None):
 # ----------------------------------------------------------------------------- the namespace
 
 class _Linalg:
-    """vnp.linalg: norm, cholesky, solve, inv, det, slogdet, qr, eigh, eigvalsh, svd,
-    svdvals, pinv, matrix_rank, lstsq, tensorinv, tensorsolve, cond, matrix_power, multi_dot,
-    and the array API's
-    matmul, matrix_transpose, tensordot, outer, cross, vecdot, diagonal, trace, vector_norm,
-    matrix_norm (the module docstring says how each is computed; docs/numpy.md what is not
-    supported)."""
+    """vnp.linalg: norm, cholesky, solve, inv, det, slogdet, qr, eigh, eigvalsh, svd, svdvals,
+    pinv, matrix_rank, lstsq, tensorinv, tensorsolve, cond, matrix_power, multi_dot, and the
+    array API's matmul, matrix_transpose, tensordot, outer, cross, vecdot, diagonal, trace,
+    vector_norm, matrix_norm (the module docstring says how each is computed; docs/numpy.md
+    what is not supported)."""
 
-    qr = staticmethod(qr)
-    eigh = staticmethod(eigh)
-    eigvalsh = staticmethod(eigvalsh)
-    svd = staticmethod(svd)
-    svdvals = staticmethod(svdvals)
-    pinv = staticmethod(pinv)
-    matrix_rank = staticmethod(matrix_rank)
-    cond = staticmethod(cond)
-    matrix_power = staticmethod(matrix_power)
-    multi_dot = staticmethod(multi_dot)
+    solve, inv, det, slogdet = map(staticmethod, (solve, inv, det, slogdet))
+    qr, eigh, eigvalsh, svd, svdvals = map(staticmethod, (qr, eigh, eigvalsh, svd, svdvals))
+    pinv, matrix_rank, lstsq = map(staticmethod, (pinv, matrix_rank, lstsq))
+    tensorinv, tensorsolve = map(staticmethod, (tensorinv, tensorsolve))
+    cond, matrix_power, multi_dot = map(staticmethod, (cond, matrix_power, multi_dot))
+    matmul, matrix_transpose = map(staticmethod, (matmul, matrix_transpose))
 
     def __getattr__(self, name):
         if name in ("eig", "eigvals"):
@@ -631,17 +626,6 @@ class _Linalg:
                                  "eigenvalues are complex, and vkgrad has no complex dtype "
                                  "(eigh and eigvalsh take symmetric matrices)")
         raise AttributeError(f"vnp.linalg has no {name!r} (docs/numpy.md lists what it has)")
-    solve = staticmethod(solve)
-    inv = staticmethod(inv)
-    det = staticmethod(det)
-    slogdet = staticmethod(slogdet)
-
-    lstsq = staticmethod(lstsq)
-    tensorinv = staticmethod(tensorinv)
-    tensorsolve = staticmethod(tensorsolve)
-    # the array API's names in numpy.linalg
-    matmul = staticmethod(matmul)
-    matrix_transpose = staticmethod(matrix_transpose)
 
     @staticmethod
     def tensordot(x1, x2, /, *, axes=2, precision=None, preferred_element_type=None):
