@@ -29,7 +29,8 @@ The modules, by subject (as JAX's numpy):
     creation.py       zeros / ones / full, ranges, grids (indices, ix_), eye / tri, one_hot, r_ / c_
     reductions.py     sum, mean, max, argmax, any, prod, cumsum, ..., softmax, logsumexp
     linalg.py         diagonal, trace, diag, cholesky and triangular solves
-    decompositions.py the vnp.linalg namespace: norm, cholesky, LU (solve, inv, det, slogdet), qr
+    decompositions.py the vnp.linalg namespace: norm, cholesky, LU (solve, inv, det), QR,
+                      Jacobi (eigh, svd) and what is built on them (pinv, lstsq, cond, ...)
     contractions.py   matmul, tensordot, dot, einsum
     sorting.py        sort, argsort, quantiles, argwhere, unique, isin
     setops.py         intersect1d, union1d, setdiff1d, setxor1d
