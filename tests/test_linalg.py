@@ -473,3 +473,17 @@ def test_polar_against_scipy():
                              order=1)
     with pytest.raises(vg.ArgumentError, match="side is 'right' or 'left'"):
         vg.scipy.linalg.polar(x, "up")
+
+
+def test_factorizations_of_n_24_plan_within_lavapipes_32_buffers():
+    """Each column step keeps its matrices in memory, so no kernel binds more buffers as n
+    grows (recomputed, step j's bound 2j + 1: lavapipe refused n = 16 and ran it on numpy)."""
+    from vkgrad.pipeline import Options, run_stages
+    from vkgrad.target import Target
+
+    a = well_conditioned(24, 24)
+    prog = vg.make_ir(lambda a: (vnp.linalg.solve(a, a), vnp.linalg.qr(a), vnp.linalg.slogdet(a),
+                                 vg.scipy.linalg.cho_solve((vnp.linalg.cholesky(a @ a.T), True),
+                                                           a)))(a)
+    plan = run_stages(prog, "plan", Options(target=Target.lavapipe()))["plan"]   # no Unsupported
+    assert len(plan.steps) > 24

@@ -60,6 +60,12 @@ EighResult = namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
 SVDResult = namedtuple("SVDResult", ["U", "S", "Vh"])
 
 
+# Each column step of LU and QR keeps the matrices it updates in memory (P.save, the primitive
+# of lax.optimization_barrier): fusion recomputes a cheap elementwise value wherever it is
+# read, so without it step j's reductions recomputed every earlier step from a's buffer and
+# the earlier steps' small results, binding 2j + 1 buffers: past lavapipe's 32 at n = 16,
+# where det and qr then ran on the interpreter.
+
 # ------------------------------------------------------------------------------------------ LU
 
 def lu_factor(a):
@@ -87,6 +93,7 @@ def lu_factor(a):
         u = where(col_of[0] > j, a[..., j, :], 0.0)                    # (..., n)
         a = subtract(a, multiply(expand_dims(l, -1), expand_dims(u, -2)))
         a = where(logical_and(reshape(rows, (m, 1)) > j, equal(col_of, j)), expand_dims(l, -1), a)
+        a, perm = P.save(a), P.save(perm)   # in memory (the note above)
         pivots.append(p)
     piv = stack(pivots, -1) if pivots else P.iota(a.shape[:-2] + (0,), a.ndim - 2, "i32")
     return a, piv, astype(perm, "i32")
@@ -208,6 +215,7 @@ def householder_qr(a, complete=False):
                                                                -2), -2))))
         q = subtract(q, multiply(2.0, multiply(expand_dims(sum(multiply(q, expand_dims(v, -2)),
                                                                -1), -1), expand_dims(v, -2))))
+        r, q = P.save(r), P.save(q)         # in memory (the note above lu_factor)
     upper = P.iota((m, n), 0, "i32") <= P.iota((m, n), 1, "i32")
     r = where(upper, r, 0.0)                                               # exact zeros below
     return (q, r) if complete else (q[..., :, :k], r[..., :k, :])

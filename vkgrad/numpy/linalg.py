@@ -13,8 +13,8 @@ from vkgrad.errors import ShapeError
 from vkgrad.numpy.creation import zeros
 from vkgrad.numpy.dtypes import as_float, asarray, dtype_of, no_out
 from vkgrad.numpy.reductions import sum
-from vkgrad.numpy.shapes import expand_dims, reshape, stack, transpose
-from vkgrad.numpy.ufuncs import divide, greater_equal, multiply, sqrt, subtract, where
+from vkgrad.numpy.shapes import broadcast_shapes, expand_dims, reshape, transpose
+from vkgrad.numpy.ufuncs import divide, equal, greater_equal, multiply, sqrt, subtract, where
 from vkgrad.numpy.util import normalize_axes, type_string
 from vkgrad.tracer.core import user_source
 
@@ -72,19 +72,19 @@ def _square(a, name):
 
 def cholesky_lower(a):
     """L, lower triangular, with L L^T = a: column j is (a[:, j] - L[:, :j] L[j, :j]) / L[j, j]
-    below the diagonal, L[j, j] = sqrt(a[j, j] - |L[j, :j]|^2)."""
+    below the diagonal, L[j, j] = sqrt(a[j, j] - |L[j, :j]|^2). L is kept in full, its columns
+    filled in turn and kept in memory (P.save), so each step's kernels bind a few buffers
+    whatever n is (a stack of the columns found so far bound one each: past lavapipe's 32
+    from n = 32; at n = 16 the stacks made a cho_solve compile for 17 s there, 6 s now)."""
     a = _square(a, "cholesky")
     n = a.shape[-1]
-    below = [greater_equal(P.iota((n,), 0, "i32"), j) for j in range(n)]
-    cols = []
-    for j in range(n):
-        col = a[..., :, j]
-        if cols:
-            prev = stack(cols, -1)                               # (..., n, j)
-            col = subtract(col, sum(multiply(prev, expand_dims(prev[..., j, :], -2)), -1))
-        d = sqrt(col[..., j])
-        cols.append(where(below[j], divide(col, expand_dims(d, -1)), 0.0))
-    return stack(cols, -1)
+    rows, cols = P.iota((n,), 0, "i32"), P.iota((n,), 0, "i32")
+    low = zeros(a.shape, dtype_of(a))
+    for j in range(n):   # the columns of L past j are still 0: L L[j]^T sums over k < j
+        col = subtract(a[..., :, j], sum(multiply(low, expand_dims(low[..., j, :], -2)), -1))
+        col = where(greater_equal(rows, j), divide(col, expand_dims(sqrt(col[..., j]), -1)), 0.0)
+        low = P.save(where(equal(cols, j), expand_dims(col, -1), low))
+    return low
 
 
 def solve_triangular(a, b, lower, unit_diagonal=False):
@@ -98,14 +98,15 @@ def solve_triangular(a, b, lower, unit_diagonal=False):
     if b.shape[-2] != n:
         raise ShapeError(f"solve_triangular: b {type_string(b)} has {b.shape[-2]} rows for a "
                          f"{n}x{n} matrix", source=user_source())
-    rows: dict = {}
+    # x in full, its rows filled in turn and kept in memory (P.save): each step's sum reads
+    # a's row, b's and x, so its kernel binds a few buffers whatever n is (a stack of the rows
+    # found so far bound one each: past lavapipe's 32 at n = 16)
+    rows = P.iota((n, 1), 0, "i32")
+    x = zeros(broadcast_shapes(a.shape[:-2], b.shape[:-2]) + b.shape[-2:], dtype_of(b))
     for i in (range(n) if lower else range(n - 1, -1, -1)):
-        r = b[..., i, :]
-        done = sorted(rows)
-        if done:   # minus the row of a times the rows of x found so far
-            xs = stack([rows[k] for k in done], -2)               # (..., m, k)
-            coef = a[..., i, done[0]:done[-1] + 1]                 # (..., m)
-            r = subtract(r, sum(multiply(expand_dims(coef, -1), xs), -2))
-        rows[i] = r if unit_diagonal else divide(r, expand_dims(a[..., i, i], -1))
-    x = stack([rows[i] for i in range(n)], -2)
+        done = rows[:, 0] < i if lower else rows[:, 0] > i       # the rows of x found so far
+        coef = where(done, a[..., i, :], 0.0)                    # a's other half is not read
+        r = subtract(b[..., i, :], sum(multiply(expand_dims(coef, -1), x), -2))
+        r = r if unit_diagonal else divide(r, expand_dims(a[..., i, i], -1))
+        x = P.save(where(equal(rows, i), expand_dims(r, -2), x))
     return x[..., 0] if vec else x
