@@ -64,7 +64,11 @@ SVDResult = namedtuple("SVDResult", ["U", "S", "Vh"])
 # of lax.optimization_barrier): fusion recomputes a cheap elementwise value wherever it is
 # read, so without it step j's reductions recomputed every earlier step from a's buffer and
 # the earlier steps' small results, binding 2j + 1 buffers: past lavapipe's 32 at n = 16,
-# where det and qr then ran on the interpreter.
+# where det and qr then ran on the interpreter. Reverse mode still binds more: save's VJP
+# passes the cotangent on without keeping it in memory, so the backward's cotangent chain is
+# recomputed as the forward's was, and lavapipe runs the gradients of det, solve and cholesky
+# from n = 8 (cholesky's from 16 before this file) on the interpreter; with save's VJP saving
+# the cotangent (as JAX's optimization_barrier transposes) they plan within 32 at n = 24.
 
 # ------------------------------------------------------------------------------------------ LU
 
