@@ -62,13 +62,13 @@ SVDResult = namedtuple("SVDResult", ["U", "S", "Vh"])
 
 # Each column step of LU and QR keeps the matrices it updates in memory (P.save, the primitive
 # of lax.optimization_barrier): fusion recomputes a cheap elementwise value wherever it is
-# read, so without it step j's reductions recomputed every earlier step from a's buffer and
-# the earlier steps' small results, binding 2j + 1 buffers: past lavapipe's 32 at n = 16,
-# where det and qr then ran on the interpreter. Reverse mode still binds more: save's VJP
-# passes the cotangent on without keeping it in memory, so the backward's cotangent chain is
-# recomputed as the forward's was, and lavapipe runs the gradients of det, solve and cholesky
-# from n = 8 (cholesky's from 16 before this file) on the interpreter; with save's VJP saving
-# the cotangent (as JAX's optimization_barrier transposes) they plan within 32 at n = 24.
+# read, so without it step j's reductions would recompute every earlier step from a's buffer
+# and the earlier steps' small results, binding 2j + 1 buffers (past lavapipe's 32 at n = 16:
+# the program then runs on the interpreter). Reverse mode still binds more: save's VJP passes
+# the cotangent on without keeping it in memory, so the backward's cotangent chain is
+# recomputed, and on lavapipe the gradients of det, solve and cholesky run on the interpreter
+# from n = 8; with save's VJP saving the cotangent too (JAX's optimization_barrier's transpose
+# is a barrier) they plan within 32 buffers at n = 24.
 
 # ------------------------------------------------------------------------------------------ LU
 
