@@ -20,7 +20,8 @@ def _scan_cumsum(x):
 
 def _matrix(f, n):
     """f's matrix, column by column (f applied to the unit vectors)."""
-    return np.stack([np.asarray(f(vnp.asarray(np.eye(n, dtype=np.float32)[i]))) for i in range(n)], axis=1)
+    eye = np.eye(n, dtype=np.float32)
+    return np.stack([np.asarray(f(vnp.asarray(eye[i]))) for i in range(n)], axis=1)
 
 
 # name -> a linear function of one f32[4] (the ops a linear function is built of)
@@ -124,6 +125,15 @@ def test_inside_jit_closing_over_a_traced_matrix_and_as_a_jit_argument():
     assert vg.tree_util.tree_leaves(f_t) == []
     apply = vg.jit(lambda g, c: g(c)[0], backend="vulkan")
     np.testing.assert_allclose(np.asarray(apply(f_t, ct)), A.T @ ct, rtol=1e-5)
+
+
+def test_vmap_and_jvp_of_the_transpose():
+    f_t = vg.linear_transpose(LINEAR["matvec"], X0)
+    cts = RNG.standard_normal((5, 3)).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(vg.vmap(lambda c: f_t(c)[0])(cts)), cts @ A,
+                               rtol=1e-5, atol=1e-6)
+    _, tangent = vg.jvp(lambda c: f_t(c)[0], (cts[0],), (cts[1],))
+    np.testing.assert_allclose(np.asarray(tangent), A.T @ cts[1], rtol=1e-5, atol=1e-6)
 
 
 def test_grad_through_the_transpose():

@@ -175,7 +175,7 @@ def test_partial_is_a_pytree_through_jit_and_grad():
 
     inner = functools.partial(lambda a, b: a - b, 10.0)
     q = tu.Partial(inner, 4.0)                  # inner's own argument is not a child
-    assert q() == 6.0 and tu.tree_leaves(q) == [4.0]
+    assert q() == 6.0 and tu.tree_leaves(q) == [4.0] and q.func.args == (10.0,)
 
 
 def test_flatten_one_level():

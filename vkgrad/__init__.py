@@ -10,9 +10,10 @@
     print(vg.make_ir(vg.grad(loss))(w, x, y))   # the program, forward and backward
     step = vg.jit(train_step)                # one Vulkan submission per call
 
-Transforms: grad, value_and_grad, vjp, jvp, linearize, linear_transpose, vmap, make_ir, trace, check_grads, custom_vjp,
-custom_jvp, jacfwd, jacrev (= jacobian), hessian, make_jaxpr (= make_ir), checkpoint (= remat, with checkpoint_policies
-and vg.ad_checkpoint.checkpoint_name) (docs/compiler.md, docs/vmap.md); optimizers
+Transforms: grad, value_and_grad, vjp, jvp, linearize, linear_transpose, vmap, make_ir, trace,
+check_grads, custom_vjp, custom_jvp, jacfwd, jacrev (= jacobian), hessian, make_jaxpr (=
+make_ir), checkpoint (= remat, with checkpoint_policies and vg.ad_checkpoint.checkpoint_name)
+(docs/compiler.md, docs/vmap.md); optimizers
 with optax's contract: vg.optim (docs/optim.md); random numbers: vg.random (docs/random.md); jit, device_put, devices, profile, Array, block_until_ready,
 set_max_in_flight (docs/jit.md); runtime_stats (docs/long_runs.md); check_kernels, debug_nans: when a result looks wrong
 (docs/debugging.md); JAX's modules: vg.tree and vg.tree_util (pytrees), vg.lax (jax.lax's

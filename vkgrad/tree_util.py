@@ -304,9 +304,12 @@ class Partial(functools.partial):
     """
 
     def __new__(cls, func, *args, **kwargs):
-        if isinstance(func, functools.partial):   # keep func's own arguments out of ours
-            func = _HashableCallable(func)
-        return super().__new__(cls, func, *args, **kwargs)
+        if not isinstance(func, functools.partial):
+            return super().__new__(cls, func, *args, **kwargs)
+        shim = _HashableCallable(func)   # keep func's own arguments out of ours
+        out = super().__new__(cls, shim, *args, **kwargs)
+        shim.func, shim.args, shim.keywords = func.func, func.args, func.keywords   # as JAX's
+        return out
 
 
 register_pytree_with_keys(

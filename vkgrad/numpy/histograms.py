@@ -1,6 +1,7 @@
 """Counting and binning, as jax.numpy's: bincount, digitize, histogram, histogram_bin_edges,
-histogramdd, histogram2d and interp. searchsorted finds each value's bin and one scatter-add counts (or sums the weights
-of) the values in each; no primitive of their own (docs/numpy.md, "What it covers")."""
+histogramdd, histogram2d and interp. searchsorted finds each value's bin and one scatter-add
+counts (or sums the weights of) the values in each; no primitive of their own (docs/numpy.md,
+"What it covers")."""
 
 from __future__ import annotations
 
