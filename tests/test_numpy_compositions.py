@@ -111,6 +111,12 @@ def test_vectorize_with_and_without_a_signature():
     close(scaled(Y, "double"), 2 * Y)
     keyword = vnp.vectorize(lambda x, *, k: x + k, excluded={"k"})
     close(keyword(Y, k=1.0), Y + 1.0)
+    rows = vnp.vectorize(lambda x: vnp.stack([x, -x]))(Y)    # no signature: any shape
+    close(rows, np.stack([Y, -Y], axis=-1))
+    with pytest.raises(vg.ArgumentError, match=r"keyword arguments \['k'\] are not in"):
+        vnp.vectorize(lambda x, *, k: x + k)(Y, k=1.0)
+    with pytest.raises(vg.ArgumentError, match="contains negative numbers"):
+        vnp.vectorize(lambda x: x, excluded={-1})
     with pytest.raises(vg.ArgumentError, match="not a valid gufunc signature"):
         vnp.vectorize(lambda x: x, signature="(n)->")(Y)
     with pytest.raises(vg.ShapeError, match="inconsistent size for core dimension 'n'"):

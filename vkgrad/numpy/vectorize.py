@@ -78,9 +78,16 @@ def vectorize(pyfunc, *, excluded=frozenset(), signature=None):
     """jnp.vectorize: pyfunc, written for one element (or, with a signature such as
     "(n),(n)->()", for arrays with those core dimensions last), mapped with vg.vmap over the
     broadcast leading dimensions of its arguments. `excluded` positions (ints) and keywords
-    (strs) are passed to pyfunc as they are; other keyword arguments are too (not mapped). A
-    size-1 leading dimension is not mapped but broadcast, as JAX's."""
+    (strs) are passed to pyfunc as they are; a keyword argument not excluded is refused (JAX
+    drops it silently). Without a signature pyfunc may return any shape. A size-1 leading
+    dimension is not mapped but broadcast, as JAX's."""
     check_function(pyfunc, "numpy.vectorize")
+    if any(not isinstance(e, (str, int)) for e in excluded):
+        raise ArgumentError(f"vectorize can only exclude integer or string arguments, but "
+                            f"excluded={excluded!r}", source=user_source())
+    if any(isinstance(e, int) and e < 0 for e in excluded):
+        raise ArgumentError(f"vectorize: excluded={excluded!r} contains negative numbers",
+                            source=user_source())
 
     @functools.wraps(pyfunc)
     def wrapped(*args, **kwargs):
@@ -88,7 +95,10 @@ def vectorize(pyfunc, *, excluded=frozenset(), signature=None):
                 f"signature={signature!r})"
         func, args, kwargs = _apply_excluded(pyfunc, excluded, args, kwargs)
         if kwargs:
-            func = functools.partial(func, **kwargs)
+            raise ArgumentError(f"vectorize: keyword arguments {sorted(kwargs)} are not in "
+                                f"excluded={excluded!r}; only positional arguments are "
+                                "mapped, so pass them positionally or exclude them",
+                                source=user_source())
         if signature is not None:
             in_dims, out_dims = _parse_signature(signature)
         else:
@@ -111,8 +121,9 @@ def vectorize(pyfunc, *, excluded=frozenset(), signature=None):
 
         def checked(*xs):
             out = func(*xs)
-            outs = out if isinstance(out, tuple) else (out,)
-            dims = [()] * len(outs) if out_dims is None else out_dims
+            if out_dims is None:
+                return out
+            outs, dims = (out if isinstance(out, tuple) else (out,)), out_dims
             if len(dims) > 1 and not isinstance(out, tuple):
                 raise ArgumentError(f"vectorize: the output must be a tuple when multiple "
                                     f"outputs are expected {where}", source=user_source())
