@@ -10,9 +10,10 @@
     print(vg.make_ir(vg.grad(loss))(w, x, y))   # the program, forward and backward
     step = vg.jit(train_step)                # one Vulkan submission per call
 
-Transforms: grad, value_and_grad, vjp, jvp, vmap, make_ir, trace, check_grads, custom_vjp,
-custom_jvp, jacfwd, jacrev (= jacobian), hessian, make_jaxpr (= make_ir), checkpoint (= remat, with checkpoint_policies
-and vg.ad_checkpoint.checkpoint_name) (docs/compiler.md, docs/vmap.md); optimizers
+Transforms: grad, value_and_grad, vjp, jvp, linearize, linear_transpose, vmap, make_ir, trace,
+check_grads, custom_vjp, custom_jvp, jacfwd, jacrev (= jacobian), hessian, make_jaxpr (=
+make_ir), checkpoint (= remat, with checkpoint_policies and vg.ad_checkpoint.checkpoint_name)
+(docs/compiler.md, docs/vmap.md); optimizers
 with optax's contract: vg.optim (docs/optim.md); random numbers: vg.random (docs/random.md); jit, device_put, devices, profile, Array, block_until_ready,
 set_max_in_flight (docs/jit.md); runtime_stats (docs/long_runs.md); check_kernels, debug_nans: when a result looks wrong
 (docs/debugging.md); JAX's modules: vg.tree and vg.tree_util (pytrees), vg.lax (jax.lax's
@@ -43,8 +44,8 @@ from vkgrad.ir.interpreter import run_program
 from vkgrad.tracer.array import Array, DeletedArrayError, block_until_ready
 from vkgrad.tracer.core import ShapeDtype
 from vkgrad.transforms import (ShapeDtypeStruct, check_grads, custom_jvp, custom_vjp,
-                               eval_shape, grad, hessian, jacfwd, jacrev, jvp, linearize,
-                               make_ir, trace, typeof, value_and_grad, vjp, vmap)
+                               eval_shape, grad, hessian, jacfwd, jacrev, jvp,
+                               linear_transpose, linearize, make_ir, trace, typeof, value_and_grad, vjp, vmap)
 from vkgrad import numpy, nn, optim, random, tree, tree_util  # noqa: E402,F401  (vg.numpy, ...)
 from vkgrad import debug, lax, scipy, test_util  # noqa: E402,F401  (JAX's jax.lax, jax.scipy, ...)
 from vkgrad.debug import pure_callback  # noqa: E402  (jax.pure_callback)
@@ -75,7 +76,7 @@ _LAZY = {"jit": "vkgrad.execution.jit",
 _LAZY_MODULES = {"distributed"}   # vg.distributed (MPI: docs/distributed.md)
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "vmap", "make_ir", "trace", "check_grads",
-           "eval_shape", "ShapeDtypeStruct", "linearize", "typeof", "pure_callback",
+           "eval_shape", "ShapeDtypeStruct", "linearize", "linear_transpose", "typeof", "pure_callback",
            "custom_vjp", "custom_jvp", "jacfwd", "jacrev", "hessian",
            "config", "enable_x64", "Array", "DeletedArrayError", "block_until_ready",
            "ShapeDtype", "Program", "Var", "Literal", "Eqn", "run_program", "numpy", "nn", "optim",

@@ -7,8 +7,13 @@
 A pytree is nested tuples, lists, dicts and namedtuples of leaves (arrays, scalars); None is an
 empty subtree; `register_pytree_node(cls, flatten, unflatten)` (or the decorator
 `register_pytree_node_class`, for a class with `tree_flatten()` and a classmethod
-`tree_unflatten(aux, children)`) makes any class a node; `register_dataclass` a dataclass.
-Every transform, vg.jit and vg.optim take and return pytrees.
+`tree_unflatten(aux, children)`) makes any class a node; `register_pytree_with_keys` (and
+`register_pytree_with_keys_class`) one whose children have path entries of its own;
+`register_dataclass` a dataclass; `register_static` a class whose instances are nodes with no
+children, carried whole in the structure (static under vg.jit, as static_argnums). `Partial`
+is a functools.partial that is a pytree (its arguments the children, its function static), so
+a function with array arguments bound passes through vg.jit. Every transform, vg.jit and
+vg.optim take and return pytrees.
 
 Paths name where a leaf sits, with JAX's entries and printing: `DictKey('a')` prints `['a']`,
 `SequenceKey(0)` `[0]`, `GetAttrKey('w')` `.w` (namedtuple fields, dataclass fields),
@@ -28,6 +33,7 @@ from vkgrad.errors import ArgumentError
 from vkgrad.tracer.pytree import (TreeDef, flatten_up_to, register_pytree_node,  # noqa: F401
                                   tree_flatten, tree_leaves, tree_map, tree_structure,
                                   tree_unflatten)
+from vkgrad.tracer.core import user_source
 
 PyTreeDef = TreeDef
 
@@ -130,6 +136,8 @@ class FlattenedIndexKey(NamedTuple):
 
 # registered class -> the names of its children, in flatten order (register_dataclass)
 _child_names: dict[type, tuple] = {}
+# registered class -> its flatten_with_keys: x -> ([(key, child), ...], aux)
+_key_flatteners: dict[type, Callable] = {}
 
 
 def keystr(path: tuple) -> str:
@@ -148,6 +156,8 @@ def _children_keys(x, is_leaf):
         keys = [DictKey(k) for k in td.meta]
     elif td.kind == "namedtuple":
         keys = [GetAttrKey(f) for f in td.meta._fields]
+    elif td.kind == "custom" and td.meta[0] in _key_flatteners:
+        keys = [k for k, _ in _key_flatteners[td.meta[0]](x)[0]]
     elif td.kind == "custom" and td.meta[0] in _child_names:
         keys = [GetAttrKey(f) for f in _child_names[td.meta[0]]]
     else:
@@ -217,9 +227,103 @@ def register_dataclass(nodetype: type | None = None, data_fields=None, meta_fiel
     return nodetype
 
 
+def register_pytree_with_keys(nodetype: type, flatten_with_keys: Callable,
+                              unflatten_func: Callable, flatten_func: Callable | None = None):
+    """Make instances of nodetype pytree nodes whose children have path entries of their own
+    (JAX's): flatten_with_keys(x) -> ([(key, child), ...], aux), unflatten_func(aux, children)
+    -> x; flatten_func(x) -> (children, aux), when given, flattens without building the keys."""
+    if flatten_func is None:
+        def flatten_func(x):
+            pairs, aux = flatten_with_keys(x)
+            return [c for _, c in pairs], aux
+    register_pytree_node(nodetype, flatten_func, unflatten_func)
+    _key_flatteners[nodetype] = flatten_with_keys
+    return nodetype
+
+
+def register_pytree_with_keys_class(cls: type) -> type:
+    """Class decorator: `x.tree_flatten_with_keys() -> ([(key, child), ...], aux)`,
+    `cls.tree_unflatten(aux, children)`, and `x.tree_flatten()` if the class has one."""
+    flatten = (lambda x: x.tree_flatten()) if hasattr(cls, "tree_flatten") else None
+    return register_pytree_with_keys(cls, lambda x: x.tree_flatten_with_keys(),
+                                     cls.tree_unflatten, flatten)
+
+
+def register_static(cls: type) -> type:
+    """Make cls's instances pytree nodes with no children: each is carried whole as the aux
+    data of its structure, so vg.jit treats it as static (part of the compile cache key, as
+    a static_argnums value). Instances must be hashable. Usable as a decorator."""
+    return register_pytree_with_keys(cls, lambda x: ((), x), lambda x, _: x)
+
+
+def flatten_one_level(pytree) -> tuple:
+    """(children, aux) of one pytree node, its children not flattened further (JAX's): a
+    tuple or list gives (itself, None), a dict (its values, its sorted keys), None ((),
+    None), a namedtuple (itself, its class), a registered node its flatten's pair. A leaf is an
+    error."""
+    kids, td = tree_flatten(pytree, lambda y: y is not pytree)
+    if td.kind == "leaf":
+        raise ArgumentError(f"flatten_one_level: {type(pytree).__name__} is a leaf, not a "
+                            "pytree node", source=user_source())
+    if td.kind in ("tuple", "list"):
+        return pytree, None
+    if td.kind == "dict":
+        return tuple(kids), td.meta
+    if td.kind == "none":
+        return (), None
+    if td.kind == "namedtuple":
+        return pytree, td.meta
+    return tuple(kids), td.meta[1]
+
+
+class _HashableCallable:
+    """A callable whose hash and equality are those of the functools.partial it holds: it stops
+    Partial(functools.partial(f, a), b) from merging a into its own arguments (the children)."""
+
+    def __init__(self, fun):
+        self.fun = fun
+
+    def __call__(self, *args, **kwargs):
+        return self.fun(*args, **kwargs)
+
+    def __hash__(self):
+        return hash(self.fun)
+
+    def __eq__(self, other):
+        return self.fun == (other.fun if isinstance(other, _HashableCallable) else other)
+
+
+class Partial(functools.partial):
+    """A functools.partial that is a pytree (jax.tree_util.Partial): the bound positional and
+    keyword arguments are its children (paths `.args[i]`, `.keywords['k']`), the function its
+    static aux data. So a function with arrays bound can be an argument or a result of vg.jit
+    and the other transforms:
+
+        f = vg.jit(lambda g, x: g(x))
+        f(vg.tree_util.Partial(vnp.add, w), x)     # w is traced, vnp.add static
+    """
+
+    def __new__(cls, func, *args, **kwargs):
+        if not isinstance(func, functools.partial):
+            return super().__new__(cls, func, *args, **kwargs)
+        shim = _HashableCallable(func)   # keep func's own arguments out of ours
+        out = super().__new__(cls, shim, *args, **kwargs)
+        shim.func, shim.args, shim.keywords = func.func, func.args, func.keywords   # as JAX's
+        return out
+
+
+register_pytree_with_keys(
+    Partial,
+    lambda p: (((GetAttrKey("args"), p.args), (GetAttrKey("keywords"), p.keywords)), p.func),
+    lambda func, kids: Partial(func, *kids[0], **kids[1]),
+    lambda p: ((p.args, p.keywords), p.func))
+
+
 __all__ = ["DictKey", "FlattenedIndexKey", "GetAttrKey", "PyTreeDef", "SequenceKey", "keystr",
            "register_dataclass", "register_pytree_node", "register_pytree_node_class",
            "tree_all", "tree_flatten", "tree_flatten_with_path", "tree_leaves",
            "tree_leaves_with_path", "tree_map", "tree_map_with_path", "tree_reduce",
            "tree_structure", "tree_unflatten", "treedef_children", "treedef_is_leaf",
-           "all_leaves", "tree_broadcast", "tree_reduce_associative"]
+           "all_leaves", "tree_broadcast", "tree_reduce_associative", "Partial",
+           "flatten_one_level", "register_pytree_with_keys", "register_pytree_with_keys_class",
+           "register_static"]

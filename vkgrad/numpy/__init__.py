@@ -34,7 +34,8 @@ The modules, by subject (as JAX's numpy):
     contractions.py   matmul, tensordot, dot, einsum
     sorting.py        sort, argsort, quantiles, argwhere, unique, isin
     setops.py         intersect1d, union1d, setdiff1d, setxor1d
-    histograms.py     bincount, digitize, histogram, interp
+    histograms.py     bincount, digitize, histogram, histogramdd, histogram2d, interp
+    vectorize.py      vectorize, apply_along_axis, apply_over_axes, piecewise (by vg.vmap)
     array_methods.py  operators and methods on Tracer and vkgrad.Array
     util.py           argument checks the modules share
 
@@ -58,6 +59,7 @@ from vkgrad.numpy.contractions import *  # noqa: F401,F403
 from vkgrad.numpy.sorting import *  # noqa: F401,F403
 from vkgrad.numpy.setops import *  # noqa: F401,F403
 from vkgrad.numpy.histograms import *  # noqa: F401,F403
+from vkgrad.numpy.vectorize import *  # noqa: F401,F403
 from vkgrad.numpy.linalg import *  # noqa: F401,F403
 # last: its `linalg` (the vnp.linalg namespace) replaces the submodule's name in this package
 from vkgrad.numpy.decompositions import *  # noqa: F401,F403

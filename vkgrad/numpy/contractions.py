@@ -1,7 +1,7 @@
 """Contractions: matmul, tensordot, dot, vdot, inner, outer and einsum. They lower to
 transposes, reshapes and ONE matmul per pair of operands (the kernel the GPU is fast at), with
 reductions for indices only one operand has. convolve and correlate (1-D) are one
-conv_general_dilated each."""
+conv_general_dilated each; cov and corrcoef one matmul of the centred samples."""
 
 from __future__ import annotations
 
@@ -11,19 +11,22 @@ import math
 import numpy as _np
 
 from vkgrad import primitives as P
-from vkgrad.errors import ArgumentError, ShapeError
+from vkgrad.errors import ArgumentError, DTypeError, ShapeError
 from vkgrad.ir.core import is_float
-from vkgrad.numpy.dtypes import asarray, astype, no_out, promote, promoted_dtype
+from vkgrad.numpy.creation import zeros
+from vkgrad.numpy.dtypes import (as_float, asarray, astype, dtype_of, no_out, promote,
+                                 promoted_dtype)
 from vkgrad.numpy.linalg import diagonal
-from vkgrad.numpy.reductions import sum
-from vkgrad.numpy.shapes import (broadcast_arrays, broadcast_to, flip, moveaxis, ravel,
-                                 reshape, stack, transpose)
-from vkgrad.numpy.ufuncs import multiply, subtract
+from vkgrad.numpy.reductions import average, sum
+from vkgrad.numpy.shapes import (atleast_2d, broadcast_arrays, broadcast_to, concatenate,
+                                 expand_dims, flip, moveaxis, ravel, reshape, squeeze, stack,
+                                 transpose)
+from vkgrad.numpy.ufuncs import absolute, clip, divide, multiply, sqrt, subtract
 from vkgrad.numpy.util import is_int, normalize_axes, type_string
 from vkgrad.tracer.core import user_source
 
 __all__ = ["matmul", "tensordot", "dot", "vdot", "inner", "outer", "einsum", "convolve",
-           "correlate", "kron", "cross"]
+           "correlate", "cov", "corrcoef", "kron", "cross"]
 
 
 def _operands(a, b, preferred_element_type):
@@ -322,6 +325,74 @@ def convolve(a, v, mode="full"):
 def correlate(a, v, mode="valid"):
     """numpy's cross-correlation of two 1-D arrays (modes valid, same, full)."""
     return _conv1d(a, v, mode, "correlate")
+
+
+def _sample_weights(w, n, what, integer):
+    """|w| (numpy raises on negative weights; JAX takes their size), checked to be 1-D with one
+    weight per sample (of an integer dtype for fweights)."""
+    w = asarray(w)
+    if w.ndim != 1 or w.shape[0] != n:
+        raise ShapeError(f"cov: {what} must be 1-D with one weight per sample ({n}), got "
+                         f"{type_string(w)}", source=user_source())
+    if integer and dtype_of(w) != "i32":
+        raise DTypeError(f"cov: fweights must be integer, got {type_string(w)}",
+                         source=user_source())
+    return absolute(w)
+
+
+def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None):
+    """jnp.cov: the covariance matrix of the variables in m's rows (columns with
+    rowvar=False), y's appended; frequency and reliability weights as numpy's (their absolute
+    values, as JAX's). A single variable gives a scalar."""
+    m = as_float(m)
+    if y is not None:
+        dt = promoted_dtype(m, as_float(y))
+        m, y = astype(m, dt), astype(as_float(y), dt)
+    for name, v in (("m", m), ("y", y)):
+        if v is not None and v.ndim > 2:
+            raise ShapeError(f"cov: {name} has more than 2 dimensions: {type_string(v)}",
+                             source=user_source())
+    x = atleast_2d(m)
+    if not rowvar and m.ndim != 1:
+        x = transpose(x)
+    if x.shape[0] == 0:
+        return zeros((0, 0), dtype_of(m))
+    if y is not None:
+        y = atleast_2d(y)
+        if not rowvar and y.shape[0] != 1:
+            y = transpose(y)
+        x = concatenate([x, y], axis=0)
+    if ddof is None:
+        ddof = 1 if not bias else 0
+    n = x.shape[1]
+    w = None if fweights is None else _sample_weights(fweights, n, "fweights", True)
+    if aweights is not None:
+        aweights = _sample_weights(aweights, n, "aweights", False)
+        w = aweights if w is None else multiply(w, aweights)
+    avg, w_sum = average(x, axis=1, weights=w, returned=True)
+    w_sum = w_sum[0]
+    if w is None:
+        f = n - ddof
+    elif ddof == 0:
+        f = w_sum
+    elif aweights is None:
+        f = subtract(w_sum, ddof)
+    else:
+        f = subtract(w_sum, divide(multiply(ddof, sum(multiply(w, aweights))), w_sum))
+    x = subtract(x, expand_dims(avg, 1))
+    xw = x if w is None else multiply(x, w)
+    return squeeze(divide(dot(x, transpose(xw)), f))
+
+
+def corrcoef(x, y=None, rowvar=True):
+    """jnp.corrcoef: cov's matrix divided by the outer product of the standard deviations
+    (its diagonal's roots), clipped to [-1, 1]; of a single variable, c / c (1, or NaN for a
+    constant one)."""
+    c = cov(x, y, rowvar)
+    if c.ndim == 0:
+        return divide(c, c)
+    std = sqrt(diagonal(c))
+    return clip(divide(divide(c, expand_dims(std, 1)), expand_dims(std, 0)), -1, 1)
 
 
 def kron(a, b):

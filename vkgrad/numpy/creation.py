@@ -1,10 +1,11 @@
 """Array creation: filled arrays, ranges, grids (meshgrid, indices, ix_), the matrices eye /
-tri / tril / triu, one_hot, and numpy's r_ / c_."""
+tri / tril / triu / vander, one_hot, and numpy's r_ / c_."""
 
 from __future__ import annotations
 
 import builtins
 import math
+import operator
 
 import numpy as _np
 
@@ -14,7 +15,7 @@ from vkgrad.ir.core import np_dtype
 from vkgrad.numpy.dtypes import (as_float, asarray, astype, dtype_name, dtype_of, float32,
                                  promote, promoted_dtype)
 from vkgrad.numpy.shapes import (atleast_1d, broadcast_to, concatenate, expand_dims, moveaxis,
-                                 ravel, reshape, shape)
+                                 ravel, reshape, shape, stack)
 from vkgrad.numpy.ufuncs import add, divide, multiply, power, subtract, where
 from vkgrad.numpy.util import define_wrappers
 from vkgrad.tracer.core import ArrayOps, Tracer, user_source
@@ -76,7 +77,7 @@ __all__ = (define_wrappers(globals(), _FILLED, _filled)
            + define_wrappers(globals(), _FILLED_LIKE, _filled_like)
            + ["full", "full_like", "arange", "linspace", "logspace", "geomspace", "meshgrid",
               "indices", "ix_",
-              "eye", "identity", "tri", "tril", "triu", "one_hot", "r_", "c_"])
+              "eye", "identity", "tri", "tril", "triu", "vander", "one_hot", "r_", "c_"])
 
 
 def arange(start, stop=None, step=1, dtype=None):
@@ -202,6 +203,30 @@ def eye(N, M=None, k=0, dtype=float32):
 
 
 def identity(n, dtype=float32): return eye(n, dtype=dtype)
+
+
+def vander(x, N=None, increasing=False):
+    """jnp.vander: the columns x**(N-1), ..., x, 1 of the 1-D x (increasing: 1, x, ...), N
+    defaulting to len(x). Each power is the one before times x, as numpy's multiply.accumulate
+    (so its values are numpy's, exact for ints, and the gradient has no 0 * inf at x = 0)."""
+    x = asarray(x)
+    if x.ndim != 1:
+        raise ShapeError(f"vander: x must be a one-dimensional array, got shape "
+                         f"{tuple(x.shape)}", source=user_source())
+    try:
+        N = x.shape[0] if N is None else operator.index(N)
+    except TypeError:
+        raise ArgumentError(f"vander: N must be a Python int, got {N!r}",
+                            source=user_source()) from None
+    if N < 0:
+        raise ShapeError(f"vander: N must be nonnegative, got {N}", source=user_source())
+    cols = [full(x.shape, 1, dtype_of(x))][:N]
+    while len(cols) < N:
+        cols.append(multiply(cols[-1], x))
+    if not cols:
+        return zeros((x.shape[0], 0), dtype_of(x))
+    m = stack(cols, axis=1)
+    return m if increasing else m[:, ::-1]
 
 
 def tril(m, k=0):

@@ -1,10 +1,12 @@
-"""Counting and binning, as jax.numpy's: bincount, digitize, histogram, histogram_bin_edges and
-interp. searchsorted finds each value's bin and one scatter-add counts (or sums the weights
-of) the values in each; no primitive of their own (docs/numpy.md, "What it covers")."""
+"""Counting and binning, as jax.numpy's: bincount, digitize, histogram, histogram_bin_edges,
+histogramdd, histogram2d and interp. searchsorted finds each value's bin and one scatter-add
+counts (or sums the weights of) the values in each; no primitive of their own (docs/numpy.md,
+"What it covers")."""
 
 from __future__ import annotations
 
 import builtins
+import math
 import operator
 
 import numpy as _np
@@ -12,17 +14,19 @@ import numpy as _np
 from vkgrad import primitives as P
 from vkgrad.errors import ArgumentError, DTypeError, ShapeError
 from vkgrad.ir.core import np_dtype
-from vkgrad.numpy.creation import linspace, zeros
+from vkgrad.numpy.creation import ix_, linspace, zeros
 from vkgrad.numpy.dtypes import as_float, asarray, astype, dtype_of, promoted_dtype
 from vkgrad.numpy.reductions import diff, max, min, sum
-from vkgrad.numpy.shapes import concatenate, ravel
+from vkgrad.numpy.indexing import ravel_multi_index
+from vkgrad.numpy.shapes import concatenate, ravel, reshape, stack
 from vkgrad.numpy.sorting import argsort, searchsorted
 from vkgrad.numpy.ufuncs import (absolute, add, clip, divide, equal, greater, greater_equal,
                                  less, less_equal, maximum, multiply, remainder, subtract, where)
 from vkgrad.numpy.util import type_string
 from vkgrad.tracer.core import Tracer, concrete_value, concretization_error, user_source
 
-__all__ = ["bincount", "digitize", "histogram", "histogram_bin_edges", "interp"]
+__all__ = ["bincount", "digitize", "histogram", "histogram_bin_edges", "histogramdd",
+           "histogram2d", "interp"]
 
 
 def _add_at(idx, w, length, dtype):
@@ -161,6 +165,73 @@ def histogram(a, bins=10, range=None, weights=None, density=None):
     if density:
         counts = divide(divide(counts, diff(edges)), sum(counts))
     return counts, edges
+
+
+def histogramdd(sample, bins=10, range=None, weights=None, density=None):
+    """jnp.histogramdd: (counts, [edges of each dimension]) of the N points in the rows of the
+    (N, D) sample. bins is one for every dimension or a sequence of D (counts or edges), range
+    None or D pairs (or Nones). Each point's bin in each dimension is histogram's (the last
+    bin closed on the right); a point outside the edges is not counted. The counts are int32
+    (the weights' dtype with weights=), density=True divides by the total and the bins'
+    volumes, as JAX's."""
+    sample = as_float(sample)
+    if sample.ndim != 2:
+        raise ShapeError(f"histogramdd: sample must be 2-D (N points, D dimensions), got "
+                         f"{type_string(sample)}", source=user_source())
+    n, d = sample.shape
+    if weights is not None:
+        weights = asarray(weights)
+        if tuple(weights.shape) != (n,):
+            raise ShapeError(f"histogramdd: should have one weight for each sample: weights "
+                             f"{type_string(weights)} for {n} points", source=user_source())
+        dt = promoted_dtype(sample, as_float(weights))
+        sample, weights = astype(sample, dt), astype(as_float(weights), dt)
+    if range is not None and (len(range) != d or builtins.any(
+            r is not None and _np.shape(r)[0] != 2 for r in range)):
+        raise ShapeError(f"histogramdd: for sample.shape={(n, d)}, range must be a sequence "
+                         f"of {d} pairs or Nones; got range={range!r}", source=user_source())
+    try:
+        per_dim = list(bins)
+    except TypeError:
+        per_dim = [bins] * d
+    if len(per_dim) != d:
+        raise ShapeError(f"histogramdd: should be a bin for each dimension: {len(per_dim)} "
+                         f"bins for {d} dimensions", source=user_source())
+    idx, edges = [], []
+    for i in builtins.range(d):
+        e = histogram_bin_edges(sample[:, i], per_dim[i], None if range is None else range[i])
+        v = sample[:, i]
+        idx.append(where(equal(v, e[-1]), e.shape[0] - 1, searchsorted(e, v, side="right")))
+        edges.append(e)
+    nbins = tuple(e.shape[0] + 1 for e in edges)   # with one bin beyond each end
+    flat = ravel_multi_index(tuple(idx), nbins, mode="clip")
+    hist = reshape(bincount(flat, weights, length=math.prod(nbins)), nbins)
+    hist = hist[(slice(1, -1),) * d]
+    if density:
+        hist = astype(hist, dtype_of(sample))
+        hist = divide(hist, sum(hist))
+        for width in ix_(*(diff(e) for e in edges)):
+            hist = divide(hist, width)
+    return hist, edges
+
+
+def histogram2d(x, y, bins=10, range=None, weights=None, density=None):
+    """jnp.histogram2d: (counts, x edges, y edges), histogramdd of the points (x[i], y[i]);
+    bins is a count or edges for both, or a pair of them."""
+    try:
+        nb = len(bins)
+    except TypeError:
+        nb = 1
+    if nb not in (1, 2):
+        bins = [asarray(bins), asarray(bins)]
+    x, y = asarray(x), asarray(y)
+    if x.ndim != 1 or tuple(x.shape) != tuple(y.shape):
+        raise ShapeError(f"histogram2d: x {type_string(x)} and y {type_string(y)} must be 1-D "
+                         "of one length", source=user_source())
+    dt = promoted_dtype(as_float(x), as_float(y))
+    sample = stack([astype(as_float(x), dt), astype(as_float(y), dt)], axis=1)
+    hist, edges = histogramdd(sample, bins, range, weights, density)
+    return hist, edges[0], edges[1]
 
 
 def _extrapolate(end, which):

@@ -1,5 +1,5 @@
 """Reductions along axes: sums, means, variances, extremes and their positions, any / all,
-products, scans (cumsum, cumprod), diff, the nan-ignoring forms, average; softmax,
+products, scans (cumsum, cumprod), diff, the nan-ignoring forms, average, trapezoid; softmax,
 log_softmax and logsumexp (jax.nn / scipy.special names); allclose and array_equal."""
 
 from __future__ import annotations
@@ -164,7 +164,7 @@ __all__ = (define_wrappers(globals(), _ARG_EXTREMES, _arg_extreme_of)
            + define_wrappers(globals(), _SCANS, _scan_of)
            + ["sum", "mean", "var", "std", "max", "min", "amax", "amin", "ptp", "any", "all",
               "count_nonzero", "prod", "diff", "gradient", "nansum", "nanmean", "nanmax", "nanmin",
-              "average", "logsumexp", "allclose", "array_equal"])
+              "average", "trapezoid", "logsumexp", "allclose", "array_equal"])
 
 
 def any(a, axis=None, out=None, keepdims=False):
@@ -312,6 +312,20 @@ def average(a, axis=None, weights=None, returned=False, keepdims=False):
     scl = sum(w, axis, keepdims=keepdims)
     r = divide(sum(multiply(a, w), axis, keepdims=keepdims), scl)
     return (r, scl) if returned else r
+
+
+def trapezoid(y, x=None, dx=1.0, axis=-1):
+    """jnp.trapezoid: the integral of y along `axis` by the trapezoid rule, the sum of
+    (y[i] + y[i+1]) / 2 times the spacing: dx, or the differences of the sample points x
+    (1-D, or of y's shape)."""
+    if x is None:
+        y, d = as_float(y), dx
+    else:
+        dt = promoted_dtype(as_float(y), as_float(x))
+        y, x = astype(as_float(y), dt), astype(as_float(x), dt)
+        d = diff(x) if x.ndim == 1 else moveaxis(diff(x, axis=axis), axis, -1)
+    y = moveaxis(y, axis, -1)
+    return multiply(0.5, sum(multiply(d, add(y[..., 1:], y[..., :-1])), -1))
 
 
 def _last_axis(fn, x, axis):

@@ -1,4 +1,5 @@
-"""The derivative transforms users call: grad, value_and_grad, vjp, jvp, linearize.
+"""The derivative transforms users call: grad, value_and_grad, vjp, jvp, linearize, and
+linear_transpose (a linear function's transpose, which is its VJP).
 
 Each one is the same three steps:
   1. trace `fun` on abstract versions of its (flattened pytree) arguments into a Program, in a
@@ -21,15 +22,18 @@ import functools
 import numpy as np
 
 from vkgrad.errors import ArgumentError, GradError
-from vkgrad.ir.core import is_float, np_dtype, type_str
+from vkgrad.ir.core import Program, Var, is_float, np_dtype, type_str
 from vkgrad.ir.verifier import checked
-from vkgrad.passes import optimize
+from vkgrad.passes import dce, optimize
 from vkgrad.primitives import broadcast_to, convert
+from vkgrad.primitives.control_flow import checkpoint_p, cond_p, depends, scan_p
 from vkgrad.transforms.autodiff import grad_program, jvp_program, vjp_program
-from vkgrad.transforms.tracing import (bind_kwargs, check_function, fun_name, fun_where,
-                                       is_final, normalize_argnums, to_user, trace_function)
-from vkgrad.tracer.core import ArrayOps, eval_program, user_source
+from vkgrad.transforms.tracing import (_spec, bind_kwargs, check_function, fun_name,
+                                       fun_where, is_final, normalize_argnums, to_user,
+                                       trace_function)
+from vkgrad.tracer.core import ArrayOps, abstract_leaf, eval_program, user_source
 from vkgrad.tracer.pytree import TreeDef, tree_flatten, tree_unflatten
+from vkgrad.tree_util import Partial
 from vkgrad.traceback_util import api_boundary
 
 
@@ -284,3 +288,130 @@ class _Linearized:
         touts = dict(zip(self.float_outs, float_tangents))
         return [to_user(touts[j]) if j in touts else np.zeros(o.shape, np_dtype(o.dtype))
                 for j, o in enumerate(self.outputs)]
+
+
+@api_boundary
+def linear_transpose(fun, *primals, reduce_axes=()):
+    """`linear_transpose(fun, *primals) -> fun_t`, as jax.linear_transpose: fun must be linear
+    in its arguments, and `fun_t(cotangent)` (cotangent: a pytree like fun's result) returns a
+    tuple with one entry per primal, each with its structure: the transpose of fun applied to
+    the cotangent (A^T c for fun(x) = A x). Only the primals' shapes and dtypes are read (they
+    may be vg.ShapeDtypeStructs). fun_t is a vg.tree_util.Partial, so it can be passed through
+    vg.jit.
+
+    A linear map's transpose is its VJP at any point; fun_t evaluates the VJP program once
+    built. Linearity is checked eqn by eqn (`_nonlinear_eqn`), as JAX finds a transpose rule
+    for each: an op that is not linear in the values computed from the arguments (sin, x * x, a
+    select on a comparison of them) is an error naming it. An affine fun (x + 1) passes, as in
+    JAX, and its transpose is that of its linear part."""
+    check_function(fun, "linear_transpose")
+    name = fun_name(fun)
+    if reduce_axes:
+        raise ArgumentError(f"linear_transpose of {name}: reduce_axes={reduce_axes!r} is "
+                            "deprecated in JAX and not supported; pass reduce_axes=()",
+                            source=user_source())
+    specs = tuple(tree_unflatten(t, [_spec(x) for x in ls])
+                  for ls, t in map(tree_flatten, primals))
+    tr = trace_function(fun, specs, allow_spec=True)
+    n_in, n_out = len(tr.leaves), len(tr.program.outputs)
+    ins, outs = tr.program.inputs[:n_in], tr.program.outputs
+    if not all(is_float(v.dtype) for v in (*ins, *outs)):
+        raise ArgumentError(
+            f"linear_transpose only supports float -> float functions (JAX's also integer -> "
+            f"integer ones), but {name} is ({', '.join(v.dtype for v in ins)}) -> "
+            f"({', '.join(v.dtype for v in outs)})", source=user_source())
+    bad = _nonlinear_eqn(tr.program, range(n_in))
+    if bad is not None:
+        raise ArgumentError(
+            f"linear_transpose needs {name} to be linear in its arguments, but its "
+            f"'{bad.prim.name}' is not linear in values computed from them (a linear function "
+            "adds, subtracts, negates, scales by constants, reshapes, slices, sums, "
+            "contracts with constants...)", primitive=bad.prim.name, source=bad.source)
+    joint = checked(vjp_program(tr.program, range(n_in), range(n_out)),
+                    f"transpose of {name}")
+    joint = joint.replace(outputs=joint.outputs[n_out:])
+    zeros = [np.zeros(v.shape, np_dtype(v.dtype)) for v in ins]   # read by nothing: linear
+    optimized: dict = {}
+
+    @api_boundary
+    def transposed(captured, cotangent):
+        cts, ct_tree = tree_flatten(cotangent)
+        if ct_tree != tr.out_tree:
+            raise ArgumentError(f"the cotangent passed to the transpose of {name} has "
+                                f"structure {ct_tree}, but {name} returns {tr.out_tree}",
+                                source=user_source())
+        ct_vals = []
+        for j, (o, c) in enumerate(zip(outs, cts)):
+            t = abstract_leaf(c, f"cotangent leaf {j} of the transpose of {name}")
+            scalar = isinstance(c, (int, float)) and not isinstance(c, bool)
+            if t.shape != o.shape or (t.dtype != o.dtype and not scalar):
+                raise ArgumentError(f"cotangent leaf {j} of the transpose of {name} is "
+                                    f"{type_str(t.shape, t.dtype)}, but that result of {name} "
+                                    f"is {type_str(o.shape, o.dtype)}", source=user_source())
+            ct_vals.append(c if isinstance(c, ArrayOps) and not scalar else _cast(c, o.dtype))
+        final = is_final()
+        if final not in optimized:
+            optimized[final] = optimize(joint, final=final)
+        res = [to_user(r) for r in eval_program(optimized[final],
+                                                zeros + list(captured) + ct_vals)]
+        return tuple(tree_unflatten(tr.arg_trees[i], res[sl]) for i, sl in
+                     enumerate(tr.arg_slices))
+
+    return Partial(transposed, tuple(tr.captured))
+
+
+def _nonlinear_eqn(program: Program, wrt):
+    """The first eqn of program that is not linear in the values computed from inputs[wrt],
+    or None. An eqn is linear in its operands computed from them when its VJP with respect to
+    those reads none of them and does read the cotangent (checked on a program of that eqn
+    alone, after DCE: `x * c`'s is `ct * c`; `x * x`'s reads x, `sin`'s cos x, and `floor`'s
+    is zero, so none of them is linear). A float result computed from an integer
+    or bool one that depends on them (a select on a comparison, an index from argmax) is not
+    linear either; integer and bool results themselves are left to their uses. A loop, a
+    cond or a checkpoint is linear when its body is (its eqns checked the same way: a scan's
+    VJP reads its forward's carries whatever the body)."""
+    dep = {program.inputs[i] for i in wrt}
+    for e in program.eqns:
+        ins = list(dict.fromkeys(x for x in e.inputs if isinstance(x, Var) and x in dep))
+        if not ins:
+            continue
+        dep.update(e.outputs)
+        if not any(is_float(o.dtype) for o in e.outputs):
+            continue
+        if not all(is_float(x.dtype) for x in ins):
+            return e
+        bodies = _bodies(e, [isinstance(x, Var) and x in dep for x in e.inputs])
+        if bodies is not None:
+            bad = next((b for b in (_nonlinear_eqn(body, w) for body, w in bodies) if b), None)
+            if bad is not None:
+                return bad
+            continue
+        vars_ = list(dict.fromkeys(x for x in e.inputs if isinstance(x, Var)))
+        one = Program(e.prim.name, vars_, e.outputs, (e,))
+        back = vjp_program(one, [vars_.index(x) for x in ins])
+        back = dce.apply(back.replace(outputs=back.outputs[len(e.outputs):]))
+        read = {x for b in back.eqns for x in b.inputs} | set(back.outputs)
+        if any(back.inputs[vars_.index(x)] in read for x in ins) or \
+                not any(c in read for c in back.inputs[len(vars_):]):
+            return e
+    return None
+
+
+def _bodies(e, dep: list):
+    """[(sub-program, the positions of its inputs that depend on the arguments)] of a scan, a
+    cond or a checkpoint eqn (dep: which of e's inputs do), or None for another eqn."""
+    p = e.params
+    if e.prim is scan_p:
+        nc, nk = p["num_consts"], p["num_carry"]
+        while True:   # a carry depends on them if it starts so or the body makes it so
+            out = depends(p["jaxpr"], dep)
+            carry = [a or b for a, b in zip(dep[nc:nc + nk], out[:nk])]
+            if carry == dep[nc:nc + nk]:
+                break
+            dep[nc:nc + nk] = carry
+        return [(p["jaxpr"], [i for i, d in enumerate(dep) if d])]
+    if e.prim is cond_p:   # the index depends on none of them (else: an int operand, refused)
+        return [(b, [i for i, d in enumerate(dep[1:]) if d]) for b in p["branches"]]
+    if e.prim is checkpoint_p:
+        return [(p["jaxpr"], [i for i, d in enumerate(dep) if d])]
+    return None
