@@ -344,6 +344,11 @@ def test_eigh_and_svd_jitted_on_vulkan():
                      backend="vulkan")(a, x)
     assert_eigh(a, w, v, 1e-5)
     close(s, np.linalg.svd(x, compute_uv=False), 1e-5)
+    g = vg.jit(vg.grad(lambda a: vnp.linalg.eigvalsh(a)[-1] + vnp.linalg.svdvals(a)[0]),
+               backend="vulkan")(a)                    # the JVP rules transposed, on Vulkan
+    _, v = np.linalg.eigh(a)
+    u, _, vt = np.linalg.svd(a)
+    close(g, np.outer(v[:, -1], v[:, -1]) + np.outer(u[:, 0], vt[0]), 1e-5)
 
 
 def test_eigh_and_svd_bad_input():
