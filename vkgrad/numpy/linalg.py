@@ -74,16 +74,16 @@ def cholesky_lower(a):
     """L, lower triangular, with L L^T = a: column j is (a[:, j] - L[:, :j] L[j, :j]) / L[j, j]
     below the diagonal, L[j, j] = sqrt(a[j, j] - |L[j, :j]|^2). L is kept in full, its columns
     filled in turn and kept in memory (P.save), so each step's kernels bind a few buffers
-    whatever n is (a stack of the columns found so far bound one each: past lavapipe's 32
-    from n = 32; at n = 16 the stacks made a cho_solve compile for 17 s there, 6 s now)."""
+    whatever n is (a stack of the columns found so far binds one each: past lavapipe's 32
+    from n = 32; at n = 16 a cho_solve of stacks compiles in 17 s on lavapipe, this in 6 s)."""
     a = _square(a, "cholesky")
     n = a.shape[-1]
-    rows, cols = P.iota((n,), 0, "i32"), P.iota((n,), 0, "i32")
+    idx = P.iota((n,), 0, "i32")                   # a row index, or (broadcast) a column's
     low = zeros(a.shape, dtype_of(a))
     for j in range(n):   # the columns of L past j are still 0: L L[j]^T sums over k < j
         col = subtract(a[..., :, j], sum(multiply(low, expand_dims(low[..., j, :], -2)), -1))
-        col = where(greater_equal(rows, j), divide(col, expand_dims(sqrt(col[..., j]), -1)), 0.0)
-        low = P.save(where(equal(cols, j), expand_dims(col, -1), low))
+        col = where(greater_equal(idx, j), divide(col, expand_dims(sqrt(col[..., j]), -1)), 0.0)
+        low = P.save(where(equal(idx, j), expand_dims(col, -1), low))
     return low
 
 
@@ -100,7 +100,7 @@ def solve_triangular(a, b, lower, unit_diagonal=False):
                          f"{n}x{n} matrix", source=user_source())
     # x in full, its rows filled in turn and kept in memory (P.save): each step's sum reads
     # a's row, b's and x, so its kernel binds a few buffers whatever n is (a stack of the rows
-    # found so far bound one each: past lavapipe's 32 at n = 16)
+    # found so far binds one each: past lavapipe's 32 at n = 16)
     rows = P.iota((n, 1), 0, "i32")
     x = zeros(broadcast_shapes(a.shape[:-2], b.shape[:-2]) + b.shape[-2:], dtype_of(b))
     for i in (range(n) if lower else range(n - 1, -1, -1)):
