@@ -67,8 +67,9 @@ SVDResult = namedtuple("SVDResult", ["U", "S", "Vh"])
 # the program then runs on the interpreter). Reverse mode still binds more: save's VJP passes
 # the cotangent on without keeping it in memory, so the backward's cotangent chain is
 # recomputed, and on lavapipe the gradients of det, solve and cholesky run on the interpreter
-# from n = 8; with save's VJP saving the cotangent too (JAX's optimization_barrier's transpose
-# is a barrier) they plan within 32 buffers at n = 24.
+# from n = 8; with these saves' VJP saving the cotangent too (JAX's optimization_barrier's
+# transpose is a barrier) they plan within 32 buffers at n = 24 (measured by swapping save's
+# VJP; not done for every save: nn.conv's must leave its input's gradient fusible).
 
 # ------------------------------------------------------------------------------------------ LU
 
