@@ -194,9 +194,10 @@ def apply_over_axes(func, a, axes):
 def piecewise(x, condlist, funclist, *args, **kw):
     """jnp.piecewise: at each element of x, the value of funclist[i] (a function of that
     element, *args and **kw, or a constant) for the last condlist[i] that holds there, and of
-    the extra last function (else 0) where none does. Each function sees one element (JAX's
-    vectorize of lax.switch), and its result is cast to x's dtype."""
-    from vkgrad.control_flow import switch   # vkgrad.control_flow imports vkgrad.numpy
+    the extra last function (else 0) where none does. Each function sees one element, and its
+    result is cast to x's dtype: JAX's vectorize of lax.switch, which under vmap computes every
+    branch and selects; here the selects are written (vkgrad.control_flow, whose switch that
+    is, sits above vkgrad.numpy)."""
     x = asarray(x)
     nc, nf = len(condlist), len(funclist)
     if nf == nc + 1:
@@ -222,4 +223,12 @@ def piecewise(x, condlist, funclist, *args, **kw):
             return lambda v: astype(asarray(f(v, *args, **kw)), dt)
         return lambda v: astype(asarray(f), dt)
 
-    return vectorize(switch, excluded=(1,))(index, [branch(f) for f in funclist], x)
+    branches = [branch(f) for f in funclist]
+
+    def pick(i, v):
+        out = branches[0](v)
+        for k, b in enumerate(branches[1:], 1):
+            out = where(i == k, b(v), out)
+        return out
+
+    return vectorize(pick)(index, x)
