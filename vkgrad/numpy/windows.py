@@ -1,0 +1,82 @@
+"""jnp's window functions: hanning, hamming, blackman, bartlett, kaiser, each M points (a Python
+int) in float32, symmetric, 1 at the centre; compositions of cos over n = 1 - M, 3 - M, ...,
+M - 1 (numpy's and JAX's formulas), kaiser of I0."""
+
+from __future__ import annotations
+
+import math
+import operator
+
+from vkgrad.errors import ArgumentError, ShapeError
+from vkgrad.numpy.creation import arange, ones
+from vkgrad.numpy.dtypes import as_float
+from vkgrad.numpy.ufuncs import abs as _abs
+from vkgrad.numpy.ufuncs import cos, exp, maximum, sqrt
+from vkgrad.tracer.core import Tracer, user_source
+
+
+def _points(M, name):
+    """M as a Python int >= 0 (JAX's: concrete; numpy gives an empty window below 1 too)."""
+    if isinstance(M, Tracer):
+        M.__index__()      # the ConcretizationError explaining static arguments
+    try:
+        M = operator.index(M)
+    except TypeError:
+        raise ArgumentError(f"{name}: M must be an integer, got {M!r}",
+                            source=user_source()) from None
+    if M < 0:
+        raise ShapeError(f"{name}: M must be nonnegative, got {M}", source=user_source())
+    return M
+
+
+def _cosine_window(M, name, coeffs):
+    """sum over k of coeffs[k] cos(k pi n / (M - 1)), n = 1 - M, 3 - M, ..., M - 1."""
+    M = _points(M, name)
+    if M <= 1:
+        return ones((M,))
+    t = arange(1 - M, M, 2.0) * (math.pi / (M - 1))
+    out = coeffs[0]
+    for k, c in enumerate(coeffs[1:], start=1):
+        out = out + c * cos(k * t)
+    return out
+
+
+def hanning(M):
+    """The Hann window 0.5 + 0.5 cos(pi n / (M - 1)) (jnp.hanning)."""
+    return _cosine_window(M, "hanning", (0.5, 0.5))
+
+
+def hamming(M):
+    """The Hamming window 0.54 + 0.46 cos(pi n / (M - 1)) (jnp.hamming)."""
+    return _cosine_window(M, "hamming", (0.54, 0.46))
+
+
+def blackman(M):
+    """The Blackman window 0.42 + 0.5 cos(pi n / (M - 1)) + 0.08 cos(2 pi n / (M - 1))
+    (jnp.blackman)."""
+    return _cosine_window(M, "blackman", (0.42, 0.5, 0.08))
+
+
+def bartlett(M):
+    """The triangular window 1 - |n| / (M - 1) (jnp.bartlett)."""
+    M = _points(M, "bartlett")
+    if M <= 1:
+        return ones((M,))
+    return 1.0 - _abs(arange(1 - M, M, 2.0)) / (M - 1)
+
+
+def kaiser(M, beta):
+    """The Kaiser window I0(beta sqrt(1 - (2k / (M - 1) - 1)^2)) / I0(beta), k = 0 ... M - 1
+    (jnp.kaiser; beta may be traced): as i0e(u) / i0e(beta) exp(u - beta), which does not
+    overflow for a large beta."""
+    from vkgrad.scipy.special import i0e     # vg.scipy.special is built on this package
+    M = _points(M, "kaiser")
+    if M <= 1:
+        return ones((M,))
+    beta = as_float(beta)
+    r = arange(0.0, M) * (2.0 / (M - 1)) - 1.0
+    u = beta * sqrt(maximum(1.0 - r * r, 0.0))       # (r's rounding at the ends)
+    return i0e(u) / i0e(beta) * exp(_abs(u) - _abs(beta))
+
+
+__all__ = ["bartlett", "blackman", "hamming", "hanning", "kaiser"]
