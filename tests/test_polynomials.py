@@ -23,8 +23,8 @@ def test_polyval():
     assert int(vnp.polyval([1, 2, 3], 2)) == 11 and vnp.polyval([1, 2, 3], 2).dtype == np.int32
     # p's trailing axes broadcast against x (JAX's): two polynomials at three points each
     p2 = np.stack([P3, P3[::-1]], axis=1)                               # (4, 2)
-    close(vnp.polyval(p2, x[:, None, None][:3]), np.stack([np.polyval(P3, x[:3]),
-                                                           np.polyval(P3[::-1], x[:3])], 1)[:, None])
+    want = np.stack([np.polyval(P3, x[:3]), np.polyval(P3[::-1], x[:3])], 1)   # (3, 2)
+    close(vnp.polyval(p2, x[:3, None, None]), want[:, None])
     assert vnp.polyval(np.float32([]), x).shape == x.shape              # the zero polynomial
     with pytest.raises(ShapeError, match="polyval: p must have at least one axis"):
         vnp.polyval(1.0, x)

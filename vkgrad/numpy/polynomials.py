@@ -6,8 +6,6 @@ product of the factors, and for polyfit the least-squares normal equations solve
 
 from __future__ import annotations
 
-import operator
-
 import numpy as _np
 
 from vkgrad.errors import ArgumentError, DTypeError, ShapeError
@@ -18,9 +16,9 @@ from vkgrad.numpy.linalg import cholesky_lower, solve_triangular
 from vkgrad.numpy.reductions import sum
 from vkgrad.numpy.shapes import concatenate, expand_dims, reshape, swapaxes
 from vkgrad.numpy.ufuncs import negative, sqrt
-from vkgrad.numpy.util import type_string
+from vkgrad.numpy.util import nonnegative_int, type_string
 from vkgrad.primitives import dtype_of
-from vkgrad.tracer.core import Tracer, concrete_value, concretization_error, user_source
+from vkgrad.tracer.core import concrete_value, concretization_error, user_source
 
 
 def _coefficients(p, name, what="p"):
@@ -29,23 +27,6 @@ def _coefficients(p, name, what="p"):
         raise ShapeError(f"{name}: {what} must be a 1-D array of coefficients, got "
                          f"{type_string(p)}", source=user_source())
     return p
-
-
-def _order(m, name, what):
-    """m as a Python int >= 0 (JAX's: a concrete integer)."""
-    if isinstance(m, Tracer):
-        v = concrete_value(m)
-        if v is None:
-            raise concretization_error(m, f"{name}'s {what}", f"pass {what} as a Python int")
-        m = v.item()
-    try:
-        m = operator.index(m)
-    except TypeError:
-        raise ArgumentError(f"{name}: {what} must be an integer, got {m!r}",
-                            source=user_source()) from None
-    if m < 0:
-        raise ShapeError(f"{name}: {what} must be nonnegative, got {m}", source=user_source())
-    return m
 
 
 def _inexact(*xs):
@@ -112,7 +93,7 @@ def polyder(p, m=1):
     """The coefficients of p's m-th derivative (jnp.polyder, in a float dtype): the power k's
     coefficient times k (k - 1) ... (k - m + 1); empty where m >= len(p)."""
     (p,) = _inexact(_coefficients(p, "polyder"))
-    m = _order(m, "polyder", "m")
+    m = nonnegative_int(m, "polyder", "m")
     if m == 0:
         return p
     n = p.shape[0]
@@ -124,7 +105,7 @@ def polyder(p, m=1):
 def polyint(p, m=1, k=None):
     """The coefficients of p integrated m times (jnp.polyint, in a float dtype); k the
     integration constants: a scalar for all m, or m of them, k[0] the first integration's."""
-    m = _order(m, "polyint", "m")
+    m = nonnegative_int(m, "polyint", "m")
     p, k = _inexact(_coefficients(p, "polyint"), 0.0 if k is None else k)
     k = reshape(k, (-1,)) if k.ndim <= 1 else k
     if k.ndim != 1 or k.shape[0] not in (1, m):
@@ -149,7 +130,7 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
     no lstsq yet), which squares the scaled matrix's condition number: rcond is accepted, but a
     rank-deficient fit is not truncated, and full=True (lstsq's rank and singular values) is
     refused."""
-    deg = _order(deg, "polyfit", "deg")
+    deg = nonnegative_int(deg, "polyfit", "deg")
     if full:
         raise ArgumentError("polyfit: full=True is not supported (it returns lstsq's rank and "
                             "singular values, and vnp.linalg has no SVD: docs/numpy.md)",

@@ -5,33 +5,17 @@ M - 1 (numpy's and JAX's formulas), kaiser of I0."""
 from __future__ import annotations
 
 import math
-import operator
 
-from vkgrad.errors import ArgumentError, ShapeError
 from vkgrad.numpy.creation import arange, ones
 from vkgrad.numpy.dtypes import as_float
 from vkgrad.numpy.ufuncs import abs as _abs
 from vkgrad.numpy.ufuncs import cos, exp, maximum, sqrt
-from vkgrad.tracer.core import Tracer, user_source
-
-
-def _points(M, name):
-    """M as a Python int >= 0 (JAX's: concrete; numpy gives an empty window below 1 too)."""
-    if isinstance(M, Tracer):
-        M.__index__()      # the ConcretizationError explaining static arguments
-    try:
-        M = operator.index(M)
-    except TypeError:
-        raise ArgumentError(f"{name}: M must be an integer, got {M!r}",
-                            source=user_source()) from None
-    if M < 0:
-        raise ShapeError(f"{name}: M must be nonnegative, got {M}", source=user_source())
-    return M
+from vkgrad.numpy.util import nonnegative_int
 
 
 def _cosine_window(M, name, coeffs):
     """sum over k of coeffs[k] cos(k pi n / (M - 1)), n = 1 - M, 3 - M, ..., M - 1."""
-    M = _points(M, name)
+    M = nonnegative_int(M, name, "M")
     if M <= 1:
         return ones((M,))
     t = arange(1 - M, M, 2.0) * (math.pi / (M - 1))
@@ -59,7 +43,7 @@ def blackman(M):
 
 def bartlett(M):
     """The triangular window 1 - |n| / (M - 1) (jnp.bartlett)."""
-    M = _points(M, "bartlett")
+    M = nonnegative_int(M, "bartlett", "M")
     if M <= 1:
         return ones((M,))
     return 1.0 - _abs(arange(1 - M, M, 2.0)) / (M - 1)
@@ -70,7 +54,7 @@ def kaiser(M, beta):
     (jnp.kaiser; beta may be traced): as i0e(u) / i0e(beta) exp(u - beta), which does not
     overflow for a large beta."""
     from vkgrad.scipy.special import i0e     # vg.scipy.special is built on this package
-    M = _points(M, "kaiser")
+    M = nonnegative_int(M, "kaiser", "M")
     if M <= 1:
         return ones((M,))
     beta = as_float(beta)

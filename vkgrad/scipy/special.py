@@ -22,6 +22,12 @@ errors measured against Python's math module in float64 (tests/test_scipy.py):
                              Gamma(x+1) = x Gamma(x) shifting 0.5 <= x < 8 up by 8, and the
                              reflection formula below 0.5; absolute error < 3e-6 on (0, 16),
                              relative < 1e-6 beyond
+    gammainc, gammaincc      the series of P below x = a + 1, Lentz's continued fraction of Q
+                             above it, 64 terms: relative error < 2e-5 for a <= 20, 1e-4 at
+                             a = 100 (against scipy: tests/test_special_functions.py)
+    betainc                  its continued fraction, 64 Lentz steps: < 3e-5 for a, b <= 100
+    j0, j1, y0, y1           Cephes' single-precision polynomials: absolute error < 6e-7 on
+                             (-40, 40) (relative where |y| > 1)
 
 A branch that `where` discards is still evaluated and differentiated, so every branch's input is
 clamped into the branch's domain first ("double where"): no inf or nan reaches a gradient from a
@@ -438,16 +444,21 @@ def _igamma_dx(a, x):
                      vnp.where(a < 1.0, math.inf, vnp.where(a == 1.0, 1.0, 0.0)))
 
 
-def _igamma_da(a, x, t, upper):
-    """t d/da of gammainc (gammaincc): the derivative of the series or continued fraction
-    itself (JAX differentiates its own series and fraction too, lax.igamma_grad_a)."""
-    return jvp(lambda a_: _igamma(a_, x, upper), (a,), (t,))[1]
-
-
 def _broadcast_float(*args):
     args = [_float(v) for v in args]
     dtype = vnp.result_type(*args)
     return vnp.broadcast_arrays(*(vnp.astype(v, dtype) for v in args))
+
+
+def _jvp_rule(raw, analytic):
+    """A custom_jvp rule: the value and the tangent in every argument but the last by forward
+    mode through the composition raw(*args) (one trace for both), plus the last argument's
+    tangent times analytic(*args)."""
+    def rule(primals, tangents):
+        *rest, last = primals
+        out, t_out = jvp(lambda *v: raw(*v, last), tuple(rest), tuple(tangents[:-1]))
+        return out, t_out + tangents[-1] * analytic(*primals)
+    return rule
 
 
 @custom_jvp
@@ -460,10 +471,10 @@ def _gammaincc(a, x):
     return _igamma(a, x, True)
 
 
-_gammainc.defjvps(lambda t, out, a, x: _igamma_da(a, x, t, False),
-                  lambda t, out, a, x: t * _igamma_dx(a, x))
-_gammaincc.defjvps(lambda t, out, a, x: _igamma_da(a, x, t, True),
-                   lambda t, out, a, x: -t * _igamma_dx(a, x))
+# d/da: the derivative of the series or fraction itself (JAX differentiates its own series and
+# fraction too, lax.igamma_grad_a)
+_gammainc.defjvp(_jvp_rule(lambda a, x: _igamma(a, x, False), _igamma_dx))
+_gammaincc.defjvp(_jvp_rule(lambda a, x: _igamma(a, x, True), lambda a, x: -_igamma_dx(a, x)))
 
 
 def gammainc(a, x):
@@ -523,9 +534,7 @@ def _betainc_p(a, b, x):
     return _betainc(a, b, x)
 
 
-_betainc_p.defjvps(lambda t, out, a, b, x: jvp(lambda a_: _betainc(a_, b, x), (a,), (t,))[1],
-                   lambda t, out, a, b, x: jvp(lambda b_: _betainc(a, b_, x), (b,), (t,))[1],
-                   lambda t, out, a, b, x: t * _betainc_dx(a, b, x))
+_betainc_p.defjvp(_jvp_rule(_betainc, _betainc_dx))
 
 
 def betainc(a, b, x):
