@@ -426,14 +426,17 @@ def _igamma_pq(a, x):
 
 
 def _igamma(a, x, upper):
-    """gammainc (upper False) or gammaincc: 0 (1) at x = 0, 1 (0) at x = inf, nan where a <= 0,
-    x < 0 or either is nan (JAX's values)."""
-    ok = (a > 0) & (x > 0) & vnp.isfinite(x)
+    """gammainc (upper False) or gammaincc at scipy's and JAX's boundary values: P = 0 at
+    x = 0 and a = inf, 1 at x = inf and a = 0 (Q = 1 - P there); nan where a or x is negative
+    or nan, and at (0, 0) and (inf, inf), whose limits depend on the path."""
+    ok = (a > 0) & (x > 0) & (a < math.inf) & (x < math.inf)
     p, q = _igamma_pq(vnp.where(ok, a, 1.0), vnp.where(ok, x, 1.0))
-    out = q if upper else p
-    out = vnp.where(x == 0, 1.0 if upper else 0.0, vnp.where(x == math.inf, 0.0 if upper else 1.0,
-                                                                   out))
-    return vnp.where((a <= 0) | (x < 0) | vnp.isnan(a) | vnp.isnan(x), math.nan, out)
+    one = (x == math.inf) | (a == 0)           # where P is 1
+    out = vnp.where(ok, q if upper else p, vnp.where(one, 0.0 if upper else 1.0,
+                                                     1.0 if upper else 0.0))
+    bad = (a < 0) | (x < 0) | vnp.isnan(a) | vnp.isnan(x) | ((a == 0) & (x == 0)) \
+        | ((a == math.inf) & (x == math.inf))
+    return vnp.where(bad, math.nan, out)
 
 
 def _igamma_dx(a, x):
