@@ -1,10 +1,12 @@
-"""jnp's window functions: hanning, hamming, blackman, bartlett, kaiser, each M points (a Python
-int) in float32, symmetric, 1 at the centre; compositions of cos over n = 1 - M, 3 - M, ...,
+"""jnp's window functions: hanning, hamming, blackman, bartlett, kaiser, each M points (an int;
+a float is truncated, as JAX's int(M)) in float32, symmetric, 1 at the centre; compositions of cos over n = 1 - M, 3 - M, ...,
 M - 1 (numpy's and JAX's formulas), kaiser of I0."""
 
 from __future__ import annotations
 
 import math
+
+import numpy as _np
 
 from vkgrad.numpy.creation import arange, ones
 from vkgrad.numpy.dtypes import as_float
@@ -13,9 +15,14 @@ from vkgrad.numpy.ufuncs import cos, exp, maximum, sqrt
 from vkgrad.numpy.util import nonnegative_int
 
 
+def _points(M, name):
+    """M as a Python int >= 0; a float is truncated, as JAX's int(M) does."""
+    return nonnegative_int(int(M) if isinstance(M, (float, _np.floating)) else M, name, "M")
+
+
 def _cosine_window(M, name, coeffs):
     """sum over k of coeffs[k] cos(k pi n / (M - 1)), n = 1 - M, 3 - M, ..., M - 1."""
-    M = nonnegative_int(M, name, "M")
+    M = _points(M, name)
     if M <= 1:
         return ones((M,))
     t = arange(1 - M, M, 2.0) * (math.pi / (M - 1))
@@ -43,7 +50,7 @@ def blackman(M):
 
 def bartlett(M):
     """The triangular window 1 - |n| / (M - 1) (jnp.bartlett)."""
-    M = nonnegative_int(M, "bartlett", "M")
+    M = _points(M, "bartlett")
     if M <= 1:
         return ones((M,))
     return 1.0 - _abs(arange(1 - M, M, 2.0)) / (M - 1)
@@ -54,7 +61,7 @@ def kaiser(M, beta):
     (jnp.kaiser; beta may be traced): as i0e(u) / i0e(beta) exp(u - beta), which does not
     overflow for a large beta."""
     from vkgrad.scipy.special import i0e     # vg.scipy.special is built on this package
-    M = nonnegative_int(M, "kaiser", "M")
+    M = _points(M, "kaiser")
     if M <= 1:
         return ones((M,))
     beta = as_float(beta)
