@@ -1,6 +1,6 @@
 """jnp's window functions: hanning, hamming, blackman, bartlett, kaiser, each M points (an int;
-a float is truncated, as JAX's int(M)) in float32, symmetric, 1 at the centre; compositions of cos over n = 1 - M, 3 - M, ...,
-M - 1 (numpy's and JAX's formulas), kaiser of I0."""
+a float is truncated, as JAX's int(M)) in float32, symmetric, 1 at the centre; compositions of
+cos over n = 1 - M, 3 - M, ..., M - 1 (numpy's and JAX's formulas), kaiser of I0."""
 
 from __future__ import annotations
 
