@@ -179,3 +179,15 @@ def test_jitted_on_vulkan():
     want = f(a, x)
     for g, w in zip(got, want):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=2e-5, atol=2e-6)
+
+
+def test_one_kernel_each_on_vulkan():
+    # the fixed compositions fuse: each function, and gammainc's x-gradient, is one dispatch
+    a = np.linspace(0.5, 6, 64).astype(np.float32)
+    x = np.linspace(0.2, 9, 64).astype(np.float32)
+    for f in (sp.gammainc, lambda a, x: sp.betainc(a, a, x / 10.0), lambda a, x: sp.y1(x),
+              vg.grad(lambda a, x: vnp.sum(sp.gammainc(a, x)), argnums=1)):
+        jf = vg.jit(f, backend="vulkan")
+        jf(a, x)
+        runner = jf.lower(a, x).runner
+        assert [len(c.ex.dispatches) for cs in runner.variants.values() for c in cs] == [1]
