@@ -2,7 +2,7 @@
 convention): polyval, polyadd, polysub, polymul, polyder, polyint, polyfit, poly; roots is
 refused (its values are complex). Compositions of vnp's functions: Horner's rule, a running
 product of the factors, and for polyfit the least-squares normal equations solved by Cholesky
-(vnp.linalg has no lstsq or solve: docs/numpy.md)."""
+(vg.scipy.linalg.cho_solve: vnp.linalg has no lstsq or solve yet, docs/numpy.md)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from vkgrad.errors import ArgumentError, DTypeError, ShapeError
 from vkgrad.numpy.contractions import convolve, matmul
 from vkgrad.numpy.creation import arange, full, ones, vander, zeros
 from vkgrad.numpy.dtypes import asarray, promote, promoted_dtype
-from vkgrad.numpy.linalg import cholesky_lower, solve_triangular
+from vkgrad.numpy.linalg import cholesky_lower
 from vkgrad.numpy.reductions import sum
 from vkgrad.numpy.shapes import concatenate, expand_dims, reshape, swapaxes
 from vkgrad.numpy.ufuncs import negative, sqrt
@@ -126,10 +126,10 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
     """The least-squares polynomial of degree deg through (x, y) (jnp.polyfit): y 1-D, or 2-D
     with one fit per column; w weights each point's residual; cov=True (or 'unscaled') also
     returns the coefficients' covariance. JAX scales the Vandermonde matrix's columns to unit
-    norm and calls lstsq; vkgrad solves the scaled normal equations by Cholesky (vnp.linalg has
-    no lstsq yet), which squares the scaled matrix's condition number: rcond is accepted, but a
-    rank-deficient fit is not truncated, and full=True (lstsq's rank and singular values) is
-    refused."""
+    norm and calls lstsq; vkgrad solves the scaled normal equations by Cholesky (cho_solve:
+    vnp.linalg has no lstsq yet), which squares the scaled matrix's condition number: rcond is
+    accepted, but a rank-deficient fit is not truncated, and full=True (lstsq's rank and
+    singular values) is refused."""
     deg = nonnegative_int(deg, "polyfit", "deg")
     if full:
         raise ArgumentError("polyfit: full=True is not supported (it returns lstsq's rank and "
@@ -154,18 +154,16 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
         rhs = rhs * (expand_dims(w, 1) if rhs.ndim == 2 else w)
     scale = sqrt(sum(lhs * lhs, axis=0))
     lhs = lhs / scale
+    from vkgrad.scipy.linalg import cho_solve    # vg.scipy is built on this package
     gram = matmul(swapaxes(lhs, 0, 1), lhs)
-    chol = cholesky_lower(gram)
-    c = solve_triangular(swapaxes(chol, 0, 1),
-                         solve_triangular(chol, matmul(swapaxes(lhs, 0, 1), rhs), lower=True),
-                         lower=False)
+    factor = (cholesky_lower(gram), True)
+    c = cho_solve(factor, matmul(swapaxes(lhs, 0, 1), rhs))
     coef = c / (scale if c.ndim == 1 else expand_dims(scale, 1))
     if not cov:
         return coef
     # the inverse of the scaled normal matrix, unscaled: inv(L^T L) / outer(scale, scale)
     eye = (arange(order)[:, None] == arange(order)[None, :]).astype(dtype_of(gram))
-    inv = solve_triangular(swapaxes(chol, 0, 1), solve_triangular(chol, eye, lower=True),
-                           lower=False)
+    inv = cho_solve(factor, eye)
     vbase = inv / (expand_dims(scale, 1) * expand_dims(scale, 0))
     if cov == "unscaled":
         fac = 1.0
