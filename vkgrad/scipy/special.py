@@ -525,7 +525,9 @@ def _betainc(a, b, x):
 
 
 def _betainc_dx(a, b, x):
-    """d I_x(a, b) / dx = x^(a-1) (1 - x)^(b-1) / B(a, b) (the beta distribution's pdf)."""
+    """d I_x(a, b) / dx = x^(a-1) (1 - x)^(b-1) / B(a, b) (the beta distribution's pdf), 0
+    outside (0, 1), so that beta.cdf's clipped x has a 0 gradient there (JAX's formula gives
+    inf or nan at the ends, and a nan gradient through the clip)."""
     inside = (x > 0) & (x < 1)
     xi = vnp.where(inside, x, 0.5)
     return vnp.where(inside, vnp.exp((a - 1.0) * vnp.log(xi) + (b - 1.0) * vnp.log1p(-xi)
