@@ -20,7 +20,7 @@ def close(got, want, rtol=2e-6, atol=1e-6):
 def test_polyval():
     x = np.linspace(-3, 3, 13).astype(np.float32)
     close(vnp.polyval(P3, x), np.polyval(P3, x))
-    assert int(vnp.polyval([1, 2, 3], 2)) == 11 and vnp.polyval([1, 2, 3], 2).dtype == np.int32
+    assert float(vnp.polyval([1, 2, 3], 2)) == 11 and vnp.polyval([1, 2, 3], 2).dtype == np.float32
     # p's trailing axes broadcast against x (JAX's): two polynomials at three points each
     p2 = np.stack([P3, P3[::-1]], axis=1)                               # (4, 2)
     want = np.stack([np.polyval(P3, x[:3]), np.polyval(P3[::-1], x[:3])], 1)   # (3, 2)
@@ -42,8 +42,32 @@ def test_arithmetic():
     close(vnp.polymul(np.float32([0, 0, 1, 2]), np.float32([0, 3])), [0, 0, 0, 3, 6])
     with pytest.raises(ConcretizationError, match="trim_leading_zeros"):
         vg.jit(lambda a: vnp.polymul(a, a, trim_leading_zeros=True))(P3)
-    with pytest.raises(ShapeError, match="polyadd: a2 must be a 1-D array"):
-        vnp.polyadd(P3, np.ones((2, 2)))
+    # JAX's 2-D case: the array with fewer rows goes into the other's last rows, broadcasting
+    a, b = np.int32([[2, 3, 1]]), np.int32([[5, 7, 3], [8, 2, 6]])
+    np.testing.assert_array_equal(vnp.polyadd(a, b), [[5, 7, 3], [10, 5, 7]])
+    np.testing.assert_array_equal(vnp.polysub(b, np.int32([2])), [[5, 7, 3], [6, 0, 4]])
+    with pytest.raises(ShapeError, match=r"polyadd: i32\[2,3\] does not broadcast into the last 2"):
+        vnp.polyadd(np.int32([1, 3, 5]), b)
+    with pytest.raises(ShapeError, match="polyadd: a1 must have at least one axis"):
+        vnp.polyadd(1.0, P3)
+
+
+def test_polydiv():
+    for u, v in ((P3, Q2), (P3, np.float32([4.0, 1.0])), (Q2, P3), (P3, np.float32([2.0]))):
+        q, r = vnp.polydiv(u, v)
+        q_ref, r_ref = np.polydiv(u, v)
+        close(q, q_ref, rtol=1e-5)
+        assert r.shape == u.shape                          # JAX's: the remainder keeps u's length
+        close(r[u.shape[0] - r_ref.shape[0]:], r_ref, rtol=1e-5, atol=1e-5)
+        t = np.float32([-1.5, 0.5, 2.0])                  # u = q v + r, as polynomials
+        close(vnp.polyval(vnp.polyadd(vnp.polymul(q, v), r), t), np.polyval(u, t), rtol=1e-5,
+              atol=1e-5)
+    q, r = vnp.polydiv(np.int32([5, 7, 9]), np.int32([4, 1]), trim_leading_zeros=True)
+    close(q, [1.25, 1.4375])
+    close(r, [7.5625])
+    assert r.shape == (1,)
+    with pytest.raises(ConcretizationError, match="trim_leading_zeros"):
+        vg.jit(lambda a: vnp.polydiv(a, Q2, trim_leading_zeros=True))(P3)
 
 
 def test_derivative_and_integral():
@@ -107,6 +131,8 @@ def test_gradients():
                              (P3.astype(np.float64), Q2.astype(np.float64)), order=1)
     vg.test_util.check_grads(lambda z: vnp.polyder(vnp.poly(z), 1), (np.float64([1.0, -2.0, 0.5]),),
                              order=1)
+    vg.test_util.check_grads(lambda u, v: vnp.polydiv(u, v), (P3.astype(np.float64),
+                                                              Q2.astype(np.float64)), order=1)
 
 
 WINDOWS = ["hanning", "hamming", "blackman", "bartlett"]

@@ -1,8 +1,9 @@
 """jnp's polynomial functions on coefficient arrays, highest power first (numpy's and JAX's
-convention): polyval, polyadd, polysub, polymul, polyder, polyint, polyfit, poly; roots is
-refused (its values are complex). Compositions of vnp's functions: Horner's rule, a running
-product of the factors, and for polyfit the least-squares normal equations solved by Cholesky
-(vg.scipy.linalg.cho_solve: vnp.linalg has no lstsq or solve yet, docs/numpy.md)."""
+convention): polyval, polyadd, polysub, polymul, polydiv, polyder, polyint, polyfit, poly;
+roots is refused (its values are complex). Compositions of vnp's functions: Horner's rule, long
+division, a running product of the factors, and for polyfit the least-squares normal equations
+solved by Cholesky (vg.scipy.linalg.cho_solve: vnp.linalg has no lstsq or solve yet,
+docs/numpy.md)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from vkgrad.numpy.creation import arange, full, ones, vander, zeros
 from vkgrad.numpy.dtypes import asarray, promote, promoted_dtype
 from vkgrad.numpy.linalg import cholesky_lower
 from vkgrad.numpy.reductions import sum
-from vkgrad.numpy.shapes import concatenate, expand_dims, reshape, swapaxes
+from vkgrad.numpy.shapes import (broadcast_to, concatenate, expand_dims, reshape, stack,
+                                 swapaxes)
 from vkgrad.numpy.ufuncs import negative, sqrt
 from vkgrad.numpy.util import nonnegative_int, type_string
 from vkgrad.primitives import dtype_of
@@ -37,44 +39,55 @@ def _inexact(*xs):
 
 
 def polyval(p, x, *, unroll=16):
-    """p[0] x^(n-1) + ... + p[n-1] by Horner's rule (jnp.polyval): p's leading axis holds the
-    coefficients, its other axes broadcast against x; `unroll` is accepted (JAX's scan's
-    unrolling: here the loop is always written out)."""
-    p, x = asarray(p), asarray(x)
+    """p[0] x^(n-1) + ... + p[n-1] by Horner's rule (jnp.polyval, in a float dtype): p's
+    leading axis holds the coefficients, its other axes broadcast against x; `unroll` is
+    accepted (JAX's scan's unrolling: here the loop is always written out)."""
+    p, x = _inexact(p, x)
     if p.ndim < 1:
         raise ShapeError(f"polyval: p must have at least one axis, got {type_string(p)}",
                          source=user_source())
-    dt = promoted_dtype(p, x)
-    p, x = promote(p, dt), promote(x, dt)
-    y = zeros(_np.broadcast_shapes(p.shape[1:], x.shape), dt)
+    y = zeros(_np.broadcast_shapes(p.shape[1:], x.shape), dtype_of(x))
     for i in range(p.shape[0]):
         y = y * x + p[i]
     return y
 
 
 def polyadd(a1, a2):
-    """The coefficients of a1 + a2, the shorter padded with leading zeros (jnp.polyadd)."""
-    a1, a2 = _coefficients(a1, "polyadd", "a1"), _coefficients(a2, "polyadd", "a2")
+    """The coefficients of a1 + a2 (jnp.polyadd): the one with fewer rows (leading axis) added
+    into the other's last rows, so its trailing axes broadcast into the other's; integers stay
+    integers."""
+    a1, a2 = asarray(a1), asarray(a2)
+    for a, what in ((a1, "a1"), (a2, "a2")):
+        if a.ndim < 1:
+            raise ShapeError(f"polyadd: {what} must have at least one axis of coefficients, got "
+                             f"{type_string(a)}", source=user_source())
     dt = promoted_dtype(a1, a2)
-    a1, a2 = promote(a1, dt), promote(a2, dt)
-    n = max(a1.shape[0], a2.shape[0])
-    pad = [concatenate([zeros((n - a.shape[0],), dt), a]) for a in (a1, a2)]
-    return pad[0] + pad[1]
+    long, short = (a1, a2) if a2.shape[0] <= a1.shape[0] else (a2, a1)
+    n = short.shape[0]
+    rows = (n,) + tuple(long.shape[1:])
+    if len(short.shape) > len(rows) or _np.broadcast_shapes(short.shape, rows) != rows:
+        raise ShapeError(f"polyadd: {type_string(short)} does not broadcast into the last {n} "
+                         f"coefficient rows of {type_string(long)}", source=user_source())
+    long, short = promote(long, dt), promote(short, dt)
+    pad = zeros((long.shape[0] - n,) + rows[1:], dt)
+    return long + concatenate([pad, broadcast_to(short, rows)])
 
 
 def polysub(a1, a2):
     """The coefficients of a1 - a2 (jnp.polysub)."""
-    return polyadd(a1, negative(_coefficients(a2, "polysub", "a2")))
+    return polyadd(a1, negative(asarray(a2)))
 
 
-def _trim_leading_zeros(a, name):
+def _trim_leading_zeros(a, name, tol=0.0):
+    """a without its leading entries of magnitude <= tol (concrete values only: the result's
+    length depends on them)."""
     v = concrete_value(a)
     if v is None:
         raise concretization_error(a, f"{name}(trim_leading_zeros=True)",
                                    "pass trim_leading_zeros=False (the result's length would "
                                    "depend on the data)")
-    nz = _np.flatnonzero(v)
-    return a[int(nz[0]):] if nz.size else a[:0]
+    big = _np.flatnonzero(_np.abs(v) > tol)
+    return a[int(big[0]):] if big.size else a[:0]
 
 
 def polymul(a1, a2, *, trim_leading_zeros=False):
@@ -87,6 +100,26 @@ def polymul(a1, a2, *, trim_leading_zeros=False):
     a1 = a1 if a1.shape[0] else zeros((1,), dtype_of(a2))
     a2 = a2 if a2.shape[0] else zeros((1,), dtype_of(a1))
     return convolve(a1, a2, mode="full")
+
+
+def polydiv(u, v, *, trim_leading_zeros=False):
+    """(quotient, remainder) of u / v (jnp.polydiv, in a float dtype): long division, one
+    quotient coefficient a step; the remainder keeps u's length (its leading entries 0), or
+    with trim_leading_zeros (concrete inputs only) loses those below sqrt(eps), as JAX's."""
+    u, v = _inexact(_coefficients(u, "polydiv", "u"), _coefficients(v, "polydiv", "v"))
+    m, n = u.shape[0] - 1, v.shape[0] - 1
+    if n < 0:
+        raise ShapeError("polydiv: the divisor v has no coefficients", source=user_source())
+    scale = 1.0 / v[0]
+    q = []
+    for k in range(m - n + 1):
+        d = scale * u[k]
+        q.append(d)
+        u = u.at[k:k + n + 1].add(-d * v)
+    q = stack(q) if q else zeros((1,), dtype_of(u))
+    if trim_leading_zeros:
+        u = _trim_leading_zeros(u, "polydiv", float(_np.sqrt(_np.finfo(_np.dtype(u.dtype)).eps)))
+    return q, u
 
 
 def polyder(p, m=1):
@@ -206,5 +239,5 @@ def roots(p, *, strip_zeros=True):
                      "quadratic or a fit, compute them from the coefficients directly",
                      source=user_source())
 
-__all__ = ["poly", "polyadd", "polyder", "polyfit", "polyint", "polymul", "polysub", "polyval",
-           "roots"]
+__all__ = ["poly", "polyadd", "polyder", "polydiv", "polyfit", "polyint", "polymul", "polysub",
+           "polyval", "roots"]
