@@ -163,26 +163,32 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
     vnp.linalg has no lstsq yet), which squares the scaled matrix's condition number: rcond is
     accepted, but a rank-deficient fit is not truncated, and full=True (lstsq's rank and
     singular values) is refused."""
-    deg = nonnegative_int(deg, "polyfit", "deg")
+    deg = nonnegative_int(deg, "polyfit", "deg", truncate=True)
     if full:
         raise ArgumentError("polyfit: full=True is not supported (it returns lstsq's rank and "
                             "singular values, and vnp.linalg has no SVD: docs/numpy.md)",
                             source=user_source())
     x, y = _inexact(x, y)
+    # JAX raises TypeErrors for these, and so ArgumentError (a TypeError)
     if x.ndim != 1 or x.shape[0] == 0:
-        raise ShapeError(f"polyfit: x must be a non-empty 1-D array, got {type_string(x)}",
-                         source=user_source())
+        raise ArgumentError(f"polyfit: x must be a non-empty 1-D array, got {type_string(x)}",
+                            source=user_source())
     if y.ndim not in (1, 2) or y.shape[0] != x.shape[0]:
-        raise ShapeError(f"polyfit: y must be 1-D or 2-D with one row per x ({x.shape[0]}), got "
-                         f"{type_string(y)}", source=user_source())
+        raise ArgumentError(f"polyfit: y must be 1-D or 2-D with one row per x ({x.shape[0]}), "
+                            f"got {type_string(y)}", source=user_source())
+    if cov is True and y.ndim == 2:
+        raise ArgumentError("polyfit: cov=True with a 2-D y is not supported: JAX scales every "
+                            "column's covariance by the first column's residuals (numpy by "
+                            "each column's own); fit the columns one at a time, or pass "
+                            "cov='unscaled'", source=user_source())
     order = deg + 1
     lhs = vander(x, order)
     rhs = y
     if w is not None:
         (w,) = _inexact(w)
         if w.ndim != 1 or w.shape[0] != x.shape[0]:
-            raise ShapeError(f"polyfit: w must be 1-D with one weight per x ({x.shape[0]}), got "
-                             f"{type_string(w)}", source=user_source())
+            raise ArgumentError(f"polyfit: w must be 1-D with one weight per x ({x.shape[0]}), "
+                                f"got {type_string(w)}", source=user_source())
         lhs = lhs * expand_dims(w, 1)
         rhs = rhs * (expand_dims(w, 1) if rhs.ndim == 2 else w)
     scale = sqrt(sum(lhs * lhs, axis=0))
@@ -206,7 +212,7 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
                              "to scale the covariance matrix (or pass cov='unscaled')",
                              source=user_source())
         resid = rhs - matmul(lhs, c)
-        fac = sum(resid * resid, axis=0) / (x.shape[0] - order)
+        fac = sum(resid * resid) / (x.shape[0] - order)
     return coef, (vbase * fac if y.ndim == 1 else expand_dims(vbase, 2) * fac)
 
 
@@ -215,6 +221,7 @@ def poly(seq_of_zeros):
     (x - z_0) (x - z_1) ..., one factor at a time; 1.0 for none. A square matrix's
     characteristic polynomial needs its eigenvalues, which may be complex: refused."""
     (z,) = _inexact(seq_of_zeros)
+    z = reshape(z, (1,)) if z.ndim == 0 else z          # JAX's: a scalar is one root
     if z.ndim == 2 and z.shape[0] == z.shape[1] and z.shape[0] != 0:
         raise DTypeError("poly: a square matrix's characteristic polynomial needs its "
                          "eigenvalues, which may be complex (vkgrad has no complex dtype and no "

@@ -42,9 +42,12 @@ def is_int(k) -> bool:
     return isinstance(k, (int, _np.integer)) and not isinstance(k, (bool, _np.bool_))
 
 
-def nonnegative_int(n, name: str, what: str) -> int:
+def nonnegative_int(n, name: str, what: str, truncate: bool = False) -> int:
     """n as a Python int >= 0, for `name`'s argument `what` (an order or a length: JAX's
-    concrete integer; a traced n whose trace knows its value, an eager grad's, is that value)."""
+    concrete integer; a traced n whose trace knows its value, an eager grad's, is that value);
+    truncate: a float is truncated, where JAX takes int(n)."""
+    if truncate and isinstance(n, (float, _np.floating)):
+        n = int(n)
     if isinstance(n, Tracer):
         v = concrete_value(n)
         if v is None:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as _np
-
 from vkgrad.numpy.creation import arange, ones
 from vkgrad.numpy.dtypes import as_float
 from vkgrad.numpy.ufuncs import abs as _abs
@@ -15,14 +13,9 @@ from vkgrad.numpy.ufuncs import cos, exp, maximum, sqrt
 from vkgrad.numpy.util import nonnegative_int
 
 
-def _points(M, name):
-    """M as a Python int >= 0; a float is truncated, as JAX's int(M) does."""
-    return nonnegative_int(int(M) if isinstance(M, (float, _np.floating)) else M, name, "M")
-
-
 def _cosine_window(M, name, coeffs):
     """sum over k of coeffs[k] cos(k pi n / (M - 1)), n = 1 - M, 3 - M, ..., M - 1."""
-    M = _points(M, name)
+    M = nonnegative_int(M, name, "M", truncate=True)
     if M <= 1:
         return ones((M,))
     t = arange(1 - M, M, 2.0) * (math.pi / (M - 1))
@@ -50,7 +43,7 @@ def blackman(M):
 
 def bartlett(M):
     """The triangular window 1 - |n| / (M - 1) (jnp.bartlett)."""
-    M = _points(M, "bartlett")
+    M = nonnegative_int(M, "bartlett", "M", truncate=True)
     if M <= 1:
         return ones((M,))
     return 1.0 - _abs(arange(1 - M, M, 2.0)) / (M - 1)
@@ -61,7 +54,7 @@ def kaiser(M, beta):
     (jnp.kaiser; beta may be traced): as i0e(u) / i0e(beta) exp(u - beta), which does not
     overflow for a large beta."""
     from vkgrad.scipy.special import i0e     # vg.scipy.special is built on this package
-    M = _points(M, "kaiser")
+    M = nonnegative_int(M, "kaiser", "M", truncate=True)
     if M <= 1:
         return ones((M,))
     beta = as_float(beta)
