@@ -9,7 +9,7 @@ import math
 from vkgrad.numpy.creation import arange, ones
 from vkgrad.numpy.dtypes import as_float
 from vkgrad.numpy.ufuncs import abs as _abs
-from vkgrad.numpy.ufuncs import cos, exp, maximum, sqrt
+from vkgrad.numpy.ufuncs import cos, exp, sqrt
 from vkgrad.numpy.util import nonnegative_int
 
 
@@ -58,8 +58,9 @@ def kaiser(M, beta):
     if M <= 1:
         return ones((M,))
     beta = as_float(beta)
-    r = arange(0.0, M) * (2.0 / (M - 1)) - 1.0
-    u = beta * sqrt(maximum(1.0 - r * r, 0.0))       # (r's rounding at the ends)
+    alpha = 0.5 * (M - 1)
+    r = (arange(0.0, M) - alpha) / alpha              # exactly -1 and 1 at the ends
+    u = beta * sqrt(1.0 - r * r)
     return i0e(u) / i0e(beta) * exp(_abs(u) - _abs(beta))
 
 
