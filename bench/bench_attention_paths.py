@@ -14,7 +14,10 @@ attention_scores pass off (`disable_passes`), "written out" with the planner's s
 F.scaled_dot_product_attention, forward + torch.autograd.grad, CUDA events over 10 iterations
 (TF32 off). Rounds interleave the four (planner, flash, written out, torch); medians and ranges.
 --sweep adds B4 H8 unmasked L 256..2048 x D 32..128 and causal L1024/L2048 at D128: where
-writing out starts to win.
+writing out starts to win. --causal runs the causal cases only (and L2048 D64/D128); --blocks
+128,256 adds, for each causal case, the written-out path in blocks of that many query rows
+(lowering/attention.py CAUSAL_QUERY_BLOCK; 0: one block); --set NAME=VALUE sets an integer
+constant of lowering/attention.py for the whole run.
 Every vkgrad result is checked against torch's (or, with --quick, the interpreter's).
 """
 
@@ -44,6 +47,7 @@ from peers import cuda_torch  # noqa: E402
 SWEEP = [(4, 8, L, D, False) for L in (256, 512, 1024, 2048) for D in (32, 64, 128)] + \
     [(4, 8, 2048, 128, True), (4, 8, 512, 128, True)]
 QUICK = [(1, 2, 512, 64, False), (1, 2, 130, 32, True)]
+CAUSAL = [(4, 8, 2048, 64, True), (4, 8, 2048, 128, True)]   # with --causal
 TOL = 1e-4
 
 
@@ -88,7 +92,7 @@ def rel_err(x, ref):
     return float(np.linalg.norm(x - ref) / max(np.linalg.norm(ref), 1e-30))
 
 
-def run_case(case, rounds, torch):
+def run_case(case, rounds, torch, blocks=()):
     B, H, L, D, causal = case
     rng = np.random.default_rng(0)
     q, k, v, do = (rng.standard_normal((B, H, L, D)).astype(np.float32) for _ in range(4))
@@ -99,6 +103,12 @@ def run_case(case, rounds, torch):
     with written_out_everywhere():
         paths["written_out"] = program(causal, scale)
         paths["written_out"].lower(*args)              # compiled under the rules off
+        saved = attention_planner.CAUSAL_QUERY_BLOCK
+        for b in blocks if causal else ():             # causal in blocks of b query rows
+            attention_planner.CAUSAL_QUERY_BLOCK = b
+            paths[f"written_out_qb{b}"] = program(causal, scale)
+            paths[f"written_out_qb{b}"].lower(*args)
+        attention_planner.CAUSAL_QUERY_BLOCK = saved
     row = {"case": case_label(B, H, L, D, causal), "shape": [B, H, L, D], "causal": causal,
            "gflop": sum(flops(B, H, L, D, causal)) / 1e9}
     ref = None
@@ -131,22 +141,38 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--sweep", action="store_true")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--causal", action="store_true", help="the causal cases only (and CAUSAL)")
+    ap.add_argument("--blocks", default="", help="comma-separated CAUSAL_QUERY_BLOCK values: "
+                    "causal cases also written out in blocks of each (written_out_qbN)")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                    help="set an integer constant of lowering/attention.py for the whole run "
+                         "(CAUSAL_QUERY_BLOCK=512): the paths under another planner rule "
+                         "(writes attentionpaths_<date>_NAME-VALUE.json)")
     args = ap.parse_args()
+    for item in args.set:
+        name, value = item.split("=")
+        if not isinstance(getattr(attention_planner, name, None), int):
+            raise SystemExit(f"--set {item}: lowering/attention.py's {name} is not an integer")
+        setattr(attention_planner, name, int(value))
     torch = None if args.quick else cuda_torch()
     cases = QUICK if args.quick else CASES + ([c for c in SWEEP if c not in CASES]
                                               if args.sweep else [])
+    if args.causal:
+        cases = [c for c in cases if c[4]] + [c for c in CAUSAL if c not in cases]
     doc = {"kind": "attentionpaths", "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
            "device": get_device().info.name,
-           "rounds": args.rounds, "rows": []}
+           "rounds": args.rounds, "set": args.set, "rows": []}
     for case in cases:
-        row = run_case(case, args.rounds, torch)
+        row = run_case(case, args.rounds, torch,
+                       [int(b) for b in args.blocks.split(",") if b])
         doc["rows"].append(row)
         us = row["us"]
         print(f"{row['case']:<24} " + "  ".join(f"{n} {x['median']:9.1f}" for n, x in us.items())
               + f"  planner written out: {row['planner_written_out']}  ok: {row['ok']}",
               flush=True)
     out = Path(os.environ.get("OUT", "."))
-    name = f"attentionpaths_{datetime.date.today().isoformat()}.json"
+    name = "_".join([f"attentionpaths_{datetime.date.today().isoformat()}"]
+                    + [x.replace("=", "-") for x in args.set]) + ".json"
     out.joinpath(name).write_text(json.dumps(doc, indent=1))
     print("wrote", out / name)
 

@@ -12,9 +12,10 @@ import vkgrad as vg
 import vkgrad.numpy as vnp
 from vkgrad import primitives as P
 from vkgrad.ir.core import Program
+from vkgrad.lowering import attention as attention_planner
 from vkgrad.lowering.attention import (CAUSAL_SCORES_MIN_HEAD_DIM, CAUSAL_SCORES_MIN_KEYS,
                                        SCORES_MIN_HEAD_DIM, SCORES_MIN_HEAD_DIM_TIMES_KEYS,
-                                       scores_path)
+                                       causal_blocks, scores_path)
 from vkgrad.passes import optimize
 from vkgrad.pipeline import fuse_program
 from vkgrad.runtime import get_device
@@ -51,12 +52,15 @@ def _grads(causal=False):
     ((2, 2, KEYS, D), False),
     ((1, 2, CAUSAL_SCORES_MIN_KEYS, CAUSAL_SCORES_MIN_HEAD_DIM), True)])
 def test_the_h200_writes_out_attention(shape, causal):
-    """Forward and backward: six matmuls, a softmax and its backward, no flash kernel and no
-    log-sum-exp (the backward reads the forward's P)."""
+    """Forward and backward: six matmuls, a softmax and its backward per block of query rows
+    (causal: causal_blocks', each masked), no flash kernel and no log-sum-exp (the backward
+    reads the forward's P)."""
     names = _prims(_fused(_grads(causal), shape, shape, shape))
-    assert names.count("matmul") == 6, names
-    assert "softmax" in names and "softmax_bwd" in names, names
-    assert ("select" in names) == causal, names
+    n = len(causal_blocks(shape[2])) if causal else 1
+    assert (n > 1) == causal, n                  # the causal shape runs in blocks on the H200
+    assert names.count("matmul") == 6 * n, names
+    assert names.count("softmax") == n and names.count("softmax_bwd") == n, names
+    assert names.count("select") == (n if causal else 0), names
     assert not {"flash_attention", "flash_attention_bwd", "reduce_max"} & set(names), names
 
 
@@ -127,6 +131,27 @@ def test_written_out_causal_gradients_match_the_interpreter(written_out):
                                           CAUSAL_SCORES_MIN_HEAD_DIM, seed=3))
 
 
+@pytest.mark.parametrize("heads, lq, block", [(2, 200, 64), (1, CAUSAL_SCORES_MIN_KEYS, 256)])
+def test_written_out_causal_blocks_match_the_interpreter(written_out, monkeypatch, heads, lq,
+                                                         block):
+    """Causal in blocks of query rows (the last one shorter where they do not divide), each
+    over its prefix of keys: Lq < Lk and Lq = Lk, against the interpreter's flash attention."""
+    monkeypatch.setattr(attention_planner, "CAUSAL_QUERY_BLOCK", block)
+    assert len(causal_blocks(lq)) == -(-lq // block) > 1
+    _check(_grads(causal=True), _operands(1, heads, lq, CAUSAL_SCORES_MIN_KEYS,
+                                          CAUSAL_SCORES_MIN_HEAD_DIM, seed=4))
+
+
+def test_causal_blocks_cover_the_rows(monkeypatch):
+    """causal_blocks: consecutive [start, stop) ranges of CAUSAL_QUERY_BLOCK rows covering every
+    query once; 0 gives one block."""
+    monkeypatch.setattr(attention_planner, "CAUSAL_QUERY_BLOCK", 96)
+    assert causal_blocks(200) == ((0, 96), (96, 192), (192, 200))
+    assert causal_blocks(96) == ((0, 96),)
+    monkeypatch.setattr(attention_planner, "CAUSAL_QUERY_BLOCK", 0)
+    assert causal_blocks(200) == ((0, 200),)
+
+
 def test_written_out_forward_alone_gives_lse(written_out):
     """The primitive's (o, lse): the written-out forward computes lse where it is read."""
     args = _operands(2, 1, 96, KEYS, D, seed=1)
@@ -138,6 +163,18 @@ def test_second_derivative_through_the_written_out_path(written_out):
     cotangent, so a second backward with dlse != 0 is written out too (P dlse added)."""
     args = _operands(1, 2, 64, KEYS, D, seed=2)
     g = vg.grad(lambda q, k, v: _train(q, k, v))
+
+    def f(q, k, v):
+        return vg.grad(lambda q: vnp.sum(g(q, k, v) ** 2))(q)
+
+    _check(f, args, rtol=1e-4, atol=1e-5)
+
+
+def test_second_derivative_through_causal_blocks(written_out, monkeypatch):
+    """The second backward of causal attention in blocks: each block's rows of dlse."""
+    monkeypatch.setattr(attention_planner, "CAUSAL_QUERY_BLOCK", 32)
+    args = _operands(1, 1, 80, CAUSAL_SCORES_MIN_KEYS, CAUSAL_SCORES_MIN_HEAD_DIM, seed=5)
+    g = vg.grad(lambda q, k, v: _train(q, k, v, causal=True))
 
     def f(q, k, v):
         return vg.grad(lambda q: vnp.sum(g(q, k, v) ** 2))(q)

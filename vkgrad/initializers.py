@@ -1,10 +1,8 @@
 """jax.nn.initializers (`vg.nn.initializers`): functions that make an initializer, a function
 `init(key, shape, dtype=float32) -> array` drawn with vg.random, with JAX's names, arguments
 and formulas (flax's layers take them as `kernel_init=`), so the draws are JAX's wherever
-vg.random's draws are (docs/random.md).
-
-`orthogonal` and `delta_orthogonal` are not here: they need a QR factorization, which
-vkgrad.numpy.linalg does not have (docs/numpy.md, "What it refuses")."""
+vg.random's draws are (docs/random.md). `orthogonal` and `delta_orthogonal` take the Q of a
+normal matrix's QR (vnp.linalg.qr: Householder reflections)."""
 
 from __future__ import annotations
 
@@ -21,7 +19,7 @@ from vkgrad.tracer.core import user_source
 __all__ = ["Initializer", "zeros", "ones", "constant", "uniform", "normal", "truncated_normal",
            "variance_scaling", "glorot_uniform", "glorot_normal", "xavier_uniform",
            "xavier_normal", "lecun_uniform", "lecun_normal", "he_uniform", "he_normal",
-           "kaiming_uniform", "kaiming_normal"]
+           "kaiming_uniform", "kaiming_normal", "orthogonal", "delta_orthogonal"]
 
 
 
@@ -141,3 +139,46 @@ lecun_uniform = _scaling(1.0, "fan_in", "uniform", "lecun_uniform")
 lecun_normal = _scaling(1.0, "fan_in", "truncated_normal", "lecun_normal")
 he_uniform = kaiming_uniform = _scaling(2.0, "fan_in", "uniform", "he_uniform")
 he_normal = kaiming_normal = _scaling(2.0, "fan_in", "truncated_normal", "he_normal")
+
+
+def orthogonal(scale=1.0, column_axis=-1, dtype=None):
+    """An initializer of (semi-)orthogonal matrices times scale, as jax.nn.initializers'
+    orthogonal: the shape's column_axis is the columns, the other axes flattened the rows; the Q
+    of a normal matrix's QR (of its transpose where there are fewer rows than columns), its
+    columns' signs those of R's diagonal (so the draw is uniform over such matrices)."""
+    def init(key, shape, dtype=dtype):
+        dtype = _dtype(dtype)
+        shape = tuple(shape)
+        if len(shape) < 2:
+            raise ShapeError(f"orthogonal initializer requires at least a 2D shape, got {shape}",
+                             source=user_source())
+        n_cols = shape[column_axis]
+        n_rows = math.prod(shape) // n_cols
+        a = random.normal(key, (n_cols, n_rows) if n_rows < n_cols else (n_rows, n_cols), dtype)
+        q, r = vnp.linalg.qr(a)
+        q = vnp.multiply(q, vnp.sign(vnp.diag(r)))
+        if n_rows < n_cols:
+            q = q.T
+        q = vnp.reshape(q, tuple(np.delete(shape, column_axis)) + (n_cols,))
+        return vnp.multiply(scale, vnp.moveaxis(q, -1, column_axis))
+    return init
+
+
+def delta_orthogonal(scale=1.0, column_axis=-1, dtype=None):
+    """An initializer of convolution kernels (3-D, 4-D or 5-D, spatial axes first) that are
+    zero but at the spatial centre, an orthogonal (in, out) matrix there (jax.nn.initializers'
+    delta_orthogonal, for deep plain CNNs: Xiao et al. 2018)."""
+    def init(key, shape, dtype=dtype):
+        dtype = _dtype(dtype)
+        shape = tuple(shape)
+        if len(shape) not in (3, 4, 5):
+            raise ShapeError(f"delta orthogonal initializer requires a 3D, 4D or 5D shape, got "
+                             f"{shape}", source=user_source())
+        if shape[-2] > shape[-1]:
+            raise ShapeError(f"delta orthogonal initializer: fan_in (shape[-2] = {shape[-2]}) "
+                             f"must be less or equal than fan_out (shape[-1] = {shape[-1]})",
+                             source=user_source())
+        centre = tuple((k - 1) // 2 for k in shape[:-2])
+        w = orthogonal(scale, column_axis, dtype)(key, shape[-2:])
+        return vnp.zeros(shape, dtype).at[centre].set(w)
+    return init

@@ -760,6 +760,21 @@ def multinomial(key, n, p, *, shape=None, dtype=None, unroll=1):
 __all__ += ["t", "chisquare", "f", "binomial", "multinomial"]
 
 
+def orthogonal(key, n, shape=(), dtype=np.float32, m=None):
+    """Matrices (*shape, n, m) (m defaults to n) with orthonormal columns (rows, where m > n),
+    uniform over them (Haar), as jax.random.orthogonal draws them: the Q of a normal (*shape,
+    max(n, m), min(n, m)) matrix's QR, its columns' signs fixed by R's diagonal."""
+    m = n if m is None else m
+    z = normal(key, _shape(shape, "orthogonal") + (max(n, m), min(n, m)), dtype)
+    q, r = vnp.linalg.qr(z)
+    d = vnp.diagonal(r, 0, -2, -1)
+    q = vnp.multiply(q, vnp.expand_dims(vnp.divide(d, vnp.abs(d)), -2))
+    return vnp.swapaxes(q, -1, -2) if n < m else q
+
+
+__all__ += ["orthogonal"]
+
+
 # --------------------------------------------- distributions as formulas of uniform and normal
 
 def generalized_normal(key, p, shape=(), dtype=None):

@@ -689,6 +689,18 @@ CAUSAL_SCORES_MIN_HEAD_DIM = 128
 CAUSAL_SCORES_MIN_KEYS = 1024
 
 
+# Causal attention written out runs in blocks of CAUSAL_QUERY_BLOCK query rows, each over the
+# keys it sees: n blocks compute (n + 1) / 2n of the scores, and mask only the last block of
+# keys of each (lowering/attention_scores.py). 0: one block, all the scores computed.
+CAUSAL_QUERY_BLOCK = 256
+
+
+def causal_blocks(lq: int) -> tuple:
+    """The [start, stop) query rows of causal attention's written-out blocks."""
+    step = CAUSAL_QUERY_BLOCK or lq
+    return tuple((a, min(a + step, lq)) for a in range(0, lq, step))
+
+
 def scores_bytes(q_shape, k_shape) -> int:
     """Bytes of one attention's float32 scores [B, H, Lq, Lk]."""
     return 4 * math.prod(q_shape[:3]) * k_shape[2]

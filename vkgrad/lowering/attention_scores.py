@@ -15,14 +15,20 @@ which is FlashAttention's backward with P kept instead of recomputed (rowsum(P d
 rowsum(do o), the delta of primitives/attention.py; P is 0 where masked), so a backward whose
 forward is written out in the same program reads that forward's P; the forward's lse is then
 dead and dropped. A backward planned for the flash kernel reads the written-out forward's o
-and lse as it would the kernel's. The matmuls carry their transposes as flags (no transpose kernels), and what follows
-(remat, fusion) treats these eqns like any user's softmax(q k^T) v.
+and lse as it would the kernel's. The matmuls carry their transposes as flags (no transpose
+kernels), and what follows (remat, fusion) treats these eqns like any user's softmax(q k^T) v.
+
+Causal attention runs in blocks of query rows (lowering/attention.py `causal_blocks`), each
+over the prefix of keys its rows see: block i of n computes i+1 of n key blocks and masks only
+the last, so the blocks together compute (n + 1) / 2n of the scores a single block would. o,
+lse and dq are the blocks' rows concatenated; dk and dv the sum of the blocks' (each padded
+with zeros to Lk).
 """
 
 from __future__ import annotations
 
 from vkgrad.ir.core import Program
-from vkgrad.lowering.attention import scores_bytes, scores_path
+from vkgrad.lowering.attention import causal_blocks, scores_bytes, scores_path
 from vkgrad.lowering.conv_layouts import is_zeros, producers
 from vkgrad.passes.base import TargetPass, resolve
 from vkgrad.passes.dce import dce
@@ -33,36 +39,67 @@ from vkgrad.tracer.core import ShapeDtype
 from vkgrad.transforms.tracing import trace
 
 
-def _forward(q, k, v, *, causal, scale):
-    """(o, lse, P) of flash_attention_p on [B, H, L, D] (causal: with Lq <= Lk, so that every
-    query sees a key)."""
+def _blocks(lq, lk, causal):
+    """The query rows [start, stop) each written-out block computes, and the keys it sees
+    (a prefix: [0, keys)); one block unless causal (lowering/attention.py causal_blocks)."""
+    if not causal:
+        return ((0, lq, lk),)
+    return tuple((a, z, z + lk - lq) for a, z in causal_blocks(lq))
+
+
+def _rows(x, a, z):
+    """Rows [a, z) of [B*H, L, D] (x itself when that is all of it)."""
+    bh, n, d = x.shape
+    return x if (a, z) == (0, n) else L.slice_(x, (0, a, 0), (bh, z, d))
+
+
+def _forward(q, k, v, *, causal, scale, blocks):
+    """(o, lse, *P) of flash_attention_p on [B, H, L, D], block by block of query rows, each
+    over the keys it sees (causal: with Lq <= Lk, so that every query sees a key; only each
+    block's last Lq/n keys are masked, the keys after them not computed)."""
     b, h, lq, d = q.shape
     lk = k.shape[2]
     q3, k3, v3 = (L.reshape(x, (b * h, n, d)) for x, n in ((q, lq), (k, lk), (v, lk)))
-    s = L.mul(L.matmul(q3, k3, False, True), scale)
-    if causal:   # query i sees key j iff j <= i + (Lk - Lq)
-        keep = L.le(L.iota((lq, lk), 1), L.add(L.iota((lq, lk), 0), lk - lq))
-        s = L.select(L.broadcast_to(keep, (b * h, lq, lk)), s, float("-inf"))
-    p = L.softmax(s, 2)
-    m = L.reduce_max(s, (2,))
-    total = L.reduce_sum(L.exp(L.sub(s, L.reshape(m, (b * h, lq, 1)))), (2,))
-    lse = L.reshape(L.add(m, L.log(total)), (b, h, lq))
-    return L.reshape(L.matmul(p, v3), (b, h, lq, d)), lse, p
+    outs, lses, ps = [], [], []
+    for a, z, keys in blocks:
+        s = L.mul(L.matmul(_rows(q3, a, z), _rows(k3, 0, keys), False, True), scale)
+        if causal:   # query i sees key j iff j <= i + (Lk - Lq)
+            grid = (z - a, keys)
+            keep = L.le(L.iota(grid, 1), L.add(L.iota(grid, 0), a + lk - lq))
+            s = L.select(L.broadcast_to(keep, (b * h,) + grid), s, float("-inf"))
+        p = L.softmax(s, 2)
+        m = L.reduce_max(s, (2,))
+        total = L.reduce_sum(L.exp(L.sub(s, L.reshape(m, (b * h, z - a, 1)))), (2,))
+        lses.append(L.add(m, L.log(total)))
+        outs.append(L.matmul(p, _rows(v3, 0, keys)))
+        ps.append(p)
+    o, lse = (xs[0] if len(xs) == 1 else L.concatenate(xs, 1) for xs in (outs, lses))
+    return (L.reshape(o, (b, h, lq, d)), L.reshape(lse, (b, h, lq)), *ps)
 
 
-def _backward(q, k, v, do, p, *dlse, scale):
-    """(dq, dk, dv) of flash_attention_bwd_p from the forward's P [B*H, Lq, Lk]; dlse only
-    where it is not zero (a second derivative)."""
+def _backward(q, k, v, do, *ps_dlse, scale, blocks):
+    """(dq, dk, dv) of flash_attention_bwd_p from the forward's P blocks [B*H, rows, keys];
+    dlse (after them) only where it is not zero (a second derivative). A block's dk and dv
+    cover the keys it sees: the blocks' are summed, each padded with zeros to Lk."""
     b, h, lq, d = q.shape
     lk = k.shape[2]
+    ps, dlse = ps_dlse[:len(blocks)], ps_dlse[len(blocks):]
     q3, k3, v3, do3 = (L.reshape(x, (b * h, n, d))
                        for x, n in ((q, lq), (k, lk), (v, lk), (do, lq)))
-    dv = L.matmul(p, do3, True, False)
-    ds = L.softmax_bwd(p, L.matmul(do3, v3, False, True), 2)
-    if dlse:
-        ds = L.add(ds, L.mul(p, L.reshape(dlse[0], (b * h, lq, 1))))
-    ds = L.mul(ds, scale)
-    dq, dk = L.matmul(ds, k3), L.matmul(ds, q3, True, False)
+    dqs, dk, dv = [], None, None
+    for (a, z, keys), p in zip(blocks, ps):
+        qi, doi, ki, vi = _rows(q3, a, z), _rows(do3, a, z), _rows(k3, 0, keys), _rows(v3, 0, keys)
+        ds = L.softmax_bwd(p, L.matmul(doi, vi, False, True), 2)
+        if dlse:
+            dl = _rows(L.reshape(dlse[0], (b * h, lq, 1)), a, z)
+            ds = L.add(ds, L.mul(p, dl))
+        ds = L.mul(ds, scale)
+        dqs.append(L.matmul(ds, ki))
+        pieces = (L.matmul(ds, qi, True, False), L.matmul(p, doi, True, False))
+        if keys < lk:
+            pieces = tuple(L.pad(x, (0, 0, 0), (0, lk - keys, 0)) for x in pieces)
+        dk, dv = pieces if dk is None else (L.add(dk, pieces[0]), L.add(dv, pieces[1]))
+    dq = dqs[0] if len(dqs) == 1 else L.concatenate(dqs, 1)
     return (L.reshape(dq, (b, h, lq, d)), L.reshape(dk, (b, h, lk, d)),
             L.reshape(dv, (b, h, lk, d)))
 
@@ -80,27 +117,27 @@ class AttentionScores(TargetPass):
             return program
         producer = producers(program.eqns)
         eqns, consts, sub = [], list(program.consts), {}
-        probs = {}      # the written-out forward's lse Var -> (q, k, v, its P)
+        probs = {}      # the written-out forward's lse Var -> (q, k, v, its P blocks, blocks)
         for e in program.eqns:
             ins = tuple(resolve(sub, x) for x in e.inputs)
             if id(e) in chosen:
-                kw = dict(causal=e.params["causal"], scale=e.params["scale"])
+                q, k = ins[:2]
+                blocks = _blocks(q.shape[2], k.shape[2], e.params["causal"])
+                kw = dict(causal=e.params["causal"], scale=e.params["scale"], blocks=blocks)
                 body = trace(lambda q, k, v: _forward(q, k, v, **kw),
                              tuple(map(_spec, ins)))
-                o, lse, p = inline_body(body, ins, e, eqns, consts)
+                o, lse, *ps = inline_body(body, ins, e, eqns, consts)
                 sub.update({e.outputs[0]: o, e.outputs[1]: lse})
-                probs[e.outputs[1]] = (e.inputs[:3], p)
+                probs[e.outputs[1]] = (e.inputs[:3], ps, blocks)
             elif e.prim is flash_attention_bwd_p and e.inputs[4] in probs and \
                     probs[e.inputs[4]][0] == e.inputs[:3]:
-                p = probs[e.inputs[4]][1]
+                _, ps, blocks = probs[e.inputs[4]]
                 q, k, v, _, _, do, dlse = ins
                 dlse = () if is_zeros(e.inputs[6], producer) else (dlse,)
-                scale = e.params["scale"]
-                body = trace(lambda q, k, v, do, p, *dl: _backward(q, k, v, do, p, *dl,
-                                                                   scale=scale),
-                             tuple(map(_spec, (q, k, v, do, p, *dlse))))
-                sub.update(zip(e.outputs, inline_body(body, (q, k, v, do, p, *dlse), e, eqns,
-                                                      consts)))
+                kw = dict(scale=e.params["scale"], blocks=blocks)
+                args = (q, k, v, do, *ps, *dlse)
+                body = trace(lambda *xs: _backward(*xs, **kw), tuple(map(_spec, args)))
+                sub.update(zip(e.outputs, inline_body(body, args, e, eqns, consts)))
             else:
                 eqns.append(e.replace(inputs=ins))
         return dce.apply(program.replace(eqns=tuple(eqns), consts=tuple(consts),

@@ -28,7 +28,9 @@ The modules, by subject (as JAX's numpy):
     shapes.py         reshaping, transposing, joining, splitting, flipping, padding
     creation.py       zeros / ones / full, ranges, grids (indices, ix_), eye / tri, one_hot, r_ / c_
     reductions.py     sum, mean, max, argmax, any, prod, cumsum, ..., softmax, logsumexp
-    linalg.py         diagonal, trace, diag, vnp.linalg.norm
+    linalg.py         diagonal, trace, diag, cholesky and triangular solves
+    decompositions.py the vnp.linalg namespace: norm, cholesky, LU (solve, inv, det), QR,
+                      Jacobi (eigh, svd) and what is built on them (pinv, lstsq, cond, ...)
     contractions.py   matmul, tensordot, dot, einsum
     sorting.py        sort, argsort, quantiles, argwhere, unique, isin
     setops.py         intersect1d, union1d, setdiff1d, setxor1d
@@ -62,8 +64,9 @@ from vkgrad.numpy.histograms import *  # noqa: F401,F403
 from vkgrad.numpy.vectorize import *  # noqa: F401,F403
 from vkgrad.numpy.polynomials import *  # noqa: F401,F403
 from vkgrad.numpy.windows import *  # noqa: F401,F403
-# last: its `linalg` (the vnp.linalg namespace) replaces the submodule's name in this package
 from vkgrad.numpy.linalg import *  # noqa: F401,F403
+# last: its `linalg` (the vnp.linalg namespace) replaces the submodule's name in this package
+from vkgrad.numpy.decompositions import *  # noqa: F401,F403
 from vkgrad.numpy import array_methods
 
 pi, e, inf, nan = _np.pi, _np.e, _np.inf, _np.nan

@@ -8,9 +8,10 @@ from __future__ import annotations
 import numpy as np
 
 from vkgrad.numpy.contractions import dot, matmul
+from vkgrad.numpy.decompositions import linalg
 from vkgrad.numpy.dtypes import astype
 from vkgrad.numpy.indexing import at, getitem, setitem
-from vkgrad.numpy.linalg import diagonal, linalg, trace
+from vkgrad.numpy.linalg import diagonal, trace
 from vkgrad.numpy.reductions import (all, any, argmax, argmin, cumprod, cumsum, max, mean, min,
                                      prod, std, sum, var)
 from vkgrad.numpy.shapes import ravel, repeat, reshape, squeeze, swapaxes, transpose

@@ -1,27 +1,24 @@
-"""Diagonals, trace, and vnp.linalg: norm, and the Cholesky factorization with triangular solves
-(what vkgrad has of numpy.linalg; the other decompositions are not supported). The
-factorization and the solves are unrolled compositions, one column or row per step (n steps of
-elementwise products and sums, differentiable as any composition): sized for small matrices
-(covariances, the n of a Gaussian), not for a fast n = 4096 kernel."""
+"""Diagonals, trace, and the Cholesky factorization with triangular solves (vnp.linalg's
+namespace, with LU, QR, eigh and SVD, is vkgrad/numpy/decompositions.py). The factorization and
+the solves are unrolled compositions, one column or row per step (n steps of elementwise
+products and sums, differentiable as any composition): sized for small matrices (covariances,
+the n of a Gaussian), not for a fast n = 4096 kernel."""
 
 from __future__ import annotations
 
 import builtins
 
-from numpy import inf
-
 from vkgrad import primitives as P
-from vkgrad.errors import ArgumentError, ShapeError
+from vkgrad.errors import ShapeError
 from vkgrad.numpy.creation import zeros
-from vkgrad.numpy.dtypes import as_float, asarray, astype, dtype_of, no_out
-from vkgrad.numpy.reductions import max, min, sum
-from vkgrad.numpy.shapes import expand_dims, reshape, squeeze, stack, swapaxes, transpose
-from vkgrad.numpy.ufuncs import (abs, divide, greater_equal, multiply, not_equal, power, sqrt,
-                                 subtract, where)
-from vkgrad.numpy.util import is_int, normalize_axes, type_string
+from vkgrad.numpy.dtypes import as_float, asarray, dtype_of, no_out
+from vkgrad.numpy.reductions import sum
+from vkgrad.numpy.shapes import expand_dims, reshape, stack, transpose
+from vkgrad.numpy.ufuncs import divide, greater_equal, multiply, sqrt, subtract, where
+from vkgrad.numpy.util import normalize_axes, type_string
 from vkgrad.tracer.core import user_source
 
-__all__ = ["diagonal", "trace", "diag", "linalg"]
+__all__ = ["diagonal", "trace", "diag"]
 
 
 def diagonal(a, offset=0, axis1=0, axis2=1):
@@ -63,74 +60,6 @@ def diag(v, k=0):
     col = P.pad(v, (builtins.max(-k, 0),), (builtins.max(k, 0),)) if k else v
     return where(P.eq(P.iota((n, n), 1, "i32"), P.add(P.iota((n, n), 0, "i32"), int(k))),
                  reshape(col, (n, 1)), zeros((), dtype_of(v)))
-
-
-class _Linalg:
-    """vnp.linalg: norm and cholesky (what vkgrad has of numpy.linalg; the other
-    decompositions are not supported)."""
-
-    @staticmethod
-    def cholesky(a):
-        """numpy's cholesky: the lower-triangular L with L @ L^T = a, for a (..., n, n)
-        symmetric positive definite (nan where a is not, as JAX's; numpy raises)."""
-        return cholesky_lower(a)
-
-    @staticmethod
-    def norm(x, ord=None, axis=None, keepdims=False):
-        """Vector norms (ord None/2, 1, inf, -inf, 0, any p) over one axis; matrix norms
-        (None/'fro', 1, -1, inf, -inf) over two; axis=None with ord=None: the 2-norm of the
-        flattened array. ord=2 and 'nuc' on matrices need singular values: not supported."""
-        x = as_float(x)
-        if axis is None:
-            if ord is None:
-                r = sqrt(sum(multiply(x, x)))
-                return reshape(r, (1,) * x.ndim) if keepdims else r
-            if x.ndim not in (1, 2):
-                raise ShapeError(f"norm(ord={ord!r}) of {type_string(x)}: give axis (numpy takes "
-                                 "1-D or 2-D arrays here)", source=user_source())
-            axis = tuple(range(x.ndim))
-        ax = [normalize_axes(a, x.ndim)[0] for a in ((axis,) if is_int(axis) else tuple(axis))]
-        if len(ax) == 1:
-            return _vector_norm(x, ord, ax, keepdims)
-        if len(ax) != 2 or ax[0] == ax[1]:
-            raise ArgumentError(f"norm: axis={axis!r} must name one axis (a vector norm) or two "
-                                "(a matrix norm)", source=user_source())
-        return _matrix_norm(x, ord, ax, keepdims)
-
-
-def _vector_norm(x, ord, ax, keepdims):
-    a = abs(x)
-    if ord is None or ord == 2:
-        return sqrt(sum(multiply(x, x), ax, keepdims=keepdims))
-    if isinstance(ord, str):
-        raise ArgumentError(f"norm: ord={ord!r} is a matrix norm; give two axes",
-                            source=user_source())
-    if ord == inf:
-        return max(a, ax, keepdims=keepdims)
-    if ord == -inf:
-        return min(a, ax, keepdims=keepdims)
-    if ord == 0:
-        return sum(astype(not_equal(x, 0), dtype_of(x)), ax, keepdims=keepdims)
-    if ord == 1:
-        return sum(a, ax, keepdims=keepdims)
-    return power(sum(power(a, float(ord)), ax, keepdims=keepdims), 1.0 / ord)
-
-
-def _matrix_norm(x, ord, ax, keepdims):
-    row, col = ax
-    if ord in (None, "fro"):
-        return sqrt(sum(multiply(x, x), ax, keepdims=keepdims))
-    if ord not in (1, -1, inf, -inf):
-        raise ArgumentError(f"norm(ord={ord!r}) of a matrix needs its singular values (an "
-                            "SVD), which vkgrad does not have; ord 'fro', 1, -1, inf and "
-                            "-inf are supported", source=user_source())
-    summed, chosen = (row, col) if ord in (1, -1) else (col, row)  # 1: largest column sum
-    s = sum(abs(x), summed, keepdims=True)
-    r = (max if ord > 0 else min)(s, chosen, keepdims=True)
-    return r if keepdims else squeeze(r, (row, col))
-
-
-linalg = _Linalg()
 
 
 def _square(a, name):

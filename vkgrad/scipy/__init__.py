@@ -7,7 +7,8 @@ traceable, jit-able and differentiable).
     stats      norm (pdf, logpdf, cdf, logcdf, sf, logsf, ppf); t, gamma, beta, chi2,
                dirichlet, multivariate_normal (pdf, logpdf); poisson (pmf, logpmf)
     signal     convolve, correlate (N-D; full, same, valid)
-    linalg     cholesky, cho_factor, cho_solve, solve_triangular
+    linalg     cholesky, cho_factor, cho_solve, solve_triangular, lu, lu_factor, lu_solve, det,
+               inv, solve, qr, eigh, svd, polar, expm
     integrate  trapezoid
 """
 
