@@ -109,8 +109,11 @@ def test_polyfit():
     # the fit is linear in y: its gradient is the pseudo-inverse of the Vandermonde matrix
     g = vg.grad(lambda yy: vnp.polyfit(x, yy, 2)[0])(y)
     close(g, np.linalg.pinv(np.vander(x64, 3))[0], rtol=1e-3, atol=1e-6)
-    with pytest.raises(ArgumentError, match="polyfit: full=True is not supported"):
-        vnp.polyfit(x, y, 2, full=True)
+    got = vnp.polyfit(x, y, 3, full=True)                 # (c, residuals, rank, s, rcond)
+    want = np.polyfit(x64, y64, 3, full=True)
+    for g, r in zip(got, want):
+        close(g, r, rtol=2e-4, atol=2e-5)
+    assert got[4].dtype == np.float32 and float(got[4]) == pytest.approx(40 * 2 ** -23)
     with pytest.raises(ArgumentError, match=r"polyfit: y must be 1-D or 2-D with one row per x"):
         vnp.polyfit(x, y[:5], 2)
     with pytest.raises(ShapeError, match="must exceed order"):

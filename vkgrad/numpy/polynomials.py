@@ -1,9 +1,8 @@
 """jnp's polynomial functions on coefficient arrays, highest power first (numpy's and JAX's
 convention): polyval, polyadd, polysub, polymul, polydiv, polyder, polyint, polyfit, poly;
 roots is refused (its values are complex). Compositions of vnp's functions: Horner's rule, long
-division, a running product of the factors, and for polyfit the least-squares normal equations
-solved by Cholesky (vg.scipy.linalg.cho_solve: vnp.linalg has no lstsq or solve yet,
-docs/numpy.md)."""
+division, a running product of the factors, and for polyfit vnp.linalg.lstsq of the scaled
+Vandermonde matrix (JAX's construction)."""
 
 from __future__ import annotations
 
@@ -13,7 +12,6 @@ from vkgrad.errors import ArgumentError, DTypeError, ShapeError
 from vkgrad.numpy.contractions import convolve, matmul
 from vkgrad.numpy.creation import arange, full, ones, vander, zeros
 from vkgrad.numpy.dtypes import asarray, promote, promoted_dtype
-from vkgrad.numpy.linalg import cholesky_lower
 from vkgrad.numpy.reductions import sum
 from vkgrad.numpy.shapes import (broadcast_to, concatenate, expand_dims, reshape, stack,
                                  swapaxes)
@@ -156,19 +154,14 @@ def polyint(p, m=1, k=None):
 
 
 def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
-    """The least-squares polynomial of degree deg through (x, y) (jnp.polyfit): y 1-D, or 2-D
-    with one fit per column; w weights each point's residual; cov=True (or 'unscaled') also
-    returns the coefficients' covariance. JAX scales the Vandermonde matrix's columns to unit
-    norm and calls lstsq; vkgrad solves the scaled normal equations by Cholesky (cho_solve:
-    vnp.linalg has no lstsq yet), which squares the scaled matrix's condition number: rcond is
-    accepted, but a rank-deficient fit is not truncated, and full=True (lstsq's rank and
-    singular values) is refused."""
+    """The least-squares polynomial of degree deg through (x, y) (jnp.polyfit, JAX's
+    construction): the Vandermonde matrix's columns scaled to unit norm, vnp.linalg.lstsq
+    (rcond default len(x) eps), the coefficients unscaled. y 1-D, or 2-D with one fit per column;
+    w weights each point's residual; full=True returns (coefficients, residuals, rank, singular
+    values, rcond), cov=True (1-D y) or 'unscaled' the coefficients' covariance too."""
+    from vkgrad.numpy.decompositions import linalg   # (imported after this module)
     deg = nonnegative_int(deg, "polyfit", "deg", truncate=True)
-    if full:
-        raise ArgumentError("polyfit: full=True is not supported (it returns lstsq's rank and "
-                            "singular values, and vnp.linalg has no SVD: docs/numpy.md)",
-                            source=user_source())
-    x, y = _inexact(x, y)
+    x, y = asarray(x), asarray(y)
     # JAX raises TypeErrors for these, and so ArgumentError (a TypeError)
     if x.ndim != 1 or x.shape[0] == 0:
         raise ArgumentError(f"polyfit: x must be a non-empty 1-D array, got {type_string(x)}",
@@ -176,14 +169,16 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
     if y.ndim not in (1, 2) or y.shape[0] != x.shape[0]:
         raise ArgumentError(f"polyfit: y must be 1-D or 2-D with one row per x ({x.shape[0]}), "
                             f"got {type_string(y)}", source=user_source())
-    if cov is True and y.ndim == 2:
+    if cov is True and y.ndim == 2 and not full:
         raise ArgumentError("polyfit: cov=True with a 2-D y is not supported: JAX scales every "
                             "column's covariance by the first column's residuals (numpy by "
                             "each column's own); fit the columns one at a time, or pass "
                             "cov='unscaled'", source=user_source())
     order = deg + 1
-    lhs = vander(x, order)
-    rhs = y
+    x, y = _inexact(x, y)
+    if rcond is None:
+        rcond = x.shape[0] * float(_np.finfo(_np.dtype(x.dtype)).eps)
+    lhs, rhs = vander(x, order), y
     if w is not None:
         (w,) = _inexact(w)
         if w.ndim != 1 or w.shape[0] != x.shape[0]:
@@ -193,17 +188,13 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
         rhs = rhs * (expand_dims(w, 1) if rhs.ndim == 2 else w)
     scale = sqrt(sum(lhs * lhs, axis=0))
     lhs = lhs / scale
-    from vkgrad.scipy.linalg import cho_solve    # vg.scipy is built on this package
-    gram = matmul(swapaxes(lhs, 0, 1), lhs)
-    factor = (cholesky_lower(gram), True)
-    c = cho_solve(factor, matmul(swapaxes(lhs, 0, 1), rhs))
-    coef = c / (scale if c.ndim == 1 else expand_dims(scale, 1))
+    c, resids, rank, s = linalg.lstsq(lhs, rhs, rcond)
+    c = c / (scale if c.ndim == 1 else expand_dims(scale, 1))
+    if full:
+        return c, resids, rank, s, asarray(rcond, dtype_of(x))
     if not cov:
-        return coef
-    # the inverse of the scaled normal matrix, unscaled: inv(L^T L) / outer(scale, scale)
-    eye = (arange(order)[:, None] == arange(order)[None, :]).astype(dtype_of(gram))
-    inv = cho_solve(factor, eye)
-    vbase = inv / (expand_dims(scale, 1) * expand_dims(scale, 0))
+        return c
+    vbase = linalg.inv(matmul(swapaxes(lhs, 0, 1), lhs)) / (expand_dims(scale, 1) * scale)
     if cov == "unscaled":
         fac = 1.0
     else:
@@ -211,9 +202,8 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
             raise ShapeError("polyfit: the number of data points must exceed order = deg + 1 "
                              "to scale the covariance matrix (or pass cov='unscaled')",
                              source=user_source())
-        resid = rhs - matmul(lhs, c)
-        fac = sum(resid * resid) / (x.shape[0] - order)
-    return coef, (vbase * fac if y.ndim == 1 else expand_dims(vbase, 2) * fac)
+        fac = resids[0] / (x.shape[0] - order)
+    return c, (vbase * fac if y.ndim == 1 else expand_dims(vbase, 2) * fac)
 
 
 def poly(seq_of_zeros):
