@@ -166,6 +166,16 @@ def test_kaiser():
     vg.test_util.check_grads(lambda b: vnp.kaiser(9, b), (np.float64(6.0),), order=1)
 
 
+def test_i0():
+    x = np.concatenate([np.linspace(-30, 30, 121), [0.0, 3.75, -3.75]]).astype(np.float32)
+    close(vnp.i0(x), np.i0(x.astype(np.float64)), rtol=3e-6, atol=0)
+    assert vnp.i0(2).dtype == np.float32
+    # I0' = I1, 0 at 0
+    xg = np.float32([-2.0, 0.0, 0.5, 6.0])
+    i1 = pytest.importorskip("scipy.special").i1
+    close(vg.vmap(vg.grad(vnp.i0))(xg), i1(xg.astype(np.float64)), rtol=1e-5, atol=1e-7)
+
+
 def test_jitted_on_vulkan():
     x = np.linspace(-1, 1, 16).astype(np.float32)
 

@@ -36,8 +36,8 @@ The modules, by subject (as JAX's numpy):
     setops.py         intersect1d, union1d, setdiff1d, setxor1d
     histograms.py     bincount, digitize, histogram, histogramdd, histogram2d, interp
     vectorize.py      vectorize, apply_along_axis, apply_over_axes, piecewise (by vg.vmap)
-    polynomials.py    polyval, polyadd, polymul, polyder, polyint, polyfit, poly
-    windows.py        hanning, hamming, blackman, bartlett, kaiser
+    polynomials.py    polyval, polyadd, polymul, polydiv, polyder, polyint, polyfit, poly
+    windows.py        hanning, hamming, blackman, bartlett, kaiser, i0
     array_methods.py  operators and methods on Tracer and vkgrad.Array
     util.py           argument checks the modules share
 

@@ -1,6 +1,7 @@
 """jnp's window functions: hanning, hamming, blackman, bartlett, kaiser, each M points (an int;
 a float is truncated, as JAX's int(M)) in float32, symmetric, 1 at the centre; compositions of
-cos over n = 1 - M, 3 - M, ..., M - 1 (numpy's and JAX's formulas), kaiser of I0."""
+cos over n = 1 - M, 3 - M, ..., M - 1 (numpy's and JAX's formulas), kaiser of I0, which is here
+too as jnp.i0 (beside kaiser, as in JAX's lax_numpy)."""
 
 from __future__ import annotations
 
@@ -49,6 +50,13 @@ def bartlett(M):
     return 1.0 - _abs(arange(1 - M, M, 2.0)) / (M - 1)
 
 
+def i0(x):
+    """I0(x), the modified Bessel function of the first kind of order 0 (jnp.i0, in a float
+    dtype): vg.scipy.special.i0's composition, exp(|x|) i0e(x)."""
+    from vkgrad.scipy.special import i0 as _i0     # vg.scipy.special is built on this package
+    return _i0(as_float(x))
+
+
 def kaiser(M, beta):
     """The Kaiser window I0(beta sqrt(1 - (2k / (M - 1) - 1)^2)) / I0(beta), k = 0 ... M - 1
     (jnp.kaiser; beta may be traced): as i0e(u) / i0e(beta) exp(u - beta), which does not
@@ -64,4 +72,4 @@ def kaiser(M, beta):
     return i0e(u) / i0e(beta) * exp(_abs(u) - _abs(beta))
 
 
-__all__ = ["bartlett", "blackman", "hamming", "hanning", "kaiser"]
+__all__ = ["bartlett", "blackman", "hamming", "hanning", "i0", "kaiser"]
