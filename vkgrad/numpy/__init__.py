@@ -36,6 +36,8 @@ The modules, by subject (as JAX's numpy):
     setops.py         intersect1d, union1d, setdiff1d, setxor1d
     histograms.py     bincount, digitize, histogram, histogramdd, histogram2d, interp
     vectorize.py      vectorize, apply_along_axis, apply_over_axes, piecewise (by vg.vmap)
+    polynomials.py    polyval, polyadd, polymul, polydiv, polyder, polyint, polyfit, poly
+    windows.py        hanning, hamming, blackman, bartlett, kaiser, i0
     array_methods.py  operators and methods on Tracer and vkgrad.Array
     util.py           argument checks the modules share
 
@@ -60,6 +62,8 @@ from vkgrad.numpy.sorting import *  # noqa: F401,F403
 from vkgrad.numpy.setops import *  # noqa: F401,F403
 from vkgrad.numpy.histograms import *  # noqa: F401,F403
 from vkgrad.numpy.vectorize import *  # noqa: F401,F403
+from vkgrad.numpy.polynomials import *  # noqa: F401,F403
+from vkgrad.numpy.windows import *  # noqa: F401,F403
 from vkgrad.numpy.linalg import *  # noqa: F401,F403
 # last: its `linalg` (the vnp.linalg namespace) replaces the submodule's name in this package
 from vkgrad.numpy.decompositions import *  # noqa: F401,F403

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import numpy as _np
 
-from vkgrad.errors import VkgradIndexError
+import operator
+
+from vkgrad.errors import ArgumentError, ShapeError, VkgradIndexError
 from vkgrad.ir.core import type_str
 from vkgrad.primitives import dtype_of
-from vkgrad.tracer.core import user_source
+from vkgrad.tracer.core import Tracer, concrete_value, concretization_error, user_source
 
 
 def normalize_axes(axis, ndim) -> tuple:
@@ -38,6 +40,27 @@ def type_string(x) -> str:
 def is_int(k) -> bool:
     """A Python or numpy integer, not a bool (an integer index or count)."""
     return isinstance(k, (int, _np.integer)) and not isinstance(k, (bool, _np.bool_))
+
+
+def nonnegative_int(n, name: str, what: str, truncate: bool = False) -> int:
+    """n as a Python int >= 0, for `name`'s argument `what` (an order or a length: JAX's
+    concrete integer; a traced n whose trace knows its value, an eager grad's, is that value);
+    truncate: a float is truncated, where JAX takes int(n)."""
+    if truncate and isinstance(n, (float, _np.floating)):
+        n = int(n)
+    if isinstance(n, Tracer):
+        v = concrete_value(n)
+        if v is None:
+            raise concretization_error(n, f"{name}'s {what}", f"pass {what} as a Python int")
+        n = v.item()
+    try:
+        n = operator.index(n)
+    except TypeError:
+        raise ArgumentError(f"{name}: {what} must be an integer, got {n!r}",
+                            source=user_source()) from None
+    if n < 0:
+        raise ShapeError(f"{name}: {what} must be nonnegative, got {n}", source=user_source())
+    return n
 
 
 def define_wrappers(namespace: dict, table: dict, make) -> list:

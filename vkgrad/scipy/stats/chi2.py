@@ -11,4 +11,20 @@ def pdf(x, df, loc=0.0, scale=1.0):
     return gamma.pdf(x, df / 2.0, loc, 2.0 * scale)
 
 
-__all__ = ["logpdf", "pdf"]
+def cdf(x, df, loc=0.0, scale=1.0):
+    return gamma.cdf(x, df / 2.0, loc, 2.0 * scale)
+
+
+def logcdf(x, df, loc=0.0, scale=1.0):
+    return gamma.logcdf(x, df / 2.0, loc, 2.0 * scale)
+
+
+def sf(x, df, loc=0.0, scale=1.0):
+    return gamma.sf(x, df / 2.0, loc, 2.0 * scale)
+
+
+def logsf(x, df, loc=0.0, scale=1.0):
+    return gamma.logsf(x, df / 2.0, loc, 2.0 * scale)
+
+
+__all__ = ["cdf", "logcdf", "logpdf", "logsf", "pdf", "sf"]

@@ -4,7 +4,7 @@ outside y >= 0."""
 import math
 
 import vkgrad.numpy as vnp
-from vkgrad.scipy.special import gammaln, xlogy
+from vkgrad.scipy.special import gammainc, gammaincc, gammaln, xlogy
 
 
 def logpdf(x, a, loc=0.0, scale=1.0):
@@ -18,4 +18,22 @@ def pdf(x, a, loc=0.0, scale=1.0):
     return vnp.exp(logpdf(x, a, loc, scale))
 
 
-__all__ = ["logpdf", "pdf"]
+def cdf(x, a, loc=0.0, scale=1.0):
+    """gammainc(a, y), y clipped at 0 (0 below the support)."""
+    return gammainc(a, vnp.maximum((x - loc) / scale, 0.0))
+
+
+def logcdf(x, a, loc=0.0, scale=1.0):
+    return vnp.log(cdf(x, a, loc, scale))
+
+
+def sf(x, a, loc=0.0, scale=1.0):
+    """gammaincc(a, y), computed directly (its upper tail keeps its relative precision)."""
+    return gammaincc(a, vnp.maximum((x - loc) / scale, 0.0))
+
+
+def logsf(x, a, loc=0.0, scale=1.0):
+    return vnp.log(sf(x, a, loc, scale))
+
+
+__all__ = ["cdf", "logcdf", "logpdf", "logsf", "pdf", "sf"]

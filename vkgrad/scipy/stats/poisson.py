@@ -4,7 +4,7 @@ loc is negative or not an integer."""
 import math
 
 import vkgrad.numpy as vnp
-from vkgrad.scipy.special import gammaln, xlogy
+from vkgrad.scipy.special import gammaincc, gammaln, xlogy
 
 
 def logpmf(k, mu, loc=0):
@@ -18,4 +18,10 @@ def pmf(k, mu, loc=0):
     return vnp.exp(logpmf(k, mu, loc))
 
 
-__all__ = ["logpmf", "pmf"]
+def cdf(k, mu, loc=0):
+    """P(K <= k) = gammaincc(floor(k - loc) + 1, mu); 0 below loc (JAX's)."""
+    k = vnp.asarray(k) - loc
+    return vnp.where(k < 0, 0.0, gammaincc(vnp.floor(vnp.maximum(k, 0.0)) + 1.0, mu))
+
+
+__all__ = ["cdf", "logpmf", "pmf"]
