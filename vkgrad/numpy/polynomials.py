@@ -11,6 +11,7 @@ import numpy as _np
 from vkgrad.errors import ArgumentError, DTypeError, ShapeError
 from vkgrad.numpy.contractions import convolve, matmul
 from vkgrad.numpy.creation import arange, full, ones, vander, zeros
+from vkgrad.numpy.decompositions import linalg
 from vkgrad.numpy.dtypes import asarray, promote, promoted_dtype
 from vkgrad.numpy.reductions import sum
 from vkgrad.numpy.shapes import (broadcast_to, concatenate, expand_dims, reshape, stack,
@@ -159,7 +160,6 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
     (rcond default len(x) eps), the coefficients unscaled. y 1-D, or 2-D with one fit per column;
     w weights each point's residual; full=True returns (coefficients, residuals, rank, singular
     values, rcond), cov=True (1-D y) or 'unscaled' the coefficients' covariance too."""
-    from vkgrad.numpy.decompositions import linalg   # (imported after this module)
     deg = nonnegative_int(deg, "polyfit", "deg", truncate=True)
     x, y = asarray(x), asarray(y)
     # JAX raises TypeErrors for these, and so ArgumentError (a TypeError)

@@ -1,7 +1,7 @@
 """jnp's window functions: hanning, hamming, blackman, bartlett, kaiser, each M points (an int;
 a float is truncated, as JAX's int(M)) in float32, symmetric, 1 at the centre; compositions of
 cos over n = 1 - M, 3 - M, ..., M - 1 (numpy's and JAX's formulas), kaiser of I0, which is here
-too as jnp.i0 (beside kaiser, as in JAX's lax_numpy)."""
+too as jnp.i0 (beside kaiser, as in JAX's lax_numpy), with vg.scipy.special's i0e, i1 and i1e."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import math
 from vkgrad.numpy.creation import arange, ones
 from vkgrad.numpy.dtypes import as_float
 from vkgrad.numpy.ufuncs import abs as _abs
-from vkgrad.numpy.ufuncs import cos, exp, sqrt
+from vkgrad.numpy.ufuncs import cos, exp, sign, sqrt, where
 from vkgrad.numpy.util import nonnegative_int
 
 
@@ -50,18 +50,10 @@ def bartlett(M):
     return 1.0 - _abs(arange(1 - M, M, 2.0)) / (M - 1)
 
 
-def i0(x):
-    """I0(x), the modified Bessel function of the first kind of order 0 (jnp.i0, in a float
-    dtype): vg.scipy.special.i0's composition, exp(|x|) i0e(x)."""
-    from vkgrad.scipy.special import i0 as _i0     # vg.scipy.special is built on this package
-    return _i0(as_float(x))
-
-
 def kaiser(M, beta):
     """The Kaiser window I0(beta sqrt(1 - (2k / (M - 1) - 1)^2)) / I0(beta), k = 0 ... M - 1
     (jnp.kaiser; beta may be traced): as i0e(u) / i0e(beta) exp(u - beta), which does not
     overflow for a large beta."""
-    from vkgrad.scipy.special import i0e     # vg.scipy.special is built on this package
     M = nonnegative_int(M, "kaiser", "M", truncate=True)
     if M <= 1:
         return ones((M,))
@@ -70,6 +62,64 @@ def kaiser(M, beta):
     r = (arange(0.0, M) - alpha) / alpha              # exactly -1 and 1 at the ends
     u = beta * sqrt(1.0 - r * r)
     return i0e(u) / i0e(beta) * exp(_abs(u) - _abs(beta))
+
+
+def _horner(coeffs, t):
+    """coeffs[0] t^(n-1) + ... + coeffs[-1]."""
+    out = coeffs[0]
+    for c in coeffs[1:]:
+        out = out * t + c
+    return out
+
+
+# ----------------------------------------------- modified Bessel functions (vg.scipy.special's)
+
+# Abramowitz & Stegun 9.8.1-9.8.4, t = x / 3.75: the series in t^2 below 3.75 (absolute error
+# < 1.6e-7 for I0, < 8e-9 for I1 / x), and sqrt(x) exp(-x) I(x) in 1 / t above it (< 2.2e-7)
+_I0_SMALL = (0.0045813, 0.0360768, 0.2659732, 1.2067492, 3.0899424, 3.5156229, 1.0)
+_I0_LARGE = (0.00392377, -0.01647633, 0.02635537, -0.02057706, 0.00916281, -0.00157565,
+             0.00225319, 0.01328592, 0.39894228)
+_I1_SMALL = (0.00032411, 0.00301532, 0.02658733, 0.15084934, 0.51498869, 0.87890594, 0.5)
+_I1_LARGE = (-0.00420059, 0.01787654, -0.02895312, 0.02282967, -0.01031555, 0.00163801,
+             -0.00362018, -0.03988024, 0.39894228)
+
+
+def _bessel_i(x, small, large, odd):
+    """exp(-|x|) I(x) for I0 (odd False) or I1 (odd True), each branch fed a value in its
+    domain (the one not taken stays finite)."""
+    x = as_float(x)
+    ax = _abs(x)
+    near = ax <= 3.75
+    ts = where(near, ax, 0.0) / 3.75
+    s = _horner(small, ts * ts) * exp(-ax)
+    if odd:
+        s = s * where(near, x, 0.0)
+    far = where(near, 3.75, ax)
+    big = _horner(large, 3.75 / far) / sqrt(far)
+    if odd:
+        big = sign(x) * big
+    return where(near, s, big)
+
+
+def i0e(x):
+    """exp(-|x|) I0(x), the modified Bessel function of order 0 scaled."""
+    return _bessel_i(x, _I0_SMALL, _I0_LARGE, False)
+
+
+def i0(x):
+    """I0(x), the modified Bessel function of the first kind of order 0 (jnp.i0, and
+    vg.scipy.special.i0), in a float dtype."""
+    return i0e(x) * exp(_abs(as_float(x)))
+
+
+def i1e(x):
+    """exp(-|x|) I1(x), the modified Bessel function of order 1 scaled."""
+    return _bessel_i(x, _I1_SMALL, _I1_LARGE, True)
+
+
+def i1(x):
+    """I1(x), the modified Bessel function of the first kind of order 1."""
+    return i1e(x) * exp(_abs(as_float(x)))
 
 
 __all__ = ["bartlett", "blackman", "hamming", "hanning", "i0", "kaiser"]

@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 
 import vkgrad.numpy as vnp
+from vkgrad.numpy import windows as _windows
 from vkgrad.transforms import custom_jvp, jvp
 
 
@@ -582,51 +583,9 @@ def betainc(a, b, x):
 
 # ------------------------------------------------------------------- modified Bessel functions
 
-# Abramowitz & Stegun 9.8.1-9.8.4, t = x / 3.75: the series in t^2 below 3.75 (absolute error
-# < 1.6e-7 for I0, < 8e-9 for I1 / x), and sqrt(x) exp(-x) I(x) in 1 / t above it (< 2.2e-7)
-_I0_SMALL = (0.0045813, 0.0360768, 0.2659732, 1.2067492, 3.0899424, 3.5156229, 1.0)
-_I0_LARGE = (0.00392377, -0.01647633, 0.02635537, -0.02057706, 0.00916281, -0.00157565,
-             0.00225319, 0.01328592, 0.39894228)
-_I1_SMALL = (0.00032411, 0.00301532, 0.02658733, 0.15084934, 0.51498869, 0.87890594, 0.5)
-_I1_LARGE = (-0.00420059, 0.01787654, -0.02895312, 0.02282967, -0.01031555, 0.00163801,
-             -0.00362018, -0.03988024, 0.39894228)
-
-
-def _bessel_i(x, small, large, odd):
-    """exp(-|x|) I(x) for I0 (odd False) or I1 (odd True), each branch fed a value in its
-    domain (the one not taken stays finite)."""
-    x = _float(x)
-    ax = vnp.abs(x)
-    near = ax <= 3.75
-    ts = vnp.where(near, ax, 0.0) / 3.75
-    s = _horner(small, ts * ts) * vnp.exp(-ax)
-    if odd:
-        s = s * vnp.where(near, x, 0.0)
-    far = vnp.where(near, 3.75, ax)
-    big = _horner(large, 3.75 / far) / vnp.sqrt(far)
-    if odd:
-        big = vnp.sign(x) * big
-    return vnp.where(near, s, big)
-
-
-def i0e(x):
-    """exp(-|x|) I0(x), the modified Bessel function of order 0 scaled."""
-    return _bessel_i(x, _I0_SMALL, _I0_LARGE, False)
-
-
-def i0(x):
-    """I0(x), the modified Bessel function of the first kind of order 0."""
-    return i0e(x) * vnp.exp(vnp.abs(_float(x)))
-
-
-def i1e(x):
-    """exp(-|x|) I1(x), the modified Bessel function of order 1 scaled."""
-    return _bessel_i(x, _I1_SMALL, _I1_LARGE, True)
-
-
-def i1(x):
-    """I1(x), the modified Bessel function of the first kind of order 1."""
-    return i1e(x) * vnp.exp(vnp.abs(_float(x)))
+# i0e, i0, i1e, i1: vkgrad/numpy/windows.py computes them (jnp.i0 and kaiser need I0 there, and
+# vkgrad.numpy sits below this module)
+i0e, i0, i1e, i1 = _windows.i0e, _windows.i0, _windows.i1e, _windows.i1
 
 
 # ------------------------------------------------------------------------ Bessel functions
