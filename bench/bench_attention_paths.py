@@ -60,7 +60,7 @@ def program(causal, scale, disable=()):
 
 
 RULES = ("SCORES_MIN_HEAD_DIM", "SCORES_MIN_HEAD_DIM_TIMES_KEYS", "CAUSAL_SCORES_MIN_HEAD_DIM",
-         "CAUSAL_SCORES_MIN_KEYS")
+         "CAUSAL_SCORES_MIN_HEAD_DIM_TIMES_KEYS")
 
 
 class written_out_everywhere:

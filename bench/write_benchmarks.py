@@ -408,6 +408,40 @@ def attention_paths_section(runs) -> list[str]:
                         "torch us", "torch / planner", "max rel err vs torch", "ok"], rows) + [""]
 
 
+def attention_causal_section(runs) -> list[str]:
+    """bench_attention_paths.py --causal --blocks: causal attention written out in blocks of
+    query rows (lowering/attention.py CAUSAL_QUERY_BLOCK), against flash and torch."""
+    run = runs[0]
+    d = run["doc"]
+    blocks = sorted({int(k.removeprefix("written_out_qb")) for r in d["rows"] for k in r["us"]
+                     if k.startswith("written_out_qb")})
+    out = ["## Causal attention written out in blocks of query rows (fp32, forward + backward)",
+           "", f"{src(run)}, {d['device']}; `python3 bench/bench_attention_paths.py --causal "
+           f"--blocks {','.join(map(str, blocks))}`: GPU time of the jitted program q, k, v, do "
+           f"-> (o, dq, dk, dv), {d['rounds']} interleaved rounds, medians (ranges). Blocks of "
+           "N: the attention_scores pass writes causal attention out as one matmul, masked "
+           "softmax and matmul per N query rows over the keys they see (n blocks compute "
+           "(n + 1) / 2n of the scores); flash: the flash kernels; torch: "
+           "`F.scaled_dot_product_attention` + autograd, TF32 off. The planner column is the "
+           "path of the code that ran then; lowering/attention.py's rule now is beside the "
+           "numbers there.", ""]
+    rows = []
+    for r in d["rows"]:
+        us = r["us"]
+        cell = lambda n: (f"{f1(us[n]['median'])} ({f1(us[n]['min'])}-{f1(us[n]['max'])})"  # noqa
+                          if n in us else "")
+        best = min((us[f"written_out_qb{b}"]["median"], b) for b in blocks
+                   if f"written_out_qb{b}" in us)
+        rows.append((r["case"], cell("flash"), *(cell(f"written_out_qb{b}") for b in blocks),
+                     cell("torch"), str(best[1]),
+                     f"{us['torch']['median'] / best[0]:.2f}",
+                     f"{us['torch']['median'] / us['flash']['median']:.2f}",
+                     "yes" if r["ok"] else "FAILED"))
+    return out + table(["case", "flash us", *(f"blocks of {b} us" for b in blocks), "torch us",
+                        "best block", "torch / best blocks", "torch / flash", "ok"],
+                       rows) + [""]
+
+
 def attention_paths_target(runs) -> list[str]:
     if not runs:
         return []
@@ -1499,7 +1533,8 @@ def main():
                 ("calllm", calllm_section), ("barriers", barriers_section),
                 ("data", data_parallel_section), ("hooks", hooks_section),
                 ("attentionsweep", attention_sweep_section),
-                ("attentionpaths", attention_paths_section)]
+                ("attentionpaths", attention_paths_section),
+                ("attentioncausal", attention_causal_section)]
     for kind, fn in sections:
         if g(kind):
             lines += fn(runs[kind])

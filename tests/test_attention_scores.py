@@ -13,7 +13,8 @@ import vkgrad.numpy as vnp
 from vkgrad import primitives as P
 from vkgrad.ir.core import Program
 from vkgrad.lowering import attention as attention_planner
-from vkgrad.lowering.attention import (CAUSAL_SCORES_MIN_HEAD_DIM, CAUSAL_SCORES_MIN_KEYS,
+from vkgrad.lowering.attention import (CAUSAL_SCORES_MIN_HEAD_DIM,
+                                       CAUSAL_SCORES_MIN_HEAD_DIM_TIMES_KEYS,
                                        SCORES_MIN_HEAD_DIM, SCORES_MIN_HEAD_DIM_TIMES_KEYS,
                                        causal_blocks, scores_path)
 from vkgrad.passes import optimize
@@ -25,6 +26,8 @@ from vkgrad.tracer.core import ShapeDtype
 H200 = Target.h200()
 D = SCORES_MIN_HEAD_DIM
 KEYS = SCORES_MIN_HEAD_DIM_TIMES_KEYS // D          # the fewest keys written out at head_dim D
+DC = 128                                           # causal: a head dim, and its fewest keys
+CAUSAL_KEYS = CAUSAL_SCORES_MIN_HEAD_DIM_TIMES_KEYS // DC
 
 
 def _fused(fn, *shapes, target=H200) -> Program:
@@ -50,7 +53,9 @@ def _grads(causal=False):
 
 @pytest.mark.parametrize("shape, causal", [
     ((2, 2, KEYS, D), False),
-    ((1, 2, CAUSAL_SCORES_MIN_KEYS, CAUSAL_SCORES_MIN_HEAD_DIM), True)])
+    ((1, 2, 2 * CAUSAL_KEYS, DC), True),
+    ((1, 2, CAUSAL_SCORES_MIN_HEAD_DIM_TIMES_KEYS // CAUSAL_SCORES_MIN_HEAD_DIM,
+      CAUSAL_SCORES_MIN_HEAD_DIM), True)])
 def test_the_h200_writes_out_attention(shape, causal):
     """Forward and backward: six matmuls, a softmax and its backward per block of query rows
     (causal: causal_blocks', each masked), no flash kernel and no log-sum-exp (the backward
@@ -127,19 +132,17 @@ def test_written_out_gradients_match_the_interpreter(written_out):
 
 def test_written_out_causal_gradients_match_the_interpreter(written_out):
     """Causal, Lq < Lk (the mask bottom-right aligned), head_dim 128."""
-    _check(_grads(causal=True), _operands(1, 2, 200, CAUSAL_SCORES_MIN_KEYS,
-                                          CAUSAL_SCORES_MIN_HEAD_DIM, seed=3))
+    _check(_grads(causal=True), _operands(1, 2, 200, CAUSAL_KEYS, DC, seed=3))
 
 
-@pytest.mark.parametrize("heads, lq, block", [(2, 200, 64), (1, CAUSAL_SCORES_MIN_KEYS, 256)])
+@pytest.mark.parametrize("heads, lq, block", [(2, 200, 64), (1, CAUSAL_KEYS, 256)])
 def test_written_out_causal_blocks_match_the_interpreter(written_out, monkeypatch, heads, lq,
                                                          block):
     """Causal in blocks of query rows (the last one shorter where they do not divide), each
     over its prefix of keys: Lq < Lk and Lq = Lk, against the interpreter's flash attention."""
     monkeypatch.setattr(attention_planner, "CAUSAL_QUERY_BLOCK", block)
     assert len(causal_blocks(lq)) == -(-lq // block) > 1
-    _check(_grads(causal=True), _operands(1, heads, lq, CAUSAL_SCORES_MIN_KEYS,
-                                          CAUSAL_SCORES_MIN_HEAD_DIM, seed=4))
+    _check(_grads(causal=True), _operands(1, heads, lq, CAUSAL_KEYS, DC, seed=4))
 
 
 def test_causal_blocks_cover_the_rows(monkeypatch):
@@ -173,7 +176,7 @@ def test_second_derivative_through_the_written_out_path(written_out):
 def test_second_derivative_through_causal_blocks(written_out, monkeypatch):
     """The second backward of causal attention in blocks: each block's rows of dlse."""
     monkeypatch.setattr(attention_planner, "CAUSAL_QUERY_BLOCK", 32)
-    args = _operands(1, 1, 80, CAUSAL_SCORES_MIN_KEYS, CAUSAL_SCORES_MIN_HEAD_DIM, seed=5)
+    args = _operands(1, 1, 80, CAUSAL_KEYS, DC, seed=5)
     g = vg.grad(lambda q, k, v: _train(q, k, v, causal=True))
 
     def f(q, k, v):

@@ -677,22 +677,28 @@ def loop_limit_problem(mode: str, streamed: int, d: int, target=None,
 # fwd+bwd us of B4 H8, written out against flash): unmasked, from head_dim 64 with
 # head_dim * Lk >= 32768 (D64 L512 294 vs 408, L1024 952 vs 1520, L4096 13359 vs 24683; D128
 # L256 168 vs 242, L1024 1413 vs 3576) but not below (D64 L256 134 vs 131; D32 L1024 870 vs
-# 773, L512 273 vs 215); causal (half the products masked, and computed) only at head_dim 128
-# from 1024 keys, where the flash kernels are slowest (04:26, the same attention written by
-# hand in vnp, its transposes as kernels: D128 L1024 1590 vs 1845, L4096 23559 vs 29817; D64
-# L1024 1187 vs 823, L4096 17210 vs 12316). A causal mask with Lq > Lk leaves rows
-# without keys: those stay on the flash kernels. A head dim the kernels are not built for is
-# written out on every device (else it would run on the interpreter).
+# 773, L512 273 vs 215); causal in blocks of CAUSAL_QUERY_BLOCK query rows (below) from
+# head_dim 64 with head_dim * Lk >= 131072 (2026-12-02 15:12, --causal --blocks 128,256,512,
+# blocks of 512 against flash and torch SDPA: D64 L2048 2569 vs 3203 and 2273, L4096 8870 vs
+# 12313 and 7767; D128 L1024 1433 vs 1849 and 1156, L2048 4564 vs 7631 and 3733, L4096 15860
+# vs 29820 and 13145) but not below (D64 L1024 839 vs 826; the LM small shape B32 H8 L256 D32
+# 500 vs 266). A causal mask with Lq > Lk leaves rows without keys: those stay on the flash
+# kernels. A head dim the kernels are not built for is written out on every device (else it
+# would run on the interpreter).
 SCORES_MIN_HEAD_DIM = 64
 SCORES_MIN_HEAD_DIM_TIMES_KEYS = 32768
-CAUSAL_SCORES_MIN_HEAD_DIM = 128
-CAUSAL_SCORES_MIN_KEYS = 1024
+CAUSAL_SCORES_MIN_HEAD_DIM = 64
+CAUSAL_SCORES_MIN_HEAD_DIM_TIMES_KEYS = 131072
 
 
 # Causal attention written out runs in blocks of CAUSAL_QUERY_BLOCK query rows, each over the
 # keys it sees: n blocks compute (n + 1) / 2n of the scores, and mask only the last block of
-# keys of each (lowering/attention_scores.py). 0: one block, all the scores computed.
-CAUSAL_QUERY_BLOCK = 256
+# keys of each (lowering/attention_scores.py). 0: one block, all the scores computed. The same
+# run (B4 H8 fwd+bwd us, blocks of 128 / 256 / 512 rows): D64 L4096 13746 / 11237 / 8870, L2048
+# 3909 / 3190 / 2569, L1024 1281 / 1014 / 839; D128 L1024 1871 / 1373 / 1433, L4096 23276 /
+# 16102 / 15860 (one block, all the scores: D128 L1024 1590, L4096 23559 at 04:26). Fewer,
+# longer blocks won by more than the scores they add.
+CAUSAL_QUERY_BLOCK = 512
 
 
 def causal_blocks(lq: int) -> tuple:
@@ -719,7 +725,7 @@ def scores_path(q_shape, k_shape, dtype: str, causal: bool, target=None) -> bool
     if dtype != "f32":
         return False
     if causal:
-        pays = d >= CAUSAL_SCORES_MIN_HEAD_DIM and lk >= CAUSAL_SCORES_MIN_KEYS
+        pays = d >= CAUSAL_SCORES_MIN_HEAD_DIM and d * lk >= CAUSAL_SCORES_MIN_HEAD_DIM_TIMES_KEYS
     else:
         pays = d >= SCORES_MIN_HEAD_DIM and d * lk >= SCORES_MIN_HEAD_DIM_TIMES_KEYS
     return pays and fits and scores_bytes(q_shape, k_shape) <= target.attention_scores_max_bytes

@@ -10,7 +10,7 @@ import math
 from vkgrad.numpy.creation import arange, ones
 from vkgrad.numpy.dtypes import as_float
 from vkgrad.numpy.ufuncs import abs as _abs
-from vkgrad.numpy.ufuncs import cos, exp, sign, sqrt, where
+from vkgrad.numpy.ufuncs import cos, exp, maximum, sign, sqrt, where
 from vkgrad.numpy.util import nonnegative_int
 
 
@@ -60,7 +60,7 @@ def kaiser(M, beta):
     beta = as_float(beta)
     alpha = 0.5 * (M - 1)
     r = (arange(0.0, M) - alpha) / alpha              # exactly -1 and 1 at the ends
-    u = beta * sqrt(1.0 - r * r)
+    u = beta * sqrt(maximum(1.0 - r * r, 0.0))   # r * r may round above 1 at the ends
     return i0e(u) / i0e(beta) * exp(_abs(u) - _abs(beta))
 
 
