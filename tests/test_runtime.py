@@ -439,12 +439,21 @@ void main() {
 """
 
 
-def spin_executable(dev, iters=20000):
+def spin_executable(dev, seconds=0.05, iters=20000):
+    """An Executable whose one dispatch keeps the GPU busy for about `seconds` or more:
+    `iters` scaled from a timed run until it does (20,000 take about 0.1 s on lavapipe and
+    some 50 us on the H200, whose timing tests would then race the host)."""
     k = dev.kernel(compile_glsl(SPIN, name="spin"), bindings=1, push_words=1, name="spin")
     a = dev.buffer(64 * 64)
-    ex = Executable(dev, [Dispatch(k, (a,), (64, 1, 1), (iters,))])
-    ex.run()   # record it, and let the driver build the pipeline
-    return ex
+    while True:
+        ex = Executable(dev, [Dispatch(k, (a,), (64, 1, 1), (iters,))])
+        ex.run()   # record it, and let the driver build the pipeline
+        t0 = time.perf_counter()
+        ex.run()
+        took = time.perf_counter() - t0
+        if took >= seconds or iters >= 2 ** 28:
+            return ex
+        iters = int(iters * min(4096.0, max(2.0, 1.5 * seconds / max(took, 1e-6))))
 
 
 def test_eval_async_returns_before_the_gpu_is_done(dev):
