@@ -2,29 +2,20 @@
 
 from vkgrad.scipy.stats import gamma
 
-
-def logpdf(x, df, loc=0.0, scale=1.0):
-    return gamma.logpdf(x, df / 2.0, loc, 2.0 * scale)
-
-
-def pdf(x, df, loc=0.0, scale=1.0):
-    return gamma.pdf(x, df / 2.0, loc, 2.0 * scale)
-
-
-def cdf(x, df, loc=0.0, scale=1.0):
-    return gamma.cdf(x, df / 2.0, loc, 2.0 * scale)
-
-
-def logcdf(x, df, loc=0.0, scale=1.0):
-    return gamma.logcdf(x, df / 2.0, loc, 2.0 * scale)
-
-
-def sf(x, df, loc=0.0, scale=1.0):
-    return gamma.sf(x, df / 2.0, loc, 2.0 * scale)
-
-
-def logsf(x, df, loc=0.0, scale=1.0):
-    return gamma.logsf(x, df / 2.0, loc, 2.0 * scale)
-
-
 __all__ = ["cdf", "logcdf", "logpdf", "logsf", "pdf", "sf"]
+
+
+def _of_gamma(name):
+    """chi2's `name`: gamma's at shape df / 2 and twice the scale."""
+    of = getattr(gamma, name)
+
+    def f(x, df, loc=0.0, scale=1.0):
+        return of(x, df / 2.0, loc, 2.0 * scale)
+
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = f"chi2.{name}(x, df, loc, scale): gamma.{name}(x, df / 2, loc, 2 scale)."
+    return f
+
+
+logpdf, pdf, cdf, logcdf, sf, logsf = map(_of_gamma, ("logpdf", "pdf", "cdf", "logcdf", "sf",
+                                                      "logsf"))
