@@ -28,7 +28,10 @@ from vkgrad.control_flow import (associative_scan, cond, fori_loop, map, scan,  
                                  switch, while_loop)
 from vkgrad.errors import ArgumentError, DTypeError, ShapeError
 from vkgrad.primitives.convolution import check_conv, dilate
-from vkgrad.scipy.special import digamma, erf, erfc, erfinv, expit, gammaln
+from vkgrad.scipy.special import (betainc, digamma, erf, erfc, erfinv, expit, gammainc,
+                                  gammaincc, gammaln, i0e, i1e)
+from vkgrad.scipy.special import polygamma as _polygamma
+from vkgrad.scipy.special import zeta as _zeta
 from vkgrad.tracer.core import user_source
 from vkgrad.tree_util import tree_flatten, tree_map, tree_unflatten
 
@@ -805,3 +808,177 @@ def _no_groups(name, groups):
 
 
 __all__ = sorted(__all__ + ["psum", "pmean", "pmax", "pmin", "axis_size"])
+
+
+# ---------------------------------------------------------------- general reductions, scans
+# JAX's lax.reduce (jax/_src/lax/lax.py): a monoid it knows (add, mul, max, min, and, or) is the
+# matching reduction; any other associative computation is folded pairwise over halves of each
+# reduced axis (log2 depth of slices; an odd last element is carried to the next level), then
+# once with the init value. The multi-operand form folds tuples (computation takes two tuples
+# and returns one).
+
+_MONOIDS = {}   # computation: the reduction it is (filled below, once the names exist)
+
+
+def _fold_axis(leaves, ax, combine):
+    """leaves reduced along axis ax by combine (lists of arrays to a list) in halving steps."""
+    n = leaves[0].shape[ax]
+    while n > 1:
+        m = n // 2
+        lo = [slice_in_dim(x, 0, m, axis=ax) for x in leaves]
+        hi = [slice_in_dim(x, m, 2 * m, axis=ax) for x in leaves]
+        folded = combine(lo, hi)
+        if n % 2:
+            folded = [vnp.concatenate([f, slice_in_dim(x, 2 * m, n, axis=ax)], ax)
+                      for f, x in zip(folded, leaves)]
+        leaves, n = folded, m + n % 2
+    return [vnp.squeeze(x, ax) for x in leaves]
+
+
+def reduce(operands, init_values, computation, dimensions):  # noqa: A001
+    """JAX's lax.reduce: operands (an array or a pytree of arrays of one shape) reduced over
+    `dimensions` by the associative `computation`, starting from init_values (the same pytree
+    of scalars). computation(a, b) takes and returns that pytree."""
+    leaves, tree = tree_flatten(operands)
+    inits, init_tree = tree_flatten(init_values)
+    if not leaves or len(inits) != len(leaves):
+        raise ArgumentError(f"lax.reduce: init_values needs one scalar per operand, got "
+                            f"{len(inits)} for {len(leaves)}", source=user_source())
+    leaves = [vnp.asarray(x) for x in leaves]
+    shape = tuple(leaves[0].shape)
+    if any(tuple(x.shape) != shape for x in leaves):
+        raise ShapeError("lax.reduce: the operands need one shape, got "
+                         + ", ".join(str(tuple(x.shape)) for x in leaves), source=user_source())
+    dims = tuple(int(d) for d in dimensions)
+    if len(set(dims)) != len(dims) or any(not 0 <= d < len(shape) for d in dims):
+        raise ArgumentError(f"lax.reduce: dimensions {dims} need distinct axes of the operand "
+                            f"shape {shape}", source=user_source())
+    inits = [vnp.astype(vnp.asarray(v), x.dtype) for v, x in zip(inits, leaves)]
+    if any(v.ndim for v in inits):
+        raise ShapeError("lax.reduce: each init value must be a scalar", source=user_source())
+
+    def combine(a, b):
+        out = computation(tree_unflatten(tree, a), tree_unflatten(tree, b))
+        return [vnp.asarray(o) for o in tree_flatten(out)[0]]
+
+    if len(leaves) == 1 and computation in _MONOIDS and shape:
+        out = [_MONOIDS[computation](leaves[0], dims)]
+    elif any(shape[d] == 0 for d in dims):
+        kept = tuple(n for i, n in enumerate(shape) if i not in dims)
+        return tree_unflatten(tree, [vnp.broadcast_to(v, kept) for v in inits])
+    else:
+        out = leaves
+        for d in sorted(dims, reverse=True):
+            out = _fold_axis(out, d, combine)
+    return tree_unflatten(tree, combine(out, inits))
+
+
+def _check_bits(name, x, kinds="bi"):
+    x = vnp.asarray(x)
+    if np.dtype(x.dtype).kind not in kinds:
+        raise DTypeError(f"lax.{name} needs a {'bool or integer' if 'b' in kinds else 'integer'}"
+                         f" operand, got {x.dtype}", source=user_source())
+    return x
+
+
+def reduce_and(operand, axes):
+    x = _check_bits("reduce_and", operand)
+    if x.dtype == np.bool_:
+        return vnp.all(x, axis=tuple(axes))
+    return reduce(x, -1, vnp.bitwise_and, axes)
+
+
+def reduce_or(operand, axes):
+    x = _check_bits("reduce_or", operand)
+    if x.dtype == np.bool_:
+        return vnp.any(x, axis=tuple(axes))
+    return reduce(x, 0, vnp.bitwise_or, axes)
+
+
+def reduce_xor(operand, axes):
+    """bool: odd count of True; integers: the bitwise xor of the reduced elements."""
+    x = _check_bits("reduce_xor", operand)
+    if x.dtype == np.bool_:
+        return vnp.fmod(vnp.sum(vnp.astype(x, np.int32), axis=tuple(axes)), 2) == 1
+    return reduce(x, 0, vnp.bitwise_xor, axes)
+
+
+def _cum(name, fn):
+    def cum(operand, axis: int = 0, reverse: bool = False):
+        x = vnp.asarray(operand)
+        if not -x.ndim <= axis < x.ndim:
+            raise ShapeError(f"lax.{name}: axis {axis} is out of range for an operand of shape "
+                             f"{tuple(x.shape)}", source=user_source())
+        return associative_scan(fn, x, reverse=reverse, axis=axis % x.ndim)
+    cum.__name__ = cum.__qualname__ = name
+    cum.__doc__ = (f"JAX's lax.{name}: the inclusive running {name[3:]} along `axis` (from its end "
+                   "with reverse), an associative_scan.")
+    return cum
+
+
+cummax = _cum("cummax", vnp.maximum)
+cummin = _cum("cummin", vnp.minimum)
+cumlogsumexp = _cum("cumlogsumexp", vnp.logaddexp)
+
+# ----------------------------------------------------------------- special functions, bits
+
+def igamma(a, x):
+    """The regularized lower incomplete gamma function P(a, x) (scipy's gammainc)."""
+    return gammainc(a, x)
+
+
+def igammac(a, x):
+    """The regularized upper incomplete gamma function Q(a, x) (scipy's gammaincc)."""
+    return gammaincc(a, x)
+
+
+def regularized_incomplete_beta(a, b, x):
+    """I_x(a, b) (scipy's betainc)."""
+    return betainc(a, b, x)
+
+
+def bessel_i0e(x):
+    return i0e(x)
+
+
+def bessel_i1e(x):
+    return i1e(x)
+
+
+def zeta(x, q):
+    """The Hurwitz zeta function sum over k >= 0 of (q + k)^-x (x > 1, q > 0)."""
+    return _zeta(x, q)
+
+
+def polygamma(m, x):
+    """The m-th derivative of digamma (scipy's polygamma)."""
+    return _polygamma(m, x)
+
+
+def population_count(x):
+    """The number of set bits of each integer (of its 32-bit two's complement)."""
+    x = _check_bits("population_count", x, "i")
+    x = x - vnp.bitwise_and(vnp.right_shift(x, 1), 0x55555555)
+    x = vnp.bitwise_and(x, 0x33333333) + vnp.bitwise_and(vnp.right_shift(x, 2), 0x33333333)
+    x = vnp.bitwise_and(x + vnp.right_shift(x, 4), 0x0F0F0F0F)
+    x = x + vnp.right_shift(x, 8)
+    return vnp.bitwise_and(x + vnp.right_shift(x, 16), 0x3F)
+
+
+def clz(x):
+    """The number of leading zero bits of each int32 (32 for 0, 0 for a negative)."""
+    x = _check_bits("clz", x, "i")
+    for s in (1, 2, 4, 8, 16):          # every bit below the highest set one set too
+        x = vnp.bitwise_or(x, vnp.right_shift(x, s))
+    return 32 - population_count(x)
+
+
+_MONOIDS.update({
+    fn: red for fns, red in [((add, vnp.add), reduce_sum), ((mul, vnp.multiply), reduce_prod),
+                             ((max, vnp.maximum), reduce_max), ((min, vnp.minimum), reduce_min)]
+    for fn in fns})
+
+__all__ = sorted(__all__ + ["reduce", "reduce_and", "reduce_or", "reduce_xor", "cummax", "cummin",
+                            "cumlogsumexp", "igamma", "igammac", "regularized_incomplete_beta",
+                            "bessel_i0e", "bessel_i1e", "zeta", "polygamma", "population_count",
+                            "clz"])
