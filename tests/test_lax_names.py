@@ -130,12 +130,31 @@ def test_population_count_and_clz():
         lax.clz(X)
 
 
+def test_nextafter_is_numpys():
+    fi = np.finfo(np.float32)
+    x = np.float32([1, 1, 2, -2, -2, 0, 0, fi.max, fi.max, np.inf, -np.inf, fi.tiny, fi.tiny,
+                    fi.smallest_subnormal, 3e-41, np.nan, 1, 0.1, -7.3e20, 4])
+    y = np.float32([2, 0, 0, 0, -3, 1, -1, np.inf, 0, 0, 0, 0, 1, 0, 0, 1, np.nan, -1, 0, 4])
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(lax.nextafter(x, y), np.nextafter(x, y))
+        p2 = np.float32(2.0) ** np.arange(-149, 128).astype(np.float32)   # every power of two
+        wide = (RNG.standard_normal(2000) * 10.0 ** RNG.integers(-44, 38, 2000)).astype(np.float32)
+        for v in (p2, -p2, wide):
+            for to in (np.inf, -np.inf, 0):
+                t = np.full_like(v, to)
+                np.testing.assert_array_equal(lax.nextafter(v, t), np.nextafter(v, t))
+    with pytest.raises(DTypeError, match="nextafter"):
+        lax.nextafter(I, I)
+
+
 def test_jitted_on_vulkan():
     def f(x, i):
         return (lax.reduce(x, np.float32(-np.inf), vnp.logaddexp, (1,)), lax.cummax(x, 1),
-                lax.population_count(i), lax.clz(i), lax.reduce_xor(i, (0,)))
+                lax.population_count(i), lax.clz(i), lax.reduce_xor(i, (0,)),
+                lax.nextafter(x, np.float32(0.0)))
 
     got = vg.jit(f, backend="vulkan")(X, I)
     want = f(X, I)
     for g, w in zip(got, want):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5)
+    np.testing.assert_array_equal(got[-1], np.nextafter(X, np.float32(0.0)))
