@@ -996,7 +996,7 @@ def nextafter(x1, x2):
                          f"{y.dtype}", source=user_source())
     fi = np.finfo(x.dtype)
     a = vnp.minimum(vnp.maximum(vnp.abs(x), fi.tiny), fi.max)   # subnormals: tiny's step
-    e = vnp.floor(vnp.log2(a))
+    e = vnp.minimum(vnp.floor(vnp.log2(a)), fi.maxexp - 1)    # log2(max) rounds to 128
     e = vnp.where(_pow2(e, x.dtype) > a, e - 1, e)
     e = vnp.where((e < fi.maxexp - 1) & (_pow2(e + 1, x.dtype) <= a), e + 1, e)
     ulp = _pow2(e - fi.nmant, x.dtype)
