@@ -18,7 +18,8 @@ EDGE = np.int32([0, 1, -1, 2**31 - 1, -2**31, 255, 256, 12345678])
 
 
 @pytest.mark.parametrize("comp,ref,init", [(lax.add, np.sum, 0.0), (vnp.multiply, np.prod, 1.0),
-                                           (lax.max, np.max, -np.inf), (vnp.minimum, np.min, np.inf)])
+                                           (lax.max, np.max, -np.inf),
+                                           (vnp.minimum, np.min, np.inf)])
 def test_reduce_of_a_known_monoid_is_the_reduction(comp, ref, init):
     for dims in [(0,), (1,), (0, 1)]:
         np.testing.assert_allclose(lax.reduce(X, np.float32(init), comp, dims),
@@ -71,6 +72,28 @@ def test_bool_and_integer_reductions():
     np.testing.assert_array_equal(lax.reduce_xor(I, (0, 1)), np.bitwise_xor.reduce(I.ravel()))
     with pytest.raises(DTypeError, match="reduce_or"):
         lax.reduce_or(X, (0,))
+    np.testing.assert_array_equal(lax.reduce_and(np.zeros((0, 2), bool), (0,)), [True, True])
+    # lax.bitwise_and / or of bools are all / any; of integers, a fold
+    np.testing.assert_array_equal(lax.reduce(B, True, lax.bitwise_and, (1,)), B.all(1))
+    np.testing.assert_array_equal(lax.reduce(I, np.int32(0), lax.bitwise_or, (0,)),
+                                  np.bitwise_or.reduce(I, 0))
+
+
+def test_bitwise_ops_and_shifts_as_jax():
+    s = np.int32([0, 1, 5, 31, 32, 40, -1, 3])
+    x = np.int32([-7, -7, 12345, -1, -1, 5, 9, -2**31])
+    np.testing.assert_array_equal(lax.bitwise_not(x), ~x)
+    np.testing.assert_array_equal(lax.bitwise_xor(x, s), x ^ s)
+    ok = (s >= 0) & (s < 32)
+    sc = np.where(ok, s, 0)
+    u = x.view(np.uint32)
+    np.testing.assert_array_equal(lax.shift_left(x, s), np.where(ok, x << sc, 0))
+    np.testing.assert_array_equal(lax.shift_right_arithmetic(x, s),
+                                  np.where(ok, x >> sc, x >> 31))
+    np.testing.assert_array_equal(lax.shift_right_logical(x, s),
+                                  np.where(ok, u >> sc.astype(np.uint32), 0).view(np.int32))
+    with pytest.raises(DTypeError, match="same dtypes"):
+        lax.bitwise_and(x, True)
 
 
 @pytest.mark.parametrize("axis", [0, 1, -1])
@@ -151,6 +174,7 @@ def test_jitted_on_vulkan():
     def f(x, i):
         return (lax.reduce(x, np.float32(-np.inf), vnp.logaddexp, (1,)), lax.cummax(x, 1),
                 lax.population_count(i), lax.clz(i), lax.reduce_xor(i, (0,)),
+                lax.shift_right_logical(i, vnp.full_like(i, 3)),
                 lax.nextafter(x, np.float32(0.0)))
 
     got = vg.jit(f, backend="vulkan")(X, I)

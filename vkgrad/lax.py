@@ -54,6 +54,7 @@ _UNARY = {
     "sqrt": vnp.sqrt, "square": vnp.square, "tan": vnp.tan, "tanh": vnp.tanh,
     "erf": erf, "erfc": erfc, "lgamma": gammaln, "digamma": digamma,
     "rsqrt": rsqrt, "cbrt": cbrt, "logistic": expit, "erf_inv": erfinv,
+    "bitwise_not": vnp.invert,
 }
 
 
@@ -69,6 +70,7 @@ _BINARY = {
     "rem": vnp.fmod, "pow": vnp.power, "max": vnp.maximum, "min": vnp.minimum,
     "atan2": vnp.arctan2, "eq": vnp.equal, "ne": vnp.not_equal, "lt": vnp.less,
     "le": vnp.less_equal, "gt": vnp.greater, "ge": vnp.greater_equal,
+    "bitwise_and": vnp.bitwise_and, "bitwise_or": vnp.bitwise_or, "bitwise_xor": vnp.bitwise_xor,
 }
 
 
@@ -835,6 +837,12 @@ def _fold_axis(leaves, ax, combine):
     return [vnp.squeeze(x, ax) for x in leaves]
 
 
+def _fold_axes(leaves, dims, combine):
+    for d in sorted(dims, reverse=True):
+        leaves = _fold_axis(leaves, d, combine)
+    return leaves
+
+
 def reduce(operands, init_values, computation, dimensions):  # noqa: A001
     """JAX's lax.reduce: operands (an array or a pytree of arrays of one shape) reduced over
     `dimensions` by the associative `computation`, starting from init_values (the same pytree
@@ -861,20 +869,18 @@ def reduce(operands, init_values, computation, dimensions):  # noqa: A001
         out = computation(tree_unflatten(tree, a), tree_unflatten(tree, b))
         return [vnp.asarray(o) for o in tree_flatten(out)[0]]
 
-    if len(leaves) == 1 and computation in _MONOIDS and shape:
-        out = [_MONOIDS[computation](leaves[0], dims)]
-    elif any(shape[d] == 0 for d in dims):
+    if any(shape[d] == 0 for d in dims):
         kept = tuple(n for i, n in enumerate(shape) if i not in dims)
         return tree_unflatten(tree, [vnp.broadcast_to(v, kept) for v in inits])
+    if len(leaves) == 1 and computation in _MONOIDS and shape:
+        out = [_MONOIDS[computation](leaves[0], dims)]
     else:
-        out = leaves
-        for d in sorted(dims, reverse=True):
-            out = _fold_axis(out, d, combine)
+        out = _fold_axes(leaves, dims, combine)
     return tree_unflatten(tree, combine(out, inits))
 
 
 def _check_bits(name, x, kinds="bi"):
-    x = vnp.asarray(x)
+    x = vnp.asarray(x, dtype=np.int32) if isinstance(x, int) else vnp.asarray(x)
     if np.dtype(x.dtype).kind not in kinds:
         raise DTypeError(f"lax.{name} needs a {'bool or integer' if 'b' in kinds else 'integer'}"
                          f" operand, got {x.dtype}", source=user_source())
@@ -882,25 +888,18 @@ def _check_bits(name, x, kinds="bi"):
 
 
 def reduce_and(operand, axes):
-    x = _check_bits("reduce_and", operand)
-    if x.dtype == np.bool_:
-        return vnp.all(x, axis=tuple(axes))
-    return reduce(x, -1, vnp.bitwise_and, axes)
+    """All of a bool operand's reduced elements; the bitwise and of an integer one's (-1, all
+    bits set, is True as a bool: the unit either way)."""
+    return reduce(_check_bits("reduce_and", operand), -1, vnp.bitwise_and, axes)
 
 
 def reduce_or(operand, axes):
-    x = _check_bits("reduce_or", operand)
-    if x.dtype == np.bool_:
-        return vnp.any(x, axis=tuple(axes))
-    return reduce(x, 0, vnp.bitwise_or, axes)
+    return reduce(_check_bits("reduce_or", operand), 0, vnp.bitwise_or, axes)
 
 
 def reduce_xor(operand, axes):
-    """bool: odd count of True; integers: the bitwise xor of the reduced elements."""
-    x = _check_bits("reduce_xor", operand)
-    if x.dtype == np.bool_:
-        return vnp.fmod(vnp.sum(vnp.astype(x, np.int32), axis=tuple(axes)), 2) == 1
-    return reduce(x, 0, vnp.bitwise_xor, axes)
+    """bool: an odd count of True; integers: the bitwise xor of the reduced elements."""
+    return reduce(_check_bits("reduce_xor", operand), 0, vnp.bitwise_xor, axes)
 
 
 def _cum(name, fn):
@@ -953,6 +952,38 @@ def zeta(x, q):
 def polygamma(m, x):
     """The m-th derivative of digamma (scipy's polygamma)."""
     return _polygamma(m, x)
+
+
+def _shift(name, x, y):
+    """x and y checked as integers of one dtype; y with its amounts outside [0, bits) as 0,
+    and where they were."""
+    x, y = _check_bits(name, x, "i"), _check_bits(name, y, "i")
+    if x.dtype != y.dtype:
+        raise DTypeError(f"lax.{name} requires arguments to have the same dtypes, got "
+                         f"{x.dtype}, {y.dtype}", source=user_source())
+    bits = 8 * np.dtype(x.dtype).itemsize
+    out_of_range = (y < 0) | (y >= bits)
+    return x, vnp.where(out_of_range, 0, y), out_of_range, bits
+
+
+def shift_left(x, y):
+    """x << y; 0 where y is not in [0, bits) (JAX's, where C leaves it undefined)."""
+    x, y, bad, _ = _shift("shift_left", x, y)
+    return vnp.where(bad, 0, vnp.left_shift(x, y))
+
+
+def shift_right_arithmetic(x, y):
+    """x >> y filling with the sign bit; all sign bits where y is not in [0, bits)."""
+    x, y, bad, bits = _shift("shift_right_arithmetic", x, y)
+    return vnp.where(bad, vnp.right_shift(x, bits - 1), vnp.right_shift(x, y))
+
+
+def shift_right_logical(x, y):
+    """x >> y filling with zeros; 0 where y is not in [0, bits). The arithmetic shift's sign
+    bits cleared by a mask ~(-1 << (bits - 1 - y) << 1), shifts only (no int32 overflow)."""
+    x, y, bad, bits = _shift("shift_right_logical", x, y)
+    mask = vnp.invert(vnp.left_shift(vnp.left_shift(vnp.full_like(x, -1), bits - 1 - y), 1))
+    return vnp.where(bad, 0, vnp.bitwise_and(vnp.right_shift(x, y), mask))
 
 
 def population_count(x):
@@ -1010,6 +1041,20 @@ def nextafter(x1, x2):
     return vnp.astype(vnp.where(vnp.isnan(x) | vnp.isnan(y), np.nan, out), x.dtype)
 
 
+def _all_or_fold(bool_reduction, name):
+    """A bool operand's all/any; an integer one's bitwise fold (no integer reduction to map)."""
+    def reduction(x, dims):
+        if x.dtype == np.bool_:
+            return bool_reduction(x, axis=dims)
+        return _fold_axes([x], dims, lambda a, b: [globals()[name](a[0], b[0])])[0]
+    return reduction
+
+
+_MONOIDS.update({
+    bitwise_and: _all_or_fold(vnp.all, "bitwise_and"),
+    vnp.bitwise_and: _all_or_fold(vnp.all, "bitwise_and"),
+    bitwise_or: _all_or_fold(vnp.any, "bitwise_or"),
+    vnp.bitwise_or: _all_or_fold(vnp.any, "bitwise_or")})
 _MONOIDS.update({
     fn: red for fns, red in [((add, vnp.add), reduce_sum), ((mul, vnp.multiply), reduce_prod),
                              ((max, vnp.maximum), reduce_max), ((min, vnp.minimum), reduce_min)]
@@ -1018,4 +1063,5 @@ _MONOIDS.update({
 __all__ = sorted(__all__ + ["reduce", "reduce_and", "reduce_or", "reduce_xor", "cummax", "cummin",
                             "cumlogsumexp", "igamma", "igammac", "regularized_incomplete_beta",
                             "bessel_i0e", "bessel_i1e", "zeta", "polygamma", "population_count",
-                            "clz", "nextafter"])
+                            "clz", "nextafter", "shift_left", "shift_right_arithmetic",
+                            "shift_right_logical"])
