@@ -36,6 +36,7 @@ def test_reduce_folds_an_arbitrary_associative_computation():
         np.testing.assert_allclose(got, sp.logsumexp(X, axis=dims), rtol=1e-5)
     got = lax.reduce(I, np.int32(0), vnp.bitwise_xor, (0, 1))
     assert int(got) == int(np.bitwise_xor.reduce(I.ravel()))
+    vg.check_grads(lambda x: lax.reduce(x, np.float32(-np.inf), logaddexp, (1,)), (X,), order=1)
     empty = lax.reduce(np.zeros((0, 3), np.float32), np.float32(4.0), logaddexp, (0,))
     np.testing.assert_array_equal(empty, np.full(3, 4.0, np.float32))
 
