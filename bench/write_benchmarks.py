@@ -391,7 +391,8 @@ def attention_paths_section(runs) -> list[str]:
     d = run["doc"]
     out = ["## Attention as a program: the planner's path, the flash kernels, written out, and "
            "torch SDPA (fp32, forward + backward)", "",
-           f"{src(run)}, {d['device']}; `python3 bench/bench_attention_paths.py --sweep`: GPU "
+           f"{src(run)}, {d['device']}; `python3 bench/bench_attention_paths.py` (`--sweep` "
+           "adds shapes): GPU "
            f"time of the jitted program q, k, v, do -> (o, dq, dk, dv) (`vg.profile`), "
            f"{d['rounds']} interleaved rounds, medians (ranges). planner: the path "
            "lowering/attention.py's `scores_path` takes (W: written out as matmul, softmax, "
