@@ -40,6 +40,14 @@ def test_point_gather_and_offset_dims_first():
     np.testing.assert_array_equal(lax.gather(X, j, cols, (5, 1)), X[:, [5, 1]])
 
 
+def test_one_index_vector_under_vmap_and_none():
+    dn = lax.GatherDimensionNumbers(offset_dims=(0,), collapsed_slice_dims=(0,),
+                                    start_index_map=(0,))
+    f = vg.vmap(lambda i: lax.gather(X, i, dn, (1, 6)))   # each i: one index vector, no batch
+    np.testing.assert_array_equal(f(np.array([[1], [3]], np.int32)), X[[1, 3]])
+    assert np.asarray(lax.gather(X, np.zeros((0, 1), np.int32), ROWS, (1, 6))).shape == (0, 6)
+
+
 def test_windows_clip_and_fill():
     starts = np.array([[1, 2], [4, 4], [-1, 0]])
     dn = lax.GatherDimensionNumbers(offset_dims=(1, 2), collapsed_slice_dims=(),
@@ -124,6 +132,9 @@ def test_scatter_set_mul_min_max_and_apply():
     want[idx[:, 0], idx[:, 1]] = u                          # the last update of a repeat
     np.testing.assert_array_equal(lax.scatter(X, idx, u, dn), want)
     np.testing.assert_array_equal(vnp.asarray(X).at[idx[:, 0], idx[:, 1]].set(u), want)
+    for fn in (lax.scatter, lax.scatter_mul, lax.scatter_max):
+        vg.check_grads(lambda x, u: vnp.sum(vnp.sin(fn(x, idx[:2], u, dn))), (X, u[:2]),
+                       order=1)
     got = lax.scatter_apply(X, idx, vnp.exp, dn, update_shape=(3,))
     want = X.copy()
     want[idx[:, 0], idx[:, 1]] = np.exp(X[idx[:, 0], idx[:, 1]])
