@@ -18,6 +18,7 @@ import builtins
 import enum
 import math
 import string
+from typing import NamedTuple
 
 import numpy as np
 
@@ -32,7 +33,7 @@ from vkgrad.scipy.special import (betainc, digamma, erf, erfc, erfinv, expit, ga
                                   gammaincc, gammaln, i0e, i1e)
 from vkgrad.scipy.special import polygamma as _polygamma
 from vkgrad.scipy.special import zeta as _zeta
-from vkgrad.tracer.core import user_source
+from vkgrad.tracer.core import Tracer, user_source
 from vkgrad.tree_util import tree_flatten, tree_map, tree_unflatten
 
 # ------------------------------------------------------------------------------- elementwise
@@ -1065,3 +1066,246 @@ __all__ = sorted(__all__ + ["reduce", "reduce_and", "reduce_or", "reduce_xor", "
                             "bessel_i0e", "bessel_i1e", "zeta", "polygamma", "population_count",
                             "clz", "nextafter", "shift_left", "shift_right_arithmetic",
                             "shift_right_logical"])
+
+
+# ------------------------------------------------------------------ gather and scatter
+
+class GatherScatterMode(enum.Enum):
+    """What lax.gather and the scatters do with a window that does not fit in the operand:
+    CLIP clamps its start so that it fits; FILL_OR_DROP (mode=None, JAX's default) fills a
+    gathered window with fill_value and drops a scattered one; PROMISE_IN_BOUNDS promises
+    that none happens (here: clamped, as CLIP)."""
+    CLIP = 0
+    FILL_OR_DROP = 1
+    PROMISE_IN_BOUNDS = 2
+
+    @staticmethod
+    def from_any(s):
+        if isinstance(s, GatherScatterMode):
+            return s
+        names = {"clip": "CLIP", None: "FILL_OR_DROP", "fill": "FILL_OR_DROP",
+                 "drop": "FILL_OR_DROP", "promise_in_bounds": "PROMISE_IN_BOUNDS"}
+        if not isinstance(s, (str, type(None))) or s not in names:
+            raise ArgumentError(f"unknown gather/scatter mode {s!r}: use 'clip', 'fill', 'drop', "
+                                f"'promise_in_bounds' or a GatherScatterMode",
+                                source=user_source())
+        return GatherScatterMode[names[s]]
+
+
+class GatherDimensionNumbers(NamedTuple):
+    """jax.lax.GatherDimensionNumbers: where each operand dimension goes in lax.gather's output
+    (the index vector is start_indices' last dimension, as JAX's)."""
+    offset_dims: tuple
+    collapsed_slice_dims: tuple
+    start_index_map: tuple
+    operand_batching_dims: tuple = ()
+    start_indices_batching_dims: tuple = ()
+
+
+class ScatterDimensionNumbers(NamedTuple):
+    """jax.lax.ScatterDimensionNumbers: where each updates dimension goes in the operand."""
+    update_window_dims: tuple
+    inserted_window_dims: tuple
+    scatter_dims_to_operand_dims: tuple
+    operand_batching_dims: tuple = ()
+    scatter_indices_batching_dims: tuple = ()
+
+
+def _dims(name, what, dims, rank, ordered=True):
+    """dims as a tuple of distinct ints in [0, rank) (sorted where JAX asks it), or a
+    ShapeError naming the field."""
+    dims = tuple(int(d) for d in dims)
+    if any(not 0 <= d < rank for d in dims) or len(set(dims)) != len(dims) or \
+            (ordered and list(dims) != sorted(dims)):
+        raise ShapeError(f"{name}: {what} {dims} must be distinct{', sorted' if ordered else ''} "
+                         f"dimensions in [0, {rank})", source=user_source())
+    return dims
+
+
+def _index_vectors(name, indices, n_map, batching):
+    """The start indices as int32, numpy's where concrete (the windows' positions are then
+    computed at trace time), checked against the index map and the batching dims."""
+    if isinstance(indices, Tracer):
+        kind = "i" if P.dtype_of(indices) == "i32" else "f"
+    else:
+        indices = np.asarray(indices)
+        kind = indices.dtype.kind
+    if kind not in "iu" or indices.ndim == 0:
+        raise ArgumentError(f"{name}: the indices must be an integer array whose last dimension "
+                            f"holds the index vectors, got {indices.dtype}"
+                            f"[{','.join(str(d) for d in indices.shape)}]", source=user_source())
+    if indices.shape[-1] != n_map:
+        raise ShapeError(f"{name}: index vectors of length {indices.shape[-1]} (the indices' "
+                         f"last dimension) for {n_map} operand dimensions in the index map",
+                         source=user_source())
+    _dims(name, "the indices' batching dims", batching, indices.ndim - 1, ordered=False)
+    return indices if isinstance(indices, Tracer) else indices.astype(np.int32)
+
+
+def _check_operand_dims(name, shape, window, index_map, batching, other_batching, squeezed,
+                        squeezed_what, batch_shape):
+    """The checks gather and scatter share: operand dims, the batching pairs, window sizes."""
+    rank = len(shape)
+    index_map = _dims(name, "the index map", index_map, rank, ordered=False)
+    batching = _dims(name, "operand_batching_dims", batching, rank)
+    squeezed = _dims(name, squeezed_what, squeezed, rank)
+    if set(batching) & (set(squeezed) | set(index_map)):
+        raise ShapeError(f"{name}: operand_batching_dims {batching} overlap {squeezed_what} or "
+                         f"the index map", source=user_source())
+    if len(batching) != len(other_batching) or any(
+            shape[d] != batch_shape[b] for d, b in zip(batching, other_batching)):
+        raise ShapeError(f"{name}: operand_batching_dims {batching} (sizes "
+                         f"{[shape[d] for d in batching]}) do not pair with the indices' "
+                         f"batching dims {tuple(other_batching)}", source=user_source())
+    for d in range(rank):
+        if not 0 <= window[d] <= shape[d] or (d in squeezed + batching and window[d] != 1):
+            raise ShapeError(f"{name}: a window of size {window[d]} on operand dimension {d} "
+                             f"of size {shape[d]}" + (f" (one in {squeezed_what} or a batching "
+                                                      f"dim must have size 1)"
+                                                      if d in squeezed + batching else ""),
+                             source=user_source())
+    return index_map, batching, [d for d in range(rank) if d not in squeezed + batching]
+
+
+def _window_positions(shape, indices, index_map, batching, idx_batching, window, kept, mode):
+    """The flat position in an operand of `shape` of every element of every window: an int32
+    array of shape indices.shape[:-1] + the kept dims' window sizes, and (FILL_OR_DROP) a mask
+    of the windows that fit, shaped to broadcast with it (None: all do, or clamped)."""
+    xp = np if isinstance(indices, np.ndarray) else vnp
+    batch = tuple(indices.shape[:-1])
+    strides = [math.prod(shape[d + 1:]) for d in range(len(shape))]
+    base, ok = xp.zeros(batch, np.int32), None
+    for k, d in enumerate(index_map):
+        s, hi = indices[..., k], shape[d] - window[d]
+        if mode is GatherScatterMode.FILL_OR_DROP:
+            fits = (s >= 0) & (s <= hi)
+            ok = fits if ok is None else ok & fits
+        base = base + xp.clip(s, 0, hi) * strides[d]
+    for d, b in zip(batching, idx_batching):   # the i-th window of a batch reads batch i
+        base = base + np.arange(batch[b], dtype=np.int32).reshape(
+            [-1 if i == b else 1 for i in range(len(batch))]) * strides[d]
+    offsets = np.zeros((), np.int32)
+    for d in kept:
+        offsets = offsets[..., None] + np.arange(window[d], dtype=np.int32) * strides[d]
+    tail = (1,) * len(kept)
+    pos = xp.reshape(base, batch + tail) + offsets
+    if ok is not None:
+        ok = xp.reshape(ok, batch + tail)
+        if xp is np and ok.all():
+            ok = None
+    return (pos.astype(np.int32) if xp is np else pos), ok
+
+
+def gather(operand, start_indices, dimension_numbers, slice_sizes, *, indices_are_sorted=False,
+           unique_indices=False, mode=None, fill_value=None):
+    """jax.lax.gather (XLA's Gather): a window of slice_sizes at each index vector, composed as
+    one vnp.take of the flattened operand at every output element's flat position (so its
+    gradient is take's). Start indices are not wrapped: a window that does not fit is filled
+    (FILL_OR_DROP; fill_value None: NaN for floats, the smallest int, True) or clamped (CLIP)."""
+    operand, dn = vnp.asarray(operand), dimension_numbers
+    mode, shape = GatherScatterMode.from_any(mode), tuple(operand.shape)
+    sizes = tuple(int(s) for s in slice_sizes)
+    if len(sizes) != len(shape):
+        raise ShapeError(f"gather: {len(sizes)} slice sizes for an operand of rank {len(shape)}",
+                         source=user_source())
+    indices = _index_vectors("gather", start_indices, len(dn.start_index_map),
+                             dn.start_indices_batching_dims)
+    batch = tuple(indices.shape[:-1])
+    index_map, batching, kept = _check_operand_dims(
+        "gather", shape, sizes, dn.start_index_map, dn.operand_batching_dims,
+        dn.start_indices_batching_dims, dn.collapsed_slice_dims, "collapsed_slice_dims", batch)
+    rank = len(batch) + len(kept)
+    offset_dims = _dims("gather", "offset_dims", dn.offset_dims, rank)
+    if len(offset_dims) != len(kept):
+        raise ShapeError(f"gather: {len(offset_dims)} offset_dims for the {len(kept)} operand "
+                         f"dimensions neither collapsed nor batching", source=user_source())
+    pos, ok = _window_positions(shape, indices, index_map, batching,
+                                dn.start_indices_batching_dims, sizes, kept, mode)
+    batch_at = [p for p in range(rank) if p not in offset_dims]
+    perm = [len(batch) + offset_dims.index(p) if p in offset_dims else batch_at.index(p)
+            for p in range(rank)]
+    out = vnp.take(vnp.ravel(operand), vnp.transpose(pos, perm))
+    if ok is None:
+        return out
+    dt = np.dtype(operand.dtype)
+    if fill_value is None:
+        fill_value = np.nan if dt.kind == "f" else True if dt.kind == "b" else np.iinfo(dt).min
+    return vnp.where(vnp.transpose(ok, perm), out, np.asarray(fill_value, dt))
+
+
+def _scatter(name, operand, scatter_indices, updates, dimension_numbers, mode, combine):
+    """operand with each update window combined into it (combine: an x.at[...] method), one
+    x.at[flat positions] on the flattened operand; FILL_OR_DROP sends a window that does not
+    fit to one more slot past the end, which is then cut off."""
+    operand, updates, dn = vnp.asarray(operand), vnp.asarray(updates), dimension_numbers
+    mode, shape = GatherScatterMode.from_any(mode), tuple(operand.shape)
+    indices = _index_vectors(name, scatter_indices, len(dn.scatter_dims_to_operand_dims),
+                             dn.scatter_indices_batching_dims)
+    batch = tuple(indices.shape[:-1])
+    window_dims = _dims(name, "update_window_dims", dn.update_window_dims, updates.ndim)
+    batch_at = [p for p in range(updates.ndim) if p not in window_dims]
+    if tuple(updates.shape[p] for p in batch_at) != batch:
+        raise ShapeError(f"{name}: updates of shape {tuple(updates.shape)} with "
+                         f"update_window_dims {window_dims} for indices of batch shape {batch}",
+                         source=user_source())
+    inserted = _dims(name, "inserted_window_dims", dn.inserted_window_dims, len(shape))
+    kept = [d for d in range(len(shape))
+            if d not in inserted + tuple(int(b) for b in dn.operand_batching_dims)]
+    if len(kept) != len(window_dims):
+        raise ShapeError(f"{name}: {len(window_dims)} update_window_dims for the {len(kept)} "
+                         f"operand dimensions neither inserted nor batching",
+                         source=user_source())
+    window = [1] * len(shape)
+    for d, p in zip(kept, window_dims):
+        window[d] = updates.shape[p]
+    index_map, batching, kept = _check_operand_dims(
+        name, shape, window, dn.scatter_dims_to_operand_dims, dn.operand_batching_dims,
+        dn.scatter_indices_batching_dims, inserted, "inserted_window_dims", batch)
+    pos, ok = _window_positions(shape, indices, index_map, batching,
+                                dn.scatter_indices_batching_dims, window, kept, mode)
+    if combine not in ("add", "set") and not isinstance(pos, np.ndarray):
+        raise ArgumentError(f"{name} with traced indices: vkgrad combines repeated positions "
+                            f"at trace time, so it needs concrete indices (scatter_add and "
+                            f"scatter take traced ones)", source=user_source())
+    n = math.prod(shape)
+    if ok is not None:
+        pos = vnp.where(ok, pos, np.int32(n))
+    flat = vnp.concatenate([vnp.ravel(operand), vnp.zeros((1,), operand.dtype)])
+    out = getattr(vnp.at(flat)[pos], combine)(vnp.transpose(updates, batch_at + list(window_dims)))
+    return vnp.reshape(out[:n], shape)
+
+
+def _scatter_fn(combine, doc):
+    def scatter_op(operand, scatter_indices, updates, dimension_numbers, *,
+                   indices_are_sorted=False, unique_indices=False, mode=None):
+        return _scatter(scatter_op.__name__, operand, scatter_indices, updates,
+                        dimension_numbers, mode, combine)
+    scatter_op.__doc__ = doc
+    return scatter_op
+
+
+scatter = _scatter_fn("set", "jax.lax.scatter: operand with update windows written at the "
+                             "indices (repeated positions: the last update where the indices "
+                             "are concrete, their mean where traced; JAX leaves it undefined).")
+scatter_add = _scatter_fn("add", "jax.lax.scatter_add: update windows added into operand.")
+scatter_mul = _scatter_fn("multiply", "jax.lax.scatter_mul (concrete indices).")
+scatter_min = _scatter_fn("min", "jax.lax.scatter_min (concrete indices).")
+scatter_max = _scatter_fn("max", "jax.lax.scatter_max (concrete indices).")
+for _fn, _name in ((scatter, "scatter"), (scatter_add, "scatter_add"), (scatter_mul, "scatter_mul"),
+                   (scatter_min, "scatter_min"), (scatter_max, "scatter_max")):
+    _fn.__name__ = _fn.__qualname__ = _name
+
+
+def scatter_apply(operand, scatter_indices, func, dimension_numbers, *, update_shape=(),
+                  indices_are_sorted=False, unique_indices=False, mode=None):
+    """jax.lax.scatter_apply: func applied (once) to each operand element a window of
+    update_shape covers: a scatter_add of ones marks them, then a select."""
+    operand = vnp.asarray(operand)
+    hit = scatter_add(vnp.zeros(operand.shape, np.float32), scatter_indices,
+                      vnp.ones(update_shape, np.float32), dimension_numbers, mode=mode)
+    return vnp.where(hit > 0, func(operand), operand)
+
+
+__all__ = sorted(__all__ + ["GatherScatterMode", "GatherDimensionNumbers", "ScatterDimensionNumbers",
+                            "gather", "scatter", "scatter_add", "scatter_mul", "scatter_min",
+                            "scatter_max", "scatter_apply"])
