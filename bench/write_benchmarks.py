@@ -386,6 +386,14 @@ def _paths_ratio(r, name="planner"):
     return r["us"]["torch"]["median"] / r["us"][name]["median"]
 
 
+def _median_range(us, name) -> str:
+    """`median (min-max)` of one path's times in a bench_attention_paths row ('' if absent)."""
+    if name not in us:
+        return ""
+    x = us[name]
+    return f"{f1(x['median'])} ({f1(x['min'])}-{f1(x['max'])})"
+
+
 def attention_paths_section(runs) -> list[str]:
     run = runs[0]
     d = run["doc"]
@@ -402,8 +410,7 @@ def attention_paths_section(runs) -> list[str]:
     rows = []
     for r in d["rows"]:
         us = r["us"]
-        cell = lambda n: (f"{f1(us[n]['median'])} ({f1(us[n]['min'])}-{f1(us[n]['max'])})"  # noqa
-                          if n in us else "")
+        cell = lambda n: _median_range(us, n)  # noqa: E731
         rows.append((r["case"], "W" if r["planner_written_out"] else "F", cell("planner"),
                      cell("flash"), cell("written_out"), cell("torch"),
                      f"{_paths_ratio(r):.2f}",
@@ -427,14 +434,12 @@ def attention_causal_section(runs) -> list[str]:
            "N: the attention_scores pass writes causal attention out as one matmul, masked "
            "softmax and matmul per N query rows over the keys they see (n blocks compute "
            "(n + 1) / 2n of the scores); flash: the flash kernels; torch: "
-           "`F.scaled_dot_product_attention` + autograd, TF32 off. The planner column is the "
-           "path of the code that ran then; lowering/attention.py's rule now is beside the "
-           "numbers there.", ""]
+           "`F.scaled_dot_product_attention` + autograd, TF32 off. lowering/attention.py's "
+           "rule is beside these numbers.", ""]
     rows = []
     for r in d["rows"]:
         us = r["us"]
-        cell = lambda n: (f"{f1(us[n]['median'])} ({f1(us[n]['min'])}-{f1(us[n]['max'])})"  # noqa
-                          if n in us else "")
+        cell = lambda n: _median_range(us, n)  # noqa: E731
         best = min((us[f"written_out_qb{b}"]["median"], b) for b in blocks
                    if f"written_out_qb{b}" in us)
         rows.append((r["case"], cell("flash"), *(cell(f"written_out_qb{b}") for b in blocks),

@@ -53,6 +53,11 @@ def _rows(x, a, z):
     return x if (a, z) == (0, n) else L.slice_(x, (0, a, 0), (bh, z, d))
 
 
+def _cat(xs):
+    """The blocks' rows (axis 1) as one array."""
+    return xs[0] if len(xs) == 1 else L.concatenate(xs, 1)
+
+
 def _forward(q, k, v, *, causal, scale, blocks):
     """(o, lse, *P) of flash_attention_p on [B, H, L, D], block by block of query rows, each
     over the keys it sees (causal: with Lq <= Lk, so that every query sees a key; only each
@@ -73,7 +78,7 @@ def _forward(q, k, v, *, causal, scale, blocks):
         lses.append(L.add(m, L.log(total)))
         outs.append(L.matmul(p, _rows(v3, 0, keys)))
         ps.append(p)
-    o, lse = (xs[0] if len(xs) == 1 else L.concatenate(xs, 1) for xs in (outs, lses))
+    o, lse = _cat(outs), _cat(lses)
     return (L.reshape(o, (b, h, lq, d)), L.reshape(lse, (b, h, lq)), *ps)
 
 
@@ -88,7 +93,8 @@ def _backward(q, k, v, do, *ps_dlse, scale, blocks):
                        for x, n in ((q, lq), (k, lk), (v, lk), (do, lq)))
     dqs, dk, dv = [], None, None
     for (a, z, keys), p in zip(blocks, ps):
-        qi, doi, ki, vi = _rows(q3, a, z), _rows(do3, a, z), _rows(k3, 0, keys), _rows(v3, 0, keys)
+        qi, doi = _rows(q3, a, z), _rows(do3, a, z)
+        ki, vi = _rows(k3, 0, keys), _rows(v3, 0, keys)
         ds = L.softmax_bwd(p, L.matmul(doi, vi, False, True), 2)
         if dlse:
             dl = _rows(L.reshape(dlse[0], (b * h, lq, 1)), a, z)
@@ -99,7 +105,7 @@ def _backward(q, k, v, do, *ps_dlse, scale, blocks):
         if keys < lk:
             pieces = tuple(L.pad(x, (0, 0, 0), (0, lk - keys, 0)) for x in pieces)
         dk, dv = pieces if dk is None else (L.add(dk, pieces[0]), L.add(dv, pieces[1]))
-    dq = dqs[0] if len(dqs) == 1 else L.concatenate(dqs, 1)
+    dq = _cat(dqs)
     return (L.reshape(dq, (b, h, lq, d)), L.reshape(dk, (b, h, lk, d)),
             L.reshape(dv, (b, h, lk, d)))
 

@@ -32,6 +32,15 @@ def normalize_axes(axis, ndim) -> tuple:
     return tuple(sorted(out))
 
 
+def horner(coeffs, t):
+    """coeffs[0] t^(n-1) + ... + coeffs[-1] (Python numbers as coefficients, t an array):
+    the rational and series approximations of vkgrad/numpy/windows.py and vg.scipy.special."""
+    out = coeffs[0]
+    for c in coeffs[1:]:
+        out = out * t + c
+    return out
+
+
 def type_string(x) -> str:
     """x's type as the IR prints it (f32[3,4]), for messages."""
     return type_str(x.shape, dtype_of(x))

@@ -11,7 +11,7 @@ from vkgrad.numpy.creation import arange, ones
 from vkgrad.numpy.dtypes import as_float
 from vkgrad.numpy.ufuncs import abs as _abs
 from vkgrad.numpy.ufuncs import cos, exp, maximum, sign, sqrt, where
-from vkgrad.numpy.util import nonnegative_int
+from vkgrad.numpy.util import horner, nonnegative_int
 
 
 def _cosine_window(M, name, coeffs):
@@ -64,14 +64,6 @@ def kaiser(M, beta):
     return i0e(u) / i0e(beta) * exp(_abs(u) - _abs(beta))
 
 
-def _horner(coeffs, t):
-    """coeffs[0] t^(n-1) + ... + coeffs[-1]."""
-    out = coeffs[0]
-    for c in coeffs[1:]:
-        out = out * t + c
-    return out
-
-
 # ----------------------------------------------- modified Bessel functions (vg.scipy.special's)
 
 # Abramowitz & Stegun 9.8.1-9.8.4, t = x / 3.75: the series in t^2 below 3.75 (absolute error
@@ -91,11 +83,11 @@ def _bessel_i(x, small, large, odd):
     ax = _abs(x)
     near = ax <= 3.75
     ts = where(near, ax, 0.0) / 3.75
-    s = _horner(small, ts * ts) * exp(-ax)
+    s = horner(small, ts * ts) * exp(-ax)
     if odd:
         s = s * where(near, x, 0.0)
     far = where(near, 3.75, ax)
-    big = _horner(large, 3.75 / far) / sqrt(far)
+    big = horner(large, 3.75 / far) / sqrt(far)
     if odd:
         big = sign(x) * big
     return where(near, s, big)

@@ -40,20 +40,13 @@ import math
 
 import vkgrad.numpy as vnp
 from vkgrad.numpy import windows as _windows
+from vkgrad.numpy.util import horner
 from vkgrad.transforms import custom_jvp, jvp
 
 
 def _float(x):
     x = vnp.asarray(x)
     return x if vnp.issubdtype(x.dtype, vnp.floating) else vnp.astype(x, vnp.float32)
-
-
-def _horner(coeffs, t):
-    """coeffs[0] t^(n-1) + ... + coeffs[-1]."""
-    out = coeffs[0]
-    for c in coeffs[1:]:
-        out = out * t + c
-    return out
 
 
 # ------------------------------------------------------------------------------ logsumexp
@@ -92,7 +85,7 @@ _ERFC_P = (0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.27886807, -0.1862
 def _log_erfc_pos(z):
     """log erfc(z) for z >= 0, without forming erfc (so it does not underflow)."""
     t = 1.0 / (1.0 + 0.5 * z)
-    return vnp.log(t) - z * z + _horner(_ERFC_P, t)
+    return vnp.log(t) - z * z + horner(_ERFC_P, t)
 
 
 def _erfc_pos(z):
@@ -102,7 +95,7 @@ def _erfc_pos(z):
     rounding of z*z."""
     t = 1.0 / (1.0 + 0.5 * z)
     hi = vnp.floor(vnp.minimum(z, 16.0) * 256.0) / 256.0
-    return t * vnp.exp(-hi * hi) * vnp.exp(_horner(_ERFC_P, t) - (z - hi) * (z + hi))
+    return t * vnp.exp(-hi * hi) * vnp.exp(horner(_ERFC_P, t) - (z - hi) * (z + hi))
 
 
 def erfc(x):
@@ -120,7 +113,7 @@ def erf(x):
     x = _float(x)
     small = vnp.abs(x) < 0.5
     xs = vnp.where(small, x, 0.0)
-    series = xs * _horner(_ERF_SERIES, xs * xs)
+    series = xs * horner(_ERF_SERIES, xs * xs)
     far = vnp.sign(x) * (1.0 - _erfc_pos(vnp.abs(vnp.where(small, 1.0, x))))
     return vnp.where(small, series, far)
 
@@ -169,9 +162,9 @@ def ndtri(p):
     central = lo >= _P_LOW
     q = vnp.where(central, lo, 0.5) - 0.5
     r = q * q
-    mid = q * _horner(_A, r) / _horner(_B, r)
+    mid = q * horner(_A, r) / horner(_B, r)
     s = vnp.sqrt(-2.0 * vnp.log(vnp.minimum(lo, _P_LOW)))
-    x = vnp.where(central, mid, _horner(_C, s) / _horner(_D, s))
+    x = vnp.where(central, mid, horner(_C, s) / horner(_D, s))
     x = x - (ndtr(x) - lo) / vnp.exp(-0.5 * x * x - _HALF_LOG_2PI)    # Newton
     out = vnp.where(p <= 0.5, x, -x)
     out = vnp.where(p <= 0.0, -math.inf, vnp.where(p >= 1.0, math.inf, out))
@@ -431,7 +424,7 @@ def _igamma_log_prefactor(a, x):
     tn = vnp.where(near, t, 0.0)
     s = tn / (2.0 + tn)
     s2 = s * s
-    near_part = ab * (2.0 * s * s2 * _horner(_LOG1PMX, s2) - tn * s)
+    near_part = ab * (2.0 * s * s2 * horner(_LOG1PMX, s2) - tn * s)
     core = vnp.where(near, near_part, ab * vnp.log(x / ab) - (x - ab))
     stirling = core + 0.5 * vnp.log(ab) - _HALF_LOG_2PI - _stirling_series(ab)
     return vnp.where(big, stirling, direct)
@@ -625,7 +618,7 @@ def _hankel(x, order):
     q = 1.0 / x
     modulus, phase = (_MODULUS0, _PHASE0) if order == 0 else (_MODULUS1, _PHASE1)
     shift = math.pi / 4 if order == 0 else 3 * math.pi / 4
-    return vnp.sqrt(q) * _horner(modulus, q), x + q * _horner(phase, q * q) - shift
+    return vnp.sqrt(q) * horner(modulus, q), x + q * horner(phase, q * q) - shift
 
 
 def _j_raw(x, order):
@@ -635,9 +628,9 @@ def _j_raw(x, order):
     xs = vnp.where(near, x, 0.0)
     z = xs * xs
     if order == 0:
-        small = (z - _J0_ZERO2) * _horner(_J0_SMALL, z)
+        small = (z - _J0_ZERO2) * horner(_J0_SMALL, z)
     else:
-        small = (z - _J1_ZERO2) * xs * _horner(_J1_SMALL, z)
+        small = (z - _J1_ZERO2) * xs * horner(_J1_SMALL, z)
     m, ph = _hankel(vnp.where(near, 2.0, ax), order)
     big = m * vnp.cos(ph)
     return vnp.where(near, small, big if order == 0 else vnp.sign(x) * big)
@@ -650,9 +643,9 @@ def _y_raw(x, order):
     xs = vnp.where(near & (x > 0), x, 1.0)
     z = xs * xs
     if order == 0:
-        small = (z - _Y0_ZERO2) * _horner(_Y0_SMALL, z) + 2 / math.pi * vnp.log(xs) * _j_raw(xs, 0)
+        small = (z - _Y0_ZERO2) * horner(_Y0_SMALL, z) + 2 / math.pi * vnp.log(xs) * _j_raw(xs, 0)
     else:
-        small = (z - _Y1_ZERO2) * xs * _horner(_Y1_SMALL, z) \
+        small = (z - _Y1_ZERO2) * xs * horner(_Y1_SMALL, z) \
             + 2 / math.pi * (_j_raw(xs, 1) * vnp.log(xs) - 1.0 / xs)
     m, ph = _hankel(vnp.where(near, 2.0, x), order)
     out = vnp.where(near, small, m * vnp.sin(ph))
