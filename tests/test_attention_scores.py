@@ -61,7 +61,7 @@ def test_the_h200_writes_out_attention(shape, causal):
     (causal: causal_blocks', each masked), no flash kernel and no log-sum-exp (the backward
     reads the forward's P)."""
     names = _prims(_fused(_grads(causal), shape, shape, shape))
-    n = len(causal_blocks(shape[2])) if causal else 1
+    n = len(causal_blocks(shape[2], shape[3])) if causal else 1
     assert (n > 1) == causal, n                  # the causal shape runs in blocks on the H200
     assert names.count("matmul") == 6 * n, names
     assert names.count("softmax") == n and names.count("softmax_bwd") == n, names
@@ -141,18 +141,23 @@ def test_written_out_causal_blocks_match_the_interpreter(written_out, monkeypatc
     """Causal in blocks of query rows (the last one shorter where they do not divide), each
     over its prefix of keys: Lq < Lk and Lq = Lk, against the interpreter's flash attention."""
     monkeypatch.setattr(attention_planner, "CAUSAL_QUERY_BLOCK", block)
-    assert len(causal_blocks(lq)) == -(-lq // block) > 1
+    assert len(causal_blocks(lq, DC)) == -(-lq // block) > 1
     _check(_grads(causal=True), _operands(1, heads, lq, CAUSAL_KEYS, DC, seed=4))
 
 
 def test_causal_blocks_cover_the_rows(monkeypatch):
     """causal_blocks: consecutive [start, stop) ranges of CAUSAL_QUERY_BLOCK rows covering every
-    query once; 0 gives one block."""
+    query once; 0 gives one block; unset, CAUSAL_QUERY_ROWS_PER_HEAD_DIM rows a head dim."""
     monkeypatch.setattr(attention_planner, "CAUSAL_QUERY_BLOCK", 96)
-    assert causal_blocks(200) == ((0, 96), (96, 192), (192, 200))
-    assert causal_blocks(96) == ((0, 96),)
+    assert causal_blocks(200, 64) == ((0, 96), (96, 192), (192, 200))
+    assert causal_blocks(96, 64) == ((0, 96),)
     monkeypatch.setattr(attention_planner, "CAUSAL_QUERY_BLOCK", 0)
-    assert causal_blocks(200) == ((0, 200),)
+    assert causal_blocks(200, 64) == ((0, 200),)
+    monkeypatch.setattr(attention_planner, "CAUSAL_QUERY_BLOCK", None)   # by the head dim
+    rows = attention_planner.CAUSAL_QUERY_ROWS_PER_HEAD_DIM
+    step = 128 * rows
+    assert causal_blocks(4096, 128) == tuple((a, a + step) for a in range(0, 4096, step))
+    assert len(causal_blocks(4096, 64)) == 2 * len(causal_blocks(4096, 128))
 
 
 def test_written_out_forward_alone_gives_lse(written_out):

@@ -677,7 +677,7 @@ def loop_limit_problem(mode: str, streamed: int, d: int, target=None,
 # fwd+bwd us of B4 H8, written out against flash): unmasked, from head_dim 64 with
 # head_dim * Lk >= 32768 (D64 L512 294 vs 408, L1024 952 vs 1520, L4096 13359 vs 24683; D128
 # L256 168 vs 242, L1024 1413 vs 3576) but not below (D64 L256 134 vs 131; D32 L1024 870 vs
-# 773, L512 273 vs 215); causal in blocks of CAUSAL_QUERY_BLOCK query rows (below) from
+# 773, L512 273 vs 215); causal in blocks of query rows (causal_blocks, below) from
 # head_dim 64 with head_dim * Lk >= 131072 (2026-12-02 15:12, --causal --blocks 128,256,512,
 # blocks of 512 against flash and torch SDPA: D64 L2048 2569 vs 3203 and 2273, L4096 8870 vs
 # 12313 and 7767; D128 L1024 1433 vs 1849 and 1156, L2048 4564 vs 7631 and 3733, L4096 15860
@@ -691,19 +691,25 @@ CAUSAL_SCORES_MIN_HEAD_DIM = 64
 CAUSAL_SCORES_MIN_HEAD_DIM_TIMES_KEYS = 131072
 
 
-# Causal attention written out runs in blocks of CAUSAL_QUERY_BLOCK query rows, each over the
-# keys it sees: n blocks compute (n + 1) / 2n of the scores, and mask only the last block of
-# keys of each (lowering/attention_scores.py). 0: one block, all the scores computed. The same
-# run (B4 H8 fwd+bwd us, blocks of 128 / 256 / 512 rows): D64 L4096 13746 / 11237 / 8870, L2048
-# 3909 / 3190 / 2569, L1024 1281 / 1014 / 839; D128 L1024 1871 / 1373 / 1433, L4096 23276 /
-# 16102 / 15860 (one block, all the scores: D128 L1024 1590, L4096 23559 at 04:26). Fewer,
-# longer blocks won by more than the scores they add.
-CAUSAL_QUERY_BLOCK = 512
+# Causal attention written out runs in blocks of query rows, each over the keys it sees: n
+# blocks compute (n + 1) / 2n of the scores, and mask only the last block of keys of each
+# (lowering/attention_scores.py). A block is CAUSAL_QUERY_ROWS_PER_HEAD_DIM x head_dim rows:
+# 512 at D64, 1024 at D128. The runs (B4 H8 fwd+bwd us, blocks of 128 / 256 / 512 / 1024 rows;
+# 2026-12-02 15:12 and, for 1024, 18:04): D64 L4096 13746 / 11237 / 8870 / 9078, L2048 3909 /
+# 3190 / 2569 / 2801, L1024 1281 / 1014 / 839 / 947; D128 L1024 1871 / 1373 / 1433 / 1411,
+# L2048 - / - / 4565 / 4285, L4096 23276 / 16102 / 15860 / 14041 (one block, all the scores:
+# D128 L1024 1590, L4096 23559 at 04:26). Fewer, longer blocks win by more than the scores they
+# add, up to a point that grows with the head dim (a longer row of each block's matmuls).
+# CAUSAL_QUERY_BLOCK, when set, is a fixed number of rows instead (0: one block).
+CAUSAL_QUERY_ROWS_PER_HEAD_DIM = 8
+CAUSAL_QUERY_BLOCK = None
 
 
-def causal_blocks(lq: int) -> tuple:
+def causal_blocks(lq: int, head_dim: int) -> tuple:
     """The [start, stop) query rows of causal attention's written-out blocks."""
-    step = CAUSAL_QUERY_BLOCK or lq
+    step = CAUSAL_QUERY_ROWS_PER_HEAD_DIM * head_dim if CAUSAL_QUERY_BLOCK is None \
+        else CAUSAL_QUERY_BLOCK
+    step = step or lq
     return tuple((a, min(a + step, lq)) for a in range(0, lq, step))
 
 

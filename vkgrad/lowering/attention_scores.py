@@ -39,12 +39,12 @@ from vkgrad.tracer.core import ShapeDtype
 from vkgrad.transforms.tracing import trace
 
 
-def _blocks(lq, lk, causal):
+def _blocks(lq, lk, d, causal):
     """The query rows [start, stop) each written-out block computes, and the keys it sees
     (a prefix: [0, keys)); one block unless causal (lowering/attention.py causal_blocks)."""
     if not causal:
         return ((0, lq, lk),)
-    return tuple((a, z, z + lk - lq) for a, z in causal_blocks(lq))
+    return tuple((a, z, z + lk - lq) for a, z in causal_blocks(lq, d))
 
 
 def _rows(x, a, z):
@@ -128,7 +128,7 @@ class AttentionScores(TargetPass):
             ins = tuple(resolve(sub, x) for x in e.inputs)
             if id(e) in chosen:
                 q, k = ins[:2]
-                blocks = _blocks(q.shape[2], k.shape[2], e.params["causal"])
+                blocks = _blocks(q.shape[2], k.shape[2], q.shape[3], e.params["causal"])
                 kw = dict(causal=e.params["causal"], scale=e.params["scale"], blocks=blocks)
                 body = trace(lambda q, k, v: _forward(q, k, v, **kw),
                              tuple(map(_spec, ins)))
