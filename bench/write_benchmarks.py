@@ -422,34 +422,37 @@ def attention_paths_section(runs) -> list[str]:
 
 def attention_causal_section(runs) -> list[str]:
     """bench_attention_paths.py --causal --blocks: causal attention written out in blocks of
-    query rows (lowering/attention.py CAUSAL_QUERY_BLOCK), against flash and torch."""
-    run = runs[0]
-    d = run["doc"]
-    blocks = sorted({int(k.removeprefix("written_out_qb")) for r in d["rows"] for k in r["us"]
-                     if k.startswith("written_out_qb")})
+    query rows (lowering/attention.py causal_blocks), against flash and torch; every run, the
+    newest first (each tried other block sizes)."""
     out = ["## Causal attention written out in blocks of query rows (fp32, forward + backward)",
-           "", f"{src(run)}, {d['device']}; `python3 bench/bench_attention_paths.py --causal "
-           f"--blocks {','.join(map(str, blocks))}`: GPU time of the jitted program q, k, v, do "
-           f"-> (o, dq, dk, dv), {d['rounds']} interleaved rounds, medians (ranges). Blocks of "
-           "N: the attention_scores pass writes causal attention out as one matmul, masked "
-           "softmax and matmul per N query rows over the keys they see (n blocks compute "
-           "(n + 1) / 2n of the scores); flash: the flash kernels; torch: "
-           "`F.scaled_dot_product_attention` + autograd, TF32 off. lowering/attention.py's "
+           "", "`python3 bench/bench_attention_paths.py --causal --blocks N,...`: GPU time of the "
+           "jitted program q, k, v, do -> (o, dq, dk, dv), interleaved rounds, medians (ranges). "
+           "Blocks of N: the attention_scores pass writes causal attention out as one matmul, "
+           "masked softmax and matmul per N query rows over the keys they see (n blocks compute "
+           "(n + 1) / 2n of the scores); planner: the rule of its day; flash: the flash kernels; "
+           "torch: `F.scaled_dot_product_attention` + autograd, TF32 off. lowering/attention.py's "
            "rule is beside these numbers.", ""]
-    rows = []
-    for r in d["rows"]:
-        us = r["us"]
-        cell = lambda n: _median_range(us, n)  # noqa: E731
-        best = min((us[f"written_out_qb{b}"]["median"], b) for b in blocks
-                   if f"written_out_qb{b}" in us)
-        rows.append((r["case"], cell("flash"), *(cell(f"written_out_qb{b}") for b in blocks),
-                     cell("torch"), str(best[1]),
-                     f"{us['torch']['median'] / best[0]:.2f}",
-                     f"{us['torch']['median'] / us['flash']['median']:.2f}",
-                     "yes" if r["ok"] else "FAILED"))
-    return out + table(["case", "flash us", *(f"blocks of {b} us" for b in blocks), "torch us",
-                        "best block", "torch / best blocks", "torch / flash", "ok"],
-                       rows) + [""]
+    for run in runs:
+        d = run["doc"]
+        blocks = sorted({int(k.removeprefix("written_out_qb")) for r in d["rows"]
+                         for k in r["us"] if k.startswith("written_out_qb")})
+        out += [f"{src(run)}, {d['device']}, {d['rounds']} rounds, `--blocks "
+                f"{','.join(map(str, blocks))}`:", ""]
+        rows = []
+        for r in d["rows"]:
+            us = r["us"]
+            cell = lambda n: _median_range(us, n) if n in us else ""  # noqa: E731
+            best = min((us[f"written_out_qb{b}"]["median"], b) for b in blocks
+                       if f"written_out_qb{b}" in us)
+            rows.append((r["case"], cell("planner"), cell("flash"),
+                         *(cell(f"written_out_qb{b}") for b in blocks), cell("torch"),
+                         str(best[1]), f"{us['torch']['median'] / best[0]:.2f}",
+                         f"{us['torch']['median'] / us['flash']['median']:.2f}",
+                         "yes" if r["ok"] else "FAILED"))
+        out += table(["case", "planner us", "flash us", *(f"blocks of {b} us" for b in blocks),
+                      "torch us", "best block", "torch / best blocks", "torch / flash", "ok"],
+                     rows) + [""]
+    return out
 
 
 def attention_paths_target(runs) -> list[str]:
