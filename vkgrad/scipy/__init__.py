@@ -4,8 +4,11 @@ traceable, jit-able and differentiable).
     special    logsumexp, erf, erfc, erfinv, expit, logit, xlogy, xlog1py, gammaln, digamma,
                gamma, gammasgn, rgamma, beta, betaln, multigammaln, zeta, polygamma, i0, i0e,
                i1, i1e, ndtr, ndtri, log_ndtr
-    stats      norm (pdf, logpdf, cdf, logcdf, sf, logsf, ppf); t, gamma, beta, chi2,
-               dirichlet, multivariate_normal (pdf, logpdf); poisson (pmf, logpmf)
+    stats      jax.scipy.stats' modules, each with JAX's functions: bernoulli, beta,
+               betabinom, binom, cauchy, chi2, dirichlet, expon, gamma, gennorm, geom,
+               gumbel_l, gumbel_r, laplace, logistic, multinomial, multivariate_normal,
+               nbinom, norm, pareto, poisson, t, truncnorm, uniform, vonmises, wrapcauchy;
+               gaussian_kde; mode, rankdata, sem
     signal     convolve, correlate (N-D; full, same, valid)
     linalg     cholesky, cho_factor, cho_solve, solve_triangular, lu, lu_factor, lu_solve, det,
                inv, solve, qr, eigh, svd, polar, expm

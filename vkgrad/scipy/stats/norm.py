@@ -37,4 +37,9 @@ def ppf(q, loc=0.0, scale=1.0):
     return ndtri(q) * scale + loc
 
 
-__all__ = ["cdf", "logcdf", "logpdf", "logsf", "pdf", "ppf", "sf"]
+def isf(q, loc=0.0, scale=1.0):
+    """ppf(1 - q)."""
+    return ppf(1.0 - vnp.asarray(q), loc, scale)
+
+
+__all__ = ["cdf", "isf", "logcdf", "logpdf", "logsf", "pdf", "ppf", "sf"]
