@@ -23,6 +23,7 @@ from typing import NamedTuple
 import numpy as np
 
 import vkgrad.numpy as vnp
+from vkgrad.numpy.ufuncs import population_count as _population_count
 from vkgrad import primitives as P
 from vkgrad.primitives import collective as C
 from vkgrad.control_flow import (associative_scan, cond, fori_loop, map, scan,  # noqa: F401,A004
@@ -989,12 +990,7 @@ def shift_right_logical(x, y):
 
 def population_count(x):
     """The number of set bits of each integer (of its 32-bit two's complement)."""
-    x = _check_bits("population_count", x, "i")
-    x = x - vnp.bitwise_and(vnp.right_shift(x, 1), 0x55555555)
-    x = vnp.bitwise_and(x, 0x33333333) + vnp.bitwise_and(vnp.right_shift(x, 2), 0x33333333)
-    x = vnp.bitwise_and(x + vnp.right_shift(x, 4), 0x0F0F0F0F)
-    x = x + vnp.right_shift(x, 8)
-    return vnp.bitwise_and(x + vnp.right_shift(x, 16), 0x3F)
+    return _population_count(_check_bits("population_count", x, "i"))
 
 
 def clz(x):
@@ -1005,41 +1001,14 @@ def clz(x):
     return 32 - population_count(x)
 
 
-def _pow2(e, dtype):
-    """2.0 ** e exactly for an integer-valued float array e (vnp.exp2 is exp(e log 2), a few ulp
-    off): a product of the powers 2^(+-2^j) that e's bits pick, one sign of them at a time."""
-    n = vnp.astype(e, np.int32)
-    out = vnp.ones_like(e)
-    for sign, m, bits in ((1, vnp.maximum(n, 0), 7), (-1, vnp.maximum(-n, 0), 8)):
-        for j in range(bits):          # to 2^127 and 2^-255: float32's range (2^128 overflows)
-            bit = vnp.bitwise_and(vnp.right_shift(m, j), 1) == 1
-            out = out * vnp.where(bit, np.asarray(2.0 ** (sign * 2 ** j), dtype), 1)
-    return vnp.astype(out, dtype)
-
-
 def nextafter(x1, x2):
-    """The next representable float after x1 in the direction of x2 (numpy's nextafter). No
-    bitcast here: x1's binary exponent e (log2, corrected by one either way) gives its ulp
-    2^(e - nmant), half that below a power of two toward zero; subnormals step by the
-    smallest one."""
+    """The next representable float after x1 in the direction of x2 (vnp.nextafter, for two
+    float operands of one dtype)."""
     x, y = vnp.asarray(x1), vnp.asarray(x2)
     if x.dtype != y.dtype or np.dtype(x.dtype).kind != "f":
         raise DTypeError(f"lax.nextafter needs two float operands of one dtype, got {x.dtype}, "
                          f"{y.dtype}", source=user_source())
-    fi = np.finfo(x.dtype)
-    a = vnp.minimum(vnp.maximum(vnp.abs(x), fi.tiny), fi.max)   # subnormals: tiny's step
-    e = vnp.minimum(vnp.floor(vnp.log2(a)), fi.maxexp - 1)    # log2(max) rounds to 128
-    e = vnp.where(_pow2(e, x.dtype) > a, e - 1, e)
-    e = vnp.where((e < fi.maxexp - 1) & (_pow2(e + 1, x.dtype) <= a), e + 1, e)
-    ulp = _pow2(e - fi.nmant, x.dtype)
-    toward_zero = (y < x) == (x > 0)
-    half = toward_zero & (vnp.abs(x) == _pow2(e, x.dtype)) & (e > fi.minexp)
-    step = vnp.where(half, ulp / 2, ulp)
-    out = x + vnp.where(y > x, step, -step)
-    out = vnp.where(vnp.isinf(x), vnp.sign(x) * fi.max, out)
-    out = vnp.where(x == 0, vnp.where(y > 0, 1, -1) * fi.smallest_subnormal, out)
-    out = vnp.where(x == y, y, out)
-    return vnp.astype(vnp.where(vnp.isnan(x) | vnp.isnan(y), np.nan, out), x.dtype)
+    return vnp.nextafter(x, y)
 
 
 def _all_or_fold(bool_reduction, name):

@@ -33,7 +33,9 @@ The modules, by subject (as JAX's numpy):
                       Jacobi (eigh, svd) and what is built on them (pinv, lstsq, cond, ...)
     contractions.py   matmul, tensordot, dot, einsum
     sorting.py        sort, argsort, quantiles, argwhere, unique, isin
-    setops.py         intersect1d, union1d, setdiff1d, setxor1d
+    setops.py         intersect1d, union1d, setdiff1d, setxor1d, unique_values / _counts / ...
+    selection.py      choose, compress, extract, place, put, put_along_axis, fill_diagonal,
+                      delete, insert, trim_zeros (JAX's functional forms)
     histograms.py     bincount, digitize, histogram, histogramdd, histogram2d, interp
     vectorize.py      vectorize, apply_along_axis, apply_over_axes, piecewise (by vg.vmap)
     polynomials.py    polyval, polyadd, polymul, polydiv, polyder, polyint, polyfit, poly
@@ -60,6 +62,7 @@ from vkgrad.numpy.reductions import *  # noqa: F401,F403
 from vkgrad.numpy.contractions import *  # noqa: F401,F403
 from vkgrad.numpy.sorting import *  # noqa: F401,F403
 from vkgrad.numpy.setops import *  # noqa: F401,F403
+from vkgrad.numpy.selection import *  # noqa: F401,F403
 from vkgrad.numpy.histograms import *  # noqa: F401,F403
 from vkgrad.numpy.vectorize import *  # noqa: F401,F403
 from vkgrad.numpy.polynomials import *  # noqa: F401,F403
@@ -70,7 +73,14 @@ from vkgrad.numpy.decompositions import *  # noqa: F401,F403
 from vkgrad.numpy import array_methods
 
 pi, e, inf, nan = _np.pi, _np.e, _np.inf, _np.nan
+euler_gamma = _np.euler_gamma
 newaxis = None
+bool = bool_       # numpy 2's name (jnp.bool)
+# numpy's own, as jnp re-exports them: index expressions, files, printing (vg.Arrays print
+# through numpy, so its print options apply to them), iterable
+index_exp, s_, save, savez, iterable = _np.index_exp, _np.s_, _np.save, _np.savez, _np.iterable
+printoptions, get_printoptions, set_printoptions = (_np.printoptions, _np.get_printoptions,
+                                                    _np.set_printoptions)
 ndarray = _Array   # what eager computations return (jnp.ndarray is jax.Array)
 
 array_methods.install_array_methods(globals())

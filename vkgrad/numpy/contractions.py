@@ -429,3 +429,52 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
     x, y, z = broadcast_arrays(x, y, z)
     r = stack([x, y, z], -1)
     return moveaxis(r, -1, normalize_axes(axisc, r.ndim)[0])
+
+
+def vecdot(x1, x2, /, *, axis=-1, precision=None, preferred_element_type=None):
+    """The dot products of x1's and x2's vectors along `axis`, the other axes broadcast (the
+    array API's vecdot; real arrays, so no conjugate)."""
+    a, b = asarray(x1), asarray(x2)
+    for x in (a, b):
+        if x.ndim == 0:
+            raise ShapeError(f"vecdot: operands must have at least one dimension, got "
+                             f"{type_string(x)}", source=user_source())
+    a, b = moveaxis(a, axis, -1), moveaxis(b, axis, -1)
+    if a.shape[-1] != b.shape[-1]:
+        raise ShapeError(f"vecdot: the vectors' lengths differ: {type_string(a)} and "
+                         f"{type_string(b)} along axis {axis}", source=user_source())
+    a, b = _operands(a, b, preferred_element_type)
+    return squeeze(matmul(expand_dims(a, -2), expand_dims(b, -1)), (-2, -1))
+
+
+def matvec(x1, x2, /):
+    """Matrix-vector products x1 (..., n, m) @ x2 (..., m), the batch axes broadcast."""
+    a, b = asarray(x1), asarray(x2)
+    if a.ndim < 2 or b.ndim < 1:
+        raise ShapeError(f"matvec needs a matrix and a vector, got {type_string(a)} and "
+                         f"{type_string(b)}", source=user_source())
+    return squeeze(matmul(a, expand_dims(b, -1)), -1)
+
+
+def vecmat(x1, x2, /):
+    """Vector-matrix products x1 (..., n) @ x2 (..., n, m), the batch axes broadcast."""
+    a, b = asarray(x1), asarray(x2)
+    if a.ndim < 1 or b.ndim < 2:
+        raise ShapeError(f"vecmat needs a vector and a matrix, got {type_string(a)} and "
+                         f"{type_string(b)}", source=user_source())
+    return squeeze(matmul(expand_dims(a, -2), b), -2)
+
+
+def einsum_path(subscripts, *operands, optimize="auto"):
+    """numpy's einsum_path on the operands' shapes: (path, description). An order of
+    contractions to report; vnp.einsum itself contracts left to right."""
+    shapes = [_np.broadcast_to(_np.float32(0), tuple(o.shape) if hasattr(o, "shape")
+                               else _np.shape(o)) for o in operands]
+    if optimize == "auto":
+        optimize = "greedy"
+    elif optimize is True:
+        optimize = "optimal"
+    return _np.einsum_path(subscripts, *shapes, optimize=optimize)
+
+
+__all__ += ["vecdot", "matvec", "vecmat", "einsum_path"]

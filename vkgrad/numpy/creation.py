@@ -1,5 +1,6 @@
-"""Array creation: filled arrays, ranges, grids (meshgrid, indices, ix_), the matrices eye /
-tri / tril / triu / vander, one_hot, and numpy's r_ / c_."""
+"""Array creation: filled arrays, ranges, grids (meshgrid, indices, ix_, mgrid, ogrid), the
+matrices eye / tri / tril / triu / vander, one_hot, numpy's r_ / c_, and arrays from numpy's
+readers (load, frombuffer, fromstring, fromiter)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from vkgrad.numpy.shapes import (atleast_1d, broadcast_to, concatenate, expand_d
                                  ravel, reshape, shape, stack)
 from vkgrad.numpy.ufuncs import add, divide, multiply, power, subtract, where
 from vkgrad.numpy.util import define_wrappers
-from vkgrad.tracer.core import ArrayOps, Tracer, user_source
+from vkgrad.tracer.core import (ArrayOps, Tracer, concrete_value, concretization_error,
+                                user_source)
 
 
 def _shape_arg(shape) -> tuple:
@@ -262,12 +264,7 @@ class _IndexHelper:
                                     "directives of numpy's index helpers are not supported; "
                                     "use vnp.concatenate / vnp.stack", source=user_source())
             if isinstance(k, slice):
-                start = 0 if k.start is None else k.start
-                step = 1 if k.step is None else k.step
-                if isinstance(step, complex):
-                    parts.append(linspace(start, k.stop, int(builtins.abs(step))))
-                else:
-                    parts.append(arange(start, k.stop, step))
+                parts.append(_slice_range(k))
             else:
                 parts.append(atleast_1d(k))
         if self.columns:
@@ -278,6 +275,94 @@ class _IndexHelper:
 
 r_ = _IndexHelper(columns=False)
 c_ = _IndexHelper(columns=True)
+
+
+def _slice_range(k):
+    """A slice of an index helper as a range: an int step is arange, a complex step `1j *
+    num` linspace with num points."""
+    start = 0 if k.start is None else k.start
+    step = 1 if k.step is None else k.step
+    if isinstance(step, complex):
+        return linspace(start, k.stop, int(builtins.abs(step)))
+    return arange(start, k.stop, step)
+
+
+class _GridHelper:
+    """jnp's mgrid (dense) and ogrid (open): the grid of the slices' ranges (an int step is
+    arange, a complex step `1j * num` linspace), meshgrid(..., indexing='ij'); dense grids
+    stacked along a new first axis."""
+
+    def __init__(self, sparse: bool):
+        self.sparse = sparse
+
+    def __getitem__(self, key):
+        if isinstance(key, slice):
+            return _slice_range(key)
+        ranges = [_slice_range(k) for k in key]
+        if not ranges:
+            return [] if self.sparse else arange(0)
+        dt = promoted_dtype(*ranges)
+        grids = meshgrid(*[astype(r, dt) for r in ranges], indexing="ij", sparse=self.sparse)
+        return list(grids) if self.sparse else stack(grids, 0)
+
+
+mgrid = _GridHelper(sparse=False)
+ogrid = _GridHelper(sparse=True)
+
+
+def copy(a, order=None):
+    """a as a vkgrad array (a copy of numpy data; vkgrad arrays are immutable, so one of
+    them is itself)."""
+    return asarray(a)
+
+
+def mask_indices(n, mask_func, k=0, *, size=None):
+    """The (row, column) indices where mask_func(ones((n, n)), k) is nonzero (numpy's; e.g.
+    mask_func=vnp.triu). The mask must be concrete; size= pads (with 0) or cuts the indices to
+    that length, as JAX's nonzero(size=)."""
+    m = mask_func(_np.ones((n, n), _np.float32), k)
+    v = concrete_value(m)
+    if v is None:
+        raise concretization_error(m, "vnp.mask_indices (its result's length depends on the "
+                                   "mask)", "call it outside the transformed function")
+    i, j = _np.nonzero(_np.asarray(v))
+    if size is not None:
+        i, j = (_np.pad(x[:size], (0, builtins.max(0, size - x.size))) for x in (i, j))
+    return _index_arrays(i, j)
+
+
+def load(file, *args, **kwargs):
+    """numpy's load: an array saved by vnp.save / np.save as a vkgrad array (bfloat16 data,
+    which numpy saves as 2-byte voids, read back as bfloat16, as JAX does); an .npz archive as
+    numpy's NpzFile."""
+    out = _np.load(file, *args, **kwargs)
+    if isinstance(out, _np.ndarray):
+        if out.dtype == _np.dtype("V2"):
+            out = out.view(np_dtype("bf16"))
+        return asarray(out)
+    return out
+
+
+def frombuffer(buffer, dtype=float, count=-1, offset=0):
+    """numpy's frombuffer, as a vkgrad array (by the dtype policy: float64 data is float32
+    unless x64 is on)."""
+    return asarray(_np.frombuffer(buffer, dtype=dtype, count=count, offset=offset))
+
+
+def fromstring(string, dtype=float, count=-1, *, sep):
+    """numpy's fromstring of text (sep= is required, as numpy's binary mode is gone), as a
+    vkgrad array."""
+    return asarray(_np.fromstring(string, dtype=dtype, count=count, sep=sep))
+
+
+def fromiter(iterable, dtype, count=-1):
+    """numpy's fromiter, as a vkgrad array. It consumes the iterable when called, so under
+    a transformation it runs once, at trace time (JAX refuses it for that reason)."""
+    return asarray(_np.fromiter(iterable, dtype=dtype, count=count))
+
+
+__all__ += ["mgrid", "ogrid", "copy", "mask_indices", "load", "frombuffer", "fromstring",
+            "fromiter"]
 
 
 def _index_arrays(rows, cols) -> tuple:

@@ -128,6 +128,8 @@ def dtype_name(dtype) -> str:
     'bf16' name the 16-bit floats."""
     if isinstance(dtype, str) and dtype in DTYPES:
         return dtype
+    if isinstance(dtype, RefusedDType):
+        raise dtype.error()
     try:
         d = _np.dtype(dtype)
     except TypeError:
@@ -258,3 +260,112 @@ def as_float(x):
     """x as an array of a float dtype (integers and bools as float32)."""
     x = asarray(x)
     return x if is_float(dtype_of(x)) else promote(x, "f32")
+
+
+# numpy's other names of these dtypes (jnp's): a double is float64 (float32 with x64 off, as
+# JAX truncates it), a single float32, int_ int32 (JAX's default int with 64 bits off);
+# numpy's abstract classes for issubdtype; the unsigned names are stored as int32, as uint8 is
+double = float_ = _np.float64
+single = _np.float32
+int_ = _np.int32
+uint, uint16, uint64 = _np.uint, _np.uint16, _np.uint64
+generic, character, flexible, unsignedinteger = (_np.generic, _np.character, _np.flexible,
+                                                 _np.unsignedinteger)
+# nothing in vkgrad is complex: issubdtype(x.dtype, complexfloating) is False for every array
+complexfloating = _np.complexfloating
+can_cast = _np.can_cast
+ComplexWarning = _np.exceptions.ComplexWarning
+
+__all__ += ["double", "float_", "single", "int_", "uint", "uint16", "uint64", "generic",
+            "character", "flexible", "unsignedinteger", "complexfloating", "can_cast",
+            "ComplexWarning"]
+
+
+def promote_types(a, b) -> _np.dtype:
+    """The dtype two dtypes promote to, by vkgrad's rules (JAX's lattice, as result_type;
+    numpy's names map by the dtype policy)."""
+    return np_dtype(_join(dtype_name(a), dtype_name(b)))
+
+
+_KINDS = {"bool": "b", "signed integer": "i", "unsigned integer": "u", "integral": "iu",
+          "real floating": "f", "complex floating": "c", "numeric": "iufc"}
+
+
+def isdtype(dtype, kind) -> bool:
+    """The array API's isdtype (jnp's): whether `dtype` is `kind`, a dtype or one of the
+    names 'bool', 'signed integer', 'unsigned integer', 'integral', 'real floating',
+    'complex floating', 'numeric', or a tuple of them. bfloat16 is a real floating type."""
+    d = _np.dtype(dtype)
+    d_kind = "f" if d == np_dtype("bf16") else d.kind
+    for k in kind if isinstance(kind, tuple) else (kind,):
+        if isinstance(k, str) and k in _KINDS:
+            if d_kind in _KINDS[k]:
+                return True
+            continue
+        try:
+            if d == _np.dtype(k):
+                return True
+        except TypeError:
+            raise ArgumentError(f"isdtype: kind {k!r} is not a dtype or one of {list(_KINDS)}",
+                                source=user_source()) from None
+    return False
+
+
+def isscalar(element) -> bool:
+    """jnp's isscalar: a Python or NumPy scalar, or a 0-d array (a vkgrad array or a traced
+    value of shape () too)."""
+    if _np.isscalar(element):
+        return True
+    if isinstance(element, (_np.ndarray, ArrayOps)):
+        return element.ndim == 0
+    return False
+
+
+class RefusedDType:
+    """A dtype name vkgrad has no dtype for: using it (as a dtype or called) raises a
+    DTypeError saying why (docs/numpy.md, "What it refuses")."""
+
+    def __init__(self, name, why):
+        self.name, self.why = name, why
+        self.__name__ = self.__qualname__ = name
+
+    def error(self) -> DTypeError:
+        return DTypeError(f"vnp.{self.name}: {self.why}", source=user_source())
+
+    def __call__(self, *args, **kwargs):
+        raise self.error()
+
+    @property
+    def dtype(self):
+        raise self.error()
+
+    def __repr__(self):
+        return f"<vkgrad.numpy.{self.name}: refused ({self.why})>"
+
+
+_COMPLEX = ("vkgrad has no complex dtype (docs/numpy.md, 'What it refuses'): hold real and "
+            "imaginary parts as two float arrays")
+_NARROW = ("vkgrad has no {bits}-bit dtype (its dtypes are float16, bfloat16, float32, "
+           "float64, int32 and bool)")
+_REFUSED = {**{n: _COMPLEX for n in ("complex64", "complex128", "complex_", "cdouble",
+                                     "csingle")},
+            "object_": "vkgrad arrays hold numbers: there is no object dtype"}
+for _name, _bits in [("float4_e2m1fn", 4), ("float6_e2m3fn", 6), ("float6_e3m2fn", 6),
+                     ("float8_e3m4", 8), ("float8_e4m3", 8), ("float8_e4m3b11fnuz", 8),
+                     ("float8_e4m3fn", 8), ("float8_e4m3fnuz", 8), ("float8_e5m2", 8),
+                     ("float8_e5m2fnuz", 8), ("float8_e8m0fnu", 8), ("int1", 1), ("int2", 2),
+                     ("int4", 4), ("uint1", 1), ("uint2", 2), ("uint4", 4)]:
+    _REFUSED[_name] = _NARROW.format(bits=_bits)
+for _name, _why in _REFUSED.items():
+    globals()[_name] = RefusedDType(_name, _why)
+__all__ += list(_REFUSED)
+
+
+def sort_complex(a):
+    """Refused: numpy's sort_complex returns a complex array, and vkgrad has no complex dtype
+    (vnp.sort sorts real values)."""
+    raise DTypeError("vnp.sort_complex: its result is complex, and " + _COMPLEX.split(" (")[0]
+                     + " (use vnp.sort for real values)", source=user_source())
+
+
+__all__ += ["promote_types", "isdtype", "isscalar", "sort_complex"]

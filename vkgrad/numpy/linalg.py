@@ -110,3 +110,11 @@ def solve_triangular(a, b, lower, unit_diagonal=False):
         r = r if unit_diagonal else divide(r, expand_dims(a[..., i, i], -1))
         x = P.save(where(equal(rows, i), expand_dims(r, -2), x))
     return x[..., 0] if vec else x
+
+
+def diagflat(v, k=0):
+    """The square matrix with the flattened v on diagonal k."""
+    return diag(reshape(asarray(v), (-1,)), k)
+
+
+__all__ += ["diagflat"]

@@ -18,9 +18,10 @@ from vkgrad.numpy.dtypes import (as_float, asarray, astype, dtype_of, no_out, pr
                                  promoted_dtype)
 from vkgrad.numpy.indexing import getitem
 from vkgrad.numpy.shapes import broadcast_to, concatenate, moveaxis, ravel, reshape
-from vkgrad.numpy.ufuncs import (add, as_bool, divide, equal, exp, greater, isclose, isfinite,
-                                 isnan, log, logical_not, maximum, minimum, multiply, sqrt,
-                                 stop_gradient, subtract, where)
+from vkgrad.numpy.ufuncs import (absolute, add, as_bool, divide, equal, exp, floor_divide,
+                                 greater, isclose, isfinite, isnan, less, log, logical_and,
+                                 logical_not, maximum, minimum, multiply, negative, remainder,
+                                 sqrt, stop_gradient, subtract, where)
 from vkgrad.numpy.util import define_wrappers, normalize_axes, type_string
 from vkgrad.tracer.core import Tracer, concretization_error, user_source
 
@@ -521,3 +522,51 @@ def _cumulative(x, axis, dtype, include_initial, scan, unit, name):
 
 __all__ += ["nanargmax", "nanargmin", "nanprod", "nanvar", "nanstd", "nancumsum", "nancumprod",
             "cumulative_sum", "cumulative_prod"]
+
+
+def array_equiv(a1, a2):
+    """Whether a1 and a2 are equal after broadcasting (False if they do not broadcast): a bool
+    array, as JAX's (so it traces, unlike array_equal's Python bool)."""
+    a1, a2 = asarray(a1), asarray(a2)
+    try:
+        _np.broadcast_shapes(tuple(a1.shape), tuple(a2.shape))
+    except ValueError:
+        return asarray(False)
+    return all(equal(a1, a2))
+
+
+def ediff1d(ary, to_end=None, to_begin=None):
+    """The differences of the flattened array's neighbours, with to_begin before them and
+    to_end after (both flattened, in ary's dtype)."""
+    a = ravel(asarray(ary))
+    parts = [ravel(astype(to_begin, dtype_of(a)))] if to_begin is not None else []
+    parts.append(subtract(a[1:], a[:-1]))
+    if to_end is not None:
+        parts.append(ravel(astype(to_end, dtype_of(a))))
+    return concatenate(parts) if len(parts) > 1 else parts[0]
+
+
+def unwrap(p, discont=None, axis=-1, period=2 * _np.pi):
+    """p with its jumps along `axis` larger than discont (period / 2 by default) changed by
+    multiples of period, so it follows on (numpy's and JAX's formula: each difference taken
+    mod period into [-period/2, period/2), a running sum of the corrections)."""
+    p = asarray(p)
+    dt = promoted_dtype(p, period)
+    p = promote(p, dt)
+    ax = normalize_axes(axis, p.ndim)[0]
+    if p.shape[ax] == 0:
+        return p
+    half = floor_divide(period, 2) if dt in ("i32", "bool") else divide(period, 2)
+    discont = half if discont is None else discont
+    dd = diff(p, axis=ax)
+    ddmod = subtract(remainder(add(dd, half), period), half)
+    ddmod = where(logical_and(equal(ddmod, negative(half)), greater(dd, 0)), half, ddmod)
+    correct = where(less(absolute(dd), discont), 0, subtract(ddmod, dd))
+    first = [slice(None)] * p.ndim
+    rest = [slice(None)] * p.ndim
+    first[ax], rest[ax] = slice(0, 1), slice(1, None)
+    return concatenate([getitem(p, tuple(first)),
+                        add(getitem(p, tuple(rest)), cumsum(correct, axis=ax))], ax)
+
+
+__all__ += ["array_equiv", "ediff1d", "unwrap"]

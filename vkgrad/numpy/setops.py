@@ -1,4 +1,5 @@
-"""Set operations on flattened arrays, as JAX's: intersect1d, union1d, setdiff1d, setxor1d.
+"""Set operations on flattened arrays, as JAX's: intersect1d, union1d, setdiff1d, setxor1d, and
+the array API's unique_values, unique_counts, unique_inverse, unique_all.
 Their results' lengths are data, so a traced argument needs `size=` (then the first `size`
 sorted values, padded with `fill_value`), as unique does. Compositions of unique (sized: one
 sort), isin (every element against every test element) and a running count that finds the
@@ -7,6 +8,7 @@ kept values (sorting.true_positions); no primitive of their own (docs/numpy.md).
 from __future__ import annotations
 
 import operator
+from typing import NamedTuple
 
 import numpy as _np
 
@@ -20,7 +22,8 @@ from vkgrad.numpy.sorting import isin, sort, true_positions, unique
 from vkgrad.numpy.ufuncs import equal, greater, logical_and, where
 from vkgrad.tracer.core import Tracer, concretization_error, user_source
 
-__all__ = ["intersect1d", "union1d", "setdiff1d", "setxor1d"]
+__all__ = ["intersect1d", "union1d", "setdiff1d", "setxor1d", "unique_values", "unique_counts",
+           "unique_inverse", "unique_all"]
 
 
 def _result_size(name, size, arrays, count) -> int:
@@ -155,3 +158,47 @@ def _only_in(x, y):
     u, real = _unique_values(x)
     return u, logical_and(real, isin(u, y, invert=True))
 
+
+
+# The array API's unique functions (jnp's): unique with NaNs distinct (equal_nan=False), their
+# results as named tuples. A traced x needs size= (and pads with fill_value), as unique does.
+class UniqueCountsResult(NamedTuple):
+    values: object
+    counts: object
+
+
+class UniqueInverseResult(NamedTuple):
+    values: object
+    inverse_indices: object
+
+
+class UniqueAllResult(NamedTuple):
+    values: object
+    indices: object
+    inverse_indices: object
+    counts: object
+
+
+def unique_values(x, /, *, size=None, fill_value=None):
+    """The sorted unique values of x (each NaN its own value)."""
+    return unique(x, equal_nan=False, size=size, fill_value=fill_value)
+
+
+def unique_counts(x, /, *, size=None, fill_value=None):
+    """(values, counts): the sorted unique values and how often each occurs."""
+    return UniqueCountsResult(*unique(x, return_counts=True, equal_nan=False, size=size,
+                                      fill_value=fill_value))
+
+
+def unique_inverse(x, /, *, size=None, fill_value=None):
+    """(values, inverse_indices): the unique values and, for each element of x (x's shape),
+    the position of its value among them."""
+    return UniqueInverseResult(*unique(x, return_inverse=True, equal_nan=False, size=size,
+                                       fill_value=fill_value))
+
+
+def unique_all(x, /, *, size=None, fill_value=None):
+    """(values, indices, inverse_indices, counts): unique's four results at once."""
+    return UniqueAllResult(*unique(x, return_index=True, return_inverse=True,
+                                   return_counts=True, equal_nan=False, size=size,
+                                   fill_value=fill_value))

@@ -425,3 +425,56 @@ def unstack(x, /, *, axis=0):
 
 
 __all__ += ["concat", "permute_dims", "matrix_transpose", "unstack"]
+
+
+def resize(a, new_shape):
+    """An array of new_shape filled with a's flattened elements, repeated as needed (numpy's
+    and JAX's; zeros if a or the new shape is empty)."""
+    a = asarray(a)
+    shape = (new_shape,) if is_int(new_shape) else tuple(new_shape)
+    if builtins.any(not is_int(d) or d < 0 for d in shape):
+        raise ShapeError(f"resize: new_shape must be non-negative ints, got {new_shape!r}",
+                         source=user_source())
+    flat = ravel(a)
+    n, m = flat.shape[0], math.prod(shape)
+    if n == 0 or m == 0:
+        return P.broadcast_to(_np.zeros((), _np.dtype(a.dtype)), shape)
+    return reshape(tile(flat, -(-m // n))[:m], shape)
+
+
+def block(arrays):
+    """numpy's block: nested lists of arrays joined, the innermost lists along the last axis,
+    the next ones along the one before, and so on (every array at least as many dimensions
+    as the nesting is deep)."""
+    def depth(x):
+        if isinstance(x, list):
+            if not x:
+                raise ShapeError("block: empty lists are not allowed", source=user_source())
+            ds = {depth(v) for v in x}
+            if len(ds) != 1:
+                raise ShapeError("block: list depths are mismatched", source=user_source())
+            return ds.pop() + 1
+        if isinstance(x, tuple):
+            raise ArgumentError("block: the nesting is of lists (tuples are not lists, as "
+                                "numpy's block says)", source=user_source())
+        return 0
+    d = depth(arrays)
+    ndim = builtins.max([asarray(v).ndim for v in _leaves(arrays)] + [d])
+
+    def join(x, level):
+        if not isinstance(x, list):
+            x = asarray(x)
+            return reshape(x, (1,) * (ndim - x.ndim) + tuple(x.shape))
+        return concatenate([join(v, level + 1) for v in x], axis=ndim - d + level)
+    return join(arrays, 0)
+
+
+def _leaves(x):
+    if isinstance(x, list):
+        for v in x:
+            yield from _leaves(v)
+    else:
+        yield x
+
+
+__all__ += ["resize", "block"]

@@ -17,13 +17,15 @@ from vkgrad.numpy.dtypes import as_float, asarray, astype, dtype_of, no_out
 from vkgrad.numpy.indexing import index_array
 from vkgrad.numpy.reductions import all, any
 from vkgrad.numpy.shapes import broadcast_to, moveaxis, ravel, reshape, size, stack, transpose
-from vkgrad.numpy.ufuncs import (add, equal, isnan, less, less_equal, logical_and, logical_not,
-                                 logical_or, multiply, nonzero, not_equal)
+from vkgrad.numpy.ufuncs import (add, equal, floor, isnan, less, less_equal, logical_and,
+                                 logical_not, logical_or, maximum, minimum, multiply, nonzero,
+                                 not_equal, subtract, where)
 from vkgrad.numpy.util import normalize_axes, type_string
 from vkgrad.tracer.core import ArrayOps, Tracer, concretization_error, user_source
 
 __all__ = ["argsort", "sort", "searchsorted", "take_along_axis", "quantile", "percentile", "median",
-           "argwhere", "flatnonzero", "partition", "argpartition", "unique", "isin"]
+           "argwhere", "flatnonzero", "partition", "argpartition", "unique", "isin",
+           "nanquantile", "nanpercentile", "nanmedian", "lexsort"]
 
 
 def _along_last(fn, a, axis):
@@ -92,31 +94,53 @@ def _concrete_q(q, what):
     return _np.asarray(q, _np.float64)
 
 
-def _quantiles(a, q, axis, keepdims, what):
-    """Linear interpolation between the sorted values (numpy's default method), q in [0, 1]."""
+def _quantiles(a, q, axis, keepdims, what, skip_nans=False):
+    """Linear interpolation between the sorted values (numpy's default method), q in [0, 1];
+    skip_nans: between the sorted values that are not NaN (they sort last), NaN where a slice
+    has none (nanquantile's), read at traced positions."""
     a = as_float(a)
     qs = _np.asarray(q, _np.float64)
     if qs.size and (qs.min() < 0 or qs.max() > 1):
-        raise ArgumentError(f"{what}: q must lie in [0, {100 if what == 'percentile' else 1}]",
+        raise ArgumentError(f"{what}: q must lie in [0, {100 if 'percentile' in what else 1}]",
                             source=user_source())
     axes = normalize_axes(axis, a.ndim)
     kept = [i for i in range(a.ndim) if i not in axes]
     x = reshape(transpose(a, kept + list(axes)), [a.shape[i] for i in kept] + [-1])
     n = x.shape[-1]
     s = sort(x, axis=-1)
+    if skip_nans:
+        count = P.reduce_sum(astype(logical_not(isnan(x)), dtype_of(x)), (x.ndim - 1,))
     outs = []
     for qi in qs.reshape(-1):
-        pos = qi * (n - 1)
-        lo, frac = int(math.floor(pos)), float(pos - math.floor(pos))
-        hi = builtins.min(lo + 1, n - 1)
-        v = s[..., lo]
-        if frac:
-            v = add(multiply(v, 1.0 - frac), multiply(s[..., hi], frac))
+        if skip_nans:
+            v = _at_position(s, count, float(qi))
+        else:
+            pos = qi * (n - 1)
+            lo, frac = int(math.floor(pos)), float(pos - math.floor(pos))
+            hi = builtins.min(lo + 1, n - 1)
+            v = s[..., lo]
+            if frac:
+                v = add(multiply(v, 1.0 - frac), multiply(s[..., hi], frac))
         if keepdims:
             v = reshape(v, [1 if i in axes else a.shape[i] for i in range(a.ndim)])
         outs.append(v)
     r = stack(outs) if outs else zeros((0,))
     return reshape(r, qs.shape + tuple(r.shape[1:]))
+
+
+def _at_position(s, count, q):
+    """The rows of s (sorted, NaNs last) read at q * (count - 1), linearly between the two
+    neighbours; NaN where a row's count is 0."""
+    pos = multiply(q, subtract(count, 1))
+    lo = maximum(floor(pos), 0)
+    frac = subtract(pos, lo)
+    hi = minimum(add(lo, 1), maximum(subtract(count, 1), 0))
+
+    def read(i):
+        col = reshape(astype(i, "i32"), tuple(i.shape) + (1,))
+        return reshape(take_along_axis(s, col, -1), tuple(i.shape))
+    v = add(multiply(read(lo), subtract(1.0, frac)), multiply(read(hi), frac))
+    return where(equal(count, 0), _np.nan, v)
 
 
 def _linear_only(out, method, what) -> None:
@@ -141,6 +165,47 @@ def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear"
 def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     no_out(out)
     return _quantiles(a, 0.5, axis, keepdims, "median")
+
+
+def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+                keepdims=False):
+    """quantile ignoring NaNs (NaN for a slice of NaNs only); traced positions in the sorted
+    values, so the gradient reaches the two values read."""
+    _linear_only(out, method, "nanquantile")
+    return _quantiles(a, _concrete_q(q, "nanquantile"), axis, keepdims, "nanquantile", True)
+
+
+def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+                  keepdims=False):
+    """percentile ignoring NaNs (nanquantile of q / 100)."""
+    _linear_only(out, method, "nanpercentile")
+    return _quantiles(a, _concrete_q(q, "nanpercentile") / 100.0, axis, keepdims,
+                      "nanpercentile", True)
+
+
+def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    """median ignoring NaNs (JAX's nanquantile at 0.5)."""
+    no_out(out)
+    return _quantiles(a, 0.5, axis, keepdims, "nanmedian", True)
+
+
+def lexsort(keys, axis=-1):
+    """Indices that sort by the last key, ties broken by the one before it, and so on
+    (numpy's, stable; int32): one stable argsort per key, from the first key to the last, each
+    of the order so far."""
+    keys = [asarray(k) for k in keys]
+    if not keys:
+        raise ArgumentError("lexsort needs at least one key", source=user_source())
+    if len({tuple(k.shape) for k in keys}) > 1:
+        raise ShapeError("lexsort: all keys need one shape, got "
+                         + ", ".join(type_string(k) for k in keys), source=user_source())
+    if keys[0].ndim == 0:
+        return asarray(_np.int32(0))
+    order = argsort(keys[0], axis=axis)
+    for k in keys[1:]:
+        order = take_along_axis(order, argsort(take_along_axis(k, order, axis), axis=axis),
+                                axis)
+    return order
 
 
 def argwhere(a): return _np.stack(nonzero(a), axis=-1)

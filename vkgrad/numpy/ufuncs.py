@@ -592,3 +592,251 @@ def float_power(x, y):
 
 
 __all__ += ["pow", "cbrt", "signbit", "copysign", "heaviside", "float_power"]
+
+# numpy 2's (and the array API's) names of the inverse trigonometric functions
+acos, acosh, asin, asinh, atan, atanh, atan2 = (arccos, arccosh, arcsin, arcsinh, arctan,
+                                                arctanh, arctan2)
+__all__ += ["acos", "acosh", "asin", "asinh", "atan", "atanh", "atan2"]
+
+
+def _integers(name, x):
+    """x as int32 (a bool as 0 and 1); floats are refused, as numpy and JAX refuse them."""
+    x = asarray(x)
+    if dtype_of(x) not in ("i32", "bool"):
+        raise DTypeError(f"{name} takes integer or bool arrays, got {type_string(x)} (numpy and "
+                         "JAX refuse floats too)", source=user_source())
+    return promote(x, "i32")
+
+
+def population_count(x):
+    """The number of set bits of each int32 (of its two's complement), by shifts and masks
+    (vg.lax.population_count checks its operand and calls this)."""
+    x = subtract(x, bitwise_and(right_shift(x, 1), 0x55555555))
+    x = add(bitwise_and(x, 0x33333333), bitwise_and(right_shift(x, 2), 0x33333333))
+    x = bitwise_and(add(x, right_shift(x, 4)), 0x0F0F0F0F)
+    x = add(x, right_shift(x, 8))
+    return bitwise_and(add(x, right_shift(x, 16)), 0x3F)
+
+
+def bitwise_count(x):
+    """The number of 1 bits in |x| (numpy's and JAX's; their uint8 result is int32 here)."""
+    return population_count(abs(_integers("bitwise_count", x)))
+
+
+def gcd(x1, x2):
+    """The greatest common divisor of |x1| and |x2| (gcd(0, 0) is 0), elementwise, integers
+    only: JAX's Euclid steps, a fixed 46 of them (enough for any pair of int32s: the
+    Fibonacci bound), so it traces without a loop."""
+    a, b = _integers("gcd", x1), _integers("gcd", x2)
+    a, b = abs(a), abs(b)
+    for _ in range(46):
+        nz = not_equal(b, 0)
+        a, b = where(nz, b, a), where(nz, remainder(a, where(nz, b, 1)), 0)
+    return a
+
+
+def lcm(x1, x2):
+    """The least common multiple of |x1| and |x2| (0 if either is 0), integers only."""
+    a, b = abs(_integers("lcm", x1)), abs(_integers("lcm", x2))
+    d = gcd(a, b)
+    return where(equal(d, 0), 0, multiply(a, floor_divide(b, where(equal(d, 0), 1, d))))
+
+
+def modf(x, out=None):
+    """(fractional part, integral part) of x, both with x's sign (JAX's: x - trunc(x) and
+    trunc(x), so inf gives (nan, inf) where numpy gives (0, inf))."""
+    no_out(out)
+    x = as_float(x)
+    whole = where(greater_equal(x, 0), floor(x), ceil(x))
+    return subtract(x, whole), whole
+
+
+def _pow2(e, dtype):
+    """2.0 ** e exactly for an integer-valued float array e (exp2 is exp(e log 2), a few ulp
+    off): a product of the powers 2^(+-2^j) that e's bits pick, over the dtype's range."""
+    fi = _np.finfo(dtype)
+    n = astype(e, _np.int32)
+    out = P.broadcast_to(_np.asarray(1.0, dtype), tuple(_np.shape(e)))
+    ranges = ((1, maximum(n, 0), (fi.maxexp - 1).bit_length()),
+              (-1, maximum(negative(n), 0), (fi.nmant - fi.minexp).bit_length()))
+    for sign, m, bits in ranges:
+        for j in range(bits):
+            bit = equal(bitwise_and(right_shift(m, j), 1), 1)
+            out = multiply(out, where(bit, _np.asarray(2.0 ** (sign * 2 ** j), dtype),
+                                      _np.asarray(1.0, dtype)))
+    return astype(out, dtype)
+
+
+def _exponent(a, dtype):
+    """floor(log2(a)) exactly for positive finite normal a (log2, corrected by one either
+    way by exact powers of two)."""
+    fi = _np.finfo(dtype)
+    e = minimum(floor(log2(a)), fi.maxexp - 1)      # log2(max) rounds to maxexp
+    e = where(greater(_pow2(e, dtype), a), subtract(e, 1), e)
+    up = logical_and(less(e, fi.maxexp - 1), less_equal(_pow2(add(e, 1), dtype), a))
+    return where(up, add(e, 1), e)
+
+
+def _float_pair(x1, x2):
+    x1, x2 = operands(x1, x2)
+    dt = promoted_dtype(x1, x2)
+    dt = dt if is_float(dt) else "f32"
+    return asarray(promote(x1, dt)), asarray(promote(x2, dt))
+
+
+def nextafter(x1, x2):
+    """The next representable float after x1 in the direction of x2 (numpy's values,
+    subnormals and infinities included). No bitcast: x1's binary exponent e gives its ulp
+    2^(e - nmant), half that below a power of two toward zero; subnormals step by the
+    smallest one."""
+    x, y = _float_pair(x1, x2)
+    dt = np_dtype(dtype_of(x))
+    fi = _np.finfo(dt)
+    a = minimum(maximum(abs(x), fi.tiny), fi.max)   # subnormals: tiny's step
+    e = _exponent(a, dt)
+    ulp = _pow2(subtract(e, fi.nmant), dt)
+    toward_zero = equal(less(y, x), greater(x, 0))
+    half = logical_and(logical_and(toward_zero, equal(abs(x), _pow2(e, dt))),
+                       greater(e, fi.minexp))
+    step = where(half, divide(ulp, 2), ulp)
+    out = add(x, where(greater(y, x), step, negative(step)))
+    out = where(isinf(x), multiply(sign(x), fi.max), out)
+    out = where(equal(x, 0), multiply(where(greater(y, 0), 1, -1), fi.smallest_subnormal), out)
+    out = where(equal(x, y), y, out)
+    return astype(where(logical_or(isnan(x), isnan(y)), _np.nan, out), dt)
+
+
+def spacing(x):
+    """The distance from x to the next float away from zero (JAX's: nextafter(x, +-inf) - x,
+    the smallest subnormal, signed, where that is 0)."""
+    x = as_float(x)
+    fi = _np.finfo(np_dtype(dtype_of(x)))
+    r = subtract(nextafter(x, copysign(_np.inf, x)), x)
+    return where(equal(r, 0), copysign(fi.smallest_subnormal, x), r)
+
+
+def frexp(x):
+    """(mantissa, exponent) with x = mantissa * 2 ** exponent, |mantissa| in [0.5, 1) (0, inf
+    and NaN: themselves and 0), exponent int32. Subnormals are scaled by 2^nmant first, as
+    JAX does; no bitcast: the exponent is found as nextafter's."""
+    x = as_float(x)
+    dt = np_dtype(dtype_of(x))
+    fi = _np.finfo(dt)
+    small = less(abs(x), fi.tiny)
+    xs = where(small, multiply(x, float(2 ** fi.nmant)), x)
+    e = _exponent(minimum(maximum(abs(xs), fi.tiny), fi.max), dt)
+    m = multiply(divide(xs, _pow2(e, dt)), 0.5)          # exact: a power of two
+    ex = add(add(astype(e, "i32"), 1), where(small, -fi.nmant, 0))
+    special = logical_or(logical_or(isinf(x), isnan(x)), equal(x, 0))
+    return where(special, x, m), where(special, 0, ex)
+
+
+def ldexp(x1, x2):
+    """x1 * 2 ** x2 for an integer x2 (JAX's: frexp splits x1 first, so a small x1 with a large
+    x2 does not overflow on the way; the power is exact)."""
+    x1 = as_float(x1)
+    x2 = asarray(x2)
+    if dtype_of(x2) not in ("i32", "bool"):
+        raise DTypeError(f"ldexp: the exponent must be an integer array, got {type_string(x2)} "
+                         "(numpy and JAX refuse floats too)", source=user_source())
+    dt = np_dtype(dtype_of(x1))
+    fi = _np.finfo(dt)
+    m, e = frexp(x1)
+    e = add(e, astype(x2, "i32"))
+    m, e = where(greater(e, 0), multiply(m, 2), m), where(greater(e, 0), subtract(e, 1), e)
+    big = greater(e, fi.maxexp - 1)
+    low = fi.minexp - fi.nmant - 2                 # below it every result rounds to 0
+    p = _pow2(astype(clip(e, low, fi.maxexp - 1), dt), dt)
+    x = where(big, multiply(sign(m), _np.inf), multiply(m, p))
+    return where(logical_or(isinf(x1), equal(x1, 0)), x1, x)
+
+
+def packbits(a, axis=None, bitorder="big"):
+    """The bits of `a` (nonzero: 1) packed 8 to a number along `axis` (flattened if None),
+    the last group padded with zeros; bitorder 'big' puts the first bit highest. numpy's
+    uint8 results are int32 here (vkgrad's integers)."""
+    bits, a = _bit_weights("packbits", a, bitorder), asarray(a)
+    if dtype_of(a) not in ("i32", "bool"):
+        raise DTypeError(f"packbits takes integer or bool arrays, got {type_string(a)}",
+                         source=user_source())
+    a = astype(not_equal(a, 0), "i32")
+    a, axis = (P.reshape(a, (math.prod(a.shape),)), 0) if axis is None else (a, axis)
+    a = P.transpose(a, _swap_last(a.ndim, axis))
+    n = a.shape[-1]
+    if n % 8:
+        pad = P.broadcast_to(_np.int32(0), tuple(a.shape[:-1]) + (8 - n % 8,))
+        a = P.concatenate([a, pad], a.ndim - 1)
+    a = P.reshape(a, tuple(a.shape[:-1]) + (a.shape[-1] // 8, 8))
+    packed = P.reduce_sum(astype(left_shift(a, bits), "f32"), (a.ndim - 1,))
+    return P.transpose(astype(packed, "i32"), _swap_last(packed.ndim, axis))
+
+
+def unpackbits(a, axis=None, count=None, bitorder="big"):
+    """Each number's 8 low bits as 0/1 entries along `axis` (flattened if None), the first
+    highest with bitorder 'big'; count keeps that many bits (padding with zeros past them).
+    numpy wants uint8 input: any integer array here (vkgrad has no uint8 arrays), its low 8
+    bits read."""
+    bits, a = _bit_weights("unpackbits", a, bitorder), asarray(a)
+    if dtype_of(a) != "i32":
+        raise DTypeError(f"unpackbits takes an integer array (numpy's uint8), got "
+                         f"{type_string(a)}", source=user_source())
+    a, axis = (P.reshape(a, (math.prod(a.shape),)), 0) if axis is None else (a, axis)
+    a = P.transpose(a, _swap_last(a.ndim, axis))
+    col = P.reshape(a, tuple(a.shape) + (1,))
+    out = astype(greater(bitwise_and(col, left_shift(1, bits)), 0), "i32")
+    out = P.reshape(out, tuple(a.shape[:-1]) + (a.shape[-1] * 8,))
+    if count is not None:
+        n = out.shape[-1]
+        if count > n:
+            pad = P.broadcast_to(_np.int32(0), tuple(out.shape[:-1]) + (count - n,))
+            out = P.concatenate([out, pad], out.ndim - 1)
+        else:
+            out = P.slice_(out, (0,) * out.ndim, tuple(out.shape[:-1]) + (count,))
+    return P.transpose(out, _swap_last(out.ndim, axis))
+
+
+def _bit_weights(name, a, bitorder):
+    if bitorder not in ("big", "little"):
+        raise ArgumentError(f"{name}: bitorder must be 'big' or 'little', got {bitorder!r}",
+                            source=user_source())
+    bits = _np.arange(8, dtype=_np.int32)
+    return bits[::-1].copy() if bitorder == "big" else bits
+
+
+def _swap_last(ndim, axis):
+    """The permutation swapping `axis` with the last axis (its own inverse)."""
+    ax = axis % ndim if -ndim <= axis < ndim else _bad_axis(axis, ndim)
+    perm = list(range(ndim))
+    perm[ax], perm[-1] = perm[-1], perm[ax]
+    return perm
+
+
+def _bad_axis(axis, ndim):
+    raise ArgumentError(f"axis {axis} is out of bounds for an array of dimension {ndim}",
+                        source=user_source())
+
+
+__all__ += ["bitwise_count", "gcd", "lcm", "modf", "nextafter", "spacing", "frexp", "ldexp",
+            "packbits", "unpackbits"]
+
+
+_NO_UFUNC_OBJECTS = ("vkgrad.numpy's elementwise functions are plain functions, without numpy's "
+                     "ufunc methods (.reduce, .accumulate, .at, .outer; docs/numpy.md, 'What it "
+                     "refuses'): use vnp.sum, vnp.cumsum, x.at[...], vnp.outer, or "
+                     "vnp.vectorize for a Python function")
+
+
+class ufunc:
+    """jnp.ufunc's name: refused (no vkgrad function is one, so isinstance(f, vnp.ufunc) is
+    False); building one raises an ArgumentError."""
+
+    def __new__(cls, *args, **kwargs):
+        raise ArgumentError(f"vnp.ufunc: {_NO_UFUNC_OBJECTS}", source=user_source())
+
+
+def frompyfunc(func, /, nin, nout, *, identity=None):
+    """Refused: numpy's ufunc objects are not built (see ufunc)."""
+    raise ArgumentError(f"vnp.frompyfunc: {_NO_UFUNC_OBJECTS}", source=user_source())
+
+
+__all__ += ["ufunc", "frompyfunc"]

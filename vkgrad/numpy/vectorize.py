@@ -11,7 +11,7 @@ import re
 import numpy as _np
 
 from vkgrad.errors import ArgumentError, ShapeError
-from vkgrad.numpy.creation import zeros
+from vkgrad.numpy.creation import arange, zeros
 from vkgrad.numpy.dtypes import asarray, astype, dtype_of
 from vkgrad.numpy.shapes import broadcast_shapes, expand_dims, squeeze
 from vkgrad.numpy.ufuncs import where
@@ -232,3 +232,17 @@ def piecewise(x, condlist, funclist, *args, **kw):
         return out
 
     return vectorize(pick)(index, x)
+
+
+def fromfunction(function, shape, *, dtype=float, **kwargs):
+    """function applied to the index grids of `shape` (numpy's fromfunction): as JAX, by
+    vg.vmap over each axis' arange, so function sees scalars of `dtype` (float32 by
+    default)."""
+    shape = (shape,) if isinstance(shape, (int, _np.integer)) else tuple(shape)
+    for i in range(len(shape)):
+        in_axes = tuple(0 if i == j else None for j in reversed(range(len(shape))))
+        function = vmap(function, in_axes=in_axes)
+    return function(*(arange(s, dtype=dtype) for s in shape), **kwargs)
+
+
+__all__ += ["fromfunction"]
