@@ -9,6 +9,11 @@ import pytest
 
 import vkgrad as vg
 import vkgrad.numpy as vnp
+from vkgrad.lowering.lower import lower
+from vkgrad.passes import optimize
+from vkgrad.pipeline import fuse_program
+from vkgrad.target import Target
+from vkgrad.tracer.core import ShapeDtype
 
 sl = pytest.importorskip("scipy.linalg")
 rng = np.random.default_rng(7)
@@ -491,3 +496,20 @@ def test_factorizations_of_n_24_plan_within_lavapipes_32_buffers():
                                                            a)))(a)
     plan = run_stages(prog, "plan", Options(target=Target.lavapipe()))["plan"]   # no Unsupported
     assert len(plan.steps) > 24
+
+
+@pytest.mark.parametrize("name, n", [("det", 8), ("solve", 8), ("cholesky", 8),
+                                     ("cholesky", 16)])
+def test_gradients_plan_within_lavapipes_32_buffers(name, n):
+    """The factorizations' saved steps keep their cotangents in memory too (save's
+    `cotangent`), so the gradients' kernels bind few buffers: planned for lavapipe (32 a
+    kernel) they lower, where a backward that recomputed the cotangent chain bound 33-44 at
+    n = 8 and ran on the interpreter. Planned only (no device): lavapipe's compile of these
+    programs takes a minute."""
+    fn, shapes = {"det": (vnp.linalg.det, [(n, n)]),
+                  "solve": (lambda a, b: vnp.sum(vnp.linalg.solve(a, b)), [(n, n), (n,)]),
+                  "cholesky": (lambda a: vnp.sum(vnp.linalg.cholesky(a)), [(n, n)])}[name]
+    target = Target.lavapipe()
+    program = optimize(vg.make_ir(vg.grad(fn))(*[ShapeDtype(s, "f32") for s in shapes]),
+                       final=True)
+    lower(fuse_program(program, target=target), target)       # raises Unsupported past 32

@@ -147,9 +147,10 @@ def select_n(which, *cases):
 def optimization_barrier(operand):
     """operand (a pytree), unchanged: as jax.lax.optimization_barrier, the compiler computes
     each array once and keeps it in memory, so no kernel after the barrier recomputes what is
-    before it (vkgrad's fusion otherwise recomputes a cheap value wherever it is read). The
-    identity under grad and vmap."""
-    return tree_map(P.save, operand)
+    before it (vkgrad's fusion otherwise recomputes a cheap value wherever it is read). Its
+    transpose is a barrier too, as JAX's: the cotangents are kept in memory. The identity
+    under vmap."""
+    return tree_map(lambda x: P.save(x, True), operand)
 
 
 def stop_gradient(x):

@@ -584,13 +584,14 @@ def conv(params, x, strides=1, padding="SAME", dilation=1, feature_group_count: 
         raise ShapeError(f"nn.conv: a kernel of rank {vnp.ndim(w)}: 1 to 3 spatial dims",
                          source=user_source())
     dn = ("N" + spec + "C", "OI" + spec, "N" + spec + "C") if channels_last else None
-    # x is kept for the weight gradient (lax.optimization_barrier's save), as XLA and PyTorch
+    # x is kept for the weight gradient (a save, as lax.optimization_barrier's, but with the
+    # cotangent left fusible: primitives/compiler.py), as XLA and PyTorch
     # keep a convolution's input: the convolution kernels compute no producer in their loads,
     # so x is in memory anyway, and the weight gradient reads it there (lowering/
     # conv_layouts.py). Recomputed instead (passes/remat.py: it is cheap elementwise work from
     # the saved conv output), a loop kernel wrote it again, transposed: in the ResNet-18 step
     # on the H200 one 200 us kernel rewrote every block's input (bench_conv.py, 2026-12-02).
-    x = lax.optimization_barrier(x)
+    x = P.save(x)
     y = lax.conv_general_dilated(x, w, _tuple(strides, nd), padding,
                                  rhs_dilation=_tuple(dilation, nd), dimension_numbers=dn,
                                  feature_group_count=feature_group_count)

@@ -64,12 +64,10 @@ SVDResult = namedtuple("SVDResult", ["U", "S", "Vh"])
 # of lax.optimization_barrier): fusion recomputes a cheap elementwise value wherever it is
 # read, so without it step j's reductions would recompute every earlier step from a's buffer
 # and the earlier steps' small results, binding 2j + 1 buffers (past lavapipe's 32 at n = 16:
-# the program then runs on the interpreter). Reverse mode still binds more: save's VJP passes
-# the cotangent on without keeping it in memory, so the backward's cotangent chain is
-# recomputed, and on lavapipe the gradients of det, solve and cholesky run on the interpreter
-# from n = 8; with these saves' VJP saving the cotangent too (JAX's optimization_barrier's
-# transpose is a barrier) they plan within 32 buffers at n = 24 (measured by swapping save's
-# VJP; not done for every save: nn.conv's must leave its input's gradient fusible).
+# the program then runs on the interpreter). These saves keep their cotangents in memory too
+# (save's `cotangent`, primitives/compiler.py): with a VJP that passed the cotangent on, the
+# backward recomputed the cotangent chain in every reader, and on lavapipe the gradients of
+# det, solve and cholesky ran on the interpreter from n = 8.
 
 # ------------------------------------------------------------------------------------------ LU
 
@@ -98,7 +96,7 @@ def lu_factor(a):
         u = where(col_of[0] > j, a[..., j, :], 0.0)                    # (..., n)
         a = subtract(a, multiply(expand_dims(l, -1), expand_dims(u, -2)))
         a = where(logical_and(reshape(rows, (m, 1)) > j, equal(col_of, j)), expand_dims(l, -1), a)
-        a, perm = P.save(a), P.save(perm)   # in memory (the note above)
+        a, perm = P.save(a, True), P.save(perm, True)   # in memory, and their cotangents
         pivots.append(p)
     piv = stack(pivots, -1) if pivots else P.iota(a.shape[:-2] + (0,), a.ndim - 2, "i32")
     return a, piv, astype(perm, "i32")
@@ -220,7 +218,7 @@ def householder_qr(a, complete=False):
                                                                -2), -2))))
         q = subtract(q, multiply(2.0, multiply(expand_dims(sum(multiply(q, expand_dims(v, -2)),
                                                                -1), -1), expand_dims(v, -2))))
-        r, q = P.save(r), P.save(q)         # in memory (the note above lu_factor)
+        r, q = P.save(r, True), P.save(q, True)         # (the note above lu_factor)
     upper = P.iota((m, n), 0, "i32") <= P.iota((m, n), 1, "i32")
     r = where(upper, r, 0.0)                                               # exact zeros below
     return (q, r) if complete else (q[..., :, :k], r[..., :k, :])

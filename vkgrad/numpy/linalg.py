@@ -73,7 +73,7 @@ def _square(a, name):
 def cholesky_lower(a):
     """L, lower triangular, with L L^T = a: column j is (a[:, j] - L[:, :j] L[j, :j]) / L[j, j]
     below the diagonal, L[j, j] = sqrt(a[j, j] - |L[j, :j]|^2). L is kept in full, its columns
-    filled in turn and kept in memory (P.save), so each step's kernels bind a few buffers
+    filled in turn and kept in memory (P.save; in the backward their cotangents too), so each step's kernels bind a few buffers
     whatever n is (a stack of the columns found so far binds one each: past lavapipe's 32
     from n = 32; at n = 16 a cho_solve of stacks compiles in 17 s on lavapipe, this in 6 s)."""
     a = _square(a, "cholesky")
@@ -83,7 +83,7 @@ def cholesky_lower(a):
     for j in range(n):   # the columns of L past j are still 0: L L[j]^T sums over k < j
         col = subtract(a[..., :, j], sum(multiply(low, expand_dims(low[..., j, :], -2)), -1))
         col = where(greater_equal(idx, j), divide(col, expand_dims(sqrt(col[..., j]), -1)), 0.0)
-        low = P.save(where(equal(idx, j), expand_dims(col, -1), low))
+        low = P.save(where(equal(idx, j), expand_dims(col, -1), low), True)
     return low
 
 
@@ -98,7 +98,7 @@ def solve_triangular(a, b, lower, unit_diagonal=False):
     if b.shape[-2] != n:
         raise ShapeError(f"solve_triangular: b {type_string(b)} has {b.shape[-2]} rows for a "
                          f"{n}x{n} matrix", source=user_source())
-    # x in full, its rows filled in turn and kept in memory (P.save): each step's sum reads
+    # x in full, its rows filled in turn and kept in memory (P.save, with their cotangents): each step's sum reads
     # a's row, b's and x, so its kernel binds a few buffers whatever n is (a stack of the rows
     # found so far binds one each: past lavapipe's 32 at n = 16)
     rows = P.iota((n, 1), 0, "i32")
@@ -108,7 +108,7 @@ def solve_triangular(a, b, lower, unit_diagonal=False):
         coef = where(done, a[..., i, :], 0.0)                    # a's other half is not read
         r = subtract(b[..., i, :], sum(multiply(expand_dims(coef, -1), x), -2))
         r = r if unit_diagonal else divide(r, expand_dims(a[..., i, i], -1))
-        x = P.save(where(equal(rows, i), expand_dims(r, -2), x))
+        x = P.save(where(equal(rows, i), expand_dims(r, -2), x), True)
     return x[..., 0] if vec else x
 
 

@@ -19,8 +19,12 @@ its body (the interpreter runs it), so every stage after fusion still runs on nu
 save(x) = x: the value is kept in memory (passes/remat.py, for the backward; passes/fuse.py,
 past a chain's bounds; `vg.lax.optimization_barrier`, where the user says so): `save` is not
 fusible, so x is written once by whatever kernel computes it and every reader reads it from
-there, none recomputes it; the lowering aliases it (no dispatch). Its VJP and batching rule
-are the identity's.
+there, none recomputes it; the lowering aliases it (no dispatch). Its batching rule is the
+identity's; its VJP too, unless `cotangent` is set: then the cotangent is saved as well (JAX's
+optimization_barrier, whose transpose is a barrier), so a chain of saved steps (LU's columns,
+vkgrad/numpy/decompositions.py) has a backward of saved steps, not one that recomputes the
+cotangent chain in every reader (past lavapipe's 32 buffers from n = 8). nn.conv's save leaves
+it off: the input's gradient stays fusible.
 """
 
 from vkgrad.ir.core import (Primitive, abstract_eval_rules, batching_rules, param_defaults,
@@ -36,11 +40,14 @@ abstract_eval_rules[fused_p] = lambda *types, body, kind="loop": [o.type for o i
 impls[fused_p] = lambda *arrays, body, kind="loop": run_program(body, *arrays)
 
 save_p = Primitive("save", ("pure",))
-abstract_eval_rules[save_p] = lambda x: x
-impls[save_p] = lambda x: x
-vjp_rules[save_p] = lambda g, ans, x: (g,)
-batching_rules[save_p] = lambda args, dims: (bind(save_p, args[0]), dims[0])
+param_defaults[save_p] = {"cotangent": False}
+abstract_eval_rules[save_p] = lambda x, cotangent=False: x
+impls[save_p] = lambda x, cotangent=False: x
+vjp_rules[save_p] = lambda g, ans, x, cotangent=False: (save(g, True) if cotangent else g,)
+batching_rules[save_p] = lambda args, dims, cotangent=False: (
+    bind(save_p, args[0], cotangent=cotangent), dims[0])
 
 
-def save(x):
-    return bind(save_p, x)
+def save(x, cotangent: bool = False):
+    """x, kept in memory; with `cotangent`, its cotangent too (the module's docstring)."""
+    return bind(save_p, x, cotangent=bool(cotangent))
