@@ -37,12 +37,19 @@ from vkgrad.errors import (ArgumentError, CheckpointError, ConcretizationError, 
                            LeakedTracerError, MissingRuleError, ShapeError, VkgradError,
                            VkgradIndexError)
 from vkgrad import config  # noqa: F401  (vg.config: JAX's x64 switch)
-from vkgrad.config import enable_x64
+from vkgrad.config import (check_tracer_leaks, checking_leaks, default_device,  # noqa: F401
+                           default_matmul_precision, disable_jit, enable_x64, log_compiles,
+                           numpy_dtype_promotion, numpy_rank_promotion, transfer_guard,
+                           transfer_guard_device_to_device, transfer_guard_device_to_host,
+                           transfer_guard_host_to_device)
+from vkgrad.dtypes import float0
 from vkgrad import primitives as _primitives  # noqa: F401  (defines every primitive)
 from vkgrad.ir.core import Eqn, Literal, Program, Var
 from vkgrad.ir.interpreter import run_program
 from vkgrad.tracer.array import Array, DeletedArrayError, block_until_ready
 from vkgrad.tracer.core import ShapeDtype
+from vkgrad.transforms.custom import (closure_convert, custom_gradient,  # noqa: E402
+                                     ensure_compile_time_eval, named_call, named_scope)
 from vkgrad.transforms import (ShapeDtypeStruct, check_grads, custom_jvp, custom_vjp,
                                eval_shape, grad, hessian, jacfwd, jacrev, jvp,
                                linear_transpose, linearize, make_ir, trace, typeof, value_and_grad, vjp, vmap)
@@ -72,7 +79,14 @@ _LAZY = {"jit": "vkgrad.execution.jit",
          "FallbackWarning": "vkgrad.execution.fallback", "BufferSizeError": "vkgrad.lowering.limits",
          "DeviceMemoryError": "vkgrad.lowering.limits",
          "devices": "vkgrad.execution.device_put",
-         "runtime_stats": "vkgrad.execution.stats"}
+         "runtime_stats": "vkgrad.execution.stats",
+         "debug_infs": "vkgrad.runtime.nans", "clear_caches": "vkgrad.execution.jit",
+         "fwd_and_bwd": "vkgrad.execution.jit",
+         **dict.fromkeys(["device_count", "local_device_count", "local_devices", "device_get",
+                          "copy_to_host_async", "live_arrays", "effects_barrier",
+                          "print_environment_info"], "vkgrad.execution.device_put"),
+         "process_index": "vkgrad.distributed", "process_count": "vkgrad.distributed"}
+_RENAMED = {"process_index": "rank", "process_count": "size"}   # jax's name -> the module's
 _LAZY_MODULES = {"distributed"}   # vg.distributed (MPI: docs/distributed.md)
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "vmap", "make_ir", "trace", "check_grads",
@@ -86,7 +100,13 @@ __all__ = ["grad", "value_and_grad", "vjp", "jvp", "vmap", "make_ir", "trace", "
            "checkpoint_policies", "ad_checkpoint",
            "VkgradError", "ArgumentError", "CheckpointError", "ConcretizationError", "DTypeError",
            "GradError", "GradientCheckError", "IntegerOverflowError", "IRError",
-           "LeakedTracerError", "MissingRuleError", "ShapeError", "VkgradIndexError", *_LAZY]
+           "LeakedTracerError", "MissingRuleError", "ShapeError", "VkgradIndexError",
+           # JAX's switches (vkgrad/config.py) and tracing helpers (transforms/custom.py)
+           "check_tracer_leaks", "checking_leaks", "default_device", "default_matmul_precision",
+           "disable_jit", "log_compiles", "numpy_dtype_promotion", "numpy_rank_promotion",
+           "transfer_guard", "transfer_guard_device_to_device", "transfer_guard_device_to_host",
+           "transfer_guard_host_to_device", "float0", "closure_convert", "custom_gradient",
+           "ensure_compile_time_eval", "named_call", "named_scope", *_LAZY]
 
 
 def __getattr__(name):
@@ -97,7 +117,7 @@ def __getattr__(name):
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'vkgrad' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    value = getattr(importlib.import_module(module), _RENAMED.get(name, name))
     globals()[name] = value
     return value
 

@@ -126,3 +126,98 @@ def warn_truncated(requested: str, truncated: str, where: str) -> None:
                   f"available, and will be truncated to dtype {truncated}. {how}. See "
                   "docs/numpy.md, \"dtypes\", for more.", UserWarning,
                   stacklevel=_user_stacklevel())
+
+
+# ---------------------------------------------------------- JAX's other switches, as far as
+# vkgrad has them. Each is a context manager, as JAX's are (`with vg.disable_jit(): ...`), in
+# this thread; vg.config.update takes their jax_ names too.
+
+class _Switches(threading.local):
+    def __init__(self):
+        self.disable_jit = False
+        self.log_compiles = False
+        self.default_device = None
+
+
+switches = _Switches()
+
+
+@contextmanager
+def _switched(attr: str, value):
+    old = getattr(switches, attr)
+    setattr(switches, attr, value)
+    try:
+        yield
+    finally:
+        setattr(switches, attr, old)
+
+
+def disable_jit(disable: bool = True):
+    """vg.jit'ed functions run eagerly, op by op, inside the block (jax.disable_jit): for
+    print-debugging and pdb in a function that is jitted somewhere else."""
+    return _switched("disable_jit", bool(disable))
+
+
+def log_compiles(enable: bool = True):
+    """Log each compile of a jitted function (and what changed in its cache key) to stderr
+    inside the block, as VKGRAD_LOG_COMPILES=1 does for the whole run (jax.log_compiles)."""
+    return _switched("log_compiles", bool(enable))
+
+
+def default_device(device):
+    """The Vulkan device (a vg.devices() entry or its index) that jitted calls and device_put
+    use inside the block, in place of VKGRAD_DEVICE's (jax.default_device); None: the usual
+    default."""
+    index = getattr(device, "index", device)
+    if index is not None and (isinstance(index, bool) or not isinstance(index, int)):
+        raise ArgumentError(f"default_device: {device!r} is not a device (vg.devices()[i]) or "
+                            "a device index")
+    return _switched("default_device", index)
+
+
+def _accepting(name: str, accepted: tuple, why: str):
+    """A JAX switch of which vkgrad has one behaviour: a context manager that takes the values
+    that mean it (`accepted`) and refuses the others, saying why."""
+    def switch(new_val):
+        if new_val not in accepted:
+            raise ArgumentError(f"{name}({new_val!r}): vkgrad supports only "
+                                f"{' or '.join(map(repr, accepted))}: {why}")
+        return _noop()
+    switch.__name__ = switch.__qualname__ = name
+    switch.__doc__ = f"JAX's {name} context manager; vkgrad accepts {accepted}: {why}."
+    return switch
+
+
+@contextmanager
+def _noop():
+    yield
+
+
+default_matmul_precision = _accepting(
+    "default_matmul_precision",
+    (None, "default", "high", "highest", "bfloat16", "tensorfloat32", "float32", "fastest",
+     "bfloat16_3x", "ANY_F32_F32_F32", "F32_F32_F32"),
+    "float32 products always compute in float32 (JAX's 'highest'); no lower precision is used")
+numpy_dtype_promotion = _accepting(
+    "numpy_dtype_promotion", ("standard",),
+    "vkgrad.numpy always promotes implicitly, with JAX's standard lattice ('strict' is not "
+    "enforced)")
+numpy_rank_promotion = _accepting(
+    "numpy_rank_promotion", ("allow",),
+    "vkgrad.numpy always broadcasts ranks as numpy does (no 'warn' or 'raise' mode)")
+_GUARD_WHY = ("vkgrad does not guard transfers: host data is uploaded where it is used and "
+              "results download when read")
+_GUARDS = ("allow",)
+transfer_guard = _accepting("transfer_guard", _GUARDS, _GUARD_WHY)
+transfer_guard_host_to_device = _accepting("transfer_guard_host_to_device", _GUARDS, _GUARD_WHY)
+transfer_guard_device_to_host = _accepting("transfer_guard_device_to_host", _GUARDS, _GUARD_WHY)
+transfer_guard_device_to_device = _accepting("transfer_guard_device_to_device", _GUARDS,
+                                             _GUARD_WHY)
+check_tracer_leaks = _accepting(
+    "check_tracer_leaks", (True, False),
+    "vkgrad always checks: a leaked tracer used later is a LeakedTracerError")
+
+
+def checking_leaks():
+    """JAX's `with jax.checking_leaks():`: vkgrad checks for leaked tracers always."""
+    return check_tracer_leaks(True)

@@ -120,3 +120,8 @@ def storage_words(n: int, name: str) -> int:
 def type_str(shape, dtype) -> str:
     """'f32[3,4]': how the IR, errors and profiles write an array type."""
     return f"{dtype}[{','.join(str(d) for d in shape)}]"
+
+
+# JAX's dtype of the cotangent of an integer or bool input (jax.float0). vkgrad's vjp and grad
+# give None for those instead (docs/compiler.md); the name is here for code that compares with it.
+float0 = np.dtype([("float0", np.void, 0)])

@@ -25,6 +25,7 @@ import numpy as np
 import vkgrad.numpy as vnp
 from vkgrad.numpy.ufuncs import population_count as _population_count
 from vkgrad import primitives as P
+from vkgrad import random as _random
 from vkgrad.primitives import collective as C
 from vkgrad.control_flow import (associative_scan, cond, fori_loop, map, scan,  # noqa: F401,A004
                                  switch, while_loop)
@@ -35,6 +36,8 @@ from vkgrad.scipy.special import (betainc, digamma, erf, erfc, erfinv, expit, ga
 from vkgrad.scipy.special import polygamma as _polygamma
 from vkgrad.scipy.special import zeta as _zeta
 from vkgrad.tracer.core import Tracer, user_source
+from vkgrad.transforms import custom_vjp, vjp
+from vkgrad.transforms.custom import closure_convert
 from vkgrad.tree_util import tree_flatten, tree_map, tree_unflatten
 
 # ------------------------------------------------------------------------------- elementwise
@@ -1279,3 +1282,514 @@ def scatter_apply(operand, scatter_indices, func, dimension_numbers, *, update_s
 __all__ = sorted(__all__ + ["GatherScatterMode", "GatherDimensionNumbers", "ScatterDimensionNumbers",
                             "gather", "scatter", "scatter_add", "scatter_mul", "scatter_min",
                             "scatter_max", "scatter_apply"])
+
+
+# ----------------------------------------------------------------------- bit-level views
+# vkgrad has no bitcast primitive (nor unsigned or narrow integer dtypes: those are stored as
+# int32), so bitcast_convert_type composes one: a float's bit pattern from its sign, binary
+# exponent (_pow2, exact) and mantissa, and back. An 8- or 16-bit integer's pattern is its value
+# masked to the width; a result of such a dtype holds the value that dtype would (stored int32).
+
+def _float_format(dt):
+    """(mantissa bits, exponent bits) of a float dtype."""
+    fi = np.finfo(dt)
+    return int(fi.nmant), int(fi.nexp)
+
+
+def _float_bits(x, dt):
+    """The bit pattern of float x (of dtype dt) as int32 (the low width bits for 16-bit
+    floats). NaN gives the quiet NaN (its payload and sign are not visible without a bitcast)."""
+    nmant, nexp = _float_format(dt)
+    width = 1 + nexp + nmant
+    bias = 2 ** (nexp - 1) - 1
+    x = vnp.astype(stop_gradient(x), np.float32)
+    a = vnp.abs(x)
+    sign = vnp.signbit(x)
+    tiny = 2.0 ** (1 - bias)
+    finite = vnp.isfinite(a) & (a > 0)
+    safe = vnp.where(finite & (a >= tiny), a, 1.0)
+    e = vnp.minimum(vnp.floor(vnp.log2(safe)), 127)    # log2(float32 max) rounds to 128
+    e = vnp.where(_pow2(e, np.float32) > safe, e - 1, e)
+    e = vnp.where((e < 127) & (_pow2(e + 1, np.float32) <= safe), e + 1, e)   # 2^128: inf
+    normal = finite & (a >= tiny)
+    mant_normal = (safe / _pow2(e, np.float32) - 1.0) * 2.0 ** nmant
+    mant_sub = a * 2.0 ** (bias - 1) * 2.0 ** nmant   # a / 2^(1 - bias - nmant), in two steps
+    field = vnp.where(normal, e + bias, vnp.where(finite | (a == 0), 0, 2 ** nexp - 1))
+    mant = vnp.where(normal, mant_normal, vnp.where(finite, mant_sub, 0))
+    mant = vnp.where(vnp.isnan(x), 2 ** (nmant - 1), mant)
+    low = vnp.astype(field, np.int32) * (2 ** nmant) + vnp.astype(mant, np.int32)
+    sign_bit = np.int32(-2 ** 31) if width == 32 else np.int32(2 ** (width - 1))
+    return vnp.where(sign & ~vnp.isnan(x), low + sign_bit, low), width
+
+
+def _from_float_bits(bits, dt):
+    """The float of dtype dt whose pattern is bits (int32; the low width bits for 16-bit)."""
+    nmant, nexp = _float_format(dt)
+    width = 1 + nexp + nmant
+    bias = 2 ** (nexp - 1) - 1
+    mant = vnp.bitwise_and(bits, 2 ** nmant - 1)
+    field = vnp.bitwise_and(shift_right_logical(bits, np.int32(nmant)), 2 ** nexp - 1)
+    sign = vnp.bitwise_and(shift_right_logical(bits, np.int32(width - 1)), 1) == 1
+    m = vnp.astype(mant, np.float32) * 2.0 ** -nmant
+    e = vnp.astype(field, np.float32) - bias
+    value = vnp.where(field == 0, m * 2.0 ** (1 - bias),
+                      (1.0 + m) * _pow2(vnp.where(field == 0, 0.0, e), np.float32))
+    value = vnp.where(field == 2 ** nexp - 1, vnp.where(mant == 0, np.inf, np.nan), value)
+    return vnp.astype(vnp.where(sign, -value, value), dt)
+
+
+def _bit_dtype(name, dtype):
+    """(numpy dtype, width) of a dtype bitcast_convert_type can read or write."""
+    dt = np.dtype(dtype) if not (isinstance(dtype, str) and dtype == "bfloat16") else \
+        np.dtype(vnp.bfloat16)
+    if dt == vnp.bfloat16 or dt.kind == "f":
+        if dt.itemsize == 8:
+            raise DTypeError(f"lax.{name}: 64-bit dtypes are not supported (vkgrad has no 64-bit"
+                             " integers to hold their bits)", source=user_source())
+        return dt, 8 * dt.itemsize
+    if dt.kind in "iu" and dt.itemsize <= 4 and dt != np.uint32:
+        return dt, 8 * dt.itemsize
+    raise DTypeError(f"lax.{name}: {dt} is not supported: vkgrad bitcasts float32, float16, "
+                     "bfloat16, int32 and the 8/16-bit integers (uint32 and 64-bit values do "
+                     "not fit its int32 storage)", source=user_source())
+
+
+def bitcast_convert_type(operand, new_dtype):
+    """The bits of operand read as new_dtype (jax.lax.bitcast_convert_type). Same width: the
+    same shape. A narrower new_dtype adds a last axis of width ratio (the low part first, as
+    on little-endian CPUs); a wider one consumes such a last axis. NaN inputs give the quiet
+    NaN's pattern (vkgrad computes the bits, it cannot view them: no payload or NaN sign)."""
+    x = vnp.asarray(operand)
+    given = operand.dtype if isinstance(operand, (np.ndarray, np.generic)) else x.dtype
+    src, w_in = _bit_dtype("bitcast_convert_type", given)   # uint8 data is stored as int32
+    dst, w_out = _bit_dtype("bitcast_convert_type", new_dtype)
+    if src.kind in "iu":
+        bits = x if w_in == 32 else vnp.bitwise_and(x, 2 ** w_in - 1)
+    else:
+        bits, _ = _float_bits(x, src)
+    if w_out < w_in:
+        parts = [vnp.bitwise_and(shift_right_logical(bits, np.int32(w_out * k)), 2 ** w_out - 1)
+                 for k in range(w_in // w_out)]
+        bits = vnp.stack(parts, axis=-1)
+    elif w_out > w_in:
+        n = w_out // w_in
+        if x.ndim == 0 or x.shape[-1] != n:
+            raise ShapeError(f"lax.bitcast_convert_type: {src} -> {dst} needs a last axis of "
+                             f"{n} (the {n} parts of each result), got shape {tuple(x.shape)}",
+                             source=user_source())
+        acc = None
+        for k in range(n):
+            part = vnp.left_shift(vnp.take(bits, k, axis=-1), w_in * k)
+            acc = part if acc is None else vnp.bitwise_or(acc, part)
+        bits = acc
+    if dst.kind in "iu":
+        if w_out < 32 and dst.kind == "i":   # sign-extend the low w_out bits
+            bits = vnp.right_shift(vnp.left_shift(bits, 32 - w_out), 32 - w_out)
+        return bits
+    return _from_float_bits(bits, dst)
+
+
+def reduce_precision(operand, exponent_bits: int, mantissa_bits: int):
+    """operand rounded to a float with these exponent and mantissa bits and back
+    (jax.lax.reduce_precision; XLA's algorithm on the float32 bit pattern: round to nearest
+    even, overflow to inf, underflow (to that format's subnormals too) to zero). Its derivative
+    is the identity (JAX's rounds the tangent as well)."""
+    x = vnp.asarray(operand)
+    if np.dtype(x.dtype).kind != "f" and x.dtype != vnp.bfloat16:
+        raise DTypeError(f"lax.reduce_precision needs a float operand, got {x.dtype}",
+                         source=user_source())
+    if not (isinstance(exponent_bits, int) and exponent_bits >= 1 and
+            isinstance(mantissa_bits, int) and mantissa_bits >= 0):
+        raise ArgumentError(f"lax.reduce_precision: exponent_bits >= 1 and mantissa_bits >= 0 "
+                            f"must be ints, got {exponent_bits!r}, {mantissa_bits!r}",
+                            source=user_source())
+    bits, _ = _float_bits(x, np.float32)
+    if mantissa_bits < 23:
+        shift = 23 - mantissa_bits
+        last = 1 << shift
+        last_bit = vnp.bitwise_and(shift_right_logical(bits, np.int32(shift)), 1)
+        bits = vnp.bitwise_and(bits + last_bit + ((last >> 1) - 1), np.int32(~(last - 1)))
+    if exponent_bits < 8:
+        reduced_bias = (1 << (exponent_bits - 1)) - 1
+        exponent = vnp.bitwise_and(bits, 0x7F800000)
+        signed_zero = vnp.bitwise_and(bits, np.int32(-2 ** 31))
+        bits = vnp.where(exponent > ((127 + reduced_bias) << 23),
+                         vnp.bitwise_or(signed_zero, 0x7F800000),
+                         vnp.where(exponent <= ((127 - reduced_bias) << 23), signed_zero, bits))
+    out = vnp.where(vnp.isnan(x), x, vnp.astype(_from_float_bits(bits, np.float32), x.dtype))
+    return x + stop_gradient(out - x)
+
+
+def mulhi(x, y):
+    """The high 32 bits of the 64-bit product of two int32 (jax.lax.mulhi), by 16-bit halves
+    (Hacker's Delight's mulhs: no 64-bit integers)."""
+    x, y = _check_bits("mulhi", x, "i"), _check_bits("mulhi", y, "i")
+    x0, x1 = vnp.bitwise_and(x, 0xFFFF), vnp.right_shift(x, 16)
+    y0, y1 = vnp.bitwise_and(y, 0xFFFF), vnp.right_shift(y, 16)
+    w0 = x0 * y0                                      # may wrap: read as unsigned
+    t = x1 * y0 + vnp.bitwise_and(vnp.right_shift(w0, 16), 0xFFFF)
+    w1, w2 = vnp.bitwise_and(t, 0xFFFF), vnp.right_shift(t, 16)
+    t = x0 * y1 + w1
+    return x1 * y1 + w2 + vnp.right_shift(t, 16)
+
+
+__all__ = sorted(__all__ + ["bitcast_convert_type", "reduce_precision", "mulhi"])
+
+
+# ------------------------------------------------------------- shapes, small compositions
+
+def broadcast_to_rank(x, rank: int):
+    """x with leading axes of size 1 added up to `rank` (jax.lax.broadcast_to_rank)."""
+    x = vnp.asarray(x)
+    if x.ndim > rank:
+        raise ShapeError(f"lax.broadcast_to_rank: rank {rank} is below x's rank {x.ndim}",
+                         source=user_source())
+    return x if x.ndim == rank else vnp.reshape(x, (1,) * (rank - x.ndim) + tuple(x.shape))
+
+
+def empty(shape, dtype, *, out_sharding=None):
+    """An array of shape and dtype whose values are unspecified (jax.lax.empty): zeros here."""
+    return vnp.zeros(shape, dtype)
+
+
+def reciprocal(x):
+    """1 / x (jax.lax.reciprocal)."""
+    return integer_pow(x, -1)
+
+
+def tile(operand, reps):
+    """operand repeated reps[i] times along axis i (jax.lax.tile)."""
+    return vnp.tile(operand, tuple(reps))
+
+
+def stack(operands, axis: int = 0):
+    return vnp.stack(operands, axis)
+
+
+def unstack(x, axis: int = 0):
+    return vnp.unstack(x, axis=axis)
+
+
+def dtype(x):
+    """The dtype lax gives x (jax.lax.dtype): a Python float float32, an int int32."""
+    return _lax_dtype(x)
+
+
+def shape_as_value(shape):
+    """A shape as an int32 array of its sizes (jax.lax.shape_as_value)."""
+    return vnp.asarray(np.asarray(tuple(shape), np.int32))
+
+
+def index_take(src, idxs, axes):
+    """src indexed by the index arrays idxs along axes (jax.lax.index_take): result[i, ...] is
+    src at idxs[k][i] on axis axes[k], the other axes kept in order."""
+    src = vnp.asarray(src)
+    axes = [a % src.ndim for a in axes]
+    if len(idxs) != len(axes):
+        raise ArgumentError(f"lax.index_take: {len(idxs)} index arrays for {len(axes)} axes",
+                            source=user_source())
+    rest = [a for a in range(src.ndim) if a not in axes]
+    moved = vnp.transpose(src, axes + rest)
+    return moved[tuple(vnp.asarray(i) for i in idxs)]
+
+
+def scatter_sub(operand, scatter_indices, updates, dimension_numbers, *,
+                indices_are_sorted=False, unique_indices=False, mode=None):
+    """jax.lax.scatter_sub: update windows subtracted from operand."""
+    return _scatter("scatter_sub", operand, scatter_indices, vnp.negative(updates),
+                    dimension_numbers, mode, "add")
+
+
+def _approx_k(operand, k, reduction_dimension, sign):
+    x = vnp.moveaxis(vnp.asarray(operand), reduction_dimension, -1)
+    vals, idx = top_k(x if sign > 0 else -x, k)
+    vals = vals if sign > 0 else -vals
+    return (vnp.moveaxis(vals, -1, reduction_dimension),
+            vnp.moveaxis(idx, -1, reduction_dimension))
+
+
+def approx_max_k(operand, k: int, reduction_dimension: int = -1, recall_target: float = 0.95,
+                 reduction_input_size_override: int = -1, aggregate_to_topk: bool = True):
+    """(values, indices) of the k largest along reduction_dimension: exact (top_k), as
+    jax.lax.approx_max_k is on CPU."""
+    return _approx_k(operand, k, reduction_dimension, 1)
+
+
+def approx_min_k(operand, k: int, reduction_dimension: int = -1, recall_target: float = 0.95,
+                 reduction_input_size_override: int = -1, aggregate_to_topk: bool = True):
+    """(values, indices) of the k smallest along reduction_dimension, exact, smallest first."""
+    return _approx_k(operand, k, reduction_dimension, -1)
+
+
+def ragged_dot(lhs, rhs, group_sizes, precision=None, preferred_element_type=None,
+               group_offset=None, out_sharding=None):
+    """lhs [m, k] by rhs [g, k, n] in groups of rows (jax.lax.ragged_dot): rows of group i
+    (group_sizes[i] consecutive ones) times rhs[i]; rows past sum(group_sizes) are zero.
+    group_sizes must be concrete (the groups become slices)."""
+    lhs, rhs = vnp.asarray(lhs), vnp.asarray(rhs)
+    if isinstance(group_sizes, Tracer):
+        raise ArgumentError("lax.ragged_dot: group_sizes must be concrete (vkgrad slices the "
+                            "rows per group); pass numpy values", source=user_source())
+    if group_offset is not None:
+        raise ArgumentError("lax.ragged_dot: group_offset is not supported",
+                            source=user_source())
+    sizes = [int(s) for s in np.asarray(group_sizes)]
+    if lhs.ndim != 2 or rhs.ndim != 3 or len(sizes) != rhs.shape[0] or \
+            lhs.shape[1] != rhs.shape[1] or builtins.sum(sizes) > lhs.shape[0]:
+        raise ShapeError(f"lax.ragged_dot: lhs [m, k] {tuple(lhs.shape)}, rhs [g, k, n] "
+                         f"{tuple(rhs.shape)} and {len(sizes)} group sizes summing to at most m "
+                         f"(got {sizes})", source=user_source())
+    parts, start = [], 0
+    for i, n in enumerate(sizes):
+        parts.append(vnp.matmul(lhs[start:start + n], rhs[i]))
+        start += n
+    if start < lhs.shape[0]:
+        parts.append(vnp.zeros((lhs.shape[0] - start, rhs.shape[2]), vnp.result_type(lhs, rhs)))
+    out = vnp.concatenate(parts, 0)
+    return out if preferred_element_type is None else vnp.astype(out, preferred_element_type)
+
+
+def platform_dependent(*args, default=None, **per_platform):
+    """The branch for the platform the program runs on (jax.lax.platform_dependent): vkgrad's
+    is 'vulkan' (on the interpreter too), else `default`."""
+    branch = per_platform.get("vulkan", default)
+    if branch is None:
+        raise ArgumentError(f"lax.platform_dependent: no 'vulkan' branch and no default (given "
+                            f"{sorted(per_platform)})", source=user_source())
+    return branch(*args)
+
+
+def composite(decomposition, name: str, version: int = 0):
+    """jax.lax.composite: a function that is its decomposition (vkgrad has no composite ops
+    for a backend to match by name; the decomposition is what runs)."""
+    def composed(*args, **kwargs):
+        return decomposition(*args, **kwargs)
+    composed.__name__ = composed.__qualname__ = getattr(decomposition, "__name__", name)
+    composed.__doc__ = decomposition.__doc__
+    return composed
+
+
+DotDimensionNumbers = tuple   # ((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch))
+ConvGeneralDilatedDimensionNumbers = tuple   # None, three layout strings, ConvDimensionNumbers
+
+
+__all__ = sorted(__all__ + ["broadcast_to_rank", "empty", "reciprocal", "tile", "stack",
+                            "unstack", "dtype", "shape_as_value", "index_take", "scatter_sub",
+                            "approx_max_k", "approx_min_k", "ragged_dot", "platform_dependent",
+                            "composite", "DotDimensionNumbers",
+                            "ConvGeneralDilatedDimensionNumbers"])
+
+
+# ------------------------------------------------------------- convolution patches, shapes
+
+def conv_general_dilated_patches(lhs, filter_shape, window_strides, padding, lhs_dilation=None,
+                                 rhs_dilation=None, dimension_numbers=None, precision=None,
+                                 preferred_element_type=None):
+    """The patches a convolution sees, flattened into the output's feature axis (jax.lax.
+    conv_general_dilated_patches): a grouped convolution with one-hot kernels, as JAX's; the
+    feature order is (input channel, then the filter's spatial positions)."""
+    lhs = vnp.asarray(lhs)
+    filter_shape = tuple(filter_shape)
+    dn = conv_dimension_numbers(lhs.shape, (1, 1) + filter_shape, dimension_numbers)
+    size = math.prod(filter_shape)
+    channels = lhs.shape[dn.lhs_spec[1]]
+    eye = vnp.eye(size, dtype=lhs.dtype)
+    rhs = vnp.reshape(vnp.broadcast_to(eye, (channels, size, size)),
+                      (channels * size, 1) + filter_shape)
+    rhs = vnp.moveaxis(rhs, (0, 1), (dn.rhs_spec[0], dn.rhs_spec[1]))
+    return conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
+                                dn, feature_group_count=channels,
+                                preferred_element_type=preferred_element_type)
+
+
+def conv_general_dilated_local(lhs, rhs, window_strides, padding, filter_shape,
+                               lhs_dilation=None, rhs_dilation=None, dimension_numbers=None,
+                               precision=None):
+    """An unshared convolution: a different filter at every output position (jax.lax.
+    conv_general_dilated_local), the patches (conv_general_dilated_patches) contracted with
+    rhs, whose spatial axes are the output's and whose in-feature axis is the patch's."""
+    lhs, rhs = vnp.asarray(lhs), vnp.asarray(rhs)
+    patches = conv_general_dilated_patches(lhs, filter_shape, window_strides, padding,
+                                           lhs_dilation, rhs_dilation, dimension_numbers)
+    lhs_spec, rhs_spec, out_spec = conv_dimension_numbers(
+        lhs.shape, (1, 1) + tuple(filter_shape), dimension_numbers)
+    lhs_b = list(out_spec[2:])
+    rhs_b = [rhs_spec[2:][i] for i in sorted(range(len(lhs_b)), key=lambda k: lhs_b[k])]
+    dn = (([out_spec[1]], [rhs_spec[1]]), (sorted(lhs_b), rhs_b))
+    out = dot_general(patches, rhs, dn)
+    return vnp.moveaxis(out, (-2, -1), (out_spec[0], out_spec[1]))
+
+
+def conv_shape_tuple(lhs_shape, rhs_shape, strides, pads, batch_group_count: int = 1):
+    """The output shape of a convolution of shapes in the (N, C, spatial) / (O, I, spatial)
+    order (jax.lax.conv_shape_tuple)."""
+    if isinstance(pads, str):
+        pads = padtype_to_pads(lhs_shape[2:], rhs_shape[2:], strides, pads)
+    if len(pads) != len(lhs_shape) - 2:
+        raise ShapeError(f"conv_shape_tuple: {len(pads)} pads for {len(lhs_shape) - 2} spatial "
+                         "dimensions", source=user_source())
+    padded = [n + lo + hi for n, (lo, hi) in zip(lhs_shape[2:], pads)]
+    if builtins.any(p < 0 for p in padded):
+        raise ShapeError(f"conv_shape_tuple: negative padding {pads} is larger than the "
+                         f"dimensions {tuple(lhs_shape[2:])}", source=user_source())
+    space = tuple(builtins.max(0, (p - k) // s + 1) for p, k, s in zip(padded, rhs_shape[2:], strides))
+    return (lhs_shape[0] // batch_group_count, rhs_shape[0]) + space
+
+
+def conv_general_shape_tuple(lhs_shape, rhs_shape, window_strides, padding, dimension_numbers):
+    """conv_shape_tuple for operands laid out by dimension_numbers (three layout strings)."""
+    lhs_perm, rhs_perm, out_perm = conv_general_permutations(dimension_numbers)
+    out = conv_shape_tuple(tuple(np.take(lhs_shape, lhs_perm)),
+                           tuple(np.take(rhs_shape, rhs_perm)), window_strides, padding)
+    return tuple(int(out[i]) for i in np.argsort(out_perm))
+
+
+def conv_transpose_shape_tuple(lhs_shape, rhs_shape, window_strides, padding,
+                               dimension_numbers):
+    """The output shape of conv_transpose for operands laid out by dimension_numbers."""
+    lhs_perm, rhs_perm, out_perm = conv_general_permutations(dimension_numbers)
+    lhs_t, rhs_t = np.take(lhs_shape, lhs_perm), np.take(rhs_shape, rhs_perm)
+    if isinstance(padding, str):
+        padding = [_conv_transpose_padding(int(k), s, padding)
+                   for k, s in zip(rhs_t[2:], window_strides)]
+    space = [(int(i) - 1) * s - int(k) + 2 + lo + hi
+             for i, k, s, (lo, hi) in zip(lhs_t[2:], rhs_t[2:], window_strides, padding)]
+    out = (int(lhs_t[0]), int(rhs_t[0])) + tuple(space)
+    return tuple(out[i] for i in np.argsort(out_perm))
+
+
+def reduce_window_shape_tuple(operand_shape, window_dimensions, window_strides, padding,
+                              base_dilation=None, window_dilation=None):
+    """The output shape of reduce_window (jax.lax.reduce_window_shape_tuple); padding as
+    (low, high) pairs."""
+    if base_dilation is not None:
+        operand_shape = _dilated(operand_shape, base_dilation)
+    if window_dilation is not None:
+        window_dimensions = _dilated(window_dimensions, window_dilation)
+    padded = [d + lo + hi for d, (lo, hi) in zip(operand_shape, padding)]
+    return tuple(0 if p < k else (p - k) // s + 1
+                 for p, k, s in zip(padded, window_dimensions, window_strides))
+
+
+__all__ = sorted(__all__ + ["conv_general_dilated_patches", "conv_general_dilated_local",
+                            "conv_shape_tuple", "conv_general_shape_tuple",
+                            "conv_transpose_shape_tuple", "reduce_window_shape_tuple"])
+
+
+# ------------------------------------------------------------------------ random bits
+
+class RandomAlgorithm(enum.IntEnum):
+    """jax.lax.RandomAlgorithm: every value draws vkgrad's Threefry-2x32 (vg.random)."""
+    RNG_DEFAULT = 0
+    RNG_THREE_FRY = 1
+    RNG_PHILOX = 2
+
+
+def rng_bit_generator(key, shape, dtype=np.uint32, algorithm=RandomAlgorithm.RNG_DEFAULT, *,
+                      out_sharding=None):
+    """(new_key, bits) from a key of four 32-bit words (jax.lax.rng_bit_generator), a pure
+    function of the key: its first two words, folded with the other two, are a vg.random key
+    split into the next key's words and the bits' (vg.random.bits). Not XLA's bit stream:
+    the same key gives other bits than JAX's. uint32 bits are int32 bit patterns (vkgrad has
+    no unsigned dtype), as vg.random's words are."""
+    k = vnp.asarray(key)
+    if tuple(k.shape) != (4,) or np.dtype(k.dtype).kind not in "iu":
+        raise ShapeError(f"lax.rng_bit_generator: the key must be four 32-bit words, got "
+                         f"{k.dtype}{list(k.shape)}", source=user_source())
+    if np.dtype(dtype) not in (np.dtype(np.uint32), np.dtype(np.int32)):
+        raise DTypeError(f"lax.rng_bit_generator: dtype {np.dtype(dtype)} is not supported "
+                         "(uint32 or int32 bits only)", source=user_source())
+    base = _random.fold_in(_random.fold_in(k[:2], k[2]), k[3])
+    k1, k2, kb = _random.split(base, 3)
+    return vnp.concatenate([k1, k2]), _random.bits(kb, tuple(shape))
+
+
+_rng_uniform_calls = [0]
+
+
+def rng_uniform(a, b, shape):
+    """Uniform numbers in [a, b) of a's dtype (jax.lax.rng_uniform, XLA's stateful RngUniform):
+    each call (each trace, under jit) draws from a new key of a process-wide counter; for
+    reproducible numbers use vg.random."""
+    _rng_uniform_calls[0] += 1
+    key = _random.key(_rng_uniform_calls[0])
+    a, b = vnp.asarray(a), vnp.asarray(b)
+    if np.dtype(a.dtype).kind in "iu":
+        return _random.randint(key, tuple(shape), a, b, a.dtype)
+    return _random.uniform(key, tuple(shape), a.dtype, a, b)
+
+
+__all__ = sorted(__all__ + ["RandomAlgorithm", "rng_bit_generator", "rng_uniform"])
+
+
+# --------------------------------------------------------- implicitly differentiated solves
+# JAX's custom_root and custom_linear_solve (jax/_src/lax/control_flow/solves.py): the
+# solution's derivative comes from the implicit function theorem, not from differentiating
+# the solver. Values f or matvec close over from an enclosing trace (the parameters a grad
+# differentiates) are hoisted out by closure_convert, so they get cotangents. Reverse mode
+# (custom_vjp): tangent_solve / transpose_solve get the transposed linear map (the vjp of f
+# or matvec at the solution).
+
+def _solution_cotangents(f_conv, consts, x, lam):
+    """The cotangents of consts for -lam^T (df/dconsts) at x."""
+    if not consts:
+        return ()
+    _, f_vjp = vjp(lambda *c: f_conv(x, *c), *consts)
+    return tuple(f_vjp(tree_map(vnp.negative, lam)))
+
+
+def _implicit(f, example, solve, transpose_solve, has_aux, cotangent_of_rhs):
+    """custom_root's and custom_linear_solve's common part: the solution solve(f, example)
+    with its derivative from lam = transpose_solve((df/dx)^T, g) (the cotangent of the rhs
+    when cotangent_of_rhs, else nothing) and -lam^T df/dconsts. The solvers' own closed-over
+    values are hoisted too: a rule may not use the forward pass' traced values."""
+    f_conv, consts = closure_convert(f, example)
+    solve_conv, s_consts = closure_convert(
+        lambda e, *c: solve(lambda x: f_conv(x, *c), e), example, *consts)
+
+    def transposed(g, x, *c):
+        if transpose_solve is None:
+            raise ArgumentError("lax.custom_linear_solve: reverse-mode differentiation needs "
+                                "transpose_solve (or symmetric=True)", source=user_source())
+        _, fx_vjp = vjp(lambda y: f_conv(y, *c), x)
+        return transpose_solve(lambda u: fx_vjp(u)[0], g)
+    t_conv, t_consts = closure_convert(transposed, example, example, *consts)
+
+    def run(e, c, sc, tc):
+        return solve_conv(e, *c, *sc)
+
+    def fwd(e, c, sc, tc):
+        out = run(e, c, sc, tc)
+        return out, (out[0] if has_aux else out, c, sc, tc)
+
+    def bwd(res, g):
+        x, c, sc, tc = res
+        lam = t_conv(g[0] if has_aux else g, x, *c, *tc)
+        lam = lam[0] if has_aux and isinstance(lam, tuple) else lam
+        zeros = tree_map(vnp.zeros_like, (sc, tc))
+        return ((lam if cotangent_of_rhs else None), _solution_cotangents(f_conv, c, x, lam),
+                *zeros)
+
+    solver = custom_vjp(run)
+    solver.defvjp(fwd, bwd)
+    return solver(example, tuple(consts), tuple(s_consts), tuple(t_consts))
+
+
+def custom_root(f, initial_guess, solve, tangent_solve, has_aux=False):
+    """x = solve(f, initial_guess), a root of f, differentiated implicitly (jax.lax.
+    custom_root): tangent_solve(g, y) solves the linear map g(x) = y (for a scalar,
+    `lambda g, y: y / g(1.0)`)."""
+    return _implicit(f, initial_guess, solve, tangent_solve, has_aux, False)
+
+
+def custom_linear_solve(matvec, b, solve, transpose_solve=None, symmetric=False,
+                        has_aux=False):
+    """x = solve(matvec, b), the solution of matvec(x) = b, differentiated implicitly (jax.lax.
+    custom_linear_solve): the cotangent of b is transpose_solve(vecmat, g) (solve(vecmat, g)
+    when symmetric); matvec's closed-over values get theirs through matvec."""
+    if symmetric and transpose_solve is None:
+        transpose_solve = solve
+    return _implicit(matvec, b, solve, transpose_solve, has_aux, True)
+
+
+__all__ = sorted(__all__ + ["custom_root", "custom_linear_solve"])

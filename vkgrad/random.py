@@ -903,4 +903,84 @@ __all__ += ["exponential", "laplace", "logistic", "cauchy", "rademacher", "key_d
             "wrap_key_data", "gamma", "loggamma", "beta", "dirichlet", "poisson"]
 
 
+# ------------------------------------------------- multivariate draws, and JAX's key helpers
+
+def multivariate_normal(key, mean, cov, shape=None, dtype=None, method: str = "cholesky"):
+    """Normal vectors with the given mean (..., n) and covariance (..., n, n), as
+    jax.random.multivariate_normal: mean + factor @ z of standard normals z, factor cov's
+    Cholesky factor ('cholesky'), or U sqrt(s) of its SVD ('svd'), or V sqrt(w) of its eigh
+    ('eigh'); shape (the batch shape) defaults to mean's and cov's broadcast batch shapes.
+    The same numbers as JAX's given the same normal draws (vg.random.normal's)."""
+    if method not in ("cholesky", "svd", "eigh"):
+        raise ArgumentError(f"vg.random.multivariate_normal: method must be 'cholesky', "
+                            f"'svd' or 'eigh', got {method!r}", source=user_source())
+    dt = _float_dtype(np.float32 if dtype is None else dtype, "multivariate_normal")
+    mean, cov = vnp.asarray(mean, dt), vnp.asarray(cov, dt)
+    if mean.ndim < 1 or cov.ndim < 2:
+        raise ShapeError(f"vg.random.multivariate_normal needs mean.ndim >= 1 and cov.ndim >= "
+                         f"2, got {mean.ndim} and {cov.ndim}", source=user_source())
+    n = mean.shape[-1]
+    if tuple(cov.shape[-2:]) != (n, n):
+        raise ShapeError(f"vg.random.multivariate_normal: cov.shape must be (..., {n}, {n}) "
+                         f"for mean.shape {tuple(mean.shape)}, got {tuple(cov.shape)}",
+                         source=user_source())
+    batch = np.broadcast_shapes(tuple(mean.shape[:-1]), tuple(cov.shape[:-2]))
+    shape = batch if shape is None else _shape(shape, "multivariate_normal")
+    if np.broadcast_shapes(shape, batch) != shape:
+        raise ShapeError(f"vg.random.multivariate_normal: shape {shape} is not broadcast-"
+                         f"compatible with the parameters' batch shape {batch}",
+                         source=user_source())
+    if method == "svd":
+        u, s, _ = vnp.linalg.svd(cov)
+        factor = vnp.multiply(u, vnp.expand_dims(vnp.sqrt(s), -2))
+    elif method == "eigh":
+        w, v = vnp.linalg.eigh(cov)
+        factor = vnp.multiply(v, vnp.expand_dims(vnp.sqrt(w), -2))
+    else:
+        factor = vnp.linalg.cholesky(cov)
+    z = normal(key, shape + (n,), dt)
+    return vnp.add(mean, vnp.einsum("...ij,...j->...i", factor, z))
+
+
+def ball(key, d: int, p: float = 2, shape=(), dtype=None):
+    """Points uniform in the unit Lp ball of dimension d, shape (*shape, d), as
+    jax.random.ball: g / (sum |g|^p + e)^(1/p) of generalized normals g and an exponential e
+    (arXiv math/0503650). JAX's distribution, not its numbers (generalized_normal's are not)."""
+    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 0:
+        raise ArgumentError(f"vg.random.ball: d must be a nonnegative int, got {d!r}",
+                            source=user_source())
+    dt = _float_dtype(np.float32 if dtype is None else dtype, "ball")
+    shape = _shape(shape, "ball")
+    k1, k2 = split(key)
+    g = generalized_normal(k1, p, shape + (int(d),), dt)
+    e = exponential(k2, shape, dt)
+    norm = vnp.power(vnp.add(vnp.sum(vnp.power(vnp.abs(g), p), axis=-1), e), 1.0 / p)
+    return vnp.divide(g, vnp.expand_dims(norm, -1))
+
+
+def clone(key):
+    """The key itself (jax.random.clone, for typed keys' reuse checking, which vkgrad's raw
+    keys do not have)."""
+    return key
+
+
+def key_impl(keys) -> str:
+    """The random number generator of a key: "threefry2x32", vkgrad's only one."""
+    if vnp.ndim(keys) == 1:
+        _words(keys, "key_impl")   # checks it is a key
+    return "threefry2x32"
+
+
+def key_dtype(impl_spec=None):
+    """The dtype of a key array (jax.random.key_dtype). JAX's is its typed key<fry> dtype;
+    vkgrad's keys are raw key data, two words in int32 (vg.random.key), so it is int32."""
+    if impl_spec not in (None, "threefry2x32"):
+        raise ArgumentError(f"vg.random.key_dtype: impl {impl_spec!r} does not exist here; "
+                            "vkgrad's keys are threefry2x32", source=user_source())
+    return np.dtype(np.int32)
+
+
+__all__ += ["multivariate_normal", "ball", "clone", "key_impl", "key_dtype"]
+
+
 wrap_namespace(globals())   # tracebacks without vkgrad's frames (vkgrad/traceback_util.py)

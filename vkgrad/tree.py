@@ -8,14 +8,14 @@
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import functools
 from typing import Any, Callable
 
-from vkgrad.errors import ArgumentError
-from vkgrad.tree_util import (TreeDef, flatten_up_to, tree_broadcast, tree_flatten,
-                              tree_flatten_with_path, tree_leaves, tree_leaves_with_path,
-                              tree_map, tree_map_with_path, tree_reduce_associative,
-                              tree_structure, tree_unflatten)
+from vkgrad.tree_util import (TreeDef, tree_broadcast, tree_flatten, tree_flatten_with_path,
+                              tree_leaves, tree_leaves_with_path, tree_map, tree_map_with_path,
+                              tree_reduce_associative, tree_structure, tree_transpose,
+                              tree_unflatten)
 
 _MISSING = object()
 
@@ -67,16 +67,15 @@ def reduce(function: Callable, tree, initializer: Any = _MISSING,
 def transpose(outer_treedef: TreeDef, inner_treedef: TreeDef | None, pytree_to_transpose):
     """An outer tree of inner trees -> an inner tree of outer trees (jax.tree.transpose);
     inner_treedef None: that of the first inner tree."""
-    inners = flatten_up_to(outer_treedef, pytree_to_transpose)
-    if inner_treedef is None:
-        if not inners:
-            raise ArgumentError("tree.transpose: an outer tree with no leaves needs "
-                                "inner_treedef")
-        inner_treedef = tree_structure(inners[0])
-    rows = [flatten_up_to(inner_treedef, sub) for sub in inners]   # each: inner's structure
-    columns = [tree_unflatten(outer_treedef, [r[i] for r in rows])
-               for i in range(inner_treedef.num_leaves)]
-    return tree_unflatten(inner_treedef, columns)
+    return tree_transpose(outer_treedef, inner_treedef, pytree_to_transpose)
+
+
+def static(**field_kwargs):
+    """A dataclass field marked static (jax.tree.static): dataclasses.field(**field_kwargs)
+    with metadata static=True, so register_dataclass carries it in the structure, not as a
+    leaf."""
+    metadata = dict(field_kwargs.pop("metadata", None) or {}, static=True)
+    return dataclasses.field(metadata=metadata, **field_kwargs)
 
 
 def broadcast(prefix_tree, full_tree, is_leaf: Callable | None = None):
@@ -92,4 +91,4 @@ def reduce_associative(operation: Callable, tree, *, identity: Any = _MISSING,
 
 
 __all__ = ["all", "broadcast", "reduce_associative", "flatten", "flatten_with_path", "leaves", "leaves_with_path", "map",
-           "map_with_path", "reduce", "structure", "transpose", "unflatten"]
+           "map_with_path", "reduce", "static", "structure", "transpose", "unflatten"]

@@ -27,10 +27,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Hashable, NamedTuple, TypeVar
 
 from vkgrad.errors import ArgumentError
-from vkgrad.tracer.pytree import (TreeDef, flatten_up_to, register_pytree_node,  # noqa: F401
+from vkgrad.tracer.pytree import (TreeDef, flatten_up_to, is_registered,  # noqa: F401
+                                  register_pytree_node,
                                   tree_flatten, tree_leaves, tree_map, tree_structure,
                                   tree_unflatten)
 from vkgrad.tracer.core import user_source
@@ -276,6 +277,76 @@ def flatten_one_level(pytree) -> tuple:
     return tuple(kids), td.meta[1]
 
 
+def flatten_one_level_with_keys(pytree) -> tuple:
+    """(((key, child), ...), aux) of one pytree node (JAX's): flatten_one_level's children,
+    each with its path entry (DictKey, SequenceKey, GetAttrKey, ...)."""
+    _, aux = flatten_one_level(pytree)
+    kids, keys = _children_keys(pytree, None)
+    return tuple(zip(keys, kids)), aux
+
+
+def is_tree_node(typ: type) -> bool:
+    """Whether instances of the type `typ` are pytree nodes, not leaves (JAX's): tuples,
+    lists, dicts (and their subclasses, namedtuples), None's type and registered classes."""
+    return typ is type(None) or is_registered(typ) or issubclass(typ, (tuple, list, dict))
+
+
+def treedef_tuple(treedefs) -> TreeDef:
+    """The structure of a tuple whose elements have the structures `treedefs` (JAX's)."""
+    return TreeDef("tuple", tuple(treedefs))
+
+
+def tree_transpose(outer_treedef: TreeDef, inner_treedef: TreeDef | None, pytree_to_transpose):
+    """An outer tree of inner trees -> an inner tree of outer trees (jax.tree_util.
+    tree_transpose); inner_treedef None: that of the first inner tree."""
+    inners = flatten_up_to(outer_treedef, pytree_to_transpose)
+    if inner_treedef is None:
+        if not inners:
+            raise ArgumentError("tree_transpose: an outer tree with no leaves needs "
+                                "inner_treedef")
+        inner_treedef = tree_structure(inners[0])
+    rows = [flatten_up_to(inner_treedef, sub) for sub in inners]   # each: inner's structure
+    columns = [tree_unflatten(outer_treedef, [r[i] for r in rows])
+               for i in range(inner_treedef.num_leaves)]
+    return tree_unflatten(inner_treedef, columns)
+
+
+KeyEntry = TypeVar("KeyEntry", bound=Hashable)   # JAX's: a path entry (DictKey, ...)
+KeyPath = tuple[KeyEntry, ...]
+
+
+class _Registry:
+    """jax.tree_util.default_registry: the one registry of pytree node types, as an object
+    with JAX's methods over the functions of this module."""
+
+    def flatten(self, tree, leaf_predicate=None):
+        return tree_flatten(tree, leaf_predicate)
+
+    def flatten_one_level(self, tree):
+        return flatten_one_level(tree)
+
+    def flatten_one_level_with_keys(self, tree):
+        return flatten_one_level_with_keys(tree)
+
+    def flatten_with_path(self, tree, leaf_predicate=None):
+        return tree_flatten_with_path(tree, leaf_predicate)
+
+    def is_node(self, typ) -> bool:
+        return is_tree_node(typ)
+
+    def register_node(self, nodetype, flatten_func, unflatten_func, flatten_with_keys=None):
+        if flatten_with_keys is None:
+            return register_pytree_node(nodetype, flatten_func, unflatten_func)
+        return register_pytree_with_keys(nodetype, flatten_with_keys, unflatten_func,
+                                         flatten_func)
+
+    def register_dataclass_node(self, nodetype, data_fields, meta_fields):
+        return register_dataclass(nodetype, data_fields, meta_fields)
+
+
+default_registry = _Registry()
+
+
 class _HashableCallable:
     """A callable whose hash and equality are those of the functools.partial it holds: it stops
     Partial(functools.partial(f, a), b) from merging a into its own arguments (the children)."""
@@ -326,4 +397,5 @@ __all__ = ["DictKey", "FlattenedIndexKey", "GetAttrKey", "PyTreeDef", "SequenceK
            "tree_structure", "tree_unflatten", "treedef_children", "treedef_is_leaf",
            "all_leaves", "tree_broadcast", "tree_reduce_associative", "Partial",
            "flatten_one_level", "register_pytree_with_keys", "register_pytree_with_keys_class",
-           "register_static"]
+           "register_static", "flatten_one_level_with_keys", "is_tree_node", "treedef_tuple",
+           "tree_transpose", "KeyEntry", "KeyPath", "default_registry"]

@@ -12,6 +12,7 @@ import os
 import sys
 import warnings
 
+from vkgrad import config
 from vkgrad.config import env_reader
 from vkgrad.errors import ArgumentError, VkgradError
 from vkgrad.execution import fallback, fastpath, segmented
@@ -86,8 +87,8 @@ def _default_backend(env: str) -> str:
 
 
 def log(msg: str) -> None:
-    """A line on stderr when VKGRAD_LOG_COMPILES is set."""
-    if os.environ.get("VKGRAD_LOG_COMPILES", "") not in ("", "0"):
+    """A line on stderr when VKGRAD_LOG_COMPILES is set (or inside vg.log_compiles())."""
+    if config.switches.log_compiles or os.environ.get("VKGRAD_LOG_COMPILES", "") not in ("", "0"):
         print(f"vkgrad: {msg}", file=sys.stderr)
 
 

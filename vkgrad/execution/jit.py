@@ -31,6 +31,7 @@ import time
 import weakref
 from dataclasses import dataclass
 
+from vkgrad.config import switches
 from vkgrad.errors import ArgumentError
 from vkgrad.execution import fastpath
 from vkgrad.execution.array import Array, call
@@ -39,6 +40,7 @@ from vkgrad.lru import LRU
 from vkgrad.pipeline import disabled_passes
 from vkgrad.tracer import core
 from vkgrad.tracer.pytree import tree_flatten
+from vkgrad.transforms.differentiation import vjp
 from vkgrad.transforms.tracing import fun_name, normalize_argnums, trace_function
 from vkgrad.traceback_util import api_boundary
 
@@ -249,13 +251,11 @@ class Jitted:
         and pipelines go when the last reference to it does."""
         log(f"evicting a compiled program of {fun_name(self.fun)} (more than {MAX_PROGRAMS})")
         self._fast = [f for f in self._fast if f[1] is not entry]
-        release = getattr(entry.runner, "release", None)
-        if release is not None:
-            release()
+        _release(entry)
 
     @api_boundary
     def __call__(self, *args, **kwargs):
-        if core.current_trace() is not None:   # inside another transform: inline
+        if core.current_trace() is not None or switches.disable_jit:   # inline; disable_jit
             return self.fun(*args, **kwargs)
         if self._fast and not kwargs:
             setting = (self.backend or default_backend(), disabled_passes()
@@ -272,3 +272,54 @@ class Jitted:
         """The compiled program for these arguments (compiling it if needed): .as_text(stage),
         .stats(), .compile()."""
         return self._compiled(args, kwargs)[0]
+
+
+def _release(entry) -> None:
+    release = getattr(entry.runner, "release", None)
+    if release is not None:
+        release()
+
+
+def clear_caches() -> None:
+    """Forget every jitted function's compiled programs (jax.clear_caches): the next call of
+    each compiles again."""
+    for jitted in list(live):
+        for entry in list(jitted._cache.values()):
+            _release(entry)
+        jitted._cache.clear()
+        jitted._fast = []
+        jitted._last_key = None
+
+
+def fwd_and_bwd(fun, argnums, has_aux: bool = False, jitted: bool = True):
+    """(fwd, bwd) of `fun` (jax.fwd_and_bwd): `fwd(*args) -> (out, residuals)` (`(out,
+    residuals, aux)` with has_aux) and `bwd(residuals, cotangent)` -> the cotangents of the
+    arguments `argnums` names (one, not a tuple, for an int argnums), both jitted by default
+    so each compiles once. Differs from JAX: the residuals are the arguments themselves and
+    bwd recomputes the forward pass inside its own program (JAX's are its vjp's saved values),
+    so that both are jittable programs of arrays."""
+    if not callable(fun):
+        raise ArgumentError(f"fwd_and_bwd expects a function, got {type(fun).__name__}",
+                            source=core.user_source())
+    one = isinstance(argnums, int)
+
+    def fwd(*args):
+        out = fun(*args)
+        if has_aux:
+            return out[0], args, out[1]
+        return out, args
+
+    def bwd(residuals, cotangent):
+        nums = normalize_argnums(argnums, len(residuals))
+
+        def of_dyn(*dyn):
+            full = list(residuals)
+            for i, d in zip(nums, dyn):
+                full[i] = d
+            out = fun(*full)
+            return out[0] if has_aux else out
+
+        cts = vjp(of_dyn, *(residuals[i] for i in nums))[1](cotangent)
+        return cts[0] if one else cts
+
+    return (jit(fwd), jit(bwd)) if jitted else (fwd, bwd)

@@ -66,10 +66,18 @@ def swapaxes(a, axis1, axis2):
 
 
 def moveaxis(a, source, destination):
+    """a with the axes `source` (an int or a sequence) moved to `destination` (numpy's)."""
     a = asarray(a)
-    s, d = normalize_axes(source, a.ndim)[0], normalize_axes(destination, a.ndim)[0]
-    perm = [i for i in range(a.ndim) if i != s]
-    perm.insert(d, s)
+    def each(axes):   # in the order given (normalize_axes sorts)
+        axes = axes if isinstance(axes, (tuple, list)) else (axes,)
+        return [normalize_axes(i, a.ndim)[0] for i in axes]
+    s, d = each(source), each(destination)
+    if len(s) != len(d) or len(set(s)) != len(s) or len(set(d)) != len(d):
+        raise ShapeError(f"moveaxis: source {source} and destination {destination} must name "
+                         "as many distinct axes", source=user_source())
+    perm = [i for i in range(a.ndim) if i not in s]
+    for dest, src in sorted(zip(d, s)):
+        perm.insert(dest, src)
     return P.transpose(a, perm)
 
 

@@ -4,8 +4,8 @@ from .device import DeviceInfo, default_device_index, list_devices
 from .errors import DeviceError, ShaderCompileError
 from .shaders import compile_file, compile_glsl
 from .vulkan import (Buffer, Device, Dispatch, Executable, Kernel, counters, get_device,
-                     pack_words)
+                     opened_devices, pack_words)
 
 __all__ = ["Buffer", "Device", "DeviceError", "DeviceInfo", "Dispatch", "Executable", "Kernel",
            "ShaderCompileError", "compile_file", "compile_glsl", "counters", "default_device_index",
-           "get_device", "list_devices", "pack_words"]
+           "get_device", "list_devices", "opened_devices", "pack_words"]

@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass
 from functools import lru_cache
 
+from vkgrad import config
 from vkgrad.target import CooperativeShape
 
 from .errors import DeviceError
@@ -120,6 +121,8 @@ def set_local_rank(rank: int) -> None:
 
 def default_device_index() -> int:
     devices = list_devices()
+    if config.switches.default_device is not None:   # with vg.default_device(...)
+        return check_index(config.switches.default_device, devices, source="default_device")
     env = os.environ.get("VKGRAD_DEVICE")
     if env is not None and env.strip() != "":
         return check_index(env, devices, source="VKGRAD_DEVICE")

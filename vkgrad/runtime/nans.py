@@ -45,6 +45,9 @@ def debug_nans(on: bool = True) -> bool:
     return old
 
 
+debug_infs = debug_nans   # jax.debug_infs: the one check above finds Inf as well as NaN
+
+
 # the exponent bits of each element of a 32-bit word (all ones: inf or NaN), low and high half
 _EXPONENTS = {"f32": (0x7f800000, 0x7f800000), "f16": (0x7c00, 0x7c000000),
               "bf16": (0x7f80, 0x7f800000)}

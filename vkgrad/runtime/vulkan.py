@@ -632,6 +632,11 @@ def get_device(index=None) -> Device:
     return _devices[i]
 
 
+def opened_devices() -> list:
+    """The Devices this process has opened (get_device), by index."""
+    return [_devices[i] for i in sorted(_devices)]
+
+
 @atexit.register
 def _close_devices() -> None:
     # Destroy sequences, pipelines and buffers while the VkDevice still exists, instead of in

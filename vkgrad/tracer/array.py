@@ -245,6 +245,12 @@ class Array(ArrayOps):
             self._owned.wait()
         return self
 
+    def copy_to_host_async(self) -> None:
+        """Bring the values to the host (JAX's Array.copy_to_host_async). vkgrad's download is
+        not asynchronous: this waits for the call that computes the Array and copies now, so
+        later reads (np.asarray, print) take the copy."""
+        self._value()
+
     def is_deleted(self) -> bool:
         return self._deleted
 

@@ -71,6 +71,11 @@ LEAF = TreeDef("leaf")
 _registry: dict[type, tuple[Callable, Callable]] = {}
 
 
+def is_registered(nodetype: type) -> bool:
+    """Whether register_pytree_node made nodetype a node type."""
+    return nodetype in _registry
+
+
 def register_pytree_node(nodetype: type, flatten_func: Callable, unflatten_func: Callable):
     """Make instances of `nodetype` pytree nodes (JAX's API): flatten_func(x) -> (children,
     aux_data), unflatten_func(aux_data, children) -> x. aux_data must be hashable."""

@@ -46,6 +46,7 @@ body closes over from an enclosing trace are inputs of the eqn too, but get no c
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import numpy as np
@@ -55,7 +56,7 @@ from vkgrad.ir.core import Program, is_float, np_dtype, type_str
 from vkgrad.primitives import (CustomRule, broadcast_to, convert, custom_jvp_call_p,
                                custom_vjp_call_p)
 from vkgrad.tracer.core import bind, current_trace, eval_program, new_trace, user_source
-from vkgrad.tracer.pytree import flatten_up_to, tree_map, tree_unflatten
+from vkgrad.tracer.pytree import flatten_up_to, tree_leaves, tree_map, tree_unflatten
 from vkgrad.transforms.differentiation import vjp
 from vkgrad.transforms.tracing import fun_name, trace_function
 
@@ -236,3 +237,71 @@ class custom_jvp(_Custom):
         by_leaf = dict(zip(fl, f_vjp(g)))
         flat = [by_leaf.get(k) for k in range(len(leaves))]
         return [tree_unflatten(tree, flat[sl]) for tree, sl in zip(tr.arg_trees, tr.arg_slices)]
+
+
+# ------------------------------------------------------- JAX's other derivative/tracing helpers
+
+def custom_gradient(fun):
+    """jax.custom_gradient: `fun(*args) -> (out, vjp)` where `vjp(g)` gives the cotangents of
+    the arguments (a tuple, or one value for one argument); the result is a function of args
+    whose derivative is that vjp. Built on custom_vjp (fwd runs fun again in the backward
+    pass, as every custom_vjp rule here does)."""
+    def primal(*args):
+        return fun(*args)[0]
+    primal.__name__ = fun_name(fun)
+
+    def bwd(vjp_fn, g):
+        cts = vjp_fn(g)
+        return tuple(cts) if isinstance(cts, (tuple, list)) else (cts,)
+
+    f = custom_vjp(primal)
+    f.defvjp(fun, bwd)     # fun's (out, vjp) is the (output, residuals) pair fwd returns
+    return f
+
+
+def closure_convert(fun, *example_args):
+    """(converted, consts) (jax.closure_convert): `converted(*args, *consts)` computes
+    `fun(*args)` with the values fun closes over from an enclosing trace (a jit, a grad) as
+    the explicit arguments `consts`, so a custom_vjp rule can take them. Outside any trace
+    there are none: consts is []."""
+    if current_trace() is None:
+        return (lambda *args: fun(*args)), []
+    tr = trace_function(fun, example_args)
+    consts = list(tr.captured)
+    n_args = len(example_args)
+
+    def converted(*args_and_consts):
+        args, given = args_and_consts[:n_args], args_and_consts[n_args:]
+        leaves = [x for a in args for x in tree_leaves(a)]
+        return tree_unflatten(tr.out_tree, eval_program(tr.program, leaves + list(given)))
+
+    converted.__name__ = fun_name(fun)
+    return converted, consts
+
+
+def named_call(fun, *, name: str | None = None):
+    """fun, its traced eqns under `name` (jax.named_call): vkgrad's programs name eqns by
+    their source lines, not by a name stack, so this is fun with __name__ `name`."""
+    @functools.wraps(fun)
+    def named(*args, **kwargs):
+        return fun(*args, **kwargs)
+    if name is not None:
+        named.__name__ = named.__qualname__ = name
+    return named
+
+
+@contextlib.contextmanager
+def named_scope(name: str):
+    """JAX's name-stack scope: vkgrad's programs name eqns by their source lines, so the
+    block runs as it is."""
+    if not isinstance(name, str):
+        raise ArgumentError(f"named_scope: the name must be a str, got {type(name).__name__}")
+    yield
+
+
+@contextlib.contextmanager
+def ensure_compile_time_eval():
+    """JAX's `with jax.ensure_compile_time_eval():` (values of constants computed while
+    tracing): vkgrad already computes an op on concrete values at once, inside jit too, so
+    the block runs as it is."""
+    yield
