@@ -23,7 +23,7 @@ from typing import NamedTuple
 import numpy as np
 
 import vkgrad.numpy as vnp
-from vkgrad.numpy.ufuncs import population_count as _population_count
+from vkgrad.numpy.ufuncs import _pow2, population_count as _population_count
 from vkgrad import primitives as P
 from vkgrad import random as _random
 from vkgrad.primitives import collective as C
@@ -1438,6 +1438,11 @@ __all__ = sorted(__all__ + ["bitcast_convert_type", "reduce_precision", "mulhi"]
 
 # ------------------------------------------------------------- shapes, small compositions
 
+def broadcast_shapes(*shapes) -> tuple:
+    """The shape the shapes broadcast to (numpy's rule), as jax.lax.broadcast_shapes."""
+    return vnp.broadcast_shapes(*shapes)
+
+
 def broadcast_to_rank(x, rank: int):
     """x with leading axes of size 1 added up to `rank` (jax.lax.broadcast_to_rank)."""
     x = vnp.asarray(x)
@@ -1573,8 +1578,8 @@ DotDimensionNumbers = tuple   # ((lhs_contracting, rhs_contracting), (lhs_batch,
 ConvGeneralDilatedDimensionNumbers = tuple   # None, three layout strings, ConvDimensionNumbers
 
 
-__all__ = sorted(__all__ + ["broadcast_to_rank", "empty", "reciprocal", "tile", "stack",
-                            "unstack", "dtype", "shape_as_value", "index_take", "scatter_sub",
+__all__ = sorted(__all__ + ["broadcast_shapes", "broadcast_to_rank", "empty", "reciprocal",
+                            "tile", "stack", "unstack", "dtype", "shape_as_value", "index_take", "scatter_sub",
                             "approx_max_k", "approx_min_k", "ragged_dot", "platform_dependent",
                             "composite", "DotDimensionNumbers",
                             "ConvGeneralDilatedDimensionNumbers"])
