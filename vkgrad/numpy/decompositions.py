@@ -37,7 +37,7 @@ from vkgrad.control_flow import scan
 from vkgrad.errors import ArgumentError, ShapeError
 from vkgrad.ir.core import np_dtype
 from vkgrad.numpy.contractions import cross, matmul, outer, tensordot
-from vkgrad.numpy.creation import eye
+from vkgrad.numpy.creation import eye, zeros
 from vkgrad.numpy.dtypes import as_float, asarray, astype, dtype_of, promoted_dtype
 from vkgrad.numpy.linalg import _square, cholesky_lower, diagonal, solve_triangular
 from vkgrad.numpy.reductions import argmax, max, min, prod, sum
@@ -46,8 +46,8 @@ from vkgrad.numpy.shapes import (broadcast_shapes, broadcast_to, concatenate, ex
                                  swapaxes, transpose)
 from vkgrad.numpy.sorting import argsort, take_along_axis
 from vkgrad.numpy.ufuncs import (abs, divide, equal, isnan, log, logical_and, logical_not,
-                                 multiply, negative, not_equal, power, sign, sqrt, subtract,
-                                 where)
+                                 logical_or, multiply, negative, not_equal, power, sign, sqrt,
+                                 subtract, where)
 from vkgrad.numpy.util import is_int, normalize_axes, type_string
 from vkgrad.tracer.core import user_source
 from vkgrad.transforms.custom import custom_jvp
@@ -193,6 +193,32 @@ def slogdet(a):
 
 # ------------------------------------------------------------------------------------------ QR
 
+def _reflector(x, rows, j):
+    """The unit v of the Householder reflection I - 2 v v^T taking x (..., m), zero above row
+    j, to alpha e_j, alpha = -sign(x_j) |x| (LAPACK's dlarfg signs); v = 0 (no reflection)
+    where x is already zero below row j."""
+    below = sum(where(rows > j, multiply(x, x), 0.0), -1)                # |x[j+1:]|^2
+    norm_x = sqrt(sum(multiply(x, x), -1))
+    alpha = multiply(where(x[..., j] < 0, 1.0, -1.0), norm_x)
+    v = subtract(x, where(equal(rows, j), expand_dims(alpha, -1), 0.0))
+    norm_v = sqrt(sum(multiply(v, v), -1))
+    return where(expand_dims(below > 0, -1),
+                 divide(v, expand_dims(where(norm_v > 0, norm_v, 1.0), -1)), 0.0)
+
+
+def _reflect_rows(r, v):
+    """(I - 2 v v^T) r for r (..., m, n), v (..., m)."""
+    return subtract(r, multiply(2.0, multiply(expand_dims(v, -1),
+                                              expand_dims(sum(multiply(expand_dims(v, -1), r),
+                                                              -2), -2))))
+
+
+def _reflect_columns(q, v):
+    """q (I - 2 v v^T) for q (..., m, n), v (..., n)."""
+    return subtract(q, multiply(2.0, multiply(expand_dims(sum(multiply(q, expand_dims(v, -2)),
+                                                              -1), -1), expand_dims(v, -2))))
+
+
 def householder_qr(a, complete=False):
     """(Q, R) of a (..., m, n) by k = min(m, n) Householder reflections (LAPACK's geqrf signs:
     R[j, j] = -sign(a_jj) |x| for the column x below; a column already zero below the diagonal
@@ -204,21 +230,9 @@ def householder_qr(a, complete=False):
     r = a
     q = broadcast_to(eye(m, dtype=dtype_of(a)), a.shape[:-2] + (m, m))
     for j in range(k):
-        x = where(rows >= j, r[..., :, j], 0.0)                              # (..., m)
-        below = sum(multiply(x, x), -1) - multiply(x[..., j], x[..., j])     # |x[j+1:]|^2
-        norm_x = sqrt(sum(multiply(x, x), -1))
-        alpha = multiply(where(x[..., j] < 0, 1.0, -1.0), norm_x)           # the new R[j, j]
-        v = subtract(x, where(equal(rows, j), expand_dims(alpha, -1), 0.0))
-        norm_v = sqrt(sum(multiply(v, v), -1))
-        v = where(expand_dims(below > 0, -1),
-                  divide(v, expand_dims(where(norm_v > 0, norm_v, 1.0), -1)), 0.0)
-        # H = I - 2 v v^T: R <- H R, Q <- Q H
-        r = subtract(r, multiply(2.0, multiply(expand_dims(v, -1),
-                                               expand_dims(sum(multiply(expand_dims(v, -1), r),
-                                                               -2), -2))))
-        q = subtract(q, multiply(2.0, multiply(expand_dims(sum(multiply(q, expand_dims(v, -2)),
-                                                               -1), -1), expand_dims(v, -2))))
-        r, q = P.save(r, True), P.save(q, True)         # (the note above lu_factor)
+        v = _reflector(where(rows >= j, r[..., :, j], 0.0), rows, j)
+        r, q = _reflect_rows(r, v), _reflect_columns(q, v)     # R <- H R, Q <- Q H
+        r, q = P.save(r, True), P.save(q, True)   # (the note above lu_factor)
     upper = P.iota((m, n), 0, "i32") <= P.iota((m, n), 1, "i32")
     r = where(upper, r, 0.0)                                               # exact zeros below
     return (q, r) if complete else (q[..., :, :k], r[..., :k, :])
@@ -236,6 +250,111 @@ def qr(a, mode="reduced"):
                          source=user_source())
     q, r = householder_qr(a, complete=mode == "complete")
     return r if mode == "r" else QRResult(q, r)
+
+
+# ---------------------------------------------------------------- Hessenberg and real Schur
+
+def hessenberg(a):
+    """(H, Q) with a = Q H Q^T for a square a (..., n, n): H zero below its first subdiagonal,
+    by n - 2 Householder reflections from both sides (LAPACK's gehrd signs, so scipy's H and
+    Q)."""
+    a = _square(a, "hessenberg")
+    n = a.shape[-1]
+    rows = P.iota((n,), 0, "i32")
+    h, q = a, broadcast_to(eye(n, dtype=dtype_of(a)), a.shape)
+    for j in range(n - 2):
+        v = _reflector(where(rows > j, h[..., :, j], 0.0), rows, j + 1)
+        h = P.save(_reflect_columns(_reflect_rows(h, v), v), True)
+        q = P.save(_reflect_columns(q, v), True)
+    return where(P.iota((n, n), 0, "i32") <= P.iota((n, n), 1, "i32") + 1, h, 0.0), q
+
+
+def schur_iterations(n: int) -> int:
+    """Shifted QR steps real_schur takes for an n x n matrix: 12 n (an eigenvalue or a pair
+    typically deflates in 2 to 5 steps; the rest is margin, measured on random normal
+    matrices to n = 8)."""
+    return 12 * n
+
+
+def _entry(x, r, c, rows, cols):
+    """x[..., r, c] at traced indices r, c (..., ) (float, as rows and cols): a masked sum."""
+    at = logical_and(equal(rows, expand_dims(r, (-1, -2))), equal(cols, expand_dims(c, (-1, -2))))
+    return sum(where(at, x, 0.0), (-2, -1))
+
+
+def real_schur(a):
+    """(T, Z) with a = Z T Z^T, Z orthogonal and T quasi upper triangular (the real Schur
+    form: 1x1 blocks for the real eigenvalues, 2x2 blocks for the complex pairs), for a square
+    a (..., n, n): the Hessenberg form, then schur_iterations(n) steps of shifted QR in one
+    lax.scan, on the leading p x p block not yet deflated (p a traced count, the blocks masks):
+    a Wilkinson single shift where the block's last 2x2 has real eigenvalues, else Francis's
+    double shift (implicit: the bulge of H^2 - tr H + det I's first column chased down by
+    reflections, real arithmetic throughout), an exceptional double shift every
+    eleventh step (LAPACK's dlahqr), deflating 1 (or a complex pair, 2) when the subdiagonal
+    entry is below eps times the neighbouring diagonal (or n eps |a|). The 2x2 blocks are not
+    LAPACK's standardized ones, and the order of the eigenvalues along T's diagonal may
+    differ from LAPACK's."""
+    h, z = hessenberg(a)
+    n, dt = a.shape[-1], dtype_of(a)
+    if n < 2:
+        return h, z
+    eps = float(np.finfo(np_dtype(dt)).eps)
+    rows, cols = P.iota((n, n), 0, "f32"), P.iota((n, n), 1, "f32")
+    vec = P.iota((n,), 0, "f32")
+    floor = multiply(n * eps, sqrt(sum(multiply(a, a), (-2, -1))))           # n eps |a|_F
+
+    def small(h, k):   # |h[k, k-1]| negligible (k >= 1)
+        sub = abs(_entry(h, k, k - 1, rows, cols))
+        diag = abs(_entry(h, k, k, rows, cols)) + abs(_entry(h, k - 1, k - 1, rows, cols))
+        return logical_and(k >= 1, logical_or(sub <= multiply(eps, diag), sub <= floor))
+
+    def step(carry, exceptional):
+        h, z, p = carry
+        a11, a12 = _entry(h, p - 2, p - 2, rows, cols), _entry(h, p - 2, p - 1, rows, cols)
+        a21, a22 = _entry(h, p - 1, p - 2, rows, cols), _entry(h, p - 1, p - 1, rows, cols)
+        half = multiply(0.5, subtract(a22, a11))
+        disc = multiply(half, half) + multiply(a12, a21)
+        pair = disc < 0                                  # the last 2x2: a complex pair
+        real = logical_and(logical_not(pair), logical_not(exceptional))   # a single shift
+        sign_half = where(half < 0, -1.0, 1.0)                              # mu: the root
+        mu = multiply(0.5, a11 + a22) + multiply(sign_half, sqrt(where(real, disc, 0.0)))
+        s = abs(a21) + abs(_entry(h, p - 2, p - 3, rows, cols))             # dlahqr's shift
+        tr = where(exceptional, multiply(2.0, multiply(0.75, s) + a22), a11 + a22)
+        det_ = where(exceptional, multiply(multiply(0.75, s) + a22, multiply(0.75, s) + a22) +
+                    multiply(0.4375, multiply(s, s)),
+                    subtract(multiply(a11, a22), multiply(a12, a21)))
+        # one implicit QR step: the first column of (H - mu I) or of (H^2 - tr H + det I)
+        # (rows 0-2), then the bulge chased down the active block by reflections of 2 or 3
+        # rows (every reflection is of the whole of H, so T's rows and columns past p follow)
+        h00, h01, h10, h11 = h[..., 0, 0], h[..., 0, 1], h[..., 1, 0], h[..., 1, 1]
+        h21 = h[..., 2, 1] if n > 2 else zeros(h00.shape, dt)
+        x0 = where(real, subtract(h00, mu),
+                   multiply(h00, h00) + multiply(h01, h10) - multiply(tr, h00) + det_)
+        x1 = where(real, h10, multiply(h10, h00 + h11 - tr))
+        x2 = where(real, 0.0, multiply(h10, h21))
+        width = expand_dims(where(real, 2.0, 3.0), -1)
+        for k in range(n - 1):
+            if k == 0:
+                x = where(equal(vec, 0), expand_dims(x0, -1), where(equal(vec, 1),
+                          expand_dims(x1, -1), where(equal(vec, 2), expand_dims(x2, -1), 0.0)))
+            else:
+                x = h[..., :, k - 1]
+            keep = logical_and(logical_and(vec >= k, vec < k + width), vec < expand_dims(p, -1))
+            v = _reflector(where(keep, x, 0.0), vec, k)
+            h, z = _reflect_columns(_reflect_rows(h, v), v), _reflect_columns(z, v)
+        h = where(rows <= cols + 1, h, 0.0)       # Hessenberg again (roundoff below)
+        e = lambda x: expand_dims(x, (-1, -2))                             # noqa: E731
+        one, two = small(h, p - 1), logical_and(small(h, p - 2), pair)
+        done_pair = logical_and(equal(p, 2.0), pair)                        # the last 2x2 pair
+        cut = where(one, p - 1, where(two, p - 2, -1.0))                    # the entry deflated
+        h = where(logical_and(equal(rows, e(cut)), equal(cols, e(cut) - 1)), 0.0, h)
+        p = where(p < 2, p, where(done_pair, 0.0, where(one, p - 1, where(two, p - 2, p))))
+        return (P.save(h, True), P.save(z, True), p), None
+
+    p = zeros(a.shape[:-2], dt) + float(n)
+    flags = np.arange(schur_iterations(n)) % 11 == 10
+    (h, z, _), _ = scan(step, (h, z, p), flags)
+    return h, z
 
 
 # ------------------------------------------------------------------------ Jacobi: eigh, svd

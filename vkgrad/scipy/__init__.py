@@ -9,9 +9,12 @@ traceable, jit-able and differentiable).
                gumbel_l, gumbel_r, laplace, logistic, multinomial, multivariate_normal,
                nbinom, norm, pareto, poisson, t, truncnorm, uniform, vonmises, wrapcauchy;
                gaussian_kde; mode, rankdata, sem
-    signal     convolve, correlate (N-D; full, same, valid)
+    signal     convolve, correlate (N-D; full, same, valid), convolve2d, correlate2d,
+               fftconvolve (direct), detrend
     linalg     cholesky, cho_factor, cho_solve, solve_triangular, lu, lu_factor, lu_solve, det,
-               inv, solve, qr, eigh, svd, polar, expm
+               inv, solve, qr, qr_multiply, eigh, eigh_tridiagonal, svd, polar, expm,
+               expm_frechet, hessenberg, schur (real), sqrtm (real), funm (real eigenvalues),
+               solve_sylvester, and the special matrices (toeplitz, hankel, circulant, ...)
     integrate  trapezoid
 """
 
