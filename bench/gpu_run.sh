@@ -54,6 +54,8 @@ for step in "$@"; do
     lmbf16) run lmbf16 280 python3 bench/bench_lm.py --preset medium --precision bf16 --models transformer --steps 10 ;;
     matmul) run matmul 150 python3 bench/bench_matmul.py --only tf_qkv,tf_qkv_dX,tf_qkv_dW,tf_fc,tf_fc_dX,tf_fc_dW,tf_out,tf_out_dX,tf_out_dW,tf_scores,tf_scores_qkT,tf_pv,mlp_x@w1,mlp_h@w2,mlp_dw2=hT@g,mlp_dh=g@w2T,mlp_dw1=xT@g,mlp_h@w3,mlp_dh2=g@w3T,mlp_dw3=hT@g ;;
     hooks) run hooks 150 python3 bench/bench_matmul_hooks.py ;;
+    coopattn) run coopattn ${COOPATTN_LIMIT:-150} python3 bench/coop_attention_probe.py \
+             --out "$OUT/coopattention_$(date +%F).json" ;;
     coop) run coop 200 python3 bench/coop_matmul_probe.py ${COOP_ARGS:-} --out "$OUT/coop_matmul_$(date +%F).json" ;;
     barriers) run barriers ${BARRIERS_LIMIT:-200} python3 bench/bench_barriers.py --rounds 5 --steps 20 ;;
     takegrad) run takegrad 40 python3 bench/bench_take_grad.py --out "$OUT/take_grad_$(date +%F).json" ;;

@@ -1140,6 +1140,36 @@ def coop_section(runs) -> list[str]:
     return out + [""]
 
 
+def coop_attention_section(runs) -> list[str]:
+    """bench/coop_attention_probe.py: the cooperative-matrix flash attention forward alone."""
+    run = runs[0]
+    d = run["doc"]
+    bad = [c for c in d["checks"] if not c["ok"]]
+    names = list(dict.fromkeys(k for r in d["rows"] for k in r["us"] if k != "torch"))
+    out = ["## Flash attention forward in f16 on cooperative matrices: vkgrad vs torch SDPA f16",
+           "", f"{src(run)}; {d['device']}. `bench/coop_attention_probe.py`: the kernel "
+           "(kernels_glsl/flash_attention_coop.comp) through kp alone, forward only (it has no "
+           "backward yet, and the planner does not choose it yet), f16 q, k, v, o, f32 softmax "
+           "statistics and accumulators; BCn: n keys a step, xm: m query rows a subgroup (else 16); wall time of back-to-back "
+           f"dispatches, medians of {d['rounds']} interleaved rounds; torch "
+           "`F.scaled_dot_product_attention` by the same loop. Correctness: "
+           f"{len(d['checks'])} checks (plain and causal, D64 and D128, odd key counts, rows "
+           f"that see no key) against numpy, {len(bad)} wrong.", ""]
+    rows = []
+    for r in d["rows"]:
+        us = r["us"]
+        best = min((n for n in names if n in us), key=lambda n: us[n]["median"])
+        tf = lambda n: (f"{f1(us[n]['median'])} ({r['gflop'] / us[n]['median'] * 1e3:.0f})"  # noqa: E731
+                        if n in us else "")
+        rows.append([r["case"], *(tf(n) for n in names)]
+                    + ([tf("torch"), f"{us['torch']['median'] / us[best]['median']:.2f}"]
+                       if "torch" in us else []))
+    out += table(["case", *(f"{n} us (TFLOP/s)" for n in names)]
+                 + (["torch us (TFLOP/s)", "torch / best"] if "torch" in d["rows"][0]["us"]
+                    else []), rows)
+    return out
+
+
 def coop_target(runs, half_runs) -> list[str]:
     if not runs:
         return []
@@ -1541,7 +1571,8 @@ def main():
                 ("lmmp", lambda r: lm_section([x for x in r if x["doc"].get("precision")
                                                == "bf16"] or r, [], notes=False)),
                 ("long_run", long_run_section), ("take", take_section),
-                ("coop", coop_section), ("half", half_section), ("conv", conv_section),
+                ("coop", coop_section), ("coopattention", coop_attention_section),
+                ("half", half_section), ("conv", conv_section),
                 ("control_flow", control_flow_section), ("while", while_section),
                 ("calllm", calllm_section), ("barriers", barriers_section),
                 ("data", data_parallel_section), ("hooks", hooks_section),

@@ -1,0 +1,236 @@
+#version 450
+// Flash attention's forward on cooperative matrices (VK_KHR_cooperative_matrix: the tensor
+// cores): o = softmax(scale q k^T, masked) v and lse = logsumexp(scale q k^T), f16 q, k, v, o,
+// f32 scores, statistics and accumulators. A first version, measured alone
+// (bench/coop_attention_probe.py); not yet planned by lowering/attention.py.
+//
+// A workgroup takes BR query rows of one (batch, head) with four subgroups of RS = 16 MR rows. Its
+// subgroups walk the keys BC at a time: the block's K and V rows are copied into shared memory
+// by the whole workgroup; each subgroup multiplies its Q fragments (16 x 16 f16, loaded once
+// from memory) by K^T (column-major fragment loads of the K tile) into 16 x BC f32 scores,
+// stores them into its own piece of shared memory, where its 32 invocations (two a row) take
+// the running row max and sum, mask, exponentiate, and write the probabilities back as f16
+// over the scores; then O (D/16 accumulators of 16 x 16 f32, kept in registers) is rescaled
+// by each row's exp(m_old - m_new) and P V added. Rows of an accumulator: KHR cooperative
+// matrices give no element's row, but every matrix of one type spreads its elements over the
+// invocations the same way, so ROWS, a matrix of that type loaded from a table of row
+// numbers, says each element's row (it is how O is scaled a row at a time in registers).
+//
+// Defines: D (head dim: 64 or 128), BC (keys a step: 16, 32 or 64), MR (16-row fragments a
+// subgroup: 1 or 2; each K and V fragment loaded from shared memory then feeds MR products),
+// SG (subgroup size: 32), CAUSAL (query i sees key j iff j <= i + Lk - Lq). Bindings: 0 q, 1 k, 2 v [BH, L, D] f16,
+// 3 o [BH, Lq, D] f16, 4 lse [BH, Lq] f32. Push: Lq, Lk, the scale's float bits. Lq a multiple
+// of 64 MR (the probe's shapes); Lk any (keys past it are masked). BR = 64 MR rows a workgroup.
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#extension GL_EXT_control_flow_attributes : require
+
+#ifndef D
+#define D 64
+#endif
+#ifndef BC
+#define BC 32
+#endif
+#ifndef SG
+#define SG 32
+#endif
+#ifndef MR
+#define MR 1
+#endif
+#define NSG 4
+#define RS (16 * MR)         // rows a subgroup
+#define BR (NSG * RS)
+#define LPR (SG / RS)        // invocations a row in the softmax (2 or 1)
+#define NT (NSG * SG)
+#define FD (D / 16)          // fragments along the head dim
+#define FC (BC / 16)         // fragments along a key block
+#define KROW (D + 8)         // a K or V row in shared memory, halves (padded: other banks)
+#define SROW (BC + 4)        // a score row, floats
+#define PROW (BC + 8)        // a probability row, halves (over the scores)
+#define LOG2E 1.4426950408889634
+#define LN2 0.6931471805599453
+
+#if 2 * BC * KROW * 2 + NSG * RS * SROW * 4 + NSG * RS * 4 + 1024 > 49152
+#error flash_attention_coop: the tiles need more than 48 KB of shared memory (D 128 takes BC <= 32)
+#endif
+
+layout(local_size_x = NT) in;
+layout(push_constant) uniform Push { uint Lq, Lk, scale_bits; } p;
+
+layout(set = 0, binding = 0) readonly buffer Q { float16_t q[]; };
+layout(set = 0, binding = 1) readonly buffer K4 { uvec4 k4[]; };
+layout(set = 0, binding = 2) readonly buffer V4 { uvec4 v4[]; };
+layout(set = 0, binding = 3) writeonly buffer O { float16_t o[]; };
+layout(set = 0, binding = 4) writeonly buffer LSE { float lse[]; };
+
+shared uvec4 shK[BC * KROW / 8];
+shared uvec4 shV[BC * KROW / 8];
+shared float shS[NSG * RS * SROW];      // each subgroup's scores, then its probabilities
+shared float shRow[NSG * RS];           // each row's factor for O
+shared float shRows[256];               // row numbers of a 16 x 16 matrix, for ROWS
+
+#define ACC coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
+#define FRAG_A coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
+#define FRAG_B coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
+
+// O's rows scaled by shRow[sg*16 + row]: element e of a matrix of ROWS's type is in row ROWS[e]
+void scale_rows(inout ACC m, ACC rows, uint base) {
+    for (uint e = 0; e < m.length(); e++) {
+        m[e] *= shRow[base + uint(rows[e])];
+    }
+}
+
+void main() {
+    const uint tid = gl_LocalInvocationID.x, sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+    const uint bh = gl_WorkGroupID.y, q0 = gl_WorkGroupID.x * BR;
+    const uint Lq = p.Lq, Lk = p.Lk;
+    const float scale2 = uintBitsToFloat(p.scale_bits) * float(LOG2E);   // exp2 domain
+
+    for (uint i = tid; i < 256; i += NT) shRows[i] = float(i / 16);
+    barrier();
+    ACC rows;
+    coopMatLoad(rows, shRows, 0, 16, gl_CooperativeMatrixLayoutRowMajor);
+
+    // this subgroup's 16 query rows, as FD fragments of 16 x 16
+    FRAG_A qf[MR][FD];
+    const uint qrow0 = q0 + sg * RS;
+    [[unroll]] for (uint r = 0; r < MR; r++) {
+        [[unroll]] for (uint f = 0; f < FD; f++) {
+            coopMatLoad(qf[r][f], q, (bh * Lq + qrow0 + r * 16) * D + f * 16, D,
+                        gl_CooperativeMatrixLayoutRowMajor);
+        }
+    }
+    ACC of[MR][FD];
+    [[unroll]] for (uint r = 0; r < MR; r++)
+        [[unroll]] for (uint f = 0; f < FD; f++) of[r][f] = ACC(0.0);
+
+    // softmax statistics: LPR invocations a row, each BC/LPR of its columns
+    const uint srow = lane / LPR, half_ = lane % LPR;
+    const uint qi = qrow0 + srow;                    // this invocation's query row
+    float m = -1.0 / 0.0, l = 0.0;
+    const uint sbase = sg * RS * SROW;
+
+    uint kend = Lk;
+#ifdef CAUSAL
+    // the last key any row here sees, + 1 (signed: with Lq > Lk the first rows see none)
+    kend = uint(clamp(int(q0 + BR) + int(Lk) - int(Lq), 0, int(Lk)));
+#endif
+    for (uint j0 = 0; j0 < kend; j0 += BC) {
+        // K and V rows j0 .. j0+BC into shared memory (16-byte pieces; zeros past Lk)
+        for (uint v = tid; v < BC * D / 8; v += NT) {
+            uint r = v / (D / 8), c = v % (D / 8);
+            uint key = j0 + r;
+            uvec4 kk = uvec4(0), vv = uvec4(0);
+            if (key < Lk) {
+                uint at = ((bh * Lk + key) * D) / 8 + c;
+                kk = k4[at];
+                vv = v4[at];
+            }
+            shK[r * (KROW / 8) + c] = kk;
+            shV[r * (KROW / 8) + c] = vv;
+        }
+        barrier();
+
+        // S = Q K^T (16 x BC), scaled to the exp2 domain, into this subgroup's shared rows
+        ACC sf[MR][FC];
+        [[unroll]] for (uint r = 0; r < MR; r++)
+            [[unroll]] for (uint c = 0; c < FC; c++) sf[r][c] = ACC(0.0);
+        [[unroll]] for (uint f = 0; f < FD; f++) {
+            [[unroll]] for (uint c = 0; c < FC; c++) {
+                FRAG_B kt;   // K^T's rows f*16.., columns c*16..: K's rows c*16.. column-major
+                coopMatLoad(kt, shK, (c * 16 * KROW + f * 16) / 8, KROW / 8,
+                            gl_CooperativeMatrixLayoutColumnMajor);
+                [[unroll]] for (uint r = 0; r < MR; r++)
+                    sf[r][c] = coopMatMulAdd(qf[r][f], kt, sf[r][c]);
+            }
+        }
+        [[unroll]] for (uint r = 0; r < MR; r++) {
+            [[unroll]] for (uint c = 0; c < FC; c++) {
+                coopMatStore(sf[r][c] * scale2, shS, sbase + r * 16 * SROW + c * 16, SROW,
+                             gl_CooperativeMatrixLayoutRowMajor);
+            }
+        }
+        subgroupMemoryBarrierShared();
+        subgroupBarrier();
+
+        // the row's max and sum over this block; P = exp2(S - m_new) as f16 over the scores
+        float s[BC / LPR];
+        float mx = -1.0 / 0.0;
+        [[unroll]] for (uint c = 0; c < BC / LPR; c++) {
+            uint col = half_ * (BC / LPR) + c, key = j0 + col;
+            float x = shS[sbase + srow * SROW + col];
+            bool seen = key < Lk;
+#ifdef CAUSAL
+            seen = seen && int(key) <= int(qi) + int(Lk) - int(Lq);
+#endif
+            s[c] = seen ? x : -1.0 / 0.0;
+            mx = max(mx, s[c]);
+        }
+#if LPR == 2
+        mx = max(mx, subgroupShuffleXor(mx, 1));
+#endif
+        float mnew = max(m, mx);
+        float ref = mnew == -1.0 / 0.0 ? 0.0 : mnew;     // a row that sees no key yet
+        float sum = 0.0;
+        [[unroll]] for (uint c = 0; c < BC / LPR; c++) {
+            s[c] = exp2(s[c] - ref);
+            sum += s[c];
+        }
+#if LPR == 2
+        sum += subgroupShuffleXor(sum, 1);
+#endif
+        float alpha = exp2(m - ref);                       // 0 while m is -inf
+        l = l * alpha + sum;
+        m = mnew;
+        if (half_ == 0) shRow[sg * RS + srow] = alpha;
+        subgroupBarrier();                                 // every score read: overwrite
+        [[unroll]] for (uint c = 0; c < BC / LPR; c += 2) {
+            uint col = half_ * (BC / LPR) + c;
+            // halves (srow, col), (srow, col+1) of the probability rows, PROW halves each
+            uint h = srow * PROW + col;
+            shS[sbase + h / 2] = uintBitsToFloat(packHalf2x16(vec2(s[c], s[c + 1])));
+        }
+        subgroupMemoryBarrierShared();
+        subgroupBarrier();
+
+        // O = diag(alpha) O + P V
+        [[unroll]] for (uint r = 0; r < MR; r++)
+            [[unroll]] for (uint f = 0; f < FD; f++) scale_rows(of[r][f], rows, sg * RS + r * 16);
+        [[unroll]] for (uint c = 0; c < FC; c++) {
+            FRAG_A pf[MR];
+            [[unroll]] for (uint r = 0; r < MR; r++) {
+                coopMatLoad(pf[r], shS, sbase + (r * 16 * PROW + c * 16) / 2, PROW / 2,
+                            gl_CooperativeMatrixLayoutRowMajor);
+            }
+            [[unroll]] for (uint f = 0; f < FD; f++) {
+                FRAG_B vf;
+                coopMatLoad(vf, shV, (c * 16 * KROW + f * 16) / 8, KROW / 8,
+                            gl_CooperativeMatrixLayoutRowMajor);
+                [[unroll]] for (uint r = 0; r < MR; r++)
+                    of[r][f] = coopMatMulAdd(pf[r], vf, of[r][f]);
+            }
+        }
+        barrier();                                         // before the next K, V overwrite
+    }
+
+    // o = O / l (0 for a row that saw no key), lse = (m + log2 l) ln 2
+    if (half_ == 0) {
+        shRow[sg * RS + srow] = l > 0.0 ? 1.0 / l : 0.0;
+        lse[bh * Lq + qi] = l > 0.0 ? (m + log2(l)) * float(LN2) : -1.0 / 0.0;
+    }
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    [[unroll]] for (uint r = 0; r < MR; r++) {
+        [[unroll]] for (uint f = 0; f < FD; f++) {
+            scale_rows(of[r][f], rows, sg * RS + r * 16);
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> oh =
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(of[r][f]);
+            coopMatStore(oh, o, (bh * Lq + qrow0 + r * 16) * D + f * 16, D,
+                         gl_CooperativeMatrixLayoutRowMajor);
+        }
+    }
+}
