@@ -366,3 +366,20 @@ def test_a_jitted_program_runs_on_vulkan():
     want = (np.unwrap(x * 3), np.ediff1d(x, to_end=x[:1]), x[c], np.float32([5, -3.5, 10, 6]))
     for got, w in zip(jitted(x, c), want):
         close(got, w)
+
+
+def test_numpys_text_file_and_dlpack_helpers(tmp_path):
+    """array_repr / array_str print the value as numpy does; fromfile reads numpy's raw file;
+    from_dlpack takes any __dlpack__ object (a host array here) as a vkgrad array."""
+    x = vnp.asarray(np.float32([1.5, -2.0]))
+    assert vnp.array_repr(x) == np.array_repr(np.float32([1.5, -2.0]))
+    assert vnp.array_str(x, precision=1) == np.array_str(np.float32([1.5, -2.0]), precision=1)
+    path = tmp_path / "x.bin"
+    np.arange(5, dtype=np.float32).tofile(path)
+    got = vnp.fromfile(path, dtype=np.float32)
+    assert isinstance(got, vg.Array)
+    same(got, np.arange(5, dtype=np.float32))
+    got = vnp.from_dlpack(np.arange(3, dtype=np.int32))
+    assert isinstance(got, vg.Array)
+    same(got, np.arange(3, dtype=np.int32))
+    assert vg.lax.broadcast_shapes((2, 1), (3,)) == (2, 3)

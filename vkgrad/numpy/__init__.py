@@ -81,6 +81,18 @@ bool = bool_       # numpy 2's name (jnp.bool)
 index_exp, s_, save, savez, iterable = _np.index_exp, _np.s_, _np.save, _np.savez, _np.iterable
 printoptions, get_printoptions, set_printoptions = (_np.printoptions, _np.get_printoptions,
                                                     _np.set_printoptions)
+
+
+def array_repr(arr, max_line_width=None, precision=None, suppress_small=None):
+    """numpy's array_repr of the array's value."""
+    return _np.array_repr(_np.asarray(arr), max_line_width, precision, suppress_small)
+
+
+def array_str(a, max_line_width=None, precision=None, suppress_small=None):
+    """numpy's array_str of the array's value."""
+    return _np.array_str(_np.asarray(a), max_line_width, precision, suppress_small)
+
+
 ndarray = _Array   # what eager computations return (jnp.ndarray is jax.Array)
 
 array_methods.install_array_methods(globals())

@@ -361,8 +361,21 @@ def fromiter(iterable, dtype, count=-1):
     return asarray(_np.fromiter(iterable, dtype=dtype, count=count))
 
 
+def fromfile(file, dtype=float, count=-1, sep="", offset=0):
+    """numpy's fromfile, as a vkgrad array (JAX refuses it; a read from a file at trace time
+    is the same as numpy's then)."""
+    return asarray(_np.fromfile(file, dtype=dtype, count=count, sep=sep, offset=offset))
+
+
+def from_dlpack(x, *, device=None, copy=None):
+    """An array from any object with the DLPack protocol (__dlpack__: a torch tensor, a numpy
+    array, ...), through numpy's from_dlpack: the data is copied to the host side first, so
+    a GPU tensor of another library is refused there by numpy, with its message."""
+    return asarray(_np.from_dlpack(x, copy=copy))
+
+
 __all__ += ["mgrid", "ogrid", "copy", "mask_indices", "load", "frombuffer", "fromstring",
-            "fromiter"]
+            "fromiter", "fromfile", "from_dlpack"]
 
 
 def _index_arrays(rows, cols) -> tuple:
