@@ -3,7 +3,10 @@ traceable, jit-able and differentiable).
 
     special    logsumexp, erf, erfc, erfinv, expit, logit, xlogy, xlog1py, gammaln, digamma,
                gamma, gammasgn, rgamma, beta, betaln, multigammaln, zeta, polygamma, i0, i0e,
-               i1, i1e, ndtr, ndtri, log_ndtr
+               i1, i1e, ndtr, ndtri, log_ndtr, j0, j1, y0, y1, gammainc, gammaincc, betainc,
+               and the rest of jax.scipy.special (erfcx, dawsn, fresnel, sici, expi, expn,
+               hyp1f1, hyp2f1, bessel_jn, comb, poch, softmax, ...; sph_harm_y and wofz
+               refused: complex) with scipy's jn, yn, gammaincinv, betaincinv
     stats      norm (pdf, logpdf, cdf, logcdf, sf, logsf, ppf); t, gamma, beta, chi2,
                dirichlet, multivariate_normal (pdf, logpdf); poisson (pmf, logpmf)
     signal     convolve, correlate (N-D; full, same, valid)
