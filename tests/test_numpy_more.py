@@ -383,3 +383,4 @@ def test_numpys_text_file_and_dlpack_helpers(tmp_path):
     assert isinstance(got, vg.Array)
     same(got, np.arange(3, dtype=np.int32))
     assert vg.lax.broadcast_shapes((2, 1), (3,)) == (2, 3)
+    assert vg.lax.broadcast_like(np.float32([1, 2, 3]), np.zeros((2, 3))).shape == (2, 3)

@@ -1,5 +1,5 @@
 """vg.scipy.special and vg.scipy.stats.norm: values against scipy where the venv has it, else
-against Python's math/statistics in float64 (the errors vkgrad/scipy/special.py states);
+against Python's math/statistics in float64 (the errors vkgrad/scipy/special/_base.py states);
 gradients by vg.check_grads; the whole set jit-ed on Vulkan."""
 
 import math

@@ -1,7 +1,7 @@
 """vg.scipy.special's incomplete gamma and beta functions and Bessel functions of the first and
 second kinds, and the distribution functions built on them (vg.scipy.stats' cdf and sf): values
 against scipy in float64 over grids that reach the tails, at float32's tolerance (the errors
-vkgrad/scipy/special.py states); gradients against scipy's analytic derivatives or central
+vkgrad/scipy/special/_base.py states); gradients against scipy's analytic derivatives or central
 differences of scipy in float64; one jit of them all on Vulkan."""
 
 import numpy as np

@@ -1443,6 +1443,11 @@ def broadcast_shapes(*shapes) -> tuple:
     return vnp.broadcast_shapes(*shapes)
 
 
+def broadcast_like(arr, like_arr):
+    """arr broadcast to like_arr's shape (jax.lax.broadcast_like; one device: no sharding)."""
+    return vnp.broadcast_to(arr, vnp.shape(like_arr))
+
+
 def broadcast_to_rank(x, rank: int):
     """x with leading axes of size 1 added up to `rank` (jax.lax.broadcast_to_rank)."""
     x = vnp.asarray(x)
@@ -1578,7 +1583,7 @@ DotDimensionNumbers = tuple   # ((lhs_contracting, rhs_contracting), (lhs_batch,
 ConvGeneralDilatedDimensionNumbers = tuple   # None, three layout strings, ConvDimensionNumbers
 
 
-__all__ = sorted(__all__ + ["broadcast_shapes", "broadcast_to_rank", "empty", "reciprocal",
+__all__ = sorted(__all__ + ["broadcast_like", "broadcast_shapes", "broadcast_to_rank", "empty", "reciprocal",
                             "tile", "stack", "unstack", "dtype", "shape_as_value", "index_take", "scatter_sub",
                             "approx_max_k", "approx_min_k", "ragged_dot", "platform_dependent",
                             "composite", "DotDimensionNumbers",

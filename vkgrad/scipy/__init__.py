@@ -3,7 +3,10 @@ traceable, jit-able and differentiable).
 
     special    logsumexp, erf, erfc, erfinv, expit, logit, xlogy, xlog1py, gammaln, digamma,
                gamma, gammasgn, rgamma, beta, betaln, multigammaln, zeta, polygamma, i0, i0e,
-               i1, i1e, ndtr, ndtri, log_ndtr
+               i1, i1e, ndtr, ndtri, log_ndtr, j0, j1, y0, y1, gammainc, gammaincc, betainc,
+               and the rest of jax.scipy.special (erfcx, dawsn, fresnel, sici, expi, expn,
+               hyp1f1, hyp2f1, bessel_jn, comb, poch, softmax, ...; sph_harm_y and wofz
+               refused: complex) with scipy's jn, yn, gammaincinv, betaincinv
     stats      jax.scipy.stats' modules, each with JAX's functions: bernoulli, beta,
                betabinom, binom, cauchy, chi2, dirichlet, expon, gamma, gennorm, geom,
                gumbel_l, gumbel_r, laplace, logistic, multinomial, multivariate_normal,
