@@ -1292,7 +1292,7 @@ __all__ = sorted(__all__ + ["GatherScatterMode", "GatherDimensionNumbers", "Scat
 
 def _float_format(dt):
     """(mantissa bits, exponent bits) of a float dtype."""
-    fi = np.finfo(dt)
+    fi = vnp.finfo(dt)
     return int(fi.nmant), int(fi.nexp)
 
 

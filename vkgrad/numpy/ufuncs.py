@@ -13,6 +13,7 @@ from vkgrad.errors import ArgumentError, DTypeError
 from vkgrad.ir.core import is_float, np_dtype
 from vkgrad.numpy.dtypes import (as_float, asarray, astype, dtype_of, is_weak, no_out, operands,
                                  promote, promoted_dtype)
+from vkgrad.numpy.dtypes import finfo as _finfo      # ml_dtypes': bfloat16 too
 from vkgrad.numpy.util import define_wrappers, type_string
 from vkgrad.tracer.core import Tracer, concretization_error, user_source
 
@@ -471,7 +472,7 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     dt = dtype_of(x)
     if not is_float(dt):
         return x
-    big = float(_np.finfo(np_dtype(dt)).max)
+    big = float(_finfo(np_dtype(dt)).max)
     r = where(isnan(x), nan, x)
     r = where(isposinf(x), big if posinf is None else posinf, r)
     return where(isneginf(x), -big if neginf is None else neginf, r)
@@ -654,7 +655,7 @@ def modf(x, out=None):
 def _pow2(e, dtype):
     """2.0 ** e exactly for an integer-valued float array e (exp2 is exp(e log 2), a few ulp
     off): a product of the powers 2^(+-2^j) that e's bits pick, over the dtype's range."""
-    fi = _np.finfo(dtype)
+    fi = _finfo(dtype)
     n = astype(e, _np.int32)
     out = P.broadcast_to(_np.asarray(1.0, dtype), tuple(_np.shape(e)))
     ranges = ((1, maximum(n, 0), (fi.maxexp - 1).bit_length()),
@@ -670,7 +671,7 @@ def _pow2(e, dtype):
 def _exponent(a, dtype):
     """floor(log2(a)) exactly for positive finite normal a (log2, corrected by one either
     way by exact powers of two)."""
-    fi = _np.finfo(dtype)
+    fi = _finfo(dtype)
     e = minimum(floor(log2(a)), fi.maxexp - 1)      # log2(max) rounds to maxexp
     e = where(greater(_pow2(e, dtype), a), subtract(e, 1), e)
     up = logical_and(less(e, fi.maxexp - 1), less_equal(_pow2(add(e, 1), dtype), a))
@@ -691,7 +692,7 @@ def nextafter(x1, x2):
     smallest one."""
     x, y = _float_pair(x1, x2)
     dt = np_dtype(dtype_of(x))
-    fi = _np.finfo(dt)
+    fi = _finfo(dt)
     a = minimum(maximum(abs(x), fi.tiny), fi.max)   # subnormals: tiny's step
     e = _exponent(a, dt)
     ulp = _pow2(subtract(e, fi.nmant), dt)
@@ -710,7 +711,7 @@ def spacing(x):
     """The distance from x to the next float away from zero (JAX's: nextafter(x, +-inf) - x,
     the smallest subnormal, signed, where that is 0)."""
     x = as_float(x)
-    fi = _np.finfo(np_dtype(dtype_of(x)))
+    fi = _finfo(np_dtype(dtype_of(x)))
     r = subtract(nextafter(x, copysign(_np.inf, x)), x)
     return where(equal(r, 0), copysign(fi.smallest_subnormal, x), r)
 
@@ -721,7 +722,7 @@ def frexp(x):
     JAX does; no bitcast: the exponent is found as nextafter's."""
     x = as_float(x)
     dt = np_dtype(dtype_of(x))
-    fi = _np.finfo(dt)
+    fi = _finfo(dt)
     small = less(abs(x), fi.tiny)
     xs = where(small, multiply(x, float(2 ** fi.nmant)), x)
     e = _exponent(minimum(maximum(abs(xs), fi.tiny), fi.max), dt)
@@ -740,7 +741,7 @@ def ldexp(x1, x2):
         raise DTypeError(f"ldexp: the exponent must be an integer array, got {type_string(x2)} "
                          "(numpy and JAX refuse floats too)", source=user_source())
     dt = np_dtype(dtype_of(x1))
-    fi = _np.finfo(dt)
+    fi = _finfo(dt)
     m, e = frexp(x1)
     e = add(e, astype(x2, "i32"))
     m, e = where(greater(e, 0), multiply(m, 2), m), where(greater(e, 0), subtract(e, 1), e)
