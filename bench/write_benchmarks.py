@@ -371,11 +371,11 @@ def attention_target(runs) -> list[str]:
 ATTN_ISSUE_CASES = ("B4 H8 L1024 D64", "B4 H8 L1024 D64 causal", "B4 H8 L4096 D64",
                     "B4 H8 L4096 D64 causal", "B4 H8 L1024 D128", "B4 H8 L1024 D128 causal",
                     "B4 H8 L4096 D128 causal", "B32 H8 L256 D32 causal")
-ATTN_PATHS_REASON = ("causal attention is written out in blocks of 512 query rows from "
-                     "head_dim x Lk >= 131072 (n blocks compute (n + 1) / 2n of the scores; "
-                     "bench_attention_paths --causal --blocks: the blocks table below), which "
-                     "took L4096 D64 from the flash kernels' 0.63x torch to 0.88x and D128 "
-                     "from 0.44x to 0.83x, but the blocks' matmuls and softmaxes still move "
+ATTN_PATHS_REASON = ("causal attention is written out in blocks of 8 x head_dim query rows "
+                     "(512 at D64, 1024 at D128) from head_dim x Lk >= 131072 (n blocks compute "
+                     "(n + 1) / 2n of the scores; bench_attention_paths --causal --blocks: the "
+                     "blocks tables below), which took L4096 D64 from the flash kernels' 0.63x "
+                     "torch to 0.88x and D128 from 0.44x to 0.94x, but the blocks' matmuls and softmaxes still move "
                      "each block's scores through memory, which torch's fused kernels never "
                      "write; at L1024 D64 the blocks tie with the flash kernels ({wo64:.0f} us "
                      "against {fl64:.0f}), whose fp32 kernels run at 19-24 TFLOP/s, bound by "
