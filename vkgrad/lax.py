@@ -23,7 +23,7 @@ from typing import NamedTuple
 import numpy as np
 
 import vkgrad.numpy as vnp
-from vkgrad.numpy.ufuncs import _pow2, population_count as _population_count
+from vkgrad.numpy.ufuncs import _exponent, _pow2, population_count as _population_count
 from vkgrad import primitives as P
 from vkgrad import random as _random
 from vkgrad.primitives import collective as C
@@ -1308,9 +1308,7 @@ def _float_bits(x, dt):
     tiny = 2.0 ** (1 - bias)
     finite = vnp.isfinite(a) & (a > 0)
     safe = vnp.where(finite & (a >= tiny), a, 1.0)
-    e = vnp.minimum(vnp.floor(vnp.log2(safe)), 127)    # log2(float32 max) rounds to 128
-    e = vnp.where(_pow2(e, np.float32) > safe, e - 1, e)
-    e = vnp.where((e < 127) & (_pow2(e + 1, np.float32) <= safe), e + 1, e)   # 2^128: inf
+    e = _exponent(safe, np.float32)                    # floor(log2(safe)), exactly
     normal = finite & (a >= tiny)
     mant_normal = (safe / _pow2(e, np.float32) - 1.0) * 2.0 ** nmant
     mant_sub = a * 2.0 ** (bias - 1) * 2.0 ** nmant   # a / 2^(1 - bias - nmant), in two steps
