@@ -167,12 +167,15 @@ def reference(q, k, v, do, causal, scale, torch):
     return [o, lse, *attention_reference_bwd(q, k, v, do, causal, scale)]
 
 
-def torch_sdpa(torch, q, k, v, do, B, H, L, D, causal, scale):
-    """(fwd+bwd ms, fwd ms, [o, dq, dk, dv] as numpy) of torch SDPA in fp32."""
+def torch_sdpa(torch, q, k, v, do, B, H, L, D, causal, scale, dtype="float32"):
+    """(fwd+bwd ms, fwd ms, [o, dq, dk, dv] as f32 numpy) of torch SDPA in fp32 (or `dtype`:
+    float16, bfloat16; the operands rounded to it from f32 numpy arrays)."""
     F = torch.nn.functional
     shape = (B, H, L, D)
-    t = [torch.from_numpy(x).cuda().reshape(shape).requires_grad_(True) for x in (q, k, v)]
-    g = torch.from_numpy(do).cuda().reshape(shape)
+    tt = getattr(torch, dtype)
+    t = [torch.from_numpy(np.asarray(x, np.float32)).cuda().to(tt).reshape(shape)
+         .requires_grad_(True) for x in (q, k, v)]
+    g = torch.from_numpy(np.asarray(do, np.float32)).cuda().to(tt).reshape(shape)
 
     def step():
         o = F.scaled_dot_product_attention(*t, is_causal=causal, scale=scale)
@@ -196,7 +199,7 @@ def torch_sdpa(torch, q, k, v, do, B, H, L, D, causal, scale):
         torch.cuda.synchronize()
     fwd = e0.elapsed_time(e1) / ITERS
     o, grads = step()
-    res = [x.detach().reshape(B * H, L, D).cpu().numpy() for x in (o, *grads)]
+    res = [x.detach().float().reshape(B * H, L, D).cpu().numpy() for x in (o, *grads)]
     del t, g, o, grads
     torch.cuda.empty_cache()
     return both, fwd, res

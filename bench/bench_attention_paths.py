@@ -17,7 +17,10 @@ F.scaled_dot_product_attention, forward + torch.autograd.grad, CUDA events over 
 writing out starts to win. --causal runs the causal cases only (and L2048 D64/D128); --blocks
 128,256 adds, for each causal case, the written-out path in blocks of that many query rows
 (lowering/attention.py CAUSAL_QUERY_BLOCK; 0: one block); --set NAME=VALUE sets an integer
-constant of lowering/attention.py for the whole run.
+constant of lowering/attention.py for the whole run; --dtype f16|bf16 runs issue 25's cases
+(HALF_CASES) in that dtype against torch SDPA in it (the flash path: the f32 flash kernels with
+16-bit loads; written out: its products on the cooperative-matrix kernel where the Target has
+it) and writes $OUT/attentionhalf_<date>_<dtype>.json.
 Every vkgrad result is checked against torch's (or, with --quick, the interpreter's).
 """
 
@@ -60,7 +63,16 @@ def program(causal, scale, disable=()):
 
 
 RULES = ("SCORES_MIN_HEAD_DIM", "SCORES_MIN_HEAD_DIM_TIMES_KEYS", "CAUSAL_SCORES_MIN_HEAD_DIM",
-         "CAUSAL_SCORES_MIN_HEAD_DIM_TIMES_KEYS")
+         "CAUSAL_SCORES_MIN_HEAD_DIM_TIMES_KEYS", "HALF_SCORES_MIN_HEAD_DIM_TIMES_KEYS",
+         "HALF_CAUSAL_SCORES_MIN_HEAD_DIM_TIMES_KEYS")
+# --dtype f16|bf16: issue 25's cases (torch's f16 times there: L1024 D64 0.305 ms, L4096 D64
+# 1.13, causal 0.73, L4096 D128 1.75, causal 1.12) and the LM small shape
+HALF_CASES = [(4, 8, 1024, 64, False), (4, 8, 1024, 64, True), (4, 8, 4096, 64, False),
+              (4, 8, 4096, 64, True), (4, 8, 1024, 128, False), (4, 8, 4096, 128, False),
+              (4, 8, 4096, 128, True), (32, 8, 256, 32, True)]
+HALF_TOL = {"f16": 2e-2, "bf16": 6e-2}      # relative to torch's result in the same dtype
+NP_HALF = {"f16": np.float16, "bf16": vg.numpy.bfloat16}
+TORCH_HALF = {"f16": "float16", "bf16": "bfloat16"}
 
 
 class written_out_everywhere:
@@ -92,10 +104,12 @@ def rel_err(x, ref):
     return float(np.linalg.norm(x - ref) / max(np.linalg.norm(ref), 1e-30))
 
 
-def run_case(case, rounds, torch, blocks=()):
+def run_case(case, rounds, torch, blocks=(), dtype="f32"):
     B, H, L, D, causal = case
     rng = np.random.default_rng(0)
-    q, k, v, do = (rng.standard_normal((B, H, L, D)).astype(np.float32) for _ in range(4))
+    q, k, v, do = (rng.standard_normal((B, H, L, D)).astype(NP_HALF.get(dtype, np.float32))
+                   for _ in range(4))
+    tdtype = TORCH_HALF.get(dtype, "float32")
     scale = 1.0 / math.sqrt(D)
     args = (q, k, v, do)
     paths = {"planner": program(causal, scale), "flash": program(causal, scale,
@@ -113,7 +127,7 @@ def run_case(case, rounds, torch, blocks=()):
            "gflop": sum(flops(B, H, L, D, causal)) / 1e9}
     ref = None
     if torch is not None:
-        _, _, tres = torch_sdpa(torch, q, k, v, do, B, H, L, D, causal, scale)
+        _, _, tres = torch_sdpa(torch, q, k, v, do, B, H, L, D, causal, scale, tdtype)
         ref = [x.reshape(B, H, L, D) for x in tres]
     times = {name: [] for name in list(paths) + (["torch"] if torch is not None else [])}
     for name, fn in paths.items():
@@ -129,10 +143,10 @@ def run_case(case, rounds, torch, blocks=()):
             times[name].append(prof.total_us)
             row[name + "_kernels"] = kernels_of(prof)
         if torch is not None:
-            both, fwd, _ = torch_sdpa(torch, q, k, v, do, B, H, L, D, causal, scale)
+            both, fwd, _ = torch_sdpa(torch, q, k, v, do, B, H, L, D, causal, scale, tdtype)
             times["torch"].append(both * 1e3)
     row["us"] = {name: stats(xs) for name, xs in times.items()}
-    row["ok"] = all(row[n + "_rel_err"] < TOL for n in paths)
+    row["ok"] = all(row[n + "_rel_err"] < HALF_TOL.get(dtype, TOL) for n in paths)
     return row
 
 
@@ -148,6 +162,9 @@ def main():
                     help="set an integer constant of lowering/attention.py for the whole run "
                          "(CAUSAL_QUERY_BLOCK=512): the paths under another planner rule "
                          "(writes attentionpaths_<date>_NAME-VALUE.json)")
+    ap.add_argument("--dtype", default="f32", choices=("f32", "f16", "bf16"),
+                    help="f16/bf16: issue 25's cases in that dtype against torch SDPA in it "
+                         "(writes attentionhalf_<date>_<dtype>.json)")
     args = ap.parse_args()
     for item in args.set:
         name, value = item.split("=")
@@ -157,21 +174,27 @@ def main():
     torch = None if args.quick else cuda_torch()
     cases = QUICK if args.quick else CASES + ([c for c in SWEEP if c not in CASES]
                                               if args.sweep else [])
+    half = args.dtype != "f32"
+    if half and not args.quick:
+        cases = HALF_CASES
     if args.causal:
-        cases = [c for c in cases if c[4]] + [c for c in CAUSAL if c not in cases]
-    doc = {"kind": "attentionpaths", "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
-           "device": get_device().info.name,
+        cases = [c for c in cases if c[4]] + ([] if half else
+                                              [c for c in CAUSAL if c not in cases])
+    kind = "attentionhalf" if half else "attentionpaths"
+    doc = {"kind": kind, "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
+           "device": get_device().info.name, "dtype": args.dtype,
            "rounds": args.rounds, "set": args.set, "rows": []}
     for case in cases:
         row = run_case(case, args.rounds, torch,
-                       [int(b) for b in args.blocks.split(",") if b])
+                       [int(b) for b in args.blocks.split(",") if b], args.dtype)
         doc["rows"].append(row)
         us = row["us"]
         print(f"{row['case']:<24} " + "  ".join(f"{n} {x['median']:9.1f}" for n, x in us.items())
               + f"  planner written out: {row['planner_written_out']}  ok: {row['ok']}",
               flush=True)
     out = Path(os.environ.get("OUT", "."))
-    name = "_".join([f"attentionpaths_{datetime.date.today().isoformat()}"]
+    name = "_".join([f"{kind}_{datetime.date.today().isoformat()}"]
+                    + ([args.dtype] if half else [])
                     + [x.replace("=", "-") for x in args.set]) + ".json"
     out.joinpath(name).write_text(json.dumps(doc, indent=1))
     print("wrote", out / name)

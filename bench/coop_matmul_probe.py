@@ -77,7 +77,11 @@ for _name, _base in [("128x128x32/64x64v", "a"), ("128x128x32/64x64v", "ao"),
                      # may have), one workgroup a multiprocessor by registers anyway (the
                      # 44 KB of 128x128x64/64x32v-a ran 248)
                      ("128x256x32/64x64v", "aqosg"), ("256x128x32/64x64v", "aqosg"),
-                     ("128x256x32/64x64v", "aposg")]:
+                     ("128x256x32/64x64v", "aposg"),
+                     # 2026-12-02 (stop 37): attention's products written out in f16, N (or
+                     # K) the head dim: blocks as narrow as it (BN 64)
+                     ("256x64x32/64x64v", "ao"), ("128x64x32/64x64v", "ao"),
+                     ("256x64x64/64x64v", "a"), ("64x64x32/32x32v", "ao")]:
     _bm, _bn, _bk, _wm, _wn = map(int, _name.rstrip("v").replace("/", "x").split("x"))
     _cfg = (_bm, _bn, _bk, _wm, _wn, True)
     _d = {k: v for f in _base for k, v in FLAGS[f].items()}
@@ -98,7 +102,15 @@ DEFAULT = ("128x128x32/64x64v-aog,128x128x32/64x64v-aox,128x64x32/64x32v-ao,"
 SHAPES = [("4096^3", 4096, 4096, 4096, "nn"),
           ("lm_qkv", 8192, 2304, 768, "nn"), ("lm_qkv_dW", 768, 2304, 8192, "tn"),
           ("lm_qkv_dX", 8192, 768, 2304, "nt"), ("lm_fc", 8192, 3072, 768, "nn"),
-          ("lm_fc_dW", 768, 3072, 8192, "tn"), ("lm_fc_dX", 8192, 768, 3072, "nt")]
+          ("lm_fc_dW", 768, 3072, 8192, "tn"), ("lm_fc_dX", 8192, 768, 3072, "nt"),
+          # attention written out (lowering/attention_scores.py), B4 H8 L1024, batch 32: the
+          # scores S = Q K^T (and dP = dO V^T), P V (and dQ = dS K), P^T dO (and dK = dS^T Q)
+          ("att_qk64", 1024, 1024, 64, "nt", 32), ("att_pv64", 1024, 64, 1024, "nn", 32),
+          ("att_dv64", 1024, 64, 1024, "tn", 32), ("att_qk128", 1024, 1024, 128, "nt", 32),
+          ("att_pv128", 1024, 128, 1024, "nn", 32), ("att_dv128", 1024, 128, 1024, "tn", 32)]
+ATTENTION_CONFIGS = ("128x128x32/64x64v-aog,128x64x32/64x32v-ao,256x64x32/64x64v-ao,"
+                     "128x64x32/64x64v-ao,256x64x64/64x64v-a,64x64x32/32x32v-ao,"
+                     "128x128x64/64x32v-a")
 
 
 def _half(name):
@@ -311,13 +323,15 @@ def check_one(r, rng, results, cname, cfg, layout, M, N, K, vec, batch, out_f16,
     return ok
 
 
-def torch_time(M, N, K, layout, reps, half="f16"):
+def torch_time(M, N, K, layout, reps, half="f16", batch=1):
     import torch
     dt = torch.bfloat16 if half == "bf16" else torch.float16
-    a = torch.randn((K, M) if layout[0] == "t" else (M, K), device="cuda", dtype=dt)
-    b = torch.randn((N, K) if layout[1] == "t" else (K, N), device="cuda", dtype=dt)
-    A = a.t() if layout[0] == "t" else a
-    B = b.t() if layout[1] == "t" else b
+    a = torch.randn((batch, K, M) if layout[0] == "t" else (batch, M, K), device="cuda",
+                    dtype=dt)
+    b = torch.randn((batch, N, K) if layout[1] == "t" else (batch, K, N), device="cuda",
+                    dtype=dt)
+    A = a.transpose(1, 2) if layout[0] == "t" else a
+    B = b.transpose(1, 2) if layout[1] == "t" else b
     torch.matmul(A, B)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
@@ -327,21 +341,22 @@ def torch_time(M, N, K, layout, reps, half="f16"):
     return (time.perf_counter() - t0) / reps
 
 
-def time_shape(r, rng, rounds, names, name, M, N, K, layout):
+def time_shape(r, rng, rounds, names, name, M, N, K, layout, batch=1):
     """Every config (f32 out) interleaved with torch f16, then the fastest as vkgrad runs it
     (f16 and bf16 out) interleaved with torch f16 and bf16."""
-    a, b = operands(rng, M, N, K, layout)
-    a16, b16 = operands(rng, M, N, K, layout, half="bf16")
-    ta, tb, tc = r.tensor(a), r.tensor(b), r.tensor(np.zeros(M * N, np.float32))
+    a, b = operands(rng, M, N, K, layout, batch)
+    a16, b16 = operands(rng, M, N, K, layout, batch, half="bf16")
+    size = batch * M * N
+    ta, tb, tc = r.tensor(a), r.tensor(b), r.tensor(np.zeros(size, np.float32))
     ta16, tb16 = r.tensor(a16), r.tensor(b16)
-    tc16 = r.tensor(np.zeros(M * N + (M * N) % 2, np.float16))
-    flops = 2 * M * N * K
+    tc16 = r.tensor(np.zeros(size + size % 2, np.float16))
+    flops = 2 * M * N * K * batch
     reps = max(3, int(2e12 // flops))
 
     def algo(cn, out_f16=False, half="f16"):
         t = (ta16, tb16) if half == "bf16" else (ta, tb)
         return r.algo(spirv_for(CONFIGS[cn], layout, True, out_f16, half, (M, N, K)),
-                      [*t, tc16 if out_f16 else tc], M, N, K, layout, CONFIGS[cn])
+                      [*t, tc16 if out_f16 else tc], M, N, K, layout, CONFIGS[cn], batch)
 
     def interleave(algos, torches):
         times = {k: [] for k in [*algos, *torches]}
@@ -349,7 +364,7 @@ def time_shape(r, rng, rounds, names, name, M, N, K, layout):
             for k, al in algos.items():
                 times[k].append(r.time(al, reps))
             for k, half in torches.items():
-                times[k].append(torch_time(M, N, K, layout, reps, half))
+                times[k].append(torch_time(M, N, K, layout, reps, half, batch))
         return times
 
     times = interleave({cn: algo(cn) for cn in names}, {"torch": "f16"})
@@ -360,7 +375,7 @@ def time_shape(r, rng, rounds, names, name, M, N, K, layout):
                       {"torch 2": "f16", "torch bf16": "bf16"})
     times.update(more)
     med = {k: float(np.median(v)) for k, v in times.items()}
-    row = dict(name=name, M=M, N=N, K=K, layout=layout,
+    row = dict(name=name, M=M, N=N, K=K, layout=layout, batch=batch,
                tflops={k: flops / v / 1e12 for k, v in med.items()},
                ranges_ms={k: [min(v) * 1e3, max(v) * 1e3] for k, v in times.items()},
                best=best, ratio_best_vs_torch=med["torch"] / med[best],
@@ -405,8 +420,9 @@ def main():
     precompile(timing_defines(names, shapes))
     if args.out:     # written after each part: a run cut short keeps what it measured
         Path(args.out).write_text(json.dumps(results, indent=1))
-    for name, M, N, K, layout in shapes:
-        results["timings"].append(time_shape(r, rng, args.rounds, names, name, M, N, K, layout))
+    for name, M, N, K, layout, *batch in shapes:
+        results["timings"].append(time_shape(r, rng, args.rounds, names, name, M, N, K, layout,
+                                             *batch))
         if args.out:
             Path(args.out).write_text(json.dumps(results, indent=1))
 

@@ -29,6 +29,7 @@ for step in "$@"; do
     fuzz) PYTHONPATH=$PYTHONPATH:$PWD/.gpu/pylib run fuzz 150 python3 -m pytest -q -p no:cacheprovider tests/test_fuzz.py ;;
     attention) run attention 200 python3 bench/bench_attention.py --sweep --budget 80 ;;
     attnpaths) run attnpaths ${ATTNPATHS_LIMIT:-200} python3 bench/bench_attention_paths.py --rounds 5 ${ATTNPATHS_ARGS:-} ;;
+    attnhalf) run attnhalf ${ATTNHALF_LIMIT:-240} python3 bench/bench_attention_paths.py --rounds 5 --dtype ${ATTNHALF_DTYPE:-f16} ${ATTNHALF_ARGS:-} ;;
     scan) run scan 90 python3 bench/bench_scan.py ;;
     conv) run conv 400 python3 bench/bench_conv.py --rounds 5 ;;
     convsweep) run convsweep 300 python3 bench/bench_conv.py --rounds 5 --sweep --no-resnet ;;

@@ -394,18 +394,18 @@ def _median_range(us, name) -> str:
     return f"{f1(x['median'])} ({f1(x['min'])}-{f1(x['max'])})"
 
 
-def attention_paths_section(runs) -> list[str]:
+def attention_paths_section(runs, dtype="fp32", peer="TF32 off") -> list[str]:
     run = runs[0]
     d = run["doc"]
     out = ["## Attention as a program: the planner's path, the flash kernels, written out, and "
-           "torch SDPA (fp32, forward + backward)", "",
+           f"torch SDPA ({dtype}, forward + backward)", "",
            f"{src(run)}, {d['device']}; `python3 bench/bench_attention_paths.py` (`--sweep` "
            "adds shapes): GPU "
            f"time of the jitted program q, k, v, do -> (o, dq, dk, dv) (`vg.profile`), "
            f"{d['rounds']} interleaved rounds, medians (ranges). planner: the path "
            "lowering/attention.py's `scores_path` takes (W: written out as matmul, softmax, "
            "matmul; F: the flash kernels); flash: the attention_scores pass off; written out: "
-           "its size rules off. torch: `F.scaled_dot_product_attention` + autograd, TF32 off.",
+           f"its size rules off. torch: `F.scaled_dot_product_attention` + autograd, {peer}.",
            ""]
     rows = []
     for r in d["rows"]:
@@ -418,6 +418,45 @@ def attention_paths_section(runs) -> list[str]:
                      "yes" if r["ok"] else "FAILED"))
     return out + table(["case", "path", "planner us", "flash us", "written out us",
                         "torch us", "torch / planner", "max rel err vs torch", "ok"], rows) + [""]
+
+
+# issue 25: attention in 16 bits against torch SDPA in the same dtype (bench_attention_paths.py
+# --dtype f16), forward + backward
+HALF_ATTN_CASES = ("B4 H8 L1024 D64", "B4 H8 L4096 D64", "B4 H8 L4096 D64 causal",
+                   "B4 H8 L4096 D128", "B4 H8 L4096 D128 causal")
+HALF_ATTN_REASON = ("16-bit attention is written out (lowering/attention_scores.py): its four "
+                    "products on the cooperative-matrix kernel, the f32 scores, softmax and "
+                    "its backward through memory; there is no flash kernel on cooperative "
+                    "matrices with a backward yet, and the f32 flash kernels run 16-bit "
+                    "attention on the shader cores")
+
+
+def attention_half_target(runs) -> list[str]:
+    runs = [r for r in runs if r["doc"].get("dtype") == "f16"]
+    if not runs:
+        return []
+    run = next((r for r in runs if {x["case"] for x in r["doc"]["rows"]} >=
+                set(HALF_ATTN_CASES)), runs[0])
+    rows = {r["case"]: r for r in run["doc"]["rows"]}
+    cases = [c for c in HALF_ATTN_CASES if c in rows]
+    parts = [f"{c.replace('B4 H8 ', '')} {_paths_ratio(rows[c]):.2f}x "
+             f"({rows[c]['us']['planner']['median']:.0f} vs {rows[c]['us']['torch']['median']:.0f}"
+             " us)" for c in cases]
+    ok = len(cases) == len(HALF_ATTN_CASES) and all(_paths_ratio(rows[c]) >= ATTN_MIN_RATIO
+                                                    for c in cases)
+    line = (f"- **Flash attention f16 forward+backward at 1.0x torch SDPA f16 or better** "
+            f"(issue 25), the planner's path: torch/vkgrad {'; '.join(parts)}: {verdict(ok)} "
+            f"({src(run)})")
+    return [line + ("" if ok else ". Why: " + HALF_ATTN_REASON)]
+
+
+def attention_half_section(runs) -> list[str]:
+    out = []
+    for dtype in ("f16", "bf16"):
+        for run in (r for r in runs if r["doc"].get("dtype") == dtype):
+            out += attention_paths_section([run], {"f16": "float16", "bf16": "bfloat16"}[dtype],
+                                           f"in {dtype}")
+    return out
 
 
 def attention_causal_section(runs) -> list[str]:
@@ -1110,12 +1149,13 @@ def long_run_section(runs) -> list[str]:
     return out
 
 
-def coop_section(runs) -> list[str]:
+def coop_section(runs, title="f16 matmul on cooperative matrices (tensor cores): vkgrad vs "
+                 "torch.matmul f16 (cuBLAS)", args="") -> list[str]:
     run = runs[0]
     d = run["doc"]
     bad = [c for c in d["checks"] if not c["ok"]]
-    out = ["## f16 matmul on cooperative matrices (tensor cores): vkgrad vs torch.matmul f16 (cuBLAS)",
-           "", f"{src(run)}; {d['device']}. `bench/coop_matmul_probe.py`: the kernel "
+    out = [f"## {title}",
+           "", f"{src(run)}; {d['device']}. `bench/coop_matmul_probe.py{args}`: the kernel "
            "(kernels_glsl/matmul_coop.comp) through kp alone, f16 inputs, f32 accumulate; tilings "
            "BMxBNxBK/WMxWN (v: shared tiles in 16-byte words, v2: double-buffered); wall time of "
            "back-to-back dispatches, medians of interleaved rounds; torch by the same loop. "
@@ -1126,7 +1166,9 @@ def coop_section(runs) -> list[str]:
              and all(k in t["tflops"] for t in d["timings"])]
     extra = [k for k in ("ratio_f16out_vs_torch", "ratio_bf16_vs_torch_bf16")
              if all(k in t for t in d["timings"])]
-    rows = [[t["name"], t["layout"], f"{t['M']}x{t['N']}x{t['K']}", f1(t["tflops"]["torch"])]
+    rows = [[t["name"], t["layout"], f"{t['M']}x{t['N']}x{t['K']}"
+             + (f" (batch {t['batch']})" if t.get("batch", 1) > 1 else ""),
+             f1(t["tflops"]["torch"])]
             + [f1(t["tflops"][k]) for k in names] + [f"{t['ratio_best_vs_torch']:.2f}"]
             + [f"{t[k]:.2f}" for k in extra] for t in d["timings"]]
     out += table(["shape", "layout", "MxNxK", "torch TFLOP/s"] + names + ["best / torch"]
@@ -1549,6 +1591,7 @@ def main():
     lines += matmul_target(g("matmul", []))
     lines += attention_target(g("attention", []))
     lines += attention_paths_target(g("attentionpaths", []))
+    lines += attention_half_target(g("attentionhalf", []))
     lines += scan_target(g("scan", []))
     lines += transformer_target(g("transformer", []))
     lines += fusion_targets(g("fusion", []), g("mlp", []))
@@ -1572,12 +1615,17 @@ def main():
                                                == "bf16"] or r, [], notes=False)),
                 ("long_run", long_run_section), ("take", take_section),
                 ("coop", coop_section), ("coopattention", coop_attention_section),
+                ("coopattnmm", lambda r: coop_section(
+                    r, "f16 matmul at attention's shapes (written out, batch 32 of B4 H8 "
+                    "L1024): vkgrad vs torch.matmul f16", " --configs ATTENTION_CONFIGS "
+                    "--shapes att_*")),
                 ("half", half_section), ("conv", conv_section),
                 ("control_flow", control_flow_section), ("while", while_section),
                 ("calllm", calllm_section), ("barriers", barriers_section),
                 ("data", data_parallel_section), ("hooks", hooks_section),
                 ("attentionsweep", attention_sweep_section),
                 ("attentionpaths", attention_paths_section),
+                ("attentionhalf", attention_half_section),
                 ("attentioncausal", attention_causal_section)]
     for kind, fn in sections:
         if g(kind):

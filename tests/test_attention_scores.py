@@ -88,7 +88,7 @@ def test_the_scores_budget():
     assert scores_path(q, q, "f32", False, H200)
     assert not scores_path(q, q, "f32", False,
                            dataclasses.replace(H200, attention_scores_max_bytes=2 ** 30))
-    assert not scores_path(q, q, "f16", False, H200)
+    assert scores_path(q, q, "f16", False, H200)           # on the tensor cores
     small = dataclasses.replace(H200, device_local_bytes=3 * 2 ** 32)   # a quarter: 3 GiB
 
     def two(q, k, v):
@@ -188,3 +188,58 @@ def test_second_derivative_through_causal_blocks(written_out, monkeypatch):
         return vg.grad(lambda q: vnp.sum(g(q, k, v) ** 2))(q)
 
     _check(f, args, rtol=1e-4, atol=1e-5)
+
+
+# ---------------------------------------------------------------- float16 and bfloat16
+
+def _half_program(fn, dtype, *shapes, target=H200) -> Program:
+    args = [ShapeDtype(s, dtype) for s in shapes]
+    return fuse_program(optimize(vg.make_ir(fn)(*args), final=True), target=target)
+
+
+def _matmuls(program: Program) -> list:
+    out = []
+    for e in program.eqns:
+        body = e.params.get("body") if e.prim.name == "fused" else None
+        out += [b for b in (body.eqns if body is not None else (e,)) if b.prim is P.matmul_p]
+    return out
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("shape, causal", [((2, 2, 256, 64), False), ((1, 2, 2048, 64), True)])
+def test_the_h200_writes_out_half_attention_on_the_tensor_cores(dtype, shape, causal):
+    """16-bit attention on the H200: written out, its scores and dP products 16-bit operands
+    with f32 results (the cooperative-matrix kernel's accumulator), and P v, dS k, dS^T q and
+    P^T do 16-bit products (f32 results only where causal blocks sum dk and dv)."""
+    program = _half_program(_grads(causal), dtype, shape, shape, shape)
+    names = _prims(program)
+    assert not {"flash_attention", "flash_attention_bwd"} & set(names), names
+    n = len(causal_blocks(shape[2], shape[3], half=True)) if causal else 1
+    assert n == (2 if causal else 1)          # 1024 rows a block at every head dim
+    mms = _matmuls(program)
+    assert len(mms) == 6 * n, names
+    assert all(m.inputs[0].dtype == m.inputs[1].dtype == dtype for m in mms), mms
+    wide = [m for m in mms if m.out.dtype == "f32"]
+    assert all(m.params.get("preferred_element_type") == "f32" for m in wide)
+    assert len(wide) == (4 if n > 1 else 2) * n, [m.out.dtype for m in mms]
+
+
+def _half_operands(b, h, lq, lk, d, dtype, seed=0):
+    np_type = {"f16": np.float16, "bf16": vnp.bfloat16}[dtype]
+    return [x.astype(np_type) for x in _operands(b, h, lq, lk, d, seed)]
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_written_out_half_gradients_match_the_interpreter(written_out, dtype):
+    """f16 and bf16 attention written out on the device (lavapipe: its products on the f32
+    kernel through 16-bit loads) against the interpreter's flash attention in f32 math: P is
+    rounded to 16 bits once, so the results agree to a few 16-bit roundings."""
+    tol = 2e-2 if dtype == "f16" else 1e-1
+    _check(_grads(), _half_operands(1, 2, 96, KEYS, D, dtype, seed=6), rtol=tol, atol=tol)
+
+
+def test_written_out_half_causal_blocks_match_the_interpreter(written_out, monkeypatch):
+    """f16 causal in blocks: dk and dv summed over the blocks in f32."""
+    monkeypatch.setattr(attention_planner, "CAUSAL_QUERY_BLOCK", 64)
+    _check(_grads(causal=True), _half_operands(1, 1, 150, CAUSAL_KEYS, DC, "f16", seed=7),
+           rtol=2e-2, atol=2e-2)

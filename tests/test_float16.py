@@ -298,3 +298,27 @@ def test_a_fused_kernel_keeps_16_bit_intermediates_in_f32_and_rounds_where_they_
     glsl = run_stages(vg.make_ir(f)(x), "glsl", Options(target=Target.h200()))["glsl"]
     text = glsl.text() if hasattr(glsl, "text") else str(glsl)
     assert text.count("vkg_round_bf16(") - text.count("float vkg_round_bf16(") == 1
+
+
+def test_a_kernel_stores_16_bit_results_through_its_epilogue():
+    """A hand-written kernel's f32 result rounded to 16 bits where it is stored: 16-bit stores
+    (lowering/hooks.py) where the Target has 16-bit storage, so no kernel of its own for the
+    convert. A matmul plus a residual into f16 (odd sizes: threads store neighbouring halves
+    of one word; the f32 residual is never overwritten by the 16-bit result), a softmax into
+    bf16, past f16's range to inf, against the interpreter."""
+    def f(a, b, r, x):
+        return ((a @ b + r).astype(f16), vnp.softmax(x, axis=-1).astype(bf16),
+                (a @ b * 7e4).astype(f16))
+
+    args = [U(7, 33), U(33, 5), U(7, 5), U(3, 131)]
+    on_gpu = _jit(f, "vulkan")
+    plan = on_gpu.lower(*args).stages["plan"]
+    kernels = [s.launch.name for s in plan.steps]
+    assert not any(k.startswith("fused") for k in kernels), kernels   # no convert kernel
+    got, want = on_gpu(*args), _jit(f)(*args)
+    for g, w, tol in zip(got, want, (2e-3, 1e-2, 2e-3)):
+        g, w = np.asarray(g).astype(np.float32), np.asarray(w).astype(np.float32)
+        assert np.array_equal(np.isinf(g), np.isinf(w))
+        fin = np.isfinite(w)
+        np.testing.assert_allclose(g[fin], w[fin], rtol=tol, atol=tol * np.abs(w[fin]).max())
+    assert np.isinf(np.asarray(got[2], np.float32)).any()

@@ -49,16 +49,36 @@ def test_the_plan(ta, tb):
     (launch, roles), = plan_matmul_coop(3, 200, 72, 136, ta, tb, 200 * 72, 0, H200).steps
     d = dict(launch.defines)
     assert roles == ("a", "b", "c") and launch.spirv_env == "vulkan1.3"
-    assert launch.groups == (2, 2, 3)                          # 128 x 128 blocks, the batch
+    nt = tb and not ta
+    # 128 x 128 blocks, the batch; C = A B^T over K <= 128 (attention's scores): 128 x 64
+    assert launch.groups == ((3, 2, 3) if nt else (2, 2, 3))
     assert d["SG"] == 32 and d["OUT_F16"] == 1 and d["VEC"] == 1
-    # C = A B^T: eight subgroups of 64 x 32, K 64 at a time (the H200's faster tile there)
-    assert (d["BK"], d["WN"]) == ((64, 32) if tb and not ta else (32, 64))
+    assert (d["BN"], d["BK"], d["WN"]) == ((64, 32, 64) if nt else (128, 32, 64))
+    # C = A B^T over a longer K: eight subgroups of 64 x 32, K 64 at a time (the H200's
+    # faster tile there)
+    (long_k, _), = plan_matmul_coop(2, 256, 256, 256, ta, tb, 0, 0, H200).steps
+    d2 = dict(long_k.defines)
+    assert (d2["BK"], d2["WN"]) == ((64, 32) if nt else (32, 64))
     assert ("TRANS_A" in d, "TRANS_B" in d) == (ta, tb)
     lda, ldb = (200 if ta else 72), (72 if tb else 136)
     assert launch.push == (200, 136, 72, lda, ldb, 136, 200 * 72, 0, 200 * 136)
     # rows that do not start on 8 halves: element loads
     (odd, _), = plan_matmul_coop(1, 131, 45, 77, ta, tb, 0, 0, H200).steps
     assert "VEC" not in dict(odd.defines)
+
+
+def test_head_dim_products_take_narrow_tiles():
+    """Attention written out (batch 32 of 1024 rows): N = 64 in 256 x 64 x 64 blocks where
+    every tile lies inside (else, and at N = 128, C = A B^T's tile), C = A B^T over K = 64 in
+    128 x 64 blocks."""
+    def tile(m, k, n, ta=False, tb=False):
+        (launch, _), = plan_matmul_coop(32, m, k, n, ta, tb, m * k, k * n, H200).steps
+        d = dict(launch.defines)
+        return d["BM"], d["BN"], d["BK"], d["WM"], d["WN"], "ALIGNED" in d
+    assert tile(1024, 1024, 64) == tile(1024, 1024, 64, ta=True) == (256, 64, 64, 64, 64, True)
+    assert tile(1000, 1024, 64) == (128, 128, 64, 64, 32, False)     # off ALIGNED: too big
+    assert tile(1024, 1024, 128) == (128, 128, 64, 64, 32, True)
+    assert tile(1024, 64, 1024, tb=True) == (128, 64, 32, 64, 64, True)
 
 
 def test_a_long_k_with_few_blocks_is_split_and_summed_in_order():
@@ -76,6 +96,45 @@ def test_a_long_k_with_few_blocks_is_split_and_summed_in_order():
                                                                 "float32")]
     assert len(plan_matmul_coop(2, 512, 16384, 512, True, False, 1, 1, H200).steps) == 1
     assert len(plan_matmul_coop(1, 16384, 512, 512, False, False, 0, 0, H200).steps) == 1
+
+
+def test_an_f32_result_is_the_accumulator_as_it_is():
+    """preferred_element_type f32: the kernel stores its f32 accumulator (no OUT_F16), and a
+    split-K product's slices are summed into f32."""
+    (mm, _), = plan_matmul_coop(1, 256, 64, 256, False, False, 0, 0, H200,
+                                out_dtype="f32").steps
+    assert "OUT_F16" not in dict(mm.defines)
+    plan = plan_matmul_coop(1, 512, 16384, 512, True, False, 0, 0, H200, "bf16",
+                            out_dtype="f32")
+    assert [dict(launch.defines).get("F32") for launch, _ in plan.steps] == [None, 1]
+
+
+def test_a_wide_product_on_the_scalar_path_matches_the_interpreter():
+    """matmul(f16, f16, preferred_element_type=f32) on lavapipe (the f32 kernel through
+    16-bit loads; on the H200 the kernel above): value, gradients (rounded to the operands'
+    dtype) and vmap against the interpreter."""
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((3, 20, 12)).astype(np.float16)
+    b = rng.standard_normal((12, 9)).astype(np.float16)
+
+    def f(a, b):
+        return vnp.matmul(a, b, preferred_element_type=vnp.float32)
+
+    def loss(a, b):
+        return vnp.sum(vnp.sin(f(a, b)))
+
+    ir = vg.make_ir(f)(a, b)
+    (e,) = [e for e in ir.eqns if e.prim.name == "matmul"]
+    assert e.params["preferred_element_type"] == "f32" and e.inputs[0].dtype == "f16"
+    for fn in (f, vg.grad(loss, argnums=(0, 1)), vg.vmap(f, in_axes=(0, None))):
+        got = vg.jit(fn, backend="vulkan")(a, b)
+        want = vg.jit(fn, backend="numpy")(a, b)
+        for g, w in zip(vg.tree_util.tree_leaves(got), vg.tree_util.tree_leaves(want)):
+            assert np.asarray(g).dtype == np.asarray(w).dtype
+            np.testing.assert_allclose(np.asarray(g, np.float32), np.asarray(w, np.float32),
+                                       rtol=2e-3, atol=2e-3)
+    want = a.astype(np.float32) @ b.astype(np.float32)
+    np.testing.assert_allclose(np.asarray(f(a, b)), want, rtol=1e-6, atol=1e-6)
 
 
 def test_aligned_only_where_every_tile_lies_inside_the_operands():
@@ -144,6 +203,7 @@ def test_a_half_matmul_is_the_tensor_core_kernel_on_the_h200_and_widened_on_lava
     assert any("convert" in what and "matmul" in what for _, what in kernels["lavapipe"])
 
 
+@pytest.mark.parametrize("out", [None, "f32"])
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
 @pytest.mark.parametrize("shape, ta, tb", [((2, 200, 72, 136), False, False),
                                            ((1, 131, 45, 77), True, False),
@@ -155,8 +215,14 @@ def test_a_half_matmul_is_the_tensor_core_kernel_on_the_h200_and_widened_on_lava
                                            # buffer) in each layout
                                            ((1, 256, 96, 256), False, False),
                                            ((2, 128, 128, 256), True, False),
-                                           ((1, 256, 128, 128), False, True)])
-def test_the_kernel_against_the_interpreter(shape, ta, tb, dtype):
+                                           ((1, 256, 128, 128), False, True),
+                                           # head-dim products (choose_tile): narrow blocks,
+                                           # C = A B^T's tile off ALIGNED, short K
+                                           ((2, 512, 256, 64), False, False),
+                                           ((2, 512, 256, 64), True, False),
+                                           ((1, 100, 128, 128), False, False),
+                                           ((2, 256, 64, 192), False, True)])
+def test_the_kernel_against_the_interpreter(shape, ta, tb, dtype, out):
     if not runs_on(get_device().target, dtype):
         pytest.skip(f"the device has no {dtype} cooperative matrices (lavapipe: the 16-bit "
                     "programs run on the scalar path, test_float16.py)")
@@ -167,10 +233,14 @@ def test_the_kernel_against_the_interpreter(shape, ta, tb, dtype):
     b = rng.standard_normal((batch, n, k) if tb else (batch, k, n)).astype(np_dtype)
 
     def f(a, b):
-        return (vnp.swapaxes(a, 1, 2) if ta else a) @ (vnp.swapaxes(b, 1, 2) if tb else b)
+        return vnp.matmul(vnp.swapaxes(a, 1, 2) if ta else a,
+                          vnp.swapaxes(b, 1, 2) if tb else b, preferred_element_type=out)
 
-    got = np.asarray(vg.jit(f, backend="vulkan")(a, b)).astype(np.float32)
-    want = np.asarray(vg.jit(f, backend="numpy")(a, b)).astype(np.float32)
+    got = np.asarray(vg.jit(f, backend="vulkan")(a, b))
+    want = np.asarray(vg.jit(f, backend="numpy")(a, b))
+    assert got.dtype == want.dtype == (np.float32 if out else np_dtype)
+    got, want = got.astype(np.float32), want.astype(np.float32)
     assert vg.fallbacks() == {} or all("matmul" not in r for r in vg.fallbacks())
-    tol = {"f16": 2e-3, "bf16": 1e-2}[dtype]     # one rounding of the f32 sum to the dtype
+    # one rounding of the f32 sum to the dtype; f32 results: the sums' order
+    tol = 1e-5 if out else {"f16": 2e-3, "bf16": 1e-2}[dtype]
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max())

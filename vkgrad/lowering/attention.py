@@ -121,7 +121,7 @@ import numbers
 from dataclasses import dataclass, replace
 
 from vkgrad import primitives as P
-from vkgrad.lowering import attention_layouts
+from vkgrad.lowering import attention_layouts, matmul_coop
 from vkgrad.lowering.contracts import KernelContract, Unsupported, need_f32, register
 from vkgrad.lowering.kernels import OpPlan, Temp, _check_sizes
 from vkgrad.lowering.launch import Launch, cdiv, grid
@@ -689,6 +689,12 @@ SCORES_MIN_HEAD_DIM = 64
 SCORES_MIN_HEAD_DIM_TIMES_KEYS = 32768
 CAUSAL_SCORES_MIN_HEAD_DIM = 64
 CAUSAL_SCORES_MIN_HEAD_DIM_TIMES_KEYS = 131072
+# float16 and bfloat16 attention written out runs its products on the cooperative-matrix
+# kernel (f32 scores, P kept in 16 bits) where the Target has it, and then by these rules; the
+# flash kernels compute 16-bit attention in f32 on the shader cores. Elsewhere its products
+# run on the f32 kernel (16-bit loads), and f32's rules apply.
+HALF_SCORES_MIN_HEAD_DIM_TIMES_KEYS = 0
+HALF_CAUSAL_SCORES_MIN_HEAD_DIM_TIMES_KEYS = 0
 
 
 # Causal attention written out runs in blocks of query rows, each over the keys it sees: n
@@ -703,12 +709,18 @@ CAUSAL_SCORES_MIN_HEAD_DIM_TIMES_KEYS = 131072
 # CAUSAL_QUERY_BLOCK, when set, is a fixed number of rows instead (0: one block).
 CAUSAL_QUERY_ROWS_PER_HEAD_DIM = 8
 CAUSAL_QUERY_BLOCK = None
+# 16-bit attention with its products on the tensor cores: blocks of 1024 rows at every head
+# dim (bench_attention_paths.py --dtype f16 --causal --blocks, H200 2026-12-02 21:54, B4 H8
+# fwd+bwd us, blocks of 512 rows a head dim's 8 / 1024 / 2048 / 4096): D64 L4096 5264 / 4697 /
+# 5020 / 6413, L1024 534 / 502 / - / -; D128 L4096 - / 5891 / 6195 / 7690.
+HALF_CAUSAL_QUERY_ROWS = 1024
 
 
-def causal_blocks(lq: int, head_dim: int) -> tuple:
-    """The [start, stop) query rows of causal attention's written-out blocks."""
-    step = CAUSAL_QUERY_ROWS_PER_HEAD_DIM * head_dim if CAUSAL_QUERY_BLOCK is None \
-        else CAUSAL_QUERY_BLOCK
+def causal_blocks(lq: int, head_dim: int, half: bool = False) -> tuple:
+    """The [start, stop) query rows of causal attention's written-out blocks (`half`: 16-bit
+    attention on the tensor cores)."""
+    rows = HALF_CAUSAL_QUERY_ROWS if half else CAUSAL_QUERY_ROWS_PER_HEAD_DIM * head_dim
+    step = rows if CAUSAL_QUERY_BLOCK is None else CAUSAL_QUERY_BLOCK
     step = step or lq
     return tuple((a, min(a + step, lq)) for a in range(0, lq, step))
 
@@ -728,9 +740,10 @@ def scores_path(q_shape, k_shape, dtype: str, causal: bool, target=None) -> bool
     fits = scores_bytes(q_shape, k_shape) <= target.max_storage_buffer_range
     if d not in SUPPORTED_HEAD_DIMS:     # no kernel for it: written out beats the interpreter
         return fits
-    if dtype != "f32":
-        return False
-    if causal:
+    if dtype != "f32" and matmul_coop.runs_on(target, dtype):     # on the tensor cores
+        pays = d * lk >= (HALF_CAUSAL_SCORES_MIN_HEAD_DIM_TIMES_KEYS if causal else
+                          HALF_SCORES_MIN_HEAD_DIM_TIMES_KEYS)
+    elif causal:
         pays = d >= CAUSAL_SCORES_MIN_HEAD_DIM and d * lk >= CAUSAL_SCORES_MIN_HEAD_DIM_TIMES_KEYS
     else:
         pays = d >= SCORES_MIN_HEAD_DIM and d * lk >= SCORES_MIN_HEAD_DIM_TIMES_KEYS

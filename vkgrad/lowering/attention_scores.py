@@ -23,10 +23,20 @@ over the prefix of keys its rows see: block i of n computes i+1 of n key blocks 
 the last, so the blocks together compute (n + 1) / 2n of the scores a single block would. o,
 lse and dq are the blocks' rows concatenated; dk and dv the sum of the blocks' (each padded
 with zeros to Lk).
+
+float16 and bfloat16 attention (where the Target runs their products on cooperative matrices,
+lowering/matmul_coop.py; scores_path's HALF rules) computes as JAX's dot_product_attention
+does: S and dP are 16-bit products with f32 results (the matmul primitive's
+preferred_element_type), the softmax and its backward in f32, P and dS rounded to 16 bits once
+(by the softmax kernels' 16-bit stores, lowering/hooks.py) for the four 16-bit products; P is
+kept in 16 bits for the backward. H200, B4 H8 fwd+bwd (bench_attention_paths.py --dtype f16,
+2026-12-02 21:52): L1024 D64 494 us against 1565 on the flash kernels (which compute 16-bit
+attention in f32 on the shader cores), L4096 D128 7504 against 59641.
 """
 
 from __future__ import annotations
 
+from vkgrad.dtypes import HALF_DTYPES
 from vkgrad.ir.core import Program
 from vkgrad.lowering.attention import causal_blocks, scores_bytes, scores_path
 from vkgrad.lowering.conv_layouts import is_zeros, producers
@@ -39,12 +49,12 @@ from vkgrad.tracer.core import ShapeDtype
 from vkgrad.transforms.tracing import trace
 
 
-def _blocks(lq, lk, d, causal):
+def _blocks(lq, lk, d, causal, dtype):
     """The query rows [start, stop) each written-out block computes, and the keys it sees
     (a prefix: [0, keys)); one block unless causal (lowering/attention.py causal_blocks)."""
     if not causal:
         return ((0, lq, lk),)
-    return tuple((a, z, z + lk - lq) for a, z in causal_blocks(lq, d))
+    return tuple((a, z, z + lk - lq) for a, z in causal_blocks(lq, d, dtype in HALF_DTYPES))
 
 
 def _rows(x, a, z):
@@ -58,27 +68,35 @@ def _cat(xs):
     return xs[0] if len(xs) == 1 else L.concatenate(xs, 1)
 
 
+def _wide(x):
+    """The preferred_element_type of a product of x's dtype whose result the softmax reads:
+    f32 for 16-bit operands (the cooperative-matrix kernel's accumulator as it is), else None."""
+    return "f32" if L.dtype_of(x) in HALF_DTYPES else None
+
+
 def _forward(q, k, v, *, causal, scale, blocks):
     """(o, lse, *P) of flash_attention_p on [B, H, L, D], block by block of query rows, each
     over the keys it sees (causal: with Lq <= Lk, so that every query sees a key; only each
-    block's last Lq/n keys are masked, the keys after them not computed)."""
+    block's last Lq/n keys are masked, the keys after them not computed). 16-bit q, k, v:
+    the scores and softmax in f32, P rounded to their dtype for P v (and kept so), as JAX's
+    dot_product_attention computes it."""
     b, h, lq, d = q.shape
     lk = k.shape[2]
     q3, k3, v3 = (L.reshape(x, (b * h, n, d)) for x, n in ((q, lq), (k, lk), (v, lk)))
     outs, lses, ps = [], [], []
     for a, z, keys in blocks:
-        s = L.mul(L.matmul(_rows(q3, a, z), _rows(k3, 0, keys), False, True), scale)
+        s = L.mul(L.matmul(_rows(q3, a, z), _rows(k3, 0, keys), False, True, _wide(q)), scale)
         if causal:   # query i sees key j iff j <= i + (Lk - Lq)
             grid = (z - a, keys)
             keep = L.le(L.iota(grid, 1), L.add(L.iota(grid, 0), a + lk - lq))
             s = L.select(L.broadcast_to(keep, (b * h,) + grid), s, float("-inf"))
-        p = L.softmax(s, 2)
+        p = L.convert(L.softmax(s, 2), q.dtype)
         m = L.reduce_max(s, (2,))
         total = L.reduce_sum(L.exp(L.sub(s, L.reshape(m, (b * h, z - a, 1)))), (2,))
         lses.append(L.add(m, L.log(total)))
         outs.append(L.matmul(p, _rows(v3, 0, keys)))
         ps.append(p)
-    o, lse = _cat(outs), _cat(lses)
+    o, lse = _cat(outs), L.convert(_cat(lses), q.dtype)
     return (L.reshape(o, (b, h, lq, d)), L.reshape(lse, (b, h, lq)), *ps)
 
 
@@ -91,21 +109,25 @@ def _backward(q, k, v, do, *ps_dlse, scale, blocks):
     ps, dlse = ps_dlse[:len(blocks)], ps_dlse[len(blocks):]
     q3, k3, v3, do3 = (L.reshape(x, (b * h, n, d))
                        for x, n in ((q, lq), (k, lk), (v, lk), (do, lq)))
+    # 16-bit operands: dP and dS in f32, dS rounded once for its products; with several
+    # blocks, dk and dv summed in f32 and rounded at the end
+    wide, summed = _wide(q), _wide(q) if len(blocks) > 1 else None
     dqs, dk, dv = [], None, None
     for (a, z, keys), p in zip(blocks, ps):
         qi, doi = _rows(q3, a, z), _rows(do3, a, z)
         ki, vi = _rows(k3, 0, keys), _rows(v3, 0, keys)
-        ds = L.softmax_bwd(p, L.matmul(doi, vi, False, True), 2)
+        pf = L.convert(p, "f32")
+        ds = L.softmax_bwd(pf, L.matmul(doi, vi, False, True, wide), 2)
         if dlse:
-            dl = _rows(L.reshape(dlse[0], (b * h, lq, 1)), a, z)
-            ds = L.add(ds, L.mul(p, dl))
-        ds = L.mul(ds, scale)
+            dl = _rows(L.reshape(L.convert(dlse[0], "f32"), (b * h, lq, 1)), a, z)
+            ds = L.add(ds, L.mul(pf, dl))
+        ds = L.convert(L.mul(ds, scale), q.dtype)
         dqs.append(L.matmul(ds, ki))
-        pieces = (L.matmul(ds, qi, True, False), L.matmul(p, doi, True, False))
+        pieces = (L.matmul(ds, qi, True, False, summed), L.matmul(p, doi, True, False, summed))
         if keys < lk:
             pieces = tuple(L.pad(x, (0, 0, 0), (0, lk - keys, 0)) for x in pieces)
         dk, dv = pieces if dk is None else (L.add(dk, pieces[0]), L.add(dv, pieces[1]))
-    dq = _cat(dqs)
+    dq, dk, dv = _cat(dqs), L.convert(dk, q.dtype), L.convert(dv, q.dtype)
     return (L.reshape(dq, (b, h, lq, d)), L.reshape(dk, (b, h, lk, d)),
             L.reshape(dv, (b, h, lk, d)))
 
@@ -128,7 +150,8 @@ class AttentionScores(TargetPass):
             ins = tuple(resolve(sub, x) for x in e.inputs)
             if id(e) in chosen:
                 q, k = ins[:2]
-                blocks = _blocks(q.shape[2], k.shape[2], q.shape[3], e.params["causal"])
+                blocks = _blocks(q.shape[2], k.shape[2], q.shape[3], e.params["causal"],
+                                 q.dtype)
                 kw = dict(causal=e.params["causal"], scale=e.params["scale"], blocks=blocks)
                 body = trace(lambda q, k, v: _forward(q, k, v, **kw),
                              tuple(map(_spec, ins)))

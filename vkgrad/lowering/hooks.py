@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import math
 
+from vkgrad.dtypes import is_half
 from vkgrad.ir.core import Program, Var
 from vkgrad.lowering import glsl
 from vkgrad.lowering.elementwise import GLSL_TYPE, STORAGE_TYPE, FusedSource
 
 MARKER = "// VKGRAD_FUSION_HOOKS"
+HALF_STORES = "#extension GL_EXT_shader_16bit_storage : require"
 
 
 class HookWriter:
@@ -54,8 +56,16 @@ class HookWriter:
         binding = self.base + len(self.extra)
         name = f"vkg_{'out' if out else 'in'}{len(self.extra)}"
         access = "writeonly" if out else "readonly"
+        storage = STORAGE_TYPE[v.dtype]
+        if out and is_half(v.dtype):
+            # a 16-bit result element by element: 16-bit stores (GL_EXT_shader_16bit_storage;
+            # the epilogue fusion takes one only where the Target has 16-bit storage), never
+            # two threads' halves of one word
+            storage = "uint16_t"
+            if HALF_STORES not in self.decls:
+                self.decls.insert(0, HALF_STORES)
         self.decls.append(f"layout(std430, set = 0, binding = {binding}) {access} buffer "
-                          f"Vkg{binding} {{ {STORAGE_TYPE[v.dtype]} {name}[]; }};")
+                          f"Vkg{binding} {{ {storage} {name}[]; }};")
         self.extra.append(v)
         self.names[v] = name
         if out:
@@ -172,7 +182,9 @@ class HookWriter:
         for o in outs:
             it = k.own_index(o.shape, prefix=f"p{n}_i{len(stores)}_")
             val = "v" if o is res else k.value(o, it)
-            stores.append(f"    {self._bind(o, True)}[gid] = {k.store_expr(val, o.dtype)};")
+            val = (f"uint16_t(vkg_{o.dtype}_bits({val}))" if is_half(o.dtype) else
+                   k.store_expr(val, o.dtype))
+            stores.append(f"    {self._bind(o, True)}[gid] = {val};")
         self._absorb(k, load=False)
         return k.lines + stores
 

@@ -409,7 +409,8 @@ def plan_eqn(e, target, column_sum=None, fused=False):
         return (matmul_coop.plan_matmul_coop(batch, m, k, n, e.params["transpose_a"],
                                              e.params["transpose_b"],
                                              m * k if a.ndim == 3 else 0,
-                                             k * n if b.ndim == 3 else 0, target, a.dtype),
+                                             k * n if b.ndim == 3 else 0, target, a.dtype,
+                                             out_dtype=c.dtype),
                 {"a": a, "b": b, "c": c})
     need_f32(e, a, b)
     plan = plan_matmul_op(batch, m, k, n, e.params["transpose_a"], e.params["transpose_b"],

@@ -38,6 +38,29 @@ TILE = dict(BM=128, BN=128, BK=32, WM=64, WN=64, ALIGNED=1, FRAG_B_ONE=1)
 # (163 -> 206) and one lost (190 -> 145), and at 4096^3 NN it lost (274 -> 247), so only B^T
 # alone takes it
 TILE_NT = dict(BM=128, BN=128, BK=64, WM=64, WN=32, ALIGNED=1)
+# Products with a head dim as N or K (attention written out, lowering/attention_scores.py;
+# bench/coop_matmul_probe.py att_*, batch 32 of B4 H8 L1024, H200 2026-12-02 21:50, TFLOP/s
+# against the 128 x 128 x 32 default): N = 64 (P V, dS K, P^T dO, dS^T Q) in 256 x 64 x 64
+# blocks of four 64 x 64 subgroups, 133-137 against 92-112 (only where every tile lies inside:
+# off ALIGNED its edge buffer takes it past 48 KB of shared memory); N = 128 with B not
+# transposed (P V at D128) as TILE_NT, 172 against 152; C = A B^T with K <= 128 (the scores,
+# dP) in 128 x 64 x 32 blocks of two subgroups, 54 against 38 at K 64 (f32 out), 82 against 67
+# at K 128.
+TILE_NARROW = dict(BM=256, BN=64, BK=64, WM=64, WN=64, ALIGNED=1)
+TILE_SHORT_K = dict(BM=128, BN=64, BK=32, WM=64, WN=64, ALIGNED=1, FRAG_B_ONE=1)
+
+
+def choose_tile(m: int, k: int, n: int, transpose_a: bool, transpose_b: bool,
+                vec: bool) -> dict:
+    """The tile of C = op(A) op(B) (`vec`: every row of A and B starts on 16 bytes)."""
+    if transpose_b and not transpose_a:
+        return TILE_SHORT_K if k <= 128 else TILE_NT
+    if n <= 64 and not transpose_b and vec and m % TILE_NARROW["BM"] == 0 and \
+            n % TILE_NARROW["BN"] == 0 and k % TILE_NARROW["BK"] == 0:
+        return TILE_NARROW
+    if n <= 128 and not transpose_a and not transpose_b:
+        return TILE_NT
+    return TILE
 
 
 DTYPES = ("f16", "bf16")
@@ -62,8 +85,10 @@ def dtypes_on(target) -> tuple:
 
 def plan_matmul_coop(batch: int, m: int, k: int, n: int, transpose_a: bool, transpose_b: bool,
                      a_batch_stride: int, b_batch_stride: int, target=None,
-                     dtype: str = "f16", tile: dict | None = None) -> OpPlan:
-    """C [batch, m, n] (`dtype`) = A @ B of `dtype` operands (f16 or bf16): A [batch?, m, k]
+                     dtype: str = "f16", tile: dict | None = None,
+                     out_dtype: str | None = None) -> OpPlan:
+    """C [batch, m, n] (`out_dtype`: `dtype`, or f32 for the accumulator as it is) = A @ B of
+    `dtype` operands (f16 or bf16): A [batch?, m, k]
     (or [.., k, m] with transpose_a), B [batch?, k, n] (or [.., n, k]); a batch stride of 0
     broadcasts an operand. Roles "a", "b", "c". `tile` (BM BN BK WM WN and the kernel's
     options, as TILE) replaces the layout's default (bench/coop_matmul_probe.py)."""
@@ -73,14 +98,15 @@ def plan_matmul_coop(batch: int, m: int, k: int, n: int, transpose_a: bool, tran
                           f"(16x16x16 {dtype} x {dtype} + f32)")
     if batch * m * n == 0:
         return OpPlan(())
+    lda = m if transpose_a else k
+    ldb = k if transpose_b else n
     if tile is None:
-        tile = TILE_NT if transpose_b and not transpose_a else TILE
+        tile = choose_tile(m, k, n, transpose_a, transpose_b,
+                           all(x % 8 == 0 for x in (lda, ldb, a_batch_stride, b_batch_stride)))
     groups = (cdiv(n, tile["BN"]), cdiv(m, tile["BM"]), batch)
     if max(groups) > MAX_GROUPS_X or max(batch * m * k, batch * k * n, batch * m * n) >= 2 ** 31:
         raise Unsupported(f"matmul {m}x{k}x{n} (batch {batch}) is past the cooperative-matrix "
                           "kernel's limits (65,535 workgroups a dimension, 2^31 elements)")
-    lda = m if transpose_a else k
-    ldb = k if transpose_b else n
     splits = choose_splits(batch, m, k, n, tile, t)
     if splits > 1:
         # slice s of K is "batch" s of the kernel: A's and B's views start s * K/S along K
@@ -94,7 +120,8 @@ def plan_matmul_coop(batch: int, m: int, k: int, n: int, transpose_a: bool, tran
     defines = dict(tile, SG=t.subgroup_size, SH_VEC=1)
     if not (vec and m % tile["BM"] == 0 and n % tile["BN"] == 0 and k % tile["BK"] == 0):
         defines.pop("ALIGNED", None)     # some tile reaches past an edge
-    if splits == 1:
+    wide = out_dtype == "f32"
+    if splits == 1 and not wide:
         defines["OUT_F16"] = 1
     if vec:
         defines["VEC"] = 1
@@ -113,7 +140,7 @@ def plan_matmul_coop(batch: int, m: int, k: int, n: int, transpose_a: bool, tran
     total = m * n
     sum_ = Launch(name="matmul_coop_sum", shader="split_sum_half.comp", bindings=2,
                   groups=grid(cdiv(cdiv(total, 2), 256)), push=(total, splits),
-                  defines=(("BF16", 1),) if dtype == "bf16" else ())
+                  defines=(("F32", 1),) if wide else (("BF16", 1),) if dtype == "bf16" else ())
     return OpPlan(((launch, ("a", "b", "partials")), (sum_, ("partials", "c"))),
                   (Temp("partials", splits * total, "float32"),))
 

@@ -11,6 +11,7 @@ import math
 import numpy as _np
 
 from vkgrad import primitives as P
+from vkgrad.dtypes import HALF_DTYPES, dtype_name
 from vkgrad.errors import ArgumentError, DTypeError, ShapeError
 from vkgrad.ir.core import is_float
 from vkgrad.numpy.creation import zeros
@@ -40,13 +41,25 @@ def _operands(a, b, preferred_element_type):
     return astype(a, preferred_element_type), astype(b, preferred_element_type)
 
 
+def _wide_product(a, b, preferred_element_type) -> bool:
+    """Do a and b (arrays) multiply as 16-bit operands into a float32 result (the matmul
+    primitive's preferred_element_type: on cooperative matrices, no widening pass first)?"""
+    return (preferred_element_type is not None and dtype_of(a) == dtype_of(b)
+            and dtype_of(a) in HALF_DTYPES
+            and dtype_name(preferred_element_type) == "f32")
+
+
 def matmul(a, b, *, precision=None, preferred_element_type=None):
     """numpy's matmul: vectors are promoted to matrices, batch dims broadcast; lowers to the
     2-D / batched 3-D `matmul` primitive. Integers and bools multiply in float32 and the result
-    has their dtype (numpy, JAX; exact while sums stay below 2**24)."""
-    a, b = _operands(a, b, preferred_element_type)
-    want = promoted_dtype(a, b)
-    dt = want if is_float(want) else "f32"
+    has their dtype (numpy, JAX; exact while sums stay below 2**24). 16-bit operands with
+    preferred_element_type float32 give the f32 accumulator as it is (JAX's meaning)."""
+    a, b = asarray(a), asarray(b)
+    pet = "f32" if _wide_product(a, b, preferred_element_type) else None
+    if pet is None:
+        a, b = _operands(a, b, preferred_element_type)
+    want = pet or promoted_dtype(a, b)
+    dt = dtype_of(a) if pet else want if is_float(want) else "f32"
     if a.ndim == 0 or b.ndim == 0:
         raise ShapeError(f"matmul of {type_string(a)} by {type_string(b)}: operands must be at "
                          "least 1-D (use * to multiply by a scalar)", primitive="matmul",
@@ -63,17 +76,18 @@ def matmul(a, b, *, precision=None, preferred_element_type=None):
         b = P.reshape(b, (b.shape[0], 1))
     m, n = a.shape[-2], b.shape[-1]
     if a.ndim == 2 and b.ndim == 2:
-        r = P.matmul(a, b)
+        r = P.matmul(a, b, preferred_element_type=pet)
     elif b.ndim == 2:   # (..., m, k) @ (k, n): one 2-D matmul over the flattened rows
-        r = P.reshape(P.matmul(P.reshape(a, (math.prod(a.shape[:-1]), ka)), b), a.shape[:-1] + (n,))
+        r = P.reshape(P.matmul(P.reshape(a, (math.prod(a.shape[:-1]), ka)), b,
+                               preferred_element_type=pet), a.shape[:-1] + (n,))
     else:
-        r = _batched_matmul(a, b, dt)
+        r = _batched_matmul(a, b, dt, pet)
     if vec_a or vec_b:
         r = P.reshape(r, r.shape[:-2] + ((m,) if not vec_a else ()) + ((n,) if not vec_b else ()))
     return astype(r, want)
 
 
-def _batched_matmul(a, b, dt):
+def _batched_matmul(a, b, dt, pet=None):
     """(..., m, k) @ (..., k, n) with the batch dims broadcast: the batched 3-D primitive over
     the flattened batch."""
     m, ka, n = a.shape[-2], a.shape[-1], b.shape[-1]
@@ -84,9 +98,10 @@ def _batched_matmul(a, b, dt):
     if b.shape[:-2] != batch:
         b = P.broadcast_to(b, batch + b.shape[-2:])
     if len(batch) == 1:
-        return P.matmul(a, b)
+        return P.matmul(a, b, preferred_element_type=pet)
     nb = math.prod(batch)
-    r = P.matmul(P.reshape(a, (nb, m, ka)), P.reshape(b, (nb, ka, n)))
+    r = P.matmul(P.reshape(a, (nb, m, ka)), P.reshape(b, (nb, ka, n)),
+                 preferred_element_type=pet)
     return P.reshape(r, batch + (m, n))
 
 

@@ -710,11 +710,15 @@ batching_rules[scatter_add_p] = _scatter_add_batcher
 # matmul[transpose_a, transpose_b](A, B) = op(A) @ op(B), op = swap of the last two dims when its
 # flag is set. 2-D, or 3-D with equal batch dims (vkgrad.numpy broadcasts batches first). The
 # flags let `A @ B.T` and the whole backward run without a transpose kernel (docs/compiler.md).
+# preferred_element_type (JAX's dot_general parameter): "f32" makes the product of 16-bit
+# operands an f32 result, the f32 accumulator unrounded (the cooperative-matrix kernel's f32
+# output; attention's scores, lowering/attention_scores.py); None: the operands' dtype.
 matmul_p = Primitive("matmul")
-param_defaults[matmul_p] = {"transpose_a": False, "transpose_b": False}
+param_defaults[matmul_p] = {"transpose_a": False, "transpose_b": False,
+                            "preferred_element_type": None}
 
 
-def _matmul_rule(a, b, *, transpose_a, transpose_b):
+def _matmul_rule(a, b, *, transpose_a, transpose_b, preferred_element_type=None):
     flags = "".join([" (A transposed)" if transpose_a else "", " (B transposed)" if transpose_b
                      else ""])
     if a.ndim != b.ndim or a.ndim not in (2, 3) or (a.ndim == 3 and a.shape[0] != b.shape[0]):
@@ -725,10 +729,13 @@ def _matmul_rule(a, b, *, transpose_a, transpose_b):
     if k != k2:
         raise ShapeError(f"matmul of {a} by {b}{flags}: inner dimensions differ ({k} vs {k2})")
     _check_dtypes("matmul", [a, b], FLOAT_DTYPES)
-    return TensorType(a.shape[:-2] + (m, n), a.dtype)
+    if preferred_element_type not in (None, "f32"):
+        raise DTypeError(f"matmul of {a} by {b}: preferred_element_type "
+                         f"{preferred_element_type} (it takes f32, or None)")
+    return TensorType(a.shape[:-2] + (m, n), preferred_element_type or a.dtype)
 
 
-def _matmul_impl(a, b, *, transpose_a, transpose_b):
+def _matmul_impl(a, b, *, transpose_a, transpose_b, preferred_element_type=None):
     a = np.swapaxes(a, -1, -2) if transpose_a else a
     b = np.swapaxes(b, -1, -2) if transpose_b else b
     if np.isfinite(a).all() and np.isfinite(b).all():
@@ -738,8 +745,14 @@ def _matmul_impl(a, b, *, transpose_a, transpose_b):
     return np.einsum("...ik,...kj->...ij", a, b, optimize=False)
 
 
-def _matmul_vjp(g, ans, a, b, *, transpose_a, transpose_b):
+def _matmul_vjp(g, ans, a, b, *, transpose_a, transpose_b, preferred_element_type=None):
     ta, tb = transpose_a, transpose_b
+    if preferred_element_type is not None:
+        # a 16-bit product with an f32 result: its f32 cotangent meets the operands in f32
+        # (as XLA's transpose of such a dot does), each gradient rounded to its operand's dtype
+        da, db = _matmul_vjp(g, ans, convert(a, "f32"), convert(b, "f32"),
+                             transpose_a=ta, transpose_b=tb)
+        return convert(da, dtype_of(a)), convert(db, dtype_of(b))
     # C = op(A) op(B): dop(A) = g op(B)^T, dop(B) = op(A)^T g -- expressed through the flags.
     da = matmul(g, b, False, not tb) if not ta else matmul(b, g, tb, True)
     db = matmul(a, g, not ta, False) if not tb else matmul(g, a, True, ta)
@@ -751,18 +764,18 @@ impls[matmul_p] = _matmul_impl
 vjp_rules[matmul_p] = _matmul_vjp
 
 
-def _matmul_batcher(args, dims, *, transpose_a, transpose_b):
+def _matmul_batcher(args, dims, *, transpose_a, transpose_b, preferred_element_type=None):
     """Both mapped: a batched matmul (the mapped axis joins the batch). One mapped: its mapped
     axis folds into its rows (A) or columns (B) beside the shared operand: one bigger matmul,
     which is what the per-example gradient of a dense layer needs."""
     (a, b), (da, db) = args, dims
-    ta, tb = transpose_a, transpose_b
+    ta, tb, pet = transpose_a, transpose_b, preferred_element_type
     size = mapped_size(args, dims)
     if da is not None and db is not None:
         a, b = moveaxis(a, da, 0), moveaxis(b, db, 0)
         if len(_shape(a)) == 3:
-            return matmul(a, b, ta, tb), 0
-        r = matmul(merge_batch(a, 0, size), merge_batch(b, 0, size), ta, tb)
+            return matmul(a, b, ta, tb, pet), 0
+        r = matmul(merge_batch(a, 0, size), merge_batch(b, 0, size), ta, tb, pet)
         return split_batch(r, size), 0
     if da is not None:                  # A's rows: the m axis, the last but one (last if ta)
         nd = len(_shape(a)) - 1
@@ -770,14 +783,15 @@ def _matmul_batcher(args, dims, *, transpose_a, transpose_b):
         a = moveaxis(a, da, m_axis)
         s = tuple(_shape(a))
         r = matmul(reshape(a, s[:m_axis] + (s[m_axis] * s[m_axis + 1],) + s[m_axis + 2:]), b,
-                   ta, tb)
+                   ta, tb, pet)
         rs = tuple(_shape(r))
         return reshape(r, rs[:-2] + (size, rs[-2] // size, rs[-1])), nd - 2
     nd = len(_shape(b)) - 1             # B's columns: the n axis, the last (last but one if tb)
     n_axis = nd - 2 if tb else nd - 1
     b = moveaxis(b, db, n_axis)
     s = tuple(_shape(b))
-    r = matmul(a, reshape(b, s[:n_axis] + (s[n_axis] * s[n_axis + 1],) + s[n_axis + 2:]), ta, tb)
+    r = matmul(a, reshape(b, s[:n_axis] + (s[n_axis] * s[n_axis + 1],) + s[n_axis + 2:]), ta, tb,
+               pet)
     rs = tuple(_shape(r))
     return reshape(r, rs[:-1] + (size, rs[-1] // size)), nd - 1
 
@@ -947,8 +961,16 @@ def scatter_add(g, idx, axis, shape):
     return bind(scatter_add_p, g, idx, axis=int(axis), shape=tuple(shape))
 
 
-def matmul(a, b, transpose_a=False, transpose_b=False):
-    return bind(matmul_p, a, b, transpose_a=bool(transpose_a), transpose_b=bool(transpose_b))
+def matmul(a, b, transpose_a=False, transpose_b=False, preferred_element_type=None):
+    """op(a) @ op(b); `preferred_element_type` "f32" gives 16-bit operands an f32 result
+    (None, or the operands' own dtype: theirs)."""
+    pet = None if preferred_element_type is None else dtype_name(preferred_element_type)
+    if pet is not None and pet == dtype_of(a):
+        pet = None
+    params = dict(transpose_a=bool(transpose_a), transpose_b=bool(transpose_b))
+    if pet is not None:
+        params["preferred_element_type"] = pet
+    return bind(matmul_p, a, b, **params)
 
 
 def softmax(x, axis): return bind(softmax_p, x, axis=int(axis))

@@ -79,8 +79,10 @@ class EpilogueFusion(HookFusion):
             return False
         if any(math.prod(o.shape) != size for o in f.outputs):
             return False
-        if any(is_half(o.dtype) for o in f.outputs):   # a store writes one element a thread,
-            return False                               # and two 16-bit ones share a word
+        # a store writes one element a thread: a 16-bit one is a 16-bit store (hooks.py),
+        # which needs the device's 16-bit storage (else two would share a word's write)
+        if not self.target.storage_16bit and any(is_half(o.dtype) for o in f.outputs):
+            return False
         # only the stored element of the kernel's values: elementwise at their shape, reshapes
         aligned = set(reads_mine)
         for e in fbody.eqns:
@@ -121,7 +123,13 @@ class EpilogueFusion(HookFusion):
                                          for x in e.inputs)) if any(x in subst for x in e.inputs
                                                                   if isinstance(x, Var)) else e
                   for e in fbody.eqns]
-        eqns = list(dict.fromkeys(list(kbody.eqns) + extra + f_eqns))
+        # once each value: an eqn both bodies hold (an elementwise producer fused into both,
+        # its operand a save's alias in one of them) is the same value
+        eqns, defined = [], set()
+        for e in list(kbody.eqns) + extra + f_eqns:
+            if not all(o in defined for o in e.outputs):
+                eqns.append(e)
+                defined.update(e.outputs)
         readers_left = {o for o in kern.outputs
                         if o in sched.returned or any(
                             sched.eqns[r] is not f for r in sched.readers.get(o, []))}
