@@ -322,3 +322,33 @@ def test_a_kernel_stores_16_bit_results_through_its_epilogue():
         fin = np.isfinite(w)
         np.testing.assert_allclose(g[fin], w[fin], rtol=tol, atol=tol * np.abs(w[fin]).max())
     assert np.isinf(np.asarray(got[2], np.float32)).any()
+
+
+WIDE_PRODUCTS = {
+    "matmul": lambda a, b: vnp.matmul(a, b, preferred_element_type=f32),
+    "einsum": lambda a, b: vnp.einsum("ij,jk->ik", a, b, preferred_element_type=f32),
+    "dot_general": lambda a, b: vg.lax.dot_general(a, b, (((1,), (0,)), ((), ())),
+                                                   preferred_element_type=f32),
+    "tensordot": lambda a, b: vnp.tensordot(a, b, 1, preferred_element_type=f32),
+    "dot": lambda a, b: vnp.dot(a, b, preferred_element_type=f32),
+}
+
+
+@pytest.mark.parametrize("name", list(WIDE_PRODUCTS))
+def test_preferred_float32_keeps_the_accumulator_of_16_bit_products(name):
+    """JAX's preferred_element_type=float32 on f16 operands: the f32 sums as they are, not
+    rounded to f16 first. Integer sums between 2048 and 4096, odd ones among them (f16 holds
+    only the even ones there), are exact in f32; the product stays a 16-bit matmul (the
+    primitive's own parameter)."""
+    r = np.random.default_rng(3)
+    a = r.integers(4, 9, (5, 64)).astype(np.float16)
+    b = r.integers(4, 9, (64, 7)).astype(np.float16)
+    want = a.astype(np.float32) @ b.astype(np.float32)
+    assert (want > 2048).all() and (want % 2 == 1).any()
+    fn = WIDE_PRODUCTS[name]
+    for backend in ("numpy", "vulkan"):
+        got = np.asarray(vg.jit(fn, backend=backend)(a, b))
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(got, want)
+    (e,) = [e for e in vg.make_ir(fn)(a, b).eqns if e.prim.name == "matmul"]
+    assert e.inputs[0].dtype == "f16" and e.params["preferred_element_type"] == "f32"

@@ -461,9 +461,8 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
         rs[i] = rs[i] or next(letters)
     free_l = [ls[i] for i in range(lhs.ndim) if i not in lb and i not in lc]
     free_r = [rs[i] for i in range(rhs.ndim) if i not in rb and i not in rc]
-    out = vnp.einsum(f"{''.join(ls)},{''.join(rs)}->{''.join(batch + free_l + free_r)}",
-                     lhs, rhs)
-    return out if preferred_element_type is None else vnp.astype(out, preferred_element_type)
+    return vnp.einsum(f"{''.join(ls)},{''.join(rs)}->{''.join(batch + free_l + free_r)}",
+                      lhs, rhs, preferred_element_type=preferred_element_type)
 
 
 def dot(lhs, rhs, precision=None, preferred_element_type=None):

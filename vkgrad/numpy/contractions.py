@@ -31,22 +31,21 @@ __all__ = ["matmul", "tensordot", "dot", "vdot", "inner", "outer", "einsum", "co
 
 
 def _operands(a, b, preferred_element_type):
-    """a and b as arrays, converted to preferred_element_type when given (JAX's keyword: the
-    result's dtype; converting the operands first makes a bf16 product's float32 result keep
-    the float32 accumulator's bits). JAX's `precision=` is accepted everywhere and changes
-    nothing: every product here already computes in float32 (Precision.HIGHEST)."""
+    """(a, b, pet): a and b as arrays, converted to preferred_element_type when given (JAX's
+    keyword: the result's dtype; converting the operands first makes a bf16 product's float32
+    result keep the float32 accumulator's bits), pet None; except two float16 (or two
+    bfloat16) operands with float32 preferred, which stay as they are with pet "f32": the
+    matmul primitive's own preferred_element_type, the f32 accumulator as the result (on the
+    tensor cores where the Target has cooperative matrices). JAX's `precision=` is accepted
+    everywhere and changes nothing: every product here already computes in float32
+    (Precision.HIGHEST)."""
     a, b = asarray(a), asarray(b)
     if preferred_element_type is None:
-        return a, b
-    return astype(a, preferred_element_type), astype(b, preferred_element_type)
-
-
-def _wide_product(a, b, preferred_element_type) -> bool:
-    """Do a and b (arrays) multiply as 16-bit operands into a float32 result (the matmul
-    primitive's preferred_element_type: on cooperative matrices, no widening pass first)?"""
-    return (preferred_element_type is not None and dtype_of(a) == dtype_of(b)
-            and dtype_of(a) in HALF_DTYPES
-            and dtype_name(preferred_element_type) == "f32")
+        return a, b, None
+    if dtype_of(a) == dtype_of(b) and dtype_of(a) in HALF_DTYPES and \
+            dtype_name(preferred_element_type) == "f32":
+        return a, b, "f32"
+    return astype(a, preferred_element_type), astype(b, preferred_element_type), None
 
 
 def matmul(a, b, *, precision=None, preferred_element_type=None):
@@ -54,10 +53,7 @@ def matmul(a, b, *, precision=None, preferred_element_type=None):
     2-D / batched 3-D `matmul` primitive. Integers and bools multiply in float32 and the result
     has their dtype (numpy, JAX; exact while sums stay below 2**24). 16-bit operands with
     preferred_element_type float32 give the f32 accumulator as it is (JAX's meaning)."""
-    a, b = asarray(a), asarray(b)
-    pet = "f32" if _wide_product(a, b, preferred_element_type) else None
-    if pet is None:
-        a, b = _operands(a, b, preferred_element_type)
+    a, b, pet = _operands(a, b, preferred_element_type)
     want = pet or promoted_dtype(a, b)
     dt = dtype_of(a) if pet else want if is_float(want) else "f32"
     if a.ndim == 0 or b.ndim == 0:
@@ -105,8 +101,9 @@ def _batched_matmul(a, b, dt, pet=None):
     return P.reshape(r, batch + (m, n))
 
 
-def _contract(a, b, ca, cb):
-    """sum over a's axes ca against b's axes cb: a's other axes, then b's, as in tensordot."""
+def _contract(a, b, ca, cb, pet=None):
+    """sum over a's axes ca against b's axes cb: a's other axes, then b's, as in tensordot
+    (`pet`: _operands')."""
     fa = [i for i in range(a.ndim) if i not in ca]
     fb = [i for i in range(b.ndim) if i not in cb]
     for i, j in zip(ca, cb):
@@ -117,15 +114,16 @@ def _contract(a, b, ca, cb):
     out_shape = [a.shape[i] for i in fa] + [b.shape[j] for j in fb]
     k = math.prod(a.shape[i] for i in ca)
     m, n = math.prod(a.shape[i] for i in fa), math.prod(b.shape[j] for j in fb)
-    want = promoted_dtype(a, b)
-    dt = want if is_float(want) else "f32"   # ints and bools in f32, returned in their dtype
+    want = pet or promoted_dtype(a, b)
+    # ints and bools in f32, returned in their dtype
+    dt = dtype_of(a) if pet else want if is_float(want) else "f32"
     a2 = reshape(transpose(promote(a, dt), fa + list(ca)), (m, k))
     b2 = reshape(transpose(promote(b, dt), list(cb) + fb), (k, n))
-    return astype(reshape(P.matmul(a2, b2), out_shape), want)
+    return astype(reshape(P.matmul(a2, b2, preferred_element_type=pet), out_shape), want)
 
 
 def tensordot(a, b, axes=2, *, precision=None, preferred_element_type=None):
-    a, b = _operands(a, b, preferred_element_type)
+    a, b, pet = _operands(a, b, preferred_element_type)
     if isinstance(axes, (int, _np.integer)):
         ca, cb = list(range(a.ndim - axes, a.ndim)), list(range(axes))
     else:
@@ -136,19 +134,19 @@ def tensordot(a, b, axes=2, *, precision=None, preferred_element_type=None):
                              source=user_source())
         ca = [normalize_axes(i, a.ndim)[0] for i in ca]
         cb = [normalize_axes(i, b.ndim)[0] for i in cb]
-    return _contract(a, b, ca, cb)
+    return _contract(a, b, ca, cb, pet)
 
 
 def dot(a, b, out=None, *, precision=None, preferred_element_type=None):
     """numpy's dot: a product with a scalar; 1-D and 2-D as matmul; N-D sums a's last axis
     against b's second-to-last."""
     no_out(out)
-    a, b = _operands(a, b, preferred_element_type)
+    a, b, pet = _operands(a, b, preferred_element_type)
     if a.ndim == 0 or b.ndim == 0:
-        return multiply(a, b)
+        return multiply(*((astype(a, pet), astype(b, pet)) if pet else (a, b)))
     if a.ndim <= 2 and b.ndim <= 2:
-        return matmul(a, b)
-    return _contract(a, b, [a.ndim - 1], [builtins.max(b.ndim - 2, 0)])
+        return matmul(a, b, preferred_element_type=pet)
+    return _contract(a, b, [a.ndim - 1], [builtins.max(b.ndim - 2, 0)], pet)
 
 
 def vdot(a, b): return dot(ravel(a), ravel(b))
@@ -174,30 +172,44 @@ def _arranged(x, term, order, shape):
     return reshape(x, shape) if tuple(shape) != tuple(x.shape) else x
 
 
-def einsum(subscripts, *operands, out=None, optimize=None, dtype=None, precision=None):
+def einsum(subscripts, *operands, out=None, optimize=None, dtype=None, precision=None,
+           preferred_element_type=None):
     """numpy's einsum, any subscripts (repeated indices take diagonals, '...' broadcasts,
     implicit output when there is no '->'). Lowered to diagonals and sums per operand, then one
-    transpose + matmul per pair of operands, left to right; `vg.make_ir` shows the result."""
+    transpose + matmul per pair of operands, left to right; `vg.make_ir` shows the result.
+    preferred_element_type (JAX's): the result's dtype; float32 for 16-bit operands keeps
+    each product's f32 accumulator (as matmul's); other sums run on f32 values."""
     no_out(out)
     if not isinstance(subscripts, str):   # the interleaved form: op, sublist, op, sublist, ...
         subscripts, operands = _einsum_interleaved((subscripts,) + operands)
     ops = [asarray(o) for o in operands]
     if dtype is not None:
         ops = [astype(o, dtype) for o in ops]
+    pet = None
+    if preferred_element_type is not None:
+        pet = dtype_name(preferred_element_type)
+        if not (pet == "f32" and len({dtype_of(o) for o in ops}) == 1 and
+                dtype_of(ops[0]) in HALF_DTYPES):
+            ops = [astype(o, pet) for o in ops]     # the operands in it (see _operands)
+    wide = "f32" if pet == "f32" and dtype_of(ops[0]) in HALF_DTYPES else None
     terms, out_t = _einsum_terms(subscripts, ops)
     sizes = _einsum_sizes(terms, ops)
     for i in range(len(ops)):
         others = "".join(terms[j] for j in range(len(ops)) if j != i) + out_t
-        ops[i], terms[i] = _einsum_operand(ops[i], terms[i], sizes, others)
+        op, t = _einsum_operand(ops[i], terms[i], sizes, others)
+        if wide and t != terms[i]:          # a diagonal or a sum: on the f32 values
+            op, t = _einsum_operand(astype(ops[i], wide), terms[i], sizes, others)
+        ops[i], terms[i] = op, t
     a, ta = ops[0], terms[0]
     for k in range(1, len(ops)):
         a, ta = _einsum_pair(a, ta, ops[k], terms[k], sizes,
-                             set(out_t + "".join(terms[k + 1:])))
+                             set(out_t + "".join(terms[k + 1:])), wide)
     lone = [j for j, c in enumerate(ta) if c not in out_t]
     if lone:
-        a = sum(a, tuple(lone))
+        a = sum(astype(a, wide) if wide else a, tuple(lone))
         ta = "".join(c for j, c in enumerate(ta) if j not in lone)
-    return transpose(a, [ta.index(c) for c in out_t]) if ta != out_t else asarray(a)
+    a = transpose(a, [ta.index(c) for c in out_t]) if ta != out_t else asarray(a)
+    return astype(a, pet) if pet else a
 
 
 def _einsum_interleaved(args):
@@ -278,9 +290,12 @@ def _einsum_operand(o, t, sizes, others):
     return o, t
 
 
-def _einsum_pair(a, ta, b, tb, sizes, needed):
+def _einsum_pair(a, ta, b, tb, sizes, needed, wide=None):
     """a (indices ta) times b (tb), summed over the shared indices not `needed` later: a
-    broadcast product when none is summed, else one (batched) matmul."""
+    broadcast product when none is summed, else one (batched) matmul (`wide`: einsum's
+    preferred_element_type for 16-bit operands, the product's result dtype)."""
+    if wide and not [c for c in ta if c in tb and c not in needed]:
+        a, b = astype(a, wide), astype(b, wide)
     batch = [c for c in ta if c in tb and c in needed]
     summed = [c for c in ta if c in tb and c not in needed]
     a_only = [c for c in ta if c not in tb]
@@ -297,7 +312,8 @@ def _einsum_pair(a, ta, b, tb, sizes, needed):
                         for group in (batch, a_only, summed, b_only))
         a3 = _arranged(a, ta, batch + a_only + summed, (nb, m, kk))
         b3 = _arranged(b, tb, batch + summed + b_only, (nb, kk, n))
-        a = reshape(matmul(a3[0], b3[0]) if nb == 1 else matmul(a3, b3), dims)
+        a = reshape(matmul(a3[0], b3[0], preferred_element_type=wide) if nb == 1 else
+                    matmul(a3, b3, preferred_element_type=wide), dims)
     return a, "".join(t)
 
 
@@ -458,8 +474,9 @@ def vecdot(x1, x2, /, *, axis=-1, precision=None, preferred_element_type=None):
     if a.shape[-1] != b.shape[-1]:
         raise ShapeError(f"vecdot: the vectors' lengths differ: {type_string(a)} and "
                          f"{type_string(b)} along axis {axis}", source=user_source())
-    a, b = _operands(a, b, preferred_element_type)
-    return squeeze(matmul(expand_dims(a, -2), expand_dims(b, -1)), (-2, -1))
+    a, b, pet = _operands(a, b, preferred_element_type)
+    return squeeze(matmul(expand_dims(a, -2), expand_dims(b, -1), preferred_element_type=pet),
+                   (-2, -1))
 
 
 def matvec(x1, x2, /):
