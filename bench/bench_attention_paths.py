@@ -18,9 +18,10 @@ writing out starts to win. --causal runs the causal cases only (and L2048 D64/D1
 128,256 adds, for each causal case, the written-out path in blocks of that many query rows
 (lowering/attention.py CAUSAL_QUERY_BLOCK; 0: one block); --set NAME=VALUE sets an integer
 constant of lowering/attention.py for the whole run; --dtype f16|bf16 runs issue 25's cases
-(HALF_CASES) in that dtype against torch SDPA in it (the flash path: the f32 flash kernels with
-16-bit loads; written out: its products on the cooperative-matrix kernel where the Target has
-it) and writes $OUT/attentionhalf_<date>_<dtype>.json.
+(HALF_CASES) in that dtype against torch SDPA in it (the flash path: f16 on the cooperative-
+matrix flash kernels where they take it, lowering/attention_coop.py, else the f32 flash kernels
+with 16-bit loads; written out: its products on the cooperative-matrix matmul where the Target
+has it) and writes $OUT/attentionhalf_<date>_<dtype>.json.
 Every vkgrad result is checked against torch's (or, with --quick, the interpreter's).
 """
 
@@ -64,7 +65,8 @@ def program(causal, scale, disable=()):
 
 RULES = ("SCORES_MIN_HEAD_DIM", "SCORES_MIN_HEAD_DIM_TIMES_KEYS", "CAUSAL_SCORES_MIN_HEAD_DIM",
          "CAUSAL_SCORES_MIN_HEAD_DIM_TIMES_KEYS", "HALF_SCORES_MIN_HEAD_DIM_TIMES_KEYS",
-         "HALF_CAUSAL_SCORES_MIN_HEAD_DIM_TIMES_KEYS")
+         "HALF_CAUSAL_SCORES_MIN_HEAD_DIM_TIMES_KEYS", "COOP_FLASH_PLAIN_MAX_HEAD_DIM",
+         "COOP_FLASH_CAUSAL_MAX_HEAD_DIM")
 # --dtype f16|bf16: issue 25's cases (torch's f16 times there: L1024 D64 0.305 ms, L4096 D64
 # 1.13, causal 0.73, L4096 D128 1.75, causal 1.12) and the LM small shape
 HALF_CASES = [(4, 8, 1024, 64, False), (4, 8, 1024, 64, True), (4, 8, 4096, 64, False),
@@ -132,7 +134,7 @@ def run_case(case, rounds, torch, blocks=(), dtype="f32"):
     times = {name: [] for name in list(paths) + (["torch"] if torch is not None else [])}
     for name, fn in paths.items():
         names = [s.launch.name for s in fn.lower(*args).lowered.steps]
-        row[name + "_written_out"] = not any(n.startswith("flash_attn") for n in names)
+        row[name + "_written_out"] = not any(n.startswith("flash_att") for n in names)
         out = [np.asarray(x) for x in fn(*args)]
         if ref is None:
             ref = [np.asarray(x) for x in vg.jit(fn.fun, backend="numpy")(*args)]

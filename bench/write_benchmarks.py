@@ -424,11 +424,14 @@ def attention_paths_section(runs, dtype="fp32", peer="TF32 off") -> list[str]:
 # --dtype f16), forward + backward
 HALF_ATTN_CASES = ("B4 H8 L1024 D64", "B4 H8 L4096 D64", "B4 H8 L4096 D64 causal",
                    "B4 H8 L4096 D128", "B4 H8 L4096 D128 causal")
-HALF_ATTN_REASON = ("16-bit attention is written out (lowering/attention_scores.py): its four "
-                    "products on the cooperative-matrix kernel, the f32 scores, softmax and "
-                    "its backward through memory; there is no flash kernel on cooperative "
-                    "matrices with a backward yet, and the f32 flash kernels run 16-bit "
-                    "attention on the shader cores")
+HALF_ATTN_REASON = ("f16 attention runs on the cooperative-matrix flash kernels (lowering/"
+                    "attention_coop.py; plain attention at D128 written out, its products on "
+                    "the cooperative-matrix matmul), at 100-110 TFLOP/s a kernel against "
+                    "torch's 340-650: each subgroup's scores go through shared memory once a "
+                    "step (KHR cooperative matrices do not say which lane holds which element, "
+                    "so the softmax cannot run in registers), every K and V fragment feeds one "
+                    "or two products, and the backward's two passes both recompute S and dP "
+                    "(7/2 of the forward's flops; one pass would need atomics or dQ slices)")
 
 
 def attention_half_target(runs) -> list[str]:

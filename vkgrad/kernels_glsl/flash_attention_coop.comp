@@ -1,8 +1,8 @@
 #version 450
 // Flash attention's forward on cooperative matrices (VK_KHR_cooperative_matrix: the tensor
 // cores): o = softmax(scale q k^T, masked) v and lse = logsumexp(scale q k^T), f16 q, k, v, o,
-// f32 scores, statistics and accumulators. A first version, measured alone
-// (bench/coop_attention_probe.py); not yet planned by lowering/attention.py.
+// f32 scores, statistics and accumulators. Planned by lowering/attention_coop.py, with the
+// backward's two passes (flash_attention_coop_dq.comp, flash_attention_coop_dkdv.comp).
 //
 // A workgroup takes BR query rows of one (batch, head) with four subgroups of RS = 16 MR rows. Its
 // subgroups walk the keys BC at a time: the block's K and V rows are copied into shared memory
@@ -18,41 +18,12 @@
 //
 // Defines: D (head dim: 64 or 128), BC (keys a step: 16, 32 or 64), MR (16-row fragments a
 // subgroup: 1 or 2; each K and V fragment loaded from shared memory then feeds MR products),
-// SG (subgroup size: 32), CAUSAL (query i sees key j iff j <= i + Lk - Lq). Bindings: 0 q, 1 k, 2 v [BH, L, D] f16,
-// 3 o [BH, Lq, D] f16, 4 lse [BH, Lq] f32. Push: Lq, Lk, the scale's float bits. Lq a multiple
+// SG (subgroup size: 32), CAUSAL (query i sees key j iff j <= i + Lk - Lq), LSE16 (lse in
+// f16). Bindings: 0 q, 1 k, 2 v [BH, L, D] f16, 3 o [BH, Lq, D] f16, 4 lse [BH, Lq] f32 (LSE16:
+// f16). Push: Lq, Lk, the scale's float bits. Lq a multiple
 // of 64 MR (the probe's shapes); Lk any (keys past it are masked). BR = 64 MR rows a workgroup.
-#extension GL_KHR_cooperative_matrix : require
-#extension GL_KHR_memory_scope_semantics : require
-#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
-#extension GL_EXT_shader_16bit_storage : require
-#extension GL_KHR_shader_subgroup_basic : require
-#extension GL_KHR_shader_subgroup_shuffle : require
-#extension GL_EXT_control_flow_attributes : require
-
-#ifndef D
-#define D 64
-#endif
-#ifndef BC
-#define BC 32
-#endif
-#ifndef SG
-#define SG 32
-#endif
-#ifndef MR
-#define MR 1
-#endif
-#define NSG 4
-#define RS (16 * MR)         // rows a subgroup
-#define BR (NSG * RS)
-#define LPR (SG / RS)        // invocations a row in the softmax (2 or 1)
-#define NT (NSG * SG)
-#define FD (D / 16)          // fragments along the head dim
-#define FC (BC / 16)         // fragments along a key block
-#define KROW (D + 8)         // a K or V row in shared memory, halves (padded: other banks)
-#define SROW (BC + 4)        // a score row, floats
-#define PROW (BC + 8)        // a probability row, halves (over the scores)
-#define LOG2E 1.4426950408889634
-#define LN2 0.6931471805599453
+#extension GL_GOOGLE_include_directive : require
+#include "flash_coop_common.glsl"
 
 #if 2 * BC * KROW * 2 + NSG * RS * SROW * 4 + NSG * RS * 4 + 1024 > 49152
 #error flash_attention_coop: the tiles need more than 48 KB of shared memory (D 128 takes BC <= 32)
@@ -65,17 +36,13 @@ layout(set = 0, binding = 0) readonly buffer Q { float16_t q[]; };
 layout(set = 0, binding = 1) readonly buffer K4 { uvec4 k4[]; };
 layout(set = 0, binding = 2) readonly buffer V4 { uvec4 v4[]; };
 layout(set = 0, binding = 3) writeonly buffer O { float16_t o[]; };
-layout(set = 0, binding = 4) writeonly buffer LSE { float lse[]; };
+layout(set = 0, binding = 4) writeonly buffer LSE { LSE_T lse[]; };
 
 shared uvec4 shK[BC * KROW / 8];
 shared uvec4 shV[BC * KROW / 8];
 shared float shS[NSG * RS * SROW];      // each subgroup's scores, then its probabilities
 shared float shRow[NSG * RS];           // each row's factor for O
 shared float shRows[256];               // row numbers of a 16 x 16 matrix, for ROWS
-
-#define ACC coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
-#define FRAG_A coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
-#define FRAG_B coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
 
 // O's rows scaled by shRow[sg*16 + row]: element e of a matrix of ROWS's type is in row ROWS[e]
 void scale_rows(inout ACC m, ACC rows, uint base) {
@@ -220,15 +187,14 @@ void main() {
     // o = O / l (0 for a row that saw no key), lse = (m + log2 l) ln 2
     if (half_ == 0) {
         shRow[sg * RS + srow] = l > 0.0 ? 1.0 / l : 0.0;
-        lse[bh * Lq + qi] = l > 0.0 ? (m + log2(l)) * float(LN2) : -1.0 / 0.0;
+        lse[bh * Lq + qi] = LSE_T(l > 0.0 ? (m + log2(l)) * float(LN2) : -1.0 / 0.0);
     }
     subgroupMemoryBarrierShared();
     subgroupBarrier();
     [[unroll]] for (uint r = 0; r < MR; r++) {
         [[unroll]] for (uint f = 0; f < FD; f++) {
             scale_rows(of[r][f], rows, sg * RS + r * 16);
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> oh =
-                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(of[r][f]);
+            ACC16 oh = ACC16(of[r][f]);
             coopMatStore(oh, o, (bh * Lq + qrow0 + r * 16) * D + f * 16, D,
                          gl_CooperativeMatrixLayoutRowMajor);
         }

@@ -121,7 +121,7 @@ import numbers
 from dataclasses import dataclass, replace
 
 from vkgrad import primitives as P
-from vkgrad.lowering import attention_layouts, matmul_coop
+from vkgrad.lowering import attention_coop, attention_layouts, matmul_coop
 from vkgrad.lowering.contracts import KernelContract, Unsupported, need_f32, register
 from vkgrad.lowering.kernels import OpPlan, Temp, _check_sizes
 from vkgrad.lowering.launch import Launch, cdiv, grid
@@ -695,6 +695,13 @@ CAUSAL_SCORES_MIN_HEAD_DIM_TIMES_KEYS = 131072
 # run on the f32 kernel (16-bit loads), and f32's rules apply.
 HALF_SCORES_MIN_HEAD_DIM_TIMES_KEYS = 0
 HALF_CAUSAL_SCORES_MIN_HEAD_DIM_TIMES_KEYS = 0
+# float16 attention that the cooperative-matrix flash kernels take (lowering/attention_coop.py)
+# runs on them up to these head dims (causal, plain); plain attention at larger head dims is
+# written out. H200 B4 H8 fwd+bwd us, 2026-12-03 (coop kernels' sum 13:59 against written out 2026-12-02
+# 21:52): L1024 D64 455 against 494, L4096 D64 5782 / 6212, causal 3146 / 4697; D128 L1024 640
+# / 598, L4096 8684 / 7504, causal 4800 / 5898.
+COOP_FLASH_PLAIN_MAX_HEAD_DIM = 64
+COOP_FLASH_CAUSAL_MAX_HEAD_DIM = 128
 
 
 # Causal attention written out runs in blocks of query rows, each over the keys it sees: n
@@ -740,6 +747,9 @@ def scores_path(q_shape, k_shape, dtype: str, causal: bool, target=None) -> bool
     fits = scores_bytes(q_shape, k_shape) <= target.max_storage_buffer_range
     if d not in SUPPORTED_HEAD_DIMS:     # no kernel for it: written out beats the interpreter
         return fits
+    if attention_coop.takes(q_shape, k_shape, dtype, target) and d <= (
+            COOP_FLASH_CAUSAL_MAX_HEAD_DIM if causal else COOP_FLASH_PLAIN_MAX_HEAD_DIM):
+        return False                     # the flash kernels on the tensor cores
     if dtype != "f32" and matmul_coop.runs_on(target, dtype):     # on the tensor cores
         pays = d * lk >= (HALF_CAUSAL_SCORES_MIN_HEAD_DIM_TIMES_KEYS if causal else
                           HALF_SCORES_MIN_HEAD_DIM_TIMES_KEYS)
@@ -752,7 +762,13 @@ def scores_path(q_shape, k_shape, dtype: str, causal: bool, target=None) -> bool
 
 def plan_eqn(e, target, placed=None, dlse_zero=False):
     """The eqn's plan and roles; `placed` {role: (buffer, OperandLayout)} reads or writes those
-    roles in another array's buffer, `dlse_zero` the backward's dlse known zero (plan_group)."""
+    roles in another array's buffer, `dlse_zero` the backward's dlse known zero (plan_group).
+    float16 attention runs on cooperative matrices (lowering/attention_coop.py) where it
+    takes the eqn; elsewhere widen_halves has made it f32 (`_dtypes`)."""
+    if e.inputs[0].dtype == "f16":
+        if placed:
+            raise Unsupported(f"{e.prim.name} on cooperative matrices reads dense operands", e)
+        return attention_coop.plan_eqn(e, target, P.flash_attention_p, dlse_zero)
     need_f32(e, *e.inputs)
     q, k = e.inputs[0], e.inputs[1]
     b, h, lq, d = q.shape
@@ -808,9 +824,16 @@ def plan_group(anchors, target, root, body=None):
         raise Unsupported(str(err), e) from None
 
 
+def _dtypes(e, target) -> tuple:
+    """The element types eqn `e` runs in as it is: f32, and f16 where the cooperative-matrix
+    kernels take it (lowering/attention_coop.py); widen_halves makes other 16-bit attention f32."""
+    q, k = e.inputs[0], e.inputs[1]
+    return ("f32", "f16") if attention_coop.takes(q.shape, k.shape, q.dtype, target) else ("f32",)
+
+
 CONTRACT = register(KernelContract(
     name="flash_attention", shader="flash_attention.comp",
     primitives=(P.flash_attention_p, P.flash_attention_bwd_p), plan=plan_eqn,
-    plan_group=plan_group,
+    plan_group=plan_group, eqn_dtypes=_dtypes,
     limits=f"f32; head dims {', '.join(map(str, SUPPORTED_HEAD_DIMS))}; a tile of TILES that "
            "fits the device's shared memory"))

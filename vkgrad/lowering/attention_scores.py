@@ -24,8 +24,10 @@ the last, so the blocks together compute (n + 1) / 2n of the scores a single blo
 lse and dq are the blocks' rows concatenated; dk and dv the sum of the blocks' (each padded
 with zeros to Lk).
 
-float16 and bfloat16 attention (where the Target runs their products on cooperative matrices,
-lowering/matmul_coop.py; scores_path's HALF rules) computes as JAX's dot_product_attention
+float16 and bfloat16 attention that the cooperative-matrix flash kernels do not take
+(lowering/attention_coop.py: bf16; f16 plain past their head dim, or not in 64-row blocks),
+where the Target runs their products on cooperative matrices (lowering/matmul_coop.py;
+scores_path's HALF rules), computes as JAX's dot_product_attention
 does: S and dP are 16-bit products with f32 results (the matmul primitive's
 preferred_element_type), the softmax and its backward in f32, P and dS rounded to 16 bits once
 (by the softmax kernels' 16-bit stores, lowering/hooks.py) for the four 16-bit products; P is

@@ -30,7 +30,8 @@ A contract says:
                         (a bias gradient beside its weight gradient: matmul)
     siblings            how many operands of one shape one dispatch can take (reductions)
     dtypes              the element types it computes in (and target_dtypes(target): those
-                        it takes on a target that has what they need)
+                        it takes on a target that has what they need; eqn_dtypes(e, target):
+                        those it takes for one eqn, where that depends on the eqn's shapes)
     limits              its limits, in words (also raised as Unsupported with the numbers)
 
 Adding a family: its shader, its lowering module (planner + contract, registered with
@@ -105,10 +106,18 @@ class KernelContract:
     # the element types it takes on a target beyond `dtypes` (matmul: f16 where the target
     # has cooperative matrices)
     target_dtypes: Callable = field(default=lambda target: (), repr=False)
+    # the element types it takes for eqn e on a target, where shapes decide (attention); None:
+    # dtypes_on(target)
+    eqn_dtypes: Callable | None = field(default=None, repr=False)
     limits: str = ""
 
     def dtypes_on(self, target) -> tuple:
         return self.dtypes + tuple(self.target_dtypes(target))
+
+    def dtypes_for(self, e, target) -> tuple:
+        """The element types eqn `e` may have as it is on `target` (others widen_halves
+        converts to f32 around it)."""
+        return self.dtypes_on(target) if self.eqn_dtypes is None else self.eqn_dtypes(e, target)
 
     def group(self, anchors, target, root, body=None):
         return (self.plan_group or _single(self))(anchors, target, root, body)

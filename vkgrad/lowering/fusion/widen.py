@@ -1,5 +1,5 @@
 """widen_halves: 16-bit float operands and results of a hand-written kernel that its contract
-does not take (`KernelContract.dtypes_on(target)`) go through converts to and from f32 around it.
+does not take (`KernelContract.dtypes_for(e, target)`) go through converts to and from f32 around it.
 
     y: f16 = matmul a: f16, b: f16
 becomes
@@ -9,7 +9,8 @@ which computes what the interpreter does (a 16-bit operand is exact in f32; the 
 rounded once, vkgrad/ir/interpreter.py). The converts are elementwise: the fusion passes after
 this one put them in the kernel's fused loads where its contract takes those, and in
 generated kernels otherwise, so a 16-bit operand is read at 16 bits. A contract that lists 'f16'
-or 'bf16' in its dtypes gets them as they are (a cooperative-matrix matmul).
+or 'bf16' in its dtypes gets them as they are (a cooperative-matrix matmul; flash attention at
+the shapes its cooperative-matrix kernels take).
 """
 
 from __future__ import annotations
@@ -27,13 +28,14 @@ class WidenHalves(HookFusion):
         eqns, changed = [], False
         for e in program.eqns:
             c = self.contract(e)
-            if c is None or not _halves(e, c.dtypes_on(self.target)):
+            takes = () if c is None else c.dtypes_for(e, self.target)
+            if c is None or not _halves(e, takes):
                 eqns.append(e)
                 continue
             changed = True
             ins = []
             for x in e.inputs:
-                if not _needs(x, c.dtypes_on(self.target)):
+                if not _needs(x, takes):
                     ins.append(x)
                 elif isinstance(x, Literal):
                     ins.append(Literal(x.value, "f32"))
@@ -41,7 +43,7 @@ class WidenHalves(HookFusion):
                     ins.append(_convert(x, "f32", e, eqns))
             outs, back = [], []
             for o in e.outputs:
-                if _needs(o, c.dtypes_on(self.target)):
+                if _needs(o, takes):
                     w = Var(o.shape, "f32")
                     back.append(Eqn(convert_p, (w,), Params(dtype=o.dtype), (o,), e.source,
                                     e.phase))

@@ -1,0 +1,177 @@
+#version 450
+// Flash attention's backward on cooperative matrices (the tensor cores), first of two passes:
+// dq = scale dS k and delta = rowsum(do o) - dlse, where dS = P (dP - delta), P = exp(scale q k^T - lse)
+// (masked) and dP = do v^T; f16 q, k, v, o, do, dq, f32 lse, delta, scores and accumulators.
+// Deterministic: each query row's dq is summed by one subgroup, in key order (no atomics).
+// flash_attention_coop_dkdv.comp, the second pass, reads the delta this one writes.
+//
+// A workgroup takes BR = 64 MR query rows of one (batch, head), four subgroups of RS = 16 MR;
+// each keeps its Q and dO rows as fragments (loaded once) and its dQ as accumulators. The
+// subgroups walk the keys BC at a time: the block's K and V rows go into shared memory; each
+// subgroup multiplies Q K^T and dO V^T (column-major fragment loads: K^T, V^T) into 16 x BC
+// f32 scores and stores them, scaled, into its own shared rows, where its invocations (LPR a
+// row) make dS and write it back in f16 over the scores; then dQ += dS K.
+//
+// Defines: D (64 or 128), BC (16 or 32), MR (1 or 2), SG (32), CAUSAL (query i sees key j iff
+// j <= i + Lk - Lq), LSE16 (lse and dlse in f16), DLSE (read dlse; else it is 0). Bindings:
+// 0 q [BH, Lq, D], 1 k, 2 v [BH, Lk, D], 3 o, 4 do [BH, Lq, D] f16, 5 lse [BH, Lq] f32 (the
+// forward's; -inf: a row that sees no key), 6 dq [BH, Lq, D] f16, 7 delta [BH, Lq] f32, 8 dlse
+// [BH, Lq] (lse's cotangent, with DLSE). Push: Lq, Lk, the scale's float bits. Lq a multiple
+// of BR; Lk any.
+#extension GL_GOOGLE_include_directive : require
+#include "flash_coop_common.glsl"
+
+#if 2 * BC * KROW * 2 + 2 * NSG * RS * SROW * 4 > 49152
+#error flash_attention_coop_dq: the tiles need more than 48 KB of shared memory
+#endif
+
+layout(local_size_x = NT) in;
+layout(push_constant) uniform Push { uint Lq, Lk, scale_bits; } p;
+
+layout(set = 0, binding = 0) readonly buffer Q { float16_t q[]; };
+layout(set = 0, binding = 1) readonly buffer K4 { uvec4 k4[]; };
+layout(set = 0, binding = 2) readonly buffer V4 { uvec4 v4[]; };
+layout(set = 0, binding = 3) readonly buffer O { float16_t o[]; };
+layout(set = 0, binding = 4) readonly buffer DO { float16_t dout[]; };
+layout(set = 0, binding = 5) readonly buffer LSE { LSE_T lse[]; };
+layout(set = 0, binding = 6) writeonly buffer DQ { float16_t dq[]; };
+layout(set = 0, binding = 7) writeonly buffer DELTA { float delta[]; };
+#ifdef DLSE
+layout(set = 0, binding = 8) readonly buffer DLSE_ { LSE_T dlse[]; };
+#endif
+
+shared uvec4 shK[BC * KROW / 8];
+shared uvec4 shV[BC * KROW / 8];
+shared float shS[NSG * RS * SROW];      // each subgroup's scores, then its dS in 16 bits
+shared float shP[NSG * RS * SROW];      // each subgroup's dP
+
+void main() {
+    const uint tid = gl_LocalInvocationID.x, sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+    const uint bh = gl_WorkGroupID.y, q0 = gl_WorkGroupID.x * BR;
+    const uint Lq = p.Lq, Lk = p.Lk;
+    const float scale = uintBitsToFloat(p.scale_bits), scale2 = scale * float(LOG2E);
+
+    FRAG_A qf[MR][FD];
+    FRAG_A df[MR][FD];   // (one declarator a line: glslang 13 drops a coopmat's use from the second)
+    ACC dqf[MR][FD];
+    const uint qrow0 = q0 + sg * RS;
+    [[unroll]] for (uint r = 0; r < MR; r++) {
+        [[unroll]] for (uint f = 0; f < FD; f++) {
+            uint at = (bh * Lq + qrow0 + r * 16) * D + f * 16;
+            coopMatLoad(qf[r][f], q, at, D, gl_CooperativeMatrixLayoutRowMajor);
+            coopMatLoad(df[r][f], dout, at, D, gl_CooperativeMatrixLayoutRowMajor);
+            dqf[r][f] = ACC(0.0);
+        }
+    }
+
+    // this invocation's row: delta = rowsum(do o) (LPR invocations a row) and lse in exp2's terms
+    const uint srow = lane / LPR, part = lane % LPR;
+    const uint qi = qrow0 + srow, row_at = bh * Lq + qi;
+    float dl = 0.0;
+    for (uint c = part * (D / LPR); c < (part + 1) * (D / LPR); c++) {
+        dl += float(dout[row_at * D + c]) * float(o[row_at * D + c]);
+    }
+#if LPR == 2
+    dl += subgroupShuffleXor(dl, 1);
+#endif
+#ifdef DLSE
+    dl -= float(dlse[row_at]);
+#endif
+    if (part == 0) delta[row_at] = dl;
+    const float lse_row = float(lse[row_at]);
+    const bool live = lse_row > NEG_INF;
+    const float l2 = lse_row * float(LOG2E);
+    const uint sbase = sg * RS * SROW;
+
+    uint kend = Lk;
+#ifdef CAUSAL
+    kend = uint(clamp(int(q0 + BR) + int(Lk) - int(Lq), 0, int(Lk)));
+#endif
+    for (uint j0 = 0; j0 < kend; j0 += BC) {
+        for (uint v = tid; v < BC * D / 8; v += NT) {
+            uint r = v / (D / 8), c = v % (D / 8), key = j0 + r;
+            uvec4 kk = uvec4(0), vv = uvec4(0);
+            if (key < Lk) {
+                uint at = ((bh * Lk + key) * D) / 8 + c;
+                kk = k4[at];
+                vv = v4[at];
+            }
+            shK[r * TILE_STRIDE + c] = kk;
+            shV[r * TILE_STRIDE + c] = vv;
+        }
+        barrier();
+
+        // S = Q K^T (scaled into exp2's terms) and dP = dO V^T, 16 x BC each
+        ACC sf[MR][FC];
+        ACC pf[MR][FC];
+        [[unroll]] for (uint r = 0; r < MR; r++) {
+            [[unroll]] for (uint c = 0; c < FC; c++) {
+                sf[r][c] = ACC(0.0);
+                pf[r][c] = ACC(0.0);
+            }
+        }
+        [[unroll]] for (uint f = 0; f < FD; f++) {
+            [[unroll]] for (uint c = 0; c < FC; c++) {
+                FRAG_B kt;
+                FRAG_B vt;
+                coopMatLoad(kt, shK, TILE_AT(c, f), TILE_STRIDE, gl_CooperativeMatrixLayoutColumnMajor);
+                coopMatLoad(vt, shV, TILE_AT(c, f), TILE_STRIDE, gl_CooperativeMatrixLayoutColumnMajor);
+                [[unroll]] for (uint r = 0; r < MR; r++) {
+                    sf[r][c] = coopMatMulAdd(qf[r][f], kt, sf[r][c]);
+                    pf[r][c] = coopMatMulAdd(df[r][f], vt, pf[r][c]);
+                }
+            }
+        }
+        [[unroll]] for (uint r = 0; r < MR; r++) {
+            [[unroll]] for (uint c = 0; c < FC; c++) {
+                uint at = sbase + r * 16 * SROW + c * 16;
+                coopMatStore(sf[r][c] * scale2, shS, at, SROW, gl_CooperativeMatrixLayoutRowMajor);
+                coopMatStore(pf[r][c], shP, at, SROW, gl_CooperativeMatrixLayoutRowMajor);
+            }
+        }
+        subgroupMemoryBarrierShared();
+        subgroupBarrier();
+
+        // dS = P (dP - delta), P = exp2(S - lse) where the key is seen (else 0)
+        float ds[BC / LPR];
+        [[unroll]] for (uint c = 0; c < BC / LPR; c++) {
+            uint col = part * (BC / LPR) + c, key = j0 + col, at = sbase + srow * SROW + col;
+            bool seen = live && key < Lk;
+#ifdef CAUSAL
+            seen = seen && int(key) <= int(qi) + int(Lk) - int(Lq);
+#endif
+            float pv = seen ? exp2(shS[at] - l2) : 0.0;
+            ds[c] = pv * (shP[at] - dl);
+        }
+        subgroupBarrier();                                  // every score read: overwrite
+        [[unroll]] for (uint c = 0; c < BC / LPR; c += 2) {
+            uint h = srow * PROW + part * (BC / LPR) + c;
+            shS[sbase + h / 2] = uintBitsToFloat(packHalf2x16(vec2(ds[c], ds[c + 1])));
+        }
+        subgroupMemoryBarrierShared();
+        subgroupBarrier();
+
+        // dQ += dS K
+        [[unroll]] for (uint c = 0; c < FC; c++) {
+            FRAG_A dsf[MR];
+            [[unroll]] for (uint r = 0; r < MR; r++) {
+                coopMatLoad(dsf[r], shS, HALF_AT(sbase, r, c), HALF_STRIDE,
+                            gl_CooperativeMatrixLayoutRowMajor);
+            }
+            [[unroll]] for (uint f = 0; f < FD; f++) {
+                FRAG_B kf;
+                coopMatLoad(kf, shK, TILE_AT(c, f), TILE_STRIDE, gl_CooperativeMatrixLayoutRowMajor);
+                [[unroll]] for (uint r = 0; r < MR; r++) dqf[r][f] = coopMatMulAdd(dsf[r], kf, dqf[r][f]);
+            }
+        }
+        barrier();                                          // before the next K, V overwrite
+    }
+
+    [[unroll]] for (uint r = 0; r < MR; r++) {
+        [[unroll]] for (uint f = 0; f < FD; f++) {
+            ACC16 out16 = ACC16(dqf[r][f] * scale);
+            coopMatStore(out16, dq, (bh * Lq + qrow0 + r * 16) * D + f * 16, D,
+                         gl_CooperativeMatrixLayoutRowMajor);
+        }
+    }
+}
