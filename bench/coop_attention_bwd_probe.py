@@ -2,8 +2,9 @@
 (kernels_glsl/flash_attention_coop.comp) then the two backward passes
 (flash_attention_coop_dq.comp: dq and delta; flash_attention_coop_dkdv.comp: dk and dv), checked
 against numpy's gradients (plain and causal, D64 and D128, Lq != Lk, rows that see no key),
-then timed at B4 H8 L1024/L4096 against torch's F.scaled_dot_product_attention f16 forward and
-backward, interleaved in the same run. Kernel times are wall times of back-to-back dispatches of
+then timed at B4 H8 L1024/L4096 (and the LM small preset's B32 H8 L256 D32) against torch's
+F.scaled_dot_product_attention f16 forward and backward (bench_attention.torch_sdpa: CUDA
+events), interleaved in the same run. Kernel times are wall times of back-to-back dispatches of
 each kernel alone; the total is their sum.
 
     python3 bench/coop_attention_bwd_probe.py [--out results.json] [--rounds 5]
@@ -30,7 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from coop_attention_probe import Attention, reference, time_algo  # noqa: E402
+from bench_attention import torch_sdpa  # noqa: E402
 from coop_matmul_probe import Runner  # noqa: E402
+from peers import cuda_torch  # noqa: E402
 from vkgrad.runtime.shaders import compile_file, compile_many  # noqa: E402
 
 # (BC rows a step, MR 16-row fragments a subgroup, NSG subgroups): a workgroup owns 16 MR NSG rows
@@ -152,23 +155,11 @@ def check(bwd, rng, results):
     return bad
 
 
-def torch_fwd_bwd(bh, l, d, causal, reps):
-    import torch
-    import torch.nn.functional as F
-    q, k, v = (torch.randn(4, bh // 4, l, d, device="cuda", dtype=torch.float16,
-                           requires_grad=True) for _ in range(3))
-    do = torch.randn(4, bh // 4, l, d, device="cuda", dtype=torch.float16)
-
-    def step():
-        o = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-        torch.autograd.grad(o, (q, k, v), do)
-    step()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        step()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - t0) / reps
+def torch_fwd_bwd(torch, q, k, v, do, l, d, causal):
+    """torch SDPA f16 forward + backward, ms: bench_attention.torch_sdpa (CUDA events over its
+    iterations, as bench_attention_paths times it)."""
+    b, h = 4, q.shape[0] // 4
+    return torch_sdpa(torch, q, k, v, do, b, h, l, d, causal, 1.0 / math.sqrt(d), "float16")[0]
 
 
 def main():
@@ -197,6 +188,7 @@ def main():
     bad = check(bwd, rng, results)
     print(f"{len(results['checks'])} checks, {bad} wrong", flush=True)
     only = [s for s in args.shapes.split(",") if s]
+    torch = None if args.no_torch else cuda_torch()
     for bh, l, d, causal in SHAPES:
         case = f"B{bh // 8} H8 L{l} D{d}{' causal' if causal else ''}"
         if only and not any(s in case for s in only):
@@ -204,14 +196,14 @@ def main():
         q, k, v, do = (rng.standard_normal((bh, l, d)).astype(np.float16) for _ in range(4))
         sets = {name(*c): bwd.algos(bh, l, l, d, c, causal, q, k, v, do)[0] for c in configs(d)}
         times = {f"{n} {a}": [] for n in sets for a in ("fwd", "dq", "dkdv")}
-        if not args.no_torch:
+        if torch is not None:
             times["torch"] = []
         for _ in range(args.rounds):
             for n, algos in sets.items():
                 for a, algo in algos.items():
                     times[f"{n} {a}"].append(time_algo(r, algo, args.reps) * 1e6)
-            if not args.no_torch:
-                times["torch"].append(torch_fwd_bwd(bh, l, d, causal, args.reps) * 1e6)
+            if torch is not None:
+                times["torch"].append(torch_fwd_bwd(torch, q, k, v, do, l, d, causal) * 1e3)
         us = {n: dict(median=statistics.median(t), min=min(t), max=max(t))
               for n, t in times.items()}
         for n in sets:

@@ -1202,8 +1202,8 @@ def coop_attention_section(runs) -> list[str]:
     names = list(dict.fromkeys(k for r in d["rows"] for k in r["us"] if k != "torch"))
     out = ["## Flash attention forward in f16 on cooperative matrices: vkgrad vs torch SDPA f16",
            "", f"{src(run)}; {d['device']}. `bench/coop_attention_probe.py`: the kernel "
-           "(kernels_glsl/flash_attention_coop.comp) through kp alone, forward only (it has no "
-           "backward yet, and the planner does not choose it yet), f16 q, k, v, o, f32 softmax "
+           "(kernels_glsl/flash_attention_coop.comp) through kp alone, forward only (at the "
+           "time, it had no backward and the planner did not choose it), f16 q, k, v, o, f32 softmax "
            "statistics and accumulators; BCn: n keys a step, xm: m query rows a subgroup (else 16); wall time of back-to-back "
            f"dispatches, medians of {d['rounds']} interleaved rounds; torch "
            "`F.scaled_dot_product_attention` by the same loop. Correctness: "
@@ -1221,6 +1221,45 @@ def coop_attention_section(runs) -> list[str]:
     out += table(["case", *(f"{n} us (TFLOP/s)" for n in names)]
                  + (["torch us (TFLOP/s)", "torch / best"] if "torch" in d["rows"][0]["us"]
                     else []), rows)
+    return out
+
+
+def coop_attention_bwd_section(runs) -> list[str]:
+    """bench/coop_attention_bwd_probe.py: the cooperative-matrix flash attention forward and its
+    backward's two passes alone, every run (each tried other tilings)."""
+    out = ["## Flash attention forward + backward in f16 on cooperative matrices: vkgrad's "
+           "kernels vs torch SDPA f16", "",
+           "`bench/coop_attention_bwd_probe.py`: the forward (kernels_glsl/flash_attention_coop"
+           ".comp) and the backward's passes (flash_attention_coop_dq.comp: dq and delta; "
+           "flash_attention_coop_dkdv.comp: dk and dv) through kp alone; each kernel's wall time "
+           "of back-to-back dispatches, medians of interleaved rounds, the total their sum; "
+           "BCn: n rows a step of the backward passes, xm: m rows a subgroup (else 16), wN: N "
+           "subgroups a workgroup (else 4); torch: `F.scaled_dot_product_attention` + "
+           "`torch.autograd.grad` in f16 by the same loop. TFLOP/s count 7/2 of the forward's "
+           "flops (the forward's two products and the five of the backward).", ""]
+    for run in runs:
+        d = run["doc"]
+        bad = [c for c in d["checks"] if not c["ok"]]
+        names = [k.removesuffix(" total") for k in d["rows"][0]["us"] if k.endswith(" total")]
+        out += [f"{src(run)}, {d['device']}, {d['rounds']} rounds; the forward's tiling "
+                f"{', '.join(f'D{k} {v}' for k, v in d['forward'].items())}. Correctness: "
+                f"{len(d['checks'])} checks of dq, dk, dv (plain and causal, D64 and D128, "
+                f"Lq != Lk, rows that see no key) against numpy, {len(bad)} wrong.", ""]
+        rows = []
+        for r in d["rows"]:
+            us = r["us"]
+            cell = lambda n: (f"{f1(us[n + ' total']['median'])} ({us[n + ' fwd']['median']:.0f}"  # noqa: E731
+                              f" / {us[n + ' dq']['median']:.0f} / {us[n + ' dkdv']['median']:.0f}"
+                              ")" if n + " total" in us else "")
+            best = min((n for n in names if n + " total" in us),
+                       key=lambda n: us[n + " total"]["median"])
+            t = us[best + " total"]["median"]
+            rows.append([r["case"], *(cell(n) for n in names), f"{r['gflop'] / t * 1e3:.0f}"]
+                        + ([f1(us["torch"]["median"]), f"{us['torch']['median'] / t:.2f}"]
+                           if "torch" in us else []))
+        out += table(["case", *(f"{n} us (fwd / dq / dkdv)" for n in names), "best TFLOP/s"]
+                     + (["torch us", "torch / best"] if "torch" in d["rows"][0]["us"] else []),
+                     rows)
     return out
 
 
@@ -1627,6 +1666,7 @@ def main():
                                                == "bf16"] or r, [], notes=False)),
                 ("long_run", long_run_section), ("take", take_section),
                 ("coop", coop_section), ("coopattention", coop_attention_section),
+                ("coopattnbwd", coop_attention_bwd_section),
                 ("coopattnmm", lambda r: coop_section(
                     r, "f16 matmul at attention's shapes (written out, batch 32 of B4 H8 "
                     "L1024): vkgrad vs torch.matmul f16", " --configs ATTENTION_CONFIGS "

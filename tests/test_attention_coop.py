@@ -146,3 +146,20 @@ def test_f16_attention_gradients_match_the_interpreter(lq, lk, d, causal):
         assert coop <= names, names
     else:
         assert not coop & names, names
+
+
+@pytest.mark.parametrize("d", attention_coop.HEAD_DIMS)
+@pytest.mark.parametrize("causal", [False, True])
+def test_every_kernel_the_planner_chooses_compiles(d, causal):
+    """The planner's launches compile with glslang 13 (CI has no device that runs them: the
+    H200's runs are in the device test above and bench/coop_attention_bwd_probe.py)."""
+    from vkgrad.runtime.shaders import compile_file
+    plans = [attention_coop.plan_forward(2, 256, 192, d, causal=causal, scale=0.125),
+             attention_coop.plan_forward(2, 192, 192, d, causal=causal, scale=0.125)]
+    plans += [attention_coop.plan_backward(2, 256, 192, d, causal=causal, scale=0.125,
+                                           dlse_zero=z) for z in (False, True)]
+    launches = {(l.shader, l.defines) for p in plans for l in p.launches}
+    assert len(launches) == 5                      # forward MR 2 and 1; dq with and without dlse
+    for shader, defines in launches:
+        assert compile_file(shader, dict(defines), target_env="vulkan1.3")[:4] == \
+            b"\x03\x02\x23\x07"                     # SPIR-V's magic number
