@@ -52,7 +52,8 @@ def test_it_takes_f16_at_whole_blocks_on_devices_with_cooperative_matrices():
     assert not attention_coop.takes(q, q, "f32", H200)
     assert not attention_coop.takes((2, 4, 96, 64), q, "f16", H200)      # Lq not 64 rows
     assert not attention_coop.takes(q, (2, 4, 200, 64), "f16", H200)     # Lk not 64 rows
-    assert not attention_coop.takes((2, 4, 256, 32), (2, 4, 256, 32), "f16", H200)
+    assert attention_coop.takes((2, 4, 256, 32), (2, 4, 256, 32), "f16", H200)
+    assert not attention_coop.takes((2, 4, 256, 16), (2, 4, 256, 16), "f16", H200)
     assert not attention_coop.takes(q, q, "f16", dataclasses.replace(H200, subgroup_size=64))
 
 
@@ -128,7 +129,8 @@ def _operands(b, h, lq, lk, d, seed):
 
 
 @pytest.mark.parametrize("lq, lk, d, causal", [
-    (128, 128, 64, False), (128, 128, 64, True), (128, 192, 128, True), (192, 64, 64, True)])
+    (128, 128, 64, False), (128, 128, 64, True), (128, 192, 128, True), (192, 64, 64, True),
+    (128, 128, 32, True)])
 def test_f16_attention_gradients_match_the_interpreter(lq, lk, d, causal):
     """The loss and q, k, v's gradients on the device (the coop kernels where the device has
     cooperative matrices, else the f32 flash kernels through converts) against the interpreter

@@ -699,7 +699,8 @@ HALF_CAUSAL_SCORES_MIN_HEAD_DIM_TIMES_KEYS = 0
 # runs on them up to these head dims (causal, plain); plain attention at larger head dims is
 # written out. H200 B4 H8 fwd+bwd us, 2026-12-03 (coop kernels' sum 13:59 against written out 2026-12-02
 # 21:52): L1024 D64 455 against 494, L4096 D64 5782 / 6212, causal 3146 / 4697; D128 L1024 640
-# / 598, L4096 8684 / 7504, causal 4800 / 5898.
+# / 598, L4096 8684 / 7504, causal 4800 / 5898; B32 H8 L256 D32 causal 132-141 against 306
+# (14:23; plain D32 attention follows D64's rule, unmeasured).
 COOP_FLASH_PLAIN_MAX_HEAD_DIM = 64
 COOP_FLASH_CAUSAL_MAX_HEAD_DIM = 128
 

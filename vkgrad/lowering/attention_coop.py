@@ -12,18 +12,22 @@ softmax statistics, delta and accumulators. The backward is FlashAttention-2's i
 (S and dP computed by both: 7/2 of the forward's flops), each gradient row summed by one
 subgroup in a fixed order: deterministic, no atomics. The kernels' comments say how they work.
 
-What they take: head dim 64 or 128; Lq and Lk multiples of 64 (a workgroup owns 64 query rows,
-or 64 key rows in the dk/dv pass, and loads and stores whole 16-row fragments); a device whose
+What they take: head dim 32, 64 or 128; Lq and Lk multiples of 64 (a workgroup owns 64 query
+rows, or 64 key rows in the dk/dv pass, and loads and stores whole 16-row fragments); a device whose
 subgroups are 32 wide with 16 x 16 x 16 f16 cooperative matrices (matmul_coop.runs_on). bfloat16
 does not run here: the kernels compute on their 16-bit values (the matmul only moves them).
 
 Tiles (bench/coop_attention_probe.py and coop_attention_bwd_probe.py, H200): the forward takes
 16 keys a step and 32 query rows a subgroup (MR 2; 2026-12-02 19:03: 76-122 us at B4 H8 L1024
-against 82-175 with 16 rows); the backward passes 16 rows a step and 16 a subgroup. 2026-12-03
-13:59, B4 H8 fwd+bwd us, kernels' sum (BC16 / BC32 / BC16 with 32 rows a subgroup): L1024 D64
-455 / 481 / 430, causal 309 / 355 / 401; D128 640 / 772 / 1112, causal 509 / 534 / 934; L4096
-D64 5782 / 7527 / 7414, causal 3146 / 4034 / 4096; D128 8684 / 9723 / 15226, causal 4800 /
-5298 / 8435 (the 32-row subgroups spill registers at D128).
+against 82-175 with 16 rows); the backward passes 16 rows a step (32 at D32) and 16 a
+subgroup. 2026-12-03 13:59, B4 H8 fwd+bwd us, kernels' sum (BC16 / BC32 / BC16 with 32 rows a
+subgroup): L1024 D64 455 / 481 / 430, causal 309 / 355 / 401; D128 640 / 772 / 1112, causal
+509 / 534 / 934; L4096 D64 5782 / 7527 / 7414, causal 3146 / 4034 / 4096; D128 8684 / 9723 /
+15226, causal 4800 / 5298 / 8435 (the 32-row subgroups spill registers at D128). 14:23, the
+same and eight subgroups a workgroup (BC16w8: 462, 738, 7819, 9524 us at those four plain
+cases: slower); the LM small preset's B32 H8 L256 D32 causal 141 / 132 / 150 / 151 us against
+torch's 179 (written out: 306, bench_attention_paths --dtype f16 at 14:07), hence 32 rows a
+step at D32.
 """
 
 from __future__ import annotations
@@ -34,11 +38,11 @@ from vkgrad.lowering.kernels import OpPlan, Temp
 from vkgrad.lowering.launch import MAX_GROUPS_X, Launch
 from vkgrad.target import target_of
 
-HEAD_DIMS = (64, 128)
+HEAD_DIMS = (32, 64, 128)
 ROWS = 64                    # rows a workgroup owns (16 a subgroup, four subgroups)
 FORWARD_KEYS_A_STEP = 16
 FORWARD_ROW_FRAGMENTS = 2    # 32 query rows a subgroup, where Lq is a multiple of 128
-BACKWARD_ROWS_A_STEP = 16
+BACKWARD_ROWS_A_STEP = {32: 32, 64: 16, 128: 16}     # by head dim
 SUBGROUP = 32
 
 
@@ -81,7 +85,7 @@ def plan_backward(bh: int, lq: int, lk: int, d: int, *, causal: bool, scale: flo
                   dlse_zero: bool) -> OpPlan:
     """Roles "q", "k", "v", "o", "lse", "do", "dlse" -> "dq", "dk", "dv"; temp "delta"
     float32 [BH, Lq] (rowsum(do o) - dlse). `dlse_zero`: dlse is known zero, not read."""
-    common = dict(D=d, BC=BACKWARD_ROWS_A_STEP, MR=1, SG=SUBGROUP, LSE16=1,
+    common = dict(D=d, BC=BACKWARD_ROWS_A_STEP[d], MR=1, SG=SUBGROUP, LSE16=1,
                   CAUSAL=1 if causal else None)
     dq_roles = ("q", "k", "v", "o", "do", "lse", "dq", "delta") + (() if dlse_zero else ("dlse",))
     dq = _launch("dq", len(dq_roles), (lq // ROWS, bh, 1), lq, lk, scale,
@@ -96,7 +100,7 @@ def plan_eqn(e, target, forward_prim, dlse_zero: bool = False):
     q, k = e.inputs[0], e.inputs[1]
     if not takes(q.shape, k.shape, q.dtype, target):
         raise Unsupported(f"{e.prim.name} of {q.dtype} {q.shape} over {k.shape} on cooperative "
-                          "matrices (f16, head dim 64 or 128, lengths multiples of 64)", e)
+                          "matrices (f16, head dim 32, 64 or 128, lengths multiples of 64)", e)
     b, h, lq, d = q.shape
     kw = dict(causal=e.params["causal"], scale=e.params["scale"])
     if e.prim is forward_prim:
