@@ -165,3 +165,19 @@ def test_every_kernel_the_planner_chooses_compiles(d, causal):
     for shader, defines in launches:
         assert compile_file(shader, dict(defines), target_env="vulkan1.3")[:4] == \
             b"\x03\x02\x23\x07"                     # SPIR-V's magic number
+
+
+def test_a_nan_reaches_the_loss_and_the_gradients_it_touches():
+    """A NaN in q makes its row's output NaN, so the loss, and every gradient element that
+    reads that row (dq's row, all of dk and dv), as the interpreter computes; the other rows of
+    dq stay finite (no silent zeros, no NaN where none belongs). Unmasked: under a causal mask
+    the interpreter's dk = dS^T q multiplies a masked 0 by the NaN (NaN in every row of dk),
+    where the kernels skip the keys the NaN's row does not see."""
+    q, k, v = _operands(1, 1, 128, 128, 64, seed=3)
+    q[0, 0, 5, 7] = np.nan
+    fn = vg.value_and_grad(_loss(False), argnums=(0, 1, 2))
+    got = vg.jit(fn, backend="vulkan")(q, k, v)
+    want = vg.jit(fn, backend="numpy")(q, k, v)
+    for g, w in zip(vg.tree_util.tree_leaves(got), vg.tree_util.tree_leaves(want)):
+        np.testing.assert_array_equal(np.isnan(np.asarray(g)), np.isnan(np.asarray(w)))
+    assert np.isnan(float(got[0]))

@@ -184,10 +184,12 @@ void main() {
         barrier();                                         // before the next K, V overwrite
     }
 
-    // o = O / l (0 for a row that saw no key), lse = (m + log2 l) ln 2
+    // o = O / l (0 for a row that saw no key), lse = (m + log2 l) ln 2; a NaN score keeps its
+    // row's l, o and lse NaN (GLSL's max may have dropped it from m, never from l)
     if (half_ == 0) {
-        shRow[sg * RS + srow] = l > 0.0 ? 1.0 / l : 0.0;
-        lse[bh * Lq + qi] = LSE_T(l > 0.0 ? (m + log2(l)) * float(LN2) : -1.0 / 0.0);
+        const bool seen = !(l <= 0.0);
+        shRow[sg * RS + srow] = seen ? 1.0 / l : 0.0;
+        lse[bh * Lq + qi] = LSE_T(seen ? (m + log2(l)) * float(LN2) : -1.0 / 0.0);
     }
     subgroupMemoryBarrierShared();
     subgroupBarrier();

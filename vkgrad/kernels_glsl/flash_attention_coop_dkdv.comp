@@ -88,7 +88,7 @@ void main() {
         for (uint t = tid; t < BC; t += NT) {
             uint qi = i0 + t;
             float l = qi < Lq ? float(lse[bh * Lq + qi]) : NEG_INF;
-            shL[t] = l > NEG_INF ? l * float(LOG2E) : 1.0 / 0.0;
+            shL[t] = l != NEG_INF ? l * float(LOG2E) : 1.0 / 0.0;     // (a NaN stays NaN)
             shDl[t] = qi < Lq ? delta[bh * Lq + qi] : 0.0;
         }
         barrier();

@@ -79,7 +79,7 @@ void main() {
 #endif
     if (part == 0) delta[row_at] = dl;
     const float lse_row = float(lse[row_at]);
-    const bool live = lse_row > NEG_INF;
+    const bool live = lse_row != NEG_INF;         // -inf: the row sees no key (NaN stays NaN)
     const float l2 = lse_row * float(LOG2E);
     const uint sbase = sg * RS * SROW;
 
