@@ -4,6 +4,7 @@ key; any difference in structure, type or static value takes the general path an
 import collections
 
 import numpy as np
+import pytest
 
 import vkgrad as vg
 from vkgrad.execution import fastpath
@@ -146,3 +147,38 @@ def test_kp_slot_writers_refuse_what_is_not_a_slot():
         kp.new_slotted(vg.Array, 1, {}, {"aval": None})   # a property, not a slot
     with pytest.raises(ValueError, match="length"):
         kp.new_slotted(vg.Array, 2, {"_aval": [None]}, {})
+
+
+def test_builder_keeps_keys_of_any_type_and_their_order():
+    """Result dicts are built with literal keys where every key is a str or int, and from the
+    tree's own keys otherwise (a tuple key, a float key, an empty tree, a single leaf)."""
+    for tree in ({"b": 1, "a": {"y": 2, "x": [4]}}, {(3, 4): 5, (1, 2): 6}, {2.5: 1, 1: 2},
+                 {3: 1, 1: 2}, {}, [], 8, {"it's": 1, "a\n\"b": (2, None)}):
+        leaves, td = tree_flatten(tree)
+        out = fastpath.builder(td)(leaves)
+        assert out == tree and (not isinstance(tree, dict) or list(out) == sorted(tree))
+
+
+def test_a_changed_environment_changes_the_fast_lanes_program(monkeypatch):
+    """What a fast call reads of the environment (VKGRAD_DISABLE_PASSES, VKGRAD_BACKEND) is kept
+    per value (jit.py, `_setting`): changing a variable between calls still takes its
+    program, changing it back the first one again, and a bad value still raises."""
+    monkeypatch.delenv("VKGRAD_DISABLE_PASSES", raising=False)
+    f = vg.jit(lambda a: a * 2.0 + 1.0)
+    a = vg.device_put(np.ones(3, np.float32))
+    for _ in range(2):
+        assert np.asarray(f(a)).tolist() == [3.0] * 3
+    assert f.compiles == 1
+    monkeypatch.setenv("VKGRAD_DISABLE_PASSES", "fuse")
+    for _ in range(2):
+        assert np.asarray(f(a)).tolist() == [3.0] * 3
+    assert f.compiles == 2 and f.lower(a).options.disabled == {"fuse"}
+    monkeypatch.delenv("VKGRAD_DISABLE_PASSES")
+    assert np.asarray(f(a)).tolist() == [3.0] * 3 and f.compiles == 2
+    monkeypatch.setenv("VKGRAD_BACKEND", "numpy")
+    out = f(a)
+    assert out.buffer is None and np.asarray(out).tolist() == [3.0] * 3 and f.compiles == 3
+    monkeypatch.setenv("VKGRAD_DISABLE_PASSES", "no_such_pass")
+    for _ in range(2):
+        with pytest.raises(vg.VkgradError, match="no_such_pass"):
+            f(a)

@@ -111,13 +111,15 @@ def guard(array_cls, nargs: int, trees, statics, leaves):
 
 
 def builder(treedef: TreeDef):
-    """A function(leaves) -> pytree of the shape `treedef` (tree_unflatten as one expression)."""
+    """A function(leaves) -> pytree of the shape `treedef` (tree_unflatten as one expression:
+    the leaves unpacked into locals first, and a dict whose keys are all str or int written
+    with its keys as literals, which CPython builds in one step)."""
     consts: dict = {}
     counter = iter(range(treedef.num_leaves))
 
     def expr(td: TreeDef) -> str:
         if td.kind == "leaf":
-            return f"L[{next(counter)}]"
+            return f"a{next(counter)}"
         if td.kind == "none":
             return "None"
         kids = [expr(c) for c in td.children]
@@ -132,9 +134,16 @@ def builder(treedef: TreeDef):
         if td.kind == "custom":      # a registered node: its own unflatten (vg.tree_util)
             consts[name] = custom_unflatten(td.meta)
             return f"{name}([" + ", ".join(kids) + "])"
+        if all(type(key) in (str, int) for key in td.meta):
+            return "{" + ", ".join(f"{key!r}: {k}" for key, k in zip(td.meta, kids)) + "}"
         return "{" + ", ".join(f"{name}[{j}]: {k}" for j, k in enumerate(kids)) + "}"
 
-    return eval("lambda L: " + expr(treedef), consts)
+    body = expr(treedef)
+    n = treedef.num_leaves
+    unpack = f"    {''.join(f'a{i}, ' for i in range(n))}= L\n" if n else ""
+    src = f"def build(L):\n{unpack}    return {body}\n"
+    exec(compile(src, "<vkgrad jit results>", "exec"), consts)
+    return consts["build"]
 
 
 def results(out_avals, owned_results=None):
