@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import vkgrad as vg
+import vkgrad.numpy as vnp
 from vkgrad.execution import fastpath
 from vkgrad.ir.core import TensorType
 from vkgrad.tracer.pytree import tree_flatten
@@ -182,3 +183,28 @@ def test_a_changed_environment_changes_the_fast_lanes_program(monkeypatch):
     for _ in range(2):
         with pytest.raises(vg.VkgradError, match="no_such_pass"):
             f(a)
+
+
+def test_results_of_every_kind_made_at_once():
+    """A call's results made by one kp.new_slotted (fastpath.results): device results, small
+    ones that come back as host data, a constant and a literal, in the outputs' order, each
+    holding what Array(aval, ...) would; a device result's buffer counts its users."""
+    f = vg.jit(lambda w: (w * 2.0, vnp.sum(w), np.float32(1.5) * np.ones(2, np.float32), 7.0,
+                          w + 1.0), backend="vulkan")
+    w = vg.device_put(np.arange(6000, dtype=np.float32))
+    for _ in range(3):
+        a, s, c, lit, b = f(w)
+    runner = f.lower(w).runner
+    assert runner.owned_results and runner.future_results and runner._values   # the cases
+    np.testing.assert_allclose(np.asarray(a), np.arange(6000) * 2.0)
+    np.testing.assert_allclose(float(s), np.arange(6000, dtype=np.float32).sum(), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(c), [1.5, 1.5])
+    assert float(lit) == 7.0 and lit.shape == ()
+    np.testing.assert_allclose(np.asarray(b), np.arange(6000) + 1.0)
+    assert all(type(x) is vg.Array and not x.is_deleted() for x in (a, s, c, lit, b))
+    assert a._owned is not None and a._owned.users == 1 and s._owned is None
+    owned = b._owned
+    b2 = vg.jit(lambda x: x, backend="vulkan")(b)   # a second view of b's buffer
+    assert owned.users == 2
+    del b2
+    assert owned.users == 1

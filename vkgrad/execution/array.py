@@ -67,9 +67,8 @@ def call(compiled, leaves, *, donated=(), timestamps=False) -> list:
             inputs[k] = np.asarray(leaves[k])
     if not donated:
         return compiled.results(runner.run(inputs, donate=False, timestamps=timestamps))
-    run_distinct = compiled.run_distinct
-    if on_device and run_distinct is not None:
-        outs, distinct = run_distinct(inputs, True, timestamps)
+    if on_device and compiled.run_distinct:
+        outs, distinct = runner.run_distinct(inputs, True, timestamps)
     else:
         outs, distinct = runner.run(inputs, donate=True, timestamps=timestamps), False
     gone = compiled.gone(leaves) if donated is compiled.donated else \

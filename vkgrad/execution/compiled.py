@@ -122,14 +122,15 @@ class Compiled:
             self.runner = NumpyRunner(self.stages["optimized"])
         # a call's way to the runner that also says whether the arguments were distinct
         # (vkgrad/execution/array.py), and its donated leaves
-        self.run_distinct = getattr(self.runner, "run_distinct", None)
+        self.run_distinct = hasattr(self.runner, "run_distinct")
         self.gone = picker(self.donated)
         # the type of each result, one object per type (fastpath.py compares them by identity)
         self.out_avals = [fastpath.intern(o.type) for o in self.stages["optimized"].outputs]
         self.build_outputs = fastpath.builder(out_tree)   # result leaves -> result pytree
         # a runner's outs -> result Arrays
         self.results = fastpath.results(self.out_avals, getattr(self.runner, "owned_results",
-                                                                None))
+                                                                None),
+                                        getattr(self.runner, "future_results", None))
 
     def _segmented(self, device):
         """A program with while loops at its top level: the SegmentedRunner (its parts on

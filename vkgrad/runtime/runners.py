@@ -38,6 +38,7 @@ from __future__ import annotations
 import collections
 import itertools
 import operator
+import sys
 import time
 
 import numpy as np
@@ -157,11 +158,15 @@ class VulkanRunner:
                 returns.append(i if kind == "in" else len(lw.input_slots) + i)
         self._returns = picker(returns)
         self.owned_results = [i for i, r in enumerate(returns) if r < n_bound]   # Owned ones
+        self.future_results = [i for i, r in enumerate(returns)                 # HostResults
+                               if n_bound <= r < n_bound + n_host]
         # the common case, donations all safe (_bind): the donated inputs' buffers, then the
         # other results' pooled buffers, put in the order of _outputs by one picker
         donors = [i for i, _, _ in self._outputs if i is not None]
         self._donors = picker(donors)
         self._pooled = [(size, dtype) for i, size, dtype in self._outputs if i is None]
+        self._pooled_keys = [(self.pool.key(size, dtype), size, dtype)
+                             for size, dtype in self._pooled]
         order, d, p = [], 0, len(donors)
         for i, _, _ in self._outputs:
             order.append(d if i is not None else p)
@@ -249,12 +254,14 @@ class VulkanRunner:
             safe = True
         else:
             apart = _distinct(owned)
-            distinct = apart and all(owned)   # (an Owned is true, host data's None is not)
+            # (every argument an Owned of this device: `owned` holds the arguments themselves,
+            # none replaced by an upload's buffer or by None for its slot)
+            distinct = here and apart
             safe = apart and max(map(_users_of, donors)) <= 1
         if not safe:
             self._bind_results(owned, n_in)   # some donated buffer is not the call's to take
         else:
-            pooled = [pool.owned(size, dtype) for size, dtype in self._pooled] if donors else \
+            pooled = [pool.owned_keyed(*k) for k in self._pooled_keys] if donors else \
                 [pool.owned(size, dtype) for _, size, dtype in self._outputs]
             results = donors + pooled
             owned += results if self._results_in_order is None or not donors else \
@@ -414,13 +421,17 @@ class VulkanRunner:
         array is first copied into or out of one of its slots."""
         copy.table = self.device.buffer(2 * len(self._slotted), np.uint32, "device")
         copy.words = np.zeros(copy.table.size, np.uint32)
+        copy.words64 = copy.words.view(np.uint64) if sys.byteorder == "little" else None
         return copy.table
 
     def _copy(self, copy, j, buffer, out: bool) -> int:
         """Point slot j's table entry at `buffer`; the index of the dispatch copying it into
         the slot (or, for a result, out of it)."""
         address = buffer.address
-        copy.words[2 * j], copy.words[2 * j + 1] = address & 0xFFFFFFFF, address >> 32
+        if copy.words64 is not None:   # (low word first: a little-endian uint64)
+            copy.words64[j] = address
+        else:
+            copy.words[2 * j], copy.words[2 * j + 1] = address & 0xFFFFFFFF, address >> 32
         i = copy.extra_of.get(j)
         if i is None:
             i = copy.extra_of[j] = copy.ex.add_extra(
@@ -501,11 +512,11 @@ class _Copy:
     the small results (`host`, in the order of `VulkanRunner.host_outputs`), its argument
     and result slots (slot index -> Buffer) and the table of addresses its copy dispatches read
     (`table`, uploaded from `words`; `extra_of`: slot index -> its copy dispatch)."""
-    __slots__ = ("ex", "host", "slots", "table", "words", "extra_of")
+    __slots__ = ("ex", "host", "slots", "table", "words", "words64", "extra_of")
 
     def __init__(self, ex, host, slots):
         self.ex, self.host, self.slots = ex, host, slots
-        self.table, self.words, self.extra_of = None, None, {}
+        self.table, self.words, self.words64, self.extra_of = None, None, None, {}
 
 
 class _Repeat:
