@@ -4,8 +4,10 @@ key; any difference in structure, type or static value takes the general path an
 import collections
 
 import numpy as np
+import pytest
 
 import vkgrad as vg
+import vkgrad.numpy as vnp
 from vkgrad.execution import fastpath
 from vkgrad.ir.core import TensorType
 from vkgrad.tracer.pytree import tree_flatten
@@ -146,3 +148,63 @@ def test_kp_slot_writers_refuse_what_is_not_a_slot():
         kp.new_slotted(vg.Array, 1, {}, {"aval": None})   # a property, not a slot
     with pytest.raises(ValueError, match="length"):
         kp.new_slotted(vg.Array, 2, {"_aval": [None]}, {})
+
+
+def test_builder_keeps_keys_of_any_type_and_their_order():
+    """Result dicts are built with literal keys where every key is a str or int, and from the
+    tree's own keys otherwise (a tuple key, a float key, an empty tree, a single leaf)."""
+    for tree in ({"b": 1, "a": {"y": 2, "x": [4]}}, {(3, 4): 5, (1, 2): 6}, {2.5: 1, 1: 2},
+                 {3: 1, 1: 2}, {}, [], 8, {"it's": 1, "a\n\"b": (2, None)}):
+        leaves, td = tree_flatten(tree)
+        out = fastpath.builder(td)(leaves)
+        assert out == tree and (not isinstance(tree, dict) or list(out) == sorted(tree))
+
+
+def test_a_changed_environment_changes_the_fast_lanes_program(monkeypatch):
+    """What a fast call reads of the environment (VKGRAD_DISABLE_PASSES, VKGRAD_BACKEND) is kept
+    per value (jit.py, `_setting`): changing a variable between calls still takes its
+    program, changing it back the first one again, and a bad value still raises."""
+    monkeypatch.delenv("VKGRAD_DISABLE_PASSES", raising=False)
+    f = vg.jit(lambda a: a * 2.0 + 1.0)
+    a = vg.device_put(np.ones(3, np.float32))
+    for _ in range(2):
+        assert np.asarray(f(a)).tolist() == [3.0] * 3
+    assert f.compiles == 1
+    monkeypatch.setenv("VKGRAD_DISABLE_PASSES", "fuse")
+    for _ in range(2):
+        assert np.asarray(f(a)).tolist() == [3.0] * 3
+    assert f.compiles == 2 and f.lower(a).options.disabled == {"fuse"}
+    monkeypatch.delenv("VKGRAD_DISABLE_PASSES")
+    assert np.asarray(f(a)).tolist() == [3.0] * 3 and f.compiles == 2
+    monkeypatch.setenv("VKGRAD_BACKEND", "numpy")
+    out = f(a)
+    assert out.buffer is None and np.asarray(out).tolist() == [3.0] * 3 and f.compiles == 3
+    monkeypatch.setenv("VKGRAD_DISABLE_PASSES", "no_such_pass")
+    for _ in range(2):
+        with pytest.raises(vg.VkgradError, match="no_such_pass"):
+            f(a)
+
+
+def test_results_of_every_kind_made_at_once():
+    """A call's results made by one kp.new_slotted (fastpath.results): device results, small
+    ones that come back as host data, a constant and a literal, in the outputs' order, each
+    holding what Array(aval, ...) would; a device result's buffer counts its users."""
+    f = vg.jit(lambda w: (w * 2.0, vnp.sum(w), np.float32(1.5) * np.ones(2, np.float32), 7.0,
+                          w + 1.0), backend="vulkan")
+    w = vg.device_put(np.arange(6000, dtype=np.float32))
+    for _ in range(3):
+        a, s, c, lit, b = f(w)
+    runner = f.lower(w).runner
+    assert runner.owned_results and runner.future_results and runner._values   # the cases
+    np.testing.assert_allclose(np.asarray(a), np.arange(6000) * 2.0)
+    np.testing.assert_allclose(float(s), np.arange(6000, dtype=np.float32).sum(), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(c), [1.5, 1.5])
+    assert float(lit) == 7.0 and lit.shape == ()
+    np.testing.assert_allclose(np.asarray(b), np.arange(6000) + 1.0)
+    assert all(type(x) is vg.Array and not x.is_deleted() for x in (a, s, c, lit, b))
+    assert a._owned is not None and a._owned.users == 1 and s._owned is None
+    owned = b._owned
+    b2 = vg.jit(lambda x: x, backend="vulkan")(b)   # a second view of b's buffer
+    assert owned.users == 2
+    del b2
+    assert owned.users == 1

@@ -304,3 +304,67 @@ def test_results_that_replace_donated_arguments_stay_on_the_device():
     np.testing.assert_allclose(float(loss), float(ref_loss), rtol=1e-4)
     for a, r in zip(state, tree_leaves((rp, rs))):
         np.testing.assert_allclose(np.asarray(a), np.asarray(r), rtol=2e-3, atol=1e-5)
+
+
+def test_a_repeat_with_pooled_results_in_slots_binds_as_a_fresh_call_would():
+    """A repeated call whose results that are not donated go into pooled buffers through their
+    result slots takes the last call's bindings as they are (runners.py, `_bound`): every
+    result, kept or dropped, holds what a fresh binding computes, and new arguments after the
+    repeats (a batch in another buffer, a new donated Array) still bind right."""
+    if not get_device().addresses:
+        pytest.skip("this kp build has no buffer device addresses (kp patch 0008)")
+    f = vg.jit(lambda w, x: (w * 0.5 + 1.0, x * 3.0, vnp.sum(w)), donate_argnums=0,
+               backend="vulkan")
+    fresh = vg.jit(lambda w, x: (w * 0.5 + 1.0, x * 3.0, vnp.sum(w)), backend="vulkan")
+    runner = f.lower(vg.device_put(np.ones(8, np.float32)),
+                     vg.device_put(np.ones(5000, np.float32))).runner
+    assert runner._pooled and runner._pooled_slotted   # the case this is for
+    xs = vg.device_put([np.full(5000, i, np.float32) for i in range(4)])
+    w, want, kept = vg.device_put(np.ones(8, np.float32)), np.ones(8, np.float32), []
+    for i in range(12):
+        if i == 5:
+            before = {k: vg.runtime_stats()[k] for k in EVENTS}
+        if i == 9:   # a new donated Array: the full check, then repeats again
+            after = vg.runtime_stats()
+            w, want = vg.device_put(np.full(8, 2.0, np.float32)), np.full(8, 2.0, np.float32)
+        ref = fresh(w, xs[i % 4])
+        old = w
+        w, y, s = f(w, xs[i % 4])
+        assert old.is_deleted()
+        with pytest.raises(vg.DeletedArrayError):
+            np.asarray(old)
+        np.testing.assert_allclose(np.asarray(w), want * 0.5 + 1.0)
+        np.testing.assert_allclose(float(s), want.sum(), rtol=1e-6)
+        for got, r in zip((w, y, s), ref):
+            np.testing.assert_allclose(np.asarray(got), np.asarray(r), rtol=1e-6)
+        if i < 3:
+            kept.append((y, i % 4))
+        want = want * 0.5 + 1.0
+        if i in (7, 8):
+            assert runner._repeat is not None
+    assert {k: after[k] - before[k] for k in EVENTS} == dict.fromkeys(EVENTS, 0)
+    for y, k in kept:   # results of earlier calls keep their own values
+        np.testing.assert_allclose(np.asarray(y), np.full(5000, 3.0 * k))
+
+
+def test_one_array_donated_twice_on_a_repeat_is_deleted_once():
+    """Two donated arguments in argument slots that are one Array, on a call that otherwise
+    repeats the last one: the runner does not call the arguments distinct, so the Array is
+    deleted once (its buffer's count of users does not go below zero), and later calls still
+    compute right."""
+    if not get_device().addresses:
+        pytest.skip("this kp build has no buffer device addresses (kp patch 0008)")
+    f = vg.jit(lambda w, a, b: (w * 2.0, vnp.sum(a) + vnp.sum(b)), donate_argnums=(0, 1, 2),
+               backend="vulkan")
+    w = vg.device_put(np.ones(4, np.float32))
+    for i in range(6):
+        a = vg.device_put(np.full(3, i, np.float32))
+        b = a if i == 4 else vg.device_put(np.ones(3, np.float32))
+        owned = a._owned
+        w, s = f(w, a, b)
+        assert a.is_deleted() and b.is_deleted()
+        assert owned.users == 0
+        assert float(s) == 3.0 * i + (3.0 * i if i == 4 else 3.0)
+        np.testing.assert_allclose(np.asarray(w), np.full(4, 2.0 ** (i + 1)))
+        with pytest.raises(vg.DeletedArrayError):
+            np.asarray(b)

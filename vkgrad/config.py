@@ -54,6 +54,19 @@ def env_reader(name: str):
     return lambda: os.fsdecode(get(key, b""))
 
 
+def env_snapshot(*names: str):
+    """A function() -> a hashable value that changes when any of the environment variables
+    `names` changes (on POSIX the tuple of os.environ's own bytes objects for them, one C call:
+    a changed variable is a new bytes object there), for caching what a jitted call derives from
+    them (its backend and disabled passes) per value."""
+    data = getattr(os.environ, "_data", None)
+    if os.name != "posix" or not isinstance(data, dict):
+        return lambda: tuple(os.environ.get(n) for n in names)
+    keys = tuple(map(os.fsencode, names))
+    get = data.get
+    return lambda: tuple(map(get, keys))
+
+
 def update(name: str, value) -> None:
     """Set option `name` (JAX's `jax.config.update`; its names, with or without `jax_`)."""
     option = _OPTIONS.get(name)

@@ -59,17 +59,23 @@ def call(compiled, leaves, *, donated=(), timestamps=False) -> list:
     runner = compiled.runner
     # an Array's device buffer (the runner checks its device), else host data
     inputs = list(map(getattr, leaves, _OWNED, _NONE))
-    on_device = runner.device is not None and None not in inputs
+    on_device = runner.device is not None and all(inputs)   # (an Owned is true, None not)
     if not on_device:   # host data, a host-only Array, a deleted one (which raises)
         holes = range(len(inputs)) if runner.device is None else \
             itertools.compress(range(len(inputs)), map(operator.not_, inputs))
         for k in holes:
             inputs[k] = np.asarray(leaves[k])
-    outs = runner.run(inputs, donate=bool(donated), timestamps=timestamps)
-    if donated:
-        gone = list(map(leaves.__getitem__, donated))
-        # every leaf a device Array: each donated one is consumed; else only the device
-        # Arrays among them (a host-backed Array was copied up, so nothing of it was consumed)
-        delete_all(gone if on_device else
-                   itertools.compress(gone, map(getattr, gone, _OWNED, _NONE)))
+    if not donated:
+        return compiled.results(runner.run(inputs, donate=False, timestamps=timestamps))
+    if on_device and compiled.run_distinct:
+        outs, distinct = runner.run_distinct(inputs, True, timestamps)
+    else:
+        outs, distinct = runner.run(inputs, donate=True, timestamps=timestamps), False
+    gone = compiled.gone(leaves) if donated is compiled.donated else \
+        list(map(leaves.__getitem__, donated))
+    # every leaf a device Array: each donated one is consumed; else only the device Arrays
+    # among them (a host-backed Array was copied up, so nothing of it was consumed). The
+    # runner found the arguments' buffers distinct objects (`distinct`): so are the Arrays.
+    delete_all(gone if on_device else itertools.compress(gone, map(getattr, gone, _OWNED, _NONE)),
+               distinct=distinct)
     return compiled.results(outs)

@@ -22,7 +22,7 @@ from vkgrad.pipeline import (FORMATS, STAGE_NAMES, Options, run_stages, stage_do
                                     stage_name, stage_text)
 from vkgrad.runtime import get_device
 from vkgrad.runtime.shaders import compile_threads
-from vkgrad.runtime.runners import NumpyRunner, VulkanRunner
+from vkgrad.runtime.runners import NumpyRunner, VulkanRunner, picker
 
 BACKENDS = ("vulkan", "numpy")
 _TIMED = ("trace", "grad", "optimized", "fused", "plan", "shaders", "pipelines", "buffers")
@@ -120,12 +120,17 @@ class Compiled:
         if self.runner is None:
             run_stages(program, "optimized", self.options, values=self.stages, times=self.times)
             self.runner = NumpyRunner(self.stages["optimized"])
+        # a call's way to the runner that also says whether the arguments were distinct
+        # (vkgrad/execution/array.py), and its donated leaves
+        self.run_distinct = hasattr(self.runner, "run_distinct")
+        self.gone = picker(self.donated)
         # the type of each result, one object per type (fastpath.py compares them by identity)
         self.out_avals = [fastpath.intern(o.type) for o in self.stages["optimized"].outputs]
         self.build_outputs = fastpath.builder(out_tree)   # result leaves -> result pytree
         # a runner's outs -> result Arrays
         self.results = fastpath.results(self.out_avals, getattr(self.runner, "owned_results",
-                                                                None))
+                                                                None),
+                                        getattr(self.runner, "future_results", None))
 
     def _segmented(self, device):
         """A program with while loops at its top level: the SegmentedRunner (its parts on

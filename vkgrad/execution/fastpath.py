@@ -24,7 +24,8 @@ import numpy as np
 from vkgrad.runtime.inflight import HostResult
 from vkgrad.runtime.pool import Owned
 from vkgrad.runtime.runners import picker
-from vkgrad.tracer.array import Array, intern, views  # noqa: F401  (the jit interns its avals)
+from vkgrad.tracer.array import (Array, _slots, intern, shares,  # noqa: F401  (the jit
+                                 views)                             # interns its avals)
 from vkgrad.tracer.pytree import TreeDef, custom_unflatten
 
 class _Gen:
@@ -111,13 +112,15 @@ def guard(array_cls, nargs: int, trees, statics, leaves):
 
 
 def builder(treedef: TreeDef):
-    """A function(leaves) -> pytree of the shape `treedef` (tree_unflatten as one expression)."""
+    """A function(leaves) -> pytree of the shape `treedef` (tree_unflatten as one expression:
+    the leaves unpacked into locals first, and a dict whose keys are all str or int written
+    with its keys as literals, which CPython builds in one step)."""
     consts: dict = {}
     counter = iter(range(treedef.num_leaves))
 
     def expr(td: TreeDef) -> str:
         if td.kind == "leaf":
-            return f"L[{next(counter)}]"
+            return f"a{next(counter)}"
         if td.kind == "none":
             return "None"
         kids = [expr(c) for c in td.children]
@@ -132,15 +135,25 @@ def builder(treedef: TreeDef):
         if td.kind == "custom":      # a registered node: its own unflatten (vg.tree_util)
             consts[name] = custom_unflatten(td.meta)
             return f"{name}([" + ", ".join(kids) + "])"
+        if all(type(key) in (str, int) for key in td.meta):
+            return "{" + ", ".join(f"{key!r}: {k}" for key, k in zip(td.meta, kids)) + "}"
         return "{" + ", ".join(f"{name}[{j}]: {k}" for j, k in enumerate(kids)) + "}"
 
-    return eval("lambda L: " + expr(treedef), consts)
+    body = expr(treedef)
+    n = treedef.num_leaves
+    unpack = f"    {''.join(f'a{i}, ' for i in range(n))}= L\n" if n else ""
+    src = f"def build(L):\n{unpack}    return {body}\n"
+    exec(compile(src, "<vkgrad jit results>", "exec"), consts)
+    return consts["build"]
 
 
-def results(out_avals, owned_results=None):
+def results(out_avals, owned_results=None, future_results=None):
     """A function(outs) -> one Array per program output, from a runner's outs (per output an
     Owned, a HostResult or host data). `owned_results`: the outputs that are always Owned (a
-    VulkanRunner's), made by one map; the others one by one."""
+    VulkanRunner's), `future_results` those that are always HostResults: with kp's slot writer
+    (vkgrad/tracer/array.py) every Array is made by one kp.new_slotted, in the outputs' order,
+    host data given to its Array afterwards; else the Owned ones by one map, the others one by
+    one."""
     if not owned_results:
         return lambda outs: _arrays(out_avals, outs)
     rest = [i for i in range(len(out_avals)) if i not in owned_results]
@@ -148,8 +161,34 @@ def results(out_avals, owned_results=None):
     dev_avals, other_avals = dev(out_avals), other(out_avals)
     at = {i: k for k, i in enumerate(owned_results + rest)}
     order = picker([at[i] for i in range(len(out_avals))])   # [*dev, *other] -> outputs
-    return lambda outs: order(views(dev_avals, dev(outs)) +
-                              _arrays(other_avals, other(outs)))
+    by_kind = lambda outs: order(views(dev_avals, dev(outs)) + _arrays(other_avals, other(outs)))
+    if future_results is None:
+        return by_kind
+    n, avals = len(out_avals), list(out_avals)
+    futures = list(future_results)
+    hosted = [i for i in rest if i not in set(futures)]   # host data (a const, a literal)
+    not_owned = futures + hosted
+    nones = [None] * n
+
+    def made(outs):
+        w = _slots[0]
+        if w is None:
+            return by_kind(outs)
+        owned, future = list(outs), nones.copy()
+        for i in not_owned:
+            owned[i] = None
+        for i in futures:
+            future[i] = outs[i]
+        arrays = w.new_slotted(Array, n, {"_aval": avals, "_owned": owned, "_future": future},
+                               _UNSET)
+        shares[0] += w.add_to_slots(owned, "users", 1)   # second views, as in Array.__init__
+        for i in hosted:
+            arrays[i]._set_host(outs[i])
+        return arrays
+    return made
+
+
+_UNSET = {"_host": None, "_deleted": False}
 
 
 def _arrays(avals, outs) -> list:

@@ -31,7 +31,7 @@ import time
 import weakref
 from dataclasses import dataclass
 
-from vkgrad.config import switches
+from vkgrad.config import env_snapshot, switches
 from vkgrad.errors import ArgumentError
 from vkgrad.execution import fastpath
 from vkgrad.execution.array import Array, call
@@ -52,6 +52,9 @@ from vkgrad.traceback_util import api_boundary
 MAX_PROGRAMS = 32
 
 live: "weakref.WeakSet[Jitted]" = weakref.WeakSet()   # for vg.runtime_stats
+
+# what a call's backend and disabled passes depend on: a jitted call reads it every time
+_env = env_snapshot("VKGRAD_BACKEND", "VKGRAD_DEVICE", "VKGRAD_DISABLE_PASSES")
 
 # argument structures per jitted function with a generated fast lane (a loop needs one or two:
 # the first call's numpy parameters, then the Arrays it returned)
@@ -139,6 +142,7 @@ class Jitted:
         self._argnums: dict = {}   # number of arguments -> (static, donated) positions
         self._where = f"an argument of {fun_name(fun)}"
         self._fast: list = []       # (guard, entry), newest first (vkgrad/execution/fastpath.py)
+        self._settings: dict = {}   # _env() -> (backend, disabled passes) under it
         self.compiles = 0
         live.add(self)
 
@@ -258,8 +262,10 @@ class Jitted:
         if core.current_trace() is not None or switches.disable_jit:   # inline; disable_jit
             return self.fun(*args, **kwargs)
         if self._fast and not kwargs:
-            setting = (self.backend or default_backend(), disabled_passes()
-                       if self.disable_passes is None else self.disable_passes)
+            env = _env()   # (backend, disabled passes) from the environment, kept per value
+            setting = self._settings.get(env)
+            if setting is None:
+                setting = self._setting(env)
             for guard, entry, entry_setting in self._fast:
                 if entry_setting == setting:
                     leaves = guard(args)
@@ -267,6 +273,16 @@ class Jitted:
                         return entry.build_outputs(call(entry, leaves, donated=entry.donated))
         entry, leaves = self._compiled(args, kwargs)
         return entry.build_outputs(call(entry, leaves, donated=entry.donated))
+
+    def _setting(self, env) -> tuple:
+        """(backend, disabled passes) of a call under the environment `env` (_env()), kept for
+        the next calls under it (an error, an unknown backend or pass, is raised every time)."""
+        setting = (self.backend or default_backend(), disabled_passes()
+                   if self.disable_passes is None else self.disable_passes)
+        if len(self._settings) >= 8:
+            self._settings.clear()
+        self._settings[env] = setting
+        return setting
 
     def lower(self, *args, **kwargs) -> "Compiled":
         """The compiled program for these arguments (compiling it if needed): .as_text(stage),

@@ -89,17 +89,30 @@ class BufferPool:
     def take(self, size: int, dtype: str, kind: str = "device"):
         """A buffer for `size` elements of IR dtype `dtype` (bool is stored as uint32), of
         `kind` (vulkan.Buffer's: "device" with a staging copy, "scratch" without)."""
-        stack = self.free.get((size, device_dtype(np_dtype(dtype)), kind))
+        return self.take_keyed((size, device_dtype(np_dtype(dtype)), kind), size, dtype)
+
+    @staticmethod
+    def key(size: int, dtype: str, kind: str = "device") -> tuple:
+        """What `take_keyed` takes for a buffer like take(size, dtype, kind)'s (computed once
+        by a runner: a call takes its pooled result buffers by these)."""
+        return (size, device_dtype(np_dtype(dtype)), kind)
+
+    def take_keyed(self, key: tuple, size: int, dtype: str):
+        """take(size, dtype, key[2]) with its key (`BufferPool.key`) computed already."""
+        stack = self.free.get(key)
         if stack:
             buffer = stack.pop()
             del self.order[buffer]
             self.free_bytes -= buffer.nbytes
             return buffer
         counters["pool_misses"] += 1
-        return self.device.buffer(size, np_dtype(dtype), kind)
+        return self.device.buffer(size, np_dtype(dtype), key[2])
 
     def owned(self, size: int, dtype: str, kind: str = "device") -> Owned:
         return Owned(self.take(size, dtype, kind), self)
+
+    def owned_keyed(self, key: tuple, size: int, dtype: str) -> Owned:
+        return Owned(self.take_keyed(key, size, dtype), self)
 
     def put(self, buffer) -> None:
         self.free.setdefault((buffer.size, buffer.dtype, buffer.kind), []).append(buffer)

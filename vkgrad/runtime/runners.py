@@ -38,6 +38,7 @@ from __future__ import annotations
 import collections
 import itertools
 import operator
+import sys
 import time
 
 import numpy as np
@@ -157,11 +158,15 @@ class VulkanRunner:
                 returns.append(i if kind == "in" else len(lw.input_slots) + i)
         self._returns = picker(returns)
         self.owned_results = [i for i, r in enumerate(returns) if r < n_bound]   # Owned ones
+        self.future_results = [i for i, r in enumerate(returns)                 # HostResults
+                               if n_bound <= r < n_bound + n_host]
         # the common case, donations all safe (_bind): the donated inputs' buffers, then the
         # other results' pooled buffers, put in the order of _outputs by one picker
         donors = [i for i, _, _ in self._outputs if i is not None]
         self._donors = picker(donors)
         self._pooled = [(size, dtype) for i, size, dtype in self._outputs if i is None]
+        self._pooled_keys = [(self.pool.key(size, dtype), size, dtype)
+                             for size, dtype in self._pooled]
         order, d, p = [], 0, len(donors)
         for i, _, _ in self._outputs:
             order.append(d if i is not None else p)
@@ -187,6 +192,10 @@ class VulkanRunner:
                                  n for n, (i, _, _) in enumerate(self._outputs)
                                  if i is None and small(self._bound_slots[len(lw.input_slots) + n]))]
         self._slotted.update(self._out_slotted)
+        # every pooled result's buffer is in a slot's position (a repeat compares those by
+        # buffer), so a repeat that binds the same slotted buffers binds the same set (_bound)
+        self._pooled_slotted = all(len(lw.input_slots) + n in self._slotted
+                                   for n, (i, _, _) in enumerate(self._outputs) if i is None)
         self.last_window = 0   # the pool's window of calls this runner was last called in
         self._repeat = None    # the last call's arguments and copies (_Repeat)
         self._moving = set()   # slotted positions whose buffer changed: copied from now on
@@ -234,14 +243,25 @@ class VulkanRunner:
                 uploads.append((o.buffer, host))
         n_in = len(owned)
         donors = self._donors(owned) if donate else []
+        distinct = False   # every argument an Owned, each a distinct object
         if rep is not None:   # the same donors as last call; only a slotted argument is new
-            safe = not rep.donor_ids.intersection(map(id, map(owned.__getitem__, slotted)))
+            new = set(map(id, map(inputs.__getitem__, slotted)))
+            safe = rep.donor_ids.isdisjoint(new)
+            distinct = rep.distinct and len(new) == len(slotted) and \
+                rep.unslotted_ids.isdisjoint(new) and \
+                all(type(inputs[k]) is Owned for k in slotted)
+        elif not donors:
+            safe = True
         else:
-            safe = not donors or (_distinct(owned) and max(map(_users_of, donors)) <= 1)
+            apart = _distinct(owned)
+            # (every argument an Owned of this device: `owned` holds the arguments themselves,
+            # none replaced by an upload's buffer or by None for its slot)
+            distinct = here and apart
+            safe = apart and max(map(_users_of, donors)) <= 1
         if not safe:
             self._bind_results(owned, n_in)   # some donated buffer is not the call's to take
         else:
-            pooled = [pool.owned(size, dtype) for size, dtype in self._pooled] if donors else \
+            pooled = [pool.owned_keyed(*k) for k in self._pooled_keys] if donors else \
                 [pool.owned(size, dtype) for _, size, dtype in self._outputs]
             results = donors + pooled
             owned += results if self._results_in_order is None or not donors else \
@@ -252,7 +272,7 @@ class VulkanRunner:
         # a repeat needs every argument but the slotted ones on this device (host data in a
         # slot is new every call anyway)
         return owned, uploads, hosted, moved, safe and (
-            here or set(map(getattr, self._unslotted(inputs), _POOL, _NONE)) <= {pool})
+            here or set(map(getattr, self._unslotted(inputs), _POOL, _NONE)) <= {pool}), distinct
 
     def _bind_results(self, owned, n_in) -> None:
         """Append the result buffers to `owned` one by one: a donated input's own buffer where
@@ -279,7 +299,7 @@ class VulkanRunner:
         """The buffers a call binds (None: a slot's own) and the recorded copies for them: the
         last call's where this one repeats it (`rep`) and binds the same, else looked up; and
         what the next call may repeat (`repeatable`: _bind's word)."""
-        if rep is not None and not self._pooled:   # the same, unless a slotted one differs
+        if rep is not None and self._pooled_slotted:   # the same, unless a slotted one differs
             through = {p for _, _, p, _ in moved}
             if all(rep.bufs[p] is (None if owned[p] is None or p in through else
                                    owned[p].buffer) for p in self._slotted):
@@ -294,7 +314,7 @@ class VulkanRunner:
         else:   # a call that donates buffers may be fed its results: the next one repeats it
             donors = self._donors(owned) if setting[0] and repeatable else None
             self._repeat = _Repeat.of(inputs, self._in_slotted, setting, donors, bufs,
-                                      copies) if donors else None
+                                      copies, self._unslotted) if donors else None
         return bufs, copies
 
     def _copies(self, bufs, timestamps, check_nans) -> list:
@@ -342,9 +362,16 @@ class VulkanRunner:
 
     def run(self, inputs, *, donate=True, timestamps=False) -> list:
         with self.device.lock:     # calls from several threads: one binds and submits at a time
+            return self._run(inputs, donate, timestamps)[0]
+
+    def run_distinct(self, inputs, donate=True, timestamps=False):
+        """run's outputs, and whether this call found every argument an Owned, each a distinct
+        object (then its arguments' Arrays are distinct Arrays: vkgrad/execution/array.py
+        deletes the donated ones without looking for one passed twice)."""
+        with self.device.lock:
             return self._run(inputs, donate, timestamps)
 
-    def _run(self, inputs, donate, timestamps) -> list:
+    def _run(self, inputs, donate, timestamps):
         self.device.inflight.make_room()
         self.last_window = self.pool.windows   # (before note_call: this call is not idle)
         self.pool.note_call(self._footprint)
@@ -355,7 +382,7 @@ class VulkanRunner:
         rep = self._repeat
         if rep is not None and not rep.matches(inputs, setting):
             rep = None
-        owned, uploads, hosted, moved, repeatable = self._bind(inputs, donate, rep)
+        owned, uploads, hosted, moved, repeatable, distinct = self._bind(inputs, donate, rep)
         bufs, copies = self._bound(inputs, owned, moved, rep if repeatable else None,
                                    repeatable, setting)
         copy = self._executable(copies, bufs, timestamps, check_nans)
@@ -387,20 +414,24 @@ class VulkanRunner:
             if out:
                 o.writer = sub
         self.last_run, self.last_submission = copy.ex, sub
-        return self._returns(owned + results + self._values)
+        return self._returns(owned + results + self._values), distinct
 
     def _add_table(self, copy) -> "Buffer":
         """The copy's table of addresses (two words each, low first), made when a device
         array is first copied into or out of one of its slots."""
         copy.table = self.device.buffer(2 * len(self._slotted), np.uint32, "device")
         copy.words = np.zeros(copy.table.size, np.uint32)
+        copy.words64 = copy.words.view(np.uint64) if sys.byteorder == "little" else None
         return copy.table
 
     def _copy(self, copy, j, buffer, out: bool) -> int:
         """Point slot j's table entry at `buffer`; the index of the dispatch copying it into
         the slot (or, for a result, out of it)."""
         address = buffer.address
-        copy.words[2 * j], copy.words[2 * j + 1] = address & 0xFFFFFFFF, address >> 32
+        if copy.words64 is not None:   # (low word first: a little-endian uint64)
+            copy.words64[j] = address
+        else:
+            copy.words[2 * j], copy.words[2 * j + 1] = address & 0xFFFFFFFF, address >> 32
         i = copy.extra_of.get(j)
         if i is None:
             i = copy.extra_of[j] = copy.ex.add_extra(
@@ -481,11 +512,11 @@ class _Copy:
     the small results (`host`, in the order of `VulkanRunner.host_outputs`), its argument
     and result slots (slot index -> Buffer) and the table of addresses its copy dispatches read
     (`table`, uploaded from `words`; `extra_of`: slot index -> its copy dispatch)."""
-    __slots__ = ("ex", "host", "slots", "table", "words", "extra_of")
+    __slots__ = ("ex", "host", "slots", "table", "words", "words64", "extra_of")
 
     def __init__(self, ex, host, slots):
         self.ex, self.host, self.slots = ex, host, slots
-        self.table, self.words, self.extra_of = None, None, {}
+        self.table, self.words, self.words64, self.extra_of = None, None, None, {}
 
 
 class _Repeat:
@@ -498,11 +529,17 @@ class _Repeat:
     its arguments by identity, in C, instead of taking the pool, distinctness and users of each
     and hashing its buffers into the key of its recorded copies (the host side of a call is the
     budget of a training step: docs/jit.md)."""
-    __slots__ = ("ids", "slotted", "setting", "shares", "deaths", "donor_ids", "bufs", "copies")
+    __slots__ = ("ids", "slotted", "setting", "shares", "deaths", "donor_ids", "bufs", "copies",
+                 "unslotted_ids", "distinct")
 
     @classmethod
-    def of(cls, inputs, slotted, setting, donors, bufs, copies):
+    def of(cls, inputs, slotted, setting, donors, bufs, copies, unslotted):
         r = cls()
+        # the arguments outside the slots (each an Owned: the call was repeatable), and whether
+        # they are distinct objects (a repeat then checks only its slotted ones: _bind)
+        kept = unslotted(inputs)
+        r.unslotted_ids = set(map(id, kept))
+        r.distinct = len(r.unslotted_ids) == len(kept)
         # ids, not the objects (a runner keeps no argument alive): each argument's Owned is
         # watched, and an id is trusted while no watched Owned has died (pool.watched_deaths);
         # reading an id touches no object, where a weak reference per argument cost 28 us of

@@ -307,9 +307,10 @@ def views(avals, owned) -> list:
     return arrays
 
 
-def delete_all(arrays) -> None:
+def delete_all(arrays, distinct: bool = False) -> None:
     """Delete each of `arrays` (Array.delete, one loop: a jitted call consumes every donated
-    Array of a training step's parameters and optimizer state)."""
+    Array of a training step's parameters and optimizer state). `distinct`: the caller knows
+    no Array is in `arrays` twice (else each is deleted once, as the loop does)."""
     w = _slots[0]
     if w is None:
         for a in arrays:
@@ -321,7 +322,8 @@ def delete_all(arrays) -> None:
             a._host = a._future = None
         return
     arrays = list(arrays)
-    arrays = list(dict(zip(map(id, arrays), arrays)).values())   # each once, as the loop does
+    if not distinct:
+        arrays = list(dict(zip(map(id, arrays), arrays)).values())   # each once, as the loop does
     w.add_to_slots(list(map(_owned_of, arrays)), "users", -1)     # (None skipped)
     w.set_slots(arrays, _GONE)
 
