@@ -85,7 +85,13 @@ LM_HOST_REASON = ("what is left is one object step per array (160 in the small s
                   "parameters, optimizer state, batch), each a cache miss after the GPU has run: "
                   "the old results' __del__, the arguments' buffers read, the donated Arrays "
                   "deleted (kp patch 0014 writes the new results' slots in C; the drained call "
-                  "is memory-latency bound, not interpreter bound)")
+                  "is memory-latency bound, not interpreter bound). 2026-12-03, the same machine "
+                  "on the day's main before and after the fourth pass (docs/jit.md): the phases "
+                  "summed 345 us at 13:49 and 209 at 15:15 (the guard 52 -> 30, the arguments' "
+                  "buffers and result Arrays 142 -> 64, the runner's lines 60 -> 47, dropping "
+                  "the old results 35 -> 22), while the whole call's median stayed 390-393 us "
+                  "(p10 307 -> 239): the drained call's time outside the timed phases, and its "
+                  "spread, are the larger part")
 LM_NOTE = {"2026-12-01": (
     "the Mamba LM is faster than JAX; the transformer LM is not: its GPU time per step, "
     "{tgpu:.1f} ms, is above JAX's whole step, {tjax:.1f} ms (the kernels, not the host: a new "
