@@ -22,6 +22,8 @@ What is measured:
                  the H200, with a new batch every call.
   warm           the same, each timed call made right after an untimed one (one submission in
                  flight, the call path's objects still in the caches).
+  again          the first loop once more, after the phases' (on the H200, 2026-12-03, the
+                 first loop's median was 393 us where the phases' calls took 209).
   phases         the same calls timed per phase (median and p10 us): the guard (the arguments'
                  structure and types: the flatten and the cache lookup), taking the arguments'
                  buffers, binding (pooled result buffers, donation, argument slots), finding the
@@ -210,11 +212,13 @@ def phase_times(call, drain, n):
             row = dict(ph.t)
             row["call"] = row.get("call", 0.0)
             row["drop previous results"] = total - sum(row.values())
+            row["total"] = total
             per_call.append(row)
     drain()
     names = ["guard", "call", "bind", "find copy", "address table", "submit", "queue submit",
-             "run", "drop previous results"]
-    label = {"call": "arguments' buffers, result Arrays", "run": "runner's own lines"}
+             "run", "drop previous results", "total"]
+    label = {"call": "arguments' buffers, result Arrays", "run": "runner's own lines",
+             "total": "the whole call"}
     return {label.get(k, k): {"median": statistics.median(r.get(k, 0.0) for r in per_call) * 1e6,
                               "p10": pct([r.get(k, 0.0) for r in per_call], 0.1) * 1e6}
             for k in names}
@@ -260,6 +264,9 @@ def main():
     warm = host_times(call, drain, calls, warm=True)
     per_call = {k: (after[k] - before[k]) / calls for k in EVENTS}
     phases = phase_times(call, drain, calls)
+    # the plain loop again, after the others (H200 2026-12-03: the first loop's median was 393
+    # us where the phases' calls took 209: is it the order?)
+    again = host_times(call, drain, calls)
     prof = cProfile.Profile()
     host_times(call, drain, calls, prof)
     out = io.StringIO()
@@ -280,6 +287,8 @@ def main():
           f"{calls} calls")
     print(f"host us/call (queue drained before each): median {statistics.median(times):.1f} "
           f"(p10 {pct(times, 0.1):.1f}, p90 {pct(times, 0.9):.1f})")
+    print(f"the same loop again, after the phases': median {statistics.median(again):.1f} "
+          f"(p10 {pct(again, 0.1):.1f}, p90 {pct(again, 0.9):.1f})")
     print(f"host us/call right after another (one in flight): median "
           f"{statistics.median(warm):.1f} (p10 {pct(warm, 0.1):.1f})")
     if args.lm == "transformer" and args.preset == "small" and not args.config:
@@ -313,6 +322,8 @@ def main():
             "host_us": {"median": statistics.median(times), "p10": pct(times, 0.1),
                         "p90": pct(times, 0.9)},
             "warm_host_us": {"median": statistics.median(warm), "p10": pct(warm, 0.1)},
+            "host_us_again": {"median": statistics.median(again), "p10": pct(again, 0.1),
+                              "p90": pct(again, 0.9)},
             "phases_us": phases, "per_call": per_call, "gc_per_call": gc_per_call,
             "loop_us_per_step": loop_us, "profile": out.getvalue()}, indent=1))
 

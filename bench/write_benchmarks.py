@@ -90,8 +90,10 @@ LM_HOST_REASON = ("what is left is one object step per array (160 in the small s
                   "summed 345 us at 13:49 and 209 at 15:15 (the guard 52 -> 30, the arguments' "
                   "buffers and result Arrays 142 -> 64, the runner's lines 60 -> 47, dropping "
                   "the old results 35 -> 22), while the whole call's median stayed 390-393 us "
-                  "(p10 307 -> 239): the drained call's time outside the timed phases, and its "
-                  "spread, are the larger part")
+                  "(p10 307 -> 239, p90 459 -> 630): the calls' times are skewed, so the "
+                  "phases' medians do not add up to the call's median (bench/profile_call.py "
+                  "now also prints the phase loop's whole-call median and times the plain "
+                  "loop a second time, after the others)")
 LM_NOTE = {"2026-12-01": (
     "the Mamba LM is faster than JAX; the transformer LM is not: its GPU time per step, "
     "{tgpu:.1f} ms, is above JAX's whole step, {tjax:.1f} ms (the kernels, not the host: a new "
