@@ -90,10 +90,10 @@ def test_the_h200_plans_f16_attention_on_the_coop_kernels(q_shape, k_shape, caus
 def test_a_known_zero_dlse_is_not_read():
     e = next(e for e in _eqns((1, 1, 128, 64), (1, 1, 128, 64), "f16", False, H200)
              if e.prim is flash_attention_bwd_p)
-    plan, roles = attention_coop.plan_eqn(e, H200, flash_attention_p, dlse_zero=True)
+    plan, roles = attention_coop.plan_eqn(e, H200, dlse_zero=True)
     (dq, dq_roles), _ = plan.steps
     assert "dlse" not in roles and "dlse" not in dq_roles and "DLSE" not in dict(dq.defines)
-    plan, roles = attention_coop.plan_eqn(e, H200, flash_attention_p)
+    plan, roles = attention_coop.plan_eqn(e, H200)
     (dq, dq_roles), _ = plan.steps
     assert dq_roles[-1] == "dlse" and dict(dq.defines)["DLSE"] == 1 and dq.bindings == 9
 
@@ -119,7 +119,7 @@ def test_the_planner_refuses_what_the_kernels_cannot_run():
     program = vg.make_ir(lambda q, k, v: vg.nn.flash_attention(q, k, v))(q, q, q)
     e = next(e for e in program.eqns if e.prim is flash_attention_p)
     with pytest.raises(Unsupported, match="cooperative matrices"):
-        attention_coop.plan_eqn(e, H200, flash_attention_p)
+        attention_coop.plan_eqn(e, H200)
 
 
 def _operands(b, h, lq, lk, d, seed):

@@ -88,18 +88,7 @@ void main() {
 #endif
     for (uint j0 = 0; j0 < kend; j0 += BC) {
         // K and V rows j0 .. j0+BC into shared memory (16-byte pieces; zeros past Lk)
-        for (uint v = tid; v < BC * D / 8; v += NT) {
-            uint r = v / (D / 8), c = v % (D / 8);
-            uint key = j0 + r;
-            uvec4 kk = uvec4(0), vv = uvec4(0);
-            if (key < Lk) {
-                uint at = ((bh * Lk + key) * D) / 8 + c;
-                kk = k4[at];
-                vv = v4[at];
-            }
-            shK[r * (KROW / 8) + c] = kk;
-            shV[r * (KROW / 8) + c] = vv;
-        }
+        COPY_TILES(shK, shV, k4, v4, j0, Lk)
         barrier();
 
         // S = Q K^T (16 x BC), scaled to the exp2 domain, into this subgroup's shared rows
@@ -109,8 +98,7 @@ void main() {
         [[unroll]] for (uint f = 0; f < FD; f++) {
             [[unroll]] for (uint c = 0; c < FC; c++) {
                 FRAG_B kt;   // K^T's rows f*16.., columns c*16..: K's rows c*16.. column-major
-                coopMatLoad(kt, shK, (c * 16 * KROW + f * 16) / 8, KROW / 8,
-                            gl_CooperativeMatrixLayoutColumnMajor);
+                coopMatLoad(kt, shK, TILE_AT(c, f), TILE_STRIDE, gl_CooperativeMatrixLayoutColumnMajor);
                 [[unroll]] for (uint r = 0; r < MR; r++)
                     sf[r][c] = coopMatMulAdd(qf[r][f], kt, sf[r][c]);
             }
@@ -170,13 +158,12 @@ void main() {
         [[unroll]] for (uint c = 0; c < FC; c++) {
             FRAG_A pf[MR];
             [[unroll]] for (uint r = 0; r < MR; r++) {
-                coopMatLoad(pf[r], shS, sbase + (r * 16 * PROW + c * 16) / 2, PROW / 2,
+                coopMatLoad(pf[r], shS, HALF_AT(sbase, r, c), HALF_STRIDE,
                             gl_CooperativeMatrixLayoutRowMajor);
             }
             [[unroll]] for (uint f = 0; f < FD; f++) {
                 FRAG_B vf;
-                coopMatLoad(vf, shV, (c * 16 * KROW + f * 16) / 8, KROW / 8,
-                            gl_CooperativeMatrixLayoutRowMajor);
+                coopMatLoad(vf, shV, TILE_AT(c, f), TILE_STRIDE, gl_CooperativeMatrixLayoutRowMajor);
                 [[unroll]] for (uint r = 0; r < MR; r++)
                     of[r][f] = coopMatMulAdd(pf[r], vf, of[r][f]);
             }

@@ -74,17 +74,7 @@ void main() {
     i_first = uint(max(int(k0) - int(Lk) + int(Lq), 0)) / BC * BC;
 #endif
     for (uint i0 = i_first; i0 < Lq; i0 += BC) {
-        for (uint w = tid; w < BC * D / 8; w += NT) {
-            uint r = w / (D / 8), c = w % (D / 8), qi = i0 + r;
-            uvec4 qq = uvec4(0), dd = uvec4(0);
-            if (qi < Lq) {
-                uint at = ((bh * Lq + qi) * D) / 8 + c;
-                qq = q4[at];
-                dd = do4[at];
-            }
-            shQ[r * TILE_STRIDE + c] = qq;
-            shO[r * TILE_STRIDE + c] = dd;
-        }
+        COPY_TILES(shQ, shO, q4, do4, i0, Lq)
         for (uint t = tid; t < BC; t += NT) {
             uint qi = i0 + t;
             float l = qi < Lq ? float(lse[bh * Lq + qi]) : NEG_INF;

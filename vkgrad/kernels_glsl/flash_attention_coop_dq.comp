@@ -88,17 +88,7 @@ void main() {
     kend = uint(clamp(int(q0 + BR) + int(Lk) - int(Lq), 0, int(Lk)));
 #endif
     for (uint j0 = 0; j0 < kend; j0 += BC) {
-        for (uint v = tid; v < BC * D / 8; v += NT) {
-            uint r = v / (D / 8), c = v % (D / 8), key = j0 + r;
-            uvec4 kk = uvec4(0), vv = uvec4(0);
-            if (key < Lk) {
-                uint at = ((bh * Lk + key) * D) / 8 + c;
-                kk = k4[at];
-                vv = v4[at];
-            }
-            shK[r * TILE_STRIDE + c] = kk;
-            shV[r * TILE_STRIDE + c] = vv;
-        }
+        COPY_TILES(shK, shV, k4, v4, j0, Lk)
         barrier();
 
         // S = Q K^T (scaled into exp2's terms) and dP = dO V^T, 16 x BC each

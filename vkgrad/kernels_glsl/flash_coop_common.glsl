@@ -54,6 +54,20 @@
 // KROW-half rows, and the same tile's stride
 #define TILE_AT(r, c) (((r) * 16 * KROW + (c) * 16) / 8)
 #define TILE_STRIDE (KROW / 8)
+// Rows r0 .. r0 + BC of two [BH, L, D] 16-bit operands (read in 16-byte words) into the shared
+// tiles A and B, zeros past row L, by the whole workgroup (its `tid`; `bh` its batch * head)
+#define COPY_TILES(A, B, SRC_A, SRC_B, r0, L)                                                  \
+    for (uint w = tid; w < BC * D / 8; w += NT) {                                              \
+        uint r = w / (D / 8), c = w % (D / 8), row = (r0) + r;                                 \
+        uvec4 a = uvec4(0), b = uvec4(0);                                                      \
+        if (row < (L)) {                                                                       \
+            uint at = ((bh * (L) + row) * D) / 8 + c;                                          \
+            a = SRC_A[at];                                                                     \
+            b = SRC_B[at];                                                                     \
+        }                                                                                      \
+        A[r * TILE_STRIDE + c] = a;                                                            \
+        B[r * TILE_STRIDE + c] = b;                                                            \
+    }
 // The 16 x 16 piece (row block r, column block c) of 16-bit rows written over scores that
 // start at float `base`, and its stride in floats
 #define HALF_AT(base, r, c) ((base) + ((r) * 16 * PROW + (c) * 16) / 2)

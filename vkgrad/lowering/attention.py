@@ -769,7 +769,7 @@ def plan_eqn(e, target, placed=None, dlse_zero=False):
     if e.inputs[0].dtype == "f16":
         if placed:
             raise Unsupported(f"{e.prim.name} on cooperative matrices reads dense operands", e)
-        return attention_coop.plan_eqn(e, target, P.flash_attention_p, dlse_zero)
+        return attention_coop.plan_eqn(e, target, dlse_zero)
     need_f32(e, *e.inputs)
     q, k = e.inputs[0], e.inputs[1]
     b, h, lq, d = q.shape

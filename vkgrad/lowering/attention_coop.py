@@ -36,6 +36,7 @@ from vkgrad.lowering import matmul_coop
 from vkgrad.lowering.contracts import Unsupported
 from vkgrad.lowering.kernels import OpPlan, Temp
 from vkgrad.lowering.launch import MAX_GROUPS_X, Launch
+from vkgrad.primitives.attention import flash_attention_p
 from vkgrad.target import target_of
 
 HEAD_DIMS = (32, 64, 128)
@@ -95,15 +96,15 @@ def plan_backward(bh: int, lq: int, lk: int, d: int, *, causal: bool, scale: flo
                   (Temp("delta", bh * lq, "float32"),))
 
 
-def plan_eqn(e, target, forward_prim, dlse_zero: bool = False):
-    """(OpPlan, roles) of flash attention eqn `e` (`forward_prim`: the forward's primitive)."""
+def plan_eqn(e, target, dlse_zero: bool = False):
+    """(OpPlan, roles) of flash attention eqn `e` (the forward or its backward)."""
     q, k = e.inputs[0], e.inputs[1]
     if not takes(q.shape, k.shape, q.dtype, target):
         raise Unsupported(f"{e.prim.name} of {q.dtype} {q.shape} over {k.shape} on cooperative "
                           "matrices (f16, head dim 32, 64 or 128, lengths multiples of 64)", e)
     b, h, lq, d = q.shape
     kw = dict(causal=e.params["causal"], scale=e.params["scale"])
-    if e.prim is forward_prim:
+    if e.prim is flash_attention_p:
         roles = dict(zip(("q", "k", "v"), e.inputs), o=e.outputs[0], lse=e.outputs[1])
         return plan_forward(b * h, lq, k.shape[2], d, **kw), roles
     roles = dict(zip(("q", "k", "v", "o", "lse", "do", "dlse"), e.inputs))
