@@ -44,7 +44,6 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -61,6 +60,7 @@ from vkgrad.lowering.attention import (ALTERNATIVES, MAX_KEY_TILES_PER_GROUP,  #
 from vkgrad.runtime import Executable, compile_file, get_device, pack_words  # noqa: E402
 
 from peers import cuda_torch  # noqa: E402
+from pipestats import build_pipestats, statistics_line  # noqa: E402
 
 # The sweep's budget goes to the first cases first: D128 (furthest from torch), then L4096.
 CASES = [(4, 8, 1024, 128, False), (4, 8, 1024, 128, True), (4, 8, 4096, 128, True),
@@ -223,24 +223,9 @@ def candidates(mode, D, info, sweep):
 def pipeline_stats(info, sweep, D):
     """{(mode, variant): driver statistics text} from bench/tools/pipestats.c, or {} with a note
     when the tool cannot be built or the driver lacks VK_KHR_pipeline_executable_properties."""
-    root = Path(__file__).resolve().parent
     tmp = Path(tempfile.mkdtemp(prefix="fa-stats-"))
-    exe = tmp / "pipestats"
-    # -l:libvulkan.so.1: the device machine has the loader but maybe no libvulkan.so dev link.
-    errors = []
-    for lib in ("-l:libvulkan.so.1", "-lvulkan"):
-        try:
-            build = subprocess.run(["cc", "-O1", "-o", str(exe),
-                                    str(root / "tools" / "pipestats.c"), lib],
-                                   capture_output=True, text=True)
-        except OSError as e:                    # no C compiler
-            errors.append(str(e))
-            break
-        if build.returncode == 0:
-            break
-        errors.append(build.stderr.strip()[:300])
-    if not exe.exists():
-        print(f"--stats: could not build pipestats: {' | '.join(errors)}")
+    exe = build_pipestats(tmp)
+    if exe is None:
         return {}
     stats = {}
     for mode in MODES:
@@ -252,15 +237,13 @@ def pipeline_stats(info, sweep, D):
                 continue
             spv = tmp / f"{mode}_{D}_{dict(launch.defines)['UNROLL_STEPS']}.spv"
             spv.write_bytes(compile_file(launch.shader, dict(launch.defines)))
-            words = ",".join(str(int(w)) for w in pack_words(launch.spec))
-            res = subprocess.run([str(exe), str(spv), str(launch.bindings),
-                                  str(4 * len(launch.push)), f"{name}:{words}"],
-                                 capture_output=True, text=True)
-            if res.returncode != 0:
-                print(f"--stats: pipestats failed: {res.stderr.strip()[:300]}")
+            try:
+                stats[(mode, name)] = statistics_line(exe, spv, launch.bindings,
+                                                      4 * len(launch.push), name,
+                                                      pack_words(launch.spec))
+            except RuntimeError as e:
+                print(f"--stats: {e}")
                 return stats
-            line = res.stdout.strip().splitlines()[-1]
-            stats[(mode, name)] = line.split(":", 1)[1].strip()
             print(f"  stats D{D} {mode:>5} {name:>34}: {stats[(mode, name)]}", flush=True)
     return stats
 

@@ -22,6 +22,7 @@ import math
 import statistics
 import struct
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -34,11 +35,14 @@ from coop_attention_probe import Attention, reference, time_algo  # noqa: E402
 from bench_attention import torch_sdpa  # noqa: E402
 from coop_matmul_probe import Runner  # noqa: E402
 from peers import cuda_torch  # noqa: E402
+from pipestats import build_pipestats, statistics_line  # noqa: E402
 from vkgrad.runtime.shaders import compile_file, compile_many  # noqa: E402
 
-# (BC rows a step, MR 16-row fragments a subgroup, NSG subgroups): a workgroup owns 16 MR NSG rows
-BWD_CONFIGS = ((16, 1, 4), (32, 1, 4), (16, 2, 4), (16, 1, 8))
-FWD = {32: (16, 2), 64: (16, 2), 128: (16, 2)}           # the forward's best tiling (BENCHMARKS.md, 2026-12-02)
+# (BC rows a step, MR 16-row fragments a subgroup, NSG subgroups, PREFETCH the next step's
+# tiles loaded while this one computes): a workgroup owns 16 MR NSG rows
+BWD_CONFIGS = ((16, 1, 4, 0), (16, 1, 4, 1), (16, 1, 8, 1), (16, 2, 4, 1))
+# the forward's tiling (BC, MR, PREFETCH)
+FWD = {32: (16, 2, 1), 64: (16, 2, 1), 128: (16, 2, 0)}
 CHECKS = [(2, 128, 128, 64, False), (2, 128, 128, 64, True), (2, 128, 256, 128, False),
           (2, 256, 128, 64, True), (1, 256, 64, 128, True), (3, 128, 128, 128, True),
           (1, 256, 256, 64, False), (2, 256, 256, 32, True), (1, 256, 128, 32, False)]
@@ -46,16 +50,22 @@ SHAPES = [(32, L, D, c) for L in (1024, 4096) for D in (64, 128) for c in (False
     [(256, 256, 32, True)]     # the LM small preset's attention, B32 H8
 
 
-def shared_bytes(d, bc, mr, nsg):
-    return 2 * bc * (d + 8) * 2 + 2 * nsg * 16 * mr * (bc + 4) * 4 + 2 * bc * 4
+def shared_bytes(d, bc, mr, nsg, pre=0):
+    """The larger of the dq and dkdv kernels' shared memory (their #errors say past 48 KB)."""
+    bufs = 1 + pre
+    dq = bufs * 2 * bc * (d + 8) * 2 + nsg * 16 * mr * (bc + 4) * 4 + 2048
+    dkdv = (bufs * (2 * bc * (d + 8) * 2 + 2 * 16 * (bc + 4) * 4)
+            + 2 * nsg * 16 * mr * (bc + 8) // 2 * 4 + 1024)
+    return max(dq, dkdv)
 
 
 def configs(d):
     return tuple(c for c in BWD_CONFIGS if shared_bytes(d, *c) <= 49152)
 
 
-def name(bc, mr, nsg):
-    return f"BC{bc}" + (f"x{16 * mr}" if mr > 1 else "") + (f"w{nsg}" if nsg != 4 else "")
+def name(bc, mr, nsg, pre=0):
+    return (f"BC{bc}" + (f"x{16 * mr}" if mr > 1 else "") + (f"w{nsg}" if nsg != 4 else "")
+            + ("p" if pre else ""))
 
 
 def rows(cfg):
@@ -63,10 +73,12 @@ def rows(cfg):
     return 16 * cfg[1] * cfg[2]
 
 
-def defines(d, bc, mr, nsg, causal):
+def defines(d, bc, mr, nsg, pre, causal):
     out = dict(D=d, BC=bc, MR=mr, NSG=nsg, SG=32)
     if causal:
         out["CAUSAL"] = 1
+    if pre:
+        out["PREFETCH"] = 1
     return out
 
 
@@ -107,8 +119,8 @@ class Backward:
     def algos(self, bh, lq, lk, d, cfg, causal, q, k, v, do):
         """The forward's algorithm, then dq's and dkdv's, on tensors that chain them."""
         r = self.r
-        bc, mr = FWD[d]
-        fwd, to, tl = self.fwd.algo(bh, lq, lk, d, bc, mr, causal, q, k, v)
+        bc, mr, pre = FWD[d]
+        fwd, to, tl = self.fwd.algo(bh, lq, lk, d, bc, mr, causal, q, k, v, pre)
         tq, tk, tv, tdo = (r.tensor(x) for x in (q, k, v, do))
         tdq = r.tensor(np.zeros(bh * lq * d, np.float16))
         tdk, tdv = (r.tensor(np.zeros(bh * lk * d, np.float16)) for _ in range(2))
@@ -147,12 +159,35 @@ def check(bwd, rng, results):
             ok = all(e < 2e-2 for e in errs) and all(np.all(np.isfinite(g)) for g in got)
             bad += not ok
             results["checks"].append(dict(bh=bh, lq=lq, lk=lk, d=d, causal=causal, bc=cfg[0],
-                                          mr=cfg[1], nsg=cfg[2], rel_err_dq=errs[0], rel_err_dk=errs[1],
+                                          mr=cfg[1], nsg=cfg[2], prefetch=cfg[3], rel_err_dq=errs[0], rel_err_dk=errs[1],
                                           rel_err_dv=errs[2], ok=ok))
             print(f"check BH{bh} Lq{lq} Lk{lk} D{d} {'causal ' if causal else ''}{name(*cfg)}: "
                   f"rel err dq {errs[0]:.1e} dk {errs[1]:.1e} dv {errs[2]:.1e} "
                   f"{'ok' if ok else 'WRONG'}", flush=True)
     return bad
+
+
+def print_stats():
+    """The driver's statistics of the forward and of every backward variant, D32/64/128."""
+    tmp = Path(tempfile.mkdtemp(prefix="coop-stats-"))
+    exe = build_pipestats(tmp)
+    if exe is None:
+        return
+    for d in FWD:
+        bc, mr, pre = FWD[d]
+        kernels = [("fwd", "flash_attention_coop.comp", 5, name(bc, mr, 4, pre),
+                    dict(D=d, BC=bc, MR=mr, SG=32, **({"PREFETCH": 1} if pre else {})))]
+        kernels += [(kn, f"flash_attention_coop_{kn}.comp", 8, name(*cfg),
+                     defines(d, *cfg, False)) for kn in ("dq", "dkdv") for cfg in configs(d)]
+        for kn, shader, bindings, label, defs in kernels:
+            spv = tmp / f"{kn}_{d}_{label}.spv"
+            spv.write_bytes(compile_file(shader, defs, target_env="vulkan1.3"))
+            try:
+                line = statistics_line(exe, spv, bindings, 12, label)
+            except RuntimeError as e:
+                print(f"--stats: {e}")
+                return
+            print(f"  stats D{d} {kn:>4} {label:>10}: {line}", flush=True)
 
 
 def torch_fwd_bwd(torch, q, k, v, do, l, d, causal):
@@ -168,6 +203,8 @@ def main():
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--out", default=None)
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--stats", action="store_true", help="the driver's statistics (registers "
+                    "a thread) of every kernel variant (bench/tools/pipestats.c)")
     ap.add_argument("--shapes", default="", help="only cases whose name has one of these, "
                     "comma-separated (e.g. L1024)")
     args = ap.parse_args()
@@ -175,15 +212,18 @@ def main():
     jobs = [(fn, (f"flash_attention_coop_{kn}.comp", defines(d, *cfg, c)))
             for kn in ("dq", "dkdv") for d in FWD for cfg in configs(d) for c in (False, True)]
     jobs += [(fn, ("flash_attention_coop.comp", dict(D=d, BC=FWD[d][0], MR=FWD[d][1], SG=32,
-                                                     **({"CAUSAL": 1} if c else {}))))
+                                                     **({"CAUSAL": 1} if c else {}),
+                                                     **({"PREFETCH": 1} if FWD[d][2] else {}))))
              for d in FWD for c in (False, True)]
     compile_many(jobs)
+    if args.stats:
+        print_stats()
     r = Runner()
     bwd = Backward(r)
     rng = np.random.default_rng(0)
     results = {"kind": "coop_attention_bwd", "date": datetime.datetime.now().strftime(
         "%Y-%m-%d %H:%M"), "device": r.kp.list_physical_devices()[0]["device_name"],
-        "rounds": args.rounds, "forward": {str(d): name(*c, 4) for d, c in FWD.items()},
+        "rounds": args.rounds, "forward": {str(d): name(c[0], c[1], 4, c[2]) for d, c in FWD.items()},
         "checks": [], "rows": []}
     bad = check(bwd, rng, results)
     print(f"{len(results['checks'])} checks, {bad} wrong", flush=True)

@@ -30,36 +30,39 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from coop_matmul_probe import Runner  # noqa: E402
 from vkgrad.runtime.shaders import compile_file, compile_many  # noqa: E402
 
-# (BC keys a step, MR 16-row fragments a subgroup): a workgroup takes 64 MR query rows
-CONFIGS = ((16, 1), (32, 1), (64, 1), (16, 2), (32, 2))
+# (BC keys a step, MR 16-row fragments a subgroup, PREFETCH the next step's K and V loaded
+# while this one computes): a workgroup takes 64 MR query rows
+CONFIGS = ((16, 2, 0), (16, 2, 1), (16, 1, 1), (32, 1, 1), (32, 2, 1), (64, 1, 1))
 
 
-def shared_bytes(d, bc, mr):
+def shared_bytes(d, bc, mr, pre=0):
     """flash_attention_coop.comp's shared memory (its #error says past 48 KB)."""
-    return 2 * bc * (d + 8) * 2 + 4 * 16 * mr * (bc + 4) * 4 + 4 * 16 * mr * 4 + 1024
+    return (1 + pre) * 2 * bc * (d + 8) * 2 + 4 * 16 * mr * (bc + 4) * 4 + 4 * 16 * mr * 4 + 1024
 
 
 def configs(d):
     return tuple(c for c in CONFIGS if shared_bytes(d, *c) <= 49152)
 
 
-def name(bc, mr):
-    return f"BC{bc}" + (f"x{16 * mr}" if mr > 1 else "")
+def name(bc, mr, pre=0):
+    return f"BC{bc}" + (f"x{16 * mr}" if mr > 1 else "") + ("p" if pre else "")
 CHECKS = [(2, 128, 128, 64, False), (2, 128, 128, 64, True), (2, 64, 200, 128, False),
           (2, 64, 200, 128, True), (1, 128, 64, 64, True), (3, 192, 192, 128, True),
           (2, 256, 200, 128, True), (1, 256, 128, 64, True), (2, 128, 328, 64, False)]
 SHAPES = [(32, L, D, c) for L in (1024, 4096) for D in (64, 128) for c in (False, True)]
 
 
-def defines(d, bc, mr, causal):
+def defines(d, bc, mr, causal, pre=0):
     out = dict(D=d, BC=bc, MR=mr, SG=32)
     if causal:
         out["CAUSAL"] = 1
+    if pre:
+        out["PREFETCH"] = 1
     return out
 
 
-def spirv(d, bc, mr, causal):
-    return compile_file("flash_attention_coop.comp", defines(d, bc, mr, causal),
+def spirv(d, bc, mr, causal, pre=0):
+    return compile_file("flash_attention_coop.comp", defines(d, bc, mr, causal, pre),
                         target_env="vulkan1.3")
 
 
@@ -84,18 +87,18 @@ class Attention:
     def __init__(self, r: Runner):
         self.r = r
 
-    def algo(self, bh, lq, lk, d, bc, mr, causal, q, k, v):
+    def algo(self, bh, lq, lk, d, bc, mr, causal, q, k, v, pre=0):
         to = self.r.tensor(np.zeros(bh * lq * d, np.float16))
         tl = self.r.tensor(np.zeros(bh * lq, np.float32))
         scale = struct.unpack("<I", struct.pack("<f", 1.0 / math.sqrt(d)))[0]
         push = np.array([lq, lk, scale], np.uint32)
         algo = self.r.mgr.algorithm([self.r.tensor(q), self.r.tensor(k), self.r.tensor(v), to,
-                                     tl], spirv(d, bc, mr, causal), (lq // (64 * mr), bh, 1),
+                                     tl], spirv(d, bc, mr, causal, pre), (lq // (64 * mr), bh, 1),
                                     [], push)
         return algo, to, tl
 
-    def run(self, bh, lq, lk, d, bc, mr, causal, q, k, v):
-        algo, to, tl = self.algo(bh, lq, lk, d, bc, mr, causal, q, k, v)
+    def run(self, bh, lq, lk, d, bc, mr, causal, q, k, v, pre=0):
+        algo, to, tl = self.algo(bh, lq, lk, d, bc, mr, causal, q, k, v, pre)
         kp = self.r.kp
         self.r.mgr.sequence().record(kp.OpAlgoDispatch(algo)).record(
             kp.OpTensorSyncLocal([to, tl])).eval()
@@ -108,18 +111,19 @@ def check(att, rng, results):
     for bh, lq, lk, d, causal in CHECKS:
         q, k, v = (rng.standard_normal((bh, n, d)).astype(np.float16) for n in (lq, lk, lk))
         want_o, want_lse = reference(q, k, v, causal)
-        for bc, mr in configs(d):
+        for bc, mr, pre in configs(d):
             if lq % (64 * mr):
                 continue
-            o, lse = att.run(bh, lq, lk, d, bc, mr, causal, q, k, v)
+            o, lse = att.run(bh, lq, lk, d, bc, mr, causal, q, k, v, pre)
             err_o = float(np.max(np.abs(o - want_o)))
             fin = np.isfinite(want_lse)
             err_l = float(np.max(np.abs(np.where(fin, lse - want_lse, 0))))
             ok = err_o < 1e-2 and err_l < 1e-3 and bool(np.all(np.isfinite(lse) == fin))
             bad += not ok
             results["checks"].append(dict(bh=bh, lq=lq, lk=lk, d=d, causal=causal, bc=bc, mr=mr,
-                                          max_err_o=err_o, max_err_lse=err_l, ok=ok))
-            print(f"check BH{bh} Lq{lq} Lk{lk} D{d} {'causal ' if causal else ''}{name(bc, mr)}: "
+                                          prefetch=pre, max_err_o=err_o, max_err_lse=err_l, ok=ok))
+            print(f"check BH{bh} Lq{lq} Lk{lk} D{d} {'causal ' if causal else ''}"
+                  f"{name(bc, mr, pre)}: "
                   f"o err {err_o:.2e} lse err {err_l:.2e} {'ok' if ok else 'WRONG'}", flush=True)
     return bad
 
@@ -156,8 +160,8 @@ def main():
     ap.add_argument("--no-torch", action="store_true")
     args = ap.parse_args()
     fn = functools.partial(compile_file, target_env="vulkan1.3")
-    compile_many([(fn, ("flash_attention_coop.comp", defines(d, bc, mr, c)))
-                  for d in (64, 128) for bc, mr in configs(d) for c in (False, True)])
+    compile_many([(fn, ("flash_attention_coop.comp", defines(d, *cfg[:2], c, *cfg[2:])))
+                  for d in (64, 128) for cfg in configs(d) for c in (False, True)])
     r = Runner()
     att = Attention(r)
     rng = np.random.default_rng(0)
@@ -168,7 +172,8 @@ def main():
     print(f"{len(results['checks'])} checks, {bad} wrong", flush=True)
     for bh, l, d, causal in SHAPES:
         q, k, v = (rng.standard_normal((bh, l, d)).astype(np.float16) for _ in range(3))
-        algos = {name(*c): att.algo(bh, l, l, d, *c, causal, q, k, v)[0] for c in configs(d)}
+        algos = {name(*c): att.algo(bh, l, l, d, c[0], c[1], causal, q, k, v, *c[2:])[0]
+                 for c in configs(d)}
         times = {n: [] for n in algos}
         if not args.no_torch:
             times["torch"] = []

@@ -13,7 +13,7 @@ import pytest
 import vkgrad as vg
 import vkgrad.numpy as vnp
 from vkgrad.lowering import attention_coop
-from vkgrad.lowering.attention import COOP_FLASH_PLAIN_MAX_HEAD_DIM, scores_path
+from vkgrad.lowering.attention import scores_path
 from vkgrad.lowering.contracts import CONTRACTS, Unsupported
 from vkgrad.passes import optimize
 from vkgrad.pipeline import fuse_program
@@ -99,11 +99,11 @@ def test_a_known_zero_dlse_is_not_read():
 
 
 def test_what_the_coop_kernels_do_not_take_runs_as_before():
-    """bf16, and plain f16 attention past COOP_FLASH_PLAIN_MAX_HEAD_DIM, are written out on
-    the H200 (matmuls on the tensor cores); f16 at 96 queries too; lavapipe's f16 attention is
-    widened to f32 (converts around the f32 flash kernels)."""
-    d = 2 * COOP_FLASH_PLAIN_MAX_HEAD_DIM
-    for q, dtype in (((1, 2, 256, 64), "bf16"), ((1, 2, 256, d), "f16"), ((1, 2, 96, 64), "f16")):
+    """bf16, and f16 attention at a head dim the coop kernels do not take (256), are written out
+    on the H200 (matmuls on the tensor cores); f16 at 96 queries too; lavapipe's f16 attention
+    is widened to f32 (converts around the f32 flash kernels)."""
+    for q, dtype in (((1, 2, 256, 64), "bf16"), ((1, 2, 256, 256), "f16"),
+                     ((1, 2, 96, 64), "f16")):
         assert scores_path(q, q, dtype, False, H200), (q, dtype)
         names = [e.prim.name for e in _eqns(q, q, dtype, False, H200)]
         assert "flash_attention" not in names and "matmul" in names, names

@@ -6,26 +6,32 @@
 //
 // A workgroup takes BR query rows of one (batch, head) with four subgroups of RS = 16 MR rows. Its
 // subgroups walk the keys BC at a time: the block's K and V rows are copied into shared memory
-// by the whole workgroup; each subgroup multiplies its Q fragments (16 x 16 f16, loaded once
-// from memory) by K^T (column-major fragment loads of the K tile) into 16 x BC f32 scores,
+// by the whole workgroup (with PREFETCH the next block's are loaded while this one computes,
+// into a second pair of tiles: one barrier a step); each subgroup multiplies its Q fragments
+// (16 x 16 f16, loaded once from memory) by K^T (column-major fragment loads of the K tile)
+// into 16 x BC f32 scores,
 // stores them into its own piece of shared memory, where its 32 invocations (two a row) take
 // the running row max and sum, mask, exponentiate, and write the probabilities back as f16
 // over the scores; then O (D/16 accumulators of 16 x 16 f32, kept in registers) is rescaled
 // by each row's exp(m_old - m_new) and P V added. Rows of an accumulator: KHR cooperative
 // matrices give no element's row, but every matrix of one type spreads its elements over the
 // invocations the same way, so ROWS, a matrix of that type loaded from a table of row
-// numbers, says each element's row (it is how O is scaled a row at a time in registers).
+// numbers, says each element's row (it is how O is scaled a row at a time in registers). The
+// softmax in registers, with each row reduced by shuffles where the accumulators spread their
+// elements as NVIDIA's m16n8 pieces do (checked at run time), ran no faster on the H200
+// (2026-12-04: 73-77 us against 72-75 at B4 H8 L1024 D64), so the scores go through shared
+// memory.
 //
 // Defines: D (head dim: 64 or 128), BC (keys a step: 16, 32 or 64), MR (16-row fragments a
 // subgroup: 1 or 2; each K and V fragment loaded from shared memory then feeds MR products),
-// SG (subgroup size: 32), CAUSAL (query i sees key j iff j <= i + Lk - Lq), LSE16 (lse in
-// f16). Bindings: 0 q, 1 k, 2 v [BH, L, D] f16, 3 o [BH, Lq, D] f16, 4 lse [BH, Lq] f32 (LSE16:
+// SG (subgroup size: 32), PREFETCH, CAUSAL (query i sees key j iff j <= i + Lk - Lq), LSE16
+// (lse in f16). Bindings: 0 q, 1 k, 2 v [BH, L, D] f16, 3 o [BH, Lq, D] f16, 4 lse [BH, Lq] f32 (LSE16:
 // f16). Push: Lq, Lk, the scale's float bits. Lq a multiple
 // of 64 MR (the probe's shapes); Lk any (keys past it are masked). BR = 64 MR rows a workgroup.
 #extension GL_GOOGLE_include_directive : require
 #include "flash_coop_common.glsl"
 
-#if 2 * BC * KROW * 2 + NSG * RS * SROW * 4 + NSG * RS * 4 + 1024 > 49152
+#if TILE_BUFS * 2 * BC * KROW * 2 + NSG * RS * SROW * 4 + NSG * RS * 4 + 1024 > 49152
 #error flash_attention_coop: the tiles need more than 48 KB of shared memory (D 128 takes BC <= 32)
 #endif
 
@@ -38,11 +44,11 @@ layout(set = 0, binding = 2) readonly buffer V4 { uvec4 v4[]; };
 layout(set = 0, binding = 3) writeonly buffer O { float16_t o[]; };
 layout(set = 0, binding = 4) writeonly buffer LSE { LSE_T lse[]; };
 
-shared uvec4 shK[BC * KROW / 8];
-shared uvec4 shV[BC * KROW / 8];
+shared uvec4 shK[TILE_BUFS * TILE_BUF];
+shared uvec4 shV[TILE_BUFS * TILE_BUF];
 shared float shS[NSG * RS * SROW];      // each subgroup's scores, then its probabilities
 shared float shRow[NSG * RS];           // each row's factor for O
-shared float shRows[256];               // row numbers of a 16 x 16 matrix, for ROWS
+shared float shRows[256];               // row numbers of a 16 x 16 matrix (ELEMENT_ROWS)
 
 // O's rows scaled by shRow[sg*16 + row]: element e of a matrix of ROWS's type is in row ROWS[e]
 void scale_rows(inout ACC m, ACC rows, uint base) {
@@ -57,10 +63,8 @@ void main() {
     const uint Lq = p.Lq, Lk = p.Lk;
     const float scale2 = uintBitsToFloat(p.scale_bits) * float(LOG2E);   // exp2 domain
 
-    for (uint i = tid; i < 256; i += NT) shRows[i] = float(i / 16);
-    barrier();
     ACC rows;
-    coopMatLoad(rows, shRows, 0, 16, gl_CooperativeMatrixLayoutRowMajor);
+    ELEMENT_ROWS(rows)
 
     // this subgroup's 16 query rows, as FD fragments of 16 x 16
     FRAG_A qf[MR][FD];
@@ -86,10 +90,22 @@ void main() {
     // the last key any row here sees, + 1 (signed: with Lq > Lk the first rows see none)
     kend = uint(clamp(int(q0 + BR) + int(Lk) - int(Lq), 0, int(Lk)));
 #endif
-    for (uint j0 = 0; j0 < kend; j0 += BC) {
-        // K and V rows j0 .. j0+BC into shared memory (16-byte pieces; zeros past Lk)
-        COPY_TILES(shK, shV, k4, v4, j0, Lk)
-        barrier();
+    // K and V rows j0 .. j0+BC into shared memory (16-byte pieces; zeros past Lk)
+    uvec4 ta[TILE_REGS];
+    uvec4 tb[TILE_REGS];
+    if (kend > 0) {
+        LOAD_TILES(ta, tb, k4, v4, 0, Lk)
+        STORE_TILES(shK, shV, ta, tb, 0)
+    }
+    barrier();
+    for (uint j0 = 0, t = 0; j0 < kend; j0 += BC, t++) {
+        const uint kb = (t % TILE_BUFS) * TILE_BUF;      // this step's K and V tiles
+        const bool more = j0 + BC < kend;
+#ifdef PREFETCH
+        if (more) {
+            LOAD_TILES(ta, tb, k4, v4, j0 + BC, Lk)
+        }
+#endif
 
         // S = Q K^T (16 x BC), scaled to the exp2 domain, into this subgroup's shared rows
         ACC sf[MR][FC];
@@ -98,7 +114,7 @@ void main() {
         [[unroll]] for (uint f = 0; f < FD; f++) {
             [[unroll]] for (uint c = 0; c < FC; c++) {
                 FRAG_B kt;   // K^T's rows f*16.., columns c*16..: K's rows c*16.. column-major
-                coopMatLoad(kt, shK, TILE_AT(c, f), TILE_STRIDE, gl_CooperativeMatrixLayoutColumnMajor);
+                coopMatLoad(kt, shK, kb + TILE_AT(c, f), TILE_STRIDE, gl_CooperativeMatrixLayoutColumnMajor);
                 [[unroll]] for (uint r = 0; r < MR; r++)
                     sf[r][c] = coopMatMulAdd(qf[r][f], kt, sf[r][c]);
             }
@@ -163,12 +179,24 @@ void main() {
             }
             [[unroll]] for (uint f = 0; f < FD; f++) {
                 FRAG_B vf;
-                coopMatLoad(vf, shV, TILE_AT(c, f), TILE_STRIDE, gl_CooperativeMatrixLayoutRowMajor);
+                coopMatLoad(vf, shV, kb + TILE_AT(c, f), TILE_STRIDE, gl_CooperativeMatrixLayoutRowMajor);
                 [[unroll]] for (uint r = 0; r < MR; r++)
                     of[r][f] = coopMatMulAdd(pf[r], vf, of[r][f]);
             }
         }
-        barrier();                                         // before the next K, V overwrite
+#ifdef PREFETCH
+        if (more) {
+            STORE_TILES(shK, shV, ta, tb, (t + 1) % 2 * TILE_BUF)
+        }
+        barrier();                          // the next tiles stored, this step's read
+#else
+        barrier();                          // before the next K, V overwrite
+        if (more) {
+            LOAD_TILES(ta, tb, k4, v4, j0 + BC, Lk)
+            STORE_TILES(shK, shV, ta, tb, 0)
+            barrier();
+        }
+#endif
     }
 
     // o = O / l (0 for a row that saw no key), lse = (m + log2 l) ln 2; a NaN score keeps its

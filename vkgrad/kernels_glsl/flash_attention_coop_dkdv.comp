@@ -8,20 +8,26 @@
 // The transpose of the dq pass: a workgroup takes BR = 64 MR key rows of one (batch, head), four
 // subgroups of RS = 16 MR, each keeping its K and V rows as fragments and its dK and dV as
 // accumulators. The subgroups walk the queries BC at a time (in causal attention, from the
-// first query that sees the workgroup's first key): the block's Q and dO rows, their lse (in
-// exp2's terms) and delta go into shared memory; each subgroup multiplies K Q^T and V dO^T into
-// 16 x BC f32 scores (S^T and dP^T), its invocations (LPR a key row) make P^T and dS^T and write
-// them in f16 over the two, then dV += P^T dO and dK += dS^T Q.
+// first query that sees the workgroup's first key): the block's Q and dO rows go into shared
+// memory, and its lse (in exp2's terms) and delta into 16 equal rows each, loaded as matrices
+// of the scores' type; each subgroup multiplies K Q^T and V dO^T into 16 x BC f32 scores (S^T
+// and dP^T), makes P^T and dS^T from them element by element in registers, stores both in f16
+// into its own shared rows and loads them back for dV += P^T dO and dK += dS^T Q. PREFETCH:
+// the next block's rows are loaded while this one computes (a second set of tiles).
 //
-// Defines: D (64 or 128), BC (queries a step: 16 or 32), MR (1 or 2), SG (32), CAUSAL, LSE16
-// (lse in f16).
+// Defines: D (32, 64 or 128), BC (queries a step: 16 or 32), MR (1 or 2), NSG (4 or 8), SG
+// (32), PREFETCH, CAUSAL, LSE16 (lse in f16).
 // Bindings: 0 q [BH, Lq, D], 1 k, 2 v [BH, Lk, D], 3 do [BH, Lq, D] f16, 4 lse, 5 delta [BH, Lq]
 // f32, 6 dk, 7 dv [BH, Lk, D] f16. Push: Lq, Lk, the scale's float bits. Lk a multiple of BR;
 // Lq any.
 #extension GL_GOOGLE_include_directive : require
 #include "flash_coop_common.glsl"
 
-#if 2 * BC * KROW * 2 + 2 * NSG * RS * SROW * 4 + 2 * BC * 4 > 49152
+#define LROW (BC + 4)                    // a row of shL, shDl (padded: other banks)
+#define LBUF (16 * LROW)
+#define LREGS ((16 * BC + NT - 1) / NT)  // lse and delta values an invocation loads a step
+#define HBUF (RS * PROW / 2)             // a subgroup's 16-bit rows, in floats
+#if TILE_BUFS * (2 * BC * KROW * 2 + 2 * LBUF * 4) + 2 * NSG * HBUF * 4 + 1024 > 49152
 #error flash_attention_coop_dkdv: the tiles need more than 48 KB of shared memory
 #endif
 
@@ -37,12 +43,33 @@ layout(set = 0, binding = 5) readonly buffer DELTA { float delta[]; };
 layout(set = 0, binding = 6) writeonly buffer DK { float16_t dk[]; };
 layout(set = 0, binding = 7) writeonly buffer DV { float16_t dv[]; };
 
-shared uvec4 shQ[BC * KROW / 8];
-shared uvec4 shO[BC * KROW / 8];        // dO's rows
-shared float shS[NSG * RS * SROW];      // each subgroup's S^T, then its P^T in 16 bits
-shared float shP[NSG * RS * SROW];      // each subgroup's dP^T, then its dS^T in 16 bits
-shared float shL[BC];                   // the block's lse in exp2's terms (+inf: no key seen)
-shared float shDl[BC];                  // the block's delta
+shared uvec4 shQ[TILE_BUFS * TILE_BUF];
+shared uvec4 shO[TILE_BUFS * TILE_BUF];          // dO's rows
+shared float shS[NSG * HBUF];                    // each subgroup's P^T in 16 bits
+shared float shP[NSG * HBUF];                    // each subgroup's dS^T in 16 bits
+shared float shL[TILE_BUFS * LBUF];              // the block's lse in exp2's terms (+inf: no key
+shared float shDl[TILE_BUFS * LBUF];             // seen) and delta, each in 16 equal rows (loaded
+shared float shDiag[256];                        // as matrices: element (i, j) is query j's);
+                                                 // column - row of a 16 x 16 matrix
+
+// lse in exp2's terms (+inf: a query that sees no key, P = 0) and delta of the queries
+// i0 .. i0 + BC into LA, DA, then into the shared rows at `base`
+#define LOAD_ROWS(LA, DA, i0)                                                                  \
+    [[unroll]] for (uint k_ = 0; k_ < LREGS; k_++) {                                           \
+        uint qi = (i0) + (tid + k_ * NT) % BC;                                                 \
+        float l = qi < Lq ? float(lse[bh * Lq + qi]) : NEG_INF;                                \
+        LA[k_] = l != NEG_INF ? l * float(LOG2E) : 1.0 / 0.0;     /* (a NaN stays NaN) */      \
+        DA[k_] = qi < Lq ? delta[bh * Lq + qi] : 0.0;                                          \
+    }
+#define STORE_ROWS(LA, DA, base)                                                               \
+    [[unroll]] for (uint k_ = 0; k_ < LREGS; k_++) {                                           \
+        uint i = tid + k_ * NT;                                                                \
+        if (i < 16 * BC) {                                                                     \
+            uint w = (base) + i / BC * LROW + i % BC;                                          \
+            shL[w] = LA[k_];                                                                   \
+            shDl[w] = DA[k_];                                                                  \
+        }                                                                                      \
+    }
 
 void main() {
     const uint tid = gl_LocalInvocationID.x, sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
@@ -64,24 +91,34 @@ void main() {
             dvf[r][f] = ACC(0.0);
         }
     }
-    const uint srow = lane / LPR, part = lane % LPR;
-    const uint kj = krow0 + srow;                    // this invocation's key row
-    const uint sbase = sg * RS * SROW;
+    const uint hbase = sg * HBUF;
+    for (uint i = tid; i < 256; i += NT) shDiag[i] = float(i % 16) - float(i / 16);
 
     uint i_first = 0;
 #ifdef CAUSAL
     // the first query that sees key k0, down to a whole step
     i_first = uint(max(int(k0) - int(Lk) + int(Lq), 0)) / BC * BC;
 #endif
-    for (uint i0 = i_first; i0 < Lq; i0 += BC) {
-        COPY_TILES(shQ, shO, q4, do4, i0, Lq)
-        for (uint t = tid; t < BC; t += NT) {
-            uint qi = i0 + t;
-            float l = qi < Lq ? float(lse[bh * Lq + qi]) : NEG_INF;
-            shL[t] = l != NEG_INF ? l * float(LOG2E) : 1.0 / 0.0;     // (a NaN stays NaN)
-            shDl[t] = qi < Lq ? delta[bh * Lq + qi] : 0.0;
+    uvec4 ta[TILE_REGS];
+    uvec4 tb[TILE_REGS];
+    float la[LREGS];
+    float da[LREGS];
+    if (i_first < Lq) {
+        LOAD_TILES(ta, tb, q4, do4, i_first, Lq)
+        LOAD_ROWS(la, da, i_first)
+        STORE_TILES(shQ, shO, ta, tb, 0)
+        STORE_ROWS(la, da, 0)
+    }
+    barrier();
+    for (uint i0 = i_first, t = 0; i0 < Lq; i0 += BC, t++) {
+        const uint qb_ = (t % TILE_BUFS) * TILE_BUF, lb = (t % TILE_BUFS) * LBUF;
+        const bool more = i0 + BC < Lq;
+#ifdef PREFETCH
+        if (more) {
+            LOAD_TILES(ta, tb, q4, do4, i0 + BC, Lq)
+            LOAD_ROWS(la, da, i0 + BC)
         }
-        barrier();
+#endif
 
         // S^T = K Q^T (scaled into exp2's terms) and dP^T = V dO^T, 16 x BC each
         ACC st[MR][FC];
@@ -96,40 +133,49 @@ void main() {
             [[unroll]] for (uint c = 0; c < FC; c++) {
                 FRAG_B qt;
                 FRAG_B ot;
-                coopMatLoad(qt, shQ, TILE_AT(c, f), TILE_STRIDE, gl_CooperativeMatrixLayoutColumnMajor);
-                coopMatLoad(ot, shO, TILE_AT(c, f), TILE_STRIDE, gl_CooperativeMatrixLayoutColumnMajor);
+                coopMatLoad(qt, shQ, qb_ + TILE_AT(c, f), TILE_STRIDE, gl_CooperativeMatrixLayoutColumnMajor);
+                coopMatLoad(ot, shO, qb_ + TILE_AT(c, f), TILE_STRIDE, gl_CooperativeMatrixLayoutColumnMajor);
                 [[unroll]] for (uint r = 0; r < MR; r++) {
                     st[r][c] = coopMatMulAdd(kf[r][f], qt, st[r][c]);
                     pt[r][c] = coopMatMulAdd(vf[r][f], ot, pt[r][c]);
                 }
             }
         }
-        [[unroll]] for (uint r = 0; r < MR; r++) {
-            [[unroll]] for (uint c = 0; c < FC; c++) {
-                uint at = sbase + r * 16 * SROW + c * 16;
-                coopMatStore(st[r][c] * scale2, shS, at, SROW, gl_CooperativeMatrixLayoutRowMajor);
-                coopMatStore(pt[r][c], shP, at, SROW, gl_CooperativeMatrixLayoutRowMajor);
-            }
-        }
-        subgroupMemoryBarrierShared();
-        subgroupBarrier();
 
-        // P^T = exp2(S^T - lse) where the query sees this key (else 0), dS^T = P^T (dP^T - delta)
-        float pv[BC / LPR], ds[BC / LPR];
-        [[unroll]] for (uint c = 0; c < BC / LPR; c++) {
-            uint col = part * (BC / LPR) + c, at = sbase + srow * SROW + col;
-            float x = exp2(shS[at] - shL[col]);
+        // P^T = exp2(S^T - lse) where the query sees this key (else 0), dS^T = P^T (dP^T -
+        // delta), element by element in registers; written in f16 into the subgroup's rows
+        bool edge = false;                              // some query of the block masked
 #ifdef CAUSAL
-            x = int(kj) <= int(i0 + col) + int(Lk) - int(Lq) ? x : 0.0;
+        edge = int(krow0 + RS - 1) > int(i0) + int(Lk) - int(Lq);
 #endif
-            pv[c] = x;
-            ds[c] = x * (shP[at] - shDl[col]);
-        }
-        subgroupBarrier();                                  // every score read: overwrite
-        [[unroll]] for (uint c = 0; c < BC / LPR; c += 2) {
-            uint h = srow * PROW + part * (BC / LPR) + c;
-            shS[sbase + h / 2] = uintBitsToFloat(packHalf2x16(vec2(pv[c], pv[c + 1])));
-            shP[sbase + h / 2] = uintBitsToFloat(packHalf2x16(vec2(ds[c], ds[c + 1])));
+        [[unroll]] for (uint c = 0; c < FC; c++) {
+            ACC lm;
+            ACC dlm;
+            coopMatLoad(lm, shL, lb + c * 16, LROW, gl_CooperativeMatrixLayoutRowMajor);
+            coopMatLoad(dlm, shDl, lb + c * 16, LROW, gl_CooperativeMatrixLayoutRowMajor);
+            [[unroll]] for (uint r = 0; r < MR; r++) {
+                ACC pm = st[r][c] * scale2 - lm;
+                ACC dm = pt[r][c] - dlm;
+                if (edge) {
+                    ACC dg;                            // column - row: query - key
+                    coopMatLoad(dg, shDiag, 0, 16, gl_CooperativeMatrixLayoutRowMajor);
+                    const float first = float(int(krow0 + r * 16) + int(Lq) - int(Lk) - int(i0 + c * 16));
+                    for (uint e = 0; e < pm.length(); e++) {
+                        const bool seen = dg[e] >= first;
+                        pm[e] = seen ? exp2(pm[e]) : 0.0;
+                        dm[e] = seen ? pm[e] * dm[e] : 0.0;
+                    }
+                } else {
+                    for (uint e = 0; e < pm.length(); e++) {
+                        pm[e] = exp2(pm[e]);
+                        dm[e] = pm[e] * dm[e];
+                    }
+                }
+                coopMatStore(ACC16(pm), shS, HALF_AT(hbase, r, c), HALF_STRIDE,
+                             gl_CooperativeMatrixLayoutRowMajor);
+                coopMatStore(ACC16(dm), shP, HALF_AT(hbase, r, c), HALF_STRIDE,
+                             gl_CooperativeMatrixLayoutRowMajor);
+            }
         }
         subgroupMemoryBarrierShared();
         subgroupBarrier();
@@ -137,25 +183,40 @@ void main() {
         // dV += P^T dO, dK += dS^T Q
         [[unroll]] for (uint c = 0; c < FC; c++) {
             FRAG_A pa[MR];
-            FRAG_A da[MR];
+            FRAG_A dsa[MR];
             [[unroll]] for (uint r = 0; r < MR; r++) {
-                coopMatLoad(pa[r], shS, HALF_AT(sbase, r, c), HALF_STRIDE,
+                coopMatLoad(pa[r], shS, HALF_AT(hbase, r, c), HALF_STRIDE,
                             gl_CooperativeMatrixLayoutRowMajor);
-                coopMatLoad(da[r], shP, HALF_AT(sbase, r, c), HALF_STRIDE,
+                coopMatLoad(dsa[r], shP, HALF_AT(hbase, r, c), HALF_STRIDE,
                             gl_CooperativeMatrixLayoutRowMajor);
             }
             [[unroll]] for (uint f = 0; f < FD; f++) {
                 FRAG_B ob;
                 FRAG_B qb;
-                coopMatLoad(ob, shO, TILE_AT(c, f), TILE_STRIDE, gl_CooperativeMatrixLayoutRowMajor);
-                coopMatLoad(qb, shQ, TILE_AT(c, f), TILE_STRIDE, gl_CooperativeMatrixLayoutRowMajor);
+                coopMatLoad(ob, shO, qb_ + TILE_AT(c, f), TILE_STRIDE, gl_CooperativeMatrixLayoutRowMajor);
+                coopMatLoad(qb, shQ, qb_ + TILE_AT(c, f), TILE_STRIDE, gl_CooperativeMatrixLayoutRowMajor);
                 [[unroll]] for (uint r = 0; r < MR; r++) {
                     dvf[r][f] = coopMatMulAdd(pa[r], ob, dvf[r][f]);
-                    dkf[r][f] = coopMatMulAdd(da[r], qb, dkf[r][f]);
+                    dkf[r][f] = coopMatMulAdd(dsa[r], qb, dkf[r][f]);
                 }
             }
         }
-        barrier();                                          // before the next Q, dO overwrite
+#ifdef PREFETCH
+        if (more) {
+            STORE_TILES(shQ, shO, ta, tb, (t + 1) % 2 * TILE_BUF)
+            STORE_ROWS(la, da, (t + 1) % 2 * LBUF)
+        }
+        barrier();                          // the next tiles stored, this step's read
+#else
+        barrier();                          // before the next Q, dO overwrite
+        if (more) {
+            LOAD_TILES(ta, tb, q4, do4, i0 + BC, Lq)
+            LOAD_ROWS(la, da, i0 + BC)
+            STORE_TILES(shQ, shO, ta, tb, 0)
+            STORE_ROWS(la, da, 0)
+            barrier();
+        }
+#endif
     }
 
     [[unroll]] for (uint r = 0; r < MR; r++) {

@@ -6,13 +6,17 @@
 // flash_attention_coop_dkdv.comp, the second pass, reads the delta this one writes.
 //
 // A workgroup takes BR = 64 MR query rows of one (batch, head), four subgroups of RS = 16 MR;
-// each keeps its Q and dO rows as fragments (loaded once) and its dQ as accumulators. The
-// subgroups walk the keys BC at a time: the block's K and V rows go into shared memory; each
+// each keeps its Q and dO rows as fragments (loaded once), its dQ as accumulators, and its
+// rows' lse and delta as matrices of the scores' type. The subgroups walk the keys BC at a
+// time: the block's K and V rows go into shared memory (loaded into registers first; with
+// PREFETCH, the next block's while this one computes, into a second pair of tiles); each
 // subgroup multiplies Q K^T and dO V^T (column-major fragment loads: K^T, V^T) into 16 x BC
-// f32 scores and stores them, scaled, into its own shared rows, where its invocations (LPR a
-// row) make dS and write it back in f16 over the scores; then dQ += dS K.
+// f32 scores, makes dS from them element by element in registers (the masks from tables of a
+// matrix's rows and columns, loaded only for blocks that mask), stores it in f16 into its own
+// shared rows and loads it back as the A operand of dQ += dS K (KHR cooperative matrices turn
+// no accumulator into an operand).
 //
-// Defines: D (64 or 128), BC (16 or 32), MR (1 or 2), SG (32), CAUSAL (query i sees key j iff
+// Defines: D (32, 64 or 128), BC (16 or 32), MR (1 or 2), NSG (4 or 8), SG (32), PREFETCH, CAUSAL (query i sees key j iff
 // j <= i + Lk - Lq), LSE16 (lse and dlse in f16), DLSE (read dlse; else it is 0). Bindings:
 // 0 q [BH, Lq, D], 1 k, 2 v [BH, Lk, D], 3 o, 4 do [BH, Lq, D] f16, 5 lse [BH, Lq] f32 (the
 // forward's; -inf: a row that sees no key), 6 dq [BH, Lq, D] f16, 7 delta [BH, Lq] f32, 8 dlse
@@ -21,7 +25,7 @@
 #extension GL_GOOGLE_include_directive : require
 #include "flash_coop_common.glsl"
 
-#if 2 * BC * KROW * 2 + 2 * NSG * RS * SROW * 4 > 49152
+#if TILE_BUFS * 2 * BC * KROW * 2 + NSG * RS * SROW * 4 + 2048 > 49152
 #error flash_attention_coop_dq: the tiles need more than 48 KB of shared memory
 #endif
 
@@ -40,10 +44,11 @@ layout(set = 0, binding = 7) writeonly buffer DELTA { float delta[]; };
 layout(set = 0, binding = 8) readonly buffer DLSE_ { LSE_T dlse[]; };
 #endif
 
-shared uvec4 shK[BC * KROW / 8];
-shared uvec4 shV[BC * KROW / 8];
-shared float shS[NSG * RS * SROW];      // each subgroup's scores, then its dS in 16 bits
-shared float shP[NSG * RS * SROW];      // each subgroup's dP
+shared uvec4 shK[TILE_BUFS * TILE_BUF];
+shared uvec4 shV[TILE_BUFS * TILE_BUF];
+shared float shS[NSG * RS * SROW];      // each subgroup's rows: lse and delta, then dS in f16
+shared float shRows[256];               // row numbers of a 16 x 16 matrix
+shared float shDiag[256];               // column - row of a 16 x 16 matrix
 
 void main() {
     const uint tid = gl_LocalInvocationID.x, sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
@@ -82,14 +87,50 @@ void main() {
     const bool live = lse_row != NEG_INF;         // -inf: the row sees no key (NaN stays NaN)
     const float l2 = lse_row * float(LOG2E);
     const uint sbase = sg * RS * SROW;
+    // a matrix's rows and columns (for the masks), loaded where a block needs them
+    for (uint i = tid; i < 256; i += NT) {
+        shRows[i] = float(i / 16);
+        shDiag[i] = float(i % 16) - float(i / 16);
+    }
+    // each row's lse and delta as matrices of the scores' type (written a row at a time into
+    // this subgroup's score rows, then loaded: KHR cooperative matrices say no element's place,
+    // but every matrix of one type spreads its elements over the invocations the same way)
+    ACC l2m[MR];
+    ACC dlm[MR];
+    [[unroll]] for (uint c = part * (16 / LPR); c < (part + 1) * (16 / LPR); c++)
+        shS[sbase + srow * SROW + c] = live ? l2 : 1.0 / 0.0;   // +inf: P = 0
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    [[unroll]] for (uint r = 0; r < MR; r++)
+        coopMatLoad(l2m[r], shS, sbase + r * 16 * SROW, SROW, gl_CooperativeMatrixLayoutRowMajor);
+    subgroupBarrier();
+    [[unroll]] for (uint c = part * (16 / LPR); c < (part + 1) * (16 / LPR); c++)
+        shS[sbase + srow * SROW + c] = dl;
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    [[unroll]] for (uint r = 0; r < MR; r++)
+        coopMatLoad(dlm[r], shS, sbase + r * 16 * SROW, SROW, gl_CooperativeMatrixLayoutRowMajor);
+    barrier();
 
     uint kend = Lk;
 #ifdef CAUSAL
     kend = uint(clamp(int(q0 + BR) + int(Lk) - int(Lq), 0, int(Lk)));
 #endif
-    for (uint j0 = 0; j0 < kend; j0 += BC) {
-        COPY_TILES(shK, shV, k4, v4, j0, Lk)
-        barrier();
+    uvec4 ta[TILE_REGS];
+    uvec4 tb[TILE_REGS];
+    if (kend > 0) {
+        LOAD_TILES(ta, tb, k4, v4, 0, Lk)
+        STORE_TILES(shK, shV, ta, tb, 0)
+    }
+    barrier();
+    for (uint j0 = 0, t = 0; j0 < kend; j0 += BC, t++) {
+        const uint kb = (t % TILE_BUFS) * TILE_BUF;      // this step's K and V tiles
+        const bool more = j0 + BC < kend;
+#ifdef PREFETCH
+        if (more) {
+            LOAD_TILES(ta, tb, k4, v4, j0 + BC, Lk)
+        }
+#endif
 
         // S = Q K^T (scaled into exp2's terms) and dP = dO V^T, 16 x BC each
         ACC sf[MR][FC];
@@ -104,39 +145,44 @@ void main() {
             [[unroll]] for (uint c = 0; c < FC; c++) {
                 FRAG_B kt;
                 FRAG_B vt;
-                coopMatLoad(kt, shK, TILE_AT(c, f), TILE_STRIDE, gl_CooperativeMatrixLayoutColumnMajor);
-                coopMatLoad(vt, shV, TILE_AT(c, f), TILE_STRIDE, gl_CooperativeMatrixLayoutColumnMajor);
+                coopMatLoad(kt, shK, kb + TILE_AT(c, f), TILE_STRIDE, gl_CooperativeMatrixLayoutColumnMajor);
+                coopMatLoad(vt, shV, kb + TILE_AT(c, f), TILE_STRIDE, gl_CooperativeMatrixLayoutColumnMajor);
                 [[unroll]] for (uint r = 0; r < MR; r++) {
                     sf[r][c] = coopMatMulAdd(qf[r][f], kt, sf[r][c]);
                     pf[r][c] = coopMatMulAdd(df[r][f], vt, pf[r][c]);
                 }
             }
         }
+        // dS = P (dP - delta), P = exp2(S - lse) where the key is seen (else 0), element by
+        // element in registers; written in f16 into this subgroup's rows
+        bool edge = j0 + BC > Lk;                      // some key of the block masked
+#ifdef CAUSAL
+        edge = edge || int(j0 + BC - 1) > int(qrow0) + int(Lk) - int(Lq);
+#endif
         [[unroll]] for (uint r = 0; r < MR; r++) {
             [[unroll]] for (uint c = 0; c < FC; c++) {
-                uint at = sbase + r * 16 * SROW + c * 16;
-                coopMatStore(sf[r][c] * scale2, shS, at, SROW, gl_CooperativeMatrixLayoutRowMajor);
-                coopMatStore(pf[r][c], shP, at, SROW, gl_CooperativeMatrixLayoutRowMajor);
-            }
-        }
-        subgroupMemoryBarrierShared();
-        subgroupBarrier();
-
-        // dS = P (dP - delta), P = exp2(S - lse) where the key is seen (else 0)
-        float ds[BC / LPR];
-        [[unroll]] for (uint c = 0; c < BC / LPR; c++) {
-            uint col = part * (BC / LPR) + c, key = j0 + col, at = sbase + srow * SROW + col;
-            bool seen = live && key < Lk;
+                ACC ds = sf[r][c] * scale2 - l2m[r];
+                ACC dp = pf[r][c] - dlm[r];
+                if (edge) {
+                    ACC cm;                            // columns
+                    ACC dg;                            // column - row: key - query
+                    coopMatLoad(cm, shRows, 0, 16, gl_CooperativeMatrixLayoutColumnMajor);
+                    coopMatLoad(dg, shDiag, 0, 16, gl_CooperativeMatrixLayoutRowMajor);
+                    const float first = float(j0 + c * 16);
+                    const float last = float(int(qrow0 + r * 16) + int(Lk) - int(Lq) - int(j0 + c * 16));
+                    for (uint e = 0; e < ds.length(); e++) {
+                        bool seen = first + cm[e] < float(Lk);
 #ifdef CAUSAL
-            seen = seen && int(key) <= int(qi) + int(Lk) - int(Lq);
+                        seen = seen && dg[e] <= last;
 #endif
-            float pv = seen ? exp2(shS[at] - l2) : 0.0;
-            ds[c] = pv * (shP[at] - dl);
-        }
-        subgroupBarrier();                                  // every score read: overwrite
-        [[unroll]] for (uint c = 0; c < BC / LPR; c += 2) {
-            uint h = srow * PROW + part * (BC / LPR) + c;
-            shS[sbase + h / 2] = uintBitsToFloat(packHalf2x16(vec2(ds[c], ds[c + 1])));
+                        ds[e] = seen ? exp2(ds[e]) * dp[e] : 0.0;
+                    }
+                } else {
+                    for (uint e = 0; e < ds.length(); e++) ds[e] = exp2(ds[e]) * dp[e];
+                }
+                coopMatStore(ACC16(ds), shS, HALF_AT(sbase, r, c), HALF_STRIDE,
+                             gl_CooperativeMatrixLayoutRowMajor);
+            }
         }
         subgroupMemoryBarrierShared();
         subgroupBarrier();
@@ -150,11 +196,23 @@ void main() {
             }
             [[unroll]] for (uint f = 0; f < FD; f++) {
                 FRAG_B kf;
-                coopMatLoad(kf, shK, TILE_AT(c, f), TILE_STRIDE, gl_CooperativeMatrixLayoutRowMajor);
+                coopMatLoad(kf, shK, kb + TILE_AT(c, f), TILE_STRIDE, gl_CooperativeMatrixLayoutRowMajor);
                 [[unroll]] for (uint r = 0; r < MR; r++) dqf[r][f] = coopMatMulAdd(dsf[r], kf, dqf[r][f]);
             }
         }
-        barrier();                                          // before the next K, V overwrite
+#ifdef PREFETCH
+        if (more) {
+            STORE_TILES(shK, shV, ta, tb, (t + 1) % 2 * TILE_BUF)
+        }
+        barrier();                          // the next tiles stored, this step's read
+#else
+        barrier();                          // before the next K, V overwrite
+        if (more) {
+            LOAD_TILES(ta, tb, k4, v4, j0 + BC, Lk)
+            STORE_TILES(shK, shV, ta, tb, 0)
+            barrier();
+        }
+#endif
     }
 
     [[unroll]] for (uint r = 0; r < MR; r++) {

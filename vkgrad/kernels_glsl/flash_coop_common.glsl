@@ -54,20 +54,48 @@
 // KROW-half rows, and the same tile's stride
 #define TILE_AT(r, c) (((r) * 16 * KROW + (c) * 16) / 8)
 #define TILE_STRIDE (KROW / 8)
-// Rows r0 .. r0 + BC of two [BH, L, D] 16-bit operands (read in 16-byte words) into the shared
-// tiles A and B, zeros past row L, by the whole workgroup (its `tid`; `bh` its batch * head)
-#define COPY_TILES(A, B, SRC_A, SRC_B, r0, L)                                                  \
-    for (uint w = tid; w < BC * D / 8; w += NT) {                                              \
-        uint r = w / (D / 8), c = w % (D / 8), row = (r0) + r;                                 \
-        uvec4 a = uvec4(0), b = uvec4(0);                                                      \
-        if (row < (L)) {                                                                       \
-            uint at = ((bh * (L) + row) * D) / 8 + c;                                          \
-            a = SRC_A[at];                                                                     \
-            b = SRC_B[at];                                                                     \
+// Two [BH, L, D] 16-bit operands' tiles of BC rows, walked a step at a time: rows r0 .. r0 + BC
+// (zeros past row L) loaded by the whole workgroup (its `tid`; `bh` its batch * head) into
+// registers RA, RB (TILE_REGS 16-byte words an invocation), then stored into the shared tiles
+// A, B at word `base` (0, or TILE_BUF: with PREFETCH, two tiles each, the next step's loaded
+// while this one computes)
+#define TILE_WORDS (BC * D / 8)
+#define TILE_BUF (BC * KROW / 8)
+#define TILE_REGS ((TILE_WORDS + NT - 1) / NT)
+#ifdef PREFETCH
+#define TILE_BUFS 2
+#else
+#define TILE_BUFS 1
+#endif
+#define LOAD_TILES(RA, RB, SRC_A, SRC_B, r0, L)                                                \
+    [[unroll]] for (uint i_ = 0; i_ < TILE_REGS; i_++) {                                       \
+        uint w = tid + i_ * NT, row = (r0) + w / (D / 8);                                      \
+        RA[i_] = uvec4(0);                                                                     \
+        RB[i_] = uvec4(0);                                                                     \
+        if (w < TILE_WORDS && row < (L)) {                                                     \
+            uint at = ((bh * (L) + row) * D) / 8 + w % (D / 8);                                \
+            RA[i_] = SRC_A[at];                                                                \
+            RB[i_] = SRC_B[at];                                                                \
         }                                                                                      \
-        A[r * TILE_STRIDE + c] = a;                                                            \
-        B[r * TILE_STRIDE + c] = b;                                                            \
     }
+#define STORE_TILES(A, B, RA, RB, base)                                                        \
+    [[unroll]] for (uint i_ = 0; i_ < TILE_REGS; i_++) {                                       \
+        uint w = tid + i_ * NT;                                                                \
+        if (w < TILE_WORDS) {                                                                  \
+            uint at = (base) + (w / (D / 8)) * TILE_STRIDE + w % (D / 8);                      \
+            A[at] = RA[i_];                                                                    \
+            B[at] = RB[i_];                                                                    \
+        }                                                                                      \
+    }
+// Each element's row in a 16 x 16 accumulator, as a matrix of that type: KHR cooperative
+// matrices say no element's place, but every matrix of one type spreads its elements over the
+// invocations the same way, so a matrix loaded from a table of row numbers says it (loaded
+// column-major, the same table gives the columns). The kernel declares `shared float
+// shRows[256]`; the whole workgroup runs this (a barrier).
+#define ELEMENT_ROWS(ROWS_)                                                                    \
+    for (uint i = tid; i < 256; i += NT) shRows[i] = float(i / 16);                            \
+    barrier();                                                                                 \
+    coopMatLoad(ROWS_, shRows, 0, 16, gl_CooperativeMatrixLayoutRowMajor);
 // The 16 x 16 piece (row block r, column block c) of 16-bit rows written over scores that
 // start at float `base`, and its stride in floats
 #define HALF_AT(base, r, c) ((base) + ((r) * 16 * PROW + (c) * 16) / 2)

@@ -696,13 +696,12 @@ CAUSAL_SCORES_MIN_HEAD_DIM_TIMES_KEYS = 131072
 HALF_SCORES_MIN_HEAD_DIM_TIMES_KEYS = 0
 HALF_CAUSAL_SCORES_MIN_HEAD_DIM_TIMES_KEYS = 0
 # float16 attention that the cooperative-matrix flash kernels take (lowering/attention_coop.py)
-# runs on them up to these head dims (causal, plain); plain attention at larger head dims is
-# written out. H200 B4 H8 fwd+bwd us, 2026-12-03 (coop kernels' sum 13:59 against written out 2026-12-02
-# 21:52): L1024 D64 455 against 494, L4096 D64 5782 / 6212, causal 3146 / 4697; D128 L1024 640
-# / 598, L4096 8684 / 7504, causal 4800 / 5898; B32 H8 L256 D32 causal 132-141 against 306
-# (14:23; plain D32 attention follows D64's rule, unmeasured).
-COOP_FLASH_PLAIN_MAX_HEAD_DIM = 64
-COOP_FLASH_CAUSAL_MAX_HEAD_DIM = 128
+# runs on them up to this head dim (all they take), plain and causal. H200 B4 H8 fwd+bwd us,
+# kernels' sum (bench/coop_attention_bwd_probe.py, 2026-12-04 01:02) against written out
+# (2026-12-03 15:15): L1024 D64 267 against 491, causal 229 / 502; L4096 D64 3814 / 6217, causal
+# 2354 / 4680; D128 L1024 484 / 598, L4096 6574 / 7482, causal 3728 / 5892; B32 H8 L256 D32
+# causal 102 / 306. 0: f16 attention written out wherever it can be (bench_attention_paths).
+COOP_FLASH_MAX_HEAD_DIM = 128
 
 
 # Causal attention written out runs in blocks of query rows, each over the keys it sees: n
@@ -748,8 +747,7 @@ def scores_path(q_shape, k_shape, dtype: str, causal: bool, target=None) -> bool
     fits = scores_bytes(q_shape, k_shape) <= target.max_storage_buffer_range
     if d not in SUPPORTED_HEAD_DIMS:     # no kernel for it: written out beats the interpreter
         return fits
-    if attention_coop.takes(q_shape, k_shape, dtype, target) and d <= (
-            COOP_FLASH_CAUSAL_MAX_HEAD_DIM if causal else COOP_FLASH_PLAIN_MAX_HEAD_DIM):
+    if attention_coop.takes(q_shape, k_shape, dtype, target) and d <= COOP_FLASH_MAX_HEAD_DIM:
         return False                     # the flash kernels on the tensor cores
     if dtype != "f32" and matmul_coop.runs_on(target, dtype):     # on the tensor cores
         pays = d * lk >= (HALF_CAUSAL_SCORES_MIN_HEAD_DIM_TIMES_KEYS if causal else

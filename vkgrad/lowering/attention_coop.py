@@ -18,16 +18,17 @@ subgroups are 32 wide with 16 x 16 x 16 f16 cooperative matrices (matmul_coop.ru
 does not run here: the kernels compute on their 16-bit values (the matmul only moves them).
 
 Tiles (bench/coop_attention_probe.py and coop_attention_bwd_probe.py, H200): the forward takes
-16 keys a step and 32 query rows a subgroup (MR 2; 2026-12-02 19:03: 76-122 us at B4 H8 L1024
-against 82-175 with 16 rows); the backward passes 16 rows a step (32 at D32) and 16 a
-subgroup. 2026-12-03 13:59, B4 H8 fwd+bwd us, kernels' sum (BC16 / BC32 / BC16 with 32 rows a
-subgroup): L1024 D64 455 / 481 / 430, causal 309 / 355 / 401; D128 640 / 772 / 1112, causal
-509 / 534 / 934; L4096 D64 5782 / 7527 / 7414, causal 3146 / 4034 / 4096; D128 8684 / 9723 /
-15226, causal 4800 / 5298 / 8435 (the 32-row subgroups spill registers at D128). 14:23, the
-same and eight subgroups a workgroup (BC16w8: 462, 738, 7819, 9524 us at those four plain
-cases: slower); the LM small preset's B32 H8 L256 D32 causal 141 / 132 / 150 / 151 us against
-torch's 179 (written out: 306, bench_attention_paths --dtype f16 at 14:07), hence 32 rows a
-step at D32.
+16 keys a step and 32 query rows a subgroup (MR 2), loading the next step's K and V during
+each step up to D64 (PREFETCH; 2026-12-04 00:53, B4 H8 L4096 D64 1189 us against 1241
+without, D128 2783 against 1660: registers); the backward passes 16 rows a step and 16 a
+subgroup, dS made in registers, no prefetch. 2026-12-04 01:02, B4 H8 fwd+bwd us, kernels' sum
+(BC16 / with PREFETCH / eight subgroups): L1024 D64 267 / 273 / 264, causal 229 / 228 / 263;
+D128 484 / 601 / 506, causal 411 / 440 / 442; L4096 D64 3814 / 4059 / 4170, causal 2354 /
+2371 / 2741; D128 6574 / 7413 / 6648, causal 3728 / 4232 / 3855; B32 H8 L256 D32 causal 102 /
+101 / 107 (torch SDPA f16 in the same run: 222, 184, 288, 314, 1081, 690, 1686, 1047, 269).
+The driver's statistics there: dq 128 registers at D64 (198 at D128), dkdv 153 (255), the
+forward 195 (255); more shared memory ran slower even with fewer registers (dq with its lse
+and delta in shared tiles: 114 registers, 20 KB, 1765 us at L4096 D64 against 1035).
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ HEAD_DIMS = (32, 64, 128)
 ROWS = 64                    # rows a workgroup owns (16 a subgroup, four subgroups)
 FORWARD_KEYS_A_STEP = 16
 FORWARD_ROW_FRAGMENTS = 2    # 32 query rows a subgroup, where Lq is a multiple of 128
-BACKWARD_ROWS_A_STEP = {32: 32, 64: 16, 128: 16}     # by head dim
+FORWARD_PREFETCH_MAX_HEAD_DIM = 64   # the next K, V tiles loaded during a step (PREFETCH)
+BACKWARD_ROWS_A_STEP = 16
 SUBGROUP = 32
 
 
@@ -78,7 +80,8 @@ def plan_forward(bh: int, lq: int, lk: int, d: int, *, causal: bool, scale: floa
     mr = FORWARD_ROW_FRAGMENTS if lq % (ROWS * FORWARD_ROW_FRAGMENTS) == 0 else 1
     fwd = _launch("", 5, (lq // (ROWS * mr), bh, 1), lq, lk, scale, D=d,
                   BC=FORWARD_KEYS_A_STEP, MR=mr, SG=SUBGROUP, LSE16=1,
-                  CAUSAL=1 if causal else None)
+                  CAUSAL=1 if causal else None,
+                  PREFETCH=1 if d <= FORWARD_PREFETCH_MAX_HEAD_DIM else None)
     return OpPlan(((fwd, ("q", "k", "v", "o", "lse")),))
 
 
@@ -86,7 +89,7 @@ def plan_backward(bh: int, lq: int, lk: int, d: int, *, causal: bool, scale: flo
                   dlse_zero: bool) -> OpPlan:
     """Roles "q", "k", "v", "o", "lse", "do", "dlse" -> "dq", "dk", "dv"; temp "delta"
     float32 [BH, Lq] (rowsum(do o) - dlse). `dlse_zero`: dlse is known zero, not read."""
-    common = dict(D=d, BC=BACKWARD_ROWS_A_STEP[d], MR=1, SG=SUBGROUP, LSE16=1,
+    common = dict(D=d, BC=BACKWARD_ROWS_A_STEP, MR=1, SG=SUBGROUP, LSE16=1,
                   CAUSAL=1 if causal else None)
     dq_roles = ("q", "k", "v", "o", "do", "lse", "dq", "delta") + (() if dlse_zero else ("dlse",))
     dq = _launch("dq", len(dq_roles), (lq // ROWS, bh, 1), lq, lk, scale,
