@@ -433,13 +433,17 @@ def attention_paths_section(runs, dtype="fp32", peer="TF32 off") -> list[str]:
 HALF_ATTN_CASES = ("B4 H8 L1024 D64", "B4 H8 L4096 D64", "B4 H8 L4096 D64 causal",
                    "B4 H8 L4096 D128", "B4 H8 L4096 D128 causal")
 HALF_ATTN_REASON = ("f16 attention runs on the cooperative-matrix flash kernels (lowering/"
-                    "attention_coop.py; plain attention at D128 written out, its products on "
-                    "the cooperative-matrix matmul), at 100-110 TFLOP/s a kernel against "
-                    "torch's 340-650: each subgroup's scores go through shared memory once a "
-                    "step (KHR cooperative matrices do not say which lane holds which element, "
-                    "so the softmax cannot run in registers), every K and V fragment feeds one "
-                    "or two products, and the backward's two passes both recompute S and dP "
-                    "(7/2 of the forward's flops; one pass would need atomics or dQ slices)")
+                    "attention_coop.py), L1024 D64 at torch's time and the LM small shape "
+                    "faster, but at L4096 at 110-165 TFLOP/s a kernel against torch's 370-650: "
+                    "the kernels hold 128-255 registers a thread (the driver's statistics, "
+                    "coop_attention_bwd_probe.py --stats), so two to four 128-thread "
+                    "workgroups share a multiprocessor and the K/V (Q/dO) tiles' loads and "
+                    "barriers of every 16-row step are not hidden; larger steps, more rows a "
+                    "subgroup, eight subgroups and double-buffered tiles all ran slower at "
+                    "D128 (registers) and shared memory past ~16 KB slowed every kernel; "
+                    "the forward's softmax in registers ran no faster; the backward's two "
+                    "passes both recompute S and dP (7/2 of the forward's flops; one pass "
+                    "would need atomics or dQ slices)")
 
 
 def attention_half_target(runs) -> list[str]:
@@ -1210,9 +1214,11 @@ def coop_attention_section(runs) -> list[str]:
     names = list(dict.fromkeys(k for r in d["rows"] for k in r["us"] if k != "torch"))
     out = ["## Flash attention forward in f16 on cooperative matrices: vkgrad vs torch SDPA f16",
            "", f"{src(run)}; {d['device']}. `bench/coop_attention_probe.py`: the kernel "
-           "(kernels_glsl/flash_attention_coop.comp) through kp alone, forward only (at the "
-           "time, it had no backward and the planner did not choose it), f16 q, k, v, o, f32 softmax "
-           "statistics and accumulators; BCn: n keys a step, xm: m query rows a subgroup (else 16); wall time of back-to-back "
+           "(kernels_glsl/flash_attention_coop.comp) through kp alone, forward only, f16 q, k, "
+           "v, o, f32 softmax statistics and accumulators; BCn: n keys a step, xm: m query "
+           "rows a subgroup (else 16), p: the next step's K and V loaded during a step "
+           "(PREFETCH), r: the softmax in registers (runs of 2026-12-04 only: no faster, "
+           "removed); wall time of back-to-back "
            f"dispatches, medians of {d['rounds']} interleaved rounds; torch "
            "`F.scaled_dot_product_attention` by the same loop. Correctness: "
            f"{len(d['checks'])} checks (plain and causal, D64 and D128, odd key counts, rows "
