@@ -12,16 +12,16 @@
 // PREFETCH, the next block's while this one computes, into a second pair of tiles); each
 // subgroup multiplies Q K^T and dO V^T (column-major fragment loads: K^T, V^T) into 16 x BC
 // f32 scores, makes dS from them element by element in registers (the masks from tables of a
-// matrix's rows and columns, loaded only for blocks that mask), stores it in f16 into its own
-// shared rows and loads it back as the A operand of dQ += dS K (KHR cooperative matrices turn
-// no accumulator into an operand).
+// matrix's columns and column - row, loaded only for blocks that mask), stores it in f16 into
+// its own shared rows and loads it back as the A operand of dQ += dS K (KHR cooperative
+// matrices turn no accumulator into an operand).
 //
-// Defines: D (32, 64 or 128), BC (16 or 32), MR (1 or 2), NSG (4 or 8), SG (32), PREFETCH, CAUSAL (query i sees key j iff
-// j <= i + Lk - Lq), LSE16 (lse and dlse in f16), DLSE (read dlse; else it is 0). Bindings:
-// 0 q [BH, Lq, D], 1 k, 2 v [BH, Lk, D], 3 o, 4 do [BH, Lq, D] f16, 5 lse [BH, Lq] f32 (the
-// forward's; -inf: a row that sees no key), 6 dq [BH, Lq, D] f16, 7 delta [BH, Lq] f32, 8 dlse
-// [BH, Lq] (lse's cotangent, with DLSE). Push: Lq, Lk, the scale's float bits. Lq a multiple
-// of BR; Lk any.
+// Defines: D (32, 64 or 128), BC (16 or 32), MR (1 or 2), NSG (4 or 8), SG (32), PREFETCH,
+// CAUSAL (query i sees key j iff j <= i + Lk - Lq), LSE16 (lse and dlse in f16), DLSE (read
+// dlse; else it is 0). Bindings: 0 q [BH, Lq, D], 1 k, 2 v [BH, Lk, D], 3 o, 4 do [BH, Lq, D]
+// f16, 5 lse [BH, Lq] f32 (the forward's; -inf: a row that sees no key), 6 dq [BH, Lq, D] f16,
+// 7 delta [BH, Lq] f32, 8 dlse [BH, Lq] (lse's cotangent, with DLSE). Push: Lq, Lk, the
+// scale's float bits. Lq a multiple of BR; Lk any.
 #extension GL_GOOGLE_include_directive : require
 #include "flash_coop_common.glsl"
 
