@@ -93,19 +93,13 @@ void main() {
     // K and V rows j0 .. j0+BC into shared memory (16-byte pieces; zeros past Lk)
     uvec4 ta[TILE_REGS];
     uvec4 tb[TILE_REGS];
-    if (kend > 0) {
-        LOAD_TILES(ta, tb, k4, v4, 0, Lk)
-        STORE_TILES(shK, shV, ta, tb, 0)
-    }
-    barrier();
+#define STEP_LOAD(r0) LOAD_TILES(ta, tb, k4, v4, r0, Lk)
+#define STEP_STORE(buf) STORE_TILES(shK, shV, ta, tb, (buf) * TILE_BUF)
+    STEP_FIRST(kend > 0, 0)
     for (uint j0 = 0, t = 0; j0 < kend; j0 += BC, t++) {
         const uint kb = (t % TILE_BUFS) * TILE_BUF;      // this step's K and V tiles
         const bool more = j0 + BC < kend;
-#ifdef PREFETCH
-        if (more) {
-            LOAD_TILES(ta, tb, k4, v4, j0 + BC, Lk)
-        }
-#endif
+        STEP_PREFETCH(more, j0 + BC)
 
         // S = Q K^T (16 x BC), scaled to the exp2 domain, into this subgroup's shared rows
         ACC sf[MR][FC];
@@ -184,19 +178,7 @@ void main() {
                     of[r][f] = coopMatMulAdd(pf[r], vf, of[r][f]);
             }
         }
-#ifdef PREFETCH
-        if (more) {
-            STORE_TILES(shK, shV, ta, tb, (t + 1) % 2 * TILE_BUF)
-        }
-        barrier();                          // the next tiles stored, this step's read
-#else
-        barrier();                          // before the next K, V overwrite
-        if (more) {
-            LOAD_TILES(ta, tb, k4, v4, j0 + BC, Lk)
-            STORE_TILES(shK, shV, ta, tb, 0)
-            barrier();
-        }
-#endif
+        STEP_NEXT(more, j0 + BC, t)
     }
 
     // o = O / l (0 for a row that saw no key), lse = (m + log2 l) ln 2; a NaN score keeps its

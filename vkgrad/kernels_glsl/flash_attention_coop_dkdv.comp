@@ -103,22 +103,14 @@ void main() {
     uvec4 tb[TILE_REGS];
     float la[LREGS];
     float da[LREGS];
-    if (i_first < Lq) {
-        LOAD_TILES(ta, tb, q4, do4, i_first, Lq)
-        LOAD_ROWS(la, da, i_first)
-        STORE_TILES(shQ, shO, ta, tb, 0)
-        STORE_ROWS(la, da, 0)
-    }
-    barrier();
+#define STEP_LOAD(r0) LOAD_TILES(ta, tb, q4, do4, r0, Lq) LOAD_ROWS(la, da, r0)
+#define STEP_STORE(buf) \
+    STORE_TILES(shQ, shO, ta, tb, (buf) * TILE_BUF) STORE_ROWS(la, da, (buf) * LBUF)
+    STEP_FIRST(i_first < Lq, i_first)
     for (uint i0 = i_first, t = 0; i0 < Lq; i0 += BC, t++) {
         const uint qb_ = (t % TILE_BUFS) * TILE_BUF, lb = (t % TILE_BUFS) * LBUF;
         const bool more = i0 + BC < Lq;
-#ifdef PREFETCH
-        if (more) {
-            LOAD_TILES(ta, tb, q4, do4, i0 + BC, Lq)
-            LOAD_ROWS(la, da, i0 + BC)
-        }
-#endif
+        STEP_PREFETCH(more, i0 + BC)
 
         // S^T = K Q^T (scaled into exp2's terms) and dP^T = V dO^T, 16 x BC each
         ACC st[MR][FC];
@@ -201,22 +193,7 @@ void main() {
                 }
             }
         }
-#ifdef PREFETCH
-        if (more) {
-            STORE_TILES(shQ, shO, ta, tb, (t + 1) % 2 * TILE_BUF)
-            STORE_ROWS(la, da, (t + 1) % 2 * LBUF)
-        }
-        barrier();                          // the next tiles stored, this step's read
-#else
-        barrier();                          // before the next Q, dO overwrite
-        if (more) {
-            LOAD_TILES(ta, tb, q4, do4, i0 + BC, Lq)
-            LOAD_ROWS(la, da, i0 + BC)
-            STORE_TILES(shQ, shO, ta, tb, 0)
-            STORE_ROWS(la, da, 0)
-            barrier();
-        }
-#endif
+        STEP_NEXT(more, i0 + BC, t)
     }
 
     [[unroll]] for (uint r = 0; r < MR; r++) {

@@ -87,6 +87,38 @@
             B[at] = RB[i_];                                                                    \
         }                                                                                      \
     }
+// A kernel's walk over its steps: the kernel defines STEP_LOAD(r0) (the step's rows from r0 into
+// registers) and STEP_STORE(buf) (those registers into its shared tiles number `buf`), and runs
+// STEP_FIRST(have, r0) before its loop, STEP_PREFETCH(more, next) first in a step and
+// STEP_NEXT(more, next, t) last in step t: with PREFETCH the next step's rows are loaded during
+// this one and stored into the other tiles (one barrier a step), else loaded after it into the
+// same tiles
+#define STEP_FIRST(HAVE, r0)                                                                   \
+    if (HAVE) {                                                                                \
+        STEP_LOAD(r0)                                                                          \
+        STEP_STORE(0)                                                                          \
+    }                                                                                          \
+    barrier();
+#ifdef PREFETCH
+#define STEP_PREFETCH(MORE, next)                                                              \
+    if (MORE) {                                                                                \
+        STEP_LOAD(next)                                                                        \
+    }
+#define STEP_NEXT(MORE, next, t)                                                               \
+    if (MORE) {                                                                                \
+        STEP_STORE(((t) + 1) % 2)                                                              \
+    }                                                                                          \
+    barrier();                          /* the next tiles stored, this step's read */
+#else
+#define STEP_PREFETCH(MORE, next)
+#define STEP_NEXT(MORE, next, t)                                                               \
+    barrier();                          /* before the next step's rows overwrite these */      \
+    if (MORE) {                                                                                \
+        STEP_LOAD(next)                                                                        \
+        STEP_STORE(0)                                                                          \
+        barrier();                                                                             \
+    }
+#endif
 // Each element's row in a 16 x 16 accumulator, as a matrix of that type: KHR cooperative
 // matrices say no element's place, but every matrix of one type spreads its elements over the
 // invocations the same way, so a matrix loaded from a table of row numbers says it (loaded
