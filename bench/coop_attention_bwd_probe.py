@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from coop_attention_probe import Attention, reference, time_algo  # noqa: E402
+from coop_attention_probe import defines as fwd_defines  # noqa: E402
 from bench_attention import torch_sdpa  # noqa: E402
 from coop_matmul_probe import Runner  # noqa: E402
 from peers import cuda_torch  # noqa: E402
@@ -176,7 +177,7 @@ def print_stats():
     for d in FWD:
         bc, mr, pre = FWD[d]
         kernels = [("fwd", "flash_attention_coop.comp", 5, name(bc, mr, 4, pre),
-                    dict(D=d, BC=bc, MR=mr, SG=32, **({"PREFETCH": 1} if pre else {})))]
+                    fwd_defines(d, bc, mr, False, pre))]
         kernels += [(kn, f"flash_attention_coop_{kn}.comp", 8, name(*cfg),
                      defines(d, *cfg, False)) for kn in ("dq", "dkdv") for cfg in configs(d)]
         for kn, shader, bindings, label, defs in kernels:
@@ -211,9 +212,7 @@ def main():
     fn = functools.partial(compile_file, target_env="vulkan1.3")
     jobs = [(fn, (f"flash_attention_coop_{kn}.comp", defines(d, *cfg, c)))
             for kn in ("dq", "dkdv") for d in FWD for cfg in configs(d) for c in (False, True)]
-    jobs += [(fn, ("flash_attention_coop.comp", dict(D=d, BC=FWD[d][0], MR=FWD[d][1], SG=32,
-                                                     **({"CAUSAL": 1} if c else {}),
-                                                     **({"PREFETCH": 1} if FWD[d][2] else {}))))
+    jobs += [(fn, ("flash_attention_coop.comp", fwd_defines(d, *FWD[d][:2], c, FWD[d][2])))
              for d in FWD for c in (False, True)]
     compile_many(jobs)
     if args.stats:
