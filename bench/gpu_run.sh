@@ -59,6 +59,7 @@ for step in "$@"; do
              --out "$OUT/coopattention_$(date +%F).json" ;;
     coopbwd) run coopbwd ${COOPBWD_LIMIT:-300} python3 bench/coop_attention_bwd_probe.py ${COOPBWD_ARGS:-} \
              --out "$OUT/coopattnbwd_$(date +%F).json" ;;
+    occupancy) run occupancy 120 python3 bench/occupancy_probe.py --out "$OUT/occupancy_$(date +%F).json" ;;
     coop) run coop 200 python3 bench/coop_matmul_probe.py ${COOP_ARGS:-} --out "$OUT/coop_matmul_$(date +%F).json" ;;
     barriers) run barriers ${BARRIERS_LIMIT:-200} python3 bench/bench_barriers.py --rounds 5 --steps 20 ;;
     takegrad) run takegrad 40 python3 bench/bench_take_grad.py --out "$OUT/take_grad_$(date +%F).json" ;;

@@ -93,9 +93,14 @@ their two row tiles alone (Q and dO, or K and V) are 66 KiB. Why these, for D = 
 `bench/bench_attention.py --sweep --stats` times every variant of ALTERNATIVES and prints the
 driver's register counts, and BENCHMARKS.md has what it measured):
 - per thread, the forward holds a 4x4 S block and a 4x8 O block, the dQ kernel 4x4 S and dP
-  blocks and a 4x8 dQ block, the dK/dV kernel 4x4 S and dP and 4x8 dK and dV blocks: about
-  130 / 175 / 200 registers with the prefetch, i.e. 3 / 5 / 5 workgroups = 12 / 10 / 10 warps
-  per multiprocessor (the matmul's best tile ran 8 warps of 215 registers at 70% of peak);
+  blocks and a 4x8 dQ block, the dK/dV kernel 4x4 S and dP and 4x8 dK and dV blocks: 146-176
+  registers (the driver's count), which would allow 2-3 workgroups a multiprocessor; but the
+  H200's Vulkan driver gives the workgroups resident on a multiprocessor 48 KiB of shared
+  memory in all (bench/occupancy_probe.py, measured 2026-12-04: 8 KiB workgroups sit 6 to a
+  multiprocessor, 16 KiB 3, 24 KiB 2, 26 KiB and more 1), so these 43-48 KiB tiles run one
+  workgroup (4 warps) a multiprocessor. The forward's HEAD_DIM_TILES (Q in registers, one
+  column buffer: 6-17 KiB) run two and were 22-33% faster; the backward kernels' tiles of 12-24
+  KiB (two or three a multiprocessor) ran no faster than these (the sweep of 2026-12-04);
 - a 64-query forward tile is the largest that leaves room for 32-key K and V tiles and the P
   block in 48 KiB (64 keys would need 68 KiB); the backward kernels hold two row tiles (Q and
   dO, or K and V) and two column tiles, so at 48 KiB they drop to 32 x 32;
@@ -277,7 +282,19 @@ TILES = {
 # tiles per workgroup that B4 H8 L4096 D64 would need ran 20195 us against the two kernels'
 # 18933 (causal 14153 against 9448): past MAX_KEY_TILES_PER_GROUP the two kernels run.
 # HEAD_DIM_TILES[(mode, d)] are tried before TILES[mode] at that head dim.
-HEAD_DIM_TILES = {("bwd", 32): (FlashTile(32, 16),)}
+# The forward's: Q in registers and K, V taking turns in one buffer (ROW_REGS, ONE_COL), for the
+# H200's 48 KiB of shared memory a multiprocessor (bench/occupancy_probe.py: the workgroups
+# resident on one share 49,152 bytes, whatever their registers would allow). The 43.5 KiB
+# 64 x 32 tile ran one workgroup a multiprocessor; 64 x 32 with ROW_REGS and ONE_COL (17 KiB,
+# 184 registers) runs two. H200, 2026-12-04 (bench_attention.py --sweep, us, the TILES tile
+# against this one): D64 B4 H8 L1024 365 -> 286, causal 199 -> 157, L4096 causal 2843 -> 2215;
+# D32 B32 H8 L256 causal 79 -> 61; D128 (64 x 8: 6.3 KiB, 215 registers, two workgroups)
+# L1024 causal 437 -> 293, L4096 causal 6340 -> 4242. Devices with subgroups narrower than TX
+# take TILES.
+HEAD_DIM_TILES = {("bwd", 32): (FlashTile(32, 16),),
+                  ("fwd", 32): (FlashTile(64, 32, one_col=True, row_regs=True),),
+                  ("fwd", 64): (FlashTile(64, 32, one_col=True, row_regs=True),),
+                  ("fwd", 128): (FlashTile(64, 8, one_col=True, row_regs=True),)}
 
 
 # The fused backward (MODE 3) is the dK/dV kernel with one more product in the same shared tiles.
@@ -307,6 +324,10 @@ ALTERNATIVES = {
             "32x32_4x8_rolled": FlashTile(32, 32, unroll=0),            # twice the workgroups
             "64x32_4x8": FlashTile(64, 32),
             "128x16_4x8_rowregs_rolled": _regs(128, 16, unroll=0),      # 256 threads
+            "64x16_4x8_rowregs_onecol": _regs(64, 16, one_col=True),    # (2026-12-04)
+            "64x8_4x8_rowregs_onecol": _regs(64, 8, one_col=True),
+            "64x32_4x8_rowregs_onecol": _regs(64, 32, one_col=True),
+            "32x16_4x8_rowregs_onecol": _regs(32, 16, one_col=True),    # twice the workgroups
         },
         "dq": {
             "64x32_4x8": FlashTile(64, 32),                             # 35.5 KiB
@@ -347,12 +368,26 @@ ALTERNATIVES = {
             "64x16_4x4": FlashTile(64, 16, tx=4),                       # O 4x16, BC 16: 2 warps
             "32x32_4x8": FlashTile(32, 32),                             # twice the workgroups
             "64x32_8x4": FlashTile(64, 32, tr=8, tx=4),                 # S 8x8, O 8x16: 1 warp
-            "64x32_4x8_onecol_rolled": _one(64, 32, unroll=0),          # 34 KiB: 6 per SM
+            "64x32_4x8_onecol_rolled": _one(64, 32, unroll=0),          # 34 KiB
             "128x16_4x8_onecol_rolled": _one(128, 16, unroll=0),        # 46.5 KiB, 8 warps
             "64x16_4x8_rowregs_rolled": _regs(64, 16, unroll=0),        # 12.8 KiB
             "128x16_4x8_rowregs_rolled": _regs(128, 16, unroll=0),      # 256 threads
+            # 2026-12-04: the H200's multiprocessor gives its workgroups ~48 KiB of shared
+            # memory in all (bench/occupancy_probe.py), so the 43.5 KiB planner tile runs one
+            # workgroup (4 warps) a multiprocessor: tiles of 24 KiB or less run two or more
+            "64x8_4x8_rowregs_onecol": _regs(64, 8, one_col=True),      # 4.3 KiB
+            "64x16_4x8_rowregs_onecol": _regs(64, 16, one_col=True),    # 6.5 KiB
+            "64x32_4x8_rowregs_onecol": _regs(64, 32, one_col=True),    # 17.4 KiB
+            "128x8_4x8_rowregs_onecol": _regs(128, 8, one_col=True),    # 6.4 KiB, 256 threads
+            "64x16_4x16_rowregs_onecol": _regs(64, 16, tx=16, one_col=True),   # 256 threads
+            "64x8_4x8_onecol": _one(64, 8),                             # 21.3 KiB
+            "64x8_4x8": FlashTile(64, 8),                               # 23.4 KiB
         },
         "dq": {
+            "32x16_4x16_rowregs_onecol": _regs(32, 16, tx=16, one_col=True),   # 15 KiB
+            "64x8_4x8_rowregs_onecol": _regs(64, 8, one_col=True),      # 21.3 KiB
+            "32x16_4x16_onecol": _one(32, 16, tx=16),                   # 23.5 KiB
+            "32x8_4x8_rowregs_onecol": _regs(32, 8, one_col=True),      # 11.8 KiB, 64 threads
             "64x16_4x8_rolled": FlashTile(64, 16, unroll=0),
             "64x8_4x8": FlashTile(64, 8),
             "64x8_4x8_rolled": FlashTile(64, 8, unroll=0),
@@ -375,8 +410,13 @@ ALTERNATIVES = {
             "64x8_4x8": FlashTile(64, 8),                               # 43.5 KiB, 4 warps
             "64x8_4x8_onecol": _one(64, 8),                             # 40.4 KiB
             "64x16_4x8_onecol": _one(64, 16),                           # 46.9 KiB, BC 16
+            "32x8_4x8_onecol": _one(32, 8),                             # 21.4 KiB, 64 threads
+            "32x8_4x8": FlashTile(32, 8),                               # 23.6 KiB, 64 threads
+            "32x16_4x16_onecol": _one(32, 16, tx=16),                   # 25.9 KiB
         },
         "bwd": {    # planner: 64 x 8, 42.6 KiB, one dQ vec4 per thread per step
+            "32x8_4x8_onecol": _one(32, 8),                             # 21.4 KiB, 64 threads
+            "32x8_4x8": FlashTile(32, 8),                               # 23.6 KiB, 64 threads
             "64x8_4x8_split2": FlashTile(64, 8, dq_split=2),            # dQ 2 per lane pair
             "64x8_4x8_split4": FlashTile(64, 8, dq_split=4),            # 4 per 4 lanes
             "64x8_4x8_rolled": FlashTile(64, 8, unroll=0),
@@ -405,13 +445,16 @@ ALTERNATIVES = {
             "64x16_4x16_rowregs_onecol": _regs(64, 16, tx=16, one_col=True),   # 12.5 KiB
             "32x16_4x16_rowregs": _regs(32, 16, tx=16),                 # 128 threads
             "64x8_4x8_rowregs_rolled": _regs(64, 8, unroll=0),          # Q 4x16 in registers
+            "64x8_4x8_rowregs_onecol": _regs(64, 8, one_col=True),      # 6.3 KiB (2026-12-04)
+            "128x8_4x8_rowregs_onecol": _regs(128, 8, one_col=True),    # 8.3 KiB, 256 threads
+            "32x16_4x16_rowregs_onecol": _regs(32, 16, tx=16, one_col=True),   # 10.5 KiB
         },
         "dq": {
             "32x16_4x16_onecol_rolled": _one(32, 16, tx=16, unroll=0),
             "32x16_4x16_onecol_noprefetch": _one(32, 16, tx=16, prefetch=False),
             "32x16_4x8_onecol": _one(32, 16),                           # 64 threads, dQ 4x16
             "32x8_4x8": FlashTile(32, 8),                               # 42.4 KiB, 64 threads
-            "32x8_4x8_onecol": _one(32, 8),                             # 38.3 KiB: 5 per SM
+            "32x8_4x8_onecol": _one(32, 8),                             # 38.3 KiB
             "16x16_4x16_onecol": _one(16, 16, tx=16),                   # 26 KiB, 64 threads
             "16x16_4x8": FlashTile(16, 16),                             # the planner's before
             "64x16_4x16_rowregs_onecol": _regs(64, 16, tx=16, one_col=True),   # 64 queries
@@ -423,7 +466,7 @@ ALTERNATIVES = {
             "32x16_4x16_onecol_noprefetch": _one(32, 16, tx=16, prefetch=False),
             "32x16_4x8_onecol": _one(32, 16),                           # 64 threads
             "32x8_4x8": FlashTile(32, 8),                               # 43.6 KiB, 64 threads
-            "32x8_4x8_onecol": _one(32, 8),                             # 39.4 KiB: 5 per SM
+            "32x8_4x8_onecol": _one(32, 8),                             # 39.4 KiB
             "16x16_4x16_onecol": _one(16, 16, tx=16),                   # 27.4 KiB, 64 threads
             "16x16_4x8": FlashTile(16, 16),                             # the planner's before
         },
