@@ -142,8 +142,9 @@ def main() -> None:
               f"{most / args.sms:5.2f} (most), {mean / args.sms:5.2f} (mean)   {regs}",
               flush=True)
     if args.out:
-        args.out.write_text(json.dumps(dict(date=time.strftime("%Y-%m-%d %H:%M"), rows=rows),
-                                       indent=1))
+        device = mgr.get_device_properties()["device_name"]
+        args.out.write_text(json.dumps(dict(date=time.strftime("%Y-%m-%d %H:%M"), device=device,
+                                            rows=rows), indent=1))
 
 
 if __name__ == "__main__":

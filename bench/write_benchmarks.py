@@ -388,8 +388,13 @@ ATTN_PATHS_REASON = ("causal attention is written out in blocks of 8 x head_dim 
                      "torch to 0.88x and D128 from 0.44x to 0.94x, but the blocks' matmuls and softmaxes still move "
                      "each block's scores through memory, which torch's fused kernels never "
                      "write; at L1024 D64 the blocks tie with the flash kernels ({wo64:.0f} us "
-                     "against {fl64:.0f}), whose fp32 kernels run at 19-24 TFLOP/s, bound by "
-                     "shared-memory bandwidth and registers")
+                     "against {fl64:.0f}), whose fp32 kernels run at 19-31 TFLOP/s, bound by "
+                     "shared-memory bandwidth and registers; since 2026-12-04 the forward "
+                     "keeps Q in registers (two workgroups a multiprocessor instead of one: the "
+                     "H200's multiprocessors give their workgroups 48 KiB of shared memory in "
+                     "all, bench/occupancy_probe.py), 22-33% faster, while the backward's "
+                     "kernels (one workgroup each at 41-48 KiB) ran no faster with tiles of "
+                     "12-24 KiB")
 
 
 def _paths_ratio(r, name="planner"):
@@ -1604,6 +1609,28 @@ def barriers_section(runs) -> list[str]:
     return out + table(["model", "side", "ms/step", "range", "ops without a barrier"], rows)
 
 
+def occupancy_section(runs) -> list[str]:
+    """bench/occupancy_probe.py: workgroups resident a multiprocessor against shared memory."""
+    run = runs[0]
+    d = run["doc"]
+    out = ["## Workgroups a multiprocessor holds, against shared memory and registers "
+           "(`bench/occupancy_probe.py`)", "",
+           f"{src(run)}; {d.get('device', 'the H200 device machine (bench/gpu_run.sh occupancy)')}. "
+           "Each workgroup of a spin kernel writes the device clock at its start and end; the "
+           "most open at once over the multiprocessors is the residency. Registers are the "
+           "driver's (VK_KHR_pipeline_executable_properties). The workgroups resident on one "
+           "multiprocessor share 48 KiB (49,152 bytes) of shared memory, whatever their "
+           "registers allow.", ""]
+    rows = []
+    for r in d["rows"]:
+        regs = re.search(r"Register Count=(\d+)", r.get("stats", ""))
+        rows.append([r["threads"], r["shared"], regs.group(1) if regs else "",
+                     f"{r['per_sm_most']:.0f}", f"{r['per_sm_mean']:.2f}",
+                     r["shared"] * round(r["per_sm_most"])])
+    return out + table(["threads", "shared bytes", "registers", "resident (most)",
+                        "resident (mean, first half)", "shared bytes resident"], rows)
+
+
 def calllm_target(runs) -> list[str]:
     if not runs:
         return []
@@ -1695,7 +1722,8 @@ def main():
                 ("attentionsweep", attention_sweep_section),
                 ("attentionpaths", attention_paths_section),
                 ("attentionhalf", attention_half_section),
-                ("attentioncausal", attention_causal_section)]
+                ("attentioncausal", attention_causal_section),
+                ("occupancy", occupancy_section)]
     for kind, fn in sections:
         if g(kind):
             lines += fn(runs[kind])
