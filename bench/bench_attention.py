@@ -33,7 +33,9 @@ prints the fastest per kernel and case.
 with the kp build and imports before it and the planner's timings after, stays under 4 min).
 --stats: also builds bench/tools/pipestats.c (needs a C compiler and the Vulkan headers, which
 bench/gpu_env.sh puts on CPATH) and prints the driver's statistics for every kernel variant
-timed (registers on NVIDIA: occupancy explained most of the matmul tuning, bench/NOTES_matmul.md).
+timed (registers on NVIDIA: occupancy explained most of the matmul tuning, bench/NOTES_matmul.md),
+and the workgroups an H200 multiprocessor holds of it and what bounds them (registers, shared
+memory: 48 KiB for all of them, bench/occupancy_probe.py, or threads).
 --quick: small shapes (runs on lavapipe, to check the script itself).
 """
 
@@ -60,7 +62,7 @@ from vkgrad.lowering.attention import (ALTERNATIVES, MAX_KEY_TILES_PER_GROUP,  #
 from vkgrad.runtime import Executable, compile_file, get_device, pack_words  # noqa: E402
 
 from peers import cuda_torch  # noqa: E402
-from pipestats import build_pipestats, statistics_line  # noqa: E402
+from pipestats import build_pipestats, resident, statistics_line  # noqa: E402
 
 # The sweep's budget goes to the first cases first: D128 (furthest from torch), then L4096.
 CASES = [(4, 8, 1024, 128, False), (4, 8, 1024, 128, True), (4, 8, 4096, 128, True),
@@ -244,7 +246,9 @@ def pipeline_stats(info, sweep, D):
             except RuntimeError as e:
                 print(f"--stats: {e}")
                 return stats
-            print(f"  stats D{D} {mode:>5} {name:>34}: {stats[(mode, name)]}", flush=True)
+            # (specialization constant 0 is the workgroup size)
+            print(f"  stats D{D} {mode:>5} {name:>34}: {stats[(mode, name)]} "
+                  f"{resident(stats[(mode, name)], launch.spec[0])}", flush=True)
     return stats
 
 

@@ -38,3 +38,22 @@ def statistics_line(exe: Path, spv: Path, bindings: int, push_bytes: int, label:
     if res.returncode != 0:
         raise RuntimeError(f"pipestats failed: {res.stderr.strip()[:300]}")
     return res.stdout.strip().splitlines()[-1].split(":", 1)[1].strip()
+
+
+# What bounds the workgroups one H200 multiprocessor holds (bench/occupancy_probe.py measured the
+# shared memory: the resident workgroups share 49,152 bytes, whatever their registers allow)
+H200_SHARED_PER_SM, H200_REGISTERS_PER_SM, H200_THREADS_PER_SM = 49152, 65536, 2048
+
+
+def resident(line: str, threads: int) -> str:
+    """`line`'s (statistics_line) workgroups a multiprocessor of the H200 holds, and which limit
+    decides: registers (allocated 8 a thread at a time), shared memory or threads."""
+    stat = dict(kv.split("=", 1) for kv in line.replace(" ", "").split(";") if "=" in kv)
+    regs, shared = int(stat.get("RegisterCount", 0)), int(stat.get("SharedMemorySize", 0))
+    limits = {"threads": H200_THREADS_PER_SM // threads}
+    if regs:
+        limits["registers"] = H200_REGISTERS_PER_SM // (threads * -(-regs // 8) * 8)
+    if shared:
+        limits["shared memory"] = H200_SHARED_PER_SM // shared
+    by = min(limits, key=limits.get)
+    return f"{limits[by]} a multiprocessor ({by})"
