@@ -52,7 +52,7 @@ def test_a_target_comes_from_the_device_properties():
     lava = Target.lavapipe()
     same = Target.from_device(_info("CPU", name=lava.name, max_shared_memory=32768,
                                     max_storage_buffer_range=2 ** 27, max_storage_buffers=32,
-                                    device_local_bytes=2 ** 31,
+                                    device_local_bytes=2 ** 31, subgroup_size=8,
                                     features=tuple(dict.fromkeys(LAVAPIPE_FEATURES, True).items())))
     assert same == lava
     h200 = Target.h200()

@@ -179,6 +179,7 @@ class Target:
                        max_shared_memory=32768, max_workgroup_invocations=1024,
                        max_storage_buffer_range=2 ** 27, max_storage_buffers=32,
                        device_local_bytes=2 ** 31, max_loop_iterations=65535,
+                       subgroup_size=8,    # 256-bit LLVM vectors of 32-bit lanes
                        storage_16bit=True, float16=True, int8=True, memory_model=True)
 
     @classmethod

@@ -372,13 +372,14 @@ ALTERNATIVES = {
             "128x16_4x8_onecol_rolled": _one(128, 16, unroll=0),        # 46.5 KiB, 8 warps
             "64x16_4x8_rowregs_rolled": _regs(64, 16, unroll=0),        # 12.8 KiB
             "128x16_4x8_rowregs_rolled": _regs(128, 16, unroll=0),      # 256 threads
-            # 2026-12-04: the H200's multiprocessor gives its workgroups ~48 KiB of shared
+            # 2026-12-04: the H200's multiprocessor gives its workgroups 48 KiB of shared
             # memory in all (bench/occupancy_probe.py), so the 43.5 KiB planner tile runs one
             # workgroup (4 warps) a multiprocessor: tiles of 24 KiB or less run two or more
+            # (sizes: the driver's statistics)
             "64x8_4x8_rowregs_onecol": _regs(64, 8, one_col=True),      # 4.3 KiB
-            "64x16_4x8_rowregs_onecol": _regs(64, 16, one_col=True),    # 6.5 KiB
+            "64x16_4x8_rowregs_onecol": _regs(64, 16, one_col=True),    # 8.5 KiB
             "64x32_4x8_rowregs_onecol": _regs(64, 32, one_col=True),    # 17.4 KiB
-            "128x8_4x8_rowregs_onecol": _regs(128, 8, one_col=True),    # 6.4 KiB, 256 threads
+            "128x8_4x8_rowregs_onecol": _regs(128, 8, one_col=True),    # 11.3 KiB, 256 threads
             "64x16_4x16_rowregs_onecol": _regs(64, 16, tx=16, one_col=True),   # 256 threads
             "64x8_4x8_onecol": _one(64, 8),                             # 21.3 KiB
             "64x8_4x8": FlashTile(64, 8),                               # 23.4 KiB
@@ -447,7 +448,7 @@ ALTERNATIVES = {
             "64x8_4x8_rowregs_rolled": _regs(64, 8, unroll=0),          # Q 4x16 in registers
             "64x8_4x8_rowregs_onecol": _regs(64, 8, one_col=True),      # 6.3 KiB (2026-12-04)
             "128x8_4x8_rowregs_onecol": _regs(128, 8, one_col=True),    # 8.3 KiB, 256 threads
-            "32x16_4x16_rowregs_onecol": _regs(32, 16, tx=16, one_col=True),   # 10.5 KiB
+            "32x16_4x16_rowregs_onecol": _regs(32, 16, tx=16, one_col=True),   # 13 KiB
         },
         "dq": {
             "32x16_4x16_onecol_rolled": _one(32, 16, tx=16, unroll=0),
