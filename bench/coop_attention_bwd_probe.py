@@ -36,7 +36,7 @@ from coop_attention_probe import defines as fwd_defines  # noqa: E402
 from bench_attention import torch_sdpa  # noqa: E402
 from coop_matmul_probe import Runner  # noqa: E402
 from peers import cuda_torch  # noqa: E402
-from pipestats import build_pipestats, statistics_line  # noqa: E402
+from pipestats import build_pipestats, resident, statistics_line  # noqa: E402
 from vkgrad.runtime.shaders import compile_file, compile_many  # noqa: E402
 
 # (BC rows a step, MR 16-row fragments a subgroup, NSG subgroups, PREFETCH the next step's
@@ -177,10 +177,10 @@ def print_stats():
     for d in FWD:
         bc, mr, pre = FWD[d]
         kernels = [("fwd", "flash_attention_coop.comp", 5, name(bc, mr, 4, pre),
-                    fwd_defines(d, bc, mr, False, pre))]
+                    fwd_defines(d, bc, mr, False, pre), 4)]
         kernels += [(kn, f"flash_attention_coop_{kn}.comp", 8, name(*cfg),
-                     defines(d, *cfg, False)) for kn in ("dq", "dkdv") for cfg in configs(d)]
-        for kn, shader, bindings, label, defs in kernels:
+                     defines(d, *cfg, False), cfg[2]) for kn in ("dq", "dkdv") for cfg in configs(d)]
+        for kn, shader, bindings, label, defs, nsg in kernels:
             spv = tmp / f"{kn}_{d}_{label}.spv"
             spv.write_bytes(compile_file(shader, defs, target_env="vulkan1.3"))
             try:
@@ -188,7 +188,8 @@ def print_stats():
             except RuntimeError as e:
                 print(f"--stats: {e}")
                 return
-            print(f"  stats D{d} {kn:>4} {label:>10}: {line}", flush=True)
+            print(f"  stats D{d} {kn:>4} {label:>10}: {line} {resident(line, 32 * nsg)}",
+                  flush=True)
 
 
 def torch_fwd_bwd(torch, q, k, v, do, l, d, causal):
