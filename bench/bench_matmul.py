@@ -116,6 +116,12 @@ CANDIDATES = [
     ("L_128x192_16x8k12", Tile(128, 192, 12, 16, 8)),
     ("L_128x192_16x8k12_ap", Tile(128, 192, 12, 16, 8, always_prefetch=True)),
     ("L_128x192_8x16k12", Tile(128, 192, 12, 8, 16)),
+    # 2026-12-04: a multiprocessor's resident workgroups share 48 KiB of shared memory
+    # (bench/occupancy_probe.py), so medium (25.6 KB) and small (26.6 KB) run one workgroup a
+    # multiprocessor where their registers allow three: the same tiles at BK 8 (12.8 and
+    # 13.3 KB) run three. Not yet timed on the H200.
+    ("M_128x64_8x8k8", Tile(128, 64, 8, 8, 8)),
+    ("S_32x64_4x8k8ks2", Tile(32, 64, 8, 4, 8, ks=2)),
 ]
 
 # Split-K plans timed by --sweep: each of these tiles (on outputs up to its N) in each of SPLITS

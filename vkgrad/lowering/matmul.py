@@ -112,7 +112,9 @@ VARIANTS = {
 # - ... and medium (a 64-wide block like large64's) where N <= 64 would pad half of large's
 #   block: 32 x 1024x1024x64 NN (the transformer block's P V) ran medium at 34.1 TFLOP/s,
 #   large64 29.2, large 22.9 (cuBLAS 37.0; H200, 2026-12-02, bench_matmul.py --sweep);
-# - else medium from MEDIUM_MIN_GROUPS workgroups (about 0.75 waves of its 3 a multiprocessor);
+# - else medium from MEDIUM_MIN_GROUPS workgroups (about 0.75 waves of it at 1 a multiprocessor:
+#   its 25.6 KB of shared memory, since the H200's multiprocessors give all their resident
+#   workgroups 48 KiB, bench/occupancy_probe.py; 3 by its registers);
 # - else small.
 LARGE_WAVE = 264
 LARGE_MIN_GROUPS = 128
