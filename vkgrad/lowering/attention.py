@@ -83,7 +83,9 @@ tile of HEAD_DIM_TILES[(mode, D)], then of TILES[mode], that fits (TX capped at 
 
 (TX is 4 at D = 16; TILES also has a 16 x 8 forward and a 16 x 16 tile for each backward kernel,
 for devices with less shared memory; "(32)": HEAD_DIM_TILES puts the fused backward's 32 x 16
-tile first at D = 32, where the H200 measured it fastest.) The fused backward's shared memory is the dK/dV kernel's:
+tile first at D = 32, where the H200 measured it fastest; it also puts the forward's row_regs
+one_col tiles first, 64 x 32 at D = 32 and 64 (17 KiB at D = 64) and 64 x 8 at D = 128 (6.3
+KiB), on devices whose subgroups have at least 8 lanes: see HEAD_DIM_TILES.) The fused backward's shared memory is the dK/dV kernel's:
 its dQ product reads the K tile and the transposed dS block already there; a thread computes
 ceil(BC * D/4 / threads) vec4s of dQ per step (at 64 x 8, D = 32, half the threads idle there), sharing its 4 K loads per dS vec4 among them; with `dq_split` (DQ_SPLIT)
 that many lanes split each output's key rows and combine over shuffles, for dq_split times the
