@@ -45,11 +45,16 @@ def statistics_line(exe: Path, spv: Path, bindings: int, push_bytes: int, label:
 H200_SHARED_PER_SM, H200_REGISTERS_PER_SM, H200_THREADS_PER_SM = 49152, 65536, 2048
 
 
+def statistics(line: str) -> dict:
+    """A statistics_line as {name: value}: {"Register Count": "184", ...}."""
+    return dict(kv.strip().split("=", 1) for kv in line.split(";") if "=" in kv)
+
+
 def resident(line: str, threads: int) -> str:
     """`line`'s (statistics_line) workgroups a multiprocessor of the H200 holds, and which limit
     decides: registers (allocated 8 a thread at a time), shared memory or threads."""
-    stat = dict(kv.split("=", 1) for kv in line.replace(" ", "").split(";") if "=" in kv)
-    regs, shared = int(stat.get("RegisterCount", 0)), int(stat.get("SharedMemorySize", 0))
+    stat = statistics(line)
+    regs, shared = int(stat.get("Register Count", 0)), int(stat.get("Shared Memory Size", 0))
     limits = {"threads": H200_THREADS_PER_SM // threads}
     if regs:
         limits["registers"] = H200_REGISTERS_PER_SM // (threads * -(-regs // 8) * 8)

@@ -18,6 +18,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from pipestats import statistics
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # --- the targets' thresholds (from the issues) ------------------------------------------------
@@ -1628,8 +1630,7 @@ def occupancy_section(runs) -> list[str]:
            "registers allow.", ""]
     rows = []
     for r in d["rows"]:
-        regs = re.search(r"Register Count=(\d+)", r.get("stats", ""))
-        rows.append([r["threads"], r["shared"], regs.group(1) if regs else "",
+        rows.append([r["threads"], r["shared"], statistics(r["stats"]).get("Register Count", ""),
                      f"{r['per_sm_most']:.0f}", f"{r['per_sm_mean']:.2f}",
                      r["shared"] * round(r["per_sm_most"])])
     return out + table(["threads", "shared bytes", "registers", "resident (most)",
