@@ -28,7 +28,8 @@ D128 484 / 601 / 506, causal 411 / 440 / 442; L4096 D64 3814 / 4059 / 4170, caus
 101 / 107 (torch SDPA f16 in the same run: 222, 184, 288, 314, 1081, 690, 1686, 1047, 269).
 The driver's statistics there: dq 128 registers at D64 (198 at D128), dkdv 153 (255), the
 forward 195 (255); more shared memory ran slower even with fewer registers (dq with its lse
-and delta in shared tiles: 114 registers, 20 KB, 1765 us at L4096 D64 against 1035).
+and delta in shared tiles: 114 registers, 20 KB, 1765 us at L4096 D64 against 1035), since a
+multiprocessor's workgroups share 48 KiB (bench/occupancy_probe.py): two at 20 KB, four at 12.
 """
 
 from __future__ import annotations
