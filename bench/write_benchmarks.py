@@ -387,19 +387,20 @@ ATTN_ISSUE_CASES = ("B4 H8 L1024 D64", "B4 H8 L1024 D64 causal", "B4 H8 L4096 D6
                     "B4 H8 L4096 D64 causal", "B4 H8 L1024 D128", "B4 H8 L1024 D128 causal",
                     "B4 H8 L4096 D128 causal", "B32 H8 L256 D32 causal")
 ATTN_PATHS_REASON = ("causal attention is written out in blocks of 8 x head_dim query rows "
-                     "(512 at D64, 1024 at D128) from head_dim x Lk >= 131072 (n blocks compute "
+                     "(512 at D64, 1024 at D128) from head_dim x Lk >= 262144 (n blocks compute "
                      "(n + 1) / 2n of the scores; bench_attention_paths --causal --blocks: the "
                      "blocks tables below), which took L4096 D64 from the flash kernels' 0.63x "
-                     "torch to 0.88x and D128 from 0.44x to 0.94x, but the blocks' matmuls and softmaxes still move "
-                     "each block's scores through memory, which torch's fused kernels never "
-                     "write; at L1024 D64 the blocks tie with the flash kernels ({wo64:.0f} us "
-                     "against {fl64:.0f}), whose fp32 kernels run at 19-31 TFLOP/s, bound by "
-                     "shared-memory bandwidth and registers; since 2026-12-04 the forward "
-                     "keeps Q in registers (two workgroups a multiprocessor instead of one: the "
-                     "H200's multiprocessors give their workgroups 48 KiB of shared memory in "
-                     "all, bench/occupancy_probe.py), 22-33% faster, while the backward's "
-                     "kernels (one workgroup each at 41-48 KiB) ran no faster with tiles of "
-                     "12-24 KiB")
+                     "torch to 0.88x and D128 from 0.44x to 0.94x, but the blocks' matmuls and "
+                     "softmaxes still move each block's scores through memory, which torch's "
+                     "fused kernels never write; below that the flash kernels run (at L1024 D64 "
+                     "{fl64:.0f} us against the blocks' {wo64:.0f}), at 19-31 TFLOP/s in fp32, "
+                     "bound by shared-memory bandwidth and registers. Since 2026-12-04 they keep "
+                     "their row tiles in registers (the forward Q, the dQ kernel Q and dO, the "
+                     "dK/dV kernel K and V: two workgroups a multiprocessor instead of one, the "
+                     "H200's multiprocessors giving their workgroups 48 KiB of shared memory in "
+                     "all, bench/occupancy_probe.py), the forward 22-33% faster, the backward's "
+                     "kernels 12-34%, and above head dim 32 the backward runs as the two kernels "
+                     "rather than the fused one (lowering/attention.py, FUSED_BACKWARD_MAX_HEAD_DIM)")
 
 
 def _paths_ratio(r, name="planner"):

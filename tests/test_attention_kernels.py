@@ -12,11 +12,14 @@ than lavapipe's 8-lane subgroups, which takes the shared-memory reduction path, 
 ROW_REGS variants, and the H200's D = 128 tiles, run at D = 64).
 """
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from vkgrad.lowering.attention import (ALTERNATIVES, SUPPORTED_HEAD_DIMS, TILES, FlashTile,
-                                       choose_tile, dq_partials_bound, fused_backward_tile,
+                                       choose_tile, dq_partials_bound, fused_backward_planned,
+                                       fused_backward_tile,
                                        plan_flash_attention, plan_flash_attention_bwd)
 from kernel_runs import bind
 from vkgrad.lowering.kernels import OpPlan
@@ -225,7 +228,8 @@ def _tiles(**kw):
 
 
 def _row_regs(**kw):
-    return dict(tile=FlashTile(row_regs=True, **kw), dq_tile=FlashTile(row_regs=True, **kw))
+    return dict(tile=FlashTile(row_regs=True, **kw), dq_tile=FlashTile(row_regs=True, **kw),
+                dkdv_tile=FlashTile(row_regs=True, **kw))
 
 
 FORCED = {
@@ -281,9 +285,16 @@ def test_h200_tiles_for_d128(dev, causal):
     """The tiles the planner gives the H200 at D = 128 (ONE_COL, TX 16 in the backward, Q in
     registers in the forward), as the GPU runs them (prefetch; unrolled where the tile does not
     say rolled), at D = 64: at D = 128 the backward's need 46 KiB of shared memory and lavapipe
-    has 32 (planned for the device: the forward's ROW_REGS needs its subgroup size)."""
+    has 32 (planned for the device: ROW_REGS needs its subgroup size; where the device's
+    subgroups are narrower than a ROW_REGS tile's TX, 16 in the dK/dV kernel, that tile runs
+    with TX as wide as they are)."""
     tiles = {mode: choose_tile(mode, 128, Target.h200()) for mode in ("fwd", "dq", "dkdv", "bwd")}
     assert all(t.one_col and t.prefetch for t in tiles.values()) and tiles["fwd"].row_regs
+    assert tiles["dq"].row_regs and tiles["dkdv"].row_regs and tiles["dkdv"].tx == 16
+    lanes = dev.target.subgroup_size or 0
+    narrower = lambda t: replace(t, tx=lanes) if lanes else replace(t, row_regs=False)
+    tiles = {mode: narrower(t) if t.row_regs and t.tx > lanes else t
+             for mode, t in tiles.items()}
     for fused in (True, False):
         check_attention(dev, 2, 130, 75, 64, causal, 0.3, info="device", fused=fused,
                         tile=tiles["fwd"], bwd_tile=tiles["bwd"], dq_tile=tiles["dq"],
@@ -351,6 +362,14 @@ def test_planner_fits_the_device():
     assert choose_tile("fwd", 64, gpu) == FlashTile(64, 32, unroll=0)
     assert choose_tile("dq", 64, gpu) == FlashTile(64, 16)
     assert choose_tile("dkdv", 64, gpu) == FlashTile(64, 8)
+    # ... whose subgroups (32 lanes) also take the row tiles in registers (HEAD_DIM_TILES).
+    h200 = Target.h200()
+    assert choose_tile("dq", 64, h200) == FlashTile(64, 32, one_col=True, row_regs=True)
+    assert choose_tile("dkdv", 64, h200) == FlashTile(64, 16, row_regs=True)
+    assert choose_tile("dkdv", 128, h200) == FlashTile(64, 16, tx=16, one_col=True,
+                                                       row_regs=True)
+    # lavapipe's 8-lane subgroups: not the TX 16 one
+    assert not choose_tile("dkdv", 128, Target.lavapipe()).row_regs
     # ... and at D = 128 the ONE_COL tiles: 64 queries forward, 128 threads in every kernel.
     big = {mode: choose_tile(mode, 128, gpu) for mode in ("fwd", "dq", "dkdv", "bwd")}
     assert big["fwd"].br == 64 and all(t.one_col and t.threads >= 128 for t in big.values())
@@ -424,8 +443,20 @@ def test_fused_backward_plan():
     # B4 H8 L1024 D128: 32 key tiles of 32 would take 512 MiB of slices; two per workgroup 256.
     assert dq_partials_bound(h200) == 256 << 20
     (_, _), (main, _), (_, _) = plan_flash_attention_bwd(32, 1024, 1024, 128, causal=True,
-                                                         scale=0.1, target=h200).steps
+                                                         scale=0.1, target=h200,
+                                                         fused=True).steps
     assert main.spec[9] == 2 and main.push[3] == 16 and main.groups == (32 * 16, 1, 1)
+    # ... which the planner takes only up to FUSED_BACKWARD_MAX_HEAD_DIM (32): above, the two
+    # kernels with their row tiles in registers (HEAD_DIM_TILES), unless a fused tile is forced.
+    for D in (64, 128):
+        two = plan_flash_attention_bwd(32, 1024, 1024, D, causal=True, scale=0.1, target=h200)
+        assert [x.name for x in two.launches] == ["flash_attn_bwd_dq", "flash_attn_bwd_dkdv"]
+        assert all(x.spec[8] for x in two.launches)                  # ROW_REGS
+        assert fused_backward_planned(32, 1024, 1024, D, h200) is None
+    assert fused_backward_planned(256, 256, 256, 32, h200) == FlashTile(32, 16)
+    forced = plan_flash_attention_bwd(32, 1024, 1024, 64, causal=True, scale=0.1, target=h200,
+                                      bwd_tile=FlashTile(64, 8))
+    assert [x.name for x in forced.launches][1] == "flash_attn_bwd"
     # B4 H8 L4096 D64: 8 per workgroup would be needed: the two kernels.
     two = plan_flash_attention_bwd(32, 4096, 4096, 64, causal=True, scale=0.1, target=h200)
     assert [x.name for x in two.launches] == ["flash_attn_bwd_dq", "flash_attn_bwd_dkdv"]
@@ -449,10 +480,7 @@ def test_planner_rejects_bad_input():
         plan_flash_attention(1, 8, 8, 16, causal=False, scale=1.0, tile=FlashTile(32, 32, tx=8))
     with pytest.raises(ValueError, match="no tile fits"):
         choose_tile("dkdv", 128, _info(16384))
-    with pytest.raises(ValueError, match="dK/dV has none"):
-        plan_flash_attention_bwd(1, 8, 8, 64, causal=False, scale=1.0, target=Target.h200(),
-                                 dkdv_tile=FlashTile(32, 16, row_regs=True))
-    with pytest.raises(ValueError, match="dK/dV has none"):
+    with pytest.raises(ValueError, match="fused backward's dQ product reads its K tile"):
         plan_flash_attention_bwd(1, 8, 8, 64, causal=False, scale=1.0, target=Target.h200(),
                                  bwd_tile=FlashTile(32, 16, row_regs=True))
     with pytest.raises(ValueError, match="key tiles per workgroup"):

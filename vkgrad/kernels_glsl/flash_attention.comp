@@ -84,8 +84,8 @@ layout(std430, binding = 6) writeonly buffer dQb { vec4 dq_v[]; };
 layout(std430, binding = 7) writeonly buffer Db { float delta_out[]; };
 layout(std430, binding = 8) readonly buffer dLb { float dlse_in[]; };
 // Shared: Q [BR][RS] | dO [BR][RS] | K [BC][RS] | V [BC][RS] | dS^T [BC][PSR]
-// (ONE_COL: V and K take turns in one buffer, Y_OFF == X_OFF; ROW_REGS: no dO tile)
-const uint A_OFF = 0u, B_OFF = BR * RS, X_OFF = (ROW_REGS ? 1u : 2u) * BR * RS;
+// (ONE_COL: V and K take turns in one buffer, Y_OFF == X_OFF; ROW_REGS: no Q and no dO tile)
+const uint A_OFF = 0u, B_OFF = BR * RS, X_OFF = (ROW_REGS ? 0u : 2u) * BR * RS;
 const uint Y_OFF = ONE_COL ? X_OFF : X_OFF + BC * RS;
 const uint P_OFF = Y_OFF + BC * RS;
 shared vec4 sm[P_OFF + BC * PSR];
@@ -101,8 +101,14 @@ layout(std430, binding = 8) buffer dQPb { vec4 dqp_v[]; };
 #endif
 // Shared: K [BR][RS] | V [BR][RS] | Q [BC][RS] | dO [BC][RS] | P^T [BC][PSR] | dS^T [BC][PSR],
 // and the column tile's lse * log2(e) and delta (ONE_COL: Q, dO and Q again take turns in one
-// buffer, Y_OFF == X_OFF).
-const uint A_OFF = 0u, B_OFF = BR * RS, X_OFF = 2u * BR * RS;
+// buffer, Y_OFF == X_OFF). KV_REGS (ROW_REGS in MODE 2; MODE 3's dQ product reads the K tile):
+// no K and no V tile, each thread's share of them in registers.
+#if MODE == 2
+const bool KV_REGS = ROW_REGS;
+#else
+const bool KV_REGS = false;
+#endif
+const uint A_OFF = 0u, B_OFF = BR * RS, X_OFF = (KV_REGS ? 0u : 2u) * BR * RS;
 const uint Y_OFF = ONE_COL ? X_OFF : X_OFF + BC * RS;
 const uint P_OFF = Y_OFF + BC * RS, S_OFF = P_OFF + BC * PSR;
 shared vec4 sm[S_OFF + BC * PSR];
@@ -326,10 +332,14 @@ void main() {
 #elif MODE == 1
     const uint q0 = t * BR;
     const uint ntiles = key_tiles(q0, off);
-    COPY_TILE(q, A_OFF, BR, NLR, q0, p.Lq)
-    vec4 dor[TR][TDV];               // ROW_REGS: this thread's share of the dO tile
-    if (ROW_REGS) { LOAD_ROWS(dor, do, q0, p.Lq) }
-    else { COPY_TILE(do, B_OFF, BR, NLR, q0, p.Lq) }
+    vec4 qr[TR][TDV], dor[TR][TDV];  // ROW_REGS: this thread's share of the Q and dO tiles
+    if (ROW_REGS) {
+        LOAD_ROWS(qr, q, q0, p.Lq)
+        LOAD_ROWS(dor, do, q0, p.Lq)
+    } else {
+        COPY_TILE(q, A_OFF, BR, NLR, q0, p.Lq)
+        COPY_TILE(do, B_OFF, BR, NLR, q0, p.Lq)
+    }
     if (ntiles > 0u) {                // ONE_COL: V's turn comes first
         if (!ONE_COL) { COPY_TILE(k, X_OFF, BC, NLC, 0u, p.Lk) }
         COPY_TILE(v, Y_OFF, BC, NLC, 0u, p.Lk)
@@ -367,14 +377,14 @@ void main() {
         float s[TR][TC], dp[TR][TC];
         [[unroll]] for (uint m = 0u; m < TR; m++)
             [[unroll]] for (uint c = 0u; c < TC; c++) { s[m][c] = 0.0; dp[m][c] = 0.0; }
-        if (!ONE_COL) { DOT_BLOCK(s, A_OFF, X_OFF) }
+        if (!ONE_COL) { if (ROW_REGS) { DOT_REGS(s, qr, X_OFF) } else { DOT_BLOCK(s, A_OFF, X_OFF) } }
         if (ROW_REGS) { DOT_REGS(dp, dor, Y_OFF) } else { DOT_BLOCK(dp, B_OFF, Y_OFF) }
         if (ONE_COL) {                                // V's turn is over: this step's K
             barrier();
             PUT_COLS(xr, k, X_OFF, kv0, p.Lk)
             barrier();
             if (PREFETCH && more) { LOAD_TILE(yr, v, BC, NLC, nxt, p.Lk) }
-            DOT_BLOCK(s, A_OFF, X_OFF)
+            if (ROW_REGS) { DOT_REGS(s, qr, X_OFF) } else { DOT_BLOCK(s, A_OFF, X_OFF) }
         }
 
         // dS = P (dP - delta), P = 0 where masked. Keys past Lk are zero rows of K and V and
@@ -451,8 +461,14 @@ void main() {
             const int qs = max(int(kv0) - off, 0);
             i0 = qs >= int(p.Lq) ? nq : uint(qs) / BC;
         }
-        COPY_TILE(k, A_OFF, BR, NLR, kv0, p.Lk)
-        COPY_TILE(v, B_OFF, BR, NLR, kv0, p.Lk)
+        vec4 krow[TR][TDV], vrow[TR][TDV];   // KV_REGS: this thread's share of the K, V tiles
+        if (KV_REGS) {
+            LOAD_ROWS(krow, k, kv0, p.Lk)
+            LOAD_ROWS(vrow, v, kv0, p.Lk)
+        } else {
+            COPY_TILE(k, A_OFF, BR, NLR, kv0, p.Lk)
+            COPY_TILE(v, B_OFF, BR, NLR, kv0, p.Lk)
+        }
         // Query columns past Lq load as zero rows of Q and dO with lse = delta = 0: their P is
         // finite and every term they add (P dO, dS Q with dS = P (0 - 0)) is zero.
         vec4 xr[NLC], yr[NLC];           // the next Q and dO tiles (PREFETCH; ONE_COL: this step's
@@ -479,14 +495,14 @@ void main() {
             float s[TR][TC], dp[TR][TC];
             [[unroll]] for (uint m = 0u; m < TR; m++)
                 [[unroll]] for (uint c = 0u; c < TC; c++) { s[m][c] = 0.0; dp[m][c] = 0.0; }
-            DOT_BLOCK(s, A_OFF, X_OFF)
+            if (KV_REGS) { DOT_REGS(s, krow, X_OFF) } else { DOT_BLOCK(s, A_OFF, X_OFF) }
             if (ONE_COL) {                                // Q's first turn is over: this step's dO
                 barrier();
                 PUT_COLS(yr, do, Y_OFF, q0, p.Lq)
                 barrier();
                 if (PREFETCH) { LOAD_TILE(xr, q, BC, NLC, q0, p.Lq) }   // Q again, for dK
             }
-            DOT_BLOCK(dp, B_OFF, Y_OFF)
+            if (KV_REGS) { DOT_REGS(dp, vrow, Y_OFF) } else { DOT_BLOCK(dp, B_OFF, Y_OFF) }
 
             // P^T and dS^T; causal pairs (key k, query q) with k > q + off are zero. A query row
             // with no allowed key (lse = -inf) lies only in tiles that evaluate the mask.

@@ -29,8 +29,8 @@
 // the price of two more barriers per step (the dK/dV kernel loads its Q tile twice per step).
 // At D = 128 that is what lets 64-query forward tiles and 128-thread workgroups fit 48 KiB.
 //
-// ROW_REGS: a row tile (the forward's Q, the dQ kernel's dO) stays in registers instead of shared
-// memory, in the accumulators' layout (thread (ty, tx): rows ty + TY*m, D vec4s tx + TX*j), and
+// ROW_REGS: the row tiles (the forward's Q; the dQ kernel's Q and dO; the dK/dV kernel's K and
+// V, not the fused backward's) stay in registers instead of shared memory, in the accumulators' layout (thread (ty, tx): rows ty + TY*m, D vec4s tx + TX*j), and
 // its dot products are DOT_REGS: each thread dots its share of D with every column of the tile,
 // and the row group sums the partials over subgroup shuffles. It frees a row tile of shared
 // memory and loads each column vec4 once per TR*4 fmas; it costs TR*BC partials in registers and
@@ -52,7 +52,7 @@ SPEC_CONST(4) uint TX = 8;                // threads per row group, a power of t
 SPEC_CONST(5) bool PREFETCH = true;       // next column tile loads into registers early
 SPEC_CONST(6) bool ALWAYS_PREFETCH = false;  // ... on every step: no branch around it
 SPEC_CONST(7) bool ONE_COL = false;       // one column tile in shared memory at a time (below)
-SPEC_CONST(8) bool ROW_REGS = false;      // the forward's Q, the dQ kernel's dO in registers
+SPEC_CONST(8) bool ROW_REGS = false;      // the row tiles in registers (above)
 SPEC_CONST(9) uint KTG = 1;               // key tiles per workgroup (the fused backward)
 SPEC_CONST(10) uint DQ_SPLIT = 1;         // lanes that share a dQ output (the fused backward)
 

@@ -37,7 +37,9 @@ atomics, so results are bit-identical run to run:
   largest buffer the device binds, at most 256 MiB), up to MAX_KEY_TILES_PER_GROUP, and
   otherwise the two kernels. At the LM small preset's attention (B32 H8 L256 D32, 32-key tiles)
   that is 8 slices of 8 MiB; B4 H8 L1024: D64 16 slices of 8 MiB, D128 16 of 16 MiB (ktg 2);
-  L4096 takes the two kernels.
+  L4096 takes the two kernels. The planner takes this path up to head dim 32
+  (FUSED_BACKWARD_MAX_HEAD_DIM): above, the two kernels with their row tiles in registers ran
+  faster on the H200.
 - two kernels: the dQ kernel (a workgroup per query tile, streaming key tiles; it also computes
   and writes delta), then the dK/dV kernel (a workgroup per key tile, streaming query tiles,
   reading delta).
@@ -53,12 +55,13 @@ is what limits the tiles: the H200's Vulkan driver, like most, offers 48 KiB per
 lavapipe 32 KiB. With `one_col` (the shader's ONE_COL) the two column tiles of a step take turns
 in one buffer: two more barriers per step (and in the dK/dV kernel a second load of the Q tile),
 for one column tile less of shared memory, which at D = 128 is what makes room for 64-query
-forward tiles and 128 threads in every kernel. With `row_regs` (ROW_REGS; the forward and the dQ
-kernel) the forward's Q tile, or the dQ kernel's dO tile, stays in registers, split over D
-across the row group, and S (or dP) is summed over subgroup shuffles: a row tile less of shared
-memory and one shared load per 4*TR fmas, for TR*BC partials in registers; it needs subgroups of
-at least TX lanes, and so far only the sweep's ALTERNATIVES use it. The planner takes the first
-tile of HEAD_DIM_TILES[(mode, D)], then of TILES[mode], that fits (TX capped at D/4):
+forward tiles and 128 threads in every kernel. With `row_regs` (ROW_REGS; not the fused
+backward, whose dQ product reads the K tile) the row tiles (the forward's Q, the dQ kernel's Q
+and dO, the dK/dV kernel's K and V) stay in registers, split over D across the row group, and
+S (and dP) are summed over subgroup shuffles: no row tile in shared memory and one shared load
+per 4*TR fmas, for TR*BC partials in registers; it needs subgroups of at least TX lanes. The
+HEAD_DIM_TILES of the forward and of the two backward kernels use it. The planner takes the
+first tile of HEAD_DIM_TILES[(mode, D)], then of TILES[mode], that fits (TX capped at D/4):
 
 | mode | BR x BC | TR | TX | one_col | thr | shared bytes, D = 16 / 32 / 64 / 128 | 48 KiB: D | 32 KiB: D |
 | ---- | ------- | -- | -- | ------- | --- | ------------------------------------ | --------- | --------- |
@@ -85,7 +88,8 @@ tile of HEAD_DIM_TILES[(mode, D)], then of TILES[mode], that fits (TX capped at 
 for devices with less shared memory; "(32)": HEAD_DIM_TILES puts the fused backward's 32 x 16
 tile first at D = 32, where the H200 measured it fastest; it also puts the forward's row_regs
 one_col tiles first, 64 x 32 at D = 32 and 64 (17 KiB at D = 64) and 64 x 8 at D = 128 (6.3
-KiB), on devices whose subgroups have at least 8 lanes: see HEAD_DIM_TILES.) The fused backward's shared memory is the dK/dV kernel's:
+KiB), and the two backward kernels' row_regs tiles, on devices whose subgroups have at least
+TX lanes: see HEAD_DIM_TILES.) The fused backward's shared memory is the dK/dV kernel's:
 its dQ product reads the K tile and the transposed dS block already there; a thread computes
 ceil(BC * D/4 / threads) vec4s of dQ per step (at 64 x 8, D = 32, half the threads idle there), sharing its 4 K loads per dS vec4 among them; with `dq_split` (DQ_SPLIT)
 that many lanes split each output's key rows and combine over shuffles, for dq_split times the
@@ -102,7 +106,8 @@ driver's register counts, and BENCHMARKS.md has what it measured):
   multiprocessor, 16 KiB 3, 24 KiB 2, 26 KiB and more 1), so these 43-48 KiB tiles run one
   workgroup (4 warps) a multiprocessor. The forward's HEAD_DIM_TILES (Q in registers, one
   column buffer: 6-17 KiB) run two and were 22-33% faster; the backward kernels' tiles of 12-24
-  KiB (two or three a multiprocessor) ran no faster than these (the sweep of 2026-12-04);
+  KiB (two or three a multiprocessor) ran no faster than these, but with their row tiles in
+  registers too (4-17 KiB) 12-34% faster (HEAD_DIM_TILES; the sweeps of 2026-12-04);
 - a 64-query forward tile is the largest that leaves room for 32-key K and V tiles and the P
   block in 48 KiB (64 keys would need 68 KiB); the backward kernels hold two row tiles (Q and
   dO, or K and V) and two column tiles, so at 48 KiB they drop to 32 x 32;
@@ -189,7 +194,7 @@ class FlashTile:
     unroll: int | None = None   # step loops: 1 unrolled, 0 rolled, 2 the driver's choice;
                                 # None: the Target's unroll_loops
     one_col: bool = False   # the column tiles take turns in one shared buffer (ONE_COL)
-    row_regs: bool = False  # the forward's Q, the dQ kernel's dO in registers (ROW_REGS)
+    row_regs: bool = False  # the row tiles in registers (ROW_REGS; not the fused backward)
     ktg: int = 1            # key tiles per workgroup (the fused backward; KTG)
     dq_split: int = 1       # lanes that split the fused backward's dQ product (DQ_SPLIT)
 
@@ -200,12 +205,12 @@ class FlashTile:
     def shared_bytes(self, mode: str, d: int) -> int:
         rs, psr = d // 4 + 1, self.br // 4 + 1            # padded row strides, in vec4s
         cols = (1 if self.one_col else 2) * self.bc * rs  # the streamed column tiles
-        rows = (0 if self.row_regs else 1) * self.br * rs  # the row tile ROW_REGS keeps out
+        rows = (0 if self.row_regs else 1) * self.br * rs  # a row tile ROW_REGS keeps out
         if mode == "delta":                               # ROW_REDUCE's scratch
             return 4 * self.br * self.tx
         vec4s = {"fwd": rows + cols + self.bc * psr,
-                 "dq": self.br * rs + rows + cols + self.bc * psr,
-                 "dkdv": 2 * self.br * rs + cols + 2 * self.bc * psr}[_SHAPE_OF.get(mode, mode)]
+                 "dq": 2 * rows + cols + self.bc * psr,
+                 "dkdv": 2 * rows + cols + 2 * self.bc * psr}[_SHAPE_OF.get(mode, mode)]
         return 16 * vec4s + (8 * self.bc if mode in ("dkdv", "bwd") else 0)
 
     def problem(self, mode: str, d: int, target=None) -> str | None:
@@ -218,8 +223,9 @@ class FlashTile:
         if self.unroll not in (None, 0, 1, 2):
             return f"unroll = {self.unroll!r} must be None, 0, 1 or 2"
         target = target_of(target)
-        if self.row_regs and mode in ("dkdv", "bwd"):
-            return "row_regs keeps the forward's Q or the dQ kernel's dO in registers; dK/dV has none"
+        if self.row_regs and mode == "bwd":
+            return ("row_regs keeps the row tiles in registers; the fused backward's dQ product "
+                    "reads its K tile from shared memory")
         if self.ktg < 1 or (self.ktg > 1 and mode != "bwd"):
             return f"ktg = {self.ktg}: key tiles per workgroup are the fused backward's, at least 1"
         if self.row_regs and not (target.subgroup_size or 0) >= tx:
@@ -293,10 +299,23 @@ TILES = {
 # D32 B32 H8 L256 causal 79 -> 61; D128 (64 x 8: 6.3 KiB, 215 registers, two workgroups)
 # L1024 causal 437 -> 293, L4096 causal 6340 -> 4242. Devices with subgroups narrower than TX
 # take TILES.
+# The backward's two kernels keep their row tiles in registers too (the dQ kernel Q and dO,
+# the dK/dV kernel K and V). H200, 2026-12-04 (bench_attention.py --sweep --kernel dq --kernel
+# dkdv, us, TILES' tile against this one): D64 B4 H8 L4096 causal dq 3561 -> 3102, dkdv 5888
+# -> 3903; L1024 causal dq 259 -> 221, dkdv 403 -> 272 (their sum, 493, against the fused
+# backward's 608: FUSED_BACKWARD_MAX_HEAD_DIM); D128 L1024 causal dq 666 -> 409, dkdv 878 ->
+# 560 (fused: 1390); D32 B32 H8 L256 causal dq 114 -> 86, dkdv 178 -> 123 (the fused
+# backward's 168 stays faster there).
 HEAD_DIM_TILES = {("bwd", 32): (FlashTile(32, 16),),
                   ("fwd", 32): (FlashTile(64, 32, one_col=True, row_regs=True),),
                   ("fwd", 64): (FlashTile(64, 32, one_col=True, row_regs=True),),
-                  ("fwd", 128): (FlashTile(64, 8, one_col=True, row_regs=True),)}
+                  ("fwd", 128): (FlashTile(64, 8, one_col=True, row_regs=True),),
+                  ("dq", 32): (FlashTile(64, 16, row_regs=True),),
+                  ("dkdv", 32): (FlashTile(64, 16),),
+                  ("dq", 64): (FlashTile(64, 32, one_col=True, row_regs=True),),
+                  ("dkdv", 64): (FlashTile(64, 16, row_regs=True),),
+                  ("dq", 128): (FlashTile(64, 8, one_col=True, row_regs=True),),
+                  ("dkdv", 128): (FlashTile(64, 16, tx=16, one_col=True, row_regs=True),)}
 
 
 # The fused backward (MODE 3) is the dK/dV kernel with one more product in the same shared tiles.
@@ -387,10 +406,14 @@ ALTERNATIVES = {
             "64x8_4x8": FlashTile(64, 8),                               # 23.4 KiB
         },
         "dq": {
-            "32x16_4x16_rowregs_onecol": _regs(32, 16, tx=16, one_col=True),   # 15 KiB
-            "64x8_4x8_rowregs_onecol": _regs(64, 8, one_col=True),      # 21.3 KiB
+            # (dq's row_regs keeps Q and dO in registers, dkdv's K and V; sizes as planned,
+            # in KiB)
+            "32x16_4x16_rowregs_onecol": _regs(32, 16, tx=16, one_col=True),   # 6.5
+            "64x8_4x8_rowregs_onecol": _regs(64, 8, one_col=True),      # 4.3
+            "64x16_4x8_rowregs_onecol": _regs(64, 16, one_col=True),    # 8.5
+            "64x32_4x8_rowregs_onecol": _regs(64, 32, one_col=True),    # 17
             "32x16_4x16_onecol": _one(32, 16, tx=16),                   # 23.5 KiB
-            "32x8_4x8_rowregs_onecol": _regs(32, 8, one_col=True),      # 11.8 KiB, 64 threads
+            "32x8_4x8_rowregs_onecol": _regs(32, 8, one_col=True),      # 3.3, 64 threads
             "64x16_4x8_rolled": FlashTile(64, 16, unroll=0),
             "64x8_4x8": FlashTile(64, 8),
             "64x8_4x8_rolled": FlashTile(64, 8, unroll=0),
@@ -400,8 +423,8 @@ ALTERNATIVES = {
             "32x32_8x8": FlashTile(32, 32, tr=8),                       # S 8x4, dQ 8x8: 1 warp
             "32x16_4x8": FlashTile(32, 16),
             "64x16_4x8_onecol": _one(64, 16),                           # 42.5 KiB
-            "64x16_4x8_rowregs": _regs(64, 16),                         # 29.8 KiB
-            "64x32_4x16_rowregs": _regs(64, 32, tx=16),                 # 42.5 KiB, 256 threads
+            "64x16_4x8_rowregs": _regs(64, 16),                         # 12.8 KiB
+            "64x32_4x16_rowregs": _regs(64, 32, tx=16),                 # 25.5 KiB, 256 threads
         },
         "dkdv": {
             "64x8_4x8_rolled": FlashTile(64, 8, unroll=0),
@@ -416,6 +439,11 @@ ALTERNATIVES = {
             "32x8_4x8_onecol": _one(32, 8),                             # 21.4 KiB, 64 threads
             "32x8_4x8": FlashTile(32, 8),                               # 23.6 KiB, 64 threads
             "32x16_4x16_onecol": _one(32, 16, tx=16),                   # 25.9 KiB
+            "64x8_4x8_rowregs": _regs(64, 8),                           # K, V in registers
+            "64x8_4x8_rowregs_onecol": _regs(64, 8, one_col=True),
+            "64x16_4x8_rowregs": _regs(64, 16),
+            "64x16_4x8_rowregs_onecol": _regs(64, 16, one_col=True),
+            "32x16_4x16_rowregs_onecol": _regs(32, 16, tx=16, one_col=True),
         },
         "bwd": {    # planner: 64 x 8, 42.6 KiB, one dQ vec4 per thread per step
             "32x8_4x8_onecol": _one(32, 8),                             # 21.4 KiB, 64 threads
@@ -472,6 +500,8 @@ ALTERNATIVES = {
             "32x8_4x8_onecol": _one(32, 8),                             # 39.4 KiB
             "16x16_4x16_onecol": _one(16, 16, tx=16),                   # 27.4 KiB, 64 threads
             "16x16_4x8": FlashTile(16, 16),                             # the planner's before
+            "32x16_4x16_rowregs_onecol": _regs(32, 16, tx=16, one_col=True),   # K, V in regs
+            "64x16_4x16_rowregs_onecol": _regs(64, 16, tx=16, one_col=True),   # 256 threads
         },
         "bwd": {    # planner: 32 x 16 ONE_COL rolled, 128 threads, 45.9 KiB, dQ 4 each
             "32x16_4x16_onecol_split2": _one(32, 16, tx=16, dq_split=2),   # dQ 8 per lane pair
@@ -608,6 +638,19 @@ def dq_partials_bound(target=None) -> int:
 # The most key tiles the fused backward gives one workgroup to keep its dQ slices under the
 # bound; past that the two kernels run (fewer workgroups than that leave a GPU idle).
 MAX_KEY_TILES_PER_GROUP = 4
+# The planner's fused backward only up to this head dim: above it, the two kernels with their
+# row tiles in registers (HEAD_DIM_TILES) ran faster on the H200 (B4 H8 L1024 causal, fwd+bwd
+# kernels' us, 2026-12-04: D64 two kernels 493 against the fused 608, D128 975 against 1390);
+# at D = 32 (the LM small preset) the fused one still wins, 168 against 208.
+FUSED_BACKWARD_MAX_HEAD_DIM = 32
+
+
+def fused_backward_planned(BH: int, Lq: int, Lk: int, D: int, target=None) -> FlashTile | None:
+    """The fused backward's tile where the planner takes that path (head dim and dQ slices),
+    else None."""
+    if D > FUSED_BACKWARD_MAX_HEAD_DIM:
+        return None
+    return fused_backward_tile(BH, Lq, Lk, D, target)
 
 
 def fused_backward_tile(BH: int, Lq: int, Lk: int, D: int, target=None,
@@ -631,8 +674,9 @@ def plan_flash_attention_bwd(BH: int, Lq: int, Lk: int, D: int, *, causal: bool,
                              heads: int | None = None, dlse_zero: bool = False) -> OpPlan:
     """The backward: roles "q", "k", "v", "o", "lse", "do", "dlse" -> "dq", "dk", "dv".
 
-    Fused (`fused` None: whenever fused_backward_tile finds a tile and no two-kernel tile is
-    forced; True forces it, False the two kernels): delta, then the backward kernel (dK, dV and dQ slices, S and dP computed
+    Fused (`fused` None: up to FUSED_BACKWARD_MAX_HEAD_DIM, or with `bwd_tile`, whenever
+    fused_backward_tile finds a tile and no two-kernel tile is forced; True forces it, False the
+    two kernels): delta, then the backward kernel (dK, dV and dQ slices, S and dP computed
     once), then the dQ sum; temps "delta" and "dqp". Two kernels: dQ (which also writes delta),
     then dK/dV (which reads it); temp "delta". `bwd_tile` forces the fused kernel's tile (its
     ktg is then the least it takes), `dq_tile` and `dkdv_tile` the two kernels'. `layouts` and
@@ -653,6 +697,8 @@ def _plan_bwd(BH, Lq, Lk, D, causal, scale, target, fused, bwd_tile, dq_tile, dk
     _check(BH, Lq, Lk, D, scale)
     args = (BH, Lq, Lk, D, causal, scale, target)
     if fused is None and (dq_tile or dkdv_tile):
+        fused = False
+    if fused is None and bwd_tile is None and D > FUSED_BACKWARD_MAX_HEAD_DIM:
         fused = False
     if fused is not False:
         ftile = fused_backward_tile(BH, Lq, Lk, D, target, bwd_tile)
@@ -724,17 +770,17 @@ def loop_limit_problem(mode: str, streamed: int, d: int, target=None,
 # head_dim * Lk >= 32768 (D64 L512 294 vs 408, L1024 952 vs 1520, L4096 13359 vs 24683; D128
 # L256 168 vs 242, L1024 1413 vs 3576) but not below (D64 L256 134 vs 131; D32 L1024 870 vs
 # 773, L512 273 vs 215); causal in blocks of query rows (causal_blocks, below) from
-# head_dim 64 with head_dim * Lk >= 131072 (2026-12-02 15:12, --causal --blocks 128,256,512,
-# blocks of 512 against flash and torch SDPA: D64 L2048 2569 vs 3203 and 2273, L4096 8870 vs
-# 12313 and 7767; D128 L1024 1433 vs 1849 and 1156, L2048 4564 vs 7631 and 3733, L4096 15860
-# vs 29820 and 13145) but not below (D64 L1024 839 vs 826; the LM small shape B32 H8 L256 D32
-# 500 vs 266). A causal mask with Lq > Lk leaves rows without keys: those stay on the flash
+# head_dim 64 with head_dim * Lk >= 262144 (2026-12-04 05:11, --causal, after the backward's
+# kernels took their row tiles into registers, written out against flash and torch SDPA: D64
+# L4096 8848 vs 9297 and 7750; D128 L2048 4290 vs 4766 and 3707, L4096 14064 vs 18378 and
+# 13043) but not below (D64 L2048 2576 vs 2457, L1024 840 vs 743; D128 L1024 1412 vs 1305;
+# the LM small shape B32 H8 L256 D32 502 vs 250). A causal mask with Lq > Lk leaves rows without keys: those stay on the flash
 # kernels. A head dim the kernels are not built for is written out on every device (else it
 # would run on the interpreter).
 SCORES_MIN_HEAD_DIM = 64
 SCORES_MIN_HEAD_DIM_TIMES_KEYS = 32768
 CAUSAL_SCORES_MIN_HEAD_DIM = 64
-CAUSAL_SCORES_MIN_HEAD_DIM_TIMES_KEYS = 131072
+CAUSAL_SCORES_MIN_HEAD_DIM_TIMES_KEYS = 262144
 # float16 and bfloat16 attention written out runs its products on the cooperative-matrix
 # kernel (f32 scores, P kept in 16 bits) where the Target has it, and then by these rules; the
 # flash kernels compute 16-bit attention in f32 on the shader cores. Elsewhere its products
@@ -825,7 +871,7 @@ def plan_eqn(e, target, placed=None, dlse_zero=False):
     if placed:
         kw.update(heads=h, layouts={r: lay for r, (_, lay) in placed.items()})
     if e.prim is P.flash_attention_bwd_p:
-        fused = fused_backward_tile(b * h, lq, lk, d, target)
+        fused = fused_backward_planned(b * h, lq, lk, d, target)
         if fused is not None and loop_limit_problem("bwd", lq, d, target, fused) is None:
             kw["fused"], modes = True, ()
         else:
